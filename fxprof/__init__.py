@@ -1,0 +1,53 @@
+"""fxprof: a torch.fx graph-interpreter profiler that times every node of every run.
+
+Quick start::
+
+    import fxprof, torch, torchvision
+    model = torchvision.models.resnet18(weights=None).eval()
+    prof = fxprof.profile(model, torch.randn(1, 3, 224, 224))
+    print(prof.summary(top=10))
+    prof.df          # one row per node: times in ms, share of total in pct
+    prof.samples     # every sample: one row per (node, run)
+    prof.to_csv("resnet18.csv"); prof.save("resnet18.json")
+"""
+
+__version__ = "0.1.0"
+
+from .errors import (  # noqa: E402
+    FxprofError,
+    NodeExecutionError,
+    ProfileFormatError,
+    ProfileWriteError,
+    TimerUnavailableError,
+    TraceError,
+)
+from .timers import CpuTimer, CudaEventTimer, SyncTimer, Timer  # noqa: E402
+from .tracer import ProfilerTracer, trace  # noqa: E402
+from .nodes import NodeInfo  # noqa: E402
+from .interpreter import ProfilingInterpreter, Recording  # noqa: E402
+from .profile import Profile  # noqa: E402
+from .io import load_profile as load, read_csv  # noqa: E402
+from .api import profile  # noqa: E402
+
+__all__ = [
+    "__version__",
+    "profile",
+    "trace",
+    "load",
+    "read_csv",
+    "Profile",
+    "ProfilerTracer",
+    "ProfilingInterpreter",
+    "Recording",
+    "NodeInfo",
+    "Timer",
+    "CpuTimer",
+    "CudaEventTimer",
+    "SyncTimer",
+    "FxprofError",
+    "TraceError",
+    "TimerUnavailableError",
+    "NodeExecutionError",
+    "ProfileFormatError",
+    "ProfileWriteError",
+]

@@ -1,0 +1,200 @@
+"""``fxprof.profile``: trace, warm up, time every node of every run, return a Profile."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import platform
+import warnings
+from typing import Any, Iterable, Iterator
+
+import torch
+from torch import fx, nn
+
+from . import __version__
+from .errors import describe_value
+from .interpreter import ProfilingInterpreter
+from .nodes import describe_graph
+from .profile import Profile
+from .timers import Timer, resolve_timer, tensor_devices
+from .tracer import trace
+
+__all__ = ["profile"]
+
+
+def profile(
+    model: nn.Module,
+    *args: Any,
+    warmup: int = 5,
+    iters: int = 20,
+    timer: str | Timer = "auto",
+    no_grad: bool = True,
+    concrete_args: dict[str, Any] | None = None,
+    leaf_modules: Iterable[type | str] = (),
+    name: str | None = None,
+    **kwargs: Any,
+) -> Profile:
+    """Profile ``model(*args, **kwargs)`` node by node.
+
+    The model is traced with :class:`~fxprof.ProfilerTracer` (a ``GraphModule`` is used as
+    is), run ``warmup`` times untimed-for-keeps (first-call costs: allocator growth, cuDNN /
+    cuBLAS setup, lazy init), then ``iters`` times with every node timed. Every sample is kept.
+
+    Args:
+        model: an ``nn.Module`` or ``fx.GraphModule``. Call ``model.eval()`` first unless you
+            mean to profile training-mode behaviour (dropout, batch statistics).
+        *args, **kwargs: the model's inputs. Tensors are cloned before each run, so a model
+            that modifies its inputs in place never changes yours.
+        warmup: discarded runs before timing (>= 0).
+        iters: timed runs (>= 1).
+        timer: ``"auto"`` (``"cuda"`` if any parameter, buffer or input is on CUDA, else
+            ``"cpu"``), ``"cpu"``, ``"cuda"``, ``"sync"``, or a :class:`~fxprof.timers.Timer`.
+        no_grad: run under ``torch.no_grad()`` (default True).
+        concrete_args, leaf_modules: passed to :func:`fxprof.trace`.
+        name: the model's name in the profile (default: its class name).
+
+    Returns:
+        A :class:`~fxprof.Profile`. Buffers the runs changed (batch-norm running statistics in
+        training mode) are restored afterwards; parameters are never written.
+
+    Raises:
+        ValueError: ``warmup``/``iters`` out of range, or inputs that do not fit the graph.
+        TimerUnavailableError: a CUDA timer without a usable GPU (raised before anything runs).
+        TraceError: the model cannot be symbolically traced.
+        NodeExecutionError: a node failed; names the node and what it received. If timed runs
+            had completed, the exception's ``profile`` attribute holds them.
+    """
+    _check_count("warmup", warmup, minimum=0)
+    _check_count("iters", iters, minimum=1)
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"fxprof.profile takes an nn.Module or fx.GraphModule, got {type(model).__name__}")
+
+    gm = model if isinstance(model, fx.GraphModule) else trace(model, concrete_args=concrete_args, leaf_modules=leaf_modules)
+    inputs = _bind_inputs(gm, args, kwargs)
+    chosen = resolve_timer(timer, gm, inputs)
+    devices = tensor_devices(list(gm.parameters()) + list(gm.buffers()) + list(inputs))
+    if getattr(chosen, "name", None) == "cpu" and any(d.type == "cuda" for d in devices):
+        warnings.warn(
+            "timer='cpu' on CUDA tensors measures only the time to launch kernels (CUDA is "
+            "asynchronous); use timer='cuda' (or 'auto') for device time.",
+            stacklevel=2,
+        )
+
+    nodes = describe_graph(gm)
+    interpreter = ProfilingInterpreter(gm, chosen)
+    meta = _describe_run(model, gm, name, chosen, devices, inputs, warmup, iters, no_grad)
+
+    grad_context = torch.no_grad() if no_grad else contextlib.nullcontext()
+    with grad_context, _restore_buffers(gm):
+        for _ in range(warmup):
+            interpreter.run(*_fresh(inputs))
+        interpreter.reset()
+        try:
+            for _ in range(iters):
+                interpreter.run(*_fresh(inputs))
+        except BaseException as exc:  # KeyboardInterrupt too: hand back what was measured
+            done = interpreter.recording.runs
+            if done:
+                partial = Profile.from_recording(nodes, interpreter.recording, {**meta, "iters": done, "requested_iters": iters, "incomplete": True})
+                with contextlib.suppress(Exception):
+                    exc.profile = partial  # type: ignore[attr-defined]
+                    exc.add_note(f"fxprof: {done} of {iters} timed runs completed; they are in this exception's .profile")
+            raise
+    return Profile.from_recording(nodes, interpreter.recording, meta)
+
+
+def _check_count(label: str, value: Any, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{label} must be an integer, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{label} must be >= {minimum}, got {value}")
+
+
+def _bind_inputs(gm: fx.GraphModule, args: tuple, kwargs: dict[str, Any]) -> tuple:
+    """Order positional and keyword inputs as the graph's placeholders expect them."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    names = [str(p.target) for p in placeholders]
+    if len(args) > len(placeholders):
+        raise ValueError(
+            f"the model takes {len(placeholders)} input(s) ({', '.join(names) or 'none'}) "
+            f"but {len(args)} were given"
+        )
+    values = list(args)
+    remaining = dict(kwargs)
+    for p in placeholders[len(args):]:
+        key = str(p.target)
+        if key in remaining:
+            values.append(remaining.pop(key))
+        elif p.args:  # the placeholder's default value
+            values.append(p.args[0])
+        else:
+            raise ValueError(f"missing input {key!r}: the model's inputs are {', '.join(names)}")
+    if remaining:
+        raise ValueError(
+            f"unexpected keyword input(s) {', '.join(map(repr, remaining))}; the model's inputs "
+            f"are {', '.join(names) or 'none'}"
+        )
+    return tuple(values)
+
+
+def _fresh(values: tuple) -> tuple:
+    """Clone tensors (recursively) so in-place ops in the model never touch the caller's."""
+
+    def clone(value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            return value.clone()
+        if isinstance(value, (list, tuple)):
+            return type(value)(clone(v) for v in value)
+        if isinstance(value, dict):
+            return {k: clone(v) for k, v in value.items()}
+        return value
+
+    return tuple(clone(v) for v in values)
+
+
+@contextlib.contextmanager
+def _restore_buffers(gm: nn.Module) -> Iterator[None]:
+    """Put every buffer back as it was (batch-norm statistics move in training mode)."""
+    saved = [(b, b.detach().clone()) for b in gm.buffers()]
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            for buffer, value in saved:
+                if buffer.shape == value.shape:
+                    buffer.copy_(value)
+
+
+def _describe_run(
+    model: nn.Module,
+    gm: fx.GraphModule,
+    name: str | None,
+    timer: Timer,
+    devices: set[torch.device],
+    inputs: tuple,
+    warmup: int,
+    iters: int,
+    no_grad: bool,
+) -> dict[str, Any]:
+    cuda = sorted((d for d in devices if d.type == "cuda"), key=str)
+    device = str(cuda[0]) if cuda else ("cpu" if devices else "none")
+    meta: dict[str, Any] = {
+        "model": name or type(model).__name__,
+        "timer": getattr(timer, "name", type(timer).__name__),
+        "device": device,
+        "warmup": warmup,
+        "iters": iters,
+        "threads": torch.get_num_threads(),
+        "no_grad": no_grad,
+        "training": model.training,
+        "inputs": [describe_value(v) for v in inputs],
+        "torch": torch.__version__,
+        "fxprof": __version__,
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+    if cuda and torch.cuda.is_available():
+        with contextlib.suppress(Exception):
+            meta["gpu"] = torch.cuda.get_device_name(cuda[0])
+    return meta

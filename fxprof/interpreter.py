@@ -1,0 +1,130 @@
+"""The profiling interpreter: runs a GraphModule node by node and times every node.
+
+Per node, :meth:`ProfilingInterpreter.run_node` fetches the node's arguments first (untimed),
+then takes a timer mark and a host clock reading, runs the node, and takes them again. Only
+the raw marks are kept during the run; they are turned into milliseconds after the run's one
+synchronization point (``timer.end_run()``), so the CUDA timer never stalls the host between
+nodes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from torch import fx
+
+from .errors import NodeExecutionError, describe_value
+from .nodes import target_name
+from .timers import CpuTimer, Timer
+
+__all__ = ["ProfilingInterpreter", "Recording"]
+
+
+@dataclass
+class Recording:
+    """Raw samples: one entry per executed node per run, plus one per run for the whole run.
+
+    Columns are parallel lists. ``time_ms`` comes from the timer (device time for the CUDA
+    timers), ``host_ms`` from the host clock.
+    """
+
+    node: list[str] = field(default_factory=list)
+    run: list[int] = field(default_factory=list)
+    time_ms: list[float] = field(default_factory=list)
+    host_ms: list[float] = field(default_factory=list)
+    run_total_ms: list[float] = field(default_factory=list)
+    run_host_ms: list[float] = field(default_factory=list)
+
+    @property
+    def runs(self) -> int:
+        return len(self.run_total_ms)
+
+
+class ProfilingInterpreter(fx.Interpreter):
+    """An ``fx.Interpreter`` that times every node of every run.
+
+    Args:
+        module: the ``GraphModule`` to run.
+        timer: a :class:`~fxprof.timers.Timer`; defaults to the CPU clock.
+        garbage_collect_values: free intermediate values once their last user ran (as eager
+            execution would), passed to ``fx.Interpreter``.
+
+    Every call of :meth:`run` appends one sample per executed node to :attr:`recording` and
+    returns exactly what the module returns. A node that raises is re-raised as
+    :class:`~fxprof.errors.NodeExecutionError` naming the node, its op and target and what it
+    received; runs that completed before stay in :attr:`recording`.
+    """
+
+    def __init__(self, module: fx.GraphModule, timer: Timer | None = None, garbage_collect_values: bool = True):
+        super().__init__(module, garbage_collect_values=garbage_collect_values)
+        self.timer: Timer = timer if timer is not None else CpuTimer()
+        self.recording = Recording()
+        # The original graph position is already in our error message; torch.fx's own
+        # "While executing ..." suffix would repeat it.
+        self.extra_traceback = False
+        self._marks: list[tuple[str, Any, Any, int, int]] = []
+
+    def reset(self) -> None:
+        """Forget every recorded run (used after warm-up)."""
+        self.recording = Recording()
+
+    def run(self, *args: Any, **kwargs: Any) -> Any:
+        timer = self.timer
+        host_ns = timer.host_ns
+        self._marks = []
+        timer.begin_run()
+        start, host_start = timer.mark(), host_ns()
+        try:
+            result = super().run(*args, **kwargs)
+        finally:
+            host_end = host_ns()
+            end = timer.mark()
+            timer.end_run()  # the one synchronization of the run
+        # Reached only when the run completed: a failed run leaves no partial samples.
+        index = self.recording.runs
+        rec = self.recording
+        elapsed = timer.elapsed_ms
+        for name, m0, m1, h0, h1 in self._marks:
+            rec.node.append(name)
+            rec.run.append(index)
+            rec.time_ms.append(elapsed(m0, m1))
+            rec.host_ms.append((h1 - h0) / 1e6)
+        rec.run_total_ms.append(elapsed(start, end))
+        rec.run_host_ms.append((host_end - host_start) / 1e6)
+        self._marks = []
+        return result
+
+    def run_node(self, n: fx.Node) -> Any:
+        set_current = getattr(self, "_set_current_node", None)
+        with set_current(n) if set_current is not None else contextlib.nullcontext():
+            args, kwargs = self.fetch_args_kwargs_from_env(n)
+            method = getattr(self, n.op)
+            timer = self.timer
+            m0 = timer.mark()
+            h0 = timer.host_ns()
+            try:
+                result = method(n.target, args, kwargs)
+            except Exception as exc:
+                raise _node_error(n, args, kwargs, exc) from exc
+            h1 = timer.host_ns()
+            m1 = timer.mark()
+            self._marks.append((n.name, m0, m1, h0, h1))
+            return result
+
+
+def _node_error(n: fx.Node, args: tuple, kwargs: dict, exc: Exception) -> NodeExecutionError:
+    if isinstance(exc, NodeExecutionError):  # raised by a nested interpreter: keep it
+        return exc
+    inputs = [f"arg{i}: {describe_value(a)}" for i, a in enumerate(args)]
+    inputs += [f"{k}: {describe_value(v)}" for k, v in kwargs.items()]
+    target = target_name(n)
+    lines = [
+        f"node {n.name!r} ({n.op} {target}) raised {type(exc).__name__}: {exc}",
+        "it received:" if inputs else "it received no arguments",
+        *(f"  {line}" for line in inputs),
+        "Check that the inputs have the shapes, dtypes and devices the model expects "
+        "(and that they match the example used for tracing).",
+    ]
+    return NodeExecutionError("\n".join(lines), node=n.name, op=n.op, target=target, inputs=inputs)

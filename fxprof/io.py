@@ -1,0 +1,167 @@
+"""Saving and loading: the per-node CSV and the lossless JSON profile. Never pickle.
+
+Every file is written atomically: to a temporary file beside the target, flushed and
+fsynced, then renamed over it. A failed write leaves any earlier file intact and never a
+truncated one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import tempfile
+from typing import TYPE_CHECKING, Any, Callable
+
+import numpy as np
+import pandas as pd
+
+from .errors import ProfileFormatError, ProfileWriteError
+from .interpreter import Recording
+from .nodes import NodeInfo
+from .profile import NODE_COLUMNS, STAT_COLUMNS, TABLE_COLUMNS
+
+if TYPE_CHECKING:
+    from .profile import Profile
+
+__all__ = ["atomic_write", "write_csv", "read_csv", "save_profile", "load_profile", "FORMAT_NAME", "FORMAT_VERSION"]
+
+FORMAT_NAME = "fxprof.profile"
+FORMAT_VERSION = 1
+
+
+def atomic_write(path: str | os.PathLike, write: Callable[[io.TextIOBase], None]) -> None:
+    """Call ``write(file)`` on a temporary file, then move it to ``path`` in one step."""
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    tmp = None
+    try:
+        if os.path.isdir(path):
+            raise IsADirectoryError(f"Is a directory: {path!r}")
+        fd, tmp = tempfile.mkstemp(prefix=".fxprof-", suffix=".tmp", dir=directory)
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            write(handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+        tmp = None
+    except OSError as exc:
+        raise ProfileWriteError(
+            f"cannot write {path!r}: {exc.strerror or exc}. Nothing was lost: the profile is still "
+            f"in memory; call the method again with a writable path."
+        ) from exc
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+# -------------------------------------------------------------------------- CSV
+def write_csv(table: pd.DataFrame, path: str | os.PathLike) -> None:
+    """Write a per-node table; floats are written with full precision (exact round trip)."""
+    atomic_write(path, lambda handle: table.to_csv(handle, index=True, index_label="node"))
+
+
+def read_csv(path: str | os.PathLike) -> pd.DataFrame:
+    """Read a per-node table written by :meth:`Profile.to_csv`.
+
+    Returns the same index (``node``), columns and dtypes the profile's :attr:`~Profile.df`
+    has. Raises :class:`~fxprof.errors.ProfileFormatError` for a file that is not such a table.
+    """
+    path = os.fspath(path)
+    text_columns = ("node",) + NODE_COLUMNS
+    try:
+        table = pd.read_csv(
+            path,
+            dtype={c: str for c in text_columns},
+            keep_default_na=False,
+            na_values={c: ["", "nan", "NaN"] for c in STAT_COLUMNS},
+        )
+    except FileNotFoundError:
+        raise
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as exc:
+        raise ProfileFormatError(f"{path!r} is not a CSV table fxprof can read: {exc}") from exc
+    expected = ["node", *TABLE_COLUMNS]
+    missing = [c for c in expected if c not in table.columns]
+    if missing:
+        raise ProfileFormatError(
+            f"{path!r} is not an fxprof per-node CSV: it lacks the column(s) {', '.join(missing)}. "
+            f"fxprof CSVs are written by Profile.to_csv() and have the columns {', '.join(expected)}."
+        )
+    try:
+        table["calls"] = table["calls"].astype(np.int64)
+        for col in STAT_COLUMNS:
+            if col != "calls":
+                table[col] = table[col].astype(np.float64)
+    except (ValueError, TypeError) as exc:
+        raise ProfileFormatError(f"{path!r} has a non-numeric value in a numeric column: {exc}") from exc
+    return table.set_index("node")[list(TABLE_COLUMNS)]
+
+
+# ------------------------------------------------------------------------- JSON
+def _profile_to_dict(profile: "Profile") -> dict[str, Any]:
+    samples = profile.samples
+    runs = profile.runs
+    return {
+        "format": FORMAT_NAME,
+        "version": FORMAT_VERSION,
+        "meta": profile.meta,
+        "nodes": [
+            {"name": n.name, **{col: getattr(n, col) for col in NODE_COLUMNS}} for n in profile.nodes
+        ],
+        "samples": {
+            "node": samples["node"].tolist(),
+            "run": samples["run"].tolist(),
+            "time_ms": samples["time_ms"].tolist(),
+            "host_ms": samples["host_ms"].tolist(),
+        },
+        "runs": {
+            "run": runs["run"].tolist(),
+            "total_ms": runs["total_ms"].tolist(),
+            "host_ms": runs["host_ms"].tolist(),
+        },
+    }
+
+
+def save_profile(profile: "Profile", path: str | os.PathLike) -> None:
+    data = _profile_to_dict(profile)
+    # allow_nan: timings are finite, but be explicit that NaN would be written as NaN.
+    atomic_write(path, lambda handle: json.dump(data, handle, allow_nan=True, default=str))
+
+
+def load_profile(path: str | os.PathLike) -> "Profile":
+    """Load a profile saved by :meth:`Profile.save`."""
+    from .profile import Profile
+
+    path = os.fspath(path)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ProfileFormatError(f"{path!r} is not a saved fxprof profile (not JSON: {exc})") from exc
+    if not isinstance(data, dict) or data.get("format") != FORMAT_NAME:
+        raise ProfileFormatError(
+            f"{path!r} is not a saved fxprof profile (no \"format\": \"{FORMAT_NAME}\" field). "
+            f"Save profiles with Profile.save(); per-node CSVs are read with fxprof.read_csv()."
+        )
+    version = data.get("version")
+    if version != FORMAT_VERSION:
+        raise ProfileFormatError(
+            f"{path!r} is a version {version!r} fxprof profile; this fxprof reads version "
+            f"{FORMAT_VERSION}. Upgrade fxprof (or re-save the profile with this version)."
+        )
+    try:
+        nodes = [NodeInfo(**{"name": n["name"], **{c: n[c] for c in NODE_COLUMNS}}) for n in data["nodes"]]
+        s, r = data["samples"], data["runs"]
+        recording = Recording(
+            node=[str(v) for v in s["node"]],
+            run=[int(v) for v in s["run"]],
+            time_ms=[float(v) for v in s["time_ms"]],
+            host_ms=[float(v) for v in s["host_ms"]],
+            run_total_ms=[float(v) for v in r["total_ms"]],
+            run_host_ms=[float(v) for v in r["host_ms"]],
+        )
+        return Profile.from_recording(nodes, recording, data.get("meta") or {})
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ProfileFormatError(f"{path!r} is a damaged fxprof profile: {type(exc).__name__}: {exc}") from exc

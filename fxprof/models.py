@@ -1,0 +1,119 @@
+"""Resolving a model name or import path and input specs for the command line."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import re
+import sys
+
+import torch
+from torch import nn
+
+from .errors import FxprofError
+
+__all__ = ["load_model", "parse_input", "make_input", "DEFAULT_IMAGE_INPUT"]
+
+DEFAULT_IMAGE_INPUT = "1x3x224x224"
+
+_DTYPES = {
+    "float32": torch.float32, "float": torch.float32, "fp32": torch.float32,
+    "float16": torch.float16, "half": torch.float16, "fp16": torch.float16,
+    "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
+    "float64": torch.float64, "double": torch.float64,
+    "int64": torch.int64, "long": torch.int64, "int32": torch.int32, "int": torch.int32,
+    "bool": torch.bool,
+}
+
+
+def load_model(spec: str) -> nn.Module:
+    """A torchvision model name (``resnet18``), ``package.module:factory`` or ``file.py:factory``.
+
+    torchvision models are built with ``weights=None`` (nothing is downloaded).
+    """
+    if ":" not in spec:
+        return _torchvision_model(spec)
+    where, _, factory_name = spec.rpartition(":")
+    if not where or not factory_name.isidentifier():
+        raise FxprofError(f"bad model {spec!r}: expected 'package.module:factory' or 'path/to/file.py:factory'")
+    if where.endswith(".py") or os.sep in where or "/" in where:
+        if not os.path.isfile(where):
+            raise FxprofError(f"bad model {spec!r}: no such file {where!r}")
+        module_name = "_fxprof_user_" + re.sub(r"\W", "_", os.path.splitext(os.path.basename(where))[0])
+        loader_spec = importlib.util.spec_from_file_location(module_name, where)
+        if loader_spec is None or loader_spec.loader is None:
+            raise FxprofError(f"bad model {spec!r}: cannot import {where!r}")
+        module = importlib.util.module_from_spec(loader_spec)
+        sys.modules[module_name] = module
+        loader_spec.loader.exec_module(module)
+    else:
+        try:
+            module = importlib.import_module(where)
+        except ImportError as exc:
+            raise FxprofError(f"bad model {spec!r}: cannot import module {where!r} ({exc})") from exc
+    factory = getattr(module, factory_name, None)
+    if factory is None:
+        raise FxprofError(f"bad model {spec!r}: {where!r} has no attribute {factory_name!r}")
+    model = factory() if callable(factory) and not isinstance(factory, nn.Module) else factory
+    if not isinstance(model, nn.Module):
+        raise FxprofError(
+            f"bad model {spec!r}: {factory_name}() returned {type(model).__name__}, not an nn.Module "
+            "or fx.GraphModule"
+        )
+    return model
+
+
+def _torchvision_model(name: str) -> nn.Module:
+    import torchvision
+
+    available = set(torchvision.models.list_models())
+    if name not in available:
+        close = sorted(n for n in available if name.lower()[:4] in n)[:6]
+        hint = f" Did you mean: {', '.join(close)}?" if close else ""
+        raise FxprofError(
+            f"unknown model {name!r}: not a torchvision model name, nor 'module:factory'.{hint} "
+            f"`python -c 'import torchvision; print(torchvision.models.list_models())'` lists them."
+        )
+    kwargs = {"weights": None}
+    if name in set(torchvision.models.list_models(module=torchvision.models.detection)) | set(
+        torchvision.models.list_models(module=torchvision.models.segmentation)
+    ):
+        kwargs["weights_backbone"] = None
+    if name.startswith("inception") or name == "googlenet":
+        kwargs["aux_logits"] = False
+        kwargs["init_weights"] = False
+    return torchvision.models.get_model(name, **kwargs)
+
+
+def parse_input(spec: str) -> tuple[tuple[int, ...], torch.dtype | None]:
+    """``1x3x224x224`` -> ((1, 3, 224, 224), None); ``2x128:int64`` -> ((2, 128), torch.int64)."""
+    shape_text, _, dtype_text = spec.partition(":")
+    try:
+        shape = tuple(int(d) for d in shape_text.lower().split("x"))
+    except ValueError:
+        shape = ()
+    if not shape or any(d <= 0 for d in shape):
+        raise FxprofError(
+            f"bad --input {spec!r}: expected dimensions joined by 'x' with an optional ':dtype', "
+            f"e.g. 1x3x224x224 or 2x128:int64"
+        )
+    dtype = None
+    if dtype_text:
+        dtype = _DTYPES.get(dtype_text.lower())
+        if dtype is None:
+            raise FxprofError(f"bad --input {spec!r}: unknown dtype {dtype_text!r}; use one of {', '.join(sorted(_DTYPES))}")
+    return shape, dtype
+
+
+def make_input(shape: tuple[int, ...], dtype: torch.dtype | None, default_dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """A random input: normal floats, or integers in [0, 100) (token ids, class indices)."""
+    dtype = dtype or default_dtype
+    generator = torch.Generator().manual_seed(0)
+    if dtype.is_floating_point:
+        value = torch.randn(shape, generator=generator).to(dtype)
+    elif dtype == torch.bool:
+        value = torch.randint(0, 2, shape, generator=generator).bool()
+    else:
+        value = torch.randint(0, 100, shape, generator=generator, dtype=torch.int64).to(dtype)
+    return value.to(device)

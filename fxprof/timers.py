@@ -1,0 +1,220 @@
+"""Timers: small strategy objects that turn two marks into a duration in milliseconds.
+
+The interpreter calls, for every run::
+
+    timer.begin_run()
+    a = timer.mark(); ...node...; b = timer.mark()      # for every node
+    timer.end_run()                                      # the one synchronization point
+    timer.elapsed_ms(a, b)                               # read after end_run
+
+and reads a host clock (``timer.host_ns()``) around each node as well. Keeping the reading
+of durations after ``end_run`` lets the CUDA timer record events on the stream without ever
+stalling the host between nodes.
+
+Built-in timers:
+
+``"cpu"``  :class:`CpuTimer`, a monotonic clock (``time.perf_counter_ns``). Right for CPU
+           work; on CUDA work it measures only the launch (CUDA is asynchronous).
+``"cuda"`` :class:`CudaEventTimer`, CUDA events recorded on the current stream around each
+           node and one synchronize per run. Measures stream time.
+``"sync"`` :class:`SyncTimer`, ``torch.cuda.synchronize()`` before and after every node plus
+           the monotonic clock. Slow (it serializes host and device) but simple; used to
+           cross-check ``"cuda"``.
+``"auto"`` ``"cuda"`` when the model's parameters, buffers or inputs are on CUDA, else ``"cpu"``.
+
+Any object with the same methods can be passed as ``timer=`` (tests use a fake clock).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Iterable
+
+import torch
+
+from .errors import TimerUnavailableError
+
+__all__ = ["Timer", "CpuTimer", "CudaEventTimer", "SyncTimer", "TIMER_NAMES", "resolve_timer"]
+
+TIMER_NAMES = ("auto", "cpu", "cuda", "sync")
+
+
+class Timer:
+    """Base class and contract of a timer. Durations are in milliseconds."""
+
+    #: name recorded in the profile's metadata
+    name: str = "timer"
+    #: True when durations are measured on a device stream rather than by the host
+    measures_device: bool = False
+
+    def check(self) -> None:
+        """Raise :class:`TimerUnavailableError` if this timer cannot run here."""
+
+    def begin_run(self) -> None:
+        """Called before the first mark of a run."""
+
+    def mark(self) -> Any:
+        """Take a time mark; only :meth:`elapsed_ms` may interpret it."""
+        raise NotImplementedError
+
+    def end_run(self) -> None:
+        """Called after the last mark of a run; may block until the marks are readable."""
+
+    def elapsed_ms(self, start: Any, end: Any) -> float:
+        """Milliseconds between two marks of the run that just ended."""
+        raise NotImplementedError
+
+    def host_ns(self) -> int:
+        """The host clock, in nanoseconds, used for host time per node."""
+        return time.perf_counter_ns()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class CpuTimer(Timer):
+    """A monotonic host clock. Right for CPU work only."""
+
+    name = "cpu"
+
+    def mark(self) -> int:
+        return time.perf_counter_ns()
+
+    def elapsed_ms(self, start: int, end: int) -> float:
+        return (end - start) / 1e6
+
+
+def _require_cuda(timer_name: str) -> None:
+    if not torch.cuda.is_available():
+        built = torch.version.cuda or "none (CPU-only build)"
+        raise TimerUnavailableError(
+            f"timer={timer_name!r} needs a CUDA GPU, but torch.cuda.is_available() is False "
+            f"(torch {torch.__version__}, CUDA build: {built}). Use timer='cpu' for CPU work, "
+            f"or timer='auto' to choose from where the model's tensors are."
+        )
+
+
+class CudaEventTimer(Timer):
+    """CUDA events recorded on the current stream of ``device``; one synchronize per run.
+
+    Events are pooled and reused across runs, so recording a mark costs one
+    ``cudaEventRecord`` and no allocation. The elapsed time between two events is stream
+    time: when the host falls behind (launch-bound work) it includes the time the GPU
+    waited for the host.
+    """
+
+    name = "cuda"
+    measures_device = True
+
+    def __init__(self, device: torch.device | str | int | None = None):
+        self.device = _cuda_device(device)
+        self._pool: list[torch.cuda.Event] = []
+        self._next = 0
+        self._stream: torch.cuda.Stream | None = None
+
+    def check(self) -> None:
+        _require_cuda(self.name)
+
+    def begin_run(self) -> None:
+        self._next = 0
+        self._stream = torch.cuda.current_stream(self.device)
+
+    def mark(self) -> torch.cuda.Event:
+        if self._next == len(self._pool):
+            self._pool.append(torch.cuda.Event(enable_timing=True))
+        event = self._pool[self._next]
+        self._next += 1
+        event.record(self._stream)
+        return event
+
+    def end_run(self) -> None:
+        torch.cuda.synchronize(self.device)
+
+    def elapsed_ms(self, start: torch.cuda.Event, end: torch.cuda.Event) -> float:
+        return float(start.elapsed_time(end))
+
+    def __repr__(self) -> str:
+        return f"CudaEventTimer(device={self.device})"
+
+
+class SyncTimer(Timer):
+    """Synchronize the device before every mark, then read the monotonic clock."""
+
+    name = "sync"
+    measures_device = True
+
+    def __init__(self, device: torch.device | str | int | None = None):
+        self.device = _cuda_device(device)
+
+    def check(self) -> None:
+        _require_cuda(self.name)
+
+    def mark(self) -> int:
+        torch.cuda.synchronize(self.device)
+        return time.perf_counter_ns()
+
+    def elapsed_ms(self, start: int, end: int) -> float:
+        return (end - start) / 1e6
+
+    def __repr__(self) -> str:
+        return f"SyncTimer(device={self.device})"
+
+
+def _cuda_device(device: torch.device | str | int | None) -> torch.device | None:
+    if device is None:
+        return None
+    device = torch.device("cuda", device) if isinstance(device, int) else torch.device(device)
+    if device.type != "cuda":
+        raise ValueError(f"a CUDA timer needs a CUDA device, got {device}")
+    return device
+
+
+def tensor_devices(values: Iterable[Any]) -> set[torch.device]:
+    """Devices of every tensor found (recursively) in ``values``."""
+    found: set[torch.device] = set()
+    stack = list(values)
+    while stack:
+        value = stack.pop()
+        if isinstance(value, torch.Tensor):
+            found.add(value.device)
+        elif isinstance(value, (list, tuple)):
+            stack.extend(value)
+        elif isinstance(value, dict):
+            stack.extend(value.values())
+    return found
+
+
+def resolve_timer(timer: str | Timer, module: torch.nn.Module, inputs: Iterable[Any]) -> Timer:
+    """Turn ``timer`` (a name or a :class:`Timer`) into a checked timer for this model.
+
+    ``"auto"`` picks ``"cuda"`` when any parameter, buffer or input is on a CUDA device,
+    else ``"cpu"``. A CUDA timer on a machine without a usable GPU raises
+    :class:`TimerUnavailableError` before anything runs.
+    """
+    if isinstance(timer, Timer) or (not isinstance(timer, str) and hasattr(timer, "mark")):
+        if hasattr(timer, "check"):
+            timer.check()
+        return timer
+    if not isinstance(timer, str) or timer not in TIMER_NAMES:
+        raise ValueError(f"unknown timer {timer!r}; choose one of {', '.join(TIMER_NAMES)} or pass a Timer object")
+
+    devices = tensor_devices(list(module.parameters()) + list(module.buffers()) + list(inputs))
+    cuda_devices = sorted((d for d in devices if d.type == "cuda"), key=str)
+    device = cuda_devices[0] if cuda_devices else None
+
+    if timer == "auto":
+        timer = "cuda" if device is not None else "cpu"
+    if timer == "cpu":
+        return CpuTimer()
+    _require_cuda(timer)
+    if device is None:
+        raise TimerUnavailableError(
+            f"timer={timer!r} measures work on a CUDA stream, but the model's parameters and "
+            f"inputs are all on {', '.join(sorted(map(str, devices))) or 'no device'}. Move the "
+            f"model and inputs to CUDA (model.cuda(), x.cuda()), or use timer='cpu'."
+        )
+    if device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    built = CudaEventTimer(device) if timer == "cuda" else SyncTimer(device)
+    built.check()
+    return built

@@ -1,0 +1,141 @@
+"""Symbolic tracing that keeps the user's ``torch.profiler.record_function`` ranges.
+
+Plain ``torch.fx.symbolic_trace`` runs ``record_function.__enter__``/``__exit__`` eagerly while
+tracing, so the ranges vanish from the graph. :class:`ProfilerTracer` swaps those two methods
+for the duration of ``trace()`` (and only then: they are restored in ``finally``) so that each
+range becomes a pair of graph nodes::
+
+    handle = torch.ops.profiler._record_function_enter_new(name, args)
+    ...
+    torch.ops.profiler._record_function_exit._RecordFunction(handle)
+
+which are exactly the ops ``record_function`` calls when it runs. Both are side-effectful in
+torch.fx's eyes, so dead-code elimination keeps them, and running the traced module under
+``torch.profiler.profile`` shows the user's ranges as before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Any, Iterable, Iterator
+
+import torch
+from torch import fx, nn
+
+from .errors import TraceError
+
+__all__ = ["ProfilerTracer", "trace", "RANGE_ENTER_TARGETS", "RANGE_EXIT_TARGETS"]
+
+_record_function = torch.autograd.profiler.record_function
+_ENTER_OP = torch.ops.profiler._record_function_enter_new
+_EXIT_OP = torch.ops.profiler._record_function_exit._RecordFunction
+
+#: node targets that open a record_function range (ours, the legacy op, and the overloads
+#: that torch.export emits)
+RANGE_ENTER_TARGETS = (
+    _ENTER_OP,
+    _ENTER_OP.default,
+    torch.ops.profiler._record_function_enter,
+    torch.ops.profiler._record_function_enter.default,
+)
+#: node targets that close a record_function range
+RANGE_EXIT_TARGETS = (
+    _EXIT_OP,
+    torch.ops.profiler._record_function_exit,
+    torch.ops.profiler._record_function_exit.default,
+)
+
+# One trace at a time may patch record_function; others wait.
+_PATCH_LOCK = threading.RLock()
+_HANDLES = "_fxprof_trace_handles"
+
+
+class ProfilerTracer(fx.Tracer):
+    """An ``fx.Tracer`` that records ``record_function`` ranges as enter/exit nodes.
+
+    Args:
+        leaf_modules: modules not to trace into, given as classes (``nn.MultiheadAttention``)
+            or qualified names (``"encoder.layer3"``). Torch's own ``nn`` modules are leaves
+            already, as with ``symbolic_trace``.
+        **kwargs: passed to ``fx.Tracer``.
+    """
+
+    def __init__(self, leaf_modules: Iterable[type | str] = (), **kwargs: Any):
+        super().__init__(**kwargs)
+        leaf_modules = tuple(leaf_modules)
+        for leaf in leaf_modules:
+            if not (isinstance(leaf, str) or (isinstance(leaf, type) and issubclass(leaf, nn.Module))):
+                raise TypeError(f"leaf_modules takes nn.Module classes or qualified names, got {leaf!r}")
+        self._leaf_types = tuple(m for m in leaf_modules if isinstance(m, type))
+        self._leaf_names = frozenset(m for m in leaf_modules if isinstance(m, str))
+
+    def is_leaf_module(self, m: nn.Module, module_qualified_name: str) -> bool:
+        if module_qualified_name in self._leaf_names or isinstance(m, self._leaf_types):
+            return True
+        return super().is_leaf_module(m, module_qualified_name)
+
+    def trace(self, root: nn.Module | Any, concrete_args: dict[str, Any] | None = None) -> fx.Graph:
+        with _PATCH_LOCK, self._keep_record_function():
+            return super().trace(root, concrete_args)
+
+    @contextlib.contextmanager
+    def _keep_record_function(self) -> Iterator[None]:
+        tracer = self
+        original_enter = _record_function.__enter__
+        original_exit = _record_function.__exit__
+
+        def __enter__(rf: Any) -> Any:
+            handle = tracer.create_proxy("call_function", _ENTER_OP, (rf.name, rf.args), {})
+            # The decorator form reuses one instance for every call, and a helper may be
+            # re-entered while it is open: keep a stack on the instance, emptied on exit.
+            rf.__dict__.setdefault(_HANDLES, []).append(handle)
+            return rf
+
+        def __exit__(rf: Any, exc_type: Any, exc_value: Any, traceback: Any) -> bool:
+            handles = rf.__dict__.get(_HANDLES)
+            if not handles:  # entered before this trace began: let it close for real
+                return original_exit(rf, exc_type, exc_value, traceback)
+            handle = handles.pop()
+            if not handles:
+                del rf.__dict__[_HANDLES]
+            tracer.create_proxy("call_function", _EXIT_OP, (handle,), {})
+            return False
+
+        _record_function.__enter__ = __enter__
+        _record_function.__exit__ = __exit__
+        try:
+            yield
+        finally:
+            _record_function.__enter__ = original_enter
+            _record_function.__exit__ = original_exit
+
+
+def trace(
+    model: nn.Module,
+    concrete_args: dict[str, Any] | None = None,
+    leaf_modules: Iterable[type | str] = (),
+) -> fx.GraphModule:
+    """Symbolically trace ``model`` with :class:`ProfilerTracer`.
+
+    Returns a ``GraphModule`` that shares the model's parameters and buffers and keeps its
+    ``record_function`` ranges. Raises :class:`TraceError` naming the cause and the options
+    when ``torch.fx`` cannot trace the model.
+    """
+    if isinstance(model, fx.GraphModule):
+        return model
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"fxprof.trace takes an nn.Module, got {type(model).__name__}")
+    tracer = ProfilerTracer(leaf_modules=leaf_modules)
+    try:
+        graph = tracer.trace(model, concrete_args=concrete_args)
+    except Exception as exc:  # torch.fx raises many types (TraceError, TypeError, RuntimeError)
+        raise TraceError(
+            f"torch.fx could not trace {type(model).__name__}: {type(exc).__name__}: {exc}\n"
+            "Symbolic tracing cannot follow Python control flow that depends on tensor values "
+            "or iterate over traced values. Options: mark the offending submodule as a leaf "
+            "(leaf_modules=[...]), fix arguments that steer control flow "
+            "(concrete_args={...}), or trace the model yourself and pass the GraphModule."
+        ) from exc
+    name = type(model).__name__
+    return fx.GraphModule(tracer.root, graph, name)

@@ -1,0 +1,94 @@
+"""Shared fixtures: a fake clock for exact tables, and small real models."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from fxprof.timers import Timer
+
+requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+class FakeClock:
+    """A clock that moves only when told to."""
+
+    def __init__(self) -> None:
+        self.now_ns = 0
+
+    def advance(self, ms: float) -> None:
+        self.now_ns += round(ms * 1_000_000)
+
+
+class FakeTimer(Timer):
+    """A timer reading a FakeClock, for both device and host time: exact, repeatable tables."""
+
+    name = "fake"
+
+    def __init__(self, clock: FakeClock) -> None:
+        self.clock = clock
+
+    def mark(self) -> int:
+        return self.clock.now_ns
+
+    def elapsed_ms(self, start: int, end: int) -> float:
+        return (end - start) / 1e6
+
+    def host_ns(self) -> int:
+        return self.clock.now_ns
+
+
+class Work(nn.Module):
+    """A leaf module that costs a scripted amount of fake time per call, cycling."""
+
+    def __init__(self, clock: FakeClock, costs_ms: list[float]) -> None:
+        super().__init__()
+        self.clock = clock
+        self.costs_ms = costs_ms
+        self.calls = 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.clock.advance(self.costs_ms[self.calls % len(self.costs_ms)])
+        self.calls += 1
+        return x * 2
+
+
+class FakeCostModel(nn.Module):
+    """Two costed modules around free functional ops: add, flatten, getitem, a method call."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__()
+        self.stem = Work(clock, [1.0, 1.0, 1.0, 1.0])
+        self.head = Work(clock, [3.0, 2.0, 4.0, 3.0])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.stem(x)
+        y = y + x
+        y = torch.flatten(y, 1)
+        n = y.size(0)
+        return self.head(y[:n])
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def fake_timer(clock: FakeClock) -> FakeTimer:
+    return FakeTimer(clock)
+
+
+@pytest.fixture(scope="session")
+def resnet18() -> nn.Module:
+    import torchvision
+
+    torch.manual_seed(0)
+    return torchvision.models.resnet18(weights=None).eval()
+
+
+@pytest.fixture
+def small_image() -> torch.Tensor:
+    torch.manual_seed(0)
+    return torch.randn(1, 3, 32, 32)

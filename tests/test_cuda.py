@@ -1,0 +1,147 @@
+"""The GPU path. Real-GPU tests skip without CUDA; the event timer's mechanics are also checked
+on the CPU with a stand-in for torch.cuda.Event."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import fx, nn
+
+import fxprof
+from fxprof.timers import CudaEventTimer
+
+from conftest import FakeClock, requires_cuda
+
+_SLEEP_CYCLES = 10_000_000  # a long kernel: a few milliseconds on current GPUs
+
+
+def long_kernel(x):
+    torch.cuda._sleep(_SLEEP_CYCLES)
+    return x
+
+
+fx.wrap("long_kernel")
+
+
+class LongThenCheap(nn.Module):
+    def forward(self, x):
+        y = long_kernel(x)
+        y = y + 1
+        y = y * 2
+        return torch.relu(y)
+
+
+# ----------------------------------------------------- CPU checks of the event timer
+class _FakeEvent:
+    clock: FakeClock
+
+    def __init__(self, enable_timing: bool = False) -> None:
+        assert enable_timing
+        self.t = None
+
+    def record(self, stream=None) -> None:
+        self.t = self.clock.now_ns
+
+    def elapsed_time(self, end: "_FakeEvent") -> float:
+        return (end.t - self.t) / 1e6
+
+
+def test_event_timer_records_on_the_stream_and_synchronizes_once_per_run(monkeypatch, clock):
+    syncs = []
+    created = []
+
+    class Event(_FakeEvent):
+        def __init__(self, enable_timing=False):
+            super().__init__(enable_timing)
+            created.append(self)
+
+    Event.clock = clock
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: "stream")
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: syncs.append(device))
+
+    timer = CudaEventTimer(torch.device("cuda", 0))
+
+    class Costly(nn.Module):
+        def forward(self, x):
+            clock.advance(2.5)
+            return x + 1
+
+    gm = fxprof.trace(nn.Sequential(Costly(), nn.ReLU()), leaf_modules=[Costly])
+    interp = fxprof.ProfilingInterpreter(gm, timer)
+    for _ in range(3):
+        interp.run(torch.ones(2))
+    assert syncs == [torch.device("cuda", 0)] * 3  # one per run, none per node
+    nodes = len(gm.graph.nodes)
+    assert len(created) == 2 * nodes + 2  # pooled: reused on every later run
+    rec = interp.recording
+    times = dict(zip(rec.node[:nodes], rec.time_ms[:nodes]))
+    assert times["_0"] == 2.5 and times["_1"] == 0.0
+    assert rec.run_total_ms == [2.5, 2.5, 2.5]
+
+
+# ----------------------------------------------------------------- real GPU tests
+def _calibrated_sleep_ms() -> float:
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda._sleep(_SLEEP_CYCLES)  # warm
+    start.record()
+    torch.cuda._sleep(_SLEEP_CYCLES)
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end)
+
+
+@requires_cuda
+@pytest.mark.parametrize("timer", ["cuda", "sync"])
+def test_long_kernel_time_lands_on_its_node_although_the_host_runs_ahead(timer):
+    expected = _calibrated_sleep_ms()
+    assert expected > 1.0
+    prof = fxprof.profile(LongThenCheap(), torch.ones(1024, device="cuda"), warmup=2, iters=10, timer=timer)
+    df = prof.df
+    long = df.loc["long_kernel", "median_ms"]
+    assert long == pytest.approx(expected, rel=0.1)
+    for cheap in ["add", "mul", "relu"]:
+        assert df.loc[cheap, "median_ms"] < 0.05 * expected, cheap
+    if timer == "cuda":
+        # the host only launched the kernel: its own time is far below the device time
+        assert df.loc["long_kernel", "host_mean_ms"] < 0.5 * long
+    assert prof.meta["timer"] == timer and prof.meta["device"].startswith("cuda")
+
+
+@requires_cuda
+def test_cpu_timer_on_the_gpu_sees_only_the_launch():
+    expected = _calibrated_sleep_ms()
+    with pytest.warns(UserWarning):
+        prof = fxprof.profile(LongThenCheap(), torch.ones(1024, device="cuda"), warmup=2, iters=5, timer="cpu")
+    assert prof.df.loc["long_kernel", "median_ms"] < 0.5 * expected
+
+
+@requires_cuda
+def test_cuda_timer_does_not_synchronize_inside_a_run(monkeypatch):
+    calls = []
+    real = torch.cuda.synchronize
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: (calls.append(1), real(device))[1])
+    fxprof.profile(LongThenCheap(), torch.ones(8, device="cuda"), warmup=1, iters=4, timer="cuda")
+    assert len(calls) == 5
+
+
+@requires_cuda
+def test_cuda_and_sync_agree_on_resnet18():
+    import torchvision
+
+    model = torchvision.models.resnet18(weights=None).eval().cuda()
+    x = torch.randn(16, 3, 224, 224, device="cuda")
+    with torch.no_grad():
+        expected = model(x)
+    cuda = fxprof.profile(model, x, warmup=5, iters=20, timer="cuda")
+    sync = fxprof.profile(model, x, warmup=5, iters=20, timer="sync")
+    total_cuda = cuda.df["median_ms"].sum()
+    total_sync = sync.df["median_ms"].sum()
+    assert total_cuda == pytest.approx(total_sync, rel=0.10)
+    # the heaviest nodes agree one by one as well (sync adds a fixed cost per node)
+    heavy = cuda.df[cuda.df["pct"] > 4].index
+    assert len(heavy) > 0
+    for node in heavy:
+        assert cuda.df.loc[node, "median_ms"] == pytest.approx(sync.df.loc[node, "median_ms"], rel=0.15), node
+    with torch.no_grad():
+        torch.testing.assert_close(fxprof.ProfilingInterpreter(fxprof.trace(model)).run(x), expected)

@@ -1,0 +1,122 @@
+"""CSV and JSON round trips, atomic writes, and clear errors for bad files."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pandas as pd
+import pytest
+import torch
+
+import fxprof
+from fxprof.io import atomic_write
+
+from conftest import FakeCostModel, Work
+
+
+@pytest.fixture
+def prof(clock, fake_timer):
+    return fxprof.profile(FakeCostModel(clock), torch.ones(2, 3), warmup=0, iters=4, timer=fake_timer, leaf_modules=[Work])
+
+
+@pytest.fixture(scope="module")
+def real_prof(resnet18):
+    return fxprof.profile(resnet18, torch.randn(1, 3, 32, 32), warmup=1, iters=3)
+
+
+@pytest.mark.parametrize("which", ["prof", "real_prof"])
+def test_csv_round_trip_keeps_index_columns_dtypes_and_values(which, request, tmp_path):
+    profile = request.getfixturevalue(which)
+    path = tmp_path / "table.csv"
+    profile.to_csv(path)
+    back = fxprof.read_csv(path)
+    pd.testing.assert_frame_equal(back, profile.df, check_exact=True)
+    assert back.index.name == "node"
+
+
+def test_csv_of_a_single_run_keeps_nan_spread(tmp_path, clock, fake_timer):
+    one = fxprof.profile(FakeCostModel(clock), torch.ones(2, 3), warmup=0, iters=1, timer=fake_timer, leaf_modules=[Work])
+    assert one.df["std_ms"].isna().all()
+    one.to_csv(tmp_path / "one.csv")
+    pd.testing.assert_frame_equal(fxprof.read_csv(tmp_path / "one.csv"), one.df)
+
+
+def test_json_save_load_is_lossless(real_prof, tmp_path):
+    path = tmp_path / "p.json"
+    real_prof.save(path)
+    back = fxprof.load(path)
+    pd.testing.assert_frame_equal(back.samples, real_prof.samples, check_exact=True)
+    pd.testing.assert_frame_equal(back.runs, real_prof.runs, check_exact=True)
+    pd.testing.assert_frame_equal(back.df, real_prof.df, check_exact=True)
+    assert back.nodes == real_prof.nodes
+    assert back.meta == json.loads(json.dumps(real_prof.meta))
+    assert back.summary() == real_prof.summary()
+    data = json.loads(path.read_text())
+    assert data["format"] == "fxprof.profile" and data["version"] == 1
+
+
+def test_unwritable_path_is_a_clear_error_and_loses_nothing(prof, tmp_path):
+    with pytest.raises(fxprof.ProfileWriteError, match="cannot write .*still in memory"):
+        prof.to_csv(tmp_path / "no" / "such" / "dir" / "t.csv")
+    with pytest.raises(fxprof.ProfileWriteError, match="Is a directory"):
+        prof.save(tmp_path)
+    # the profile is intact and can be written elsewhere
+    prof.to_csv(tmp_path / "ok.csv")
+    assert fxprof.read_csv(tmp_path / "ok.csv").shape == prof.df.shape
+
+
+def test_failed_write_leaves_the_old_file_whole(tmp_path):
+    path = tmp_path / "keep.csv"
+    path.write_text("old content\n")
+
+    def broken(handle):
+        handle.write("half a ta")
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(fxprof.ProfileWriteError, match="No space left"):
+        atomic_write(path, broken)
+    assert path.read_text() == "old content\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["keep.csv"]  # no temporary file left
+
+
+@pytest.mark.parametrize("content, message", [
+    ("a,b\n1,2\n", "lacks the column\\(s\\) node, op"),
+    ("", "not a CSV table"),
+    ("\x00\x01\x02garbage", "lacks the column|not a CSV"),
+])
+def test_malformed_csv_is_a_clear_error(tmp_path, content, message):
+    path = tmp_path / "bad.csv"
+    path.write_text(content)
+    with pytest.raises(fxprof.ProfileFormatError, match=message):
+        fxprof.read_csv(path)
+
+
+def test_csv_with_text_in_a_numeric_column(prof, tmp_path):
+    path = tmp_path / "t.csv"
+    prof.to_csv(path)
+    header, first, *rest = path.read_text().splitlines()
+    cells = first.split(",")
+    cells[header.split(",").index("mean_ms")] = "fast"
+    path.write_text("\n".join([header, ",".join(cells), *rest]) + "\n")
+    with pytest.raises(fxprof.ProfileFormatError, match="non-numeric"):
+        fxprof.read_csv(path)
+
+
+@pytest.mark.parametrize("content, message", [
+    ("{not json", "not JSON"),
+    ('{"hello": 1}', 'no "format": "fxprof.profile"'),
+    ('{"format": "fxprof.profile", "version": 99}', "version 99"),
+    ('{"format": "fxprof.profile", "version": 1, "nodes": []}', "damaged"),
+])
+def test_malformed_saved_profile_is_a_clear_error(tmp_path, content, message):
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    with pytest.raises(fxprof.ProfileFormatError, match=message):
+        fxprof.load(path)
+
+
+def test_csv_given_to_load_says_which_reader_to_use(prof, tmp_path):
+    prof.to_csv(tmp_path / "t.csv")
+    with pytest.raises(fxprof.ProfileFormatError, match="read_csv|not JSON"):
+        fxprof.load(tmp_path / "t.csv")

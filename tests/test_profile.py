@@ -1,0 +1,216 @@
+"""fxprof.profile on real models, the derived table, and the fake-clock golden table."""
+
+from __future__ import annotations
+
+import copy
+import os
+import pathlib
+
+import numpy as np
+import pytest
+import torch
+import torchvision
+from torch import nn
+from torch.profiler import record_function
+
+import fxprof
+
+from conftest import FakeCostModel, FakeTimer
+
+GOLDEN = pathlib.Path(__file__).parent / "golden"
+
+
+def test_resnet18_every_node_present_with_every_sample(resnet18, small_image):
+    prof = fxprof.profile(resnet18, small_image, warmup=1, iters=4)
+    df = prof.df
+    assert len(df) == 71
+    assert list(df.index) == [n.name for n in fxprof.trace(resnet18).graph.nodes]
+    adds = df[df["target"] == "operator.add"]
+    assert len(adds) == 8 and (adds["op"] == "call_function").all()
+    assert df.loc["flatten", "target"] == "torch.flatten"
+    assert (df["calls"] == 4).all()
+    samples = prof.samples
+    assert len(samples) == 71 * 4
+    assert samples.groupby("node").size().eq(4).all()
+    assert sorted(samples["run"].unique()) == [0, 1, 2, 3]
+    assert len(prof.total_ms) == 4
+
+
+def test_columns_and_their_meaning(resnet18, small_image):
+    prof = fxprof.profile(resnet18, small_image, warmup=1, iters=5)
+    df = prof.df
+    for col in ["op", "target", "module_type", "scope", "range", "calls", "mean_ms", "median_ms", "std_ms",
+                "min_ms", "max_ms", "total_ms", "host_mean_ms", "pct", "cum_pct"]:
+        assert col in df.columns
+    assert df.index.name == "node"
+    assert df["pct"].sum() == pytest.approx(100.0)
+    assert df["cum_pct"].iloc[-1] == pytest.approx(100.0)
+    assert (np.diff(df["cum_pct"]) >= -1e-9).all()
+    # statistics really come from the samples
+    s = prof.samples.groupby("node")["time_ms"]
+    pd_mean = s.mean().reindex(df.index)
+    np.testing.assert_allclose(df["mean_ms"], pd_mean)
+    np.testing.assert_allclose(df["total_ms"], s.sum().reindex(df.index))
+    assert (df["min_ms"] <= df["median_ms"]).all() and (df["median_ms"] <= df["max_ms"]).all()
+    # module facts
+    assert df.loc["layer1_0_conv1", "module_type"] == "Conv2d"
+    assert df.loc["layer1_0_conv1", "scope"] == "layer1.0.conv1"
+    assert df.loc["add", "scope"] == "layer1.0"          # the residual add of the first block
+    assert df.loc["add", "module_type"] == ""
+    assert df.loc["flatten", "scope"] == ""               # at the root
+    # sorted view: cum_pct follows the order, first row is the biggest
+    hot = prof.to_dataframe(sort="pct")
+    assert hot["pct"].is_monotonic_decreasing and hot["cum_pct"].iloc[-1] == pytest.approx(100.0)
+    assert 0.3 < prof.coverage <= 1.05
+
+
+def test_profiling_leaves_outputs_parameters_and_inputs_untouched(resnet18, small_image):
+    model = copy.deepcopy(resnet18).train()  # training mode: batch-norm statistics would move
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    x = torch.cat([small_image, small_image.flip(-1)])  # batch 2: batch-norm needs it in training
+    original_x = x.clone()
+    with torch.no_grad():
+        expected = copy.deepcopy(model)(x)
+    fxprof.profile(model, x, warmup=2, iters=3)
+    after = model.state_dict()
+    for key, value in before.items():
+        assert torch.equal(after[key], value), key
+    assert torch.equal(x, original_x)
+    with torch.no_grad():
+        torch.testing.assert_close(model(x), expected, rtol=0, atol=0)
+
+
+def test_graph_module_outputs_equal_eager(resnet18, small_image):
+    gm = fxprof.trace(resnet18)
+    interp = fxprof.ProfilingInterpreter(gm)
+    with torch.no_grad():
+        torch.testing.assert_close(interp.run(small_image), resnet18(small_image), rtol=0, atol=0)
+
+
+def test_in_place_model_does_not_change_the_callers_input():
+    class InPlace(nn.Module):
+        def forward(self, x):
+            x.add_(1)
+            return x * 2
+
+    x = torch.zeros(3)
+    fxprof.profile(InPlace(), x, warmup=2, iters=3)
+    assert torch.equal(x, torch.zeros(3))
+
+
+def test_record_function_ranges_reach_the_range_column():
+    class Ranged(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+
+        def forward(self, x):
+            with record_function("encode"):
+                x = self.fc(x)
+                with record_function("squash"):
+                    x = torch.tanh(x)
+            return x.sum()
+
+    prof = fxprof.profile(Ranged(), torch.randn(2, 4), warmup=0, iters=2)
+    df = prof.df
+    assert df.loc["fc", "range"] == "encode"
+    assert df.loc["tanh", "range"] == "squash"
+    assert df.loc["sum_1", "range"] == ""
+    assert "range" in prof.summary()
+
+
+def test_kwargs_and_defaults_are_bound_to_placeholders():
+    class Kw(nn.Module):
+        def forward(self, x, scale=2.0, bias=None):
+            y = x * scale
+            return y if bias is None else y + bias
+
+    gm = fxprof.trace(Kw(), concrete_args={"bias": None})
+    prof = fxprof.profile(gm, torch.ones(2), scale=3.0)
+    assert prof.meta["inputs"][1] == "3.0"
+    with pytest.raises(ValueError, match="unexpected keyword input\\(s\\) 'nope'"):
+        fxprof.profile(gm, torch.ones(2), nope=1)
+    with pytest.raises(ValueError, match="takes 3 input\\(s\\) \\(x, scale, bias_1\\) but 4 were given|takes 3 input"):
+        fxprof.profile(gm, torch.ones(2), 1.0, None, 5)
+
+
+@pytest.mark.parametrize("kwargs, error", [
+    ({"iters": 0}, ValueError),
+    ({"warmup": -1}, ValueError),
+    ({"iters": 2.5}, TypeError),
+    ({"iters": True}, TypeError),
+])
+def test_iters_and_warmup_are_checked(kwargs, error):
+    with pytest.raises(error, match="iters|warmup"):
+        fxprof.profile(nn.Linear(2, 2), torch.ones(2), **kwargs)
+
+
+def test_failure_during_timed_runs_keeps_completed_runs():
+    class FailsOnThird(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(2, 2)
+            self.count = 0
+
+        def forward(self, x):
+            return self.fc(x)
+
+    model = FailsOnThird()
+    calls = []
+
+    def hook(module, inputs):
+        calls.append(1)
+        if len(calls) == 1 + 3:  # one warm-up, then the third timed run
+            raise KeyboardInterrupt
+
+    model.fc.register_forward_pre_hook(hook)
+    with pytest.raises(KeyboardInterrupt) as info:
+        fxprof.profile(model, torch.ones(2), warmup=1, iters=5)
+    partial = info.value.profile
+    assert partial.num_runs == 2 and partial.meta["incomplete"] is True
+    assert partial.meta["requested_iters"] == 5
+    assert (partial.df["calls"] == 2).all()
+
+
+def _fake_profile(clock, fake_timer) -> fxprof.Profile:
+    from conftest import Work
+
+    prof = fxprof.profile(FakeCostModel(clock), torch.ones(2, 3), warmup=0, iters=4, timer=fake_timer,
+                          leaf_modules=[Work], name="FakeCostModel")
+    # the environment varies between machines; pin it for the golden text
+    prof.meta.update(torch="X", threads=1, device="cpu", inputs=["Tensor(shape=[2, 3])"])
+    return prof
+
+
+def test_fake_clock_gives_exact_statistics(clock, fake_timer):
+    prof = _fake_profile(clock, fake_timer)
+    df = prof.df
+    assert df.loc["stem", "median_ms"] == 1.0 and df.loc["stem", "std_ms"] == 0.0
+    assert df.loc["head", "mean_ms"] == 3.0 and df.loc["head", "median_ms"] == 3.0
+    assert df.loc["head", "min_ms"] == 2.0 and df.loc["head", "max_ms"] == 4.0
+    assert df.loc["head", "iqr_ms"] == pytest.approx(0.5)
+    assert df.loc["head", "pct"] == pytest.approx(75.0) and df.loc["stem", "pct"] == pytest.approx(25.0)
+    assert df.loc["add", "pct"] == 0.0 and df.loc["flatten", "mean_ms"] == 0.0
+    assert prof.total_ms == [4.0, 3.0, 5.0, 4.0]
+    assert prof.coverage == pytest.approx(1.0)
+
+
+def test_fake_clock_golden_table(clock, fake_timer):
+    text = _fake_profile(clock, fake_timer).summary() + "\n"
+    golden = GOLDEN / "fake_summary.txt"
+    if os.environ.get("FXPROF_UPDATE_GOLDEN"):
+        golden.write_text(text)
+    assert text == golden.read_text(), "regenerate on purpose with FXPROF_UPDATE_GOLDEN=1"
+
+
+def test_top_and_sort_in_summary(clock, fake_timer):
+    prof = _fake_profile(clock, fake_timer)
+    text = prof.summary(top=2)
+    assert "... 6 more nodes (0.0% of node time)" in text
+    lines = text.splitlines()
+    first_row = lines[lines.index(next(l for l in lines if l.startswith("----"))) + 1]
+    assert first_row.startswith("head")
+    with pytest.raises(ValueError, match="cannot sort by 'nope'"):
+        prof.summary(sort="nope")
+    assert str(prof) == prof.summary()
+    assert "FakeCostModel: 8 nodes x 4 runs" in repr(prof)

@@ -13,6 +13,7 @@ from torch import fx, nn
 
 from . import __version__
 from .errors import describe_value
+from .anatomy import measure_anatomy, measure_memory
 from .interpreter import ProfilingInterpreter
 from .nodes import describe_graph
 from .profile import Profile
@@ -32,6 +33,8 @@ def profile(
     concrete_args: dict[str, Any] | None = None,
     leaf_modules: Iterable[type | str] = (),
     name: str | None = None,
+    anatomy: bool = True,
+    memory: bool | None = None,
     **kwargs: Any,
 ) -> Profile:
     """Profile ``model(*args, **kwargs)`` node by node.
@@ -52,6 +55,10 @@ def profile(
         no_grad: run under ``torch.no_grad()`` (default True).
         concrete_args, leaf_modules: passed to :func:`fxprof.trace`.
         name: the model's name in the profile (default: its class name).
+        anatomy: after the timed runs, run once more untimed to record each node's input and
+            output shapes, dtype, output bytes and FLOPs (``FlopCounterMode``).
+        memory: run once more untimed to record each node's CUDA memory delta and peak
+            (default: when the model runs on CUDA; resets CUDA peak-memory statistics).
 
     Returns:
         A :class:`~fxprof.Profile`. Buffers the runs changed (batch-norm running statistics in
@@ -100,7 +107,32 @@ def profile(
                     exc.profile = partial  # type: ignore[attr-defined]
                     exc.add_note(f"fxprof: {done} of {iters} timed runs completed; they are in this exception's .profile")
             raise
-    return Profile.from_recording(nodes, interpreter.recording, meta)
+        records = _untimed_passes(gm, inputs, devices, anatomy, memory)
+    return Profile.from_recording(nodes, interpreter.recording, meta, records)
+
+
+def _untimed_passes(gm: fx.GraphModule, inputs: tuple, devices: set[torch.device], anatomy: bool, memory: bool | None) -> dict[str, dict[str, Any]]:
+    """Shapes/FLOPs and CUDA memory passes. A failure here costs a warning, never the timings."""
+    records: dict[str, dict[str, Any]] = {}
+    cuda = sorted((d for d in devices if d.type == "cuda"), key=str)
+    if memory is None:
+        memory = bool(cuda)
+    passes = []
+    if anatomy:
+        passes.append(("anatomy (shapes, FLOPs)", lambda: measure_anatomy(gm, _fresh(inputs))))
+    if memory:
+        if not cuda or not torch.cuda.is_available():
+            raise ValueError("memory=True measures the CUDA caching allocator, but the model runs on the CPU")
+        passes.append(("CUDA memory", lambda: measure_memory(gm, _fresh(inputs), cuda[0])))
+    for label, run_pass in passes:
+        try:
+            found = run_pass()
+        except Exception as exc:  # keep the timings; say what is missing
+            warnings.warn(f"fxprof: the {label} pass failed ({type(exc).__name__}: {exc}); those columns are left empty", stacklevel=3)
+            continue
+        for node, values in found.items():
+            records.setdefault(node, {}).update(values)
+    return records
 
 
 def _check_count(label: str, value: Any, minimum: int) -> None:

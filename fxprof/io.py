@@ -20,7 +20,8 @@ import pandas as pd
 from .errors import ProfileFormatError, ProfileWriteError
 from .interpreter import Recording
 from .nodes import NodeInfo
-from .profile import NODE_COLUMNS, STAT_COLUMNS, TABLE_COLUMNS
+from .anatomy import ANATOMY_COLUMNS
+from .profile import COLUMNS, NODE_COLUMNS, TABLE_COLUMNS
 
 if TYPE_CHECKING:
     from .profile import Profile
@@ -70,13 +71,14 @@ def read_csv(path: str | os.PathLike) -> pd.DataFrame:
     has. Raises :class:`~fxprof.errors.ProfileFormatError` for a file that is not such a table.
     """
     path = os.fspath(path)
-    text_columns = ("node",) + NODE_COLUMNS
+    text_columns = ["node"] + [c for c, kind in COLUMNS.items() if kind == "str"]
+    number_columns = [c for c, kind in COLUMNS.items() if kind != "str"]
     try:
         table = pd.read_csv(
             path,
             dtype={c: str for c in text_columns},
             keep_default_na=False,
-            na_values={c: ["", "nan", "NaN"] for c in STAT_COLUMNS},
+            na_values={c: ["", "nan", "NaN", "<NA>"] for c in number_columns},
         )
     except FileNotFoundError:
         raise
@@ -90,10 +92,7 @@ def read_csv(path: str | os.PathLike) -> pd.DataFrame:
             f"fxprof CSVs are written by Profile.to_csv() and have the columns {', '.join(expected)}."
         )
     try:
-        table["calls"] = table["calls"].astype(np.int64)
-        for col in STAT_COLUMNS:
-            if col != "calls":
-                table[col] = table[col].astype(np.float64)
+        table = table.astype({c: COLUMNS[c] for c in number_columns})
     except (ValueError, TypeError) as exc:
         raise ProfileFormatError(f"{path!r} has a non-numeric value in a numeric column: {exc}") from exc
     return table.set_index("node")[list(TABLE_COLUMNS)]
@@ -120,6 +119,10 @@ def _profile_to_dict(profile: "Profile") -> dict[str, Any]:
             "run": runs["run"].tolist(),
             "total_ms": runs["total_ms"].tolist(),
             "host_ms": runs["host_ms"].tolist(),
+        },
+        "anatomy": {
+            col: [None if pd.isna(v) else (v if isinstance(v, str) else int(v)) for v in profile.anatomy[col]]
+            for col in ANATOMY_COLUMNS
         },
     }
 
@@ -162,6 +165,11 @@ def load_profile(path: str | os.PathLike) -> "Profile":
             run_total_ms=[float(v) for v in r["total_ms"]],
             run_host_ms=[float(v) for v in r["host_ms"]],
         )
-        return Profile.from_recording(nodes, recording, data.get("meta") or {})
+        anatomy_columns = data.get("anatomy") or {}
+        anatomy = {
+            n.name: {col: values[i] for col, values in anatomy_columns.items() if col in ANATOMY_COLUMNS}
+            for i, n in enumerate(nodes)
+        }
+        return Profile.from_recording(nodes, recording, data.get("meta") or {}, anatomy)
     except (KeyError, TypeError, ValueError) as exc:
         raise ProfileFormatError(f"{path!r} is a damaged fxprof profile: {type(exc).__name__}: {exc}") from exc

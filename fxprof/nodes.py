@@ -8,13 +8,15 @@ its module scope and its innermost ``record_function`` range.
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any
 
+import torch
 from torch import fx
 
 from .tracer import RANGE_ENTER_TARGETS, RANGE_EXIT_TARGETS
 
-__all__ = ["NodeInfo", "describe_graph", "target_name"]
+__all__ = ["NodeInfo", "describe_graph", "target_name", "op_kind"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,6 +33,9 @@ class NodeInfo:
         scope: the path of the innermost module the node runs in (``layer1.0`` for the
             residual add of a BasicBlock, ``layer1.0.conv1`` for that conv); "" at the root.
         range: the innermost ``record_function`` label the node runs under, else "".
+        kind: the operation, the same whether it came from a module or a function: a
+            ``Conv2d`` module, ``torch.conv2d``, ``F.conv2d`` and ``aten.conv2d.default`` are
+            all ``conv2d``; ``operator.add``, ``x.add_`` and ``aten.add.Tensor`` are ``add``.
     """
 
     name: str
@@ -39,6 +44,7 @@ class NodeInfo:
     module_type: str
     scope: str
     range: str
+    kind: str = ""
 
 
 def target_name(node: fx.Node) -> str:
@@ -53,6 +59,52 @@ def target_name(node: fx.Node) -> str:
         except Exception:  # targets without a module (lambdas, some builtins)
             return getattr(target, "__name__", None) or str(target)
     return str(target)
+
+
+# Module classes whose functional name is not their snake-cased class name.
+_MODULE_KINDS = {
+    "ReLU": "relu", "ReLU6": "relu6", "LeakyReLU": "leaky_relu", "PReLU": "prelu", "GELU": "gelu",
+    "SiLU": "silu", "ELU": "elu", "SELU": "selu", "CELU": "celu", "GLU": "glu", "Mish": "mish",
+    "BatchNorm1d": "batch_norm", "BatchNorm2d": "batch_norm", "BatchNorm3d": "batch_norm",
+    "SyncBatchNorm": "batch_norm", "FrozenBatchNorm2d": "batch_norm",
+    "InstanceNorm1d": "instance_norm", "InstanceNorm2d": "instance_norm", "InstanceNorm3d": "instance_norm",
+    "MultiheadAttention": "multi_head_attention", "Upsample": "interpolate",
+    "Softmax2d": "softmax", "LogSoftmax": "log_softmax", "Identity": "identity",
+}
+# Function names that mean the same operation as another.
+_FUNCTION_ALIASES = {
+    "iadd": "add", "radd": "add", "isub": "sub", "imul": "mul", "rmul": "mul", "itruediv": "div",
+    "truediv": "div", "floordiv": "floor_divide", "_record_function_enter_new": "record_function",
+    "_record_function_enter": "record_function", "_record_function_exit": "record_function",
+}
+
+
+def _snake(name: str) -> str:
+    name = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name)
+    name = re.sub(r"(?<=[A-Z])(?=[A-Z][a-z])", "_", name)
+    return re.sub(r"_(\d)", r"\1", name.lower())
+
+
+def op_kind(gm: fx.GraphModule | None, node: fx.Node) -> str:
+    """The operation a node performs, independent of how it is called (see NodeInfo.kind)."""
+    if node.op in ("placeholder", "output", "get_attr"):
+        return node.op
+    if node.op == "call_module":
+        cls = _module_type(gm, node) if gm is not None else ""
+        return _MODULE_KINDS.get(cls) or (_snake(cls) if cls else "module")
+    if node.op == "call_method":
+        name = str(node.target)
+    else:
+        target = node.target
+        name = getattr(target, "__name__", None) or str(target)
+        if isinstance(target, torch._ops.OpOverload):  # aten.add.Tensor -> add
+            name = target._schema.name.split("::")[-1]
+        elif isinstance(target, torch._ops.OpOverloadPacket):
+            name = target._qualified_op_name.split("::")[-1]
+        name = name.split(".")[-1]
+    if name.endswith("_") and not name.startswith("_"):  # in-place variants: add_ -> add
+        name = name[:-1]
+    return _FUNCTION_ALIASES.get(name, name)
 
 
 def _scope(node: fx.Node) -> str:
@@ -107,6 +159,7 @@ def describe_graph(gm: fx.GraphModule) -> list[NodeInfo]:
                 module_type=_module_type(gm, node),
                 scope=_scope(node),
                 range=current,
+                kind=op_kind(gm, node),
             )
         )
     return infos

@@ -3,40 +3,61 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
+from .anatomy import ANATOMY_COLUMNS
 from .interpreter import Recording
 from .nodes import NodeInfo
 
-__all__ = ["Profile", "NODE_COLUMNS", "STAT_COLUMNS", "TABLE_COLUMNS"]
+__all__ = ["Profile", "COLUMNS", "NODE_COLUMNS", "TABLE_COLUMNS", "LAUNCH_BOUND_RATIO"]
 
-#: descriptive columns of the per-node table (text)
-NODE_COLUMNS = ("op", "target", "module_type", "scope", "range")
-#: numeric columns of the per-node table, all times in milliseconds, shares in percent
-STAT_COLUMNS = (
-    "calls",
-    "mean_ms",
-    "median_ms",
-    "std_ms",
-    "iqr_ms",
-    "min_ms",
-    "max_ms",
-    "total_ms",
-    "host_mean_ms",
-    "pct",
-    "cum_pct",
-)
-TABLE_COLUMNS = NODE_COLUMNS + STAT_COLUMNS
+#: descriptive columns of the per-node table, taken from NodeInfo
+NODE_COLUMNS = ("op", "target", "kind", "module_type", "scope", "range")
+
+#: every column of the per-node table, in order, with its pandas dtype.
+#: Times are milliseconds, shares percent, sizes bytes.
+COLUMNS: dict[str, str] = {
+    **{c: "str" for c in NODE_COLUMNS},
+    "calls": "int64",
+    "mean_ms": "float64",
+    "median_ms": "float64",
+    "std_ms": "float64",
+    "iqr_ms": "float64",
+    "min_ms": "float64",
+    "max_ms": "float64",
+    "total_ms": "float64",
+    "host_mean_ms": "float64",
+    "bound": "str",
+    "pct": "float64",
+    "cum_pct": "float64",
+    "flops": "Int64",
+    "flops_pct": "float64",
+    "gflops_per_s": "float64",
+    "input_shapes": "str",
+    "output_shape": "str",
+    "dtype": "str",
+    "out_bytes": "Int64",
+    "mem_delta_bytes": "Int64",
+    "mem_peak_bytes": "Int64",
+}
+TABLE_COLUMNS = tuple(COLUMNS)
+
+#: with the CUDA event timer, a node is launch-bound when its host time is at least this
+#: fraction of its device time (see docs/anatomy.md: event time includes the GPU's wait for
+#: the launch, so a launch-bound node's device time is its host time plus a little).
+LAUNCH_BOUND_RATIO = 0.8
 
 
 class Profile:
     """The result of :func:`fxprof.profile`: every sample of every node, and tables from them.
 
-    The raw samples are the single source of truth; :attr:`df`, :meth:`summary`, the CSV and
-    every statistic are derived from them on demand.
+    The raw samples are the single source of truth for times; :attr:`df`, :meth:`summary`,
+    :meth:`group_by`, the CSV and every statistic are derived from them on demand. Per-node
+    facts measured once in untimed passes (shapes, FLOPs, memory) are kept in
+    :attr:`anatomy`.
 
     Attributes:
         nodes: one :class:`~fxprof.nodes.NodeInfo` per graph node, in graph order.
@@ -50,20 +71,28 @@ class Profile:
         samples: pd.DataFrame,
         runs: pd.DataFrame,
         meta: dict[str, Any] | None = None,
+        anatomy: Mapping[str, Mapping[str, Any]] | None = None,
     ):
         self.nodes: list[NodeInfo] = list(nodes)
         names = [n.name for n in self.nodes]
         if len(set(names)) != len(names):
             raise ValueError("node names must be unique within a profile")
-        unknown = set(samples["node"]) - set(names)
+        unknown = (set(samples["node"]) | set(anatomy or {})) - set(names)
         if unknown:
             raise ValueError(f"samples name nodes the graph does not have: {sorted(unknown)[:5]}")
         self._samples = samples.reset_index(drop=True)[["node", "run", "time_ms", "host_ms"]]
         self._runs = runs.reset_index(drop=True)[["run", "total_ms", "host_ms"]]
+        self._anatomy = _anatomy_frame(names, anatomy or {})
         self.meta: dict[str, Any] = dict(meta or {})
 
     @classmethod
-    def from_recording(cls, nodes: Sequence[NodeInfo], recording: Recording, meta: dict[str, Any] | None = None) -> "Profile":
+    def from_recording(
+        cls,
+        nodes: Sequence[NodeInfo],
+        recording: Recording,
+        meta: dict[str, Any] | None = None,
+        anatomy: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> "Profile":
         samples = pd.DataFrame(
             {
                 "node": pd.Series(recording.node, dtype=str),
@@ -79,7 +108,7 @@ class Profile:
                 "host_ms": np.asarray(recording.run_host_ms, dtype=np.float64),
             }
         )
-        return cls(nodes, samples, runs, meta)
+        return cls(nodes, samples, runs, meta, anatomy)
 
     # ----------------------------------------------------------------- raw data
     @property
@@ -95,6 +124,13 @@ class Profile:
     def runs(self) -> pd.DataFrame:
         """One row per timed run: ``run``, ``total_ms`` (timer), ``host_ms`` (host clock)."""
         return self._runs.copy()
+
+    @property
+    def anatomy(self) -> pd.DataFrame:
+        """Per-node facts from the untimed passes, index ``node``: ``input_shapes``,
+        ``output_shape``, ``dtype``, ``out_bytes``, ``flops``, ``mem_delta_bytes``,
+        ``mem_peak_bytes`` (missing values are ``<NA>``: not measured)."""
+        return self._anatomy.copy()
 
     @property
     def total_ms(self) -> list[float]:
@@ -118,6 +154,14 @@ class Profile:
         node_sum = float(self._samples.groupby("node", sort=False)["time_ms"].mean().sum())
         return node_sum / run_mean if run_mean > 0 else math.nan
 
+    @property
+    def launch_bound_pct(self) -> float:
+        """Share of node time (percent) in launch-bound nodes; NaN unless the timer is "cuda"."""
+        table = self.df
+        if not (table["bound"] != "").any():
+            return math.nan
+        return float(table.loc[table["bound"] == "launch", "pct"].sum())
+
     # ------------------------------------------------------------ derived tables
     @property
     def df(self) -> pd.DataFrame:
@@ -127,18 +171,27 @@ class Profile:
     def to_dataframe(self, sort: str | None = None, ascending: bool = False) -> pd.DataFrame:
         """One row per graph node, derived from the raw samples.
 
-        Index ``node`` (fx node name). Columns:
+        Index ``node`` (fx node name). Columns (times in ms, shares in percent, sizes in bytes):
 
-        - ``op``, ``target``, ``module_type``, ``scope``, ``range``: see
+        - ``op``, ``target``, ``kind``, ``module_type``, ``scope``, ``range``: see
           :class:`~fxprof.nodes.NodeInfo`.
         - ``calls``: samples of this node (runs in which it executed).
         - ``mean_ms``, ``median_ms``, ``std_ms`` (sample standard deviation, NaN with one
           sample), ``iqr_ms`` (75th minus 25th percentile), ``min_ms``, ``max_ms``,
-          ``total_ms`` (sum over samples): the timer's times in milliseconds.
+          ``total_ms`` (sum over samples): the timer's times.
         - ``host_mean_ms``: mean host time, from the host clock (equal to ``mean_ms`` on the
           CPU up to clock noise; on the GPU, the launch cost).
-        - ``pct``: the node's share of the summed mean node times, in percent (sums to 100).
+        - ``bound``: with the ``"cuda"`` timer, ``"launch"`` when the host time is at least
+          :data:`LAUNCH_BOUND_RATIO` of the device time (the GPU waited for Python), else
+          ``"device"``; empty with other timers.
+        - ``pct``: the node's share of the summed mean node times (sums to 100).
         - ``cum_pct``: running sum of ``pct`` in the table's order.
+        - ``flops``: floating-point operations of one call (``FlopCounterMode``; 0 for ops
+          without a formula); ``flops_pct``: share of the model's FLOPs; ``gflops_per_s``:
+          flops over the median time.
+        - ``input_shapes``, ``output_shape``, ``dtype``, ``out_bytes``: what the node received
+          and returned; ``mem_delta_bytes``, ``mem_peak_bytes``: CUDA allocator readings
+          (``<NA>`` on the CPU).
 
         Args:
             sort: a column to sort by (descending unless ``ascending``); None keeps graph
@@ -151,29 +204,61 @@ class Profile:
                 **{col: [getattr(n, col) for n in self.nodes] for col in NODE_COLUMNS},
             }
         ).set_index("node")
-        table = info.join(stats, how="left")
+        table = info.join(stats, how="left").join(self._anatomy, how="left")
         table["calls"] = table["calls"].fillna(0).astype(np.int64)
         mean_sum = float(table["mean_ms"].sum())  # NaN (nodes that never ran) are skipped
         table["pct"] = (table["mean_ms"] / mean_sum * 100.0 if mean_sum > 0 else table["mean_ms"] * 0.0).fillna(0.0)
+        table["bound"] = self._bound(table)
+        flops = table["flops"].astype("float64")
+        flops_sum = float(flops.sum())
+        table["flops_pct"] = flops / flops_sum * 100.0 if flops_sum > 0 else flops * 0.0
+        median = table["median_ms"].where(table["median_ms"] > 0)
+        table["gflops_per_s"] = flops / median / 1e6
         if sort is not None:
             if sort not in table.columns and sort != "node":
                 raise ValueError(f"cannot sort by {sort!r}; columns are: {', '.join(TABLE_COLUMNS)}")
-            table = table.sort_index(ascending=ascending, kind="stable") if sort == "node" else table.sort_values(sort, ascending=ascending, kind="stable")
+            if sort == "node":
+                table = table.sort_index(ascending=ascending, kind="stable")
+            else:
+                table = table.sort_values(sort, ascending=ascending, kind="stable", na_position="last")
         table["cum_pct"] = table["pct"].cumsum()
-        return table[list(TABLE_COLUMNS)]
+        return table[list(TABLE_COLUMNS)].astype(COLUMNS)
+
+    def _bound(self, table: pd.DataFrame) -> pd.Series:
+        if self.meta.get("timer") != "cuda":
+            return pd.Series("", index=table.index, dtype=str)
+        launch = table["host_mean_ms"] >= LAUNCH_BOUND_RATIO * table["mean_ms"]
+        measured = table["calls"] > 0
+        return pd.Series(np.where(measured, np.where(launch, "launch", "device"), ""), index=table.index, dtype=str)
+
+    def group_by(self, key: str = "op", depth: int = 1) -> pd.DataFrame:
+        """Roll node times up by ``key``; see :func:`fxprof.rollup.group_by`."""
+        from .rollup import group_by
+
+        return group_by(self.df, key, depth=depth)
 
     # ----------------------------------------------------------------- rendering
-    def summary(self, sort: str | None = "pct", top: int | None = None, columns: Iterable[str] | None = None) -> str:
+    def summary(
+        self,
+        sort: str | None = "pct",
+        top: int | None = None,
+        columns: Iterable[str] | None = None,
+        group_by: str | None = None,
+        depth: int = 1,
+    ) -> str:
         """The hotspot table as text: a header of what was measured, then one row a node.
 
         Args:
             sort: column to sort by, descending (``None``: graph order).
             top: show only the first ``top`` rows (a footer counts the rest).
-            columns: table columns to show (default: a readable subset).
+            columns: table columns to show (default: a readable subset; any column of
+                :attr:`df` may be named, e.g. ``["median_ms", "pct", "flops", "output_shape"]``).
+            group_by: show a roll-up (``"op"``, ``"module_type"``, ``"range"``, ``"scope"``)
+                instead of one row per node; ``depth`` applies to ``"scope"``.
         """
         from .render import render_summary
 
-        return render_summary(self, sort=sort, top=top, columns=columns)
+        return render_summary(self, sort=sort, top=top, columns=columns, group_by=group_by, depth=depth)
 
     def __str__(self) -> str:
         return self.summary()
@@ -199,13 +284,26 @@ class Profile:
         write_csv(self.df, path)
 
     def save(self, path: str) -> None:
-        """Save the whole profile (raw samples, nodes, metadata) as versioned JSON.
+        """Save the whole profile (raw samples, nodes, anatomy, metadata) as versioned JSON.
 
         Lossless: :func:`fxprof.load` gives back an equal profile. Written atomically.
         """
         from .io import save_profile
 
         save_profile(self, path)
+
+
+def _anatomy_frame(names: list[str], records: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
+    frame = pd.DataFrame(
+        {col: [records.get(n, {}).get(col) for n in names] for col in ANATOMY_COLUMNS},
+        index=pd.Index(names, name="node", dtype=str),
+    )
+    for col, dtype in ANATOMY_COLUMNS.items():
+        if dtype == "str":
+            frame[col] = frame[col].fillna("").astype(str)
+        else:
+            frame[col] = pd.array(frame[col].tolist(), dtype=dtype)
+    return frame
 
 
 def _node_stats(samples: pd.DataFrame) -> pd.DataFrame:

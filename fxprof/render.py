@@ -5,18 +5,21 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterable
 
 import numpy as np
+import pandas as pd
 from tabulate import tabulate
 
 if TYPE_CHECKING:
     from .profile import Profile
 
-__all__ = ["render_summary", "render_header", "DEFAULT_COLUMNS", "HIGH_SPREAD"]
+__all__ = ["render_summary", "render_header", "render_table", "DEFAULT_COLUMNS", "HIGH_SPREAD"]
 
 DEFAULT_COLUMNS = ("op", "target", "scope", "range", "median_ms", "mean_ms", "iqr_ms", "pct", "cum_pct")
+#: shown by default with the CUDA event timer, after mean_ms
+DEVICE_COLUMNS = ("host_mean_ms", "bound")
 #: a node whose interquartile range exceeds this fraction of its median is flagged
 HIGH_SPREAD = 0.25
 
-_FLOAT_FORMATS = {"pct": ".1f", "cum_pct": ".1f"}
+_FLOAT_FORMATS = {"pct": ".1f", "cum_pct": ".1f", "flops_pct": ".1f", "gflops_per_s": ".2f"}
 
 
 def render_header(profile: "Profile") -> str:
@@ -24,7 +27,7 @@ def render_header(profile: "Profile") -> str:
     meta = profile.meta
     parts = [
         f"fxprof: {meta.get('model', 'model')}",
-        f"timer {meta.get('timer', '?')} on {meta.get('device', '?')}",
+        f"timer {meta.get('timer', '?')} on {meta.get('gpu') or meta.get('device', '?')}",
         f"{meta.get('warmup', '?')} warm-up + {profile.num_runs} timed runs",
         f"threads {meta.get('threads', '?')}",
         f"torch {meta.get('torch', '?')}",
@@ -41,9 +44,38 @@ def render_header(profile: "Profile") -> str:
             f"nodes account for {profile.coverage * 100:.1f}% of it (coverage), "
             f"the rest is interpreter overhead between nodes"
         )
+        launch = profile.launch_bound_pct
+        if not np.isnan(launch):
+            lines.append(
+                f"launch-bound: {launch:.1f}% of node time is in nodes whose host time is close to "
+                f"their device time (the GPU waited for Python)"
+            )
     else:
         lines.append("no timed runs recorded")
+    if meta.get("incomplete"):
+        lines.append(f"INCOMPLETE: {profile.num_runs} of {meta.get('requested_iters', '?')} requested runs completed")
     return "\n".join(lines)
+
+
+def render_table(table: pd.DataFrame, floatfmt: dict[str, str] | None = None) -> str:
+    """A DataFrame as a tabulate table, index first; missing values shown empty."""
+    rows = table.reset_index()
+    formats = {**_FLOAT_FORMATS, **(floatfmt or {})}
+    values = [[("" if _isna(v) else v) for v in row] for row in rows.itertuples(index=False)]
+    return tabulate(
+        values,
+        headers=list(rows.columns),
+        floatfmt=[formats.get(c, ".4f") for c in rows.columns],
+        intfmt=",",
+        tablefmt="simple",
+    )
+
+
+def _isna(value: object) -> bool:
+    try:
+        return bool(pd.isna(value))
+    except (TypeError, ValueError):
+        return False
 
 
 def render_summary(
@@ -51,11 +83,18 @@ def render_summary(
     sort: str | None = "pct",
     top: int | None = None,
     columns: Iterable[str] | None = None,
+    group_by: str | None = None,
+    depth: int = 1,
 ) -> str:
-    """The header and the per-node table, sorted by ``sort`` (descending), first ``top`` rows."""
+    """The header and the per-node (or per-group) table, sorted descending, first ``top`` rows."""
+    if group_by is not None:
+        return _render_groups(profile, group_by, depth, top)
     table = profile.to_dataframe(sort=sort)
     if columns is None:
         columns = [c for c in DEFAULT_COLUMNS if c != "range" or (table["range"] != "").any()]
+        if profile.meta.get("timer") == "cuda":
+            at = columns.index("mean_ms") + 1
+            columns[at:at] = list(DEVICE_COLUMNS)
     columns = list(columns)
     missing = [c for c in columns if c not in table.columns]
     if missing:
@@ -64,13 +103,10 @@ def render_summary(
     noisy = (table["iqr_ms"] > HIGH_SPREAD * table["median_ms"]) & (table["calls"] > 1)
     shown = table if top is None else table.head(max(int(top), 0))
     rows = shown[columns].copy()
-    rows.insert(0, "node", shown.index)
     if noisy.any():
         rows["spread"] = np.where(noisy.loc[shown.index], "high", "")
-    floatfmt = [_FLOAT_FORMATS.get(c, ".4f") for c in rows.columns]
-    body = tabulate(rows.values.tolist(), headers=list(rows.columns), floatfmt=floatfmt, tablefmt="simple", disable_numparse=False)
 
-    lines = [render_header(profile), "", body]
+    lines = [render_header(profile), "", render_table(rows)]
     hidden = len(table) - len(shown)
     if hidden > 0:
         rest = float(table["pct"].iloc[len(shown):].sum())
@@ -81,4 +117,17 @@ def render_summary(
             f"spread: {n_noisy} node(s) have an IQR above {HIGH_SPREAD:.0%} of their median "
             f"('high'): noisy machine or too few runs; raise iters or compare medians."
         )
+    return "\n".join(lines)
+
+
+def _render_groups(profile: "Profile", key: str, depth: int, top: int | None) -> str:
+    groups = profile.group_by(key, depth=depth)
+    if groups["flops"].isna().all():
+        groups = groups.drop(columns=["flops", "flops_pct"])
+    shown = groups if top is None else groups.head(max(int(top), 0))
+    title = f"time by {key}" + (f" (depth {depth})" if key == "scope" else "")
+    lines = [render_header(profile), "", title, render_table(shown)]
+    hidden = len(groups) - len(shown)
+    if hidden > 0:
+        lines.append(f"... {hidden} more groups ({groups['pct'].iloc[len(shown):].sum():.1f}% of node time)")
     return "\n".join(lines)

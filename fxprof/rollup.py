@@ -1,0 +1,71 @@
+"""Roll-ups: node times summed by op kind, module type, record_function range or module scope."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+__all__ = ["group_by", "GROUP_KEYS", "ROOT", "scope_at_depth"]
+
+GROUP_KEYS = ("op", "module_type", "range", "scope")
+#: the label of nodes that sit at the model's root (no enclosing module) in scope roll-ups
+ROOT = "(root)"
+
+
+def scope_at_depth(scope: str, depth: int) -> str:
+    """``layer1.0.conv1`` at depth 1 is ``layer1``, at depth 2 ``layer1.0``; "" is the root."""
+    if not scope:
+        return ROOT
+    return ".".join(scope.split(".")[:depth])
+
+
+def _labels(table: pd.DataFrame, key: str, depth: int) -> pd.Series:
+    if key == "op":
+        return table["kind"]
+    if key == "module_type":
+        functional = table["op"].isin(["call_function", "call_method"])
+        labels = table["module_type"].where(table["module_type"] != "", "(graph)")
+        return labels.mask(functional & (table["module_type"] == ""), "(function)")
+    if key == "range":
+        return table["range"].where(table["range"] != "", "(no range)")
+    if key == "scope":
+        if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
+            raise ValueError(f"depth must be an integer >= 1, got {depth!r}")
+        return table["scope"].map(lambda s: scope_at_depth(s, depth))
+    raise ValueError(f"cannot group by {key!r}; choose one of {', '.join(GROUP_KEYS)}")
+
+
+def group_by(table: pd.DataFrame, key: str = "op", depth: int = 1) -> pd.DataFrame:
+    """Sum a per-node table (:attr:`Profile.df`) by ``key``.
+
+    Keys:
+        ``"op"``: the operation kind (``conv2d``, ``add``, ``flatten``...), the same whether a
+            module or a function performed it (the ``kind`` column).
+        ``"module_type"``: the called module's class; ``(function)`` for functional nodes,
+            ``(graph)`` for placeholders, outputs and attribute reads.
+        ``"range"``: the innermost ``record_function`` label; ``(no range)`` outside ranges.
+        ``"scope"``: the module path cut to ``depth`` parts (depth 1: ``layer1``; depth 2:
+            ``layer1.0``). A module's group includes the functional nodes inside it (a
+            BasicBlock's residual ``add`` counts to its block); nodes at the root are ``(root)``.
+
+    Returns:
+        A DataFrame indexed by the group label (index name = ``key``), sorted by ``pct``
+        descending, with columns ``nodes`` (node count), ``mean_ms`` and ``median_ms`` (sums
+        of the nodes' mean and median times), ``pct`` (share of total node time; sums to
+        100), ``cum_pct``, ``flops`` (sum; ``<NA>`` if not counted) and ``flops_pct``.
+    """
+    labels = _labels(table, key, depth).rename(key)
+    grouped = table.groupby(labels, sort=False)
+    out = pd.DataFrame(
+        {
+            "nodes": grouped.size(),
+            "mean_ms": grouped["mean_ms"].sum(),
+            "median_ms": grouped["median_ms"].sum(),
+            "pct": grouped["pct"].sum(),
+            "flops": grouped["flops"].sum(min_count=1).astype("Int64"),
+            "flops_pct": grouped["flops_pct"].sum(min_count=1),
+        }
+    )
+    out = out.sort_values("pct", ascending=False, kind="stable")
+    out.insert(out.columns.get_loc("pct") + 1, "cum_pct", out["pct"].cumsum())
+    out.index.name = key
+    return out

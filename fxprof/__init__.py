@@ -28,10 +28,12 @@ from .interpreter import ProfilingInterpreter, Recording  # noqa: E402
 from .profile import Profile  # noqa: E402
 from .io import load_profile as load, read_csv  # noqa: E402
 from .api import profile  # noqa: E402
+from .compare import compare  # noqa: E402
 
 __all__ = [
     "__version__",
     "profile",
+    "compare",
     "trace",
     "load",
     "read_csv",

@@ -35,6 +35,7 @@ def profile(
     name: str | None = None,
     anatomy: bool = True,
     memory: bool | None = None,
+    progress: bool = False,
     **kwargs: Any,
 ) -> Profile:
     """Profile ``model(*args, **kwargs)`` node by node.
@@ -59,6 +60,8 @@ def profile(
             output shapes, dtype, output bytes and FLOPs (``FlopCounterMode``).
         memory: run once more untimed to record each node's CUDA memory delta and peak
             (default: when the model runs on CUDA; resets CUDA peak-memory statistics).
+        progress: show a progress bar on stderr for the warm-up and timed runs (tqdm; silent
+            when stderr is not a terminal).
 
     Returns:
         A :class:`~fxprof.Profile`. Buffers the runs changed (batch-norm running statistics in
@@ -92,13 +95,15 @@ def profile(
     meta = _describe_run(model, gm, name, chosen, devices, inputs, warmup, iters, no_grad)
 
     grad_context = torch.no_grad() if no_grad else contextlib.nullcontext()
-    with grad_context, _restore_buffers(gm):
+    with grad_context, _restore_buffers(gm), _progress(progress, warmup + iters) as step:
         for _ in range(warmup):
             interpreter.run(*_fresh(inputs))
+            step("warm-up")
         interpreter.reset()
         try:
             for _ in range(iters):
                 interpreter.run(*_fresh(inputs))
+                step("timed")
         except BaseException as exc:  # KeyboardInterrupt too: hand back what was measured
             done = interpreter.recording.runs
             if done:
@@ -133,6 +138,22 @@ def _untimed_passes(gm: fx.GraphModule, inputs: tuple, devices: set[torch.device
         for node, values in found.items():
             records.setdefault(node, {}).update(values)
     return records
+
+
+@contextlib.contextmanager
+def _progress(enabled: bool, total: int) -> Iterator[Any]:
+    """Yield ``step(stage)``, advancing a tqdm bar on stderr when enabled (and a terminal)."""
+    if not enabled:
+        yield lambda stage: None
+        return
+    from tqdm.auto import tqdm
+
+    with tqdm(total=total, desc="fxprof", unit="run", disable=None, leave=False) as bar:
+        def step(stage: str) -> None:
+            bar.set_description(f"fxprof {stage}", refresh=False)
+            bar.update(1)
+
+        yield step
 
 
 def _check_count(label: str, value: Any, minimum: int) -> None:

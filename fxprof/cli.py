@@ -1,4 +1,4 @@
-"""The ``fxprof`` command line."""
+"""The ``fxprof`` command line: profile, show, compare."""
 
 from __future__ import annotations
 
@@ -7,46 +7,119 @@ import sys
 import traceback
 from typing import Sequence
 
+DESCRIPTION = """\
+Time every node of a PyTorch model's torch.fx graph, on the CPU or the GPU.
+
+commands:
+  profile MODEL   trace MODEL, warm it up, time every node over --iters runs, print hotspots
+  show FILE       print a saved profile (.json) or per-node table (.csv) again, re-sorted
+  compare A B     compare two saved profiles or tables node by node
+"""
+
 EXAMPLES = """\
 examples:
-  fxprof profile resnet18                           # CPU, 1x3x224x224, top 20 nodes
+  fxprof profile resnet18                                # CPU, 1x3x224x224, top 20 nodes
   fxprof profile resnet50 --input 32x3x224x224 --device cuda --dtype float16
-  fxprof profile mypkg.models:build --input 2x128:int64 --csv run.csv --json run.json
+  fxprof profile mypkg.models:build --input 2x128:int64 --json run.json --csv run.csv
   fxprof profile path/to/model.py:make_model --iters 50 --sort median_ms --top 0
+  fxprof profile resnet18 --group-by scope --depth 2     # time per block
+  fxprof profile resnet18 --columns kind,median_ms,pct,flops,output_shape
+  fxprof profile resnet18 --trace resnet18.trace.json   # open in ui.perfetto.dev
+  fxprof show run.json --group-by op
+  fxprof compare before.json after.json --top 15
 """
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fxprof",
-        description="Time every node of a PyTorch model's torch.fx graph, on the CPU or GPU.",
+        description=DESCRIPTION,
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--debug", action="store_true", help="show the full traceback on errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
+    def view_options(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--sort", default="pct", help="column to sort by, descending (default: pct)")
+        p.add_argument("--top", type=int, default=20, help="rows to show; 0 shows all (default: 20)")
+        p.add_argument("--group-by", choices=["op", "module_type", "range", "scope"], help="show time rolled up by op kind, module class, record_function range or module scope")
+        p.add_argument("--depth", type=int, default=1, help="module depth for --group-by scope (1: layer1, 2: layer1.0; default: 1)")
+        p.add_argument("--columns", help="comma-separated columns to show, e.g. kind,median_ms,pct,flops,output_shape")
+
     p = sub.add_parser(
         "profile",
         help="profile a model and print its hotspot table",
-        description="Trace MODEL, warm it up, time every node over --iters runs and print the hotspots.",
+        description=(
+            "Trace MODEL with fxprof's tracer, run --warmup untimed runs, then time every node of "
+            "--iters runs and print the nodes that take the most time. MODEL is a torchvision "
+            "model name (built with weights=None: nothing is downloaded), or an import path "
+            "'package.module:factory' or 'path/to/file.py:factory' whose factory returns an "
+            "nn.Module or fx.GraphModule."
+        ),
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("model", metavar="MODEL", help="a torchvision model name (resnet18), or package.module:factory, or path/to/file.py:factory")
+    p.add_argument("model", metavar="MODEL", help="torchvision name (resnet18), package.module:factory, or path/to/file.py:factory")
     p.add_argument("--input", action="append", metavar="SHAPE[:DTYPE]", help="an input, e.g. 1x3x224x224 or 2x128:int64; repeat for several (default: 1x3x224x224)")
-    p.add_argument("--device", default="cpu", help="device for the model and inputs (default: cpu)")
-    p.add_argument("--dtype", default="float32", help="dtype of the model and float inputs (default: float32)")
-    p.add_argument("--warmup", type=int, default=5, help="discarded warm-up runs (default: 5)")
+    p.add_argument("--device", default="cpu", help="device for the model and inputs: cpu, cuda, cuda:1 (default: cpu)")
+    p.add_argument("--dtype", default="float32", help="dtype of the model and of float inputs: float32, float16, bfloat16, float64 (default: float32)")
+    p.add_argument("--warmup", type=int, default=5, help="untimed warm-up runs (default: 5)")
     p.add_argument("--iters", type=int, default=20, help="timed runs (default: 20)")
-    p.add_argument("--timer", default="auto", choices=["auto", "cpu", "cuda", "sync"], help="how nodes are timed (default: auto)")
+    p.add_argument("--timer", default="auto", choices=["auto", "cpu", "cuda", "sync"], help="auto: cuda events on a GPU, else the CPU clock (default: auto)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice); recorded in the profile")
-    p.add_argument("--sort", default="pct", help="column to sort by, descending (default: pct)")
-    p.add_argument("--top", type=int, default=20, help="rows to show; 0 shows all (default: 20)")
+    view_options(p)
     p.add_argument("--csv", metavar="PATH", help="write the per-node table as CSV")
-    p.add_argument("--json", metavar="PATH", help="save the whole profile (every sample) as JSON")
+    p.add_argument("--json", metavar="PATH", help="save the whole profile (every sample) as JSON, for show/compare")
+    p.add_argument("--trace", metavar="PATH", help="write a Chrome trace (open in ui.perfetto.dev or chrome://tracing)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(handler=_cmd_profile)
+
+    s = sub.add_parser(
+        "show",
+        help="print a saved profile or per-node CSV again",
+        description="Re-render a profile saved with --json (or a per-node --csv table) without running anything.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    s.add_argument("file", metavar="FILE", help="a .json profile or .csv table written by fxprof")
+    view_options(s)
+    s.set_defaults(handler=_cmd_show)
+
+    c = sub.add_parser(
+        "compare",
+        help="compare two saved profiles or tables node by node",
+        description=(
+            "Match the nodes of A and B by name and print each node's median time in both, the "
+            "ratio B/A and the change in share, largest change first, with totals. Nodes present "
+            "in only one file are listed."
+        ),
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    c.add_argument("a", metavar="A", help="the baseline: a .json profile or .csv table")
+    c.add_argument("b", metavar="B", help="the other: a .json profile or .csv table")
+    c.add_argument("--top", type=int, default=20, help="rows to show; 0 shows all (default: 20)")
+    c.add_argument("--csv", metavar="PATH", help="write the comparison table as CSV")
+    c.set_defaults(handler=_cmd_compare)
     return parser
+
+
+def _columns(text: str | None) -> list[str] | None:
+    return [c.strip() for c in text.split(",") if c.strip()] if text else None
+
+
+def _check_view(args: argparse.Namespace) -> None:
+    from .errors import FxprofError
+
+    if args.top < 0:
+        raise FxprofError(f"bad --top {args.top}: must be >= 0 (0 shows all)")
+    if args.depth < 1:
+        raise FxprofError(f"bad --depth {args.depth}: must be >= 1")
+
+
+def _view(args: argparse.Namespace) -> dict:
+    return dict(sort=args.sort, top=args.top or None, columns=_columns(args.columns), group_by=args.group_by, depth=args.depth)
 
 
 def _cmd_profile(args: argparse.Namespace) -> int:
@@ -56,6 +129,7 @@ def _cmd_profile(args: argparse.Namespace) -> int:
     from .errors import FxprofError
     from .models import DEFAULT_IMAGE_INPUT, _DTYPES, load_model, make_input, parse_input
 
+    _check_view(args)
     dtype = _DTYPES.get(args.dtype.lower())
     if dtype is None or not dtype.is_floating_point:
         raise FxprofError(f"bad --dtype {args.dtype!r}: use float32, float16, bfloat16 or float64")
@@ -70,19 +144,66 @@ def _cmd_profile(args: argparse.Namespace) -> int:
         if args.threads < 1:
             raise FxprofError(f"bad --threads {args.threads}: must be >= 1")
         torch.set_num_threads(args.threads)
+    for path in (args.csv, args.json, args.trace):
+        if path:
+            _check_writable(path)
 
     model = load_model(args.model).eval().to(device=device, dtype=dtype)
     inputs = [make_input(shape, dt, dtype, device) for shape, dt in specs]
-    prof = profile(model, *inputs, warmup=args.warmup, iters=args.iters, timer=args.timer, name=args.model)
-    # write files before printing, so a bad path is reported before a long table
-    if args.csv:
-        prof.to_csv(args.csv)
-    if args.json:
-        prof.save(args.json)
-    print(prof.summary(sort=args.sort, top=args.top or None))
-    for label, path in (("csv", args.csv), ("json", args.json)):
+    prof = profile(model, *inputs, warmup=args.warmup, iters=args.iters, timer=args.timer, name=args.model, progress=not args.quiet)
+    written = []
+    for label, path, write in (("csv", args.csv, prof.to_csv), ("json", args.json, prof.save), ("trace", args.trace, prof.to_chrome_trace)):
         if path:
-            print(f"wrote {label}: {path}")
+            write(path)
+            written.append(f"wrote {label}: {path}")
+    print(prof.summary(**_view(args)))
+    for line in written:
+        print(line)
+    return 0
+
+
+def _check_writable(path: str) -> None:
+    """Fail before a long profiling run, not after it, when an output cannot be written."""
+    import os
+
+    from .errors import ProfileWriteError
+
+    directory = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise ProfileWriteError(f"cannot write {path!r}: it is a directory; give a file path")
+    if not os.path.isdir(directory):
+        raise ProfileWriteError(f"cannot write {path!r}: the folder {directory!r} does not exist")
+    if not os.access(directory, os.W_OK):
+        raise ProfileWriteError(f"cannot write {path!r}: the folder {directory!r} is not writable")
+
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    from .io import read_any
+    from .render import render_body
+
+    _check_view(args)
+    loaded = read_any(args.file)
+    if isinstance(loaded, __import__("pandas").DataFrame):
+        print(f"fxprof: per-node table from {args.file} (a CSV holds no raw samples and no run header)\n")
+        print(render_body(loaded, **_view(args)))
+    else:
+        print(loaded.summary(**_view(args)))
+    return 0
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from .compare import compare
+    from .io import read_any, write_csv
+    from .render import render_compare
+
+    if args.top < 0:
+        raise ValueError(f"bad --top {args.top}: must be >= 0 (0 shows all)")
+    if args.csv:
+        _check_writable(args.csv)
+    diff = compare(read_any(args.a), read_any(args.b))
+    if args.csv:
+        write_csv(diff, args.csv)
+    print(render_compare(diff, args.a, args.b, top=args.top or None))
     return 0
 
 
@@ -99,14 +220,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("fxprof: interrupted", file=sys.stderr)
         return 130
-    except (FxprofError, ValueError, TypeError, OSError) as exc:
+    except (FxprofError, ValueError, TypeError, OSError, ImportError) as exc:
         if args.debug:
             traceback.print_exc()
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        print(f"fxprof: error: {first}", file=sys.stderr)
-        rest = str(exc).strip().splitlines()[1:]
-        for line in rest[:12]:
-            print(f"  {line}", file=sys.stderr)
+        text = str(exc).strip()
+        if isinstance(exc, OSError) and not isinstance(exc, FxprofError) and exc.filename:
+            text = f"cannot read {exc.filename!r}: {exc.strerror}"
+        # one line: multi-line messages (a node error lists what the node received) are joined
+        line = "; ".join(part.strip() for part in text.splitlines() if part.strip()) or type(exc).__name__
+        print(f"fxprof: error: {line}", file=sys.stderr)
         return 2
 
 

@@ -27,15 +27,22 @@ class Recording:
     """Raw samples: one entry per executed node per run, plus one per run for the whole run.
 
     Columns are parallel lists. ``time_ms`` comes from the timer (device time for the CUDA
-    timers), ``host_ms`` from the host clock.
+    timers), ``host_ms`` from the host clock. ``start_ms`` and ``host_start_ms`` place each
+    sample on its run's timeline (timer and host clock, from the run's first mark);
+    ``run_start_ms`` places each run on the host clock, from the first recorded run's start.
     """
 
     node: list[str] = field(default_factory=list)
     run: list[int] = field(default_factory=list)
     time_ms: list[float] = field(default_factory=list)
     host_ms: list[float] = field(default_factory=list)
+    start_ms: list[float] = field(default_factory=list)
+    host_start_ms: list[float] = field(default_factory=list)
     run_total_ms: list[float] = field(default_factory=list)
     run_host_ms: list[float] = field(default_factory=list)
+    run_start_ms: list[float] = field(default_factory=list)
+    #: host clock reading (ns) at the start of the first recorded run
+    origin_ns: int | None = None
 
     @property
     def runs(self) -> int:
@@ -83,16 +90,21 @@ class ProfilingInterpreter(fx.Interpreter):
             end = timer.mark()
             timer.end_run()  # the one synchronization of the run
         # Reached only when the run completed: a failed run leaves no partial samples.
-        index = self.recording.runs
         rec = self.recording
+        index = rec.runs
+        if rec.origin_ns is None:
+            rec.origin_ns = host_start
         elapsed = timer.elapsed_ms
         for name, m0, m1, h0, h1 in self._marks:
             rec.node.append(name)
             rec.run.append(index)
             rec.time_ms.append(elapsed(m0, m1))
             rec.host_ms.append((h1 - h0) / 1e6)
+            rec.start_ms.append(elapsed(start, m0))
+            rec.host_start_ms.append((h0 - host_start) / 1e6)
         rec.run_total_ms.append(elapsed(start, end))
         rec.run_host_ms.append((host_end - host_start) / 1e6)
+        rec.run_start_ms.append((host_start - rec.origin_ns) / 1e6)
         self._marks = []
         return result
 
@@ -121,10 +133,9 @@ def _node_error(n: fx.Node, args: tuple, kwargs: dict, exc: Exception) -> NodeEx
     inputs += [f"{k}: {describe_value(v)}" for k, v in kwargs.items()]
     target = target_name(n)
     lines = [
-        f"node {n.name!r} ({n.op} {target}) raised {type(exc).__name__}: {exc}",
-        "it received:" if inputs else "it received no arguments",
-        *(f"  {line}" for line in inputs),
-        "Check that the inputs have the shapes, dtypes and devices the model expects "
-        "(and that they match the example used for tracing).",
+        f"node {n.name!r} ({n.op} {target}) raised {type(exc).__name__}: {str(exc).strip()}",
+        f"it received {', '.join(inputs)}" if inputs else "it received no arguments",
+        "check that the inputs have the shapes, dtypes and devices the model expects "
+        "(and match the example used for tracing)",
     ]
     return NodeExecutionError("\n".join(lines), node=n.name, op=n.op, target=target, inputs=inputs)

@@ -21,12 +21,12 @@ from .errors import ProfileFormatError, ProfileWriteError
 from .interpreter import Recording
 from .nodes import NodeInfo
 from .anatomy import ANATOMY_COLUMNS
-from .profile import COLUMNS, NODE_COLUMNS, TABLE_COLUMNS
+from .profile import COLUMNS, NODE_COLUMNS, RUN_COLUMNS, SAMPLE_COLUMNS, TABLE_COLUMNS
 
 if TYPE_CHECKING:
     from .profile import Profile
 
-__all__ = ["atomic_write", "write_csv", "read_csv", "save_profile", "load_profile", "FORMAT_NAME", "FORMAT_VERSION"]
+__all__ = ["atomic_write", "write_csv", "read_csv", "save_profile", "load_profile", "read_any", "FORMAT_NAME", "FORMAT_VERSION"]
 
 FORMAT_NAME = "fxprof.profile"
 FORMAT_VERSION = 1
@@ -87,9 +87,10 @@ def read_csv(path: str | os.PathLike) -> pd.DataFrame:
     expected = ["node", *TABLE_COLUMNS]
     missing = [c for c in expected if c not in table.columns]
     if missing:
+        listed = ", ".join(missing[:6]) + (f" and {len(missing) - 6} more" if len(missing) > 6 else "")
         raise ProfileFormatError(
-            f"{path!r} is not an fxprof per-node CSV: it lacks the column(s) {', '.join(missing)}. "
-            f"fxprof CSVs are written by Profile.to_csv() and have the columns {', '.join(expected)}."
+            f"{path!r} is not an fxprof per-node CSV: it lacks the column(s) {listed}. "
+            f"Such tables are written by Profile.to_csv() or 'fxprof profile --csv'."
         )
     try:
         table = table.astype({c: COLUMNS[c] for c in number_columns})
@@ -109,17 +110,8 @@ def _profile_to_dict(profile: "Profile") -> dict[str, Any]:
         "nodes": [
             {"name": n.name, **{col: getattr(n, col) for col in NODE_COLUMNS}} for n in profile.nodes
         ],
-        "samples": {
-            "node": samples["node"].tolist(),
-            "run": samples["run"].tolist(),
-            "time_ms": samples["time_ms"].tolist(),
-            "host_ms": samples["host_ms"].tolist(),
-        },
-        "runs": {
-            "run": runs["run"].tolist(),
-            "total_ms": runs["total_ms"].tolist(),
-            "host_ms": runs["host_ms"].tolist(),
-        },
+        "samples": {col: samples[col].tolist() for col in SAMPLE_COLUMNS},
+        "runs": {col: runs[col].tolist() for col in RUN_COLUMNS},
         "anatomy": {
             col: [None if pd.isna(v) else (v if isinstance(v, str) else int(v)) for v in profile.anatomy[col]]
             for col in ANATOMY_COLUMNS
@@ -162,8 +154,11 @@ def load_profile(path: str | os.PathLike) -> "Profile":
             run=[int(v) for v in s["run"]],
             time_ms=[float(v) for v in s["time_ms"]],
             host_ms=[float(v) for v in s["host_ms"]],
+            start_ms=[float(v) for v in s["start_ms"]],
+            host_start_ms=[float(v) for v in s["host_start_ms"]],
             run_total_ms=[float(v) for v in r["total_ms"]],
             run_host_ms=[float(v) for v in r["host_ms"]],
+            run_start_ms=[float(v) for v in r["start_ms"]],
         )
         anatomy_columns = data.get("anatomy") or {}
         anatomy = {
@@ -173,3 +168,13 @@ def load_profile(path: str | os.PathLike) -> "Profile":
         return Profile.from_recording(nodes, recording, data.get("meta") or {}, anatomy)
     except (KeyError, TypeError, ValueError) as exc:
         raise ProfileFormatError(f"{path!r} is a damaged fxprof profile: {type(exc).__name__}: {exc}") from exc
+
+
+def read_any(path: str | os.PathLike) -> "Profile | pd.DataFrame":
+    """A saved profile (JSON) as a :class:`Profile`, or a per-node CSV as a DataFrame."""
+    path = os.fspath(path)
+    with open(path, "rb") as handle:
+        head = handle.read(256).lstrip()
+    if head.startswith(b"{"):
+        return load_profile(path)
+    return read_csv(path)

@@ -12,7 +12,11 @@ from .anatomy import ANATOMY_COLUMNS
 from .interpreter import Recording
 from .nodes import NodeInfo
 
-__all__ = ["Profile", "COLUMNS", "NODE_COLUMNS", "TABLE_COLUMNS", "LAUNCH_BOUND_RATIO"]
+__all__ = ["Profile", "sort_table", "COLUMNS", "SAMPLE_COLUMNS", "RUN_COLUMNS", "NODE_COLUMNS", "TABLE_COLUMNS", "LAUNCH_BOUND_RATIO"]
+
+#: columns of the raw samples (one row per node per run) and of the per-run table
+SAMPLE_COLUMNS = ("node", "run", "time_ms", "host_ms", "start_ms", "host_start_ms")
+RUN_COLUMNS = ("run", "total_ms", "host_ms", "start_ms")
 
 #: descriptive columns of the per-node table, taken from NodeInfo
 NODE_COLUMNS = ("op", "target", "kind", "module_type", "scope", "range")
@@ -80,8 +84,8 @@ class Profile:
         unknown = (set(samples["node"]) | set(anatomy or {})) - set(names)
         if unknown:
             raise ValueError(f"samples name nodes the graph does not have: {sorted(unknown)[:5]}")
-        self._samples = samples.reset_index(drop=True)[["node", "run", "time_ms", "host_ms"]]
-        self._runs = runs.reset_index(drop=True)[["run", "total_ms", "host_ms"]]
+        self._samples = samples.reset_index(drop=True)[list(SAMPLE_COLUMNS)]
+        self._runs = runs.reset_index(drop=True)[list(RUN_COLUMNS)]
         self._anatomy = _anatomy_frame(names, anatomy or {})
         self.meta: dict[str, Any] = dict(meta or {})
 
@@ -99,6 +103,8 @@ class Profile:
                 "run": np.asarray(recording.run, dtype=np.int64),
                 "time_ms": np.asarray(recording.time_ms, dtype=np.float64),
                 "host_ms": np.asarray(recording.host_ms, dtype=np.float64),
+                "start_ms": np.asarray(recording.start_ms, dtype=np.float64),
+                "host_start_ms": np.asarray(recording.host_start_ms, dtype=np.float64),
             }
         )
         runs = pd.DataFrame(
@@ -106,6 +112,7 @@ class Profile:
                 "run": np.arange(recording.runs, dtype=np.int64),
                 "total_ms": np.asarray(recording.run_total_ms, dtype=np.float64),
                 "host_ms": np.asarray(recording.run_host_ms, dtype=np.float64),
+                "start_ms": np.asarray(recording.run_start_ms, dtype=np.float64),
             }
         )
         return cls(nodes, samples, runs, meta, anatomy)
@@ -116,13 +123,16 @@ class Profile:
         """Long-form raw samples, one row per (node, run).
 
         Columns: ``node`` (fx node name), ``run`` (0-based timed run), ``time_ms`` (the
-        timer's measurement: device time with the CUDA timers), ``host_ms`` (host clock).
+        timer's measurement: device time with the CUDA timers), ``host_ms`` (host clock),
+        ``start_ms`` and ``host_start_ms`` (when the node started, from the run's start, by
+        the timer and by the host clock).
         """
         return self._samples.copy()
 
     @property
     def runs(self) -> pd.DataFrame:
-        """One row per timed run: ``run``, ``total_ms`` (timer), ``host_ms`` (host clock)."""
+        """One row per timed run: ``run``, ``total_ms`` (timer), ``host_ms`` (host clock),
+        ``start_ms`` (host clock, from the first timed run's start)."""
         return self._runs.copy()
 
     @property
@@ -214,14 +224,7 @@ class Profile:
         table["flops_pct"] = flops / flops_sum * 100.0 if flops_sum > 0 else flops * 0.0
         median = table["median_ms"].where(table["median_ms"] > 0)
         table["gflops_per_s"] = flops / median / 1e6
-        if sort is not None:
-            if sort not in table.columns and sort != "node":
-                raise ValueError(f"cannot sort by {sort!r}; columns are: {', '.join(TABLE_COLUMNS)}")
-            if sort == "node":
-                table = table.sort_index(ascending=ascending, kind="stable")
-            else:
-                table = table.sort_values(sort, ascending=ascending, kind="stable", na_position="last")
-        table["cum_pct"] = table["pct"].cumsum()
+        table = sort_table(table, sort, ascending)
         return table[list(TABLE_COLUMNS)].astype(COLUMNS)
 
     def _bound(self, table: pd.DataFrame) -> pd.Series:
@@ -283,6 +286,16 @@ class Profile:
 
         write_csv(self.df, path)
 
+    def to_chrome_trace(self, path: str) -> None:
+        """Write every node of every run as a span on a timeline (Chrome trace JSON).
+
+        Open it in https://ui.perfetto.dev or chrome://tracing. With the CUDA timers there is
+        a host track and a device track. Written atomically.
+        """
+        from .export import write_chrome_trace
+
+        write_chrome_trace(self, path)
+
     def save(self, path: str) -> None:
         """Save the whole profile (raw samples, nodes, anatomy, metadata) as versioned JSON.
 
@@ -291,6 +304,20 @@ class Profile:
         from .io import save_profile
 
         save_profile(self, path)
+
+
+def sort_table(table: pd.DataFrame, sort: str | None, ascending: bool = False) -> pd.DataFrame:
+    """Sort a per-node table by a column (or ``"node"``) and recompute ``cum_pct`` in that order."""
+    if sort is not None:
+        if sort not in table.columns and sort != "node":
+            raise ValueError(f"cannot sort by {sort!r}; columns are: {', '.join(TABLE_COLUMNS)}")
+        if sort == "node":
+            table = table.sort_index(ascending=ascending, kind="stable")
+        else:
+            table = table.sort_values(sort, ascending=ascending, kind="stable", na_position="last")
+    table = table.copy()
+    table["cum_pct"] = table["pct"].cumsum()
+    return table
 
 
 def _anatomy_frame(names: list[str], records: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:

@@ -11,7 +11,7 @@ from tabulate import tabulate
 if TYPE_CHECKING:
     from .profile import Profile
 
-__all__ = ["render_summary", "render_header", "render_table", "DEFAULT_COLUMNS", "HIGH_SPREAD"]
+__all__ = ["render_summary", "render_body", "render_compare", "render_header", "render_table", "DEFAULT_COLUMNS", "HIGH_SPREAD"]
 
 DEFAULT_COLUMNS = ("op", "target", "scope", "range", "median_ms", "mean_ms", "iqr_ms", "pct", "cum_pct")
 #: shown by default with the CUDA event timer, after mean_ms
@@ -87,12 +87,31 @@ def render_summary(
     depth: int = 1,
 ) -> str:
     """The header and the per-node (or per-group) table, sorted descending, first ``top`` rows."""
+    return render_header(profile) + "\n\n" + render_body(
+        profile.df, sort=sort, top=top, columns=columns, group_by=group_by, depth=depth,
+        device_timer=profile.meta.get("timer") == "cuda",
+    )
+
+
+def render_body(
+    table: pd.DataFrame,
+    sort: str | None = "pct",
+    top: int | None = None,
+    columns: Iterable[str] | None = None,
+    group_by: str | None = None,
+    depth: int = 1,
+    device_timer: bool = False,
+) -> str:
+    """A per-node table (a Profile's ``df`` or one read from CSV) rendered, or rolled up."""
+    from .profile import sort_table
+    from .rollup import group_by as roll_up
+
     if group_by is not None:
-        return _render_groups(profile, group_by, depth, top)
-    table = profile.to_dataframe(sort=sort)
+        return _render_groups(roll_up(table, group_by, depth=depth), group_by, depth, top)
+    table = sort_table(table, sort)
     if columns is None:
         columns = [c for c in DEFAULT_COLUMNS if c != "range" or (table["range"] != "").any()]
-        if profile.meta.get("timer") == "cuda":
+        if device_timer:
             at = columns.index("mean_ms") + 1
             columns[at:at] = list(DEVICE_COLUMNS)
     columns = list(columns)
@@ -106,7 +125,7 @@ def render_summary(
     if noisy.any():
         rows["spread"] = np.where(noisy.loc[shown.index], "high", "")
 
-    lines = [render_header(profile), "", render_table(rows)]
+    lines = [render_table(rows)]
     hidden = len(table) - len(shown)
     if hidden > 0:
         rest = float(table["pct"].iloc[len(shown):].sum())
@@ -120,14 +139,40 @@ def render_summary(
     return "\n".join(lines)
 
 
-def _render_groups(profile: "Profile", key: str, depth: int, top: int | None) -> str:
-    groups = profile.group_by(key, depth=depth)
+def _render_groups(groups: pd.DataFrame, key: str, depth: int, top: int | None) -> str:
     if groups["flops"].isna().all():
         groups = groups.drop(columns=["flops", "flops_pct"])
     shown = groups if top is None else groups.head(max(int(top), 0))
     title = f"time by {key}" + (f" (depth {depth})" if key == "scope" else "")
-    lines = [render_header(profile), "", title, render_table(shown)]
+    lines = [title, render_table(shown)]
     hidden = len(groups) - len(shown)
     if hidden > 0:
         lines.append(f"... {hidden} more groups ({groups['pct'].iloc[len(shown):].sum():.1f}% of node time)")
+    return "\n".join(lines)
+
+
+def render_compare(diff: pd.DataFrame, label_a: str = "a", label_b: str = "b", top: int | None = None) -> str:
+    """A comparison from :func:`fxprof.compare` as text, with totals and one-sided nodes."""
+    both = diff[diff["status"] == "both"]
+    a_total, b_total = float(diff["a_ms"].sum()), float(diff["b_ms"].sum())
+    ratio = b_total / a_total if a_total > 0 else float("nan")
+    lines = [
+        f"fxprof compare: a = {label_a}",
+        f"                b = {label_b}",
+        f"summed median node time: a {a_total:.4f} ms, b {b_total:.4f} ms, ratio b/a {ratio:.3f}; "
+        f"{len(both)} nodes in both, {int((diff['status'] == 'only_a').sum())} only in a, "
+        f"{int((diff['status'] == 'only_b').sum())} only in b",
+        "",
+    ]
+    shown = diff if top is None else diff.head(max(int(top), 0))
+    lines.append(render_table(shown[["status", "kind", "scope", "a_ms", "b_ms", "delta_ms", "ratio", "a_pct", "b_pct", "delta_pct"]],
+                              floatfmt={"ratio": ".3f", "a_pct": ".1f", "b_pct": ".1f", "delta_pct": "+.1f", "delta_ms": "+.4f"}))
+    hidden = len(diff) - len(shown)
+    if hidden > 0:
+        lines.append(f"... {hidden} more nodes (smaller changes)")
+    for status, side in (("only_a", "a"), ("only_b", "b")):
+        names = list(diff.index[diff["status"] == status])
+        if names:
+            more = f", ... ({len(names) - 20} more)" if len(names) > 20 else ""
+            lines.append(f"only in {side}: {', '.join(names[:20])}{more}")
     return "\n".join(lines)

@@ -211,7 +211,8 @@ def _device_profile(host: list[float], device: list[float], timer: str) -> fxpro
     nodes = [NodeInfo(f"n{i}", "call_function", "f", "", "", "", "f") for i in range(len(host))]
     rec = Recording(
         node=[n.name for n in nodes], run=[0] * len(nodes), time_ms=device, host_ms=host,
-        run_total_ms=[sum(device)], run_host_ms=[sum(host)],
+        start_ms=list(np.cumsum([0.0, *device[:-1]])), host_start_ms=list(np.cumsum([0.0, *host[:-1]])),
+        run_total_ms=[sum(device)], run_host_ms=[sum(host)], run_start_ms=[0.0],
     )
     return fxprof.Profile.from_recording(nodes, rec, {"timer": timer})
 

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-import os
+import json
 import pathlib
 import shutil
 import subprocess
 import sys
 
+import pandas as pd
 import pytest
+import torch
 
 import fxprof
 
@@ -16,22 +18,74 @@ FXPROF = shutil.which("fxprof") or str(pathlib.Path(sys.executable).with_name("f
 SMALL = ["--input", "1x3x32x32", "--warmup", "0", "--iters", "2"]
 
 
-def run(*args: str, entry: str = "module", cwd: str | None = None) -> subprocess.CompletedProcess:
+def run(*args: str, entry: str = "module") -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "fxprof", *args] if entry == "module" else [FXPROF, *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=cwd)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
 
 
-@pytest.mark.parametrize("entry", ["module", "script"])
-def test_profile_resnet18_prints_the_hotspot_table(entry, tmp_path):
-    csv, js = tmp_path / "r.csv", tmp_path / "r.json"
-    result = run("profile", "resnet18", *SMALL, "--top", "5", "--csv", str(csv), "--json", str(js), entry=entry)
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    """One profiling run through the CLI that writes every output format."""
+    d = tmp_path_factory.mktemp("cli")
+    paths = {k: d / f"r.{k}" for k in ("csv", "json", "trace")}
+    result = run("profile", "resnet18", "--input", "1x3x32x32", "--warmup", "1", "--iters", "3", "--top", "5",
+                 "--csv", str(paths["csv"]), "--json", str(paths["json"]), "--trace", str(paths["trace"]))
     assert result.returncode == 0, result.stderr
+    return result, paths
+
+
+def test_profile_prints_header_and_hotspots_and_writes_files(saved):
+    result, paths = saved
     out = result.stdout
-    assert "fxprof: resnet18 | timer cpu on cpu | 0 warm-up + 2 timed runs" in out
-    assert "Tensor(shape=[1, 3, 32, 32], dtype=float32, device=cpu)" in out
-    assert "... 66 more nodes" in out
-    assert fxprof.read_csv(csv).shape[0] == 71
-    assert fxprof.load(js).num_runs == 2
+    assert "fxprof: resnet18 | timer cpu on cpu | 1 warm-up + 3 timed runs" in out
+    assert "inputs: Tensor(shape=[1, 3, 32, 32], dtype=float32, device=cpu)" in out
+    assert "coverage" in out and "... 66 more nodes" in out
+    assert fxprof.read_csv(paths["csv"]).shape[0] == 71
+    assert fxprof.load(paths["json"]).num_runs == 3
+    assert result.stderr == ""  # no progress bar when stderr is not a terminal
+
+
+def test_script_entry_point_and_group_by_and_columns():
+    result = run("profile", "resnet18", *SMALL, "--group-by", "scope", "--depth", "2", "--top", "3", entry="script")
+    assert result.returncode == 0, result.stderr
+    assert "time by scope (depth 2)" in result.stdout and "more groups" in result.stdout
+    result = run("profile", "resnet18", *SMALL, "--columns", "kind,median_ms,flops,output_shape", "--top", "2")
+    assert result.returncode == 0, result.stderr
+    header = next(line for line in result.stdout.splitlines() if line.startswith("node "))
+    assert header.split()[:5] == ["node", "kind", "median_ms", "flops", "output_shape"]
+
+
+def test_show_reproduces_the_table(saved):
+    result, paths = saved
+    shown = run("show", str(paths["json"]), "--top", "5")
+    assert shown.returncode == 0, shown.stderr
+    printed = result.stdout.split("wrote csv")[0]
+    assert shown.stdout == printed
+    by_op = run("show", str(paths["json"]), "--group-by", "op")
+    assert "time by op" in by_op.stdout and "conv2d" in by_op.stdout
+    from_csv = run("show", str(paths["csv"]), "--top", "5")
+    assert from_csv.returncode == 0, from_csv.stderr
+    table = printed.split("\n\n", 1)[1]  # the same table, without the run header
+    assert table in from_csv.stdout
+
+
+def test_compare_a_profile_with_itself_shows_ratio_one(saved, tmp_path):
+    _, paths = saved
+    out_csv = tmp_path / "diff.csv"
+    result = run("compare", str(paths["json"]), str(paths["csv"]), "--top", "0", "--csv", str(out_csv))
+    assert result.returncode == 0, result.stderr
+    assert "ratio b/a 1.000; 71 nodes in both, 0 only in a, 0 only in b" in result.stdout
+    diff = pd.read_csv(out_csv, keep_default_na=False, na_values={"ratio": [""]})
+    assert len(diff) == 71
+    body = diff[diff["a_ms"] > 0]
+    assert (body["ratio"] == 1.0).all() and (diff["delta_ms"] == 0).all()
+
+
+def test_chrome_trace_file_is_valid(saved):
+    _, paths = saved
+    doc = json.loads(paths["trace"].read_text())
+    spans = [e for e in doc["traceEvents"] if e["ph"] == "X" and e["cat"] != "run"]
+    assert len(spans) == 71 * 3
 
 
 def test_factory_from_a_file_with_integer_input(tmp_path):
@@ -53,22 +107,52 @@ def test_factory_from_a_file_with_integer_input(tmp_path):
     assert "dtype=int64" in result.stdout
 
 
+def _write(path: pathlib.Path, text: str) -> str:
+    path.write_text(text)
+    return str(path)
+
+
+@pytest.fixture
+def files(tmp_path):
+    return {
+        "foreign_json": _write(tmp_path / "foreign.json", '{"traceEvents": []}'),
+        "foreign_csv": _write(tmp_path / "foreign.csv", "a,b\n1,2\n"),
+        "not_a_factory": _write(tmp_path / "nf.py", "def build():\n    return 42\n"),
+    }
+
+
 @pytest.mark.parametrize("args, message", [
     (["profile", "nosuchnet"], "unknown model 'nosuchnet'"),
+    (["profile", "no.such.module:make"], "cannot import module 'no.such.module'"),
+    (["profile", "fxprof:nothing_here"], "has no attribute 'nothing_here'"),
+    (["profile", "missing_file.py:build"], "no such file 'missing_file.py'"),
+    (["profile", "{not_a_factory}:build"], "build() returned int, not an nn.Module"),
     (["profile", "resnet18", "--input", "1x3xfoo"], "bad --input '1x3xfoo'"),
     (["profile", "resnet18", "--input", "1x3x32x32:complex7"], "unknown dtype 'complex7'"),
-    (["profile", "no.such.module:make"], "cannot import module 'no.such.module'"),
-    (["profile", "os:getcwd"], "returned str, not an nn.Module"),
+    (["profile", "resnet18", "--dtype", "int8"], "bad --dtype 'int8'"),
     (["profile", "resnet18", *SMALL, "--iters", "0"], "iters must be >= 1"),
-    (["profile", "resnet18", *SMALL, "--csv", "/nonexistent-dir/x.csv"], "cannot write '/nonexistent-dir/x.csv'"),
-    (["profile", "resnet18", "--input", "1x5x32x32", "--iters", "1"], "node 'conv1' (call_module conv1) raised RuntimeError"),
+    (["profile", "resnet18", *SMALL, "--csv", "/nonexistent-dir/x.csv"], "the folder '/nonexistent-dir' does not exist"),
+    (["profile", "resnet18", *SMALL, "--json", "/"], "it is a directory"),
+    (["profile", "resnet18", "--input", "1x5x32x32", "--iters", "1"],
+     "node 'conv1' (call_module conv1) raised RuntimeError"),
+    (["show", "/no/such/file.json"], "cannot read '/no/such/file.json'"),
+    (["show", "{foreign_json}"], "is not a saved fxprof profile"),
+    (["show", "{foreign_csv}"], "is not an fxprof per-node CSV"),
+    (["compare", "{foreign_csv}", "{foreign_json}"], "is not an fxprof per-node CSV"),
+    (["profile", "resnet18", "--top", "-1"], "bad --top -1"),
 ])
-def test_errors_are_one_clear_line_and_exit_2(args, message):
-    result = run(*args)
-    assert result.returncode == 2
-    assert message in result.stderr
+def test_errors_are_one_clear_line_and_exit_2(args, message, files):
+    result = run(*[a.format(**files) for a in args])
+    assert result.returncode == 2, result.stdout
     assert "Traceback" not in result.stderr
-    assert result.stderr.startswith("fxprof: error: ")
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("fxprof: error: ")
+    assert message.format(**files) in lines[0]
+
+
+def test_wrong_input_shape_error_names_what_the_node_received():
+    result = run("profile", "resnet18", "--input", "1x5x32x32", "--iters", "1")
+    assert "it received arg0: Tensor(shape=[1, 5, 32, 32], dtype=float32, device=cpu)" in result.stderr
 
 
 def test_debug_shows_the_traceback():
@@ -76,12 +160,18 @@ def test_debug_shows_the_traceback():
     assert result.returncode == 2 and "Traceback" in result.stderr
 
 
-@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="checks the no-GPU message")
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU message")
 def test_cuda_device_without_gpu_is_refused():
     result = run("profile", "resnet18", "--device", "cuda")
     assert result.returncode == 2 and "torch.cuda.is_available() is False" in result.stderr
+    result = run("profile", "resnet18", "--timer", "cuda", *SMALL)
+    assert result.returncode == 2 and "timer='cuda' needs a CUDA GPU" in result.stderr
 
 
-def test_help_has_examples():
-    result = run("profile", "--help")
-    assert result.returncode == 0 and "examples:" in result.stdout and "fxprof profile resnet18" in result.stdout
+def test_help_is_a_good_read():
+    top = run("--help")
+    assert top.returncode == 0 and "profile MODEL" in top.stdout and "compare A B" in top.stdout
+    for command in ("profile", "show", "compare"):
+        result = run(command, "--help")
+        assert result.returncode == 0 and "examples:" in result.stdout
+    assert "fxprof profile resnet18" in run("profile", "--help").stdout

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import inspect
 import platform
+import re
 import warnings
 from typing import Any, Iterable, Iterator
 
@@ -36,6 +38,7 @@ def profile(
     anatomy: bool = True,
     memory: bool | None = None,
     progress: bool = False,
+    model_kwargs: dict[str, Any] | None = None,
     **kwargs: Any,
 ) -> Profile:
     """Profile ``model(*args, **kwargs)`` node by node.
@@ -49,6 +52,9 @@ def profile(
             mean to profile training-mode behaviour (dropout, batch statistics).
         *args, **kwargs: the model's inputs. Tensors are cloned before each run, so a model
             that modifies its inputs in place never changes yours.
+        model_kwargs: the model's keyword inputs, as a dict, for inputs whose names collide
+            with this function's options (a model input called ``name`` or ``timer``). When
+            given, no other keyword is taken as a model input.
         warmup: discarded runs before timing (>= 0).
         iters: timed runs (>= 1).
         timer: ``"auto"`` (``"cuda"`` if any parameter, buffer or input is on CUDA, else
@@ -74,12 +80,22 @@ def profile(
         NodeExecutionError: a node failed; names the node and what it received. If timed runs
             had completed, the exception's ``profile`` attribute holds them.
     """
+    explicit = {k for k, v in (("warmup", warmup), ("iters", iters), ("timer", timer), ("no_grad", no_grad),
+                                ("concrete_args", concrete_args), ("leaf_modules", leaf_modules), ("name", name),
+                                ("anatomy", anatomy), ("memory", memory), ("progress", progress))
+                if v is not _DEFAULTS[k]}
     _check_count("warmup", warmup, minimum=0)
     _check_count("iters", iters, minimum=1)
     if not isinstance(model, nn.Module):
         raise TypeError(f"fxprof.profile takes an nn.Module or fx.GraphModule, got {type(model).__name__}")
 
     gm = model if isinstance(model, fx.GraphModule) else trace(model, concrete_args=concrete_args, leaf_modules=leaf_modules)
+    if model_kwargs is not None:
+        if kwargs:
+            raise TypeError(f"unknown option(s) {', '.join(map(repr, kwargs))} of fxprof.profile (model inputs go in model_kwargs)")
+        kwargs = dict(model_kwargs)
+    else:
+        _refuse_ambiguous_keywords(gm, explicit)
     inputs = _bind_inputs(gm, args, kwargs)
     chosen = resolve_timer(timer, gm, inputs)
     devices = tensor_devices(list(gm.parameters()) + list(gm.buffers()) + list(inputs))
@@ -114,6 +130,12 @@ def profile(
             raise
         records = _untimed_passes(gm, inputs, devices, anatomy, memory)
     return Profile.from_recording(nodes, interpreter.recording, meta, records)
+
+
+#: profile()'s options and their defaults: an option still at its default object was not given
+_DEFAULTS: dict[str, Any] = {
+    k: p.default for k, p in inspect.signature(profile).parameters.items() if p.default is not inspect.Parameter.empty
+}
 
 
 def _untimed_passes(gm: fx.GraphModule, inputs: tuple, devices: set[torch.device], anatomy: bool, memory: bool | None) -> dict[str, dict[str, Any]]:
@@ -163,25 +185,55 @@ def _check_count(label: str, value: Any, minimum: int) -> None:
         raise ValueError(f"{label} must be >= {minimum}, got {value}")
 
 
+def _refuse_ambiguous_keywords(gm: fx.GraphModule, explicit: set[str]) -> None:
+    """A keyword that is both a profile() option and a model input cannot be placed safely."""
+    inputs = {re.sub(r"_\d+$", "", str(n.target)) for n in gm.graph.nodes if n.op == "placeholder"}
+    clash = sorted(explicit & inputs)
+    if clash:
+        raise TypeError(
+            f"{', '.join(map(repr, clash))} is both an option of fxprof.profile and an input of the "
+            f"model, so it is not clear which you meant; pass the model's inputs as "
+            f"model_kwargs={{...}} (then every other keyword is a profile option)"
+        )
+
+
 def _bind_inputs(gm: fx.GraphModule, args: tuple, kwargs: dict[str, Any]) -> tuple:
-    """Order positional and keyword inputs as the graph's placeholders expect them."""
+    """Order positional and keyword inputs as the graph's placeholders expect them.
+
+    A ``*args`` placeholder takes every remaining positional input. A placeholder that
+    ``concrete_args`` specialised is named with a suffix (``bias`` becomes ``bias_1``); it
+    accepts its original keyword too.
+    """
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     names = [str(p.target) for p in placeholders]
-    if len(args) > len(placeholders):
+    positional = list(args)
+    remaining = dict(kwargs)
+    values: list[Any] = []
+    for p in placeholders:
+        key = str(p.target)
+        if key.startswith("**"):
+            values.append(remaining)
+            remaining = {}
+        elif key.startswith("*"):
+            values.extend(positional)
+            positional = []
+        elif positional:
+            values.append(positional.pop(0))
+        else:
+            original = re.sub(r"_\d+$", "", key)
+            if key in remaining:
+                values.append(remaining.pop(key))
+            elif original != key and original in remaining:
+                values.append(remaining.pop(original))
+            elif p.args:  # the placeholder's default value
+                values.append(p.args[0])
+            else:
+                raise ValueError(f"missing input {key!r}: the model's inputs are {', '.join(names)}")
+    if positional:
         raise ValueError(
             f"the model takes {len(placeholders)} input(s) ({', '.join(names) or 'none'}) "
-            f"but {len(args)} were given"
+            f"but {len(args)} positional input(s) were given"
         )
-    values = list(args)
-    remaining = dict(kwargs)
-    for p in placeholders[len(args):]:
-        key = str(p.target)
-        if key in remaining:
-            values.append(remaining.pop(key))
-        elif p.args:  # the placeholder's default value
-            values.append(p.args[0])
-        else:
-            raise ValueError(f"missing input {key!r}: the model's inputs are {', '.join(names)}")
     if remaining:
         raise ValueError(
             f"unexpected keyword input(s) {', '.join(map(repr, remaining))}; the model's inputs "
@@ -196,6 +248,8 @@ def _fresh(values: tuple) -> tuple:
     def clone(value: Any) -> Any:
         if isinstance(value, torch.Tensor):
             return value.clone()
+        if isinstance(value, tuple) and hasattr(value, "_fields"):  # namedtuple
+            return type(value)(*(clone(v) for v in value))
         if isinstance(value, (list, tuple)):
             return type(value)(clone(v) for v in value)
         if isinstance(value, dict):

@@ -150,7 +150,18 @@ def _cmd_profile(args: argparse.Namespace) -> int:
 
     model = load_model(args.model).eval().to(device=device, dtype=dtype)
     inputs = [make_input(shape, dt, dtype, device) for shape, dt in specs]
-    prof = profile(model, *inputs, warmup=args.warmup, iters=args.iters, timer=args.timer, name=args.model, progress=not args.quiet)
+    try:
+        prof = profile(model, *inputs, warmup=args.warmup, iters=args.iters, timer=args.timer, name=args.model, progress=not args.quiet)
+    except BaseException as exc:
+        partial = getattr(exc, "profile", None)
+        if partial is not None:  # keep what was measured: write it and show it, then fail
+            _emit(partial, args)
+        raise
+    _emit(prof, args)
+    return 0
+
+
+def _emit(prof, args: argparse.Namespace) -> None:
     written = []
     for label, path, write in (("csv", args.csv, prof.to_csv), ("json", args.json, prof.save), ("trace", args.trace, prof.to_chrome_trace)):
         if path:
@@ -159,7 +170,6 @@ def _cmd_profile(args: argparse.Namespace) -> int:
     print(prof.summary(**_view(args)))
     for line in written:
         print(line)
-    return 0
 
 
 def _check_writable(path: str) -> None:

@@ -85,10 +85,15 @@ class ProfilingInterpreter(fx.Interpreter):
         start, host_start = timer.mark(), host_ns()
         try:
             result = super().run(*args, **kwargs)
-        finally:
-            host_end = host_ns()
-            end = timer.mark()
-            timer.end_run()  # the one synchronization of the run
+        except BaseException:
+            # Let the device settle, but never let a second (asynchronous CUDA) error from
+            # that synchronization replace the node error that is on its way out.
+            with contextlib.suppress(Exception):
+                timer.end_run()
+            raise
+        host_end = host_ns()
+        end = timer.mark()
+        timer.end_run()  # the one synchronization of the run
         # Reached only when the run completed: a failed run leaves no partial samples.
         rec = self.recording
         index = rec.runs
@@ -138,4 +143,9 @@ def _node_error(n: fx.Node, args: tuple, kwargs: dict, exc: Exception) -> NodeEx
         "check that the inputs have the shapes, dtypes and devices the model expects "
         "(and match the example used for tracing)",
     ]
+    if "CUDA" in str(exc) or "cuda" in " ".join(inputs):
+        lines.append(
+            "CUDA reports kernel errors asynchronously, so the failing kernel may belong to an "
+            "earlier node: re-run with timer='sync' or CUDA_LAUNCH_BLOCKING=1 to pin it down"
+        )
     return NodeExecutionError("\n".join(lines), node=n.name, op=n.op, target=target, inputs=inputs)

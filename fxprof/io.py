@@ -11,6 +11,7 @@ import contextlib
 import io
 import json
 import os
+import stat
 import tempfile
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -41,6 +42,7 @@ def atomic_write(path: str | os.PathLike, write: Callable[[io.TextIOBase], None]
         if os.path.isdir(path):
             raise IsADirectoryError(f"Is a directory: {path!r}")
         fd, tmp = tempfile.mkstemp(prefix=".fxprof-", suffix=".tmp", dir=directory)
+        os.chmod(tmp, _file_mode(path))  # mkstemp makes 0600; give what open() would give
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
             write(handle)
             handle.flush()
@@ -56,6 +58,21 @@ def atomic_write(path: str | os.PathLike, write: Callable[[io.TextIOBase], None]
         if tmp is not None:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
+
+
+# pandas 2's default float parser can drop the last digit; pandas 3 round-trips by default
+# and deprecates the option.
+_ROUND_TRIP = {"float_precision": "round_trip"} if int(pd.__version__.split(".")[0]) < 3 else {}
+
+
+def _file_mode(path: str) -> int:
+    """The existing file's mode, else what a plain ``open(path, "w")`` would create."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
 
 
 # -------------------------------------------------------------------------- CSV
@@ -79,6 +96,7 @@ def read_csv(path: str | os.PathLike) -> pd.DataFrame:
             dtype={c: str for c in text_columns},
             keep_default_na=False,
             na_values={c: ["", "nan", "NaN", "<NA>"] for c in number_columns},
+            **_ROUND_TRIP,
         )
     except FileNotFoundError:
         raise

@@ -84,8 +84,13 @@ class ProfilerTracer(fx.Tracer):
         tracer = self
         original_enter = _record_function.__enter__
         original_exit = _record_function.__exit__
+        # The patch is process-wide (class attributes); ranges opened by other threads while
+        # this one traces must run for real.
+        tracing_thread = threading.get_ident()
 
         def __enter__(rf: Any) -> Any:
+            if threading.get_ident() != tracing_thread:
+                return original_enter(rf)
             handle = tracer.create_proxy("call_function", _ENTER_OP, (rf.name, rf.args), {})
             # The decorator form reuses one instance for every call, and a helper may be
             # re-entered while it is open: keep a stack on the instance, emptied on exit.
@@ -94,7 +99,7 @@ class ProfilerTracer(fx.Tracer):
 
         def __exit__(rf: Any, exc_type: Any, exc_value: Any, traceback: Any) -> bool:
             handles = rf.__dict__.get(_HANDLES)
-            if not handles:  # entered before this trace began: let it close for real
+            if not handles or threading.get_ident() != tracing_thread:  # not one of ours
                 return original_exit(rf, exc_type, exc_value, traceback)
             handle = handles.pop()
             if not handles:
@@ -129,6 +134,7 @@ def trace(
     tracer = ProfilerTracer(leaf_modules=leaf_modules)
     try:
         graph = tracer.trace(model, concrete_args=concrete_args)
+        return fx.GraphModule(tracer.root, graph, type(model).__name__)
     except Exception as exc:  # torch.fx raises many types (TraceError, TypeError, RuntimeError)
         raise TraceError(
             f"torch.fx could not trace {type(model).__name__}: {type(exc).__name__}: {exc}\n"
@@ -137,5 +143,3 @@ def trace(
             "(leaf_modules=[...]), fix arguments that steer control flow "
             "(concrete_args={...}), or trace the model yourself and pass the GraphModule."
         ) from exc
-    name = type(model).__name__
-    return fx.GraphModule(tracer.root, graph, name)

@@ -175,3 +175,32 @@ def test_help_is_a_good_read():
         result = run(command, "--help")
         assert result.returncode == 0 and "examples:" in result.stdout
     assert "fxprof profile resnet18" in run("profile", "--help").stdout
+
+
+def test_a_failure_mid_run_keeps_and_writes_the_completed_runs(tmp_path):
+    (tmp_path / "flaky.py").write_text(
+        "import torch\n"
+        "from torch import nn\n"
+        "class Flaky(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.fc = nn.Linear(4, 4)\n"
+        "        self.calls = 0\n"
+        "        self.fc.register_forward_pre_hook(self.count)\n"
+        "    def count(self, module, inputs):\n"
+        "        self.calls += 1\n"
+        "        if self.calls == 1 + 3:  # one warm-up, two timed runs, then fail\n"
+        "            raise RuntimeError('device lost')\n"
+        "    def forward(self, x):\n"
+        "        return self.fc(x)\n"
+        "def build():\n"
+        "    return Flaky()\n"
+    )
+    out = tmp_path / "partial.json"
+    result = run("profile", f"{tmp_path / 'flaky.py'}:build", "--input", "2x4", "--warmup", "1", "--iters", "5",
+                 "--json", str(out))
+    assert result.returncode == 2
+    assert "device lost" in result.stderr
+    assert "INCOMPLETE: 2 of 5 requested runs completed" in result.stdout
+    saved = fxprof.load(out)
+    assert saved.num_runs == 2 and saved.meta["incomplete"] is True

@@ -34,15 +34,20 @@ class LongThenCheap(nn.Module):
 # ----------------------------------------------------- CPU checks of the event timer
 class _FakeEvent:
     clock: FakeClock
+    synced: list  # set by the fake synchronize: elapsed times are readable only after it
 
     def __init__(self, enable_timing: bool = False) -> None:
         assert enable_timing
         self.t = None
+        self.stream = None
 
     def record(self, stream=None) -> None:
         self.t = self.clock.now_ns
+        self.stream = stream
+        self.synced.clear()
 
     def elapsed_time(self, end: "_FakeEvent") -> float:
+        assert self.synced, "elapsed_time read before the run's synchronize"
         return (end.t - self.t) / 1e6
 
 
@@ -56,9 +61,10 @@ def test_event_timer_records_on_the_stream_and_synchronizes_once_per_run(monkeyp
             created.append(self)
 
     Event.clock = clock
+    Event.synced = []
     monkeypatch.setattr(torch.cuda, "Event", Event)
-    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: "stream")
-    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: syncs.append(device))
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: f"stream of {device}")
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: (syncs.append(device), Event.synced.append(1)))
 
     timer = CudaEventTimer(torch.device("cuda", 0))
 
@@ -74,6 +80,7 @@ def test_event_timer_records_on_the_stream_and_synchronizes_once_per_run(monkeyp
     assert syncs == [torch.device("cuda", 0)] * 3  # one per run, none per node
     nodes = len(gm.graph.nodes)
     assert len(created) == 2 * nodes + 2  # pooled: reused on every later run
+    assert {e.stream for e in created} == {"stream of cuda:0"}  # recorded on the device's current stream
     rec = interp.recording
     times = dict(zip(rec.node[:nodes], rec.time_ms[:nodes]))
     assert times["_0"] == 2.5 and times["_1"] == 0.0
@@ -103,8 +110,10 @@ def test_long_kernel_time_lands_on_its_node_although_the_host_runs_ahead(timer):
     for cheap in ["add", "mul", "relu"]:
         assert df.loc[cheap, "median_ms"] < 0.05 * expected, cheap
     if timer == "cuda":
-        # the host only launched the kernel: its own time is far below the device time
+        # the host only launched the kernel: its own time is far below the device time, and
+        # the whole run took the host far less than the kernel (it ran ahead, no sync per node)
         assert df.loc["long_kernel", "host_mean_ms"] < 0.5 * long
+        assert prof.runs["host_ms"].median() < 0.5 * expected
     assert prof.meta["timer"] == timer and prof.meta["device"].startswith("cuda")
 
 
@@ -130,7 +139,7 @@ def test_cuda_and_sync_agree_on_resnet18():
     import torchvision
 
     model = torchvision.models.resnet18(weights=None).eval().cuda()
-    x = torch.randn(16, 3, 224, 224, device="cuda")
+    x = torch.randn(64, 3, 224, 224, device="cuda")  # large enough that kernels, not launches, dominate
     with torch.no_grad():
         expected = model(x)
     cuda = fxprof.profile(model, x, warmup=5, iters=20, timer="cuda")

@@ -120,3 +120,17 @@ def test_csv_given_to_load_says_which_reader_to_use(prof, tmp_path):
     prof.to_csv(tmp_path / "t.csv")
     with pytest.raises(fxprof.ProfileFormatError, match="read_csv|not JSON"):
         fxprof.load(tmp_path / "t.csv")
+
+
+def test_written_files_get_ordinary_permissions(prof, tmp_path):
+    umask = os.umask(0o022)
+    try:
+        prof.to_csv(tmp_path / "new.csv")
+        assert (tmp_path / "new.csv").stat().st_mode & 0o777 == 0o644
+        existing = tmp_path / "shared.json"
+        existing.write_text("{}")
+        existing.chmod(0o664)
+        prof.save(existing)
+        assert existing.stat().st_mode & 0o777 == 0o664
+    finally:
+        os.umask(umask)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import copy
 import os
 import pathlib
@@ -98,6 +99,11 @@ def test_in_place_model_does_not_change_the_callers_input():
     assert torch.equal(x, torch.zeros(3))
 
 
+@record_function("helper")
+def _helper(x):
+    return torch.relu(x)
+
+
 def test_record_function_ranges_reach_the_range_column():
     class Ranged(nn.Module):
         def __init__(self):
@@ -109,29 +115,85 @@ def test_record_function_ranges_reach_the_range_column():
                 x = self.fc(x)
                 with record_function("squash"):
                     x = torch.tanh(x)
+            x = _helper(x)
             return x.sum()
 
     prof = fxprof.profile(Ranged(), torch.randn(2, 4), warmup=0, iters=2)
     df = prof.df
     assert df.loc["fc", "range"] == "encode"
     assert df.loc["tanh", "range"] == "squash"
+    assert df.loc["relu", "range"] == "helper"  # decorator form
     assert df.loc["sum_1", "range"] == ""
     assert "range" in prof.summary()
 
 
-def test_kwargs_and_defaults_are_bound_to_placeholders():
+def test_ranges_closed_out_of_order_are_attributed_by_their_handle():
+    class Interleaved(nn.Module):
+        def forward(self, x):
+            a = record_function("A")
+            b = record_function("B")
+            a.__enter__()
+            x = x + 1
+            b.__enter__()
+            x = x * 2
+            a.__exit__(None, None, None)  # A closes while B is open (not LIFO)
+            x = torch.sigmoid(x)
+            b.__exit__(None, None, None)
+            return torch.relu(x)
+
+    df = fxprof.profile(Interleaved(), torch.ones(2), warmup=0, iters=1).df
+    assert df.loc["add", "range"] == "A"
+    assert df.loc["mul", "range"] == "B"
+    assert df.loc["sigmoid", "range"] == "B"  # still inside B after A closed
+    assert df.loc["relu", "range"] == ""
+
+
+def test_kwargs_defaults_varargs_and_namedtuples_are_bound():
     class Kw(nn.Module):
         def forward(self, x, scale=2.0, bias=None):
             y = x * scale
             return y if bias is None else y + bias
 
-    gm = fxprof.trace(Kw(), concrete_args={"bias": None})
-    prof = fxprof.profile(gm, torch.ones(2), scale=3.0)
-    assert prof.meta["inputs"][1] == "3.0"
-    with pytest.raises(ValueError, match="unexpected keyword input\\(s\\) 'nope'"):
+    model = Kw()
+    gm = fxprof.trace(model, concrete_args={"bias": None})
+    prof = fxprof.profile(gm, torch.ones(2), scale=3.0, bias=None)  # the specialised keyword too
+    assert prof.meta["inputs"][1:] == ["3.0", "None"]
+    prof = fxprof.profile(model, torch.ones(2), 2.0, torch.ones(2), warmup=0, iters=1)  # all positional
+    assert "add" in prof.df.index
+    with pytest.raises(ValueError, match="unexpected keyword input\\(s\\) 'nope'; the model's inputs are x, scale, bias_1"):
         fxprof.profile(gm, torch.ones(2), nope=1)
-    with pytest.raises(ValueError, match="takes 3 input\\(s\\) \\(x, scale, bias_1\\) but 4 were given|takes 3 input"):
+    with pytest.raises(ValueError, match="takes 3 input\\(s\\) \\(x, scale, bias_1\\) but 4 positional"):
         fxprof.profile(gm, torch.ones(2), 1.0, None, 5)
+
+    class VarArgs(nn.Module):
+        def forward(self, *xs):
+            return xs[0] - xs[1]
+
+    out = fxprof.profile(VarArgs(), torch.ones(2), torch.zeros(2), warmup=0, iters=1)
+    assert out.meta["inputs"] == ["Tensor(shape=[2], dtype=float32, device=cpu)"] * 2
+
+    Pair = collections.namedtuple("Pair", "a b")
+
+    class TakesPair(nn.Module):
+        def forward(self, p):
+            return p.a * p.b
+
+    pair = Pair(torch.ones(2), torch.full((2,), 3.0))
+    fxprof.profile(TakesPair(), pair, warmup=1, iters=1)
+    assert torch.equal(pair.b, torch.full((2,), 3.0))
+
+
+def test_a_keyword_that_is_both_option_and_model_input_is_refused():
+    class Named(nn.Module):
+        def forward(self, x, name: str = "none"):
+            return x * 2
+
+    with pytest.raises(TypeError, match="'name' is both an option of fxprof.profile and an input of the model"):
+        fxprof.profile(Named(), torch.ones(2), name="mine")
+    prof = fxprof.profile(Named(), torch.ones(2), name="mine", model_kwargs={"name": "input"}, warmup=0, iters=1)
+    assert prof.meta["model"] == "mine" and prof.meta["inputs"][1] == "'input'"
+    with pytest.raises(TypeError, match="unknown option\\(s\\) 'nme'"):
+        fxprof.profile(Named(), torch.ones(2), model_kwargs={}, nme="typo")
 
 
 @pytest.mark.parametrize("kwargs, error", [

@@ -136,3 +136,29 @@ def test_resnet18_graph_matches_symbolic_trace(resnet18):
     assert len(ours.graph.nodes) == 71
     # shares, not copies, the model's parameters
     assert ours.conv1.weight is resnet18.conv1.weight
+
+
+def test_other_threads_ranges_run_for_real_while_tracing(resnet18):
+    import threading
+
+    stop = threading.Event()
+    errors = []
+
+    def background():
+        try:
+            while not stop.is_set():
+                with record_function("bg"):
+                    torch.ones(4).sum()
+        except Exception as exc:  # pragma: no cover - the failure being tested for
+            errors.append(exc)
+
+    worker = threading.Thread(target=background)
+    worker.start()
+    try:
+        for _ in range(3):
+            gm = fxprof.trace(resnet18)
+            assert _range_nodes(gm) == []
+    finally:
+        stop.set()
+        worker.join()
+    assert errors == []

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from torch import fx
 
-__all__ = ["ANATOMY_COLUMNS", "measure_anatomy", "measure_memory", "describe_shape"]
+__all__ = ["ANATOMY_COLUMNS", "anatomy_pass", "memory_pass", "describe_shape"]
 
 #: per-node columns from the anatomy passes: name -> pandas dtype
 ANATOMY_COLUMNS: dict[str, str] = {
@@ -100,16 +100,25 @@ class _AnatomyInterpreter(fx.Interpreter):
         return result
 
 
-def measure_anatomy(gm: fx.GraphModule, inputs: tuple, count_flops: bool = True) -> dict[str, dict[str, Any]]:
-    """Shapes, dtypes, output bytes and FLOPs of every node, from one untimed run.
+def anatomy_pass(count_flops: bool = True):
+    """A pass (graph, label, inputs) -> (output, records) recording, per node, shapes, dtype,
+    output bytes and FLOPs from one untimed run.
 
     ``flops`` come from ``torch.utils.flop_counter.FlopCounterMode``: only ops with a formula
     (convolutions, matrix products, attention...) count; the rest report 0, not a guess.
     ``out_bytes`` is the logical size of the tensors a node returns (a view counts in full).
     """
-    interpreter = _AnatomyInterpreter(gm, count_flops)
-    interpreter.run(*inputs)
-    return interpreter.records
+
+    def run(gm: fx.GraphModule, label: str, inputs: tuple) -> tuple[Any, dict[str, dict[str, Any]]]:
+        interpreter = _AnatomyInterpreter(gm, count_flops)
+        out = interpreter.run(*inputs)
+        return out, _prefixed(interpreter.records, label)
+
+    return run
+
+
+def _prefixed(records: dict[str, dict[str, Any]], label: str) -> dict[str, dict[str, Any]]:
+    return {f"{label}:{k}": v for k, v in records.items()} if label else records
 
 
 class _MemoryInterpreter(fx.Interpreter):
@@ -129,8 +138,8 @@ class _MemoryInterpreter(fx.Interpreter):
         return result
 
 
-def measure_memory(gm: fx.GraphModule, inputs: tuple, device: torch.device) -> dict[str, dict[str, Any]]:
-    """Per node, from the CUDA caching allocator's counters in one untimed run:
+def memory_pass(device: torch.device):
+    """A pass recording, per node, from the CUDA caching allocator's counters in one untimed run:
 
     ``mem_delta_bytes``: allocated memory right after the node minus right before (mostly its
     outputs; inputs whose last use it was are freed only after this reading);
@@ -139,6 +148,10 @@ def measure_memory(gm: fx.GraphModule, inputs: tuple, device: torch.device) -> d
 
     Resets the device's peak-memory statistics (``torch.cuda.reset_peak_memory_stats``).
     """
-    interpreter = _MemoryInterpreter(gm, device)
-    interpreter.run(*inputs)
-    return interpreter.records
+
+    def run(gm: fx.GraphModule, label: str, inputs: tuple) -> tuple[Any, dict[str, dict[str, Any]]]:
+        interpreter = _MemoryInterpreter(gm, device)
+        out = interpreter.run(*inputs)
+        return out, _prefixed(interpreter.records, label)
+
+    return run

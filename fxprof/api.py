@@ -15,12 +15,11 @@ from torch import fx, nn
 
 from . import __version__
 from .errors import describe_value
-from .anatomy import measure_anatomy, measure_memory
-from .interpreter import ProfilingInterpreter
-from .nodes import describe_graph
+from .anatomy import anatomy_pass, memory_pass
+from .capture import CAPTURES, Capture, GraphCapture, capture_model
+from .interpreter import Recorder
 from .profile import Profile
 from .timers import Timer, resolve_timer, tensor_devices
-from .tracer import trace
 
 __all__ = ["profile"]
 
@@ -39,13 +38,14 @@ def profile(
     memory: bool | None = None,
     progress: bool = False,
     model_kwargs: dict[str, Any] | None = None,
+    capture: str = "auto",
     **kwargs: Any,
 ) -> Profile:
     """Profile ``model(*args, **kwargs)`` node by node.
 
-    The model is traced with :class:`~fxprof.ProfilerTracer` (a ``GraphModule`` is used as
-    is), run ``warmup`` times untimed-for-keeps (first-call costs: allocator growth, cuDNN /
-    cuBLAS setup, lazy init), then ``iters`` times with every node timed. Every sample is kept.
+    The model is captured as FX graph(s) (``capture``; a ``GraphModule`` is used as is), run
+    ``warmup`` times untimed (first-call costs: allocator growth, cuDNN / cuBLAS setup, lazy
+    init), then ``iters`` times with every node timed. Every sample is kept.
 
     Args:
         model: an ``nn.Module`` or ``fx.GraphModule``. Call ``model.eval()`` first unless you
@@ -60,7 +60,12 @@ def profile(
         timer: ``"auto"`` (``"cuda"`` if any parameter, buffer or input is on CUDA, else
             ``"cpu"``), ``"cpu"``, ``"cuda"``, ``"sync"``, or a :class:`~fxprof.timers.Timer`.
         no_grad: run under ``torch.no_grad()`` (default True).
-        concrete_args, leaf_modules: passed to :func:`fxprof.trace`.
+        capture: how to get the graph(s): ``"auto"`` (symbolic tracing, falling back to
+            ``"dynamo"`` when it fails, and saying why in ``profile.meta``), ``"symbolic"``
+            (:func:`fxprof.trace`), ``"dynamo"`` (``torch.compile`` with fxprof's backend: one
+            graph per region between graph breaks; node names get a ``g0:`` prefix) or
+            ``"export"`` (``torch.export``, aten-level nodes). See :mod:`fxprof.capture`.
+        concrete_args, leaf_modules: passed to :func:`fxprof.trace` (symbolic capture).
         name: the model's name in the profile (default: its class name).
         anatomy: after the timed runs, run once more untimed to record each node's input and
             output shapes, dtype, output bytes and FLOPs (``FlopCounterMode``).
@@ -71,65 +76,93 @@ def profile(
 
     Returns:
         A :class:`~fxprof.Profile`. Buffers the runs changed (batch-norm running statistics in
-        training mode) are restored afterwards; parameters are never written.
+        training mode) are restored afterwards, so the model is left bit-identical; fxprof
+        never writes parameters (a model whose forward writes its own parameters would).
 
     Raises:
         ValueError: ``warmup``/``iters`` out of range, or inputs that do not fit the graph.
         TimerUnavailableError: a CUDA timer without a usable GPU (raised before anything runs).
-        TraceError: the model cannot be symbolically traced.
+        TraceError: the model cannot be captured as asked; says why and what to try.
         NodeExecutionError: a node failed; names the node and what it received. If timed runs
             had completed, the exception's ``profile`` attribute holds them.
     """
     explicit = {k for k, v in (("warmup", warmup), ("iters", iters), ("timer", timer), ("no_grad", no_grad),
                                 ("concrete_args", concrete_args), ("leaf_modules", leaf_modules), ("name", name),
-                                ("anatomy", anatomy), ("memory", memory), ("progress", progress))
+                                ("anatomy", anatomy), ("memory", memory), ("progress", progress), ("capture", capture))
                 if v is not _DEFAULTS[k]}
     _check_count("warmup", warmup, minimum=0)
     _check_count("iters", iters, minimum=1)
     if not isinstance(model, nn.Module):
         raise TypeError(f"fxprof.profile takes an nn.Module or fx.GraphModule, got {type(model).__name__}")
-
-    gm = model if isinstance(model, fx.GraphModule) else trace(model, concrete_args=concrete_args, leaf_modules=leaf_modules)
+    if capture not in CAPTURES:
+        raise ValueError(f"unknown capture {capture!r}; choose one of {', '.join(CAPTURES)}")
     if model_kwargs is not None:
         if kwargs:
             raise TypeError(f"unknown option(s) {', '.join(map(repr, kwargs))} of fxprof.profile (model inputs go in model_kwargs)")
         kwargs = dict(model_kwargs)
-    else:
-        _refuse_ambiguous_keywords(gm, explicit)
-    inputs = _bind_inputs(gm, args, kwargs)
-    chosen = resolve_timer(timer, gm, inputs)
-    devices = tensor_devices(list(gm.parameters()) + list(gm.buffers()) + list(inputs))
-    if getattr(chosen, "name", None) == "cpu" and any(d.type == "cuda" for d in devices):
-        warnings.warn(
-            "timer='cpu' on CUDA tensors measures only the time to launch kernels (CUDA is "
-            "asynchronous); use timer='cuda' (or 'auto') for device time.",
-            stacklevel=2,
-        )
 
-    nodes = describe_graph(gm)
-    interpreter = ProfilingInterpreter(gm, chosen)
-    meta = _describe_run(model, gm, name, chosen, devices, inputs, warmup, iters, no_grad)
+    captured = capture_model(model, args, kwargs, capture, concrete_args=concrete_args, leaf_modules=leaf_modules)
+    try:
+        if isinstance(captured, GraphCapture):
+            if model_kwargs is None:
+                _refuse_ambiguous_keywords(_placeholder_names(captured.gm), explicit)
+            call_args, call_kwargs = _bind_inputs(captured.gm, args, kwargs), {}
+        else:
+            if model_kwargs is None:
+                _refuse_ambiguous_keywords(_signature_names(model), explicit)
+            call_args, call_kwargs = tuple(args), dict(kwargs)
+        inputs = call_args + tuple(call_kwargs.values())
+        held = list(captured.module.parameters()) + list(captured.module.buffers())
+        _check_devices(held, inputs)
+        chosen = resolve_timer(timer, captured.module, inputs)
+        devices = tensor_devices(held + list(inputs))
+        if getattr(chosen, "name", None) == "cpu" and any(d.type == "cuda" for d in devices):
+            warnings.warn(
+                "timer='cpu' on CUDA tensors measures only the time to launch kernels (CUDA is "
+                "asynchronous); use timer='cuda' (or 'auto') for device time.",
+                stacklevel=2,
+            )
+        recorder = Recorder(chosen)
+        meta = _describe_run(model, name, chosen, devices, inputs, warmup, iters, no_grad, captured)
 
-    grad_context = torch.no_grad() if no_grad else contextlib.nullcontext()
-    with grad_context, _restore_buffers(gm), _progress(progress, warmup + iters) as step:
-        for _ in range(warmup):
-            interpreter.run(*_fresh(inputs))
-            step("warm-up")
-        interpreter.reset()
-        try:
-            for _ in range(iters):
-                interpreter.run(*_fresh(inputs))
-                step("timed")
-        except BaseException as exc:  # KeyboardInterrupt too: hand back what was measured
-            done = interpreter.recording.runs
-            if done:
-                partial = Profile.from_recording(nodes, interpreter.recording, {**meta, "iters": done, "requested_iters": iters, "incomplete": True})
-                with contextlib.suppress(Exception):
-                    exc.profile = partial  # type: ignore[attr-defined]
-                    exc.add_note(f"fxprof: {done} of {iters} timed runs completed; they are in this exception's .profile")
-            raise
-        records = _untimed_passes(gm, inputs, devices, anatomy, memory)
-    return Profile.from_recording(nodes, interpreter.recording, meta, records)
+        def one_run() -> None:
+            a, k = _fresh((call_args, call_kwargs))
+            captured.run(recorder, a, k)
+
+        grad_context = torch.no_grad() if no_grad else contextlib.nullcontext()
+        with grad_context, _restore_buffers(captured.module), _progress(progress, warmup + iters) as step:
+            if captured.kind == "dynamo":
+                one_run()  # dynamo compiles on the first call: never part of warm-up or timing
+            for _ in range(warmup):
+                one_run()
+                step("warm-up")
+            recorder.reset()
+            captured.start_timing()
+            try:
+                for _ in range(iters):
+                    one_run()
+                    step("timed")
+            except BaseException as exc:  # KeyboardInterrupt too: hand back what was measured
+                done = recorder.recording.runs
+                if done:
+                    partial_meta = {**meta, "iters": done, "requested_iters": iters, "incomplete": True}
+                    partial = _build(captured, recorder, partial_meta, {})
+                    with contextlib.suppress(Exception):
+                        exc.profile = partial  # type: ignore[attr-defined]
+                        exc.add_note(f"fxprof: {done} of {iters} timed runs completed; they are in this exception's .profile")
+                raise
+            records = _untimed_passes(captured, (call_args, call_kwargs), devices, anatomy, memory)
+        return _build(captured, recorder, meta, records)
+    finally:
+        captured.close()
+
+
+def _build(captured: Capture, recorder: Recorder, meta: dict[str, Any], records: dict[str, dict[str, Any]]) -> Profile:
+    nodes, note = captured.nodes_in(set(recorder.recording.node))
+    if note:
+        meta = {**meta, "capture_note": note}
+    known = {n.name for n in nodes}
+    return Profile.from_recording(nodes, recorder.recording, meta, {k: v for k, v in records.items() if k in known})
 
 
 #: profile()'s options and their defaults: an option still at its default object was not given
@@ -138,7 +171,7 @@ _DEFAULTS: dict[str, Any] = {
 }
 
 
-def _untimed_passes(gm: fx.GraphModule, inputs: tuple, devices: set[torch.device], anatomy: bool, memory: bool | None) -> dict[str, dict[str, Any]]:
+def _untimed_passes(captured: Capture, inputs: tuple, devices: set[torch.device], anatomy: bool, memory: bool | None) -> dict[str, dict[str, Any]]:
     """Shapes/FLOPs and CUDA memory passes. A failure here costs a warning, never the timings."""
     records: dict[str, dict[str, Any]] = {}
     cuda = sorted((d for d in devices if d.type == "cuda"), key=str)
@@ -146,14 +179,15 @@ def _untimed_passes(gm: fx.GraphModule, inputs: tuple, devices: set[torch.device
         memory = bool(cuda)
     passes = []
     if anatomy:
-        passes.append(("anatomy (shapes, FLOPs)", lambda: measure_anatomy(gm, _fresh(inputs))))
+        passes.append(("anatomy (shapes, FLOPs)", anatomy_pass()))
     if memory:
         if not cuda or not torch.cuda.is_available():
             raise ValueError("memory=True measures the CUDA caching allocator, but the model runs on the CPU")
-        passes.append(("CUDA memory", lambda: measure_memory(gm, _fresh(inputs), cuda[0])))
-    for label, run_pass in passes:
+        passes.append(("CUDA memory", memory_pass(cuda[0])))
+    for label, make_pass in passes:
         try:
-            found = run_pass()
+            args, kwargs = _fresh(inputs)
+            found = captured.run_pass(make_pass, args, kwargs)
         except Exception as exc:  # keep the timings; say what is missing
             warnings.warn(f"fxprof: the {label} pass failed ({type(exc).__name__}: {exc}); those columns are left empty", stacklevel=3)
             continue
@@ -185,9 +219,34 @@ def _check_count(label: str, value: Any, minimum: int) -> None:
         raise ValueError(f"{label} must be >= {minimum}, got {value}")
 
 
-def _refuse_ambiguous_keywords(gm: fx.GraphModule, explicit: set[str]) -> None:
+def _placeholder_names(gm: fx.GraphModule) -> set[str]:
+    return {re.sub(r"_\d+$", "", str(n.target)) for n in gm.graph.nodes if n.op == "placeholder"}
+
+
+def _signature_names(model: nn.Module) -> set[str]:
+    try:
+        return set(inspect.signature(model.forward).parameters)
+    except (TypeError, ValueError):
+        return set()
+
+
+def _check_devices(held: list[torch.Tensor], inputs: tuple) -> None:
+    """Inputs on another device than a model whose tensors all sit on one device."""
+    held_devices = {t.device for t in held}
+    if len(held_devices) != 1:
+        return
+    (device,) = held_devices
+    for i, value in enumerate(inputs):
+        for d in tensor_devices([value]):
+            if d != device:
+                raise ValueError(
+                    f"input {i} is on {d} but the model's parameters and buffers are on {device}; "
+                    f"move the inputs there first (x.to('{device}')) or the model to {d}"
+                )
+
+
+def _refuse_ambiguous_keywords(inputs: set[str], explicit: set[str]) -> None:
     """A keyword that is both a profile() option and a model input cannot be placed safely."""
-    inputs = {re.sub(r"_\d+$", "", str(n.target)) for n in gm.graph.nodes if n.op == "placeholder"}
     clash = sorted(explicit & inputs)
     if clash:
         raise TypeError(
@@ -274,7 +333,6 @@ def _restore_buffers(gm: nn.Module) -> Iterator[None]:
 
 def _describe_run(
     model: nn.Module,
-    gm: fx.GraphModule,
     name: str | None,
     timer: Timer,
     devices: set[torch.device],
@@ -282,6 +340,7 @@ def _describe_run(
     warmup: int,
     iters: int,
     no_grad: bool,
+    captured: Capture,
 ) -> dict[str, Any]:
     cuda = sorted((d for d in devices if d.type == "cuda"), key=str)
     device = str(cuda[0]) if cuda else ("cpu" if devices else "none")
@@ -293,6 +352,8 @@ def _describe_run(
         "iters": iters,
         "threads": torch.get_num_threads(),
         "no_grad": no_grad,
+        "capture": captured.kind,
+        "capture_reason": captured.reason,
         "training": model.training,
         "inputs": [describe_value(v) for v in inputs],
         "torch": torch.__version__,

@@ -25,6 +25,7 @@ examples:
   fxprof profile resnet18 --group-by scope --depth 2     # time per block
   fxprof profile resnet18 --columns kind,median_ms,pct,flops,output_shape
   fxprof profile resnet18 --trace resnet18.trace.json   # open in ui.perfetto.dev
+  fxprof profile raft_small --input 1x3x128x128 --input 1x3x128x128   # falls back to dynamo
   fxprof show run.json --group-by op
   fxprof compare before.json after.json --top 15
 """
@@ -43,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     def view_options(p: argparse.ArgumentParser) -> None:
         p.add_argument("--sort", default="pct", help="column to sort by, descending (default: pct)")
         p.add_argument("--top", type=int, default=20, help="rows to show; 0 shows all (default: 20)")
-        p.add_argument("--group-by", choices=["op", "module_type", "range", "scope"], help="show time rolled up by op kind, module class, record_function range or module scope")
+        p.add_argument("--group-by", choices=["op", "module_type", "range", "scope", "graph"], help="show time rolled up by op kind, module class, record_function range or module scope")
         p.add_argument("--depth", type=int, default=1, help="module depth for --group-by scope (1: layer1, 2: layer1.0; default: 1)")
         p.add_argument("--columns", help="comma-separated columns to show, e.g. kind,median_ms,pct,flops,output_shape")
 
@@ -67,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--warmup", type=int, default=5, help="untimed warm-up runs (default: 5)")
     p.add_argument("--iters", type=int, default=20, help="timed runs (default: 20)")
     p.add_argument("--timer", default="auto", choices=["auto", "cpu", "cuda", "sync"], help="auto: cuda events on a GPU, else the CPU clock (default: auto)")
+    p.add_argument("--capture", default="auto", choices=["auto", "symbolic", "dynamo", "export"], help="how to get the graph: auto tries symbolic tracing, then dynamo (default: auto)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice); recorded in the profile")
     view_options(p)
     p.add_argument("--csv", metavar="PATH", help="write the per-node table as CSV")
@@ -151,7 +153,7 @@ def _cmd_profile(args: argparse.Namespace) -> int:
     model = load_model(args.model).eval().to(device=device, dtype=dtype)
     inputs = [make_input(shape, dt, dtype, device) for shape, dt in specs]
     try:
-        prof = profile(model, *inputs, warmup=args.warmup, iters=args.iters, timer=args.timer, name=args.model, progress=not args.quiet)
+        prof = profile(model, *inputs, warmup=args.warmup, iters=args.iters, timer=args.timer, name=args.model, progress=not args.quiet, capture=args.capture)
     except BaseException as exc:
         partial = getattr(exc, "profile", None)
         if partial is not None:  # keep what was measured: write it and show it, then fail

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 from torch import fx
 
@@ -19,7 +19,7 @@ from .errors import NodeExecutionError, describe_value
 from .nodes import target_name
 from .timers import CpuTimer, Timer
 
-__all__ = ["ProfilingInterpreter", "Recording"]
+__all__ = ["ProfilingInterpreter", "Recorder", "Recording"]
 
 
 @dataclass
@@ -49,52 +49,52 @@ class Recording:
         return len(self.run_total_ms)
 
 
-class ProfilingInterpreter(fx.Interpreter):
-    """An ``fx.Interpreter`` that times every node of every run.
+class Recorder:
+    """Run bookkeeping shared by every graph that runs inside one profiled run.
 
-    Args:
-        module: the ``GraphModule`` to run.
-        timer: a :class:`~fxprof.timers.Timer`; defaults to the CPU clock.
-        garbage_collect_values: free intermediate values once their last user ran (as eager
-            execution would), passed to ``fx.Interpreter``.
-
-    Every call of :meth:`run` appends one sample per executed node to :attr:`recording` and
-    returns exactly what the module returns. A node that raises is re-raised as
-    :class:`~fxprof.errors.NodeExecutionError` naming the node, its op and target and what it
-    received; runs that completed before stay in :attr:`recording`.
+    ``begin_run`` takes the run's first mark; graphs add raw node marks with :meth:`add`;
+    ``end_run`` takes the last mark, synchronizes once (``timer.end_run()``) and only then
+    turns every mark into milliseconds. One recorder can serve several graphs (the pieces of
+    a model split by graph breaks), so their nodes share one timeline and one run index.
     """
 
-    def __init__(self, module: fx.GraphModule, timer: Timer | None = None, garbage_collect_values: bool = True):
-        super().__init__(module, garbage_collect_values=garbage_collect_values)
+    def __init__(self, timer: Timer | None = None):
         self.timer: Timer = timer if timer is not None else CpuTimer()
         self.recording = Recording()
-        # The original graph position is already in our error message; torch.fx's own
-        # "While executing ..." suffix would repeat it.
-        self.extra_traceback = False
+        self.active = False
         self._marks: list[tuple[str, Any, Any, int, int]] = []
+        self._start: Any = None
+        self._host_start = 0
 
     def reset(self) -> None:
         """Forget every recorded run (used after warm-up)."""
         self.recording = Recording()
 
-    def run(self, *args: Any, **kwargs: Any) -> Any:
-        timer = self.timer
-        host_ns = timer.host_ns
+    def begin_run(self) -> None:
         self._marks = []
-        timer.begin_run()
-        start, host_start = timer.mark(), host_ns()
-        try:
-            result = super().run(*args, **kwargs)
-        except BaseException:
-            # Let the device settle, but never let a second (asynchronous CUDA) error from
-            # that synchronization replace the node error that is on its way out.
-            with contextlib.suppress(Exception):
-                timer.end_run()
-            raise
-        host_end = host_ns()
+        self.timer.begin_run()
+        self._start, self._host_start = self.timer.mark(), self.timer.host_ns()
+        self.active = True
+
+    def add(self, name: str, m0: Any, m1: Any, h0: int, h1: int) -> None:
+        self._marks.append((name, m0, m1, h0, h1))
+
+    def abort_run(self) -> None:
+        """Drop the marks of a failed run. The device is allowed to settle, but a second
+        (asynchronous CUDA) error from that synchronization never replaces the error that
+        is on its way out."""
+        self.active = False
+        self._marks = []
+        with contextlib.suppress(Exception):
+            self.timer.end_run()
+
+    def end_run(self) -> None:
+        timer = self.timer
+        host_end = timer.host_ns()
         end = timer.mark()
         timer.end_run()  # the one synchronization of the run
-        # Reached only when the run completed: a failed run leaves no partial samples.
+        self.active = False
+        start, host_start = self._start, self._host_start
         rec = self.recording
         index = rec.runs
         if rec.origin_ns is None:
@@ -111,7 +111,67 @@ class ProfilingInterpreter(fx.Interpreter):
         rec.run_host_ms.append((host_end - host_start) / 1e6)
         rec.run_start_ms.append((host_start - rec.origin_ns) / 1e6)
         self._marks = []
-        return result
+
+    @contextlib.contextmanager
+    def run(self) -> Iterator[None]:
+        """One profiled run: ``begin_run``, then ``end_run`` if the body completed, else
+        ``abort_run`` (a failed run leaves no partial samples)."""
+        self.begin_run()
+        try:
+            yield
+        except BaseException:
+            self.abort_run()
+            raise
+        self.end_run()
+
+
+class ProfilingInterpreter(fx.Interpreter):
+    """An ``fx.Interpreter`` that times every node of every run.
+
+    Args:
+        module: the ``GraphModule`` to run.
+        timer: a :class:`~fxprof.timers.Timer`; defaults to the CPU clock.
+        garbage_collect_values: free intermediate values once their last user ran (as eager
+            execution would), passed to ``fx.Interpreter``.
+        recorder: share a :class:`Recorder` with other graphs (default: a new one).
+        prefix: prepended to node names in the recording (``"g1:"`` for a second graph).
+
+    Every call of :meth:`run` appends one sample per executed node to :attr:`recording` and
+    returns exactly what the module returns. Inside a run the recorder already began (another
+    graph's caller opened it), nodes join that run. A node that raises is re-raised as
+    :class:`~fxprof.errors.NodeExecutionError` naming the node, its op and target and what it
+    received; runs that completed before stay in :attr:`recording`.
+    """
+
+    def __init__(
+        self,
+        module: fx.GraphModule,
+        timer: Timer | None = None,
+        garbage_collect_values: bool = True,
+        recorder: Recorder | None = None,
+        prefix: str = "",
+    ):
+        super().__init__(module, garbage_collect_values=garbage_collect_values)
+        self.recorder = recorder if recorder is not None else Recorder(timer)
+        self.timer: Timer = self.recorder.timer
+        self.prefix = prefix
+        # The graph position is already in our error message; torch.fx's own
+        # "While executing ..." suffix would repeat it.
+        self.extra_traceback = False
+
+    @property
+    def recording(self) -> Recording:
+        return self.recorder.recording
+
+    def reset(self) -> None:
+        """Forget every recorded run (used after warm-up)."""
+        self.recorder.reset()
+
+    def run(self, *args: Any, **kwargs: Any) -> Any:
+        if self.recorder.active:
+            return super().run(*args, **kwargs)
+        with self.recorder.run():
+            return super().run(*args, **kwargs)
 
     def run_node(self, n: fx.Node) -> Any:
         set_current = getattr(self, "_set_current_node", None)
@@ -127,7 +187,7 @@ class ProfilingInterpreter(fx.Interpreter):
                 raise _node_error(n, args, kwargs, exc) from exc
             h1 = timer.host_ns()
             m1 = timer.mark()
-            self._marks.append((n.name, m0, m1, h0, h1))
+            self.recorder.add(self.prefix + n.name, m0, m1, h0, h1)
             return result
 
 

@@ -165,7 +165,7 @@ def load_profile(path: str | os.PathLike) -> "Profile":
             f"{FORMAT_VERSION}. Upgrade fxprof (or re-save the profile with this version)."
         )
     try:
-        nodes = [NodeInfo(**{"name": n["name"], **{c: n[c] for c in NODE_COLUMNS}}) for n in data["nodes"]]
+        nodes = [NodeInfo(**{"name": n["name"], **{c: n.get(c, "") for c in NODE_COLUMNS}}) for n in data["nodes"]]
         s, r = data["samples"], data["runs"]
         recording = Recording(
             node=[str(v) for v in s["node"]],

@@ -16,7 +16,7 @@ from torch import fx
 
 from .tracer import RANGE_ENTER_TARGETS, RANGE_EXIT_TARGETS
 
-__all__ = ["NodeInfo", "describe_graph", "target_name", "op_kind"]
+__all__ = ["NodeInfo", "describe_graph", "target_name", "op_kind", "normalize_scope"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,6 +36,9 @@ class NodeInfo:
         kind: the operation, the same whether it came from a module or a function: a
             ``Conv2d`` module, ``torch.conv2d``, ``F.conv2d`` and ``aten.conv2d.default`` are
             all ``conv2d``; ``operator.add``, ``x.add_`` and ``aten.add.Tensor`` are ``add``.
+        graph: which captured graph the node belongs to (``g0``, ``g1``... when a model is
+            captured in several pieces, e.g. by ``capture="dynamo"`` at graph breaks); "" when
+            there is one graph.
     """
 
     name: str
@@ -45,6 +48,7 @@ class NodeInfo:
     scope: str
     range: str
     kind: str = ""
+    graph: str = ""
 
 
 def target_name(node: fx.Node) -> str:
@@ -107,25 +111,67 @@ def op_kind(gm: fx.GraphModule | None, node: fx.Node) -> str:
     return _FUNCTION_ALIASES.get(name, name)
 
 
+_ROOT_PREFIX = re.compile(r"""^(?:L\[['"]self['"]\]|L__self__|self)(?:\.|$)""")
+
+
+def normalize_scope(path: str) -> str:
+    """A module path as ``named_modules()`` spells it, from any capture's spelling.
+
+    ``L['self'].layer1.0`` and ``L['self'].layer1._modules['0']`` (dynamo) and
+    ``layer1.0`` (symbolic trace, export) all become ``layer1.0``; the root is "".
+    """
+    path = _ROOT_PREFIX.sub("", str(path))
+    path = re.sub(r"\._modules\[['\"]([^'\"]+)['\"]\]", r".\1", path)
+    path = re.sub(r"\[['\"]?([^'\"\]]+)['\"]?\]", r".\1", path)
+    return path.strip(".")
+
+
+def _stack(node: fx.Node) -> list[tuple[str, Any]]:
+    stack = node.meta.get("nn_module_stack") or {}
+    out = []
+    for value in stack.values():
+        path, cls = (value[0], value[1]) if isinstance(value, (tuple, list)) and len(value) > 1 else (value, None)
+        out.append((normalize_scope(path), cls))
+    return out
+
+
 def _scope(node: fx.Node) -> str:
-    stack = node.meta.get("nn_module_stack")
+    stack = _stack(node)
     if stack:
-        path = list(stack.values())[-1]
-        if isinstance(path, (tuple, list)):
-            path = path[0]
-        return str(path)
+        return stack[-1][0]
     if node.op == "call_module":
         return str(node.target)
     return ""
 
 
-def _module_type(gm: fx.GraphModule, node: fx.Node) -> str:
-    if node.op != "call_module":
+def _is_torch_nn_leaf(cls: Any) -> bool:
+    """Would symbolic tracing keep this module class as one call_module node?"""
+    qualname = cls if isinstance(cls, str) else f"{getattr(cls, '__module__', '')}.{getattr(cls, '__name__', '')}"
+    module, _, name = qualname.rpartition(".")
+    return (module.startswith("torch.nn.") or module == "torch.nn") and name not in ("Sequential", "ModuleList", "ModuleDict")
+
+
+def _module_type(gm: fx.GraphModule | None, node: fx.Node) -> str:
+    """The class of the module that performs the node.
+
+    For ``call_module`` nodes, the called module. Captures without ``call_module`` nodes
+    (dynamo, export) run a ``Conv2d`` as a ``conv2d`` function inside the ``Conv2d``'s scope:
+    such a node gets the class of its innermost module when that is a ``torch.nn`` leaf, which
+    is what symbolic tracing would have shown.
+    """
+    if node.op == "call_module":
+        if gm is not None:
+            try:
+                return type(gm.get_submodule(str(node.target))).__name__
+            except AttributeError:
+                pass
         return ""
-    try:
-        return type(gm.get_submodule(str(node.target))).__name__
-    except AttributeError:
-        return ""
+    if node.op in ("call_function", "call_method"):
+        stack = _stack(node)
+        if stack and stack[-1][1] is not None and _is_torch_nn_leaf(stack[-1][1]):
+            cls = stack[-1][1]
+            return cls.rpartition(".")[2] if isinstance(cls, str) else cls.__name__
+    return ""
 
 
 def _range_label(node: fx.Node) -> str:
@@ -133,8 +179,13 @@ def _range_label(node: fx.Node) -> str:
     return str(name)
 
 
-def describe_graph(gm: fx.GraphModule) -> list[NodeInfo]:
-    """One :class:`NodeInfo` per node of ``gm``, in graph order."""
+def describe_graph(gm: fx.GraphModule, graph: str = "") -> list[NodeInfo]:
+    """One :class:`NodeInfo` per node of ``gm``, in graph order.
+
+    With ``graph`` (``"g1"``), node names are prefixed ``"g1:"`` so that the nodes of several
+    graphs stay unique in one profile.
+    """
+    prefix = f"{graph}:" if graph else ""
     infos: list[NodeInfo] = []
     open_ranges: list[tuple[fx.Node, str]] = []  # (enter node, label), innermost last
     for node in gm.graph.nodes:
@@ -153,13 +204,14 @@ def describe_graph(gm: fx.GraphModule) -> list[NodeInfo]:
             current = open_ranges[-1][1] if open_ranges else ""
         infos.append(
             NodeInfo(
-                name=node.name,
+                name=prefix + node.name,
                 op=node.op,
                 target=target_name(node),
                 module_type=_module_type(gm, node),
                 scope=_scope(node),
                 range=current,
                 kind=op_kind(gm, node),
+                graph=graph,
             )
         )
     return infos

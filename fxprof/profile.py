@@ -19,7 +19,7 @@ SAMPLE_COLUMNS = ("node", "run", "time_ms", "host_ms", "start_ms", "host_start_m
 RUN_COLUMNS = ("run", "total_ms", "host_ms", "start_ms")
 
 #: descriptive columns of the per-node table, taken from NodeInfo
-NODE_COLUMNS = ("op", "target", "kind", "module_type", "scope", "range")
+NODE_COLUMNS = ("op", "target", "kind", "module_type", "scope", "range", "graph")
 
 #: every column of the per-node table, in order, with its pandas dtype.
 #: Times are milliseconds, shares percent, sizes bytes.
@@ -183,7 +183,7 @@ class Profile:
 
         Index ``node`` (fx node name). Columns (times in ms, shares in percent, sizes in bytes):
 
-        - ``op``, ``target``, ``kind``, ``module_type``, ``scope``, ``range``: see
+        - ``op``, ``target``, ``kind``, ``module_type``, ``scope``, ``range``, ``graph``: see
           :class:`~fxprof.nodes.NodeInfo`.
         - ``calls``: samples of this node (runs in which it executed).
         - ``mean_ms``, ``median_ms``, ``std_ms`` (sample standard deviation, NaN with one

@@ -36,6 +36,11 @@ def render_header(profile: "Profile") -> str:
     inputs = meta.get("inputs")
     if inputs:
         lines.append("inputs: " + ", ".join(inputs))
+    if meta.get("capture") and meta.get("capture") not in ("symbolic", "graphmodule"):
+        reason = meta.get("capture_reason")
+        lines.append(f"capture: {meta['capture']}" + (f" ({reason})" if reason and reason != "asked for" else ""))
+    if meta.get("capture_note"):
+        lines.append(f"note: {meta['capture_note']}")
     if profile.num_runs:
         totals = np.asarray(profile.total_ms)
         q25, med, q75 = np.percentile(totals, [25, 50, 75])

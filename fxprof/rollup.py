@@ -6,7 +6,7 @@ import pandas as pd
 
 __all__ = ["group_by", "GROUP_KEYS", "ROOT", "scope_at_depth"]
 
-GROUP_KEYS = ("op", "module_type", "range", "scope")
+GROUP_KEYS = ("op", "module_type", "range", "scope", "graph")
 #: the label of nodes that sit at the model's root (no enclosing module) in scope roll-ups
 ROOT = "(root)"
 
@@ -27,6 +27,8 @@ def _labels(table: pd.DataFrame, key: str, depth: int) -> pd.Series:
         return labels.mask(functional & (table["module_type"] == ""), "(function)")
     if key == "range":
         return table["range"].where(table["range"] != "", "(no range)")
+    if key == "graph":
+        return table["graph"].where(table["graph"] != "", "(single graph)")
     if key == "scope":
         if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
             raise ValueError(f"depth must be an integer >= 1, got {depth!r}")
@@ -43,6 +45,7 @@ def group_by(table: pd.DataFrame, key: str = "op", depth: int = 1) -> pd.DataFra
         ``"module_type"``: the called module's class; ``(function)`` for functional nodes,
             ``(graph)`` for placeholders, outputs and attribute reads.
         ``"range"``: the innermost ``record_function`` label; ``(no range)`` outside ranges.
+        ``"graph"``: the captured graph (``g0``, ``g1``... with ``capture="dynamo"``).
         ``"scope"``: the module path cut to ``depth`` parts (depth 1: ``layer1``; depth 2:
             ``layer1.0``). A module's group includes the functional nodes inside it (a
             BasicBlock's residual ``add`` counts to its block); nodes at the root are ``(root)``.

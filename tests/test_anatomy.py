@@ -187,10 +187,12 @@ def test_metadata_passes_change_nothing(resnet18):
 
 
 def test_a_failing_anatomy_pass_keeps_the_timings(monkeypatch):
-    def broken(*args, **kwargs):
-        raise RuntimeError("no formula for this op")
+    def broken_pass(*args, **kwargs):
+        def run(gm, label, inputs):
+            raise RuntimeError("no formula for this op")
+        return run
 
-    monkeypatch.setattr(fxprof.api, "measure_anatomy", broken)
+    monkeypatch.setattr(fxprof.api, "anatomy_pass", broken_pass)
     with pytest.warns(UserWarning, match="anatomy \\(shapes, FLOPs\\) pass failed.*no formula"):
         prof = fxprof.profile(nn.Linear(4, 4), torch.randn(2, 4), warmup=0, iters=3)
     df = prof.df

@@ -88,6 +88,12 @@ def test_chrome_trace_file_is_valid(saved):
     assert len(spans) == 71 * 3
 
 
+def test_capture_option():
+    result = run("profile", "resnet18", *SMALL, "--capture", "export", "--top", "3", "--group-by", "module_type")
+    assert result.returncode == 0, result.stderr
+    assert "capture: export" in result.stdout and "Conv2d" in result.stdout
+
+
 def test_factory_from_a_file_with_integer_input(tmp_path):
     (tmp_path / "mymodel.py").write_text(
         "import torch\n"

@@ -1,0 +1,160 @@
+"""Nothing changes, nothing leaks, nothing is lost; bad input gets a clear answer."""
+
+from __future__ import annotations
+
+import copy
+import logging
+
+import pytest
+import torch
+from torch import nn
+from torch.profiler import record_function
+
+import fxprof
+
+from conftest import requires_cuda
+
+torch._logging.set_logs(dynamo=logging.ERROR)
+
+_ENTER, _EXIT = record_function.__enter__, record_function.__exit__
+
+
+class BNNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+        self.bn = nn.BatchNorm2d(4)
+
+    def forward(self, x):
+        return self.bn(self.conv(x)).mean()
+
+
+@pytest.mark.parametrize("capture", ["symbolic", "dynamo", "export"])
+def test_training_mode_model_is_left_bit_identical(capture):
+    torch.manual_seed(0)
+    model = BNNet().train()
+    before = copy.deepcopy(model.state_dict())
+    x = torch.randn(2, 3, 8, 8)
+    prof = fxprof.profile(model, x, warmup=2, iters=3, capture=capture)
+    assert prof.meta["training"] is True
+    for key, value in model.state_dict().items():
+        assert torch.equal(value, before[key]), key
+    assert model.training  # mode untouched
+
+
+def test_nothing_is_left_patched_when_a_run_raises():
+    class Bad(nn.Module):
+        def forward(self, x):
+            with record_function("r"):
+                return x @ torch.ones(3, 3)
+
+    grad_before = torch.is_grad_enabled()
+    with pytest.raises(fxprof.NodeExecutionError):
+        fxprof.profile(Bad(), torch.ones(2, 5))
+    assert record_function.__enter__ is _ENTER and record_function.__exit__ is _EXIT
+    assert torch.is_grad_enabled() == grad_before
+
+
+def test_interrupt_with_dynamo_keeps_completed_runs():
+    class Breaks(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+            self.calls = 0
+
+        @torch._dynamo.disable  # runs as plain Python on every call, with no guard on the count
+        def tick(self):
+            self.calls += 1
+            if self.calls == 1 + 1 + 3:  # compile run, one warm-up, two timed runs, then stop
+                raise KeyboardInterrupt
+
+        def forward(self, x):
+            self.tick()
+            return self.fc(x)
+
+    with pytest.raises(KeyboardInterrupt) as info:
+        fxprof.profile(Breaks(), torch.ones(2, 4), warmup=1, iters=5, capture="dynamo")
+    partial = info.value.profile
+    assert partial.num_runs == 2 and (partial.df["calls"] == 2).all()
+
+
+@pytest.mark.parametrize("make_input, expected", [
+    (lambda: torch.randn(1, 3, 7), "node 'conv' (call_module conv) raised RuntimeError"),                   # shape
+    (lambda: torch.randint(0, 5, (1, 3, 8, 8)), "node 'conv' (call_module conv) raised RuntimeError"),     # dtype
+])
+def test_wrong_shape_or_dtype_names_the_first_failing_node_and_what_it_got(make_input, expected):
+    x = make_input()
+    with pytest.raises(fxprof.NodeExecutionError) as info:
+        fxprof.profile(BNNet().eval(), x)
+    message = str(info.value)
+    assert expected in message
+    assert f"Tensor(shape={list(x.shape)}, dtype={str(x.dtype).replace('torch.', '')}, device=cpu)" in message
+
+
+def test_inputs_on_another_device_than_the_parameters():
+    model = BNNet().to("meta")  # parameters on one device, inputs on another
+    with pytest.raises(ValueError, match="input 0 is on cpu but the model's parameters and buffers are on meta"):
+        fxprof.profile(model, torch.randn(1, 3, 8, 8))
+
+
+class Returns(nn.Module):
+    def __init__(self, kind):
+        super().__init__()
+        self.kind = kind
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x, scale: float = 1.0):
+        y = self.fc(x) * scale
+        if self.kind == "dict":
+            return {"y": y, "n": y.sum()}
+        if self.kind == "tuple":
+            return y, (y.mean(), [y.max()])
+        if self.kind == "none":
+            y.sum()
+            return None
+        x.mul_(2)  # "inplace": modifies its input
+        return y
+
+
+@pytest.mark.parametrize("kind", ["dict", "tuple", "none", "inplace"])
+def test_any_output_structure_and_in_place_inputs(kind):
+    torch.manual_seed(0)
+    model = Returns(kind).eval()
+    x = torch.randn(2, 4)
+    original = x.clone()
+    prof = fxprof.profile(model, x, scale=0.5, warmup=1, iters=2)
+    assert torch.equal(x, original)  # in-place writes hit a clone, never the caller's tensor
+    assert (prof.df["calls"] == 2).all()
+    gm = fxprof.trace(model)
+    with torch.no_grad():
+        got = fxprof.ProfilingInterpreter(gm).run(x.clone(), 0.5)
+        want = model(x.clone(), 0.5)
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+@requires_cuda
+def test_gpu_memory_returns_to_where_it_was(resnet18):
+    model = copy.deepcopy(resnet18).cuda()
+    x = torch.randn(2, 3, 64, 64, device="cuda")
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    prof = fxprof.profile(model, x, warmup=2, iters=3)
+    del prof
+    torch.cuda.synchronize()
+    assert torch.cuda.memory_allocated() == before
+
+
+def test_recompiles_during_timed_runs_are_reported():
+    class Recompiles(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+            self.calls = 0
+
+        def forward(self, x):
+            self.calls += 1  # dynamo guards on this int: a new graph on every call
+            return self.fc(x) * self.calls
+
+    prof = fxprof.profile(Recompiles(), torch.ones(2, 4), warmup=0, iters=3, capture="dynamo")
+    assert "recompiled" in prof.meta["capture_note"]
+    assert "recompiled" in prof.summary()

@@ -13,6 +13,7 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
+import numpy as np
 from torch import fx
 
 from .errors import NodeExecutionError, describe_value
@@ -62,7 +63,10 @@ class Recorder:
         self.timer: Timer = timer if timer is not None else CpuTimer()
         self.recording = Recording()
         self.active = False
+        # One list for the life of the recorder, so graphs can bind its append once.
         self._marks: list[tuple[str, Any, Any, int, int]] = []
+        #: ``append((name, m0, m1, h0, h1))``: record one node's raw marks in the current run
+        self.append = self._marks.append
         self._start: Any = None
         self._host_start = 0
 
@@ -71,20 +75,20 @@ class Recorder:
         self.recording = Recording()
 
     def begin_run(self) -> None:
-        self._marks = []
+        self._marks.clear()
         self.timer.begin_run()
         self._start, self._host_start = self.timer.mark(), self.timer.host_ns()
         self.active = True
 
     def add(self, name: str, m0: Any, m1: Any, h0: int, h1: int) -> None:
-        self._marks.append((name, m0, m1, h0, h1))
+        self.append((name, m0, m1, h0, h1))
 
     def abort_run(self) -> None:
         """Drop the marks of a failed run. The device is allowed to settle, but a second
         (asynchronous CUDA) error from that synchronization never replaces the error that
         is on its way out."""
         self.active = False
-        self._marks = []
+        self._marks.clear()
         with contextlib.suppress(Exception):
             self.timer.end_run()
 
@@ -99,18 +103,19 @@ class Recorder:
         index = rec.runs
         if rec.origin_ns is None:
             rec.origin_ns = host_start
-        elapsed = timer.elapsed_ms
-        for name, m0, m1, h0, h1 in self._marks:
-            rec.node.append(name)
-            rec.run.append(index)
-            rec.time_ms.append(elapsed(m0, m1))
-            rec.host_ms.append((h1 - h0) / 1e6)
-            rec.start_ms.append(elapsed(start, m0))
-            rec.host_start_ms.append((h0 - host_start) / 1e6)
-        rec.run_total_ms.append(elapsed(start, end))
+        if self._marks:
+            names, m0s, m1s, h0s, h1s = zip(*self._marks)
+            count = len(names)
+            rec.node.extend(names)
+            rec.run.extend([index] * count)
+            rec.time_ms.extend(timer.elapsed_ms_many(m0s, m1s))
+            rec.start_ms.extend(timer.elapsed_ms_many((start,) * count, m0s))
+            rec.host_ms.extend(((np.asarray(h1s, dtype=np.int64) - np.asarray(h0s, dtype=np.int64)) / 1e6).tolist())
+            rec.host_start_ms.extend(((np.asarray(h0s, dtype=np.int64) - host_start) / 1e6).tolist())
+        rec.run_total_ms.append(timer.elapsed_ms(start, end))
         rec.run_host_ms.append((host_end - host_start) / 1e6)
         rec.run_start_ms.append((host_start - rec.origin_ns) / 1e6)
-        self._marks = []
+        self._marks.clear()
 
     @contextlib.contextmanager
     def run(self) -> Iterator[None]:
@@ -155,6 +160,11 @@ class ProfilingInterpreter(fx.Interpreter):
         self.recorder = recorder if recorder is not None else Recorder(timer)
         self.timer: Timer = self.recorder.timer
         self.prefix = prefix
+        # Everything the timed path needs, looked up once: names, clocks, the append.
+        self._names = {n: prefix + n.name for n in module.graph.nodes}
+        self._mark = self.timer.mark
+        self._host_ns = self.timer.host_ns
+        self._append = self.recorder.append
         # The graph position is already in our error message; torch.fx's own
         # "While executing ..." suffix would repeat it.
         self.extra_traceback = False
@@ -178,16 +188,16 @@ class ProfilingInterpreter(fx.Interpreter):
         with set_current(n) if set_current is not None else contextlib.nullcontext():
             args, kwargs = self.fetch_args_kwargs_from_env(n)
             method = getattr(self, n.op)
-            timer = self.timer
-            m0 = timer.mark()
-            h0 = timer.host_ns()
+            mark, host_ns = self._mark, self._host_ns
+            m0 = mark()
+            h0 = host_ns()
             try:
                 result = method(n.target, args, kwargs)
             except Exception as exc:
                 raise _node_error(n, args, kwargs, exc) from exc
-            h1 = timer.host_ns()
-            m1 = timer.mark()
-            self.recorder.add(self.prefix + n.name, m0, m1, h0, h1)
+            h1 = host_ns()
+            m1 = mark()
+            self._append((self._names[n], m0, m1, h0, h1))
             return result
 
 

@@ -23,6 +23,7 @@ ANATOMY_COLUMNS: dict[str, str] = {
     "flops": "Int64",
     "mem_delta_bytes": "Int64",
     "mem_peak_bytes": "Int64",
+    "skip_reason": "str",
 }
 
 

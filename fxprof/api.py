@@ -16,8 +16,10 @@ from torch import fx, nn
 from . import __version__
 from .errors import describe_value
 from .anatomy import anatomy_pass, memory_pass
+from .bridge import times_from_events
 from .capture import CAPTURES, Capture, GraphCapture, capture_model
 from .interpreter import Recorder
+from .isolated import isolated_pass
 from .profile import Profile
 from .timers import Timer, resolve_timer, tensor_devices
 
@@ -39,6 +41,7 @@ def profile(
     progress: bool = False,
     model_kwargs: dict[str, Any] | None = None,
     capture: str = "auto",
+    mode: str = "timed",
     **kwargs: Any,
 ) -> Profile:
     """Profile ``model(*args, **kwargs)`` node by node.
@@ -58,7 +61,9 @@ def profile(
         warmup: discarded runs before timing (>= 0).
         iters: timed runs (>= 1).
         timer: ``"auto"`` (``"cuda"`` if any parameter, buffer or input is on CUDA, else
-            ``"cpu"``), ``"cpu"``, ``"cuda"``, ``"sync"``, or a :class:`~fxprof.timers.Timer`.
+            ``"cpu"``), ``"cpu"``, ``"cuda"``, ``"sync"``, ``"kernel"`` (CUDA events plus the
+            kernel time launched inside each node, from ``torch.profiler``), or a
+            :class:`~fxprof.timers.Timer`.
         no_grad: run under ``torch.no_grad()`` (default True).
         capture: how to get the graph(s): ``"auto"`` (symbolic tracing, falling back to
             ``"dynamo"`` when it fails, and saying why in ``profile.meta``), ``"symbolic"``
@@ -66,6 +71,10 @@ def profile(
             graph per region between graph breaks; node names get a ``g0:`` prefix) or
             ``"export"`` (``torch.export``, aten-level nodes). See :mod:`fxprof.capture`.
         concrete_args, leaf_modules: passed to :func:`fxprof.trace` (symbolic capture).
+        mode: ``"timed"`` (whole runs, every node timed in place) or ``"isolated"`` (after
+            warm-up, each node re-run ``iters`` times back to back on its real inputs for a
+            steady-state cost; nodes that are impure, random or modify their inputs are
+            skipped, with the reason in the ``skip_reason`` column). See :mod:`fxprof.isolated`.
         name: the model's name in the profile (default: its class name).
         anatomy: after the timed runs, run once more untimed to record each node's input and
             output shapes, dtype, output bytes and FLOPs (``FlopCounterMode``).
@@ -96,6 +105,8 @@ def profile(
         raise TypeError(f"fxprof.profile takes an nn.Module or fx.GraphModule, got {type(model).__name__}")
     if capture not in CAPTURES:
         raise ValueError(f"unknown capture {capture!r}; choose one of {', '.join(CAPTURES)}")
+    if mode not in ("timed", "isolated"):
+        raise ValueError(f"unknown mode {mode!r}; choose 'timed' or 'isolated'")
     if model_kwargs is not None:
         if kwargs:
             raise TypeError(f"unknown option(s) {', '.join(map(repr, kwargs))} of fxprof.profile (model inputs go in model_kwargs)")
@@ -122,7 +133,10 @@ def profile(
                 "asynchronous); use timer='cuda' (or 'auto') for device time.",
                 stacklevel=2,
             )
-        recorder = Recorder(chosen)
+        kernel_time = bool(getattr(chosen, "wants_kernel_time", False))
+        if kernel_time and mode == "isolated":
+            raise ValueError("timer='kernel' works with mode='timed' only; use timer='cuda' for isolated mode")
+        recorder = Recorder(chosen, node_ranges=kernel_time)
         meta = _describe_run(model, name, chosen, devices, inputs, warmup, iters, no_grad, captured)
 
         def one_run() -> None:
@@ -138,10 +152,17 @@ def profile(
                 step("warm-up")
             recorder.reset()
             captured.start_timing()
+            if mode == "isolated":
+                records = _isolated(captured, chosen, iters, (call_args, call_kwargs), recorder)
+                records = _merge(records, _untimed_passes(captured, (call_args, call_kwargs), devices, anatomy, memory))
+                return _build(captured, recorder, {**meta, "mode": "isolated"}, records)
             try:
-                for _ in range(iters):
-                    one_run()
-                    step("timed")
+                with _kernel_profiler(kernel_time) as kernel_prof:
+                    for _ in range(iters):
+                        one_run()
+                        step("timed")
+                if kernel_prof is not None:
+                    _attach_kernel_times(recorder.recording, kernel_prof.events())
             except BaseException as exc:  # KeyboardInterrupt too: hand back what was measured
                 done = recorder.recording.runs
                 if done:
@@ -155,6 +176,30 @@ def profile(
         return _build(captured, recorder, meta, records)
     finally:
         captured.close()
+
+
+def _isolated(captured: Capture, timer: Timer, repeats: int, inputs: tuple, recorder: Recorder) -> dict[str, dict[str, Any]]:
+    """Samples of every re-runnable node into ``recorder.recording``; skip reasons as records."""
+    rec = recorder.recording
+    skips: dict[str, str] = {}
+    kinds = {n.name: n.kind for n in captured.nodes}
+    args, kwargs = _fresh(inputs)
+    captured.run_pass(isolated_pass(timer, repeats, rec, skips, kinds), args, kwargs)
+    # A "run" here is one repeat over every node: its total is the sum of its node times.
+    per_repeat = [0.0] * repeats
+    host = [0.0] * repeats
+    for r, t, h in zip(rec.run, rec.time_ms, rec.host_ms):
+        per_repeat[r] += t
+        host[r] += h
+    rec.run_total_ms, rec.run_host_ms, rec.run_start_ms = per_repeat, host, [0.0] * repeats
+    return {node: {"skip_reason": reason} for node, reason in skips.items()}
+
+
+def _merge(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    out = {k: dict(v) for k, v in a.items()}
+    for node, values in b.items():
+        out.setdefault(node, {}).update(values)
+    return out
 
 
 def _build(captured: Capture, recorder: Recorder, meta: dict[str, Any], records: dict[str, dict[str, Any]]) -> Profile:
@@ -194,6 +239,32 @@ def _untimed_passes(captured: Capture, inputs: tuple, devices: set[torch.device]
         for node, values in found.items():
             records.setdefault(node, {}).update(values)
     return records
+
+
+@contextlib.contextmanager
+def _kernel_profiler(enabled: bool) -> Iterator[Any]:
+    """torch.profiler with CUDA activity around the timed runs of ``timer="kernel"``."""
+    if not enabled:
+        yield None
+        return
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    with torch_profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        yield prof
+
+
+def _attach_kernel_times(recording: Any, events: Any) -> None:
+    """Give every sample the kernel time of its node's range in the same run (k-th to k-th)."""
+    times = times_from_events(events)
+    seen: dict[str, int] = {}
+    kernel_ms = []
+    for node in recording.node:
+        k = seen.get(node, 0)
+        seen[node] = k + 1
+        ranges = times.get(node, [])
+        kernel_ms.append(ranges[k][1] if k < len(ranges) else float("nan"))
+    recording.kernel_ms = kernel_ms
 
 
 @contextlib.contextmanager

@@ -67,8 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", default="float32", help="dtype of the model and of float inputs: float32, float16, bfloat16, float64 (default: float32)")
     p.add_argument("--warmup", type=int, default=5, help="untimed warm-up runs (default: 5)")
     p.add_argument("--iters", type=int, default=20, help="timed runs (default: 20)")
-    p.add_argument("--timer", default="auto", choices=["auto", "cpu", "cuda", "sync"], help="auto: cuda events on a GPU, else the CPU clock (default: auto)")
+    p.add_argument("--timer", default="auto", choices=["auto", "cpu", "cuda", "sync", "kernel"], help="auto: cuda events on a GPU, else the CPU clock; kernel: also CUDA kernel time per node via torch.profiler (default: auto)")
     p.add_argument("--capture", default="auto", choices=["auto", "symbolic", "dynamo", "export"], help="how to get the graph: auto tries symbolic tracing, then dynamo (default: auto)")
+    p.add_argument("--mode", default="timed", choices=["timed", "isolated"], help="timed: whole runs; isolated: each node re-run --iters times on its real inputs (default: timed)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice); recorded in the profile")
     view_options(p)
     p.add_argument("--csv", metavar="PATH", help="write the per-node table as CSV")
@@ -153,7 +154,7 @@ def _cmd_profile(args: argparse.Namespace) -> int:
     model = load_model(args.model).eval().to(device=device, dtype=dtype)
     inputs = [make_input(shape, dt, dtype, device) for shape, dt in specs]
     try:
-        prof = profile(model, *inputs, warmup=args.warmup, iters=args.iters, timer=args.timer, name=args.model, progress=not args.quiet, capture=args.capture)
+        prof = profile(model, *inputs, warmup=args.warmup, iters=args.iters, timer=args.timer, name=args.model, progress=not args.quiet, capture=args.capture, mode=args.mode)
     except BaseException as exc:
         partial = getattr(exc, "profile", None)
         if partial is not None:  # keep what was measured: write it and show it, then fail

@@ -29,7 +29,12 @@ _DEVICE_TID = 2
 def chrome_trace_events(profile: "Profile") -> list[dict[str, Any]]:
     """The trace events of a profile: metadata, then one span per node per run per track."""
     meta = profile.meta
-    device_track = meta.get("timer") in ("cuda", "sync")
+    if meta.get("mode") == "isolated":
+        raise ValueError(
+            "an isolated-mode profile has no timeline (each node was re-run on its own); "
+            "profile with mode='timed' for a Chrome trace"
+        )
+    device_track = meta.get("timer") in ("cuda", "sync", "kernel")
     info = {n.name: n for n in profile.nodes}
     events: list[dict[str, Any]] = [
         {"ph": "M", "name": "process_name", "pid": _PID, "tid": 0, "args": {"name": f"fxprof: {meta.get('model', 'model')}"}},

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import math
 import os
 import stat
 import tempfile
@@ -128,8 +129,8 @@ def _profile_to_dict(profile: "Profile") -> dict[str, Any]:
         "nodes": [
             {"name": n.name, **{col: getattr(n, col) for col in NODE_COLUMNS}} for n in profile.nodes
         ],
-        "samples": {col: samples[col].tolist() for col in SAMPLE_COLUMNS},
-        "runs": {col: runs[col].tolist() for col in RUN_COLUMNS},
+        "samples": {col: _json_values(samples[col]) for col in SAMPLE_COLUMNS},
+        "runs": {col: _json_values(runs[col]) for col in RUN_COLUMNS},
         "anatomy": {
             col: [None if pd.isna(v) else (v if isinstance(v, str) else int(v)) for v in profile.anatomy[col]]
             for col in ANATOMY_COLUMNS
@@ -137,10 +138,18 @@ def _profile_to_dict(profile: "Profile") -> dict[str, Any]:
     }
 
 
+def _json_values(column: pd.Series) -> list[Any]:
+    """A column as JSON values: NaN (not measured) becomes null, so the file is strict JSON."""
+    return [None if isinstance(v, float) and math.isnan(v) else v for v in column.tolist()]
+
+
+def _floats(values: list[Any]) -> list[float]:
+    return [math.nan if v is None else float(v) for v in values]
+
+
 def save_profile(profile: "Profile", path: str | os.PathLike) -> None:
     data = _profile_to_dict(profile)
-    # allow_nan: timings are finite, but be explicit that NaN would be written as NaN.
-    atomic_write(path, lambda handle: json.dump(data, handle, allow_nan=True, default=str))
+    atomic_write(path, lambda handle: json.dump(data, handle, allow_nan=False, default=str))
 
 
 def load_profile(path: str | os.PathLike) -> "Profile":
@@ -170,13 +179,14 @@ def load_profile(path: str | os.PathLike) -> "Profile":
         recording = Recording(
             node=[str(v) for v in s["node"]],
             run=[int(v) for v in s["run"]],
-            time_ms=[float(v) for v in s["time_ms"]],
-            host_ms=[float(v) for v in s["host_ms"]],
-            start_ms=[float(v) for v in s["start_ms"]],
-            host_start_ms=[float(v) for v in s["host_start_ms"]],
-            run_total_ms=[float(v) for v in r["total_ms"]],
-            run_host_ms=[float(v) for v in r["host_ms"]],
-            run_start_ms=[float(v) for v in r["start_ms"]],
+            time_ms=_floats(s["time_ms"]),
+            host_ms=_floats(s["host_ms"]),
+            start_ms=_floats(s["start_ms"]),
+            host_start_ms=_floats(s["host_start_ms"]),
+            run_total_ms=_floats(r["total_ms"]),
+            run_host_ms=_floats(r["host_ms"]),
+            run_start_ms=_floats(r["start_ms"]),
+            kernel_ms=_floats(s.get("kernel_ms", [])),
         )
         anatomy_columns = data.get("anatomy") or {}
         anatomy = {

@@ -15,7 +15,7 @@ from .nodes import NodeInfo
 __all__ = ["Profile", "sort_table", "COLUMNS", "SAMPLE_COLUMNS", "RUN_COLUMNS", "NODE_COLUMNS", "TABLE_COLUMNS", "LAUNCH_BOUND_RATIO"]
 
 #: columns of the raw samples (one row per node per run) and of the per-run table
-SAMPLE_COLUMNS = ("node", "run", "time_ms", "host_ms", "start_ms", "host_start_ms")
+SAMPLE_COLUMNS = ("node", "run", "time_ms", "host_ms", "start_ms", "host_start_ms", "kernel_ms")
 RUN_COLUMNS = ("run", "total_ms", "host_ms", "start_ms")
 
 #: descriptive columns of the per-node table, taken from NodeInfo
@@ -34,6 +34,8 @@ COLUMNS: dict[str, str] = {
     "max_ms": "float64",
     "total_ms": "float64",
     "host_mean_ms": "float64",
+    "kernel_mean_ms": "float64",
+    "kernel_median_ms": "float64",
     "bound": "str",
     "pct": "float64",
     "cum_pct": "float64",
@@ -46,6 +48,7 @@ COLUMNS: dict[str, str] = {
     "out_bytes": "Int64",
     "mem_delta_bytes": "Int64",
     "mem_peak_bytes": "Int64",
+    "skip_reason": "str",
 }
 TABLE_COLUMNS = tuple(COLUMNS)
 
@@ -105,6 +108,9 @@ class Profile:
                 "host_ms": np.asarray(recording.host_ms, dtype=np.float64),
                 "start_ms": np.asarray(recording.start_ms, dtype=np.float64),
                 "host_start_ms": np.asarray(recording.host_start_ms, dtype=np.float64),
+                "kernel_ms": np.asarray(recording.kernel_ms, dtype=np.float64)
+                if len(recording.kernel_ms) == len(recording.node)
+                else np.full(len(recording.node), np.nan),
             }
         )
         runs = pd.DataFrame(
@@ -125,7 +131,8 @@ class Profile:
         Columns: ``node`` (fx node name), ``run`` (0-based timed run), ``time_ms`` (the
         timer's measurement: device time with the CUDA timers), ``host_ms`` (host clock),
         ``start_ms`` and ``host_start_ms`` (when the node started, from the run's start, by
-        the timer and by the host clock).
+        the timer and by the host clock), ``kernel_ms`` (CUDA kernel time launched inside the
+        node, with ``timer="kernel"``; NaN otherwise).
         """
         return self._samples.copy()
 
@@ -156,9 +163,9 @@ class Profile:
         """Summed mean node time over mean run time (1.0 means every moment is in a node).
 
         The rest is the interpreter's own work between nodes (fetching arguments, freeing
-        values, bookkeeping). NaN when there are no runs.
+        values, bookkeeping). NaN when there are no runs, and in isolated mode (no whole runs).
         """
-        if self._runs.empty:
+        if self._runs.empty or self.meta.get("mode") == "isolated":
             return math.nan
         run_mean = float(self._runs["total_ms"].mean())
         node_sum = float(self._samples.groupby("node", sort=False)["time_ms"].mean().sum())
@@ -166,7 +173,7 @@ class Profile:
 
     @property
     def launch_bound_pct(self) -> float:
-        """Share of node time (percent) in launch-bound nodes; NaN unless the timer is "cuda"."""
+        """Share of node time (percent) in launch-bound nodes; NaN unless the timer is "cuda" or "kernel"."""
         table = self.df
         if not (table["bound"] != "").any():
             return math.nan
@@ -191,9 +198,12 @@ class Profile:
           ``total_ms`` (sum over samples): the timer's times.
         - ``host_mean_ms``: mean host time, from the host clock (equal to ``mean_ms`` on the
           CPU up to clock noise; on the GPU, the launch cost).
-        - ``bound``: with the ``"cuda"`` timer, ``"launch"`` when the host time is at least
-          :data:`LAUNCH_BOUND_RATIO` of the device time (the GPU waited for Python), else
-          ``"device"``; empty with other timers.
+        - ``kernel_mean_ms``, ``kernel_median_ms``: CUDA kernel time launched inside the node
+          (``timer="kernel"``; NaN otherwise): device busy time, without idle gaps.
+        - ``bound``: ``"launch"`` when the GPU waited for Python, else ``"device"``. With
+          ``timer="kernel"``: host time above kernel time. With ``"cuda"``: host time at least
+          :data:`LAUNCH_BOUND_RATIO` of the event time (an event interval includes the GPU's
+          wait for the launch, so it cannot fall below the host time by much). Empty otherwise.
         - ``pct``: the node's share of the summed mean node times (sums to 100).
         - ``cum_pct``: running sum of ``pct`` in the table's order.
         - ``flops``: floating-point operations of one call (``FlopCounterMode``; 0 for ops
@@ -202,6 +212,7 @@ class Profile:
         - ``input_shapes``, ``output_shape``, ``dtype``, ``out_bytes``: what the node received
           and returned; ``mem_delta_bytes``, ``mem_peak_bytes``: CUDA allocator readings
           (``<NA>`` on the CPU).
+        - ``skip_reason``: in isolated mode, why a node was not re-run ("" if it was).
 
         Args:
             sort: a column to sort by (descending unless ``ascending``); None keeps graph
@@ -228,9 +239,13 @@ class Profile:
         return table[list(TABLE_COLUMNS)].astype(COLUMNS)
 
     def _bound(self, table: pd.DataFrame) -> pd.Series:
-        if self.meta.get("timer") != "cuda":
+        timer = self.meta.get("timer")
+        if timer == "kernel":  # kernel time is busy time: host time above it means the GPU waited
+            launch = table["host_mean_ms"] > table["kernel_mean_ms"]
+        elif timer == "cuda":
+            launch = table["host_mean_ms"] >= LAUNCH_BOUND_RATIO * table["mean_ms"]
+        else:
             return pd.Series("", index=table.index, dtype=str)
-        launch = table["host_mean_ms"] >= LAUNCH_BOUND_RATIO * table["mean_ms"]
         measured = table["calls"] > 0
         return pd.Series(np.where(measured, np.where(launch, "launch", "device"), ""), index=table.index, dtype=str)
 
@@ -347,6 +362,8 @@ def _node_stats(samples: pd.DataFrame) -> pd.DataFrame:
             "max_ms": times.max(),
             "total_ms": times.sum(),
             "host_mean_ms": grouped["host_ms"].mean(),
+            "kernel_mean_ms": grouped["kernel_ms"].mean(),
+            "kernel_median_ms": grouped["kernel_ms"].median(),
         }
     )
     stats.index.name = "node"

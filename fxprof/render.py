@@ -28,7 +28,7 @@ def render_header(profile: "Profile") -> str:
     parts = [
         f"fxprof: {meta.get('model', 'model')}",
         f"timer {meta.get('timer', '?')} on {meta.get('gpu') or meta.get('device', '?')}",
-        f"{meta.get('warmup', '?')} warm-up + {profile.num_runs} timed runs",
+        f"{meta.get('warmup', '?')} warm-up + {profile.num_runs} {'repeats per node' if meta.get('mode') == 'isolated' else 'timed runs'}",
         f"threads {meta.get('threads', '?')}",
         f"torch {meta.get('torch', '?')}",
     ]
@@ -41,7 +41,13 @@ def render_header(profile: "Profile") -> str:
         lines.append(f"capture: {meta['capture']}" + (f" ({reason})" if reason and reason != "asked for" else ""))
     if meta.get("capture_note"):
         lines.append(f"note: {meta['capture_note']}")
-    if profile.num_runs:
+    if meta.get("mode") == "isolated":
+        skipped = int((profile.anatomy["skip_reason"] != "").sum())
+        lines.append(
+            f"mode isolated: each node re-run {meta.get('iters', '?')} times back to back on its real "
+            f"inputs (steady-state cost, no whole runs); {skipped} node(s) skipped, see skip_reason"
+        )
+    elif profile.num_runs:
         totals = np.asarray(profile.total_ms)
         q25, med, q75 = np.percentile(totals, [25, 50, 75])
         lines.append(
@@ -94,7 +100,7 @@ def render_summary(
     """The header and the per-node (or per-group) table, sorted descending, first ``top`` rows."""
     return render_header(profile) + "\n\n" + render_body(
         profile.df, sort=sort, top=top, columns=columns, group_by=group_by, depth=depth,
-        device_timer=profile.meta.get("timer") == "cuda",
+        device_timer=profile.meta.get("timer") in ("cuda", "kernel"),
     )
 
 
@@ -119,6 +125,8 @@ def render_body(
         if device_timer:
             at = columns.index("mean_ms") + 1
             columns[at:at] = list(DEVICE_COLUMNS)
+            if table["kernel_mean_ms"].notna().any():
+                columns.insert(at + 1, "kernel_median_ms")
     columns = list(columns)
     missing = [c for c in columns if c not in table.columns]
     if missing:

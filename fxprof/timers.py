@@ -20,6 +20,9 @@ Built-in timers:
 ``"sync"`` :class:`SyncTimer`, ``torch.cuda.synchronize()`` before and after every node plus
            the monotonic clock. Slow (it serializes host and device) but simple; used to
            cross-check ``"cuda"``.
+``"kernel"`` the CUDA event timer, plus ``torch.profiler`` (CUPTI) around the timed runs and a
+           range per node: the CUDA kernel time launched inside each node (the device's busy
+           time, without idle gaps) is recorded beside the event time. GPU only.
 ``"auto"`` ``"cuda"`` when the model's parameters, buffers or inputs are on CUDA, else ``"cpu"``.
 
 Any object with the same methods can be passed as ``timer=`` (tests use a fake clock).
@@ -36,9 +39,9 @@ import torch
 
 from .errors import TimerUnavailableError
 
-__all__ = ["Timer", "CpuTimer", "CudaEventTimer", "SyncTimer", "TIMER_NAMES", "resolve_timer"]
+__all__ = ["Timer", "CpuTimer", "CudaEventTimer", "KernelTimer", "SyncTimer", "TIMER_NAMES", "resolve_timer"]
 
-TIMER_NAMES = ("auto", "cpu", "cuda", "sync")
+TIMER_NAMES = ("auto", "cpu", "cuda", "sync", "kernel")
 
 
 class Timer:
@@ -98,6 +101,12 @@ def _ns_to_ms(starts: Sequence[int], ends: Sequence[int]) -> list[float]:
 
 
 def _require_cuda(timer_name: str) -> None:
+    if not torch.cuda.is_available() and timer_name == "kernel":
+        raise TimerUnavailableError(
+            "timer='kernel' attributes CUDA kernel time to nodes with torch.profiler (CUPTI), "
+            "but torch.cuda.is_available() is False: on the CPU there are no kernels to "
+            "attribute. Use timer='cpu' (or 'auto') on the CPU."
+        )
     if not torch.cuda.is_available():
         built = torch.version.cuda or "none (CPU-only build)"
         raise TimerUnavailableError(
@@ -148,6 +157,20 @@ class CudaEventTimer(Timer):
 
     def __repr__(self) -> str:
         return f"CudaEventTimer(device={self.device})"
+
+
+class KernelTimer(CudaEventTimer):
+    """CUDA event marks, and a request to attribute kernel time with ``torch.profiler``.
+
+    The marks work as :class:`CudaEventTimer`'s; :func:`fxprof.profile` sees ``wants_kernel_time``
+    and runs the timed passes under ``torch.profiler`` with a range per node.
+    """
+
+    name = "kernel"
+    wants_kernel_time = True
+
+    def __repr__(self) -> str:
+        return f"KernelTimer(device={self.device})"
 
 
 class SyncTimer(Timer):
@@ -231,6 +254,6 @@ def resolve_timer(timer: str | Timer, module: torch.nn.Module, inputs: Iterable[
         )
     if device.index is None:
         device = torch.device("cuda", torch.cuda.current_device())
-    built = CudaEventTimer(device) if timer == "cuda" else SyncTimer(device)
+    built = {"cuda": CudaEventTimer, "sync": SyncTimer, "kernel": KernelTimer}[timer](device)
     built.check()
     return built

@@ -154,3 +154,44 @@ def test_cuda_and_sync_agree_on_resnet18():
         assert cuda.df.loc[node, "median_ms"] == pytest.approx(sync.df.loc[node, "median_ms"], rel=0.15), node
     with torch.no_grad():
         torch.testing.assert_close(fxprof.ProfilingInterpreter(fxprof.trace(model)).run(x), expected)
+
+
+# ------------------------------------------------------------------ kernel-time mode
+def test_kernel_timer_is_refused_on_the_cpu_with_a_reason():
+    if torch.cuda.is_available():
+        pytest.skip("checks the message without a GPU")
+    with pytest.raises(fxprof.TimerUnavailableError, match="timer='kernel' attributes CUDA kernel time.*no kernels"):
+        fxprof.profile(nn.Linear(2, 2), torch.ones(2), timer="kernel")
+
+
+def test_kernel_times_are_matched_to_their_node_and_run():
+    # the k-th range of a node in the profiler's events belongs to the node's k-th sample
+    from types import SimpleNamespace
+
+    from fxprof.api import _attach_kernel_times
+    from fxprof.interpreter import Recording
+
+    def event(name, start, cpu_us, dev_us, device="DeviceType.CPU"):
+        return SimpleNamespace(name=name, time_range=SimpleNamespace(start=start), cpu_time_total=cpu_us,
+                               device_time_total=dev_us, device_type=device)
+
+    events = [
+        event("fxprof::b", 30, 5, 700), event("fxprof::a", 10, 5, 100), event("fxprof::a", 50, 5, 300),
+        event("fxprof::b", 70, 5, 900), event("fxprof::a", 10, 0, 0, device="DeviceType.CUDA"),  # mirrored range
+        event("aten::mm", 11, 4, 100),
+    ]
+    rec = Recording(node=["a", "b", "a", "b"], run=[0, 0, 1, 1])
+    _attach_kernel_times(rec, events)
+    assert rec.kernel_ms == [0.1, 0.7, 0.3, 0.9]
+
+
+@requires_cuda
+def test_kernel_timer_attributes_kernel_time_without_idle_gaps():
+    expected = _calibrated_sleep_ms()
+    prof = fxprof.profile(LongThenCheap(), torch.ones(1024, device="cuda"), warmup=2, iters=5, timer="kernel")
+    df = prof.df
+    assert df.loc["long_kernel", "kernel_median_ms"] == pytest.approx(expected, rel=0.1)
+    assert df.loc["long_kernel", "median_ms"] == pytest.approx(expected, rel=0.1)  # event time alongside
+    for cheap in ["add", "mul", "relu"]:
+        assert df.loc[cheap, "kernel_median_ms"] < 0.05 * expected
+    assert prof.samples["kernel_ms"].notna().all()

@@ -1,0 +1,134 @@
+"""Isolated mode: each node re-run N times on its real inputs, for a steady-state cost.
+
+In a whole-model run a node's time includes what its neighbours leave behind (cold caches, a
+GPU still busy with the previous kernel, allocator state). Isolated mode runs the model once;
+at every node it first computes the node's real output (untimed), then re-runs the node
+``repeats`` times back to back on the same inputs, timing each. Nodes for which a re-run is not
+safe are skipped, and the reason is kept:
+
+- nodes that do no work (placeholders, outputs, attribute reads);
+- impure nodes (``record_function`` ranges, asserts, anything torch.fx calls side-effectful);
+- random nodes (re-running would consume random numbers);
+- nodes that modify their inputs in place (found by running the node once on clones of its
+  inputs and checking the clones' version counters): repeating them would compound the change.
+
+The global random number generators are restored afterwards.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import fx
+
+from .interpreter import Recording
+from .timers import Timer
+
+__all__ = ["isolated_pass"]
+
+_RANDOM_KINDS = {"dropout", "rand", "randn", "randint", "rand_like", "randn_like", "bernoulli", "normal", "multinomial", "randperm", "uniform", "alpha_dropout", "feature_alpha_dropout"}
+
+
+def _tensors(value: Any) -> list[torch.Tensor]:
+    found: list[torch.Tensor] = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, torch.Tensor):
+            found.append(item)
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+    return found
+
+
+def _clone(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.clone()
+    if isinstance(value, tuple) and hasattr(value, "_fields"):
+        return type(value)(*(_clone(v) for v in value))
+    if isinstance(value, (list, tuple)):
+        return type(value)(_clone(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _clone(v) for k, v in value.items()}
+    return value
+
+
+class _IsolatedInterpreter(fx.Interpreter):
+    def __init__(self, gm: fx.GraphModule, timer: Timer, repeats: int, recording: Recording,
+                 skips: dict[str, str], kinds: dict[str, str], prefix: str):
+        super().__init__(gm)
+        self.timer, self.repeats, self.recording = timer, repeats, recording
+        self.skips, self.kinds, self.prefix = skips, kinds, prefix
+        self.extra_traceback = False
+
+    def _static_reason(self, n: fx.Node) -> str | None:
+        if n.op in ("placeholder", "output", "get_attr"):
+            return f"{n.op}: no work to repeat"
+        if self.kinds.get(self.prefix + n.name, "") in _RANDOM_KINDS:
+            return "random: re-running would consume random numbers"
+        try:
+            impure = n.is_impure()
+        except Exception:  # older torch.fx without every check
+            impure = False
+        if impure:
+            return "impure: torch.fx marks it side-effectful"
+        return None
+
+    def _mutates(self, n: fx.Node, args: tuple, kwargs: dict) -> bool:
+        clones_args, clones_kwargs = _clone(args), _clone(kwargs)
+        before = [t._version for t in _tensors((clones_args, clones_kwargs))]
+        getattr(self, n.op)(n.target, clones_args, clones_kwargs)
+        after = [t._version for t in _tensors((clones_args, clones_kwargs))]
+        return before != after
+
+    def run_node(self, n: fx.Node) -> Any:
+        args, kwargs = self.fetch_args_kwargs_from_env(n)
+        name = self.prefix + n.name
+        reason = self._static_reason(n)
+        if reason is None and self._mutates(n, args, kwargs):
+            reason = "modifies its inputs in place: repeating it would compound the change"
+        method = getattr(self, n.op)
+        result = method(n.target, args, kwargs)  # the real run, untimed
+        if reason is not None:
+            self.skips[name] = reason
+            return result
+        timer = self.timer
+        marks = []
+        timer.begin_run()
+        for _ in range(self.repeats):
+            m0, h0 = timer.mark(), timer.host_ns()
+            method(n.target, args, kwargs)
+            h1, m1 = timer.host_ns(), timer.mark()
+            marks.append((m0, m1, h0, h1))
+        timer.end_run()
+        rec = self.recording
+        first, first_host = marks[0][0], marks[0][2]
+        for r, (m0, m1, h0, h1) in enumerate(marks):
+            rec.node.append(name)
+            rec.run.append(r)
+            rec.time_ms.append(timer.elapsed_ms(m0, m1))
+            rec.host_ms.append((h1 - h0) / 1e6)
+            rec.start_ms.append(timer.elapsed_ms(first, m0))
+            rec.host_start_ms.append((h0 - first_host) / 1e6)
+        return result
+
+
+def isolated_pass(timer: Timer, repeats: int, recording: Recording, skips: dict[str, str], kinds: dict[str, str]):
+    """A pass (graph, label, inputs) -> (output, {}) that appends isolated samples to
+    ``recording`` and skip reasons to ``skips`` (both keyed by profile node name)."""
+
+    def run(gm: fx.GraphModule, label: str, inputs: tuple) -> tuple[Any, dict[str, dict[str, Any]]]:
+        cpu_state = torch.random.get_rng_state()
+        cuda_states = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+        try:
+            interpreter = _IsolatedInterpreter(gm, timer, repeats, recording, skips, kinds, f"{label}:" if label else "")
+            return interpreter.run(*inputs), {}
+        finally:
+            torch.random.set_rng_state(cpu_state)
+            if cuda_states is not None:
+                torch.cuda.set_rng_state_all(cuda_states)
+
+    return run

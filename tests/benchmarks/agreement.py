@@ -1,0 +1,87 @@
+"""Agreement with torch.profiler, node by node.
+
+    python tests/benchmarks/agreement.py [--models ...] [--size 64] [--device cpu|cuda]
+
+fxprof's per-node medians (cpu timer; on the GPU, cuda event time) against the same nodes'
+times from torch.profiler: on the CPU, the CPU time of a record_function range around each
+node; on the GPU, the summed CUDA kernel time launched inside the range (timer="kernel").
+Per model: median relative error over all nodes and over the hot nodes (>= 1% of the time),
+time-weighted error (sum |a-b| / sum b), and Spearman rank correlation over nodes.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+import pandas as pd
+import torch
+from torch.profiler import ProfilerActivity
+
+import fxprof
+from fxprof.bridge import times_from_events
+from fxprof.interpreter import ProfilingInterpreter, Recorder
+
+from common import MODELS, build, env, print_table, spearman, write_json
+
+
+def cpu_pair(name: str, size: int, iters: int) -> pd.DataFrame:
+    model, x = build(name, size)
+    prof = fxprof.profile(model, x, warmup=3, iters=iters, anatomy=False)
+    ours = prof.df["median_ms"]
+    gm = fxprof.trace(model)
+    recorder = Recorder(node_ranges=True)
+    interp = ProfilingInterpreter(gm, recorder=recorder)
+    with torch.no_grad():
+        for _ in range(3):
+            interp.run(x)
+        with torch.profiler.profile(activities=[ProfilerActivity.CPU]) as p:
+            for _ in range(iters):
+                interp.run(x)
+    theirs = pd.Series({k: float(np.median([c for c, _ in v])) for k, v in times_from_events(p.events()).items()})
+    return pd.concat([ours, theirs], axis=1, keys=["fxprof_ms", "profiler_ms"]).dropna()
+
+
+def gpu_pair(name: str, size: int, iters: int) -> pd.DataFrame:
+    model, x = build(name, size, "cuda")
+    prof = fxprof.profile(model, x, warmup=5, iters=iters, timer="kernel", anatomy=False, memory=False)
+    df = prof.df
+    return pd.DataFrame({"fxprof_ms": df["median_ms"], "profiler_ms": df["kernel_median_ms"]}).dropna()
+
+
+def summarize(name: str, pair: pd.DataFrame) -> dict:
+    pair = pair[pair["profiler_ms"] > 0]
+    rel = (pair["fxprof_ms"] - pair["profiler_ms"]) / pair["profiler_ms"]
+    share = pair["profiler_ms"] / pair["profiler_ms"].sum()
+    hot = share >= 0.01
+    return {
+        "model": name, "nodes": len(pair),
+        "median_rel_err_all_pct": float(rel.median() * 100),
+        "median_rel_err_hot_pct": float(rel[hot].median() * 100), "hot_nodes": int(hot.sum()),
+        "time_weighted_err_pct": float((pair["fxprof_ms"] - pair["profiler_ms"]).abs().sum() / pair["profiler_ms"].sum() * 100),
+        "spearman": spearman(pair["fxprof_ms"], pair["profiler_ms"]),
+    }
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--size", type=int, default=64)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--iters", type=int, default=20)
+    parser.add_argument("--json")
+    args = parser.parse_args(argv)
+    rows = []
+    for name in args.models.split(","):
+        pair = gpu_pair(name, args.size, args.iters) if args.device.startswith("cuda") else cpu_pair(name, args.size, args.iters)
+        rows.append(summarize(name, pair))
+    what = "kernel time (CUPTI) vs cuda event time" if args.device.startswith("cuda") else "profiler range CPU time vs fxprof cpu timer"
+    print(env(args.device))
+    print_table(f"agreement with torch.profiler: {what}, 1x3x{args.size}x{args.size}", rows)
+    payload = {"env": env(args.device), "agreement": rows}
+    write_json(args.json, payload)
+    return payload
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,27 @@
+"""The benchmark scripts stay runnable (a smoke run at tiny sizes; figures come from real runs)."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def test_benchmark_suite_quick_run_writes_every_table(tmp_path):
+    out = tmp_path / "bench.json"
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "benchmarks" / "run.py"), "--quick", "--json", str(out)],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    for title in ("## overhead", "## accuracy on the CPU", "## agreement with torch.profiler", "## coverage and stability"):
+        assert title in result.stdout
+    data = json.loads(out.read_text())
+    assert {"overhead", "accuracy", "agreement", "stability"} <= set(data)
+    variants = {row["variant"] for row in data["overhead"]["overhead"]}
+    assert variants == {"eager", "graphmodule", "interpreter", "fxprof-cpu"}
+    spins = {row["node"]: row for row in data["accuracy"]["accuracy_cpu"]}
+    assert spins["spin_3"]["fxprof_median_ms"] >= 5.0  # a 5 ms spin is never measured shorter

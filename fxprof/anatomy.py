@@ -12,6 +12,8 @@ from typing import Any
 import torch
 from torch import fx
 
+from ._tree import tensors_in
+
 __all__ = ["ANATOMY_COLUMNS", "anatomy_pass", "memory_pass", "describe_shape"]
 
 #: per-node columns from the anatomy passes: name -> pandas dtype
@@ -46,23 +48,9 @@ def describe_shape(value: Any) -> str:
     return type(value).__name__
 
 
-def _tensors(value: Any) -> list[torch.Tensor]:
-    found: list[torch.Tensor] = []
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, torch.Tensor):
-            found.append(item)
-        elif isinstance(item, (list, tuple)):
-            stack.extend(reversed(item))
-        elif isinstance(item, dict):
-            stack.extend(reversed(list(item.values())))
-    return found
-
-
 def _dtypes(value: Any) -> str:
     seen: list[str] = []
-    for t in _tensors(value):
+    for t in tensors_in(value):
         name = str(t.dtype).replace("torch.", "")
         if name not in seen:
             seen.append(name)
@@ -95,7 +83,7 @@ class _AnatomyInterpreter(fx.Interpreter):
             "input_shapes": ", ".join(shapes),
             "output_shape": describe_shape(result),
             "dtype": _dtypes(result),
-            "out_bytes": sum(t.numel() * t.element_size() for t in _tensors(result)),
+            "out_bytes": sum(t.numel() * t.element_size() for t in tensors_in(result)),
             "flops": flops,
         }
         return result

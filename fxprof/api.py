@@ -14,6 +14,7 @@ import torch
 from torch import fx, nn
 
 from . import __version__
+from ._tree import clone_tensors
 from .errors import describe_value
 from .anatomy import anatomy_pass, memory_pass
 from .bridge import times_from_events
@@ -374,19 +375,7 @@ def _bind_inputs(gm: fx.GraphModule, args: tuple, kwargs: dict[str, Any]) -> tup
 
 def _fresh(values: tuple) -> tuple:
     """Clone tensors (recursively) so in-place ops in the model never touch the caller's."""
-
-    def clone(value: Any) -> Any:
-        if isinstance(value, torch.Tensor):
-            return value.clone()
-        if isinstance(value, tuple) and hasattr(value, "_fields"):  # namedtuple
-            return type(value)(*(clone(v) for v in value))
-        if isinstance(value, (list, tuple)):
-            return type(value)(clone(v) for v in value)
-        if isinstance(value, dict):
-            return {k: clone(v) for k, v in value.items()}
-        return value
-
-    return tuple(clone(v) for v in values)
+    return clone_tensors(tuple(values))
 
 
 @contextlib.contextmanager

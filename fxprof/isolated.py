@@ -22,38 +22,13 @@ from typing import Any
 import torch
 from torch import fx
 
+from ._tree import clone_tensors, tensors_in
 from .interpreter import Recording
 from .timers import Timer
 
 __all__ = ["isolated_pass"]
 
 _RANDOM_KINDS = {"dropout", "rand", "randn", "randint", "rand_like", "randn_like", "bernoulli", "normal", "multinomial", "randperm", "uniform", "alpha_dropout", "feature_alpha_dropout"}
-
-
-def _tensors(value: Any) -> list[torch.Tensor]:
-    found: list[torch.Tensor] = []
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, torch.Tensor):
-            found.append(item)
-        elif isinstance(item, (list, tuple)):
-            stack.extend(item)
-        elif isinstance(item, dict):
-            stack.extend(item.values())
-    return found
-
-
-def _clone(value: Any) -> Any:
-    if isinstance(value, torch.Tensor):
-        return value.clone()
-    if isinstance(value, tuple) and hasattr(value, "_fields"):
-        return type(value)(*(_clone(v) for v in value))
-    if isinstance(value, (list, tuple)):
-        return type(value)(_clone(v) for v in value)
-    if isinstance(value, dict):
-        return {k: _clone(v) for k, v in value.items()}
-    return value
 
 
 class _IsolatedInterpreter(fx.Interpreter):
@@ -78,10 +53,10 @@ class _IsolatedInterpreter(fx.Interpreter):
         return None
 
     def _mutates(self, n: fx.Node, args: tuple, kwargs: dict) -> bool:
-        clones_args, clones_kwargs = _clone(args), _clone(kwargs)
-        before = [t._version for t in _tensors((clones_args, clones_kwargs))]
+        clones_args, clones_kwargs = clone_tensors(args), clone_tensors(kwargs)
+        before = [t._version for t in tensors_in((clones_args, clones_kwargs))]
         getattr(self, n.op)(n.target, clones_args, clones_kwargs)
-        after = [t._version for t in _tensors((clones_args, clones_kwargs))]
+        after = [t._version for t in tensors_in((clones_args, clones_kwargs))]
         return before != after
 
     def run_node(self, n: fx.Node) -> Any:

@@ -37,6 +37,7 @@ import numpy as np
 
 import torch
 
+from ._tree import tensors_in
 from .errors import TimerUnavailableError
 
 __all__ = ["Timer", "CpuTimer", "CudaEventTimer", "KernelTimer", "SyncTimer", "TIMER_NAMES", "resolve_timer"]
@@ -210,17 +211,7 @@ def _cuda_device(device: torch.device | str | int | None) -> torch.device | None
 
 def tensor_devices(values: Iterable[Any]) -> set[torch.device]:
     """Devices of every tensor found (recursively) in ``values``."""
-    found: set[torch.device] = set()
-    stack = list(values)
-    while stack:
-        value = stack.pop()
-        if isinstance(value, torch.Tensor):
-            found.add(value.device)
-        elif isinstance(value, (list, tuple)):
-            stack.extend(value)
-        elif isinstance(value, dict):
-            stack.extend(value.values())
-    return found
+    return {t.device for t in tensors_in(list(values))}
 
 
 def resolve_timer(timer: str | Timer, module: torch.nn.Module, inputs: Iterable[Any]) -> Timer:

@@ -44,11 +44,12 @@ def _axes(ax: "Axes | None", rows: int) -> "Axes":
     return ax
 
 
-def _node_table(item: ProfileOrTable) -> pd.DataFrame:
+def _per_node(item: ProfileOrTable) -> pd.DataFrame:
+    """The per-node table as given (a Profile's in graph order)."""
     if isinstance(item, Profile):
-        return item.to_dataframe(sort="pct")
-    if isinstance(item, pd.DataFrame) and "pct" in item.columns:
-        return sort_table(item, "pct")
+        return item.df
+    if isinstance(item, pd.DataFrame) and {"pct", "kind", "mean_ms"} <= set(item.columns):
+        return item
     raise TypeError(f"expected a Profile or its per-node DataFrame (profile.df), got {type(item).__name__}")
 
 
@@ -62,7 +63,7 @@ def plot_top(profile: ProfileOrTable, n: int = 15, ax: "Axes | None" = None) -> 
     Each bar is labelled with the node's mean time in ms (``pct`` is its share of the summed
     mean node times).
     """
-    table = _node_table(profile).head(n)
+    table = sort_table(_per_node(profile), "pct").head(n)
     ax = _axes(ax, len(table))
     bars = ax.barh(list(table.index), table["pct"], color=_COLORS[0])
     ax.bar_label(bars, labels=[f"{ms:.3f} ms" for ms in table["mean_ms"]], padding=3, fontsize="small")
@@ -81,8 +82,7 @@ def plot_groups(profile: ProfileOrTable, key: str = "op", depth: int = 1, n: int
     share, labelled with its summed mean time in ms. ``depth`` cuts ``scope`` paths
     (2: resnet's blocks, ``layer1.0``).
     """
-    table = profile.df if isinstance(profile, Profile) else profile
-    groups = group_by(table, key, depth=depth)
+    groups = group_by(_per_node(profile), key, depth=depth)
     shown = groups.head(n)
     ax = _axes(ax, len(shown))
     bars = ax.barh([str(g) for g in shown.index], shown["pct"], color=_COLORS[0])

@@ -137,6 +137,8 @@ def test_plot_groups_draws_one_bar_per_group(clock):
     assert "scope (depth 1)" in ax.get_title() and "%" in ax.get_xlabel()
     ax = fxprof.plot_groups(prof, n=2)
     assert len(ax.patches) == 2 and "top 2 of 7" in ax.get_title()
+    with pytest.raises(TypeError, match="Profile or its per-node DataFrame"):
+        fxprof.plot_groups(prof.group_by("op"))  # a roll-up is not a per-node table
 
 
 def test_plot_distribution_draws_one_box_per_top_node_from_the_samples(clock):

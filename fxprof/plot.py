@@ -106,12 +106,13 @@ def plot_distribution(profile: Profile, n: int = 10, ax: "Axes | None" = None) -
     """
     if not isinstance(profile, Profile):
         raise TypeError(f"plot_distribution needs a Profile (its per-run samples), got {type(profile).__name__}")
-    top = [node for node in profile.to_dataframe(sort="pct").head(n).index]
+    top = list(profile.to_dataframe(sort="pct").head(n).index)
     samples = profile.samples
     times = [samples.loc[samples["node"] == node, "time_ms"].to_numpy() for node in top]
     ax = _axes(ax, len(top))
-    import matplotlib
+    import matplotlib  # present: _axes checked
 
+    # matplotlib 3.10 replaced vert=False with orientation="horizontal"
     horizontal = {"orientation": "horizontal"} if matplotlib.__version_info__ >= (3, 10) else {"vert": False}
     if times:
         ax.boxplot(times, patch_artist=True, boxprops={"facecolor": "#c6d4ea"}, medianprops={"color": "black"}, **horizontal)
@@ -133,8 +134,8 @@ def plot_compare(
 ) -> "Axes":
     """Median time per node in ``a`` and ``b``, for the ``n`` largest changes (:func:`fxprof.compare`).
 
-    Two bars per node; ``b``'s bar is labelled with the ratio ``b/a`` (none for nodes that only
-    one side has, whose other bar is missing).
+    Two bars per node; ``b``'s bar is labelled with the ratio ``b/a`` where it is defined (not
+    for a node only one side has, whose other bar is missing, nor for one that took 0 ms in ``a``).
     """
     diff = compare(a, b).head(n)
     ax = _axes(ax, len(diff) * 3 // 2)

@@ -111,6 +111,7 @@ def test_repr_html_of_an_empty_profile():
 def test_plot_top_draws_one_bar_per_node_by_share(clock):
     prof = _profile(clock)
     ax = fxprof.plot_top(prof, n=3)
+    assert isinstance(ax, matplotlib.axes.Axes)
     assert _bar_widths(ax) == [75.0, 25.0, 0.0]
     assert _ytick_labels(ax) == ["head", "stem", "x"]  # ties keep graph order
     assert [t.get_text() for t in ax.texts] == ["3.000 ms", "1.000 ms", "0.000 ms"]

@@ -9,6 +9,7 @@ Quick start::
     prof.df          # one row per node: times in ms, share of total in pct
     prof.samples     # every sample: one row per (node, run)
     prof.to_csv("resnet18.csv"); prof.save("resnet18.json")
+    fxprof.plot_top(prof)   # matplotlib plots: pip install 'fxprof[plot]'
 """
 
 __version__ = "0.1.0"
@@ -29,11 +30,16 @@ from .profile import Profile  # noqa: E402
 from .io import load_profile as load, read_csv  # noqa: E402
 from .api import profile  # noqa: E402
 from .compare import compare  # noqa: E402
+from .plot import plot_compare, plot_distribution, plot_groups, plot_top  # noqa: E402  (matplotlib is imported on first use)
 
 __all__ = [
     "__version__",
     "profile",
     "compare",
+    "plot_top",
+    "plot_groups",
+    "plot_distribution",
+    "plot_compare",
     "trace",
     "load",
     "read_csv",

@@ -281,6 +281,12 @@ class Profile:
     def __str__(self) -> str:
         return self.summary()
 
+    def _repr_html_(self) -> str:
+        """Jupyter's rich display: the header and the top nodes, shares as bars (see :mod:`fxprof.html`)."""
+        from .html import render_html
+
+        return render_html(self)
+
     def __repr__(self) -> str:
         model = self.meta.get("model", "model")
         med = float(np.median(self.total_ms)) if self.num_runs else math.nan

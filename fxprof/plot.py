@@ -1,0 +1,154 @@
+"""Plots of profiles with matplotlib, an optional dependency: ``pip install 'fxprof[plot]'``.
+
+Each function takes a :class:`~fxprof.Profile` (or a per-node DataFrame from one, e.g.
+``profile.df`` or :func:`fxprof.read_csv`), draws on ``ax`` (a new figure when None) and
+returns the matplotlib Axes. They only draw: every number comes from the DataFrame API
+(``to_dataframe``, ``group_by``, ``samples``, :func:`fxprof.compare`). Times are milliseconds,
+shares percent of the summed mean node time.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Union
+
+import numpy as np
+import pandas as pd
+
+from .compare import compare
+from .profile import Profile, sort_table
+from .rollup import group_by
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
+__all__ = ["plot_top", "plot_groups", "plot_distribution", "plot_compare", "MISSING_MATPLOTLIB"]
+
+MISSING_MATPLOTLIB = "fxprof's plots need matplotlib: pip install 'fxprof[plot]'"
+
+ProfileOrTable = Union[Profile, pd.DataFrame]
+_COLORS = ("#4c72b0", "#dd8452")
+
+
+def _pyplot() -> Any:
+    try:
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        raise ImportError(MISSING_MATPLOTLIB) from exc
+    return plt
+
+
+def _axes(ax: "Axes | None", rows: int) -> "Axes":
+    plt = _pyplot()
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 1.2 + 0.32 * max(rows, 1)), layout="constrained")
+    return ax
+
+
+def _per_node(item: ProfileOrTable) -> pd.DataFrame:
+    """The per-node table as given (a Profile's in graph order)."""
+    if isinstance(item, Profile):
+        return item.df
+    if isinstance(item, pd.DataFrame) and {"pct", "kind", "mean_ms"} <= set(item.columns):
+        return item
+    raise TypeError(f"expected a Profile or its per-node DataFrame (profile.df), got {type(item).__name__}")
+
+
+def _name(item: ProfileOrTable) -> str:
+    return str(item.meta.get("model", "model")) if isinstance(item, Profile) else "profile"
+
+
+def plot_top(profile: ProfileOrTable, n: int = 15, ax: "Axes | None" = None) -> "Axes":
+    """Horizontal bars of the ``n`` nodes with the largest share (``pct``), largest on top.
+
+    Each bar is labelled with the node's mean time in ms (``pct`` is its share of the summed
+    mean node times).
+    """
+    table = sort_table(_per_node(profile), "pct").head(n)
+    ax = _axes(ax, len(table))
+    bars = ax.barh(list(table.index), table["pct"], color=_COLORS[0])
+    ax.bar_label(bars, labels=[f"{ms:.3f} ms" for ms in table["mean_ms"]], padding=3, fontsize="small")
+    ax.invert_yaxis()
+    ax.set_xlabel("share of node time (%)")
+    ax.set_ylabel("node")
+    ax.set_title(f"{_name(profile)}: top {len(table)} nodes by share of node time")
+    ax.margins(x=0.15)
+    return ax
+
+
+def plot_groups(profile: ProfileOrTable, key: str = "op", depth: int = 1, n: int = 15, ax: "Axes | None" = None) -> "Axes":
+    """Node time rolled up by ``key`` (``op``, ``module_type``, ``range``, ``scope``, ``graph``).
+
+    One bar per group from :meth:`Profile.group_by` (the ``n`` largest), its length the group's
+    share, labelled with its summed mean time in ms. ``depth`` cuts ``scope`` paths
+    (2: resnet's blocks, ``layer1.0``).
+    """
+    groups = group_by(_per_node(profile), key, depth=depth)
+    shown = groups.head(n)
+    ax = _axes(ax, len(shown))
+    bars = ax.barh([str(g) for g in shown.index], shown["pct"], color=_COLORS[0])
+    ax.bar_label(bars, labels=[f"{ms:.3f} ms" for ms in shown["mean_ms"]], padding=3, fontsize="small")
+    ax.invert_yaxis()
+    ax.set_xlabel("share of node time (%)")
+    label = key + (f" (depth {depth})" if key == "scope" else "")
+    ax.set_ylabel(label)
+    more = f", top {len(shown)} of {len(groups)}" if len(shown) < len(groups) else ""
+    ax.set_title(f"{_name(profile)}: node time by {label}{more}")
+    ax.margins(x=0.15)
+    return ax
+
+
+def plot_distribution(profile: Profile, n: int = 10, ax: "Axes | None" = None) -> "Axes":
+    """Box plots of the per-run times of the ``n`` nodes with the largest share.
+
+    One box per node from :attr:`Profile.samples` (one sample per timed run): the box spans the
+    IQR, the line is the median, points beyond the whiskers are outlier runs. Needs a Profile:
+    a per-node table has no per-run samples.
+    """
+    if not isinstance(profile, Profile):
+        raise TypeError(f"plot_distribution needs a Profile (its per-run samples), got {type(profile).__name__}")
+    top = list(profile.to_dataframe(sort="pct").head(n).index)
+    samples = profile.samples
+    times = [samples.loc[samples["node"] == node, "time_ms"].to_numpy() for node in top]
+    ax = _axes(ax, len(top))
+    import matplotlib  # present: _axes checked
+
+    # matplotlib 3.10 replaced vert=False with orientation="horizontal"
+    horizontal = {"orientation": "horizontal"} if matplotlib.__version_info__ >= (3, 10) else {"vert": False}
+    if times:
+        ax.boxplot(times, patch_artist=True, boxprops={"facecolor": "#c6d4ea"}, medianprops={"color": "black"}, **horizontal)
+    ax.set_yticks(np.arange(1, len(top) + 1), top)
+    ax.invert_yaxis()
+    ax.set_xlabel("time per run (ms)")
+    ax.set_ylabel("node")
+    ax.set_title(f"{_name(profile)}: per-run times of the top {len(top)} nodes ({profile.num_runs} runs)")
+    return ax
+
+
+def plot_compare(
+    a: ProfileOrTable,
+    b: ProfileOrTable,
+    n: int = 15,
+    ax: "Axes | None" = None,
+    label_a: str = "a",
+    label_b: str = "b",
+) -> "Axes":
+    """Median time per node in ``a`` and ``b``, for the ``n`` largest changes (:func:`fxprof.compare`).
+
+    Two bars per node; ``b``'s bar is labelled with the ratio ``b/a`` where it is defined (not
+    for a node only one side has, whose other bar is missing, nor for one that took 0 ms in ``a``).
+    """
+    diff = compare(a, b).head(n)
+    ax = _axes(ax, len(diff) * 3 // 2)
+    y = np.arange(len(diff))
+    ax.barh(y - 0.2, diff["a_ms"].fillna(0.0), height=0.4, label=label_a, color=_COLORS[0])
+    bars_b = ax.barh(y + 0.2, diff["b_ms"].fillna(0.0), height=0.4, label=label_b, color=_COLORS[1])
+    ax.bar_label(bars_b, labels=["" if np.isnan(r) else f"×{r:.2f}" for r in diff["ratio"]], padding=3, fontsize="small")
+    side = {"only_a": f" (only in {label_a})", "only_b": f" (only in {label_b})", "both": ""}
+    ax.set_yticks(y, [node + side[status] for node, status in diff["status"].items()])
+    ax.invert_yaxis()
+    ax.set_xlabel("median time (ms)")
+    ax.set_ylabel("node")
+    ax.set_title(f"{label_a} vs {label_b}: the {len(diff)} largest changes per node")
+    ax.legend(loc="lower right")
+    ax.margins(x=0.15)
+    return ax

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from .render import DEFAULT_COLUMNS, DEVICE_COLUMNS, HIGH_SPREAD, render_header
+from .render import HIGH_SPREAD, default_columns, is_device_timer, noisy_nodes, render_header
 
 if TYPE_CHECKING:
     from .profile import Profile
@@ -42,11 +42,8 @@ def render_html(profile: "Profile", top: int | None = TOP, sort: str | None = "p
         parts += ["<p>no nodes</p>", "</div>"]
         return "\n".join(parts)
 
-    columns = [c for c in DEFAULT_COLUMNS if c != "range" or (table["range"] != "").any()]
-    if profile.meta.get("timer") == "cuda":
-        at = columns.index("mean_ms") + 1
-        columns[at:at] = list(DEVICE_COLUMNS)
-    noisy = (table["iqr_ms"] > HIGH_SPREAD * table["median_ms"]) & (table["calls"] > 1)
+    columns = default_columns(table, is_device_timer(profile))
+    noisy = noisy_nodes(table)
     shown = table if top is None else table.head(max(int(top), 0))
 
     header = "".join(f'<th style="{_CELL}">{html.escape(c)}</th>' for c in ["node", *columns])

@@ -87,8 +87,8 @@ class Profile:
         unknown = (set(samples["node"]) | set(anatomy or {})) - set(names)
         if unknown:
             raise ValueError(f"samples name nodes the graph does not have: {sorted(unknown)[:5]}")
-        self._samples = samples.reset_index(drop=True)[list(SAMPLE_COLUMNS)]
-        self._runs = runs.reset_index(drop=True)[list(RUN_COLUMNS)]
+        self._samples = _with_columns(samples, SAMPLE_COLUMNS, required=("node", "run", "time_ms", "host_ms"))
+        self._runs = _with_columns(runs, RUN_COLUMNS, required=("run", "total_ms"))
         self._anatomy = _anatomy_frame(names, anatomy or {})
         self.meta: dict[str, Any] = dict(meta or {})
 
@@ -339,6 +339,18 @@ def sort_table(table: pd.DataFrame, sort: str | None, ascending: bool = False) -
     table = table.copy()
     table["cum_pct"] = table["pct"].cumsum()
     return table
+
+
+def _with_columns(frame: pd.DataFrame, columns: Sequence[str], required: Sequence[str]) -> pd.DataFrame:
+    """``frame`` with ``columns`` in order; optional ones it lacks are filled with NaN."""
+    missing = [c for c in required if c not in frame.columns]
+    if missing:
+        raise ValueError(f"missing column(s) {', '.join(missing)}; expected {', '.join(columns)}")
+    frame = frame.reset_index(drop=True).copy()
+    for col in columns:
+        if col not in frame.columns:
+            frame[col] = np.nan
+    return frame[list(columns)]
 
 
 def _anatomy_frame(names: list[str], records: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:

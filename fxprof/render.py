@@ -100,8 +100,29 @@ def render_summary(
     """The header and the per-node (or per-group) table, sorted descending, first ``top`` rows."""
     return render_header(profile) + "\n\n" + render_body(
         profile.df, sort=sort, top=top, columns=columns, group_by=group_by, depth=depth,
-        device_timer=profile.meta.get("timer") in ("cuda", "kernel"),
+        device_timer=is_device_timer(profile),
     )
+
+
+def default_columns(table: pd.DataFrame, device_timer: bool) -> list[str]:
+    """The columns a summary shows unless told otherwise: ``range`` only when a node has one;
+    host time, kernel time and ``bound`` with the GPU timers."""
+    columns = [c for c in DEFAULT_COLUMNS if c != "range" or (table["range"] != "").any()]
+    if device_timer:
+        at = columns.index("mean_ms") + 1
+        columns[at:at] = list(DEVICE_COLUMNS)
+        if table["kernel_mean_ms"].notna().any():
+            columns.insert(at + 1, "kernel_median_ms")
+    return columns
+
+
+def noisy_nodes(table: pd.DataFrame) -> pd.Series:
+    """Nodes whose IQR exceeds :data:`HIGH_SPREAD` of their median (with more than one sample)."""
+    return (table["iqr_ms"] > HIGH_SPREAD * table["median_ms"]) & (table["calls"] > 1)
+
+
+def is_device_timer(profile: "Profile") -> bool:
+    return profile.meta.get("timer") in ("cuda", "kernel")
 
 
 def render_body(
@@ -120,19 +141,12 @@ def render_body(
     if group_by is not None:
         return _render_groups(roll_up(table, group_by, depth=depth), group_by, depth, top)
     table = sort_table(table, sort)
-    if columns is None:
-        columns = [c for c in DEFAULT_COLUMNS if c != "range" or (table["range"] != "").any()]
-        if device_timer:
-            at = columns.index("mean_ms") + 1
-            columns[at:at] = list(DEVICE_COLUMNS)
-            if table["kernel_mean_ms"].notna().any():
-                columns.insert(at + 1, "kernel_median_ms")
-    columns = list(columns)
+    columns = list(columns) if columns is not None else default_columns(table, device_timer)
     missing = [c for c in columns if c not in table.columns]
     if missing:
         raise ValueError(f"unknown columns {missing}; available: {', '.join(table.columns)}")
 
-    noisy = (table["iqr_ms"] > HIGH_SPREAD * table["median_ms"]) & (table["calls"] > 1)
+    noisy = noisy_nodes(table)
     shown = table if top is None else table.head(max(int(top), 0))
     rows = shown[columns].copy()
     if noisy.any():

@@ -49,6 +49,33 @@ def measure(name: str, size: int, device: str, repeats: int, calls: int) -> list
     return rows
 
 
+def chain_rows(length: int, device: str, repeats: int, calls: int) -> list[dict]:
+    """fxprof's own cost, free of model noise: a chain of ``length`` adds on a 1-element tensor,
+    so each node costs only a few microseconds and the difference between variants is
+    interpreter and timer work."""
+    import operator
+
+    graph = fx.Graph()
+    value = graph.placeholder("x")
+    for _ in range(length):
+        value = graph.call_function(operator.add, (value, 1))
+    graph.output(value)
+    gm = fx.GraphModule(torch.nn.Module(), graph)
+    nodes = len(gm.graph.nodes)
+    x = torch.zeros(1, device=device)
+    plain = fx.Interpreter(gm)
+    prof = fxprof.ProfilingInterpreter(gm, CudaEventTimer(device) if device.startswith("cuda") else CpuTimer())
+    variants = {"graphmodule": lambda: gm(x), "interpreter": lambda: plain.run(x), "fxprof": lambda: prof.run(x)}
+    with torch.no_grad():
+        results = interleaved(variants, repeats, calls, device, after=prof.reset)
+    base, interp = statistics.median(results["graphmodule"]), statistics.median(results["interpreter"])
+    return [{
+        "variant": v, "nodes": nodes, "median_ms": statistics.median(r),
+        "us_per_node_over_gm": (statistics.median(r) - base) * 1000 / nodes,
+        "us_per_node_over_interp": (statistics.median(r) - interp) * 1000 / nodes,
+    } for v, r in results.items()]
+
+
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", default=",".join(MODELS))
@@ -56,15 +83,19 @@ def main(argv=None) -> dict:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--repeats", type=int, default=11)
     parser.add_argument("--calls", type=int, default=5)
+    parser.add_argument("--chain", type=int, default=300, help="length of the cheap-node chain (0: skip)")
     parser.add_argument("--json")
     args = parser.parse_args(argv)
+    chain = chain_rows(args.chain, args.device, max(args.repeats, 15), 20) if args.chain else []
     rows = []
     for name in args.models.split(","):
         for size in (int(s) for s in args.sizes.split(",")):
             rows += measure(name, size, args.device, args.repeats, args.calls)
     print(env(args.device))
+    if chain:
+        print_table(f"fxprof's own cost per node: a chain of {args.chain} cheap adds", chain)
     print_table("overhead", rows)
-    payload = {"env": env(args.device), "overhead": rows}
+    payload = {"env": env(args.device), "overhead": rows, "chain": chain}
     write_json(args.json, payload)
     return payload
 

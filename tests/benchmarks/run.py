@@ -30,7 +30,7 @@ def main(argv=None) -> dict:
     d = ["--device", args.device]
     if args.quick:
         parts = {
-            "overhead": overhead.main(["--models", "resnet18", "--sizes", "32", "--repeats", "2", "--calls", "1", *d]),
+            "overhead": overhead.main(["--models", "resnet18", "--sizes", "32", "--repeats", "2", "--calls", "1", "--chain", "20", *d]),
             "accuracy": accuracy.main(["--iters", "3", *d]),
             "agreement": agreement.main(["--models", "resnet18", "--size", "32", "--iters", "2", *d]),
             "stability": stability.main(["--models", "resnet18", "--size", "32", "--profiles", "2", "--iters", "2", *d]),

@@ -1,0 +1,16 @@
+"""Produces the real output quoted in docs/anatomy.md: python docs/scripts/anatomy_page.py"""
+import torch, torchvision, fxprof
+torch.manual_seed(0)
+m = torchvision.models.resnet18(weights=None).eval()
+p = fxprof.profile(m, torch.randn(1, 3, 64, 64), warmup=5, iters=20)
+print("### R1"); print(p.summary(top=6, columns=["kind", "median_ms", "pct", "flops", "flops_pct", "gflops_per_s", "output_shape", "out_bytes"]))
+print("### R2"); print(p.summary(group_by="op"))
+print("### R3"); print(p.summary(group_by="scope", depth=1))
+print("### R4"); print(p.summary(group_by="scope", depth=2, top=6))
+print("### R5"); print(p.df.loc[p.df.scope.str.startswith("layer1.0"), ["op", "kind", "module_type", "scope", "median_ms", "input_shapes", "output_shape"]].to_string())
+v = torchvision.models.vit_b_16(weights=None, image_size=64).eval()
+pv = fxprof.profile(v, torch.randn(1, 3, 64, 64), warmup=3, iters=10, name="vit_b_16")
+print("### V1"); print(pv.summary(top=8, columns=["kind", "scope", "median_ms", "pct", "flops", "output_shape"]))
+print("### V2"); print(pv.summary(group_by="op", top=10))
+print("### V3"); print(pv.summary(group_by="module_type", top=8))
+print("### V4"); print(pv.summary(group_by="scope", depth=3, top=6))

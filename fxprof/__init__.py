@@ -22,10 +22,10 @@ from .errors import (  # noqa: E402
     TimerUnavailableError,
     TraceError,
 )
-from .timers import CpuTimer, CudaEventTimer, SyncTimer, Timer  # noqa: E402
+from .timers import CpuTimer, CudaEventTimer, KernelTimer, SyncTimer, Timer  # noqa: E402
 from .tracer import ProfilerTracer, trace  # noqa: E402
 from .nodes import NodeInfo  # noqa: E402
-from .interpreter import ProfilingInterpreter, Recording  # noqa: E402
+from .interpreter import ProfilingInterpreter, Recorder, Recording  # noqa: E402
 from .profile import Profile  # noqa: E402
 from .io import load_profile as load, read_csv  # noqa: E402
 from .api import profile  # noqa: E402
@@ -46,11 +46,13 @@ __all__ = [
     "Profile",
     "ProfilerTracer",
     "ProfilingInterpreter",
+    "Recorder",
     "Recording",
     "NodeInfo",
     "Timer",
     "CpuTimer",
     "CudaEventTimer",
+    "KernelTimer",
     "SyncTimer",
     "FxprofError",
     "TraceError",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -296,7 +297,7 @@ class Profile:
         )
 
     # ------------------------------------------------------------------- export
-    def to_csv(self, path: str) -> None:
+    def to_csv(self, path: str | os.PathLike) -> None:
         """Write the per-node table (:attr:`df`) to ``path`` atomically.
 
         Read it back with :func:`fxprof.read_csv`. Raises
@@ -307,7 +308,7 @@ class Profile:
 
         write_csv(self.df, path)
 
-    def to_chrome_trace(self, path: str) -> None:
+    def to_chrome_trace(self, path: str | os.PathLike) -> None:
         """Write every node of every run as a span on a timeline (Chrome trace JSON).
 
         Open it in https://ui.perfetto.dev or chrome://tracing. With the CUDA timers there is
@@ -317,7 +318,7 @@ class Profile:
 
         write_chrome_trace(self, path)
 
-    def save(self, path: str) -> None:
+    def save(self, path: str | os.PathLike) -> None:
         """Save the whole profile (raw samples, nodes, anatomy, metadata) as versioned JSON.
 
         Lossless: :func:`fxprof.load` gives back an equal profile. Written atomically.

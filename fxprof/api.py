@@ -115,7 +115,11 @@ def profile(
 
     captured = capture_model(model, args, kwargs, capture, concrete_args=concrete_args, leaf_modules=leaf_modules)
     try:
-        if isinstance(captured, GraphCapture):
+        if isinstance(captured, GraphCapture) and captured.kind == "export":
+            if model_kwargs is None:
+                _refuse_ambiguous_keywords(_signature_names(captured.gm), explicit)
+            call_args, call_kwargs = _bind_by_signature(captured.gm, args, kwargs), {}
+        elif isinstance(captured, GraphCapture):
             if model_kwargs is None:
                 _refuse_ambiguous_keywords(_placeholder_names(captured.gm), explicit)
             call_args, call_kwargs = _bind_inputs(captured.gm, args, kwargs), {}
@@ -134,6 +138,8 @@ def profile(
                 "asynchronous); use timer='cuda' (or 'auto') for device time.",
                 stacklevel=2,
             )
+        if memory and not (any(d.type == "cuda" for d in devices) and torch.cuda.is_available()):
+            raise ValueError("memory=True measures the CUDA caching allocator, but the model runs on the CPU")
         kernel_time = bool(getattr(chosen, "wants_kernel_time", False))
         if kernel_time and mode == "isolated":
             raise ValueError("timer='kernel' works with mode='timed' only; use timer='cuda' for isolated mode")
@@ -153,30 +159,52 @@ def profile(
                 step("warm-up")
             recorder.reset()
             captured.start_timing()
-            if mode == "isolated":
-                records = _isolated(captured, chosen, iters, (call_args, call_kwargs), recorder)
-                records = _merge(records, _untimed_passes(captured, (call_args, call_kwargs), devices, anatomy, memory))
-                return _build(captured, recorder, {**meta, "mode": "isolated"}, records)
+            records: dict[str, dict[str, Any]] = {}
+            stage = "runs"
             try:
-                with _kernel_profiler(kernel_time) as kernel_prof:
-                    for _ in range(iters):
-                        one_run()
-                        step("timed")
-                if kernel_prof is not None:
-                    _attach_kernel_times(recorder.recording, kernel_prof.events())
+                if mode == "isolated":
+                    records = _isolated(captured, chosen, iters, (call_args, call_kwargs), recorder)
+                    meta = {**meta, "mode": "isolated"}
+                else:
+                    with _kernel_profiler(kernel_time) as kernel_prof:
+                        for _ in range(iters):
+                            one_run()
+                            step("timed")
+                    if kernel_prof is not None:
+                        _attach_kernel_times(recorder.recording, kernel_prof.events())
+                stage = "untimed passes"
+                records = _merge(records, _untimed_passes(captured, (call_args, call_kwargs), devices, anatomy, memory))
             except BaseException as exc:  # KeyboardInterrupt too: hand back what was measured
-                done = recorder.recording.runs
-                if done:
-                    partial_meta = {**meta, "iters": done, "requested_iters": iters, "incomplete": True}
-                    partial = _build(captured, recorder, partial_meta, {})
-                    with contextlib.suppress(Exception):
-                        exc.profile = partial  # type: ignore[attr-defined]
-                        exc.add_note(f"fxprof: {done} of {iters} timed runs completed; they are in this exception's .profile")
+                _hand_back(exc, captured, recorder, meta, records, iters, mode, stage)
                 raise
-            records = _untimed_passes(captured, (call_args, call_kwargs), devices, anatomy, memory)
         return _build(captured, recorder, meta, records)
     finally:
         captured.close()
+
+
+def _hand_back(exc: BaseException, captured: Capture, recorder: Recorder, meta: dict[str, Any],
+               records: dict[str, dict[str, Any]], iters: int, mode: str, stage: str) -> None:
+    """Attach what was measured before ``exc`` to it as ``exc.profile`` (nothing is lost)."""
+    rec = recorder.recording
+    if not rec.node:
+        return
+    if stage == "untimed passes":  # every run completed; only shapes/FLOPs/memory are missing
+        note = f"interrupted in the untimed passes ({type(exc).__name__}): all {iters} runs kept, anatomy columns may be empty"
+        partial_meta = {**meta, "capture_note": note}
+        message = f"fxprof: all {iters} timed runs completed before this; they are in this exception's .profile"
+    elif mode == "isolated":
+        done = len(set(rec.node))
+        partial_meta = {**meta, "mode": "isolated", "incomplete": True, "requested_iters": iters, "iters": iters}
+        message = f"fxprof: {done} node(s) were re-run in isolation before this; they are in this exception's .profile"
+    else:
+        done = rec.runs
+        if not done:
+            return
+        partial_meta = {**meta, "iters": done, "requested_iters": iters, "incomplete": True}
+        message = f"fxprof: {done} of {iters} timed runs completed; they are in this exception's .profile"
+    with contextlib.suppress(Exception):
+        exc.profile = _build(captured, recorder, partial_meta, records)  # type: ignore[attr-defined]
+        exc.add_note(message)
 
 
 def _isolated(captured: Capture, timer: Timer, repeats: int, inputs: tuple, recorder: Recorder) -> dict[str, dict[str, Any]]:
@@ -227,8 +255,6 @@ def _untimed_passes(captured: Capture, inputs: tuple, devices: set[torch.device]
     if anatomy:
         passes.append(("anatomy (shapes, FLOPs)", anatomy_pass()))
     if memory:
-        if not cuda or not torch.cuda.is_available():
-            raise ValueError("memory=True measures the CUDA caching allocator, but the model runs on the CPU")
         passes.append(("CUDA memory", memory_pass(cuda[0])))
     for label, make_pass in passes:
         try:
@@ -326,6 +352,20 @@ def _refuse_ambiguous_keywords(inputs: set[str], explicit: set[str]) -> None:
             f"model, so it is not clear which you meant; pass the model's inputs as "
             f"model_kwargs={{...}} (then every other keyword is a profile option)"
         )
+
+
+def _bind_by_signature(gm: fx.GraphModule, args: tuple, kwargs: dict[str, Any]) -> tuple:
+    """Inputs in the positional structure of the module's ``forward`` (an exported module
+    flattens nested inputs, dicts and tuples of tensors, itself)."""
+    signature = inspect.signature(gm.forward)
+    try:
+        bound = signature.bind(*args, **kwargs)
+    except TypeError as exc:
+        raise ValueError(f"the inputs do not fit the model's forward{signature}: {exc}") from exc
+    bound.apply_defaults()
+    if bound.kwargs:
+        raise ValueError(f"keyword-only inputs {', '.join(map(repr, bound.kwargs))} are not supported with capture='export'")
+    return tuple(bound.args)
 
 
 def _bind_inputs(gm: fx.GraphModule, args: tuple, kwargs: dict[str, Any]) -> tuple:

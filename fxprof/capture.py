@@ -294,16 +294,16 @@ def _symbolic(model: nn.Module, concrete_args: Any, leaf_modules: Any, reason: s
     try:
         gm = trace(model, concrete_args=concrete_args, leaf_modules=leaf_modules)
     except TraceError as exc:
-        words = explain_trace_failure(exc.__cause__ or exc)
-        if words:
-            raise TraceError(
-                f"cannot trace {type(model).__name__} symbolically: {words}. "
-                f"({_first_line(exc.__cause__ or exc)}) Options: capture='dynamo' (handles this by "
-                f"splitting the model at the offending line) or capture='auto'; mark the "
-                f"submodule that does it as a leaf (leaf_modules=[...]); or fix the argument that "
-                f"steers it (concrete_args={{...}})."
-            ) from exc.__cause__
-        raise
+        cause = exc.__cause__ or exc
+        words = explain_trace_failure(cause)
+        said = f"{words}. ({_first_line(cause)})" if words else f"{_first_line(cause)}."
+        raise TraceError(
+            f"cannot trace {type(model).__name__} symbolically: {said} Options: capture='dynamo' "
+            f"(runs the model as Python and profiles the graphs between the lines tracing cannot "
+            f"follow) or capture='auto' (tries symbolic tracing first); mark the submodule that "
+            f"does it as a leaf (leaf_modules=[...]); or fix the argument that steers it "
+            f"(concrete_args={{...}})."
+        ) from cause
     return GraphCapture(gm, "symbolic", reason)
 
 

@@ -115,10 +115,21 @@ def _columns(text: str | None) -> list[str] | None:
 def _check_view(args: argparse.Namespace) -> None:
     from .errors import FxprofError
 
+    from .profile import TABLE_COLUMNS
+
     if args.top < 0:
         raise FxprofError(f"bad --top {args.top}: must be >= 0 (0 shows all)")
     if args.depth < 1:
         raise FxprofError(f"bad --depth {args.depth}: must be >= 1")
+    if args.group_by is not None:
+        if args.columns or args.sort != "pct":
+            raise FxprofError("--sort and --columns apply to the node table; a --group-by table is sorted by pct and has fixed columns")
+        return
+    if args.sort not in (*TABLE_COLUMNS, "node"):
+        raise FxprofError(f"bad --sort {args.sort!r}: choose a column: {', '.join(TABLE_COLUMNS)}")
+    unknown = [c for c in _columns(args.columns) or [] if c not in TABLE_COLUMNS]
+    if unknown:
+        raise FxprofError(f"bad --columns {', '.join(unknown)}: choose from {', '.join(TABLE_COLUMNS)}")
 
 
 def _view(args: argparse.Namespace) -> dict:
@@ -142,6 +153,8 @@ def _cmd_profile(args: argparse.Namespace) -> int:
         raise FxprofError(f"bad --device {args.device!r}: {exc}") from exc
     if device.type == "cuda" and not torch.cuda.is_available():
         raise FxprofError(f"--device {args.device} asked for, but torch.cuda.is_available() is False on this machine; use --device cpu")
+    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
+        raise FxprofError(f"--device {args.device}: this machine has {torch.cuda.device_count()} CUDA device(s) (cuda:0...)")
     specs = [parse_input(s) for s in (args.input or [DEFAULT_IMAGE_INPUT])]
     if args.threads is not None:
         if args.threads < 1:
@@ -151,8 +164,12 @@ def _cmd_profile(args: argparse.Namespace) -> int:
         if path:
             _check_writable(path)
 
-    model = load_model(args.model).eval().to(device=device, dtype=dtype)
-    inputs = [make_input(shape, dt, dtype, device) for shape, dt in specs]
+    model = load_model(args.model).eval()
+    try:
+        model = model.to(device=device, dtype=dtype)
+        inputs = [make_input(shape, dt, dtype, device) for shape, dt in specs]
+    except (RuntimeError, AssertionError) as exc:
+        raise FxprofError(f"cannot put the model and inputs on {device} as {args.dtype}: {exc}") from exc
     try:
         prof = profile(model, *inputs, warmup=args.warmup, iters=args.iters, timer=args.timer, name=args.model, progress=not args.quiet, capture=args.capture, mode=args.mode)
     except BaseException as exc:
@@ -233,12 +250,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("fxprof: interrupted", file=sys.stderr)
         return 130
-    except (FxprofError, ValueError, TypeError, OSError, ImportError) as exc:
+    except Exception as exc:  # every failure is one line; --debug shows the traceback
         if args.debug:
             traceback.print_exc()
         text = str(exc).strip()
         if isinstance(exc, OSError) and not isinstance(exc, FxprofError) and exc.filename:
             text = f"cannot read {exc.filename!r}: {exc.strerror}"
+        elif not isinstance(exc, (FxprofError, ValueError, TypeError, OSError, ImportError)):
+            text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
         # one line: multi-line messages (a node error lists what the node received) are joined
         line = "; ".join(part.strip() for part in text.splitlines() if part.strip()) or type(exc).__name__
         print(f"fxprof: error: {line}", file=sys.stderr)

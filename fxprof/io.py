@@ -194,7 +194,7 @@ def load_profile(path: str | os.PathLike) -> "Profile":
             for i, n in enumerate(nodes)
         }
         return Profile.from_recording(nodes, recording, data.get("meta") or {}, anatomy)
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
         raise ProfileFormatError(f"{path!r} is a damaged fxprof profile: {type(exc).__name__}: {exc}") from exc
 
 

@@ -42,7 +42,7 @@ class _IsolatedInterpreter(fx.Interpreter):
     def _static_reason(self, n: fx.Node) -> str | None:
         if n.op in ("placeholder", "output", "get_attr"):
             return f"{n.op}: no work to repeat"
-        if self.kinds.get(self.prefix + n.name, "") in _RANDOM_KINDS:
+        if self._random(n):
             return "random: re-running would consume random numbers"
         try:
             impure = n.is_impure()
@@ -51,6 +51,19 @@ class _IsolatedInterpreter(fx.Interpreter):
         if impure:
             return "impure: torch.fx marks it side-effectful"
         return None
+
+    def _random(self, n: fx.Node) -> bool:
+        kind = self.kinds.get(self.prefix + n.name, "")
+        if kind not in _RANDOM_KINDS:
+            return False
+        if not kind.endswith("dropout"):
+            return True
+        # Dropout draws random numbers only in training: a module's own flag, or the
+        # functional form's training argument (F.dropout(x, p, training); aten.dropout(x, p, train)).
+        if n.op == "call_module":
+            return bool(self.module.get_submodule(str(n.target)).training)
+        flag = n.kwargs.get("training", n.kwargs.get("train", n.args[2] if len(n.args) > 2 else True))
+        return bool(flag) if isinstance(flag, bool) else True
 
     def _mutates(self, n: fx.Node, args: tuple, kwargs: dict) -> bool:
         clones_args, clones_kwargs = clone_tensors(args), clone_tensors(kwargs)

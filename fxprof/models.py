@@ -46,16 +46,24 @@ def load_model(spec: str) -> nn.Module:
             raise FxprofError(f"bad model {spec!r}: cannot import {where!r}")
         module = importlib.util.module_from_spec(loader_spec)
         sys.modules[module_name] = module
-        loader_spec.loader.exec_module(module)
+        try:
+            loader_spec.loader.exec_module(module)
+        except Exception as exc:  # a syntax error, a failing import inside the file...
+            raise FxprofError(f"bad model {spec!r}: importing {where!r} raised {type(exc).__name__}: {exc}") from exc
     else:
         try:
             module = importlib.import_module(where)
         except ImportError as exc:
             raise FxprofError(f"bad model {spec!r}: cannot import module {where!r} ({exc})") from exc
+        except Exception as exc:
+            raise FxprofError(f"bad model {spec!r}: importing {where!r} raised {type(exc).__name__}: {exc}") from exc
     factory = getattr(module, factory_name, None)
     if factory is None:
         raise FxprofError(f"bad model {spec!r}: {where!r} has no attribute {factory_name!r}")
-    model = factory() if callable(factory) and not isinstance(factory, nn.Module) else factory
+    try:
+        model = factory() if callable(factory) and not isinstance(factory, nn.Module) else factory
+    except Exception as exc:
+        raise FxprofError(f"bad model {spec!r}: {factory_name}() raised {type(exc).__name__}: {exc}") from exc
     if not isinstance(model, nn.Module):
         raise FxprofError(
             f"bad model {spec!r}: {factory_name}() returned {type(model).__name__}, not an nn.Module "

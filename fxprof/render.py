@@ -63,7 +63,9 @@ def render_header(profile: "Profile") -> str:
             )
     else:
         lines.append("no timed runs recorded")
-    if meta.get("incomplete"):
+    if meta.get("incomplete") and meta.get("mode") == "isolated":
+        lines.append("INCOMPLETE: interrupted before every node was re-run")
+    elif meta.get("incomplete"):
         lines.append(f"INCOMPLETE: {profile.num_runs} of {meta.get('requested_iters', '?')} requested runs completed")
     return "\n".join(lines)
 

@@ -9,6 +9,13 @@ __all__ = ["group_by", "GROUP_KEYS", "ROOT", "scope_at_depth"]
 GROUP_KEYS = ("op", "module_type", "range", "scope", "graph")
 #: the label of nodes that sit at the model's root (no enclosing module) in scope roll-ups
 ROOT = "(root)"
+#: the label of graph plumbing: inputs (under dynamo these include the lifted parameters),
+#: attribute reads (export's parameters), outputs and export's guard check
+PLUMBING = "(graph)"
+
+
+def _plumbing(table: pd.DataFrame) -> pd.Series:
+    return table["op"].isin(["placeholder", "get_attr", "output"]) | (table["kind"] == "guards_fn")
 
 
 def scope_at_depth(scope: str, depth: int) -> str:
@@ -23,8 +30,9 @@ def _labels(table: pd.DataFrame, key: str, depth: int) -> pd.Series:
         return table["kind"]
     if key == "module_type":
         functional = table["op"].isin(["call_function", "call_method"])
-        labels = table["module_type"].where(table["module_type"] != "", "(graph)")
-        return labels.mask(functional & (table["module_type"] == ""), "(function)")
+        labels = table["module_type"].where(table["module_type"] != "", PLUMBING)
+        labels = labels.mask(functional & (table["module_type"] == ""), "(function)")
+        return labels.mask(_plumbing(table), PLUMBING)
     if key == "range":
         return table["range"].where(table["range"] != "", "(no range)")
     if key == "graph":
@@ -32,7 +40,7 @@ def _labels(table: pd.DataFrame, key: str, depth: int) -> pd.Series:
     if key == "scope":
         if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
             raise ValueError(f"depth must be an integer >= 1, got {depth!r}")
-        return table["scope"].map(lambda s: scope_at_depth(s, depth))
+        return table["scope"].map(lambda s: scope_at_depth(s, depth)).mask(_plumbing(table), PLUMBING)
     raise ValueError(f"cannot group by {key!r}; choose one of {', '.join(GROUP_KEYS)}")
 
 
@@ -49,6 +57,9 @@ def group_by(table: pd.DataFrame, key: str = "op", depth: int = 1) -> pd.DataFra
         ``"scope"``: the module path cut to ``depth`` parts (depth 1: ``layer1``; depth 2:
             ``layer1.0``). A module's group includes the functional nodes inside it (a
             BasicBlock's residual ``add`` counts to its block); nodes at the root are ``(root)``.
+            Graph plumbing (inputs, outputs, attribute reads: under dynamo and export these
+            carry the parameters) is ``(graph)`` in scope and module-type roll-ups, so that a
+            module's node count is the same whichever capture made the graph.
 
     Returns:
         A DataFrame indexed by the group label (index name = ``key``), sorted by ``pct``

@@ -13,7 +13,7 @@ from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 import fxprof
-from fxprof.anatomy import describe_shape
+from fxprof.anatomy import anatomy_pass, describe_shape
 from fxprof.interpreter import Recording
 from fxprof.nodes import NodeInfo
 
@@ -99,8 +99,8 @@ def test_rollup_shares_and_residual_adds_land_in_their_blocks(resnet_prof):
     assert depth2.loc["layer1.0", "mean_ms"] == pytest.approx(block["mean_ms"].sum())
     depth1 = resnet_prof.group_by("scope", depth=1)
     assert depth1.loc["layer1", "nodes"] == 14
-    # root nodes are reported, not dropped: the placeholder, flatten and output
-    assert depth1.loc["(root)", "nodes"] == 3
+    # root nodes are reported, not dropped: flatten; the input and output are graph plumbing
+    assert depth1.loc["(root)", "nodes"] == 1 and depth1.loc["(graph)", "nodes"] == 2
     assert depth1.loc["layer4", "flops"] == df.loc[df["scope"].str.startswith("layer4"), "flops"].sum()
     ops = resnet_prof.group_by("op")
     assert ops.loc["add", "nodes"] == 8 and ops.loc["conv2d", "nodes"] == 20
@@ -178,12 +178,21 @@ def test_anatomy_columns_round_trip_through_csv_and_json(resnet_prof, tmp_path):
 
 
 def test_metadata_passes_change_nothing(resnet18):
-    model = copy.deepcopy(resnet18).train()
+    model = copy.deepcopy(resnet18).eval()
     x = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        expected = model(x)
     before = {k: v.clone() for k, v in model.state_dict().items()}
     fxprof.profile(model, x, warmup=0, iters=1, anatomy=True)
     for key, value in model.state_dict().items():
         assert torch.equal(value, before[key]), key
+    with torch.no_grad():
+        torch.testing.assert_close(model(x), expected, rtol=0, atol=0)
+        # the pass itself returns exactly what the model returns, and leaves its input alone
+        x_copy = x.clone()
+        out, records = anatomy_pass()(fxprof.trace(model), "", (x,))
+    torch.testing.assert_close(out, expected, rtol=0, atol=0)
+    assert torch.equal(x, x_copy) and len(records) == 71
 
 
 def test_a_failing_anatomy_pass_keeps_the_timings(monkeypatch):

@@ -124,6 +124,14 @@ def files(tmp_path):
         "foreign_json": _write(tmp_path / "foreign.json", '{"traceEvents": []}'),
         "foreign_csv": _write(tmp_path / "foreign.csv", "a,b\n1,2\n"),
         "not_a_factory": _write(tmp_path / "nf.py", "def build():\n    return 42\n"),
+        "syntax_error": _write(tmp_path / "se.py", "def build(:\n"),
+        "raising_factory": _write(tmp_path / "rf.py", "def build():\n    raise RuntimeError('no weights here')\n"),
+        "damaged": _write(tmp_path / "damaged.json", '{"format": "fxprof.profile", "version": 1, "meta": {}, '
+                          '"nodes": [{"name": "a", "op": "call_function", "target": "f", "kind": "f", "module_type": "", '
+                          '"scope": "", "range": "", "graph": ""}], "samples": {"node": ["a"], "run": [0], "time_ms": [1.0], '
+                          '"host_ms": [1.0], "start_ms": [0.0], "host_start_ms": [0.0]}, '
+                          '"runs": {"run": [0], "total_ms": [1.0], "host_ms": [1.0], "start_ms": [0.0]}, '
+                          '"anatomy": {"flops": []}}'),
     }
 
 
@@ -146,6 +154,13 @@ def files(tmp_path):
     (["show", "{foreign_csv}"], "is not an fxprof per-node CSV"),
     (["compare", "{foreign_csv}", "{foreign_json}"], "is not an fxprof per-node CSV"),
     (["profile", "resnet18", "--top", "-1"], "bad --top -1"),
+    (["profile", "resnet18", "--sort", "speed"], "bad --sort 'speed'"),
+    (["profile", "resnet18", "--columns", "median_ms,vibes"], "bad --columns vibes"),
+    (["profile", "resnet18", "--group-by", "op", "--columns", "pct"], "--sort and --columns apply to the node table"),
+    (["profile", "{syntax_error}:build"], "raised SyntaxError"),
+    (["profile", "{raising_factory}:build"], "build() raised RuntimeError: no weights here"),
+    (["profile", "resnet18", "--device", "mps"], "cannot put the model and inputs on mps"),
+    (["show", "{damaged}"], "is a damaged fxprof profile"),
 ])
 def test_errors_are_one_clear_line_and_exit_2(args, message, files):
     result = run(*[a.format(**files) for a in args])

@@ -105,3 +105,18 @@ def test_isolated_mode_on_a_real_model(resnet18):
 def test_bad_mode_and_kernel_with_isolated_are_refused():
     with pytest.raises(ValueError, match="unknown mode 'fast'"):
         fxprof.profile(nn.Linear(2, 2), torch.ones(2), mode="fast")
+
+
+def test_dropout_in_eval_mode_is_not_random_and_is_re_run():
+    model = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5))
+    evaluating = fxprof.profile(model.eval(), torch.ones(2, 4), warmup=0, iters=3, mode="isolated", anatomy=False)
+    assert evaluating.df.loc["_1", "skip_reason"] == "" and evaluating.df.loc["_1", "calls"] == 3
+    training = fxprof.profile(model.train(), torch.ones(2, 4), warmup=0, iters=3, mode="isolated", anatomy=False)
+    assert training.df.loc["_1", "skip_reason"].startswith("random")
+
+    class Functional(nn.Module):
+        def forward(self, x):
+            return torch.nn.functional.dropout(x, 0.5, False) + torch.nn.functional.dropout(x, 0.5, True)
+
+    df = fxprof.profile(Functional(), torch.ones(2, 4), warmup=0, iters=2, mode="isolated", anatomy=False).df
+    assert df.loc["dropout", "skip_reason"] == "" and df.loc["dropout_1", "skip_reason"].startswith("random")

@@ -134,7 +134,7 @@ def test_plot_groups_draws_one_bar_per_group(clock):
     assert _bar_widths(ax)[0] == 100.0 and _ytick_labels(ax)[0] == "work"
     assert len(ax.patches) == len(prof.group_by("op")) == 7
     ax = fxprof.plot_groups(prof.df, key="scope", depth=1)
-    assert _ytick_labels(ax) == ["head", "stem", "(root)"] and _bar_widths(ax) == [75.0, 25.0, 0.0]
+    assert _ytick_labels(ax) == ["head", "stem", "(graph)", "(root)"] and _bar_widths(ax) == [75.0, 25.0, 0.0, 0.0]
     assert "scope (depth 1)" in ax.get_title() and "%" in ax.get_xlabel()
     ax = fxprof.plot_groups(prof, n=2)
     assert len(ax.patches) == 2 and "top 2 of 7" in ax.get_title()

@@ -14,7 +14,7 @@ from torch import fx, nn
 import fxprof
 
 WIDTH = 6
-OPS = ["linear", "relu_module", "relu", "add", "mul_scalar", "tanh_method", "chunk_cat", "add_inplace", "sum_keep"]
+OPS = ["linear", "relu_module", "relu", "add", "mul_scalar", "tanh_method", "chunk_cat", "add_inplace", "sum_keep", "relu_inplace_alias"]
 
 
 def build(ops: list[str], picks: list[int]) -> fx.GraphModule:
@@ -46,6 +46,11 @@ def build(ops: list[str], picks: list[int]) -> fx.GraphModule:
         elif op == "add_inplace":
             fresh = graph.call_method("clone", (a,))
             out = graph.call_method("add_", (fresh, 1.0))
+        elif op == "relu_inplace_alias":
+            # in place on a value other nodes may still read (not a fresh clone): aliasing
+            if a.op == "placeholder":
+                a = graph.call_method("clone", (a,))
+            out = graph.call_method("relu_", (a,))
         else:  # sum_keep: a reduction broadcast back
             s = graph.call_method("sum", (a,), {"dim": 1, "keepdim": True})
             out = graph.call_function(operator.add, (a, s))

@@ -158,3 +158,54 @@ def test_recompiles_during_timed_runs_are_reported():
     prof = fxprof.profile(Recompiles(), torch.ones(2, 4), warmup=0, iters=3, capture="dynamo")
     assert "recompiled" in prof.meta["capture_note"]
     assert "recompiled" in prof.summary()
+
+
+def test_an_interrupt_in_the_untimed_passes_keeps_every_timed_run(monkeypatch):
+    def interrupted_pass(*args, **kwargs):
+        def run(gm, label, inputs):
+            raise KeyboardInterrupt
+        return run
+
+    monkeypatch.setattr(fxprof.api, "anatomy_pass", interrupted_pass)
+    with pytest.raises(KeyboardInterrupt) as info:
+        fxprof.profile(nn.Linear(4, 4), torch.ones(2, 4), warmup=1, iters=6)
+    kept = info.value.profile
+    assert kept.num_runs == 6 and (kept.df["calls"] == 6).all()
+    assert "interrupted in the untimed passes" in kept.meta["capture_note"]
+
+
+def test_an_interrupt_in_isolated_mode_keeps_the_nodes_already_measured():
+    class Stops(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Linear(4, 4)
+            self.b = nn.Linear(4, 4)
+            self.calls = 0
+
+        def forward(self, x):
+            return self.b(torch.relu(self.a(x)))
+
+    model = Stops()
+    count = []
+
+    def hook(module, inputs):
+        count.append(1)
+        if len(count) == 1 + 1 + 1 + 3 + 2:  # warm-up, clone check, real run, 3 repeats of a; then b's check...
+            raise KeyboardInterrupt
+
+    model.b.register_forward_pre_hook(lambda m, i: hook(m, i))
+    model.a.register_forward_pre_hook(lambda m, i: count.append(1))
+    with pytest.raises(KeyboardInterrupt) as info:
+        fxprof.profile(model, torch.ones(2, 4), warmup=1, iters=3, mode="isolated")
+    kept = info.value.profile
+    assert kept.meta["incomplete"] and kept.df.loc["a", "calls"] == 3
+    assert "INCOMPLETE" in kept.summary()
+
+
+def test_memory_on_the_cpu_is_refused_before_anything_runs():
+    runs = []
+    model = nn.Linear(4, 4)
+    model.register_forward_hook(lambda *a: runs.append(1))
+    with pytest.raises(ValueError, match="memory=True measures the CUDA caching allocator"):
+        fxprof.profile(model, torch.ones(2, 4), iters=50, memory=True)
+    assert runs == []

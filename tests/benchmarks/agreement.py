@@ -4,7 +4,9 @@
 
 fxprof's per-node medians (cpu timer; on the GPU, cuda event time) against the same nodes'
 times from torch.profiler: on the CPU, the CPU time of a record_function range around each
-node; on the GPU, the summed CUDA kernel time launched inside the range (timer="kernel").
+node; on the GPU, the summed CUDA kernel time launched inside the range. The two come from
+separate runs of the same graph that alternate in rounds (fxprof's runs are never under the
+profiler).
 Per model: median relative error over all nodes and over the hot nodes (>= 1% of the time),
 time-weighted error (sum |a-b| / sum b), and Spearman rank correlation over nodes. On the CPU a
 profiler range also holds its own enter/exit cost; that floor is estimated from the nodes that
@@ -15,6 +17,7 @@ time-weighted errors are also given after subtracting it ("corrected").
 from __future__ import annotations
 
 import argparse
+from collections import defaultdict
 
 import numpy as np
 import pandas as pd
@@ -24,34 +27,44 @@ from torch.profiler import ProfilerActivity
 import fxprof
 from fxprof.bridge import times_from_events
 from fxprof.interpreter import ProfilingInterpreter, Recorder
+from fxprof.timers import CpuTimer, CudaEventTimer
 
 from common import MODELS, build, env, print_table, spearman, write_json
 
 
-def cpu_pair(name: str, size: int, iters: int) -> tuple[pd.DataFrame, list[str]]:
-    model, x = build(name, size)
-    prof = fxprof.profile(model, x, warmup=3, iters=iters, anatomy=False)
-    ours = prof.df["median_ms"]
+def pair(name: str, size: int, iters: int, device: str, rounds: int = 4) -> tuple[pd.DataFrame, list[str]]:
+    """Per node: fxprof's median (cpu timer, or cuda events on a GPU) and the profiler's median
+    (the range's CPU time, or the kernel time launched inside it on a GPU), from two
+    interpreters over the same graph that alternate in ``rounds``: fxprof's runs are never
+    under the profiler, and machine drift hits both alike."""
+    model, x = build(name, size, device)
     gm = fxprof.trace(model)
-    recorder = Recorder(node_ranges=True)
-    interp = ProfilingInterpreter(gm, recorder=recorder)
+    cuda = device.startswith("cuda")
+    timer = CudaEventTimer(device) if cuda else CpuTimer()
+    plain = ProfilingInterpreter(gm, recorder=Recorder(timer))
+    ranged = ProfilingInterpreter(gm, recorder=Recorder(timer, node_ranges=True))
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    per_round = max(1, iters // rounds)
+    theirs: dict[str, list[float]] = defaultdict(list)
     with torch.no_grad():
         for _ in range(3):
-            interp.run(x)
-        with torch.profiler.profile(activities=[ProfilerActivity.CPU]) as p:
-            for _ in range(iters):
-                interp.run(x)
-    theirs = pd.Series({k: float(np.median([c for c, _ in v])) for k, v in times_from_events(p.events()).items()})
-    trivial = [n.name for n in gm.graph.nodes if n.op in ("placeholder", "output")]
-    return pd.concat([ours, theirs], axis=1, keys=["fxprof_ms", "profiler_ms"]).dropna(), trivial
-
-
-def gpu_pair(name: str, size: int, iters: int) -> tuple[pd.DataFrame, list[str]]:
-    model, x = build(name, size, "cuda")
-    prof = fxprof.profile(model, x, warmup=5, iters=iters, timer="kernel", anatomy=False, memory=False)
-    df = prof.df
-    # kernel time has no range floor: CUPTI times the kernels themselves
-    return pd.DataFrame({"fxprof_ms": df["median_ms"], "profiler_ms": df["kernel_median_ms"]}).dropna(), []
+            plain.run(x)
+            ranged.run(x)
+        plain.reset()
+        for _ in range(rounds):
+            for _ in range(per_round):
+                plain.run(x)
+            with torch.profiler.profile(activities=activities) as prof:
+                for _ in range(per_round):
+                    ranged.run(x)
+            for node, values in times_from_events(prof.events()).items():
+                theirs[node] += [dev if cuda else cpu for cpu, dev in values]
+    rec = plain.recording
+    ours = pd.DataFrame({"node": rec.node, "ms": rec.time_ms}).groupby("node")["ms"].median()
+    profiler = pd.Series({k: float(np.median(v)) for k, v in theirs.items()})
+    # on the CPU a range holds its own enter/exit cost; kernel time (CUPTI) has no such floor
+    trivial = [] if cuda else [n.name for n in gm.graph.nodes if n.op in ("placeholder", "output")]
+    return pd.concat([ours, profiler], axis=1, keys=["fxprof_ms", "profiler_ms"]).dropna(), trivial
 
 
 def summarize(name: str, pair: pd.DataFrame, trivial: list[str]) -> dict:
@@ -85,9 +98,9 @@ def main(argv=None) -> dict:
     args = parser.parse_args(argv)
     rows = []
     for name in args.models.split(","):
-        pair, trivial = gpu_pair(name, args.size, args.iters) if args.device.startswith("cuda") else cpu_pair(name, args.size, args.iters)
-        rows.append(summarize(name, pair, trivial))
-    what = "kernel time (CUPTI) vs cuda event time" if args.device.startswith("cuda") else "profiler range CPU time vs fxprof cpu timer"
+        table, trivial = pair(name, args.size, args.iters, args.device)
+        rows.append(summarize(name, table, trivial))
+    what = "profiler kernel time (CUPTI) vs fxprof cuda event time" if args.device.startswith("cuda") else "profiler range CPU time vs fxprof cpu timer"
     print(env(args.device))
     print_table(f"agreement with torch.profiler: {what}, 1x3x{args.size}x{args.size}", rows)
     payload = {"env": env(args.device), "agreement": rows}

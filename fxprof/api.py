@@ -6,19 +6,18 @@ import contextlib
 import datetime as _dt
 import inspect
 import platform
-import re
 import warnings
 from typing import Any, Iterable, Iterator
 
 import torch
-from torch import fx, nn
+from torch import nn
 
 from . import __version__
 from ._tree import clone_tensors
 from .errors import describe_value
 from .anatomy import anatomy_pass, memory_pass
 from .bridge import times_from_events
-from .capture import CAPTURES, Capture, GraphCapture, capture_model
+from .capture import CAPTURES, Capture, capture_model
 from .interpreter import Recorder
 from .isolated import isolated_pass
 from .profile import Profile
@@ -115,18 +114,9 @@ def profile(
 
     captured = capture_model(model, args, kwargs, capture, concrete_args=concrete_args, leaf_modules=leaf_modules)
     try:
-        if isinstance(captured, GraphCapture) and captured.kind == "export":
-            if model_kwargs is None:
-                _refuse_ambiguous_keywords(_signature_names(captured.gm), explicit)
-            call_args, call_kwargs = _bind_by_signature(captured.gm, args, kwargs), {}
-        elif isinstance(captured, GraphCapture):
-            if model_kwargs is None:
-                _refuse_ambiguous_keywords(_placeholder_names(captured.gm), explicit)
-            call_args, call_kwargs = _bind_inputs(captured.gm, args, kwargs), {}
-        else:
-            if model_kwargs is None:
-                _refuse_ambiguous_keywords(_signature_names(model), explicit)
-            call_args, call_kwargs = tuple(args), dict(kwargs)
+        if model_kwargs is None:
+            _refuse_ambiguous_keywords(captured.input_names(), explicit)
+        call_args, call_kwargs = captured.bind(args, kwargs)
         inputs = call_args + tuple(call_kwargs.values())
         held = list(captured.module.parameters()) + list(captured.module.buffers())
         _check_devices(held, inputs)
@@ -213,14 +203,8 @@ def _isolated(captured: Capture, timer: Timer, repeats: int, inputs: tuple, reco
     skips: dict[str, str] = {}
     kinds = {n.name: n.kind for n in captured.nodes}
     args, kwargs = _fresh(inputs)
+    # no whole runs here: the samples' run index is the repeat, and the runs table stays empty
     captured.run_pass(isolated_pass(timer, repeats, rec, skips, kinds), args, kwargs)
-    # A "run" here is one repeat over every node: its total is the sum of its node times.
-    per_repeat = [0.0] * repeats
-    host = [0.0] * repeats
-    for r, t, h in zip(rec.run, rec.time_ms, rec.host_ms):
-        per_repeat[r] += t
-        host[r] += h
-    rec.run_total_ms, rec.run_host_ms, rec.run_start_ms = per_repeat, host, [0.0] * repeats
     return {node: {"skip_reason": reason} for node, reason in skips.items()}
 
 
@@ -317,17 +301,6 @@ def _check_count(label: str, value: Any, minimum: int) -> None:
         raise ValueError(f"{label} must be >= {minimum}, got {value}")
 
 
-def _placeholder_names(gm: fx.GraphModule) -> set[str]:
-    return {re.sub(r"_\d+$", "", str(n.target)) for n in gm.graph.nodes if n.op == "placeholder"}
-
-
-def _signature_names(model: nn.Module) -> set[str]:
-    try:
-        return set(inspect.signature(model.forward).parameters)
-    except (TypeError, ValueError):
-        return set()
-
-
 def _check_devices(held: list[torch.Tensor], inputs: tuple) -> None:
     """Inputs on another device than a model whose tensors all sit on one device."""
     held_devices = {t.device for t in held}
@@ -352,65 +325,6 @@ def _refuse_ambiguous_keywords(inputs: set[str], explicit: set[str]) -> None:
             f"model, so it is not clear which you meant; pass the model's inputs as "
             f"model_kwargs={{...}} (then every other keyword is a profile option)"
         )
-
-
-def _bind_by_signature(gm: fx.GraphModule, args: tuple, kwargs: dict[str, Any]) -> tuple:
-    """Inputs in the positional structure of the module's ``forward`` (an exported module
-    flattens nested inputs, dicts and tuples of tensors, itself)."""
-    signature = inspect.signature(gm.forward)
-    try:
-        bound = signature.bind(*args, **kwargs)
-    except TypeError as exc:
-        raise ValueError(f"the inputs do not fit the model's forward{signature}: {exc}") from exc
-    bound.apply_defaults()
-    if bound.kwargs:
-        raise ValueError(f"keyword-only inputs {', '.join(map(repr, bound.kwargs))} are not supported with capture='export'")
-    return tuple(bound.args)
-
-
-def _bind_inputs(gm: fx.GraphModule, args: tuple, kwargs: dict[str, Any]) -> tuple:
-    """Order positional and keyword inputs as the graph's placeholders expect them.
-
-    A ``*args`` placeholder takes every remaining positional input. A placeholder that
-    ``concrete_args`` specialised is named with a suffix (``bias`` becomes ``bias_1``); it
-    accepts its original keyword too.
-    """
-    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    names = [str(p.target) for p in placeholders]
-    positional = list(args)
-    remaining = dict(kwargs)
-    values: list[Any] = []
-    for p in placeholders:
-        key = str(p.target)
-        if key.startswith("**"):
-            values.append(remaining)
-            remaining = {}
-        elif key.startswith("*"):
-            values.extend(positional)
-            positional = []
-        elif positional:
-            values.append(positional.pop(0))
-        else:
-            original = re.sub(r"_\d+$", "", key)
-            if key in remaining:
-                values.append(remaining.pop(key))
-            elif original != key and original in remaining:
-                values.append(remaining.pop(original))
-            elif p.args:  # the placeholder's default value
-                values.append(p.args[0])
-            else:
-                raise ValueError(f"missing input {key!r}: the model's inputs are {', '.join(names)}")
-    if positional:
-        raise ValueError(
-            f"the model takes {len(placeholders)} input(s) ({', '.join(names) or 'none'}) "
-            f"but {len(args)} positional input(s) were given"
-        )
-    if remaining:
-        raise ValueError(
-            f"unexpected keyword input(s) {', '.join(map(repr, remaining))}; the model's inputs "
-            f"are {', '.join(names) or 'none'}"
-        )
-    return tuple(values)
 
 
 def _fresh(values: tuple) -> tuple:

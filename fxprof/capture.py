@@ -18,6 +18,8 @@ describes its nodes (:attr:`Capture.nodes`).
 from __future__ import annotations
 
 import contextlib
+import inspect
+import re
 import threading
 from typing import Any, Callable, Iterator
 
@@ -80,6 +82,14 @@ class Capture:
         """What holds the parameters and buffers that the runs use."""
         raise NotImplementedError
 
+    def bind(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        """The inputs as :meth:`run` takes them: ``(positional, keyword)``."""
+        return tuple(args), dict(kwargs)
+
+    def input_names(self) -> set[str]:
+        """The names of the model's inputs (to catch keywords that are also profile options)."""
+        return _signature_names(self.module)
+
     def run(self, recorder: Recorder, args: tuple, kwargs: dict) -> Any:
         """One profiled run: every node's marks go to ``recorder``."""
         raise NotImplementedError
@@ -113,6 +123,18 @@ class GraphCapture(Capture):
     def module(self) -> nn.Module:
         return self.gm
 
+    def bind(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        # An exported module flattens nested inputs (dicts, tuples of tensors) itself, from
+        # its forward's signature; other graphs take one value per placeholder.
+        if self.kind == "export":
+            return _bind_by_signature(self.gm, args, kwargs), {}
+        return _bind_inputs(self.gm, args, kwargs), {}
+
+    def input_names(self) -> set[str]:
+        if self.kind == "export":
+            return _signature_names(self.gm)
+        return {re.sub(r"_\d+$", "", str(n.target)) for n in self.gm.graph.nodes if n.op == "placeholder"}
+
     def run(self, recorder: Recorder, args: tuple, kwargs: dict) -> Any:
         if self._interpreter is None or self._interpreter.recorder is not recorder:
             self._interpreter = ProfilingInterpreter(self.gm, recorder=recorder)
@@ -124,6 +146,73 @@ class GraphCapture(Capture):
 
     def close(self) -> None:
         self._interpreter = None
+
+
+# ----------------------------------------------------------------------- inputs
+def _signature_names(module: nn.Module) -> set[str]:
+    try:
+        return set(inspect.signature(module.forward).parameters)
+    except (TypeError, ValueError):
+        return set()
+
+
+def _bind_by_signature(gm: fx.GraphModule, args: tuple, kwargs: dict[str, Any]) -> tuple:
+    """Inputs in the positional structure of the module's ``forward`` (an exported module
+    flattens nested inputs, dicts and tuples of tensors, itself)."""
+    signature = inspect.signature(gm.forward)
+    try:
+        bound = signature.bind(*args, **kwargs)
+    except TypeError as exc:
+        raise ValueError(f"the inputs do not fit the model's forward{signature}: {exc}") from exc
+    bound.apply_defaults()
+    if bound.kwargs:
+        raise ValueError(f"keyword-only inputs {', '.join(map(repr, bound.kwargs))} are not supported with capture='export'")
+    return tuple(bound.args)
+
+
+def _bind_inputs(gm: fx.GraphModule, args: tuple, kwargs: dict[str, Any]) -> tuple:
+    """Order positional and keyword inputs as the graph's placeholders expect them.
+
+    A ``*args`` placeholder takes every remaining positional input. A placeholder that
+    ``concrete_args`` specialised is named with a suffix (``bias`` becomes ``bias_1``); it
+    accepts its original keyword too.
+    """
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    names = [str(p.target) for p in placeholders]
+    positional = list(args)
+    remaining = dict(kwargs)
+    values: list[Any] = []
+    for p in placeholders:
+        key = str(p.target)
+        if key.startswith("**"):
+            values.append(remaining)
+            remaining = {}
+        elif key.startswith("*"):
+            values.extend(positional)
+            positional = []
+        elif positional:
+            values.append(positional.pop(0))
+        else:
+            original = re.sub(r"_\d+$", "", key)
+            if key in remaining:
+                values.append(remaining.pop(key))
+            elif original != key and original in remaining:
+                values.append(remaining.pop(original))
+            elif p.args:  # the placeholder's default value
+                values.append(p.args[0])
+            else:
+                raise ValueError(f"missing input {key!r}: the model's inputs are {', '.join(names)}")
+    if positional:
+        raise ValueError(
+            f"the model takes {len(placeholders)} input(s) ({', '.join(names) or 'none'}) "
+            f"but {len(args)} positional input(s) were given"
+        )
+    if remaining:
+        raise ValueError(
+            f"unexpected keyword input(s) {', '.join(map(repr, remaining))}; the model's inputs "
+            f"are {', '.join(names) or 'none'}"
+        )
+    return tuple(values)
 
 
 # ------------------------------------------------------------------------ dynamo

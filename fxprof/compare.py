@@ -40,14 +40,12 @@ def compare(a: ProfileOrTable, b: ProfileOrTable) -> pd.DataFrame:
       change in share in percentage points.
     """
     ta, tb = _table(a), _table(b)
-    nodes = list(ta.index) + [n for n in tb.index if n not in ta.index]
-    ia, ib = ta.reindex(nodes), tb.reindex(nodes)
-    in_a = pd.Series(pd.Index(nodes).isin(ta.index), index=nodes)
-    in_b = pd.Series(pd.Index(nodes).isin(tb.index), index=nodes)
-    status = np.where(in_a & in_b, "both", np.where(in_a, "only_a", "only_b"))
-    out = pd.DataFrame(index=pd.Index(nodes, name="node", dtype=str))
-    out["status"] = pd.Series(status, index=out.index, dtype=str)
-    in_a.index, in_b.index = out.index, out.index
+    index = pd.Index(list(ta.index) + [n for n in tb.index if n not in ta.index], name="node", dtype=str)
+    ia, ib = ta.reindex(index), tb.reindex(index)
+    in_a = pd.Series(index.isin(ta.index), index=index)
+    in_b = pd.Series(index.isin(tb.index), index=index)
+    out = pd.DataFrame(index=index)
+    out["status"] = pd.Series(np.where(in_a & in_b, "both", np.where(in_a, "only_a", "only_b")), index=index, dtype=str)
     for col in ("op", "kind", "scope"):
         out[col] = ia[col].where(in_a, ib[col]).fillna("").astype(str)
     out["a_ms"] = ia["median_ms"].astype("float64")

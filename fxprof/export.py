@@ -42,10 +42,10 @@ def chrome_trace_events(profile: "Profile") -> list[dict[str, Any]]:
     ]
     if device_track:
         events.append({"ph": "M", "name": "thread_name", "pid": _PID, "tid": _DEVICE_TID, "args": {"name": f"device ({meta.get('device', 'cuda')})"}})
-    run_start = profile.runs.set_index("run")["start_ms"]
-    for run, start in run_start.items():
-        total = profile.runs.set_index("run").loc[run, "host_ms"]
-        events.append(_span(f"run {run}", "run", start, total, _HOST_TID, {"run": int(run)}))
+    runs = profile.runs.set_index("run")
+    run_start = runs["start_ms"]
+    for run, row in runs.iterrows():
+        events.append(_span(f"run {run}", "run", row["start_ms"], row["host_ms"], _HOST_TID, {"run": int(run)}))
     for row in profile.samples.itertuples(index=False):
         node = info[row.node]
         args = {"run": int(row.run), "op": node.op, "target": node.target, "kind": node.kind, "scope": node.scope}

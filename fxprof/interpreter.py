@@ -23,7 +23,7 @@ from .errors import NodeExecutionError, describe_value
 from .nodes import target_name
 from .timers import CpuTimer, Timer
 
-__all__ = ["ProfilingInterpreter", "Recorder", "Recording"]
+__all__ = ["ProfilingInterpreter", "Recorder", "Recording", "append_marks"]
 
 
 @dataclass
@@ -55,10 +55,27 @@ class Recording:
         return len(self.run_total_ms)
 
 
+def append_marks(rec: Recording, timer: Timer, marks: list[tuple[str, Any, Any, int, int]], runs: list[int],
+                 start: Any, host_start: int) -> None:
+    """Turn raw ``(name, m0, m1, h0, h1)`` marks into samples of ``rec``, in bulk. Call only
+    after the marks are readable (after ``timer.end_run()``). ``start``/``host_start`` are the
+    marks the samples' ``start_ms``/``host_start_ms`` count from."""
+    if not marks:
+        return
+    names, m0s, m1s, h0s, h1s = zip(*marks)
+    count = len(names)
+    rec.node.extend(names)
+    rec.run.extend(runs)
+    rec.time_ms.extend(timer.elapsed_ms_many(m0s, m1s))
+    rec.start_ms.extend(timer.elapsed_ms_many((start,) * count, m0s))
+    rec.host_ms.extend(((np.asarray(h1s, dtype=np.int64) - np.asarray(h0s, dtype=np.int64)) / 1e6).tolist())
+    rec.host_start_ms.extend(((np.asarray(h0s, dtype=np.int64) - host_start) / 1e6).tolist())
+
+
 class Recorder:
     """Run bookkeeping shared by every graph that runs inside one profiled run.
 
-    ``begin_run`` takes the run's first mark; graphs add raw node marks with :meth:`add`;
+    ``begin_run`` takes the run's first mark; graphs add raw node marks with :attr:`append`;
     ``end_run`` takes the last mark, synchronizes once (``timer.end_run()``) and only then
     turns every mark into milliseconds. One recorder can serve several graphs (the pieces of
     a model split by graph breaks), so their nodes share one timeline and one run index.
@@ -87,9 +104,6 @@ class Recorder:
         self._start, self._host_start = self.timer.mark(), self.timer.host_ns()
         self.active = True
 
-    def add(self, name: str, m0: Any, m1: Any, h0: int, h1: int) -> None:
-        self.append((name, m0, m1, h0, h1))
-
     def abort_run(self) -> None:
         """Drop the marks of a failed run. The device is allowed to settle, but a second
         (asynchronous CUDA) error from that synchronization never replaces the error that
@@ -110,15 +124,7 @@ class Recorder:
         index = rec.runs
         if rec.origin_ns is None:
             rec.origin_ns = host_start
-        if self._marks:
-            names, m0s, m1s, h0s, h1s = zip(*self._marks)
-            count = len(names)
-            rec.node.extend(names)
-            rec.run.extend([index] * count)
-            rec.time_ms.extend(timer.elapsed_ms_many(m0s, m1s))
-            rec.start_ms.extend(timer.elapsed_ms_many((start,) * count, m0s))
-            rec.host_ms.extend(((np.asarray(h1s, dtype=np.int64) - np.asarray(h0s, dtype=np.int64)) / 1e6).tolist())
-            rec.host_start_ms.extend(((np.asarray(h0s, dtype=np.int64) - host_start) / 1e6).tolist())
+        append_marks(rec, timer, self._marks, [index] * len(self._marks), start, host_start)
         rec.run_total_ms.append(timer.elapsed_ms(start, end))
         rec.run_host_ms.append((host_end - host_start) / 1e6)
         rec.run_start_ms.append((host_start - rec.origin_ns) / 1e6)

@@ -16,7 +16,6 @@ import stat
 import tempfile
 from typing import TYPE_CHECKING, Any, Callable
 
-import numpy as np
 import pandas as pd
 
 from .errors import ProfileFormatError, ProfileWriteError

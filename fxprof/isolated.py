@@ -23,7 +23,7 @@ import torch
 from torch import fx
 
 from ._tree import clone_tensors, tensors_in
-from .interpreter import Recording
+from .interpreter import Recording, append_marks
 from .timers import Timer
 
 __all__ = ["isolated_pass"]
@@ -90,17 +90,10 @@ class _IsolatedInterpreter(fx.Interpreter):
             m0, h0 = timer.mark(), timer.host_ns()
             method(n.target, args, kwargs)
             h1, m1 = timer.host_ns(), timer.mark()
-            marks.append((m0, m1, h0, h1))
+            marks.append((name, m0, m1, h0, h1))
         timer.end_run()
-        rec = self.recording
-        first, first_host = marks[0][0], marks[0][2]
-        for r, (m0, m1, h0, h1) in enumerate(marks):
-            rec.node.append(name)
-            rec.run.append(r)
-            rec.time_ms.append(timer.elapsed_ms(m0, m1))
-            rec.host_ms.append((h1 - h0) / 1e6)
-            rec.start_ms.append(timer.elapsed_ms(first, m0))
-            rec.host_start_ms.append((h0 - first_host) / 1e6)
+        # sample r is repeat r; start offsets count from the node's first repeat
+        append_marks(self.recording, timer, marks, list(range(self.repeats)), marks[0][1], marks[0][3])
         return result
 
 

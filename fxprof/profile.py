@@ -140,7 +140,8 @@ class Profile:
     @property
     def runs(self) -> pd.DataFrame:
         """One row per timed run: ``run``, ``total_ms`` (timer), ``host_ms`` (host clock),
-        ``start_ms`` (host clock, from the first timed run's start)."""
+        ``start_ms`` (host clock, from the first timed run's start). Empty in isolated mode,
+        which has no whole runs (there a sample's ``run`` is its repeat)."""
         return self._runs.copy()
 
     @property

@@ -28,7 +28,8 @@ def render_header(profile: "Profile") -> str:
     parts = [
         f"fxprof: {meta.get('model', 'model')}",
         f"timer {meta.get('timer', '?')} on {meta.get('gpu') or meta.get('device', '?')}",
-        f"{meta.get('warmup', '?')} warm-up + {profile.num_runs} {'repeats per node' if meta.get('mode') == 'isolated' else 'timed runs'}",
+        f"{meta.get('warmup', '?')} warm-up + "
+        + (f"{meta.get('iters', '?')} repeats per node" if meta.get("mode") == "isolated" else f"{profile.num_runs} timed runs"),
         f"threads {meta.get('threads', '?')}",
         f"torch {meta.get('torch', '?')}",
     ]

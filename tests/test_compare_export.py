@@ -12,7 +12,7 @@ from torch import nn
 import fxprof
 from fxprof.export import chrome_trace_events
 
-from conftest import FakeClock, FakeCostModel, FakeTimer, Work
+from conftest import FakeCostModel, FakeTimer, Work
 
 
 def _profile(clock, **kw):

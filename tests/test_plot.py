@@ -10,7 +10,6 @@ import matplotlib
 matplotlib.use("Agg")  # headless: never open a window
 
 import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402

@@ -10,13 +10,12 @@ import pathlib
 import numpy as np
 import pytest
 import torch
-import torchvision
 from torch import nn
 from torch.profiler import record_function
 
 import fxprof
 
-from conftest import FakeCostModel, FakeTimer
+from conftest import FakeCostModel
 
 GOLDEN = pathlib.Path(__file__).parent / "golden"
 

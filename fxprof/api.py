@@ -18,7 +18,7 @@ from .errors import describe_value
 from .anatomy import anatomy_pass, memory_pass
 from .bridge import times_from_events
 from .capture import CAPTURES, Capture, capture_model
-from .interpreter import Recorder
+from .recording import Recorder
 from .isolated import isolated_pass
 from .profile import Profile
 from .timers import Timer, resolve_timer, tensor_devices

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import pandas as pd
 
 from .errors import ProfileFormatError, ProfileWriteError
-from .interpreter import Recording
+from .recording import Recording
 from .nodes import NodeInfo
 from .anatomy import ANATOMY_COLUMNS
 from .profile import COLUMNS, NODE_COLUMNS, RUN_COLUMNS, SAMPLE_COLUMNS, TABLE_COLUMNS

@@ -23,7 +23,7 @@ import torch
 from torch import fx
 
 from ._tree import clone_tensors, tensors_in
-from .interpreter import Recording, append_marks
+from .recording import Recording, append_marks
 from .timers import Timer
 
 __all__ = ["isolated_pass"]

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from .anatomy import ANATOMY_COLUMNS
-from .interpreter import Recording
+from .recording import Recording
 from .nodes import NodeInfo
 
 __all__ = ["Profile", "sort_table", "COLUMNS", "SAMPLE_COLUMNS", "RUN_COLUMNS", "NODE_COLUMNS", "TABLE_COLUMNS", "LAUNCH_BOUND_RATIO"]

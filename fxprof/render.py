@@ -28,7 +28,7 @@ def render_header(profile: "Profile") -> str:
     parts = [
         f"fxprof: {meta.get('model', 'model')}",
         f"timer {meta.get('timer', '?')} on {meta.get('gpu') or meta.get('device', '?')}",
-        f"{meta.get('warmup', '?')} warm-up + "
+        f"{meta.get('warmup_runs', meta.get('warmup', '?'))} warm-up + "
         + (f"{meta.get('iters', '?')} repeats per node" if meta.get("mode") == "isolated" else f"{profile.num_runs} timed runs"),
         f"threads {meta.get('threads', '?')}",
         f"torch {meta.get('torch', '?')}",
@@ -42,6 +42,11 @@ def render_header(profile: "Profile") -> str:
         lines.append(f"capture: {meta['capture']}" + (f" ({reason})" if reason and reason != "asked for" else ""))
     if meta.get("capture_note"):
         lines.append(f"note: {meta['capture_note']}")
+    from .environment import env_line  # what the numbers depend on, and what could not be timed right
+
+    if env_line(meta):
+        lines.append(env_line(meta))
+    lines.extend(f"note: {note}" for note in meta.get("notes", ()))
     if meta.get("mode") == "isolated":
         skipped = int((profile.anatomy["skip_reason"] != "").sum())
         lines.append(

@@ -13,7 +13,7 @@ from .anatomy import ANATOMY_COLUMNS
 from .recording import Recording
 from .nodes import NodeInfo
 
-__all__ = ["Profile", "sort_table", "COLUMNS", "SAMPLE_COLUMNS", "RUN_COLUMNS", "NODE_COLUMNS", "TABLE_COLUMNS", "LAUNCH_BOUND_RATIO"]
+__all__ = ["Profile", "sort_table", "COLUMNS", "SAMPLE_COLUMNS", "RUN_COLUMNS", "NODE_COLUMNS", "TABLE_COLUMNS", "LAUNCH_IDLE_SHARE"]
 
 #: columns of the raw samples (one row per node per run) and of the per-run table
 SAMPLE_COLUMNS = ("node", "run", "time_ms", "host_ms", "start_ms", "host_start_ms", "kernel_ms")
@@ -53,10 +53,8 @@ COLUMNS: dict[str, str] = {
 }
 TABLE_COLUMNS = tuple(COLUMNS)
 
-#: with the CUDA event timer, a node is launch-bound when its host time is at least this
-#: fraction of its device time (see docs/anatomy.md: event time includes the GPU's wait for
-#: the launch, so a launch-bound node's device time is its host time plus a little).
-LAUNCH_BOUND_RATIO = 0.8
+#: the ``bound`` rule lives in :mod:`fxprof.bound` (stated with its evidence in docs/anatomy.md)
+from .bound import LAUNCH_IDLE_SHARE  # noqa: E402
 
 
 class Profile:
@@ -202,10 +200,11 @@ class Profile:
           CPU up to clock noise; on the GPU, the launch cost).
         - ``kernel_mean_ms``, ``kernel_median_ms``: CUDA kernel time launched inside the node
           (``timer="kernel"``; NaN otherwise): device busy time, without idle gaps.
-        - ``bound``: ``"launch"`` when the GPU waited for Python, else ``"device"``. With
-          ``timer="kernel"``: host time above kernel time. With ``"cuda"``: host time at least
-          :data:`LAUNCH_BOUND_RATIO` of the event time (an event interval includes the GPU's
-          wait for the launch, so it cannot fall below the host time by much). Empty otherwise.
+        - ``bound`` (``"cuda"``/``"kernel"`` timers; empty otherwise): ``"launch"`` when the GPU
+          idled for more than half of the node's stream time waiting for the host to launch
+          it, ``"device"`` when work queued ahead hid the launch, ``"sync"`` when the node
+          synchronized with the device, empty for nodes that launch no device work. See
+          :mod:`fxprof.bound`.
         - ``pct``: the node's share of the summed mean node times (sums to 100).
         - ``cum_pct``: running sum of ``pct`` in the table's order.
         - ``flops``: floating-point operations of one call (``FlopCounterMode``; 0 for ops
@@ -241,15 +240,11 @@ class Profile:
         return table[list(TABLE_COLUMNS)].astype(COLUMNS)
 
     def _bound(self, table: pd.DataFrame) -> pd.Series:
-        timer = self.meta.get("timer")
-        if timer == "kernel":  # kernel time is busy time: host time above it means the GPU waited
-            launch = table["host_mean_ms"] > table["kernel_mean_ms"]
-        elif timer == "cuda":
-            launch = table["host_mean_ms"] >= LAUNCH_BOUND_RATIO * table["mean_ms"]
-        else:
+        from .bound import DEVICE_TIMERS, bound_verdicts
+
+        if self.meta.get("timer") not in DEVICE_TIMERS or self.meta.get("mode") == "isolated":
             return pd.Series("", index=table.index, dtype=str)
-        measured = table["calls"] > 0
-        return pd.Series(np.where(measured, np.where(launch, "launch", "device"), ""), index=table.index, dtype=str)
+        return bound_verdicts(self._samples, table)
 
     def group_by(self, key: str = "op", depth: int = 1) -> pd.DataFrame:
         """Roll node times up by ``key``; see :func:`fxprof.rollup.group_by`."""

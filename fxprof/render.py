@@ -64,8 +64,8 @@ def render_header(profile: "Profile") -> str:
         launch = profile.launch_bound_pct
         if not np.isnan(launch):
             lines.append(
-                f"launch-bound: {launch:.1f}% of node time is in nodes whose host time is close to "
-                f"their device time (the GPU waited for Python)"
+                f"launch-bound: {launch:.1f}% of node time is in nodes where the GPU idled for most of "
+                f"the node, waiting for the host to launch it (bound column; see docs/anatomy.md)"
             )
     else:
         lines.append("no timed runs recorded")

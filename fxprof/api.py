@@ -166,6 +166,10 @@ def profile(
                 if mode == "isolated":
                     records = _isolated(captured, chosen, iters, (call_args, call_kwargs), recorder)
                     meta = {**meta, "mode": "isolated"}
+                    if getattr(chosen, "hold_device", None) is not None:
+                        meta["notes"] = meta.get("notes", []) + [
+                            "isolated on the GPU: a spin kernel queued before each node's repeats keeps the host ahead, "
+                            "so the repeats run back to back and their times are device time, not launch rate"]
                 else:
                     with _kernel_profiler(kernel_time, iters) as kernel_prof:
                         kernel_prof.warm_up(one_run, recorder.reset)  # CUPTI start-up, inside the profiler

@@ -14,6 +14,7 @@ commands:
   profile MODEL   trace MODEL, warm it up, time every node over --iters runs, print hotspots
   show FILE       print a saved profile (.json) or per-node table (.csv) again, re-sorted
   compare A B     compare two saved profiles or tables node by node
+  selfcheck       check fxprof's timers against nodes of known cost on this machine
 """
 
 EXAMPLES = """\
@@ -28,6 +29,7 @@ examples:
   fxprof profile raft_small --input 1x3x128x128 --input 1x3x128x128   # falls back to dynamo
   fxprof show run.json --group-by op
   fxprof compare before.json after.json --top 15
+  fxprof selfcheck --device cuda                         # measured vs known, pass/fail
 """
 
 
@@ -66,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="cpu", help="device for the model and inputs: cpu, cuda, cuda:1 (default: cpu)")
     p.add_argument("--dtype", default="float32", help="dtype of the model and of float inputs: float32, float16, bfloat16, float64 (default: float32)")
     p.add_argument("--warmup", type=int, default=5, help="untimed warm-up runs (default: 5)")
+    p.add_argument("--warmup-ms", type=float, default=None, help="also warm up for at least this many ms (default: 200 on CUDA, 0 on the CPU)")
     p.add_argument("--iters", type=int, default=20, help="timed runs (default: 20)")
     p.add_argument("--timer", default="auto", choices=["auto", "cpu", "cuda", "sync", "kernel"], help="auto: cuda events on a GPU, else the CPU clock; kernel: also CUDA kernel time per node via torch.profiler (default: auto)")
     p.add_argument("--capture", default="auto", choices=["auto", "symbolic", "dynamo", "export"], help="how to get the graph: auto tries symbolic tracing, then dynamo (default: auto)")
@@ -105,7 +108,29 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--top", type=int, default=20, help="rows to show; 0 shows all (default: 20)")
     c.add_argument("--csv", metavar="PATH", help="write the comparison table as CSV")
     c.set_defaults(handler=_cmd_compare)
+
+    k = sub.add_parser(
+        "selfcheck",
+        help="check the timers against nodes of known cost on this machine",
+        description=(
+            "Run small graphs whose node costs are known (CPU spins; on a GPU calibrated sleep kernels, a "
+            "launch-bound chain, a synchronizing node) under every timer that can run here, and print measured "
+            "vs known, the error and the bound verdicts, then PASS or FAIL (exit status 0 or 1)."
+        ),
+    )
+    k.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="what to check (default: cpu)")
+    k.add_argument("--iters", type=int, default=20, help="timed runs per timer (default: 20)")
+    k.set_defaults(handler=_cmd_selfcheck)
     return parser
+
+
+def _cmd_selfcheck(args: argparse.Namespace) -> int:
+    from .errors import FxprofError
+    from .selfcheck import selfcheck
+
+    if args.iters < 1:
+        raise FxprofError(f"bad --iters {args.iters}: must be >= 1")
+    return 0 if selfcheck(device=args.device, iters=args.iters).passed else 1
 
 
 def _columns(text: str | None) -> list[str] | None:
@@ -171,7 +196,7 @@ def _cmd_profile(args: argparse.Namespace) -> int:
     except (RuntimeError, AssertionError) as exc:
         raise FxprofError(f"cannot put the model and inputs on {device} as {args.dtype}: {exc}") from exc
     try:
-        prof = profile(model, *inputs, warmup=args.warmup, iters=args.iters, timer=args.timer, name=args.model, progress=not args.quiet, capture=args.capture, mode=args.mode)
+        prof = profile(model, *inputs, warmup=args.warmup, warmup_ms=args.warmup_ms, iters=args.iters, timer=args.timer, name=args.model, progress=not args.quiet, capture=args.capture, mode=args.mode)
     except BaseException as exc:
         partial = getattr(exc, "profile", None)
         if partial is not None:  # keep what was measured: write it and show it, then fail

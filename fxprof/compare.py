@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Union
 
+import warnings
+
 import numpy as np
 import pandas as pd
 
@@ -39,6 +41,13 @@ def compare(a: ProfileOrTable, b: ProfileOrTable) -> pd.DataFrame:
     - ``a_pct``, ``b_pct``, ``delta_pct``: each side's share of its own node time, and the
       change in share in percentage points.
     """
+    from .environment import differences  # a TF32 run against a full-precision one is no like-for-like
+
+    if not isinstance(a, pd.DataFrame) and not isinstance(b, pd.DataFrame):
+        differ = differences(a.meta, b.meta)
+        if differ:
+            warnings.warn("fxprof.compare: the two profiles were measured differently ("
+                          + "; ".join(differ) + "); differences in time may come from that", stacklevel=2)
     ta, tb = _table(a), _table(b)
     index = pd.Index(list(ta.index) + [n for n in tb.index if n not in ta.index], name="node", dtype=str)
     ia, ib = ta.reindex(index), tb.reindex(index)

@@ -183,6 +183,11 @@ def profile(
                 stage = "untimed passes"
                 records = _merge(records, _untimed_passes(captured, (call_args, call_kwargs), devices, anatomy, memory))
                 meta["notes"] = meta.get("notes", []) + _unwatched_devices(records, chosen)
+                switches = getattr(captured.module, "meta", {}).get("fxprof_dropped_stream_switches")
+                if switches:
+                    meta["notes"] = meta["notes"] + [
+                        f"the model entered torch.cuda.stream(...) {switches} time(s) while being traced; symbolic tracing "
+                        f"drops stream switches, so this graph ran everything on the current stream: its times are not the model's stream overlap"]
             except BaseException as exc:  # KeyboardInterrupt too: hand back what was measured
                 _hand_back(exc, captured, recorder, meta, records, iters, mode, stage)
                 raise

@@ -262,3 +262,19 @@ def test_devices_sort_by_index_not_as_strings():
 
     devices = [torch.device("cuda", 10), torch.device("cuda", 2), torch.device("cuda", 0)]
     assert [d.index for d in sorted(devices, key=_index_key)] == [0, 2, 10]
+
+
+def test_stream_switches_dropped_by_tracing_are_said():
+    # `with torch.cuda.stream(s):` runs at trace time and leaves no node: the graph issues
+    # everything on the current stream, and the profile must say so (a string stands in for
+    # the stream: on the CPU the context's body runs as usual)
+    class SideStream(nn.Module):
+        def forward(self, x):
+            with torch.cuda.StreamContext("side"):
+                y = x + 1
+            return y * 2
+
+    assert fxprof.trace(SideStream()).meta["fxprof_dropped_stream_switches"] == 1
+    prof = fxprof.profile(SideStream(), torch.ones(2), warmup=0, iters=1, anatomy=False)
+    assert any("drops stream switches" in note for note in prof.meta["notes"])
+    assert "note: the model entered torch.cuda.stream(...) 1 time(s)" in prof.summary()

@@ -68,8 +68,9 @@ def profile(
         iters: timed runs (>= 1).
         timer: ``"auto"`` (``"cuda"`` if any parameter, buffer or input is on CUDA, else
             ``"cpu"``), ``"cpu"``, ``"cuda"``, ``"sync"``, ``"kernel"`` (CUDA events plus the
-            kernel time launched inside each node, from ``torch.profiler``), or a
-            :class:`~fxprof.timers.Timer`.
+            device activity each node launched, matched by correlation id in
+            ``torch.profiler``'s trace), or a :class:`~fxprof.timers.Timer`. The CUDA timers
+            watch every CUDA device the model's tensors are on.
         no_grad: run under ``torch.no_grad()`` (default True).
         capture: how to get the graph(s): ``"auto"`` (symbolic tracing, falling back to
             ``"dynamo"`` when it fails, and saying why in ``profile.meta``), ``"symbolic"``

@@ -225,7 +225,8 @@ def _render_groups(groups: pd.DataFrame, key: str, depth: int, top: int | None) 
 
 
 def render_compare(diff: pd.DataFrame, label_a: str = "a", label_b: str = "b", top: int | None = None) -> str:
-    """A comparison from :func:`fxprof.compare` as text, with totals and one-sided nodes."""
+    """A comparison from :func:`fxprof.compare` as text: totals, the whole run's ratio with its
+    interval, the verdict counts, comparability warnings, the table, one-sided nodes."""
     both = diff[diff["status"] == "both"]
     a_total, b_total = float(diff["a_ms"].sum()), float(diff["b_ms"].sum())
     ratio = b_total / a_total if a_total > 0 else float("nan")
@@ -235,11 +236,27 @@ def render_compare(diff: pd.DataFrame, label_a: str = "a", label_b: str = "b", t
         f"summed median node time: a {a_total:.4f} ms, b {b_total:.4f} ms, ratio b/a {ratio:.3f}; "
         f"{len(both)} nodes in both, {int((diff['status'] == 'only_a').sum())} only in a, "
         f"{int((diff['status'] == 'only_b').sum())} only in b",
-        "",
     ]
+    run = diff.attrs.get("run_ratio")
+    if run and not np.isnan(run["ratio"]):
+        lines.append(
+            f"median run b/a {run['ratio']:.3f}, {run['confidence']:.0%} interval {run['low']:.3f} to {run['high']:.3f} "
+            f"(bootstrap over {run['a_runs']} and {run['b_runs']} runs; drift between the two profiles is not in it)"
+        )
+    if "verdict" in diff.columns and (diff["verdict"] != "").any():
+        counts = diff["verdict"].value_counts()
+        lines.append(
+            f"verdicts: {int(counts.get('slower', 0))} slower, {int(counts.get('faster', 0))} faster, "
+            f"{int(counts.get('same', 0))} same ({diff.attrs.get('test', '')})"
+        )
+    elif diff.attrs.get("test"):
+        lines.append(f"verdicts: none ({diff.attrs['test']})")
+    lines += [f"warning: the profiles differ in {w}" for w in diff.attrs.get("warnings", [])]
+    lines.append("")
     shown = diff if top is None else diff.head(max(int(top), 0))
-    lines.append(render_table(shown[["status", "kind", "scope", "a_ms", "b_ms", "delta_ms", "ratio", "a_pct", "b_pct", "delta_pct"]],
-                              floatfmt={"ratio": ".3f", "a_pct": ".1f", "b_pct": ".1f", "delta_pct": "+.1f", "delta_ms": "+.4f"}))
+    columns = ["status", "kind", "scope", "a_ms", "b_ms", "delta_ms", "ratio", "p_value", "verdict", "a_pct", "b_pct", "delta_pct"]
+    lines.append(render_table(shown[[c for c in columns if c in shown.columns]],
+                              floatfmt={"ratio": ".3f", "p_value": ".2g", "a_pct": ".1f", "b_pct": ".1f", "delta_pct": "+.1f", "delta_ms": "+.4f"}))
     hidden = len(diff) - len(shown)
     if hidden > 0:
         lines.append(f"... {hidden} more nodes (smaller changes)")

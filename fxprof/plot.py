@@ -138,14 +138,17 @@ def plot_compare(
     """Median time per node in ``a`` and ``b``, for the ``n`` largest changes (:func:`fxprof.compare`).
 
     Two bars per node; ``b``'s bar is labelled with the ratio ``b/a`` where it is defined (not
-    for a node only one side has, whose other bar is missing, nor for one that took 0 ms in ``a``).
+    for a node only one side has, whose other bar is missing, nor for one that took 0 ms in ``a``),
+    followed by the verdict when it is ``faster`` or ``slower`` (beyond noise, see :func:`fxprof.compare`).
     """
     diff = compare(a, b).head(n)
     ax = _axes(ax, len(diff) * 3 // 2)
     y = np.arange(len(diff))
     ax.barh(y - 0.2, diff["a_ms"].fillna(0.0), height=0.4, label=label_a, color=_COLORS[0])
     bars_b = ax.barh(y + 0.2, diff["b_ms"].fillna(0.0), height=0.4, label=label_b, color=_COLORS[1])
-    ax.bar_label(bars_b, labels=["" if np.isnan(r) else f"×{r:.2f}" for r in diff["ratio"]], padding=3, fontsize="small")
+    verdicts = diff["verdict"] if "verdict" in diff.columns else pd.Series("", index=diff.index)
+    ax.bar_label(bars_b, labels=["" if np.isnan(r) else f"×{r:.2f}" + (f" {v}" if v in ("faster", "slower") else "")
+                                 for r, v in zip(diff["ratio"], verdicts)], padding=3, fontsize="small")
     side = {"only_a": f" (only in {label_a})", "only_b": f" (only in {label_b})", "both": ""}
     ax.set_yticks(y, [node + side[status] for node, status in diff["status"].items()])
     ax.invert_yaxis()

@@ -29,7 +29,7 @@ from .interpreter import ProfilingInterpreter, Recorder, Recording  # noqa: E402
 from .profile import Profile  # noqa: E402
 from .io import load_profile as load, read_csv  # noqa: E402
 from .api import profile  # noqa: E402
-from .compare import compare  # noqa: E402
+from .compare import ComparabilityWarning, compare  # noqa: E402
 from .selfcheck import selfcheck  # noqa: E402
 from .plot import plot_compare, plot_distribution, plot_groups, plot_top  # noqa: E402  (matplotlib is imported on first use)
 
@@ -62,4 +62,5 @@ __all__ = [
     "NodeExecutionError",
     "ProfileFormatError",
     "ProfileWriteError",
+    "ComparabilityWarning",
 ]

@@ -435,4 +435,8 @@ def _describe_run(
     if cuda and torch.cuda.is_available():
         with contextlib.suppress(Exception):
             meta["gpu"] = torch.cuda.get_device_name(cuda[0])
+    # the floating dtypes of the parameters and buffers ("float32"; "bfloat16, float32" if mixed):
+    # fxprof.compare warns when two profiles differ in it
+    floats = {str(t.dtype).removeprefix("torch.") for t in [*model.parameters(), *model.buffers()] if t.is_floating_point()}
+    meta["dtype"] = ", ".join(sorted(floats)) or "none"
     return meta

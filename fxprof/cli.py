@@ -49,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--group-by", choices=["op", "module_type", "range", "scope", "graph"], help="show time rolled up by op kind, module class, record_function range or module scope")
         p.add_argument("--depth", type=int, default=1, help="module depth for --group-by scope (1: layer1, 2: layer1.0; default: 1)")
         p.add_argument("--columns", help="comma-separated columns to show, e.g. kind,median_ms,pct,flops,output_shape")
+        p.add_argument("--keep-outliers", action="store_true", help="keep outlier runs (far slower than the rest) in the statistics; by default they are left out and the header says which")
 
     p = sub.add_parser(
         "profile",
@@ -97,8 +98,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="compare two saved profiles or tables node by node",
         description=(
             "Match the nodes of A and B by name and print each node's median time in both, the "
-            "ratio B/A and the change in share, largest change first, with totals. Nodes present "
-            "in only one file are listed."
+            "ratio B/A, a p-value (Mann-Whitney U on the two sets of samples, Benjamini-Hochberg "
+            "over the nodes) and a verdict (faster, slower, same: significant and at least "
+            "--min-effect), and the change in share, largest change first, with totals, the whole "
+            "run's ratio with a 95% bootstrap interval, and warnings when the two were not "
+            "measured alike (model, graph, device, timer, dtype, threads, inputs, versions). "
+            "Nodes present in only one file are listed. P-values need saved .json profiles."
         ),
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -107,6 +112,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("b", metavar="B", help="the other: a .json profile or .csv table")
     c.add_argument("--top", type=int, default=20, help="rows to show; 0 shows all (default: 20)")
     c.add_argument("--csv", metavar="PATH", help="write the comparison table as CSV")
+    c.add_argument("--alpha", type=float, default=0.05, help="significance level of the adjusted p-values (default: 0.05)")
+    c.add_argument("--min-effect", type=float, default=0.10, help="smallest change in a node's median that gets a faster/slower verdict, as a fraction (default: 0.10, i.e. 10%%)")
+    c.add_argument("--keep-outliers", action="store_true", help="keep outlier runs in both profiles' statistics")
     c.set_defaults(handler=_cmd_compare)
 
     k = sub.add_parser(
@@ -207,6 +215,7 @@ def _cmd_profile(args: argparse.Namespace) -> int:
 
 
 def _emit(prof, args: argparse.Namespace) -> None:
+    prof.keep_outliers = args.keep_outliers
     written = []
     for label, path, write in (("csv", args.csv, prof.to_csv), ("json", args.json, prof.save), ("trace", args.trace, prof.to_chrome_trace)):
         if path:
@@ -242,6 +251,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
         print(f"fxprof: per-node table from {args.file} (a CSV holds no raw samples and no run header)\n")
         print(render_body(loaded, **_view(args)))
     else:
+        loaded.keep_outliers = args.keep_outliers
         print(loaded.summary(**_view(args)))
     return 0
 
@@ -255,7 +265,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         raise ValueError(f"bad --top {args.top}: must be >= 0 (0 shows all)")
     if args.csv:
         _check_writable(args.csv)
-    diff = compare(read_any(args.a), read_any(args.b))
+    keep = True if args.keep_outliers else None
+    diff = compare(read_any(args.a), read_any(args.b), alpha=args.alpha, min_effect=args.min_effect, keep_outliers=keep, warn=False)
     if args.csv:
         write_csv(diff, args.csv)
     print(render_compare(diff, args.a, args.b, top=args.top or None))

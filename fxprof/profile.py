@@ -90,6 +90,10 @@ class Profile:
         self._runs = _with_columns(runs, RUN_COLUMNS, required=("run", "total_ms"))
         self._anatomy = _anatomy_frame(names, anatomy or {})
         self.meta: dict[str, Any] = dict(meta or {})
+        #: False (default): runs in :attr:`outlier_runs` are left out of every derived statistic
+        #: (tables, shares, roll-ups, coverage, plots, compare); True keeps them. Samples are
+        #: never deleted either way.
+        self.keep_outliers: bool = False
 
     @classmethod
     def from_recording(
@@ -138,9 +142,35 @@ class Profile:
     @property
     def runs(self) -> pd.DataFrame:
         """One row per timed run: ``run``, ``total_ms`` (timer), ``host_ms`` (host clock),
-        ``start_ms`` (host clock, from the first timed run's start). Empty in isolated mode,
-        which has no whole runs (there a sample's ``run`` is its repeat)."""
-        return self._runs.copy()
+        ``start_ms`` (host clock, from the first timed run's start), ``outlier`` (True for a
+        run far slower than the rest, see :attr:`outlier_runs`; derived, not stored). Empty in
+        isolated mode, which has no whole runs (there a sample's ``run`` is its repeat)."""
+        runs = self._runs.copy()
+        runs["outlier"] = runs["run"].isin(self.outlier_runs)
+        return runs
+
+    @property
+    def outlier_runs(self) -> list[int]:
+        """Runs whose total time is above ``max(Q3 + 3 IQR, 1.2 x median)`` of all run totals
+        (:func:`fxprof.stats.outlier_fence`; none with fewer than 5 runs). Unless
+        :attr:`keep_outliers` is set, their samples are left out of every derived statistic."""
+        if self.meta.get("mode") == "isolated":
+            return []
+        from .stats import outlier_mask
+
+        return self._runs.loc[outlier_mask(self._runs["total_ms"].to_numpy()), "run"].astype(int).tolist()
+
+    def kept_samples(self, keep_outliers: bool | None = None) -> pd.DataFrame:
+        """The samples the statistics use: :attr:`samples` without the outlier runs' (unless kept)."""
+        keep = self.keep_outliers if keep_outliers is None else keep_outliers
+        outliers = [] if keep else self.outlier_runs
+        return self._samples[~self._samples["run"].isin(outliers)] if outliers else self._samples
+
+    def kept_totals(self, keep_outliers: bool | None = None) -> list[float]:
+        """Run totals (ms) without the outlier runs (unless kept)."""
+        keep = self.keep_outliers if keep_outliers is None else keep_outliers
+        outliers = [] if keep else self.outlier_runs
+        return self._runs.loc[~self._runs["run"].isin(outliers), "total_ms"].tolist()
 
     @property
     def anatomy(self) -> pd.DataFrame:
@@ -160,15 +190,16 @@ class Profile:
 
     @property
     def coverage(self) -> float:
-        """Summed mean node time over mean run time (1.0 means every moment is in a node).
+        """Summed mean node time over mean run time (1.0 means every moment is in a node), over
+        the runs the statistics keep (outlier runs left out unless :attr:`keep_outliers`).
 
         The rest is the interpreter's own work between nodes (fetching arguments, freeing
         values, bookkeeping). NaN when there are no runs, and in isolated mode (no whole runs).
         """
         if self._runs.empty or self.meta.get("mode") == "isolated":
             return math.nan
-        run_mean = float(self._runs["total_ms"].mean())
-        node_sum = float(self._samples.groupby("node", sort=False)["time_ms"].mean().sum())
+        run_mean = float(np.mean(self.kept_totals()))
+        node_sum = float(self.kept_samples().groupby("node", sort=False)["time_ms"].mean().sum())
         return node_sum / run_mean if run_mean > 0 else math.nan
 
     @property
@@ -185,8 +216,9 @@ class Profile:
         """The per-node table in graph order; see :meth:`to_dataframe`."""
         return self.to_dataframe()
 
-    def to_dataframe(self, sort: str | None = None, ascending: bool = False) -> pd.DataFrame:
-        """One row per graph node, derived from the raw samples.
+    def to_dataframe(self, sort: str | None = None, ascending: bool = False, keep_outliers: bool | None = None) -> pd.DataFrame:
+        """One row per graph node, derived from the raw samples (without the samples of
+        :attr:`outlier_runs` unless ``keep_outliers``, default :attr:`keep_outliers`).
 
         Index ``node`` (fx node name). Columns (times in ms, shares in percent, sizes in bytes):
 
@@ -205,7 +237,8 @@ class Profile:
           it, ``"device"`` when work queued ahead hid the launch, ``"sync"`` when the node
           synchronized with the device, empty for nodes that launch no device work. See
           :mod:`fxprof.bound`.
-        - ``pct``: the node's share of the summed mean node times (sums to 100).
+        - ``pct``: the node's share of the summed **median** node times (sums to 100): one slow
+          sample cannot move it (the share of summed means if every median is 0).
         - ``cum_pct``: running sum of ``pct`` in the table's order.
         - ``flops``: floating-point operations of one call (``FlopCounterMode``; 0 for ops
           without a formula); ``flops_pct``: share of the model's FLOPs; ``gflops_per_s``:
@@ -219,7 +252,7 @@ class Profile:
             sort: a column to sort by (descending unless ``ascending``); None keeps graph
                 order. ``cum_pct`` always follows the returned order.
         """
-        stats = _node_stats(self._samples)
+        stats = _node_stats(self.kept_samples(keep_outliers))
         info = pd.DataFrame(
             {
                 "node": [n.name for n in self.nodes],
@@ -228,8 +261,7 @@ class Profile:
         ).set_index("node")
         table = info.join(stats, how="left").join(self._anatomy, how="left")
         table["calls"] = table["calls"].fillna(0).astype(np.int64)
-        mean_sum = float(table["mean_ms"].sum())  # NaN (nodes that never ran) are skipped
-        table["pct"] = (table["mean_ms"] / mean_sum * 100.0 if mean_sum > 0 else table["mean_ms"] * 0.0).fillna(0.0)
+        table["pct"] = _shares(table)
         table["bound"] = self._bound(table)
         flops = table["flops"].astype("float64")
         flops_sum = float(flops.sum())
@@ -336,6 +368,16 @@ def sort_table(table: pd.DataFrame, sort: str | None, ascending: bool = False) -
     table = table.copy()
     table["cum_pct"] = table["pct"].cumsum()
     return table
+
+
+def _shares(table: pd.DataFrame) -> pd.Series:
+    """Percent of the summed median node times (robust: one slow sample barely moves a median);
+    of the summed means when every median is 0. NaN (nodes that never ran) count as 0."""
+    for col in ("median_ms", "mean_ms"):
+        total = float(table[col].sum())  # NaN (nodes that never ran) are skipped
+        if total > 0:
+            return (table[col] / total * 100.0).fillna(0.0)
+    return pd.Series(0.0, index=table.index)
 
 
 def _with_columns(frame: pd.DataFrame, columns: Sequence[str], required: Sequence[str]) -> pd.DataFrame:

@@ -112,7 +112,8 @@ class GraphCapture(Capture):
         super().__init__(reason)
         self.gm = gm
         self.kind = kind
-        self._nodes = describe_graph(gm)
+        # only a graph someone else made may have lost its functions' module stacks
+        self._nodes = describe_graph(gm, infer=kind == "graphmodule")
         self._interpreter: ProfilingInterpreter | None = None
 
     @property

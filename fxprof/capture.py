@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import os
 import re
+import sys
 import threading
 from typing import Any, Callable, Iterator
 
@@ -28,7 +30,7 @@ from torch import fx, nn
 
 from .errors import TraceError
 from .interpreter import ProfilingInterpreter, Recorder
-from .nodes import NodeInfo, describe_graph
+from .nodes import NodeInfo, describe_graph, normalize_scope
 from .tracer import trace
 
 __all__ = ["CAPTURES", "Capture", "capture_model", "explain_trace_failure"]
@@ -218,36 +220,161 @@ def _bind_inputs(gm: fx.GraphModule, args: tuple, kwargs: dict[str, Any]) -> tup
 
 # ------------------------------------------------------------------------ dynamo
 class _DynamoSession:
-    """What the shared backend dispatches to while one profile() runs."""
+    """What the shared backend dispatches to while one profile() runs.
 
-    def __init__(self) -> None:
+    Dynamo compiles frames, not models: a graph of a block's ``forward`` (split by a graph
+    break) is one graph that runs once per block, and its module paths are relative to that
+    frame (``L['self'].fc``). So every call of a graph is placed in the model: in the untimed
+    runs (compile and warm-up), the Python frame that ran it is read (its local modules and
+    the ``self`` of the innermost module ``forward``), and each distinct place is a *site* of
+    the graph with its own nodes (``g0:`` for the first, ``g0@1:``, ``g0@2:``...), scopes
+    resolved to paths of the root model. In the timed runs, the k-th call of a graph within a
+    model run goes to the site of the k-th call in the last untimed run (dynamo often
+    recompiles in its first run, so a warm-up run fixes the order); a site called several
+    times per run (one module applied in a loop) keeps every call (``calls_per_run`` > 1).
+    """
+
+    def __init__(self, model: nn.Module | None = None) -> None:
         self.recorder: Recorder | None = None
         self.make_pass: PassFn | None = None
         self.records: dict[str, dict[str, Any]] = {}
         self.labels: dict[int, str] = {}  # id(runner) -> g0, g1... in the order first run
         self.nodes: list[NodeInfo] = []
-        self.interpreters: dict[int, ProfilingInterpreter] = {}
+        self.interpreters: dict[tuple[int, int], ProfilingInterpreter] = {}
+        self.root = model
+        self.paths = {id(m): p for p, m in model.named_modules()} if model is not None else {}
+        self.calls: dict[int, int] = {}  # id(runner) -> calls so far in this model run
+        self.sites: dict[int, list[int]] = {}  # id(runner) -> site of its k-th call in a run
+        self.site_keys: dict[int, list[tuple]] = {}  # id(runner) -> the places, in order seen
+        self.prefixes: dict[tuple[int, int], str] = {}  # (id(runner), site) -> "g0@1"
+        self.locating = True  # until the timed runs: the last untimed run's order is kept
 
     def label(self, runner: "_GraphRunner") -> str:
         key = id(runner)
         if key not in self.labels:
             self.labels[key] = f"g{len(self.labels)}"
-            self.nodes.extend(describe_graph(runner.gm, graph=self.labels[key]))
         return self.labels[key]
 
-    def run_graph(self, runner: "_GraphRunner", args: tuple) -> Any:
+    def site(self, runner: "_GraphRunner") -> tuple[int, str]:
+        """The site of this call of ``runner`` and its name prefix (``g0``, ``g0@1``)."""
+        key = id(runner)
+        k = self.calls.get(key, 0)
+        self.calls[key] = k + 1
+        sites = self.sites.setdefault(key, [])
+        if self.locating or k >= len(sites):  # untimed runs (or a call never seen): read the frame
+            site = self._locate(runner)
+            if k < len(sites):
+                sites[k] = site
+            else:
+                sites.append(site)
+        else:
+            site = sites[k]
+        return site, self.prefixes[(key, site)]
+
+    def _locate(self, runner: "_GraphRunner") -> int:
         label = self.label(runner)
+        frame = sys._getframe(3)  # _locate <- site <- run_graph <- _GraphRunner.__call__
+        while frame is not None and _is_internal(frame.f_code.co_filename):
+            frame = frame.f_back
+        local_paths: dict[str, str] = {}
+        enclosing = ""
+        if frame is not None:
+            local_paths = {n: self.paths[id(v)] for n, v in frame.f_locals.items()
+                           if isinstance(v, nn.Module) and id(v) in self.paths}
+            outer = frame
+            while outer is not None:
+                owner = outer.f_locals.get("self")
+                if isinstance(owner, nn.Module) and id(owner) in self.paths:
+                    enclosing = self.paths[id(owner)]
+                    break
+                outer = outer.f_back
+        place = (tuple(sorted(local_paths.items())), enclosing)
+        keys = self.site_keys.setdefault(id(runner), [])
+        if place not in keys:
+            keys.append(place)
+            site = len(keys) - 1
+            prefix = label if site == 0 else f"{label}@{site}"
+            self.prefixes[(id(runner), site)] = prefix
+            self.nodes.extend(describe_graph(runner.gm, graph=label, prefix=f"{prefix}:", infer=False,
+                                             resolve=_Resolver(self.root, local_paths), frame_scope=enclosing))
+        return keys.index(place)
+
+    def run_graph(self, runner: "_GraphRunner", args: tuple) -> Any:
+        site, prefix = self.site(runner)
         if self.make_pass is not None:
-            out, records = self.make_pass(runner.gm, label, args)
-            self.records.update(records)
+            out, records = self.make_pass(runner.gm, prefix, args)
+            _accumulate(self.records, records)
             return out
         if self.recorder is None:
             return runner.gm(*args)
-        interp = self.interpreters.get(id(runner))
+        interp = self.interpreters.get((id(runner), site))
         if interp is None or interp.recorder is not self.recorder:
-            interp = ProfilingInterpreter(runner.gm, recorder=self.recorder, prefix=f"{label}:")
-            self.interpreters[id(runner)] = interp
+            interp = ProfilingInterpreter(runner.gm, recorder=self.recorder, prefix=f"{prefix}:")
+            self.interpreters[(id(runner), site)] = interp
         return interp.run(*args)
+
+
+_TORCH_PRIVATE = os.path.join(os.path.dirname(torch.__file__), "_")
+_FXPROF_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _is_internal(filename: str) -> bool:
+    """Frames between a dynamo graph and the user's code that ran it (dynamo's wrappers, ours)."""
+    return filename.startswith(_TORCH_PRIVATE) or filename.startswith(_FXPROF_DIR)
+
+
+class _Resolver:
+    """Turns a dynamo module path (``L['self'].fc``, relative to the frame dynamo compiled)
+    into a path of the root model (``blocks.2.fc``) that ``model.get_submodule`` accepts."""
+
+    _LOCAL = re.compile(r"""^L\[['"]([^'"]+)['"]\](.*)$""")
+
+    def __init__(self, root: nn.Module | None, local_paths: dict[str, str]):
+        self.root = root
+        self.local_paths = local_paths
+        self.cache: dict[str, str] = {}
+
+    def __call__(self, raw: str) -> str:
+        raw = str(raw)
+        if raw not in self.cache:
+            self.cache[raw] = self._resolve(raw)
+        return self.cache[raw]
+
+    def _resolve(self, raw: str) -> str:
+        match = self._LOCAL.match(raw)
+        if match and match.group(1) in self.local_paths:
+            base, rest = self.local_paths[match.group(1)], normalize_scope(match.group(2))
+            path = ".".join(p for p in (base, rest) if p)
+        else:
+            path = normalize_scope(raw)
+        if self.root is None:
+            return path
+        parts = path.split(".") if path else []
+        while parts:  # the longest prefix that is a module of the model
+            try:
+                self.root.get_submodule(".".join(parts))
+                break
+            except AttributeError:
+                parts.pop()
+        return ".".join(parts)
+
+
+def _accumulate(into: dict[str, dict[str, Any]], records: dict[str, dict[str, Any]]) -> None:
+    """Add one call's pass records to a run's: sizes and FLOPs add up over a node's calls,
+    peak memory is the highest; shapes are the first call's."""
+    for node, values in records.items():
+        if node not in into:
+            into[node] = dict(values)
+            continue
+        seen = into[node]
+        for col, value in values.items():
+            old = seen.get(col)
+            if col in ("flops", "out_bytes", "mem_delta_bytes") and old is not None and value is not None:
+                seen[col] = old + value
+            elif col == "mem_peak_bytes" and old is not None and value is not None:
+                seen[col] = max(old, value)
+            elif old is None:
+                seen[col] = value
 
 
 _STATE = threading.local()
@@ -280,7 +407,7 @@ class DynamoCapture(Capture):
         super().__init__(reason)
         self.model = model
         self.compiled = torch.compile(model, backend=fxprof_backend)
-        self.session = _DynamoSession()
+        self.session = _DynamoSession(model)
         self.timed_from: int | None = None
 
     @property
@@ -290,9 +417,10 @@ class DynamoCapture(Capture):
     def nodes_in(self, recorded: set[str]) -> tuple[list[NodeInfo], str]:
         """Only graphs that ran in the timed runs: dynamo may compile a graph, then replace it
         (a recompile, e.g. when it makes shapes dynamic) or take another branch for good."""
-        ran = {n.graph for n in self.session.nodes if n.name in recorded}
-        kept = [n for n in self.session.nodes if n.graph in ran]
-        dropped = sorted({n.graph for n in self.session.nodes} - ran, key=lambda g: int(g[1:]))
+        # a site (g0, g0@1...) seen only in the untimed runs (their order differed) is left out
+        ran = {n.name.partition(":")[0] for n in self.session.nodes if n.name in recorded}
+        kept = [n for n in self.session.nodes if n.name.partition(":")[0] in ran]
+        dropped = sorted({n.graph for n in self.session.nodes} - {n.graph for n in kept}, key=lambda g: int(g[1:]))
         notes = []
         if dropped:
             notes.append(f"graphs compiled but not run in the timed runs, left out: {', '.join(dropped)}")
@@ -308,6 +436,7 @@ class DynamoCapture(Capture):
     def start_timing(self) -> None:
         """Called when the timed runs begin: graphs first seen after this were recompiles."""
         self.timed_from = len(self.session.labels)
+        self.session.locating = False
 
     @property
     def module(self) -> nn.Module:
@@ -324,6 +453,7 @@ class DynamoCapture(Capture):
 
     def run(self, recorder: Recorder, args: tuple, kwargs: dict) -> Any:
         self.session.recorder, self.session.make_pass = recorder, None
+        self.session.calls.clear()
         with self._active(), recorder.run():
             out = self.compiled(*args, **kwargs)
         if not self.session.labels:
@@ -336,6 +466,7 @@ class DynamoCapture(Capture):
 
     def run_pass(self, make_pass: PassFn, args: tuple, kwargs: dict) -> dict[str, dict[str, Any]]:
         self.session.make_pass, self.session.records = make_pass, {}
+        self.session.calls.clear()
         try:
             with self._active():
                 self.compiled(*args, **kwargs)

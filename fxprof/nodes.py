@@ -130,8 +130,14 @@ def normalize_scope(path: str) -> str:
     ``L['self'].layer1.0`` and ``L['self'].layer1._modules['0']`` (dynamo) and
     ``layer1.0`` (symbolic trace, export) all become ``layer1.0``; the root is "".
     """
-    path = _ROOT_PREFIX.sub("", str(path))
-    path = re.sub(r"\._modules\[['\"]([^'\"]+)['\"]\]", r".\1", path)
+    path = str(path)
+    while True:  # getattr(L['self'].blocks, '0') -> L['self'].blocks.0
+        unwrapped = re.sub(r"""^getattr\((.*), ['"]([^'"]+)['"]\)""", r"\1.\2", path, count=1)
+        if unwrapped == path:
+            break
+        path = unwrapped
+    path = _ROOT_PREFIX.sub("", path)
+    path = re.sub(r"(?:^|\.)_(?:modules|parameters|buffers)\[['\"]([^'\"]+)['\"]\]", r".\1", path)
     path = re.sub(r"\[['\"]?([^'\"\]]+)['\"]?\]", r".\1", path)
     return path.strip(".")
 

@@ -23,6 +23,7 @@ import os
 import re
 import sys
 import threading
+import traceback
 from typing import Any, Callable, Iterator
 
 import torch
@@ -49,6 +50,15 @@ _PLAIN_WORDS = [
      "depends on the input), which symbolic tracing cannot unroll"),
     ("cannot be used as a Python",
      "the model converts a traced tensor to a Python number or bool"),
+    ("object does not support item assignment",
+     "the model writes into a traced value by index (x[i] = ...), which symbolic tracing cannot "
+     "record"),
+    ("co_varnames is too small",
+     "the model's forward is wrapped (a decorator taking *args/**kwargs) in a way symbolic "
+     "tracing cannot bind its inputs to"),
+    ("symbolically trace a dynamo-optimized function",
+     "the model holds a torch.compile'd submodule, which symbolic tracing cannot enter "
+     "(leaf_modules=[its path] keeps it as one node, run compiled)"),
 ]
 
 
@@ -61,6 +71,45 @@ def explain_trace_failure(exc: BaseException) -> str:
     return ""
 
 
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+_FX_DIR = os.path.join(_TORCH_DIR, "fx") + os.sep
+_HERE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+# "from user code:\n   File "x.py", line 12, in forward" (dynamo and export errors)
+_USER_CODE = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
+
+
+def where_tracing_stopped(exc: BaseException) -> str:
+    """``file:line in function`` of the model's own code where a capture failed, or "".
+
+    The innermost frame of the traceback outside torch and fxprof (symbolic tracing), or the
+    last frame of the "from user code" stack that dynamo and export put in their messages.
+    """
+    text = str(exc)
+    if "from user code" in text:
+        frames = _USER_CODE.findall(text.split("from user code", 1)[1])
+        frames = [f for f in frames if not f[0].startswith(_HERE)]
+        if frames:
+            file, line, func = frames[-1]
+            return f"{_short_path(file)}:{line} in {func}"
+    seen: list[traceback.FrameSummary] = []
+    current: BaseException | None = exc
+    while current is not None and len(seen) < 1000:
+        seen.extend(traceback.extract_tb(current.__traceback__))
+        current = current.__cause__
+    for frame in reversed(seen):
+        file = frame.filename or ""
+        if file.startswith(_HERE) or file.startswith(_TORCH_DIR) or file.startswith("<"):
+            continue
+        return f"{_short_path(file)}:{frame.lineno} in {frame.name}"
+    return ""
+
+
+def _short_path(file: str) -> str:
+    """A file path from its package on (``transformers/models/bert/modeling_bert.py``)."""
+    marker = f"site-packages{os.sep}"
+    return file.split(marker, 1)[1] if marker in file else file
+
+
 class Capture:
     """One model, captured. Subclasses say how it runs."""
 
@@ -69,6 +118,8 @@ class Capture:
     def __init__(self, reason: str = ""):
         #: why this capture was chosen (filled by ``capture="auto"``)
         self.reason = reason
+        #: facts about the capture for ``profile.meta`` (``nested_compile``...)
+        self.notes: dict[str, Any] = {}
 
     @property
     def nodes(self) -> list[NodeInfo]:
@@ -491,6 +542,45 @@ def capture_model(
     """Capture ``model`` as FX graph(s) by ``capture`` (see the module docstring)."""
     if capture not in CAPTURES:
         raise ValueError(f"unknown capture {capture!r}; choose one of {', '.join(CAPTURES)}")
+    captured = _capture(model, args, kwargs, capture, concrete_args, leaf_modules)
+    captured.notes.update(_nested_compile_notes(model, captured))
+    return captured
+
+
+def compiled_submodules(model: nn.Module) -> list[str]:
+    """Paths of the ``torch.compile``'d submodules of ``model`` (``OptimizedModule`` children)."""
+    try:
+        from torch._dynamo.eval_frame import OptimizedModule
+    except ImportError:  # pragma: no cover - every supported torch has it
+        return []
+    found: list[str] = []
+    for path, module in model.named_modules():
+        if path and isinstance(module, OptimizedModule) and not any(path.startswith(f + ".") for f in found):
+            found.append(path)
+    return found
+
+
+def _nested_compile_notes(model: nn.Module, captured: Capture) -> dict[str, Any]:
+    """Say when a compiled submodule was profiled uncompiled: dynamo and export inline it (its
+    code's nodes are timed one by one, as eager code), and only a leaf keeps it compiled."""
+    if isinstance(model, fx.GraphModule) and captured.kind == "graphmodule":
+        return {}
+    kept = {str(n.target) for n in getattr(getattr(captured, "gm", None), "graph", fx.Graph()).nodes if n.op == "call_module"}
+    inlined = [p for p in compiled_submodules(model) if p not in kept]
+    if not inlined:
+        return {}
+    listed = ", ".join(inlined)
+    return {
+        "nested_compile": inlined,
+        "nested_compile_note": (
+            f"torch.compile'd submodule(s) {listed} profiled uncompiled: capture={captured.kind!r} "
+            f"traces through them, so their code is timed node by node as eager code. To time "
+            f"them compiled, each as one node: capture='symbolic', leaf_modules={inlined!r}"
+        ),
+    }
+
+
+def _capture(model: nn.Module, args: tuple, kwargs: dict, capture: str, concrete_args: Any, leaf_modules: Any) -> Capture:
     if isinstance(model, fx.GraphModule) and capture in ("auto", "symbolic"):
         return GraphCapture(model, "graphmodule", "a GraphModule was given: used as is")
     if capture == "symbolic":
@@ -503,7 +593,9 @@ def capture_model(
         return _symbolic(model, concrete_args, leaf_modules, reason="symbolic tracing succeeded")
     except TraceError as exc:
         cause = explain_trace_failure(exc.__cause__ or exc) or _first_line(exc.__cause__ or exc)
-        return DynamoCapture(model, f"symbolic tracing failed ({cause}); fell back to dynamo")
+        where = where_tracing_stopped(exc.__cause__ or exc)
+        at = f" at {where}" if where else ""
+        return DynamoCapture(model, f"symbolic tracing failed{at} ({cause}); fell back to dynamo")
 
 
 def _first_line(exc: BaseException) -> str:
@@ -518,8 +610,10 @@ def _symbolic(model: nn.Module, concrete_args: Any, leaf_modules: Any, reason: s
         cause = exc.__cause__ or exc
         words = explain_trace_failure(cause)
         said = f"{words}. ({_first_line(cause)})" if words else f"{_first_line(cause)}."
+        where = where_tracing_stopped(cause)
+        at = f" (tracing stopped at {where})" if where else ""
         raise TraceError(
-            f"cannot trace {type(model).__name__} symbolically: {said} Options: capture='dynamo' "
+            f"cannot trace {type(model).__name__} symbolically{at}: {said} Options: capture='dynamo' "
             f"(runs the model as Python and profiles the graphs between the lines tracing cannot "
             f"follow) or capture='auto' (tries symbolic tracing first); mark the submodule that "
             f"does it as a leaf (leaf_modules=[...]); or fix the argument that steers it "
@@ -533,8 +627,27 @@ def _export(model: nn.Module, args: tuple, kwargs: dict) -> GraphCapture:
         exported = torch.export.export(model, tuple(args), dict(kwargs) or None)
         gm = exported.module()
     except Exception as exc:
-        raise TraceError(
-            f"torch.export could not capture {type(model).__name__}: {_first_line(exc)}. "
-            f"Export needs the whole model in one graph; try capture='dynamo', which splits it."
-        ) from exc
+        raise TraceError(explain_export_failure(model, exc)) from exc
     return GraphCapture(gm, "export", "asked for")
+
+
+def explain_export_failure(model: nn.Module, exc: BaseException) -> str:
+    """Why ``torch.export`` failed, in plain words, where in the model, and what to do."""
+    text = str(exc)
+    name = type(model).__name__
+    where = where_tracing_stopped(exc)
+    at = f" (at {where})" if where else ""
+    cache = re.search(r"Found <class '[\w.]*?(\w*Cache)'> in output", text)
+    if cache:
+        return (
+            f"torch.export could not capture {name}: the model returns a {cache.group(1)} (the "
+            f"key/value cache a generating model keeps between calls), which export cannot "
+            f"flatten into tensors. Profile it without the cache: pass use_cache=False as a "
+            f"model input (fxprof.profile(model, input_ids, use_cache=False, capture='export')) "
+            f"or set model.config.use_cache = False; capture='dynamo' also takes it as it is."
+        )
+    return (
+        f"torch.export could not capture {name}{at}: {_first_line(exc)}. Export needs the whole "
+        f"model in one graph, with no Python that depends on tensor values; capture='dynamo' "
+        f"splits the model at such lines and profiles the pieces."
+    )

@@ -42,6 +42,8 @@ def render_header(profile: "Profile") -> str:
         lines.append(f"capture: {meta['capture']}" + (f" ({reason})" if reason and reason != "asked for" else ""))
     if meta.get("capture_note"):
         lines.append(f"note: {meta['capture_note']}")
+    if meta.get("nested_compile_note"):
+        lines.append(f"note: {meta['nested_compile_note']}")
     if meta.get("mode") == "isolated":
         skipped = int((profile.anatomy["skip_reason"] != "").sum())
         lines.append(

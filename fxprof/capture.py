@@ -107,7 +107,10 @@ def where_tracing_stopped(exc: BaseException) -> str:
 def _short_path(file: str) -> str:
     """A file path from its package on (``transformers/models/bert/modeling_bert.py``)."""
     marker = f"site-packages{os.sep}"
-    return file.split(marker, 1)[1] if marker in file else file
+    if marker in file:
+        return file.split(marker, 1)[1]
+    here = os.getcwd() + os.sep
+    return file[len(here):] if file.startswith(here) else file
 
 
 class Capture:

@@ -57,6 +57,7 @@ def render_header(profile: "Profile") -> str:
             f"run: median {med:.3f} ms (IQR {q75 - q25:.3f} ms) over {len(totals)} runs; "
             f"nodes account for {profile.coverage * 100:.1f}% of it (coverage), "
             f"the rest is interpreter overhead between nodes"
+            + (" and the model's Python between graphs" if meta.get("capture") == "dynamo" else "")
         )
         launch = profile.launch_bound_pct
         if not np.isnan(launch):

@@ -134,7 +134,7 @@ def test_feature_extractor_graph_gets_inferred_scopes(resnet18, small_image):
     df = prof.df
     assert set(df.loc[df["op"] == "call_module", "scope_source"]) == {"recorded"}
     assert df.loc["flatten", "scope"] == "" and df.loc["flatten", "scope_source"] == ""
-    assert prof.group_by("scope", depth=2).loc["layer2.0", "nodes"] == 8  # 7 modules and the add
+    assert prof.group_by("scope", depth=2).loc["layer2.0", "nodes"] == 9  # 8 module calls (relu twice) and the add
 
 
 def test_convert_fx_graph_gets_inferred_scopes(resnet18, small_image):

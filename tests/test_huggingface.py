@@ -86,8 +86,8 @@ def test_auto_profiles_and_says_why_and_where(name):
     assert prof.meta["capture"] == "dynamo"
     reason = prof.meta["capture_reason"]
     # the plain-words cause and the file and line of the model's code where tracing stopped
-    assert reason.startswith("symbolic tracing failed at transformers/models/"), reason
-    assert ".py:" in reason and "Proxy' object" not in reason.split("(", 1)[1][:40]
+    assert reason.startswith("symbolic tracing failed at transformers/"), reason
+    assert ".py:" in reason and "Error:" not in reason, reason  # plain words, not torch.fx's text
     assert prof.coverage > 0.3
     _check_scopes(model, prof)
     assert (prof.df["kind"] == "linear").sum() >= 8  # the two layers' projections

@@ -104,6 +104,16 @@ def where_tracing_stopped(exc: BaseException) -> str:
     return ""
 
 
+def _forward_location(model: nn.Module) -> str:
+    """``file:line in forward`` of the model's own ``forward`` (where tracing starts), or "":
+    for failures inside torch.fx itself, such as a ``forward`` wrapped by a decorator."""
+    forward = inspect.unwrap(type(model).forward)
+    code = getattr(forward, "__code__", None)
+    if code is None:
+        return ""
+    return f"{_short_path(code.co_filename)}:{code.co_firstlineno} in {forward.__name__}"
+
+
 def _short_path(file: str) -> str:
     """A file path from its package on (``transformers/models/bert/modeling_bert.py``)."""
     marker = f"site-packages{os.sep}"
@@ -596,7 +606,7 @@ def _capture(model: nn.Module, args: tuple, kwargs: dict, capture: str, concrete
         return _symbolic(model, concrete_args, leaf_modules, reason="symbolic tracing succeeded")
     except TraceError as exc:
         cause = explain_trace_failure(exc.__cause__ or exc) or _first_line(exc.__cause__ or exc)
-        where = where_tracing_stopped(exc.__cause__ or exc)
+        where = where_tracing_stopped(exc.__cause__ or exc) or _forward_location(model)
         at = f" at {where}" if where else ""
         return DynamoCapture(model, f"symbolic tracing failed{at} ({cause}); fell back to dynamo")
 
@@ -613,7 +623,7 @@ def _symbolic(model: nn.Module, concrete_args: Any, leaf_modules: Any, reason: s
         cause = exc.__cause__ or exc
         words = explain_trace_failure(cause)
         said = f"{words}. ({_first_line(cause)})" if words else f"{_first_line(cause)}."
-        where = where_tracing_stopped(cause)
+        where = where_tracing_stopped(cause) or _forward_location(model)
         at = f" (tracing stopped at {where})" if where else ""
         raise TraceError(
             f"cannot trace {type(model).__name__} symbolically{at}: {said} Options: capture='dynamo' "

@@ -661,6 +661,6 @@ def explain_export_failure(model: nn.Module, exc: BaseException) -> str:
         )
     return (
         f"torch.export could not capture {name}{at}: {_first_line(exc)}. Export needs the whole "
-        f"model in one graph, with no Python that depends on tensor values; capture='dynamo' "
-        f"splits the model at such lines and profiles the pieces."
+        f"model in one graph, with no Python that depends on tensor values; try capture='dynamo', "
+        f"which splits the model at such lines and profiles the pieces."
     )

@@ -111,8 +111,9 @@ def test_export_capture_gives_aten_nodes_with_scopes(resnet18):
 
 
 def test_export_failure_is_explained(toy):
-    with pytest.raises(fxprof.TraceError, match="torch.export could not capture GraphBreak.*try capture='dynamo'"):
+    with pytest.raises(fxprof.TraceError, match="torch.export could not capture GraphBreak.*try capture='dynamo'") as info:
         fxprof.profile(toy, torch.randn(2, 4), capture="export")
+    assert "(at tests/test_capture.py:30 in forward)" in str(info.value)  # the line that stopped it
 
 
 def test_unknown_capture_is_refused(toy):

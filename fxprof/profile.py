@@ -130,7 +130,8 @@ class Profile:
     # ----------------------------------------------------------------- raw data
     @property
     def samples(self) -> pd.DataFrame:
-        """Long-form raw samples, one row per (node, run).
+        """Long-form raw samples, one row per call of a node in a run (one per (node, run) unless
+        a graph runs several times per model call).
 
         Columns: ``node`` (fx node name), ``run`` (0-based timed run), ``call`` (0-based call
         of the node within that run: a graph that dynamo runs several times per model call,

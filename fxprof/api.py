@@ -432,6 +432,7 @@ def _describe_run(
         "machine": platform.machine(),
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
+    meta.update(captured.notes)  # what the capture found (nested_compile...)
     if cuda and torch.cuda.is_available():
         with contextlib.suppress(Exception):
             meta["gpu"] = torch.cuda.get_device_name(cuda[0])

@@ -20,13 +20,14 @@ SAMPLE_COLUMNS = ("node", "run", "time_ms", "host_ms", "start_ms", "host_start_m
 RUN_COLUMNS = ("run", "total_ms", "host_ms", "start_ms")
 
 #: descriptive columns of the per-node table, taken from NodeInfo
-NODE_COLUMNS = ("op", "target", "kind", "module_type", "scope", "range", "graph")
+NODE_COLUMNS = ("op", "target", "kind", "module_type", "scope", "range", "graph", "scope_source")
 
 #: every column of the per-node table, in order, with its pandas dtype.
 #: Times are milliseconds, shares percent, sizes bytes.
 COLUMNS: dict[str, str] = {
     **{c: "str" for c in NODE_COLUMNS},
     "calls": "int64",
+    "calls_per_run": "float64",
     "mean_ms": "float64",
     "median_ms": "float64",
     "std_ms": "float64",
@@ -87,6 +88,8 @@ class Profile:
         if unknown:
             raise ValueError(f"samples name nodes the graph does not have: {sorted(unknown)[:5]}")
         self._samples = _with_columns(samples, SAMPLE_COLUMNS, required=("node", "run", "time_ms", "host_ms"))
+        # derived, never stored: the k-th sample of a node within its run is its k-th call
+        self._samples.insert(2, "call", self._samples.groupby(["node", "run"], sort=False).cumcount().astype(np.int64))
         self._runs = _with_columns(runs, RUN_COLUMNS, required=("run", "total_ms"))
         self._anatomy = _anatomy_frame(names, anatomy or {})
         self.meta: dict[str, Any] = dict(meta or {})
@@ -129,9 +132,12 @@ class Profile:
     # ----------------------------------------------------------------- raw data
     @property
     def samples(self) -> pd.DataFrame:
-        """Long-form raw samples, one row per (node, run).
+        """Long-form raw samples, one row per call of a node in a run (one per (node, run) unless
+        a graph runs several times per model call).
 
-        Columns: ``node`` (fx node name), ``run`` (0-based timed run), ``time_ms`` (the
+        Columns: ``node`` (fx node name), ``run`` (0-based timed run), ``call`` (0-based call
+        of the node within that run: a graph that dynamo runs several times per model call,
+        such as one repeated block's, gives its nodes several calls per run), ``time_ms`` (the
         timer's measurement: device time with the CUDA timers), ``host_ms`` (host clock),
         ``start_ms`` and ``host_start_ms`` (when the node started, from the run's start, by
         the timer and by the host clock), ``kernel_ms`` (CUDA kernel time launched inside the
@@ -199,7 +205,7 @@ class Profile:
         if self._runs.empty or self.meta.get("mode") == "isolated":
             return math.nan
         run_mean = float(np.mean(self.kept_totals()))
-        node_sum = float(self.kept_samples().groupby("node", sort=False)["time_ms"].mean().sum())
+        node_sum = float(_node_stats(self.kept_samples())["mean_ms"].sum())  # per model run
         return node_sum / run_mean if run_mean > 0 else math.nan
 
     @property
@@ -222,12 +228,17 @@ class Profile:
 
         Index ``node`` (fx node name). Columns (times in ms, shares in percent, sizes in bytes):
 
-        - ``op``, ``target``, ``kind``, ``module_type``, ``scope``, ``range``, ``graph``: see
+        - ``op``, ``target``, ``kind``, ``module_type``, ``scope``, ``range``, ``graph``,
+          ``scope_source`` (``recorded``, ``frame``, ``inferred`` or ""): see
           :class:`~fxprof.nodes.NodeInfo`.
-        - ``calls``: samples of this node (runs in which it executed).
-        - ``mean_ms``, ``median_ms``, ``std_ms`` (sample standard deviation, NaN with one
-          sample), ``iqr_ms`` (75th minus 25th percentile), ``min_ms``, ``max_ms``,
-          ``total_ms`` (sum over samples): the timer's times.
+        - ``calls``: samples of this node (one per call, in every run in which it executed).
+        - ``calls_per_run``: calls per model run (1.0 unless the node's graph runs several
+          times in one model call, as dynamo graphs of a repeated block do).
+        - ``mean_ms``, ``median_ms``, ``std_ms`` (sample standard deviation over runs, NaN
+          with one run), ``iqr_ms`` (75th minus 25th percentile), ``min_ms``, ``max_ms``:
+          the timer's time per model run (a node's calls within one run are summed first, so
+          ``pct``, ``coverage``, FLOPs and roll-ups count every call); ``total_ms`` (sum over
+          all samples).
         - ``host_mean_ms``: mean host time, from the host clock (equal to ``mean_ms`` on the
           CPU up to clock noise; on the GPU, the launch cost).
         - ``kernel_mean_ms``, ``kernel_median_ms``: CUDA kernel time launched inside the node
@@ -240,7 +251,7 @@ class Profile:
         - ``pct``: the node's share of the summed **median** node times (sums to 100): one slow
           sample cannot move it (the share of summed means if every median is 0).
         - ``cum_pct``: running sum of ``pct`` in the table's order.
-        - ``flops``: floating-point operations of one call (``FlopCounterMode``; 0 for ops
+        - ``flops``: floating-point operations per model run (``FlopCounterMode``; 0 for ops
           without a formula); ``flops_pct``: share of the model's FLOPs; ``gflops_per_s``:
           flops over the median time.
         - ``input_shapes``, ``output_shape``, ``dtype``, ``out_bytes``: what the node received
@@ -261,6 +272,7 @@ class Profile:
         ).set_index("node")
         table = info.join(stats, how="left").join(self._anatomy, how="left")
         table["calls"] = table["calls"].fillna(0).astype(np.int64)
+        table["calls_per_run"] = table["calls_per_run"].fillna(0.0)
         table["pct"] = _shares(table)
         table["bound"] = self._bound(table)
         flops = table["flops"].astype("float64")
@@ -406,11 +418,18 @@ def _anatomy_frame(names: list[str], records: Mapping[str, Mapping[str, Any]]) -
 
 
 def _node_stats(samples: pd.DataFrame) -> pd.DataFrame:
-    grouped = samples.groupby("node", sort=False)
+    """Per-node statistics of the time per model run: a node's calls within one run are
+    summed first (one call per run is the common case, and then nothing changes)."""
+    by_run = samples.groupby(["node", "run"], sort=False)
+    per_run = by_run[["time_ms", "host_ms", "kernel_ms"]].sum(min_count=1)
+    per_run["calls"] = by_run.size()
+    grouped = per_run.groupby(level="node", sort=False)
     times = grouped["time_ms"]
+    calls = grouped["calls"].sum()
     stats = pd.DataFrame(
         {
-            "calls": times.count(),
+            "calls": calls,
+            "calls_per_run": calls / times.count(),
             "mean_ms": times.mean(),
             "median_ms": times.median(),
             "std_ms": times.std(ddof=1),

@@ -44,6 +44,8 @@ def render_header(profile: "Profile") -> str:
         lines.append(f"capture: {meta['capture']}" + (f" ({reason})" if reason and reason != "asked for" else ""))
     if meta.get("capture_note"):
         lines.append(f"note: {meta['capture_note']}")
+    if meta.get("nested_compile_note"):
+        lines.append(f"note: {meta['nested_compile_note']}")
     from .environment import env_line  # what the numbers depend on, and what could not be timed right
 
     if env_line(meta):
@@ -62,6 +64,7 @@ def render_header(profile: "Profile") -> str:
             f"run: median {med:.3f} ms (IQR {q75 - q25:.3f} ms) over {len(totals)} runs; "
             f"nodes account for {profile.coverage * 100:.1f}% of it (coverage), "
             f"the rest is interpreter overhead between nodes"
+            + (" and the model's Python between graphs" if meta.get("capture") == "dynamo" else "")
         )
         lines.extend(_outlier_lines(profile))
         launch = profile.launch_bound_pct

@@ -53,7 +53,9 @@ def test_auto_falls_back_to_dynamo_and_says_why(toy):
     x = torch.randn(2, 4)
     prof = fxprof.profile(toy, x, warmup=1, iters=3)
     assert prof.meta["capture"] == "dynamo"
-    assert prof.meta["capture_reason"].startswith("symbolic tracing failed (the model's Python control flow")
+    reason = prof.meta["capture_reason"]
+    # where the model's code stopped tracing (file:line in function), then the cause in plain words
+    assert reason.startswith("symbolic tracing failed at tests/test_capture.py:30 in forward (the model's Python control flow"), reason
     df = prof.df
     assert df.index.is_unique
     assert set(df["graph"]) == {"g0", "g1"}
@@ -109,8 +111,9 @@ def test_export_capture_gives_aten_nodes_with_scopes(resnet18):
 
 
 def test_export_failure_is_explained(toy):
-    with pytest.raises(fxprof.TraceError, match="torch.export could not capture GraphBreak.*try capture='dynamo'"):
+    with pytest.raises(fxprof.TraceError, match="torch.export could not capture GraphBreak.*try capture='dynamo'") as info:
         fxprof.profile(toy, torch.randn(2, 4), capture="export")
+    assert "(at tests/test_capture.py:30 in forward)" in str(info.value)  # the line that stopped it
 
 
 def test_unknown_capture_is_refused(toy):

@@ -24,8 +24,9 @@ STAT_COLUMNS = ("calls", "mean_ms", "median_ms", "std_ms", "iqr_ms", "min_ms", "
 _TIMES = ("time_ms", "host_ms", "start_ms", "host_start_ms")
 
 
-def _frozen(values: Any, dtype: Any) -> np.ndarray:
-    array = np.array(values, dtype=dtype)  # always a copy: nothing outside can change it
+def _frozen(values: Any, dtype: Any, copy: bool = True) -> np.ndarray:
+    # a copy unless the caller hands its arrays over: nothing outside can change them
+    array = np.array(values, dtype=dtype) if copy else np.asarray(values, dtype=dtype)
     array.flags.writeable = False
     return array
 
@@ -33,26 +34,27 @@ def _frozen(values: Any, dtype: Any) -> np.ndarray:
 class SampleColumns:
     """Immutable columnar samples: ``node`` codes index into ``names`` (the profile's nodes).
 
-    ``kernel_ms`` is None when kernel time was not measured (it reads as NaN).
+    ``kernel_ms`` is None when kernel time was not measured (it reads as NaN). The columns
+    are copied unless ``copy=False`` (the caller hands over arrays nothing else holds).
     """
 
     __slots__ = ("names", "node", "run", "time_ms", "host_ms", "start_ms", "host_start_ms", "kernel_ms", "_stats")
 
     def __init__(self, names: Sequence[str], node: Any, run: Any, time_ms: Any, host_ms: Any,
-                 start_ms: Any = None, host_start_ms: Any = None, kernel_ms: Any = None):
+                 start_ms: Any = None, host_start_ms: Any = None, kernel_ms: Any = None, copy: bool = True):
         self.names: tuple[str, ...] = tuple(names)
-        self.node = _frozen(node, np.int32)
+        self.node = _frozen(node, np.int32, copy)
         count = len(self.node)
         if count and (self.node.min() < 0 or self.node.max() >= len(self.names)):
             raise ValueError("a sample's node code is outside the node list")
-        self.run = _frozen(run, np.int32)
+        self.run = _frozen(run, np.int32, copy)
         given = {"time_ms": time_ms, "host_ms": host_ms, "start_ms": start_ms, "host_start_ms": host_start_ms}
         for col in _TIMES:
             values = given[col]
-            setattr(self, col, _frozen(np.full(count, np.nan) if values is None else values, np.float64))
+            setattr(self, col, _frozen(np.full(count, np.nan) if values is None else values, np.float64, copy))
         self.kernel_ms = None
         if kernel_ms is not None:
-            kernel = _frozen(kernel_ms, np.float64)
+            kernel = _frozen(kernel_ms, np.float64, copy)
             if not np.isnan(kernel).all():
                 self.kernel_ms = kernel
         for col in ("run", *_TIMES, *(("kernel_ms",) if self.kernel_ms is not None else ())):

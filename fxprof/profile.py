@@ -323,20 +323,25 @@ class Profile:
 
         write_csv(self.df, path)
 
-    def to_chrome_trace(self, path: str | os.PathLike) -> None:
-        """Write every node of every run as a span on a timeline (Chrome trace JSON).
+    def to_chrome_trace(self, path: str | os.PathLike, runs: str | Iterable[int] = "representative") -> None:
+        """Write every node of the chosen runs as a span on a timeline (Chrome trace JSON).
 
-        Open it in https://ui.perfetto.dev or chrome://tracing. With the CUDA timers there is
-        a host track and a device track. Written atomically.
+        ``runs``: ``"representative"`` (default: the fastest, the median and the slowest run by
+        ``total_ms``), ``"all"``, or a list of run numbers. Open the file in
+        https://ui.perfetto.dev or chrome://tracing. With the CUDA timers there is a host track
+        and a device track. Written atomically.
         """
         from .export import write_chrome_trace
 
-        write_chrome_trace(self, path)
+        write_chrome_trace(self, path, runs=runs)
 
     def save(self, path: str | os.PathLike) -> None:
-        """Save the whole profile (raw samples, nodes, anatomy, metadata) as versioned JSON.
+        """Save the whole profile (raw samples, nodes, anatomy, metadata), chosen by extension:
+        ``.npz`` writes compact binary columns with a JSON header (:mod:`fxprof.store`; 40 bytes
+        a sample, fast to write and read), any other path versioned JSON (text, about 70 bytes
+        a sample).
 
-        Lossless: :func:`fxprof.load` gives back an equal profile. Written atomically.
+        Lossless: :func:`fxprof.load` gives back an equal profile from either. Written atomically.
         """
         from .io import save_profile
 

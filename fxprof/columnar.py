@@ -66,12 +66,12 @@ class SampleColumns:
     @classmethod
     def from_frame(cls, frame: pd.DataFrame, names: Sequence[str]) -> "SampleColumns":
         """From a long-form DataFrame with a ``node`` column of names (and the sample columns)."""
-        categorical = pd.Categorical(frame["node"], categories=list(names))
-        if (categorical.codes < 0).any():
-            unknown = sorted(set(frame["node"][categorical.codes < 0].astype(str)))
+        codes = pd.Index(list(names), dtype=object).get_indexer(frame["node"].astype(object))
+        if (codes < 0).any():
+            unknown = sorted(set(frame["node"][codes < 0].astype(str)))
             raise ValueError(f"samples name nodes the graph does not have: {unknown[:5]}")
         column = lambda c: frame[c].to_numpy(dtype=np.float64, na_value=np.nan) if c in frame.columns else None  # noqa: E731
-        return cls(names, categorical.codes, frame["run"].to_numpy(dtype=np.int64), column("time_ms"), column("host_ms"),
+        return cls(names, codes, frame["run"].to_numpy(dtype=np.int64), column("time_ms"), column("host_ms"),
                    column("start_ms"), column("host_start_ms"), column("kernel_ms"))
 
     @classmethod
@@ -167,9 +167,10 @@ class _GroupedValues:
     def __init__(self, codes: np.ndarray, values: np.ndarray, groups: int):
         self.groups = groups
         valid = ~np.isnan(values)
-        self.count = np.bincount(codes[valid], minlength=groups).astype(np.int64) if groups else np.zeros(0, np.int64)
-        clean = np.where(valid, values, 0.0)
-        self.sum = np.bincount(codes, weights=clean, minlength=groups) if groups else np.zeros(0)
+        complete = bool(valid.all())  # the usual case: no NaN, so no masking pass
+        self.count = np.bincount(codes if complete else codes[valid], minlength=groups).astype(np.int64)
+        self.sum = np.bincount(codes, weights=values if complete else np.where(valid, values, 0.0), minlength=groups)
+        self._complete = complete
         with np.errstate(invalid="ignore", divide="ignore"):
             self.mean = np.where(self.count > 0, self.sum / np.maximum(self.count, 1), np.nan)
         self._codes, self._values, self._valid = codes, values, valid
@@ -177,7 +178,9 @@ class _GroupedValues:
 
     def std(self) -> np.ndarray:
         """Sample standard deviation (ddof=1); NaN with fewer than two values."""
-        deviation = np.where(self._valid, self._values - self.mean[self._codes], 0.0)
+        deviation = self._values - self.mean[self._codes]
+        if not self._complete:
+            deviation = np.where(self._valid, deviation, 0.0)
         squares = np.bincount(self._codes, weights=deviation * deviation, minlength=self.groups)
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.where(self.count > 1, np.sqrt(squares / np.maximum(self.count - 1, 1)), np.nan)

@@ -201,14 +201,14 @@ def _hand_back(exc: BaseException, captured: Capture, recorder: Recorder, meta: 
                records: dict[str, dict[str, Any]], iters: int, mode: str, stage: str) -> None:
     """Attach what was measured before ``exc`` to it as ``exc.profile`` (nothing is lost)."""
     rec = recorder.recording
-    if not rec.node:
+    if not len(rec):
         return
     if stage == "untimed passes":  # every run completed; only shapes/FLOPs/memory are missing
         note = f"interrupted in the untimed passes ({type(exc).__name__}): all {iters} runs kept, anatomy columns may be empty"
         partial_meta = {**meta, "capture_note": note}
         message = f"fxprof: all {iters} timed runs completed before this; they are in this exception's .profile"
     elif mode == "isolated":
-        done = len(set(rec.node))
+        done = len(rec.recorded_names())
         partial_meta = {**meta, "mode": "isolated", "incomplete": True, "requested_iters": iters, "iters": iters}
         message = f"fxprof: {done} node(s) were re-run in isolation before this; they are in this exception's .profile"
     else:
@@ -241,7 +241,7 @@ def _merge(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]]) -> dict[s
 
 
 def _build(captured: Capture, recorder: Recorder, meta: dict[str, Any], records: dict[str, dict[str, Any]]) -> Profile:
-    nodes, note = captured.nodes_in(set(recorder.recording.node))
+    nodes, note = captured.nodes_in(recorder.recording.recorded_names())
     if note:
         meta = {**meta, "capture_note": note}
     known = {n.name for n in nodes}

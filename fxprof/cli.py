@@ -12,7 +12,7 @@ Time every node of a PyTorch model's torch.fx graph, on the CPU or the GPU.
 
 commands:
   profile MODEL   trace MODEL, warm it up, time every node over --iters runs, print hotspots
-  show FILE       print a saved profile (.json) or per-node table (.csv) again, re-sorted
+  show FILE       print a saved profile (.json/.npz) or per-node table (.csv) again, re-sorted
   compare A B     compare two saved profiles or tables node by node
   selfcheck       check fxprof's timers against nodes of known cost on this machine
 """
@@ -77,8 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice); recorded in the profile")
     view_options(p)
     p.add_argument("--csv", metavar="PATH", help="write the per-node table as CSV")
-    p.add_argument("--json", metavar="PATH", help="save the whole profile (every sample) as JSON, for show/compare")
+    p.add_argument("--json", metavar="PATH", help="save the whole profile (every sample) for show/compare: JSON, or compact binary columns if PATH ends in .npz")
     p.add_argument("--trace", metavar="PATH", help="write a Chrome trace (open in ui.perfetto.dev or chrome://tracing)")
+    p.add_argument("--trace-runs", default="representative", choices=["representative", "all"], help="runs in the trace: the fastest, median and slowest (default), or all")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(handler=_cmd_profile)
 
@@ -89,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    s.add_argument("file", metavar="FILE", help="a .json profile or .csv table written by fxprof")
+    s.add_argument("file", metavar="FILE", help="a .json or .npz profile or .csv table written by fxprof")
     view_options(s)
     s.set_defaults(handler=_cmd_show)
 
@@ -108,8 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    c.add_argument("a", metavar="A", help="the baseline: a .json profile or .csv table")
-    c.add_argument("b", metavar="B", help="the other: a .json profile or .csv table")
+    c.add_argument("a", metavar="A", help="the baseline: a .json or .npz profile or .csv table")
+    c.add_argument("b", metavar="B", help="the other: a .json or .npz profile or .csv table")
     c.add_argument("--top", type=int, default=20, help="rows to show; 0 shows all (default: 20)")
     c.add_argument("--csv", metavar="PATH", help="write the comparison table as CSV")
     c.add_argument("--alpha", type=float, default=0.05, help="significance level of the adjusted p-values (default: 0.05)")
@@ -217,7 +218,7 @@ def _cmd_profile(args: argparse.Namespace) -> int:
 def _emit(prof, args: argparse.Namespace) -> None:
     prof.keep_outliers = args.keep_outliers
     written = []
-    for label, path, write in (("csv", args.csv, prof.to_csv), ("json", args.json, prof.save), ("trace", args.trace, prof.to_chrome_trace)):
+    for label, path, write in (("csv", args.csv, prof.to_csv), ("json", args.json, prof.save), ("trace", args.trace, lambda path: prof.to_chrome_trace(path, runs=args.trace_runs))):
         if path:
             write(path)
             written.append(f"wrote {label}: {path}")

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from .anatomy import ANATOMY_COLUMNS
+from .columnar import SampleColumns
 from .recording import Recording
 from .nodes import NodeInfo
 
@@ -62,7 +63,9 @@ class Profile:
     """The result of :func:`fxprof.profile`: every sample of every node, and tables from them.
 
     The raw samples are the single source of truth for times; :attr:`df`, :meth:`summary`,
-    :meth:`group_by`, the CSV and every statistic are derived from them on demand. Per-node
+    :meth:`group_by`, the CSV and every statistic are derived from them. The samples are kept
+    as numpy columns (see :mod:`fxprof.columnar`) and never change, so the per-node table is
+    computed once and cached (recomputed only if :attr:`nodes` or ``meta["timer"]`` change). Per-node
     facts measured once in untimed passes (shapes, FLOPs, memory) are kept in
     :attr:`anatomy`.
 
@@ -75,7 +78,7 @@ class Profile:
     def __init__(
         self,
         nodes: Sequence[NodeInfo],
-        samples: pd.DataFrame,
+        samples: pd.DataFrame | SampleColumns,
         runs: pd.DataFrame,
         meta: dict[str, Any] | None = None,
         anatomy: Mapping[str, Mapping[str, Any]] | None = None,
@@ -84,12 +87,17 @@ class Profile:
         names = [n.name for n in self.nodes]
         if len(set(names)) != len(names):
             raise ValueError("node names must be unique within a profile")
-        unknown = (set(samples["node"]) | set(anatomy or {})) - set(names)
+        unknown = set(anatomy or {}) - set(names)
         if unknown:
             raise ValueError(f"samples name nodes the graph does not have: {sorted(unknown)[:5]}")
-        self._samples = _with_columns(samples, SAMPLE_COLUMNS, required=("node", "run", "time_ms", "host_ms"))
-        # derived, never stored: the k-th sample of a node within its run is its k-th call
-        self._samples.insert(2, "call", self._samples.groupby(["node", "run"], sort=False).cumcount().astype(np.int64))
+        if isinstance(samples, SampleColumns):
+            if samples.names != tuple(names):
+                raise ValueError("the samples' node list is not the profile's")
+            self._columns = samples
+        else:
+            _with_columns(samples.iloc[:0], SAMPLE_COLUMNS, required=("node", "run", "time_ms", "host_ms"))
+            self._columns = SampleColumns.from_frame(samples, names)
+        self._table_cache: tuple[Any, pd.DataFrame] | None = None
         self._runs = _with_columns(runs, RUN_COLUMNS, required=("run", "total_ms"))
         self._anatomy = _anatomy_frame(names, anatomy or {})
         self.meta: dict[str, Any] = dict(meta or {})
@@ -106,19 +114,7 @@ class Profile:
         meta: dict[str, Any] | None = None,
         anatomy: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> "Profile":
-        samples = pd.DataFrame(
-            {
-                "node": pd.Series(recording.node, dtype=str),
-                "run": np.asarray(recording.run, dtype=np.int64),
-                "time_ms": np.asarray(recording.time_ms, dtype=np.float64),
-                "host_ms": np.asarray(recording.host_ms, dtype=np.float64),
-                "start_ms": np.asarray(recording.start_ms, dtype=np.float64),
-                "host_start_ms": np.asarray(recording.host_start_ms, dtype=np.float64),
-                "kernel_ms": np.asarray(recording.kernel_ms, dtype=np.float64)
-                if len(recording.kernel_ms) == len(recording.node)
-                else np.full(len(recording.node), np.nan),
-            }
-        )
+        samples = SampleColumns.from_recording(recording, [n.name for n in nodes])
         runs = pd.DataFrame(
             {
                 "run": np.arange(recording.runs, dtype=np.int64),
@@ -142,8 +138,17 @@ class Profile:
         ``start_ms`` and ``host_start_ms`` (when the node started, from the run's start, by
         the timer and by the host clock), ``kernel_ms`` (CUDA kernel time launched inside the
         node, with ``timer="kernel"``; NaN otherwise).
+
+        A new DataFrame on every access, built from the compact columns: ``node`` is
+        categorical (its categories are the nodes that have samples, in graph order), ``run``
+        int64, the times float64.
         """
-        return self._samples.copy()
+        return self._columns.frame()
+
+    @property
+    def _samples(self) -> pd.DataFrame:
+        # the long-form frame under its former private name, for code written against it
+        return self._columns.frame()
 
     @property
     def runs(self) -> pd.DataFrame:
@@ -205,7 +210,7 @@ class Profile:
         if self._runs.empty or self.meta.get("mode") == "isolated":
             return math.nan
         run_mean = float(np.mean(self.kept_totals()))
-        node_sum = float(_node_stats(self.kept_samples())["mean_ms"].sum())  # per model run
+        node_sum = float(self._columns.node_stats(self._kept_runs())["mean_ms"].sum())  # per model run
         return node_sum / run_mean if run_mean > 0 else math.nan
 
     @property
@@ -219,7 +224,7 @@ class Profile:
     # ------------------------------------------------------------ derived tables
     @property
     def df(self) -> pd.DataFrame:
-        """The per-node table in graph order; see :meth:`to_dataframe`."""
+        """The per-node table in graph order; see :meth:`to_dataframe`. A copy of a cached table."""
         return self.to_dataframe()
 
     def to_dataframe(self, sort: str | None = None, ascending: bool = False, keep_outliers: bool | None = None) -> pd.DataFrame:
@@ -263,7 +268,24 @@ class Profile:
             sort: a column to sort by (descending unless ``ascending``); None keeps graph
                 order. ``cum_pct`` always follows the returned order.
         """
-        stats = _node_stats(self.kept_samples(keep_outliers))
+        # The table depends on the samples and anatomy (both fixed), the nodes, the timer and
+        # which runs the statistics keep.
+        runs = self._kept_runs(keep_outliers)
+        key = (tuple(self.nodes), self.meta.get("timer"), runs)
+        if self._table_cache is None or self._table_cache[0] != key:
+            self._table_cache = (key, self._build_table(runs))
+        return sort_table(self._table_cache[1], sort, ascending)
+
+    def _kept_runs(self, keep_outliers: bool | None = None) -> tuple[int, ...] | None:
+        """The runs the statistics use, or None for all of them (no outliers, or kept)."""
+        keep = self.keep_outliers if keep_outliers is None else keep_outliers
+        outliers = [] if keep else self.outlier_runs
+        if not outliers:
+            return None
+        return tuple(int(r) for r in self._runs["run"] if int(r) not in set(outliers))
+
+    def _build_table(self, runs: tuple[int, ...] | None) -> pd.DataFrame:
+        stats = self._columns.node_stats(runs)
         info = pd.DataFrame(
             {
                 "node": [n.name for n in self.nodes],
@@ -280,7 +302,7 @@ class Profile:
         table["flops_pct"] = flops / flops_sum * 100.0 if flops_sum > 0 else flops * 0.0
         median = table["median_ms"].where(table["median_ms"] > 0)
         table["gflops_per_s"] = flops / median / 1e6
-        table = sort_table(table, sort, ascending)
+        table["cum_pct"] = table["pct"].cumsum()
         return table[list(TABLE_COLUMNS)].astype(COLUMNS)
 
     def _bound(self, table: pd.DataFrame) -> pd.Series:
@@ -348,20 +370,25 @@ class Profile:
 
         write_csv(self.df, path)
 
-    def to_chrome_trace(self, path: str | os.PathLike) -> None:
-        """Write every node of every run as a span on a timeline (Chrome trace JSON).
+    def to_chrome_trace(self, path: str | os.PathLike, runs: str | Iterable[int] = "representative") -> None:
+        """Write every node of the chosen runs as a span on a timeline (Chrome trace JSON).
 
-        Open it in https://ui.perfetto.dev or chrome://tracing. With the CUDA timers there is
-        a host track and a device track. Written atomically.
+        ``runs``: ``"representative"`` (default: the fastest, the median and the slowest run by
+        ``total_ms``), ``"all"``, or a list of run numbers. Open the file in
+        https://ui.perfetto.dev or chrome://tracing. With the CUDA timers there is a host track
+        and a device track. Written atomically.
         """
         from .export import write_chrome_trace
 
-        write_chrome_trace(self, path)
+        write_chrome_trace(self, path, runs=runs)
 
     def save(self, path: str | os.PathLike) -> None:
-        """Save the whole profile (raw samples, nodes, anatomy, metadata) as versioned JSON.
+        """Save the whole profile (raw samples, nodes, anatomy, metadata), chosen by extension:
+        ``.npz`` writes compact binary columns with a JSON header (:mod:`fxprof.store`; 40 bytes
+        a sample, fast to write and read), any other path versioned JSON (text, about 70 bytes
+        a sample).
 
-        Lossless: :func:`fxprof.load` gives back an equal profile. Written atomically.
+        Lossless: :func:`fxprof.load` gives back an equal profile from either. Written atomically.
         """
         from .io import save_profile
 
@@ -415,32 +442,3 @@ def _anatomy_frame(names: list[str], records: Mapping[str, Mapping[str, Any]]) -
         else:
             frame[col] = pd.array(frame[col].tolist(), dtype=dtype)
     return frame
-
-
-def _node_stats(samples: pd.DataFrame) -> pd.DataFrame:
-    """Per-node statistics of the time per model run: a node's calls within one run are
-    summed first (one call per run is the common case, and then nothing changes)."""
-    by_run = samples.groupby(["node", "run"], sort=False)
-    per_run = by_run[["time_ms", "host_ms", "kernel_ms"]].sum(min_count=1)
-    per_run["calls"] = by_run.size()
-    grouped = per_run.groupby(level="node", sort=False)
-    times = grouped["time_ms"]
-    calls = grouped["calls"].sum()
-    stats = pd.DataFrame(
-        {
-            "calls": calls,
-            "calls_per_run": calls / times.count(),
-            "mean_ms": times.mean(),
-            "median_ms": times.median(),
-            "std_ms": times.std(ddof=1),
-            "iqr_ms": times.quantile(0.75) - times.quantile(0.25),
-            "min_ms": times.min(),
-            "max_ms": times.max(),
-            "total_ms": times.sum(),
-            "host_mean_ms": grouped["host_ms"].mean(),
-            "kernel_mean_ms": grouped["kernel_ms"].mean(),
-            "kernel_median_ms": grouped["kernel_ms"].median(),
-        }
-    )
-    stats.index.name = "node"
-    return stats

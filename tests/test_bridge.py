@@ -131,7 +131,7 @@ def test_samples_get_their_own_range_of_their_own_run():
     events = events_from_kineto(one_run(0, 100) + one_run(10_000, 200)[:3])  # run 1 has no ranges but "sleep"
     rec = Recording(node=["sleep", "add", "sleep", "add"], run=[0, 0, 1, 1])
     notes = _attach_kernel_times(rec, attribute_device_activity(events))
-    assert rec.kernel_ms[:3] == [5.0, 0.01, 5.0] and math.isnan(rec.kernel_ms[3])
+    assert rec.kernel_ms[:3].tolist() == [5.0, 0.01, 5.0] and math.isnan(rec.kernel_ms[3])
     assert notes == []
     assert kernel_ms_per_sample([], attribute_device_activity(events)) == []
 

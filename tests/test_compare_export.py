@@ -59,8 +59,10 @@ def test_compare_matches_by_name_sorts_by_change_and_keeps_one_sided_nodes(clock
 def test_chrome_trace_has_one_span_per_node_and_run_at_the_right_times(clock, tmp_path):
     prof = _profile(clock)
     path = tmp_path / "t.json"
-    prof.to_chrome_trace(path)
+    prof.to_chrome_trace(path, runs="all")
     doc = json.loads(path.read_text())
+    # the fast writer and the event list agree, event for event
+    assert doc["traceEvents"] == chrome_trace_events(prof, runs="all")
     assert doc["displayTimeUnit"] == "ms"
     events = doc["traceEvents"]
     for e in events:
@@ -86,10 +88,29 @@ def test_chrome_trace_has_one_span_per_node_and_run_at_the_right_times(clock, tm
 def test_chrome_trace_with_a_device_timer_has_two_tracks(clock):
     prof = _profile(clock)
     prof.meta["timer"] = "cuda"  # as recorded by the CUDA event timer
-    events = chrome_trace_events(prof)
+    events = chrome_trace_events(prof, runs="all")
     tids = {e["tid"] for e in events if e["ph"] == "X" and e["cat"] != "run"}
     assert tids == {1, 2}
     assert sum(e["ph"] == "X" and e["cat"] != "run" for e in events) == 2 * 8 * 4
+
+
+def test_chrome_trace_shows_the_fastest_median_and_slowest_run_by_default(clock, tmp_path):
+    prof = _profile(clock)  # run totals 4, 3, 5, 4 ms (head costs 3, 2, 4, 3 ms after a 1 ms stem)
+    path = tmp_path / "t.json"
+    prof.to_chrome_trace(path)
+    doc = json.loads(path.read_text())
+    runs = sorted(e["name"] for e in doc["traceEvents"] if e["ph"] == "X" and e["cat"] == "run")
+    assert runs == ["run 0 (median)", "run 1 (fastest)", "run 2 (slowest)"]
+    spans = [e for e in doc["traceEvents"] if e["ph"] == "X" and e["cat"] != "run"]
+    assert sorted({e["args"]["run"] for e in spans}) == [0, 1, 2] and len(spans) == 8 * 3
+    assert doc["otherData"]["trace_runs"] == "run 0 (median), run 1 (fastest), run 2 (slowest)"
+    assert doc["traceEvents"] == chrome_trace_events(prof)
+    # runs named explicitly, and wrong names
+    assert {e["args"]["run"] for e in chrome_trace_events(prof, runs=[3]) if e["ph"] == "X"} == {3}
+    with pytest.raises(ValueError, match="no run"):
+        prof.to_chrome_trace(path, runs=[7])
+    with pytest.raises(ValueError, match="representative, all"):
+        prof.to_chrome_trace(path, runs="some")
 
 
 def test_samples_place_nodes_on_the_run_timeline(clock):

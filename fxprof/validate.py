@@ -130,6 +130,8 @@ def _damaged(source: str, what: str) -> ProfileFormatError:
 
 
 def _show(value: Any) -> str:
+    if isinstance(value, np.generic):
+        value = value.item()
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
 
@@ -239,8 +241,9 @@ def _check_range(numbers: np.ndarray, rule: Mapping[str, Any], where: str, sourc
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         at = index[i] if index is not None else i
-        limits = " and ".join(f"{w} of {rule[k]}" for k, w in (("minimum", "the minimum"), ("maximum", "the maximum")) if k in rule)
-        raise _damaged(source, f"{where}[{at}]: {_show(numbers[i])} is outside {limits}")
+        value = numbers[i]
+        limit = f"below the minimum of {rule['minimum']}" if "minimum" in rule and value < rule["minimum"] else f"above the maximum of {rule.get('maximum')}"
+        raise _damaged(source, f"{where}[{at}]: {_show(value)} is {limit}")
 
 
 def _check_unique(names: list[str], source: str) -> None:
@@ -284,7 +287,7 @@ def check_profile(profile: "Profile", source: str) -> None:
         i = int(np.flatnonzero(sample_runs >= runs)[0])
         raise _damaged(source, f"samples.run[{i}] has run index {sample_runs[i]}, but the profile has {runs} runs (0 to {runs - 1})")
     if runs and not np.array_equal(profile._runs["run"].to_numpy(), np.arange(runs)):
-        raise _damaged(source, f"runs.run must be 0, 1, 2... in order (one entry per run)")
+        raise _damaged(source, "runs.run must be 0, 1, 2... in order (one entry per run)")
     known = {n.name for n in profile.nodes}
     unknown = sorted(set(profile._samples["node"]) - known)
     if unknown:
@@ -327,7 +330,7 @@ def parse_table(raw: pd.DataFrame, columns: Mapping[str, str], source: str) -> p
             if value < 0 and col not in _SIGNED:
                 raise ProfileFormatError(f"{source}: column {col} holds {cell!r} on line {line}; it is never negative")
             values.append(value)
-        out[col] = pd.array(values, dtype=dtype) if integer else np.asarray(values, dtype=np.float64)
+        out[col] = (pd.array(values, dtype=dtype) if dtype != "int64" else np.asarray(values, dtype=np.int64)) if integer else np.asarray(values, dtype=np.float64)
     return pd.DataFrame(out).set_index("node")
 
 

@@ -95,7 +95,8 @@ def test_writing_to_a_device_writes_through_it(prof, tmp_path):
     assert stat.S_ISCHR(os.stat(full).st_mode)
 
 
-def test_dash_is_standard_output(capsys):
+def test_dash_is_standard_output(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     code, out, err = _main(capsys, "profile", "resnet18", "--input", "1x3x32x32", "--warmup", "0", "--iters", "1",
                            "--quiet", "--csv", "-")
     assert code == 0, err

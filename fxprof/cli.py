@@ -241,8 +241,8 @@ def _emit(prof, args: argparse.Namespace) -> tuple[list[str], list[int]]:
         if failures and not any(line.startswith("wrote json") for line in written):
             failures.append(_rescue(prof))
         _print(prof.summary(**_view(args)), report)
-        for line in written:
-            _print(line, report)
+        for line in sorted(written, key=lambda line: ("wrote csv", "wrote json", "wrote trace").index(line.split(":")[0])):
+            _print(line, report)  # in the order of the options, whatever order they were written in
     return failures, signals
 
 

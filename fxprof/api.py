@@ -7,7 +7,7 @@ import datetime as _dt
 import inspect
 import platform
 import warnings
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import torch
 from torch import nn
@@ -42,6 +42,9 @@ def profile(
     model_kwargs: dict[str, Any] | None = None,
     capture: str = "auto",
     mode: str = "timed",
+    backward: bool = False,
+    loss_fn: Callable[[Any], torch.Tensor] | None = None,
+    optimizer: torch.optim.Optimizer | None = None,
     **kwargs: Any,
 ) -> Profile:
     """Profile ``model(*args, **kwargs)`` node by node.
@@ -82,6 +85,16 @@ def profile(
             (default: when the model runs on CUDA; resets CUDA peak-memory statistics).
         progress: show a progress bar on stderr for the warm-up and timed runs (tqdm; silent
             when stderr is not a terminal).
+        backward: profile training steps instead of forward passes: each run is forward, loss
+            and backward (and ``optimizer`` step), with the nodes of the forward and backward
+            graphs (from AOTAutograd) all timed; the table's ``phase`` column says which, and
+            backward nodes are charged to the module of the forward op they differentiate.
+            Runs with gradients on (``no_grad`` is ignored). See :mod:`fxprof.training`.
+        loss_fn: with ``backward``, ``loss_fn(output) -> scalar tensor`` (default: the sum of
+            the output's floating-point values).
+        optimizer: with ``backward``, also ``optimizer.zero_grad()`` and ``optimizer.step()``
+            in every run, each timed as a node of phase ``optimizer``. Parameters, ``.grad``,
+            optimizer state and the RNG are restored when profiling ends.
 
     Returns:
         A :class:`~fxprof.Profile`. Buffers the runs changed (batch-norm running statistics in
@@ -97,7 +110,8 @@ def profile(
     """
     explicit = {k for k, v in (("warmup", warmup), ("iters", iters), ("timer", timer), ("no_grad", no_grad),
                                 ("concrete_args", concrete_args), ("leaf_modules", leaf_modules), ("name", name),
-                                ("anatomy", anatomy), ("memory", memory), ("progress", progress), ("capture", capture))
+                                ("anatomy", anatomy), ("memory", memory), ("progress", progress), ("capture", capture),
+                                ("backward", backward), ("loss_fn", loss_fn), ("optimizer", optimizer))
                 if v is not _DEFAULTS[k]}
     _check_count("warmup", warmup, minimum=0)
     _check_count("iters", iters, minimum=1)
@@ -112,7 +126,15 @@ def profile(
             raise TypeError(f"unknown option(s) {', '.join(map(repr, kwargs))} of fxprof.profile (model inputs go in model_kwargs)")
         kwargs = dict(model_kwargs)
 
-    captured = capture_model(model, args, kwargs, capture, concrete_args=concrete_args, leaf_modules=leaf_modules)
+    if backward:  # training steps: forward and backward graphs (see fxprof.training)
+        from .training import capture_training
+
+        captured: Capture = capture_training(model, capture, mode, loss_fn, optimizer)
+        no_grad = False
+    elif loss_fn is not None or optimizer is not None:
+        raise ValueError("loss_fn and optimizer apply to training steps: pass backward=True as well")
+    else:
+        captured = capture_model(model, args, kwargs, capture, concrete_args=concrete_args, leaf_modules=leaf_modules)
     try:
         if model_kwargs is None:
             _refuse_ambiguous_keywords(captured.input_names(), explicit)
@@ -135,6 +157,8 @@ def profile(
             raise ValueError("timer='kernel' works with mode='timed' only; use timer='cuda' for isolated mode")
         recorder = Recorder(chosen, node_ranges=kernel_time)
         meta = _describe_run(model, name, chosen, devices, inputs, warmup, iters, no_grad, captured)
+        if backward:
+            meta.update(captured.describe())  # type: ignore[attr-defined]
 
         def one_run() -> None:
             a, k = _fresh((call_args, call_kwargs))
@@ -142,7 +166,7 @@ def profile(
 
         grad_context = torch.no_grad() if no_grad else contextlib.nullcontext()
         with grad_context, _restore_buffers(captured.module), _progress(progress, warmup + iters) as step:
-            if captured.kind == "dynamo":
+            if captured.kind in ("dynamo", "aot"):
                 one_run()  # dynamo compiles on the first call: never part of warm-up or timing
             for _ in range(warmup):
                 one_run()

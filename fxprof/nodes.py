@@ -39,6 +39,11 @@ class NodeInfo:
         graph: which captured graph the node belongs to (``g0``, ``g1``... when a model is
             captured in several pieces, e.g. by ``capture="dynamo"`` at graph breaks); "" when
             there is one graph.
+        phase: the part of a training step the node belongs to: ``forward``, ``loss``,
+            ``backward`` or ``optimizer`` (see :mod:`fxprof.training`); ``forward`` when only
+            the forward pass is profiled.
+        forward_node: for a backward node, the forward node it differentiates (the one with
+            the same autograd ``seq_nr``); else "".
     """
 
     name: str
@@ -49,6 +54,8 @@ class NodeInfo:
     range: str
     kind: str = ""
     graph: str = ""
+    phase: str = "forward"
+    forward_node: str = ""
 
 
 def target_name(node: fx.Node) -> str:

@@ -20,7 +20,7 @@ SAMPLE_COLUMNS = ("node", "run", "time_ms", "host_ms", "start_ms", "host_start_m
 RUN_COLUMNS = ("run", "total_ms", "host_ms", "start_ms")
 
 #: descriptive columns of the per-node table, taken from NodeInfo
-NODE_COLUMNS = ("op", "target", "kind", "module_type", "scope", "range", "graph")
+NODE_COLUMNS = ("op", "target", "kind", "module_type", "scope", "range", "graph", "phase", "forward_node")
 
 #: every column of the per-node table, in order, with its pandas dtype.
 #: Times are milliseconds, shares percent, sizes bytes.
@@ -192,8 +192,9 @@ class Profile:
 
         Index ``node`` (fx node name). Columns (times in ms, shares in percent, sizes in bytes):
 
-        - ``op``, ``target``, ``kind``, ``module_type``, ``scope``, ``range``, ``graph``: see
-          :class:`~fxprof.nodes.NodeInfo`.
+        - ``op``, ``target``, ``kind``, ``module_type``, ``scope``, ``range``, ``graph``,
+          ``phase`` (``forward``, ``loss``, ``backward``, ``optimizer``), ``forward_node`` (the
+          forward node a backward node differentiates): see :class:`~fxprof.nodes.NodeInfo`.
         - ``calls``: samples of this node (runs in which it executed).
         - ``mean_ms``, ``median_ms``, ``std_ms`` (sample standard deviation, NaN with one
           sample), ``iqr_ms`` (75th minus 25th percentile), ``min_ms``, ``max_ms``,

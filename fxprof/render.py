@@ -19,7 +19,7 @@ DEVICE_COLUMNS = ("host_mean_ms", "bound")
 #: a node whose interquartile range exceeds this fraction of its median is flagged
 HIGH_SPREAD = 0.25
 
-_FLOAT_FORMATS = {"pct": ".1f", "cum_pct": ".1f", "flops_pct": ".1f", "gflops_per_s": ".2f"}
+_FLOAT_FORMATS = {"pct": ".1f", "cum_pct": ".1f", "flops_pct": ".1f", "gflops_per_s": ".2f", "bwd_fwd_ratio": ".2f"}
 
 
 def render_header(profile: "Profile") -> str:
@@ -64,11 +64,24 @@ def render_header(profile: "Profile") -> str:
             )
     else:
         lines.append("no timed runs recorded")
+    if meta.get("backward") and profile.num_runs:
+        lines.append(_step_line(profile))
     if meta.get("incomplete") and meta.get("mode") == "isolated":
         lines.append("INCOMPLETE: interrupted before every node was re-run")
     elif meta.get("incomplete"):
         lines.append(f"INCOMPLETE: {profile.num_runs} of {meta.get('requested_iters', '?')} requested runs completed")
     return "\n".join(lines)
+
+
+def _step_line(profile: "Profile") -> str:
+    """A training step's split by phase (summed mean node times), and backward over forward."""
+    phases = profile.group_by("phase")["mean_ms"]
+    split = ", ".join(f"{phase} {phases[phase]:.3f} ms" for phase in ("forward", "loss", "backward", "optimizer") if phase in phases.index)
+    line = f"training step (optimizer {profile.meta['optimizer']}): " if profile.meta.get("optimizer") else "training step: "
+    line += f"{split} (summed mean node times)"
+    if phases.get("forward", 0) > 0 and "backward" in phases.index:
+        line += f"; backward/forward {phases['backward'] / phases['forward']:.2f}"
+    return line
 
 
 def render_table(table: pd.DataFrame, floatfmt: dict[str, str] | None = None) -> str:
@@ -111,6 +124,8 @@ def default_columns(table: pd.DataFrame, device_timer: bool) -> list[str]:
     """The columns a summary shows unless told otherwise: ``range`` only when a node has one;
     host time, kernel time and ``bound`` with the GPU timers."""
     columns = [c for c in DEFAULT_COLUMNS if c != "range" or (table["range"] != "").any()]
+    if "phase" in table.columns and (table["phase"] != "forward").any():  # a training step
+        columns.insert(0, "phase")
     if device_timer:
         at = columns.index("mean_ms") + 1
         columns[at:at] = list(DEVICE_COLUMNS)

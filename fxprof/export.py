@@ -51,6 +51,10 @@ def chrome_trace_events(profile: "Profile") -> list[dict[str, Any]]:
         args = {"run": int(row.run), "op": node.op, "target": node.target, "kind": node.kind, "scope": node.scope}
         if node.range:
             args["range"] = node.range
+        if node.phase != "forward":  # a training step: which phase, and what a backward node differentiates
+            args["phase"] = node.phase
+            if node.forward_node:
+                args["forward_node"] = node.forward_node
         base = run_start[row.run]
         if device_track:
             events.append(_span(row.node, node.kind, base + row.host_start_ms, row.host_ms, _HOST_TID, args))

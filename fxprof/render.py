@@ -210,7 +210,8 @@ def render_compare(diff: pd.DataFrame, label_a: str = "a", label_b: str = "b", t
         "",
     ]
     shown = diff if top is None else diff.head(max(int(top), 0))
-    lines.append(render_table(shown[["status", "kind", "scope", "a_ms", "b_ms", "delta_ms", "ratio", "a_pct", "b_pct", "delta_pct"]],
+    phase = ["phase"] if "phase" in diff.columns and (diff["phase"] != "forward").any() else []  # training steps only
+    lines.append(render_table(shown[["status", "kind", "scope", *phase, "a_ms", "b_ms", "delta_ms", "ratio", "a_pct", "b_pct", "delta_pct"]],
                               floatfmt={"ratio": ".3f", "a_pct": ".1f", "b_pct": ".1f", "delta_pct": "+.1f", "delta_ms": "+.4f"}))
     hidden = len(diff) - len(shown)
     if hidden > 0:

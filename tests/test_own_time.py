@@ -258,3 +258,23 @@ def test_shared_recorder_graphs_join_one_run():
     assert rec.runs == 1 and set(rec.run) == {0}
     assert {name.split(":")[0] for name in rec.node} == {"g0", "g1"}
     assert sum(rec.time_ms) == pytest.approx(2.0)
+
+
+def test_graphs_from_other_tools_run_on_the_compiled_plan():
+    import torchvision
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from torchvision.models.feature_extraction import create_feature_extractor
+
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(weights=None, num_classes=10).eval()
+    x = torch.randn(1, 3, 32, 32)
+    with torch.no_grad():
+        extractor = create_feature_extractor(model, {"layer2": "mid", "fc": "logits"})
+        interp = ProfilingInterpreter(extractor)
+        out, ref = interp.run(x), extractor(x)
+        assert interp.lean and out.keys() == ref.keys()
+        for key in ref:
+            torch.testing.assert_close(out[key], ref[key], rtol=0, atol=0)
+        aten = make_fx(model)(x)  # parameters become get_attr nodes, ops aten calls
+        assert any(n.op == "get_attr" for n in aten.graph.nodes)
+        torch.testing.assert_close(ProfilingInterpreter(aten).run(x), model(x), rtol=0, atol=0)

@@ -30,12 +30,14 @@ from .profile import Profile  # noqa: E402
 from .io import load_profile as load, read_csv  # noqa: E402
 from .api import profile  # noqa: E402
 from .compare import compare  # noqa: E402
+from .distributed import gather  # noqa: E402
 from .plot import plot_compare, plot_distribution, plot_groups, plot_top  # noqa: E402  (matplotlib is imported on first use)
 
 __all__ = [
     "__version__",
     "profile",
     "compare",
+    "gather",
     "plot_top",
     "plot_groups",
     "plot_distribution",

@@ -34,6 +34,10 @@ def chrome_trace_events(profile: "Profile") -> list[dict[str, Any]]:
             "an isolated-mode profile has no timeline (each node was re-run on its own); "
             "profile with mode='timed' for a Chrome trace"
         )
+    if profile.ranks:  # torch.distributed ranks: one trace process per rank
+        from .distributed import trace_events
+
+        return trace_events(profile)
     device_track = meta.get("timer") in ("cuda", "sync", "kernel")
     info = {n.name: n for n in profile.nodes}
     events: list[dict[str, Any]] = [

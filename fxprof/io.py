@@ -90,12 +90,14 @@ def read_csv(path: str | os.PathLike) -> pd.DataFrame:
     path = os.fspath(path)
     text_columns = ["node"] + [c for c, kind in COLUMNS.items() if kind == "str"]
     number_columns = [c for c, kind in COLUMNS.items() if kind != "str"]
+    from .distributed import RANK_TABLE_COLUMNS  # a gathered profile's per-rank columns, when there
+
     try:
         table = pd.read_csv(
             path,
             dtype={c: str for c in text_columns},
             keep_default_na=False,
-            na_values={c: ["", "nan", "NaN", "<NA>"] for c in number_columns},
+            na_values={c: ["", "nan", "NaN", "<NA>"] for c in [*number_columns, *RANK_TABLE_COLUMNS]},
             **_ROUND_TRIP,
         )
     except FileNotFoundError:
@@ -110,11 +112,12 @@ def read_csv(path: str | os.PathLike) -> pd.DataFrame:
             f"{path!r} is not an fxprof per-node CSV: it lacks the column(s) {listed}. "
             f"Such tables are written by Profile.to_csv() or 'fxprof profile --csv'."
         )
+    ranked = {c: kind for c, kind in RANK_TABLE_COLUMNS.items() if c in table.columns}
     try:
-        table = table.astype({c: COLUMNS[c] for c in number_columns})
+        table = table.astype({**{c: COLUMNS[c] for c in number_columns}, **ranked})
     except (ValueError, TypeError) as exc:
         raise ProfileFormatError(f"{path!r} has a non-numeric value in a numeric column: {exc}") from exc
-    return table.set_index("node")[list(TABLE_COLUMNS)]
+    return table.set_index("node")[[*TABLE_COLUMNS, *ranked]]
 
 
 # ------------------------------------------------------------------------- JSON
@@ -128,8 +131,9 @@ def _profile_to_dict(profile: "Profile") -> dict[str, Any]:
         "nodes": [
             {"name": n.name, **{col: getattr(n, col) for col in NODE_COLUMNS}} for n in profile.nodes
         ],
-        "samples": {col: _json_values(samples[col]) for col in SAMPLE_COLUMNS},
-        "runs": {col: _json_values(runs[col]) for col in RUN_COLUMNS},
+        # every column: a gathered profile (fxprof.gather) adds rank (and barrier_ms to runs)
+        "samples": {col: _json_values(samples[col]) for col in samples.columns},
+        "runs": {col: _json_values(runs[col]) for col in runs.columns},
         "anatomy": {
             col: [None if pd.isna(v) else (v if isinstance(v, str) else int(v)) for v in profile.anatomy[col]]
             for col in ANATOMY_COLUMNS
@@ -192,7 +196,12 @@ def load_profile(path: str | os.PathLike) -> "Profile":
             n.name: {col: values[i] for col, values in anatomy_columns.items() if col in ANATOMY_COLUMNS}
             for i, n in enumerate(nodes)
         }
-        return Profile.from_recording(nodes, recording, data.get("meta") or {}, anatomy)
+        profile = Profile.from_recording(nodes, recording, data.get("meta") or {}, anatomy)
+        if "rank" in s:  # torch.distributed ranks (fxprof.gather)
+            from .distributed import with_ranks
+
+            profile = with_ranks(profile, [int(v) for v in s["rank"]], [int(v) for v in r["rank"]], r.get("barrier_ms"), [int(v) for v in r["run"]])
+        return profile
     except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
         raise ProfileFormatError(f"{path!r} is a damaged fxprof profile: {type(exc).__name__}: {exc}") from exc
 

@@ -88,8 +88,10 @@ class Profile:
         unknown = (set(samples["node"]) | set(anatomy or {})) - set(names)
         if unknown:
             raise ValueError(f"samples name nodes the graph does not have: {sorted(unknown)[:5]}")
-        self._samples = _with_columns(samples, SAMPLE_COLUMNS, required=("node", "run", "time_ms", "host_ms"))
-        self._runs = _with_columns(runs, RUN_COLUMNS, required=("run", "total_ms"))
+        # a profile from torch.distributed ranks (fxprof.distributed) adds a rank column to both
+        ranked = ("rank",) if "rank" in samples.columns else ()
+        self._samples = _with_columns(samples, SAMPLE_COLUMNS + ranked, required=("node", "run", "time_ms", "host_ms", *ranked))
+        self._runs = _with_columns(runs, RUN_COLUMNS + ranked + ("barrier_ms",) * bool(ranked), required=("run", "total_ms", *ranked))
         self._anatomy = _anatomy_frame(names, anatomy or {})
         self.meta: dict[str, Any] = dict(meta or {})
 
@@ -129,7 +131,8 @@ class Profile:
     def samples(self) -> pd.DataFrame:
         """Long-form raw samples, one row per (node, run).
 
-        Columns: ``node`` (fx node name), ``run`` (0-based timed run), ``time_ms`` (the
+        Columns: ``node`` (fx node name), ``run`` (0-based timed run; with ``torch.distributed``
+        ranks, a ``rank`` column says whose run), ``time_ms`` (the
         timer's measurement: device time with the CUDA timers), ``host_ms`` (host clock),
         ``start_ms`` and ``host_start_ms`` (when the node started, from the run's start, by
         the timer and by the host clock), ``kernel_ms`` (CUDA kernel time launched inside the
@@ -140,7 +143,8 @@ class Profile:
     @property
     def runs(self) -> pd.DataFrame:
         """One row per timed run: ``run``, ``total_ms`` (timer), ``host_ms`` (host clock),
-        ``start_ms`` (host clock, from the first timed run's start). Empty in isolated mode,
+        ``start_ms`` (host clock, from the first timed run's start); with ``torch.distributed``
+        ranks also ``rank`` and ``barrier_ms`` (the wait in the barrier before the run). Empty in isolated mode,
         which has no whole runs (there a sample's ``run`` is its repeat)."""
         return self._runs.copy()
 
@@ -155,6 +159,20 @@ class Profile:
     def total_ms(self) -> list[float]:
         """The whole run's time, one value per timed run, in milliseconds."""
         return self._runs["total_ms"].tolist()
+
+    @property
+    def ranks(self) -> list[int]:
+        """The ``torch.distributed`` ranks whose samples this profile holds (``[]`` for a profile
+        made without a process group). See :mod:`fxprof.distributed`."""
+        if "rank" not in self._samples.columns:
+            return []
+        return sorted({int(r) for r in pd.concat([self._runs["rank"], self._samples["rank"]]).dropna()})
+
+    def by_rank(self) -> pd.DataFrame:
+        """One row per (node, rank); see :func:`fxprof.distributed.by_rank`."""
+        from .distributed import by_rank
+
+        return by_rank(self)
 
     @property
     def num_runs(self) -> int:
@@ -215,6 +233,10 @@ class Profile:
           and returned; ``mem_delta_bytes``, ``mem_peak_bytes``: CUDA allocator readings
           (``<NA>`` on the CPU).
         - ``skip_reason``: in isolated mode, why a node was not re-run ("" if it was).
+        - ``rank_min_ms``, ``rank_max_ms``, ``slowest_rank``: only in a profile with
+          ``torch.distributed`` ranks (:func:`fxprof.gather`): the smallest and largest of the
+          ranks' median times, and the rank with the largest. The other statistics are over
+          every rank's samples.
 
         Args:
             sort: a column to sort by (descending unless ``ascending``); None keeps graph
@@ -228,6 +250,12 @@ class Profile:
             }
         ).set_index("node")
         table = info.join(stats, how="left").join(self._anatomy, how="left")
+        columns = COLUMNS
+        if "rank" in self._samples.columns:  # torch.distributed ranks: per-rank spread
+            from .distributed import RANK_TABLE_COLUMNS, rank_spread
+
+            table = table.join(rank_spread(self._samples), how="left")
+            columns = {**COLUMNS, **RANK_TABLE_COLUMNS}
         table["calls"] = table["calls"].fillna(0).astype(np.int64)
         mean_sum = float(table["mean_ms"].sum())  # NaN (nodes that never ran) are skipped
         table["pct"] = (table["mean_ms"] / mean_sum * 100.0 if mean_sum > 0 else table["mean_ms"] * 0.0).fillna(0.0)
@@ -238,7 +266,7 @@ class Profile:
         median = table["median_ms"].where(table["median_ms"] > 0)
         table["gflops_per_s"] = flops / median / 1e6
         table = sort_table(table, sort, ascending)
-        return table[list(TABLE_COLUMNS)].astype(COLUMNS)
+        return table[list(columns)].astype(columns)
 
     def _bound(self, table: pd.DataFrame) -> pd.Series:
         timer = self.meta.get("timer")
@@ -252,7 +280,12 @@ class Profile:
         return pd.Series(np.where(measured, np.where(launch, "launch", "device"), ""), index=table.index, dtype=str)
 
     def group_by(self, key: str = "op", depth: int = 1) -> pd.DataFrame:
-        """Roll node times up by ``key``; see :func:`fxprof.rollup.group_by`."""
+        """Roll node times up by ``key``; see :func:`fxprof.rollup.group_by`. ``"rank"`` gives
+        one row per ``torch.distributed`` rank (:func:`fxprof.distributed.rank_table`)."""
+        if key == "rank":
+            from .distributed import rank_table
+
+            return rank_table(self)
         from .rollup import group_by
 
         return group_by(self.df, key, depth=depth)

@@ -210,12 +210,17 @@ def gather(profile: "Profile", dst: int = 0, group: Any = None) -> "Profile | No
             "this profile has no rank column: it was made before the process group was initialized "
             "(call torch.distributed.init_process_group before fxprof.profile)"
         )
-    parts = (profile.nodes, profile.samples, profile.runs, profile.meta, _anatomy_records(profile))
+    parts = profile_parts(profile)
     received: list[Any] | None = [None] * dist.get_world_size(group) if rank == dst else None
     dist.gather_object(parts, received, dst=dst if group is None else dist.get_global_rank(group, dst), group=group)
     if rank != dst:
         return None
     return merge(received)  # type: ignore[arg-type]
+
+
+def profile_parts(profile: "Profile") -> tuple[list[NodeInfo], pd.DataFrame, pd.DataFrame, dict[str, Any], dict[str, dict[str, Any]]]:
+    """What :func:`gather` sends of one rank's profile: ``(nodes, samples, runs, meta, anatomy)``."""
+    return (list(profile.nodes), profile.samples, profile.runs, dict(profile.meta), _anatomy_records(profile))
 
 
 def merge(parts: Sequence[tuple[list[NodeInfo], pd.DataFrame, pd.DataFrame, dict[str, Any], dict[str, dict[str, Any]]]]) -> "Profile":

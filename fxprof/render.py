@@ -30,7 +30,7 @@ def render_header(profile: "Profile") -> str:
         f"timer {meta.get('timer', '?')} on {meta.get('gpu') or meta.get('device', '?')}",
         f"{meta.get('warmup', '?')} warm-up + "
         + (f"{meta.get('iters', '?')} repeats per node" if meta.get("mode") == "isolated" else f"{profile.num_runs} timed runs")
-        + (f" on {len(profile.ranks)} ranks" if len(profile.ranks) > 1 else ""),
+        + (f" ({len(profile.ranks)} ranks)" if len(profile.ranks) > 1 else ""),
         f"threads {meta.get('threads', '?')}",
         f"torch {meta.get('torch', '?')}",
     ]

@@ -205,11 +205,9 @@ def gather(profile: "Profile", dst: int = 0, group: Any = None) -> "Profile | No
         return profile
     dist = _dist()
     rank = dist.get_rank(group)
-    if "rank" not in profile.samples.columns:
-        raise ValueError(
-            "this profile has no rank column: it was made before the process group was initialized "
-            "(call torch.distributed.init_process_group before fxprof.profile)"
-        )
+    if "rank" not in profile.samples.columns:  # made before the group existed: no barriers, but this rank
+        profile = with_ranks(profile, [rank] * len(profile.samples), [rank] * profile.num_runs)
+        profile.meta.setdefault("rank", rank)
     parts = profile_parts(profile)
     received: list[Any] | None = [None] * dist.get_world_size(group) if rank == dst else None
     dist.gather_object(parts, received, dst=dst if group is None else dist.get_global_rank(group, dst), group=group)

@@ -18,8 +18,9 @@ import torch
 import torch.distributed as dist
 from torch import fx, nn
 
-#: how long the slow rank's nap node sleeps, per call
-SLOW_MS = 60
+#: how long the slow rank's nap node sleeps, per call: far above the noise of a busy 2-core
+#: machine (the CLI factory takes FXPROF_TEST_SLOW_MS instead, when set)
+SLOW_MS = 200
 
 
 def nap(x: torch.Tensor, ms: int) -> torch.Tensor:
@@ -54,10 +55,12 @@ class RankModel(nn.Module):
 
 
 def straggler_model() -> nn.Module:
-    """For the CLI: rank FXPROF_TEST_SLOW_RANK naps SLOW_MS per run; every rank all-reduces."""
+    """For the CLI: rank FXPROF_TEST_SLOW_RANK naps FXPROF_TEST_SLOW_MS (default SLOW_MS) per
+    run; every rank all-reduces."""
     slow = int(os.environ.get("FXPROF_TEST_SLOW_RANK", "-1"))
+    nap_ms = int(os.environ.get("FXPROF_TEST_SLOW_MS", SLOW_MS))
     torch.manual_seed(0)
-    return RankModel(SLOW_MS if int(os.environ.get("RANK", "0")) == slow else 0, collective=True)
+    return RankModel(nap_ms if int(os.environ.get("RANK", "0")) == slow else 0, collective=True)
 
 
 def main(outdir: str, slow_rank: int, collective: bool) -> None:

@@ -11,7 +11,7 @@ torchrun --nproc-per-node 2 -m fxprof profile resnet18 --input 1x3x64x64 --json 
 echo "### C2"
 python -m fxprof show run.json --group-by rank
 echo "### S1"  # a model with an all_reduce; rank 1 naps 60 ms per run on purpose
-FXPROF_TEST_SLOW_RANK=1 torchrun --nproc-per-node 2 -m fxprof profile "$root/tests/distributed_worker.py:straggler_model" \
+FXPROF_TEST_SLOW_RANK=1 FXPROF_TEST_SLOW_MS=60 torchrun --nproc-per-node 2 -m fxprof profile "$root/tests/distributed_worker.py:straggler_model" \
     --input 4x16 --warmup 2 --iters 20 --json slow.json --trace slow.trace.json --top 0 2>/dev/null
 echo "### S2"
 python -m fxprof show slow.json --group-by rank

@@ -29,7 +29,8 @@ from .interpreter import ProfilingInterpreter, Recorder, Recording  # noqa: E402
 from .profile import Profile  # noqa: E402
 from .io import load_profile as load, read_csv  # noqa: E402
 from .api import profile  # noqa: E402
-from .compare import compare  # noqa: E402
+from .compare import ComparabilityWarning, compare  # noqa: E402
+from .selfcheck import selfcheck  # noqa: E402
 from .distributed import gather  # noqa: E402
 from .plot import plot_compare, plot_distribution, plot_groups, plot_top  # noqa: E402  (matplotlib is imported on first use)
 
@@ -37,6 +38,7 @@ __all__ = [
     "__version__",
     "profile",
     "compare",
+    "selfcheck",
     "gather",
     "plot_top",
     "plot_groups",
@@ -62,4 +64,5 @@ __all__ = [
     "NodeExecutionError",
     "ProfileFormatError",
     "ProfileWriteError",
+    "ComparabilityWarning",
 ]

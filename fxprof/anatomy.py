@@ -7,12 +7,16 @@ record per executed node, keyed by node name.
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+import warnings
+from typing import Any, Iterable
 
 import torch
 from torch import fx
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from ._tree import tensors_in
+from .bridge import RANGE_PREFIX, events_from_kineto, kineto_quiet, memory_by_range
 
 __all__ = ["ANATOMY_COLUMNS", "anatomy_pass", "memory_pass", "describe_shape"]
 
@@ -26,6 +30,9 @@ ANATOMY_COLUMNS: dict[str, str] = {
     "mem_delta_bytes": "Int64",
     "mem_peak_bytes": "Int64",
     "skip_reason": "str",
+    # kept in Profile.anatomy (and saved), used by the ``bound`` verdict, not table columns:
+    "device_ops": "Int64",  # aten ops the node ran that do work (views, metadata, empty: not)
+    "syncs": "Int64",  # CUDA synchronizations the node made (torch.cuda sync debug mode)
 }
 
 
@@ -57,13 +64,46 @@ def _dtypes(value: Any) -> str:
     return ",".join(seen)
 
 
-class _AnatomyInterpreter(fx.Interpreter):
-    """Runs each node once, recording shapes, output bytes and (optionally) FLOPs."""
+#: aten ops that return a tensor but launch no device work (allocation without a kernel)
+_NO_WORK = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "alias", "detach", "lift_fresh", "_unsafe_view", "_reshape_alias", "resolve_conj", "resolve_neg"})
 
-    def __init__(self, gm: fx.GraphModule, count_flops: bool):
+
+def _does_work(func: Any) -> bool:
+    """True for an aten op that runs device work: not a view, not a metadata query (its
+    results include a tensor, or it reads a tensor's value to the host)."""
+    if getattr(func, "is_view", False):
+        return False
+    packet = getattr(func, "_opname", None) or str(func).split(".")[-2 if str(func).count(".") >= 2 else -1]
+    if packet in _NO_WORK:
+        return False
+    if packet in ("_local_scalar_dense", "item", "equal", "is_nonzero"):
+        return True
+    returns = getattr(getattr(func, "_schema", None), "returns", [])
+    return any("Tensor" in str(r.type) for r in returns)
+
+
+class _OpCounter(TorchDispatchMode):
+    """Counts the aten ops that do work, for telling nodes that launch nothing apart."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[override]
+        if _does_work(func):
+            self.count += 1
+        return func(*args, **(kwargs or {}))
+
+
+class _AnatomyInterpreter(fx.Interpreter):
+    """Runs each node once, recording shapes, output bytes, (optionally) FLOPs, the aten ops
+    that do work and, on CUDA, the synchronizations the node makes."""
+
+    def __init__(self, gm: fx.GraphModule, count_flops: bool, watch_syncs: bool = False):
         super().__init__(gm)
         self.records: dict[str, dict[str, Any]] = {}
         self.flop_mode = None
+        self.watch_syncs = watch_syncs
         if count_flops:
             from torch.utils.flop_counter import FlopCounterMode
 
@@ -72,35 +112,64 @@ class _AnatomyInterpreter(fx.Interpreter):
     def run_node(self, n: fx.Node) -> Any:
         args, kwargs = self.fetch_args_kwargs_from_env(n)
         shapes = [describe_shape(a) for a in args] + [f"{k}={describe_shape(v)}" for k, v in kwargs.items()]
-        if self.flop_mode is not None:
-            with self.flop_mode:
-                result = super().run_node(n)
-            flops = int(self.flop_mode.get_total_flops())
-        else:
+        counter = _OpCounter()
+        with contextlib.ExitStack() as stack:
+            caught = stack.enter_context(warnings.catch_warnings(record=True)) if self.watch_syncs else []
+            if self.watch_syncs:
+                warnings.simplefilter("always")
+            if self.flop_mode is not None:
+                stack.enter_context(self.flop_mode)
+            stack.enter_context(counter)
             result = super().run_node(n)
-            flops = None
+        flops = int(self.flop_mode.get_total_flops()) if self.flop_mode is not None else None
+        syncs = sum("synchroniz" in str(w.message) for w in caught)
+        for w in caught:  # give the user back every warning that was not ours
+            if "synchroniz" not in str(w.message):
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         self.records[n.name] = {
             "input_shapes": ", ".join(shapes),
             "output_shape": describe_shape(result),
             "dtype": _dtypes(result),
             "out_bytes": sum(t.numel() * t.element_size() for t in tensors_in(result)),
             "flops": flops,
+            "device_ops": counter.count,
+            "syncs": syncs if self.watch_syncs else None,
+            "devices": {str(t.device) for t in tensors_in(result)},
         }
         return result
 
 
-def anatomy_pass(count_flops: bool = True):
+@contextlib.contextmanager
+def _sync_debug(enabled: bool) -> Any:
+    """``torch.cuda`` sync debug mode "warn" (every synchronizing call warns), restored after."""
+    if not enabled:
+        yield
+        return
+    previous = torch.cuda.get_sync_debug_mode()
+    torch.cuda.set_sync_debug_mode("warn")
+    try:
+        yield
+    finally:
+        torch.cuda.set_sync_debug_mode(previous)
+
+
+def anatomy_pass(count_flops: bool = True, watch_syncs: bool = False):
     """A pass (graph, label, inputs) -> (output, records) recording, per node, shapes, dtype,
     output bytes and FLOPs from one untimed run.
 
     ``flops`` come from ``torch.utils.flop_counter.FlopCounterMode``: only ops with a formula
     (convolutions, matrix products, attention...) count; the rest report 0, not a guess.
     ``out_bytes`` is the logical size of the tensors a node returns (a view counts in full).
+    ``device_ops`` counts the aten ops that do work (0: the node launches nothing: a
+    placeholder, a ``getitem``, a view). With ``watch_syncs`` (CUDA), ``syncs`` counts the
+    synchronizations the node makes (``.item()``, ``nonzero``, a copy to the host...), read
+    with ``torch.cuda.set_sync_debug_mode("warn")``, which is restored afterwards.
     """
 
     def run(gm: fx.GraphModule, label: str, inputs: tuple) -> tuple[Any, dict[str, dict[str, Any]]]:
-        interpreter = _AnatomyInterpreter(gm, count_flops)
-        out = interpreter.run(*inputs)
+        interpreter = _AnatomyInterpreter(gm, count_flops, watch_syncs)
+        with _sync_debug(watch_syncs):
+            out = interpreter.run(*inputs)
         return out, _prefixed(interpreter.records, label)
 
     return run
@@ -110,37 +179,49 @@ def _prefixed(records: dict[str, dict[str, Any]], label: str) -> dict[str, dict[
     return {f"{label}:{k}": v for k, v in records.items()} if label else records
 
 
-class _MemoryInterpreter(fx.Interpreter):
-    def __init__(self, gm: fx.GraphModule, device: torch.device):
-        super().__init__(gm)
-        self.device = device
-        self.records: dict[str, dict[str, Any]] = {}
+class _RangedInterpreter(fx.Interpreter):
+    """Runs each node inside a ``record_function("fxprof::<node>")`` range."""
 
     def run_node(self, n: fx.Node) -> Any:
-        device = self.device
-        before = torch.cuda.memory_allocated(device)
-        torch.cuda.reset_peak_memory_stats(device)
-        result = super().run_node(n)
-        after = torch.cuda.memory_allocated(device)
-        peak = torch.cuda.max_memory_allocated(device)
-        self.records[n.name] = {"mem_delta_bytes": after - before, "mem_peak_bytes": peak - before}
-        return result
+        with torch.profiler.record_function(RANGE_PREFIX + n.name):
+            return super().run_node(n)
 
 
-def memory_pass(device: torch.device):
-    """A pass recording, per node, from the CUDA caching allocator's counters in one untimed run:
+def memory_pass(devices: Iterable[torch.device | str]):
+    """A pass recording, per node, what the allocators did while it ran, in one untimed run:
 
-    ``mem_delta_bytes``: allocated memory right after the node minus right before (mostly its
-    outputs; inputs whose last use it was are freed only after this reading);
-    ``mem_peak_bytes``: the highest allocation reached while the node ran, above the
-    allocation when it started (outputs plus workspace and temporaries).
+    ``mem_delta_bytes``: bytes allocated during the node minus bytes freed during it (mostly
+    its outputs; inputs whose last use it was are freed only after the node);
+    ``mem_peak_bytes``: the highest point the allocation reached while the node ran, above
+    where it started (outputs plus workspace and temporaries).
 
-    Resets the device's peak-memory statistics (``torch.cuda.reset_peak_memory_stats``).
+    Both are summed over ``devices`` (every device the model's tensors are on; the CPU
+    allocator counts too). They come from the allocation events of ``torch.profiler`` with
+    ``profile_memory=True``, one range per node: nothing is reset, so the user's own
+    statistics (``torch.cuda.max_memory_allocated`` and the rest) are left as they were.
     """
+    keys = {_device_key(torch.device(d)) for d in devices}
 
     def run(gm: fx.GraphModule, label: str, inputs: tuple) -> tuple[Any, dict[str, dict[str, Any]]]:
-        interpreter = _MemoryInterpreter(gm, device)
-        out = interpreter.run(*inputs)
-        return out, _prefixed(interpreter.records, label)
+        from torch.profiler import ProfilerActivity, profile
+
+        prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
+        with kineto_quiet():
+            prof.__enter__()
+        try:
+            out = _RangedInterpreter(gm).run(*inputs)
+        finally:
+            with kineto_quiet():
+                prof.__exit__(None, None, None)
+        found = memory_by_range(events_from_kineto(prof.profiler.kineto_results.events()), keys)
+        records = {node: {"mem_delta_bytes": v["delta"], "mem_peak_bytes": v["peak"]} for node, v in found.items()}
+        return out, _prefixed(records, label)
 
     return run
+
+
+def _device_key(device: torch.device) -> tuple[str, int]:
+    index = device.index
+    if index is None:
+        index = torch.cuda.current_device() if device.type == "cuda" and torch.cuda.is_available() else -1
+    return (device.type, index)

@@ -16,13 +16,14 @@ from . import __version__
 from ._tree import clone_tensors
 from .errors import describe_value
 from .anatomy import anatomy_pass, memory_pass
-from .bridge import times_from_events
+from .bridge import KernelProfiler, kernel_ms_per_sample
+from .environment import environment
 from .capture import CAPTURES, Capture, capture_model
 from .distributed import RankSync, rank_sync
 from .recording import Recorder
 from .isolated import isolated_pass
 from .profile import Profile
-from .timers import Timer, resolve_timer, tensor_devices
+from .timers import Timer, _index_key, resolve_timer, tensor_devices
 
 __all__ = ["profile"]
 
@@ -43,6 +44,7 @@ def profile(
     model_kwargs: dict[str, Any] | None = None,
     capture: str = "auto",
     mode: str = "timed",
+    warmup_ms: float | None = None,
     **kwargs: Any,
 ) -> Profile:
     """Profile ``model(*args, **kwargs)`` node by node.
@@ -60,11 +62,16 @@ def profile(
             with this function's options (a model input called ``name`` or ``timer``). When
             given, no other keyword is taken as a model input.
         warmup: discarded runs before timing (>= 0).
+        warmup_ms: keep warming up until this many milliseconds (host clock) have passed as
+            well as ``warmup`` runs, so a fast GPU model runs long enough for the GPU to
+            leave its idle clocks. Default: 200 on CUDA, 0 on the CPU. The runs done are in
+            ``profile.meta["warmup_runs"]``.
         iters: timed runs (>= 1).
         timer: ``"auto"`` (``"cuda"`` if any parameter, buffer or input is on CUDA, else
             ``"cpu"``), ``"cpu"``, ``"cuda"``, ``"sync"``, ``"kernel"`` (CUDA events plus the
-            kernel time launched inside each node, from ``torch.profiler``), or a
-            :class:`~fxprof.timers.Timer`.
+            device activity each node launched, matched by correlation id in
+            ``torch.profiler``'s trace), or a :class:`~fxprof.timers.Timer`. The CUDA timers
+            watch every CUDA device the model's tensors are on.
         no_grad: run under ``torch.no_grad()`` (default True).
         capture: how to get the graph(s): ``"auto"`` (symbolic tracing, falling back to
             ``"dynamo"`` when it fails, and saying why in ``profile.meta``), ``"symbolic"``
@@ -79,8 +86,10 @@ def profile(
         name: the model's name in the profile (default: its class name).
         anatomy: after the timed runs, run once more untimed to record each node's input and
             output shapes, dtype, output bytes and FLOPs (``FlopCounterMode``).
-        memory: run once more untimed to record each node's CUDA memory delta and peak
-            (default: when the model runs on CUDA; resets CUDA peak-memory statistics).
+        memory: run once more untimed, under ``torch.profiler`` with ``profile_memory``, to
+            record each node's allocation delta and peak on the model's devices (default:
+            when the model runs on CUDA; ``True`` on the CPU measures the CPU allocator).
+            Nothing is reset: your own peak-memory statistics are left as they were.
         progress: show a progress bar on stderr for the warm-up and timed runs (tqdm; silent
             when stderr is not a terminal).
 
@@ -102,10 +111,13 @@ def profile(
     """
     explicit = {k for k, v in (("warmup", warmup), ("iters", iters), ("timer", timer), ("no_grad", no_grad),
                                 ("concrete_args", concrete_args), ("leaf_modules", leaf_modules), ("name", name),
-                                ("anatomy", anatomy), ("memory", memory), ("progress", progress), ("capture", capture))
+                                ("anatomy", anatomy), ("memory", memory), ("progress", progress), ("capture", capture),
+                                ("warmup_ms", warmup_ms))
                 if v is not _DEFAULTS[k]}
     _check_count("warmup", warmup, minimum=0)
     _check_count("iters", iters, minimum=1)
+    if warmup_ms is not None and (isinstance(warmup_ms, bool) or not isinstance(warmup_ms, (int, float)) or not warmup_ms >= 0):
+        raise ValueError(f"warmup_ms must be a number of milliseconds >= 0, got {warmup_ms!r}")
     if not isinstance(model, nn.Module):
         raise TypeError(f"fxprof.profile takes an nn.Module or fx.GraphModule, got {type(model).__name__}")
     if capture not in CAPTURES:
@@ -133,13 +145,15 @@ def profile(
                 "asynchronous); use timer='cuda' (or 'auto') for device time.",
                 stacklevel=2,
             )
-        if memory and not (any(d.type == "cuda" for d in devices) and torch.cuda.is_available()):
-            raise ValueError("memory=True measures the CUDA caching allocator, but the model runs on the CPU")
+        on_cuda = any(d.type == "cuda" for d in devices)
+        if warmup_ms is None:
+            warmup_ms = DEFAULT_GPU_WARMUP_MS if on_cuda else 0.0
         kernel_time = bool(getattr(chosen, "wants_kernel_time", False))
         if kernel_time and mode == "isolated":
             raise ValueError("timer='kernel' works with mode='timed' only; use timer='cuda' for isolated mode")
         recorder = Recorder(chosen, node_ranges=kernel_time)
         meta = _describe_run(model, name, chosen, devices, inputs, warmup, iters, no_grad, captured)
+        meta.update(env=environment(devices), warmup_ms=float(warmup_ms))
         ranks = rank_sync()  # under torch.distributed: a barrier before each timed run
         if ranks is not None:
             ranks.check_same(warmup=warmup, iters=iters, mode=mode, capture=captured.kind)
@@ -153,9 +167,7 @@ def profile(
         with grad_context, _restore_buffers(captured.module), _progress(progress, warmup + iters) as step:
             if captured.kind == "dynamo":
                 one_run()  # dynamo compiles on the first call: never part of warm-up or timing
-            for _ in range(warmup):
-                one_run()
-                step("warm-up")
+            meta["warmup_runs"] = _warm_up(one_run, warmup, warmup_ms, step)
             recorder.reset()
             captured.start_timing()
             records: dict[str, dict[str, Any]] = {}
@@ -164,17 +176,30 @@ def profile(
                 if mode == "isolated":
                     records = _isolated(captured, chosen, iters, (call_args, call_kwargs), recorder)
                     meta = {**meta, "mode": "isolated"}
+                    if getattr(chosen, "hold_device", None) is not None:
+                        meta["notes"] = meta.get("notes", []) + [
+                            "isolated on the GPU: a spin kernel queued before each node's repeats keeps the host ahead, "
+                            "so the repeats run back to back and their times are device time, not launch rate"]
                 else:
-                    with _kernel_profiler(kernel_time) as kernel_prof:
+                    with _kernel_profiler(kernel_time, iters) as kernel_prof:
+                        kernel_prof.warm_up(one_run, recorder.reset)  # CUPTI start-up, inside the profiler
                         for _ in range(iters):
                             if ranks is not None:
                                 ranks.barrier()  # outside the run's marks; the wait is recorded
                             one_run()
                             step("timed")
-                    if kernel_prof is not None:
-                        _attach_kernel_times(recorder.recording, kernel_prof.events())
+                            kernel_prof.step()
+                    if kernel_time:
+                        meta["profiler_warmup_runs"] = kernel_prof.warmup
+                        meta["notes"] = meta.get("notes", []) + _attach_kernel_times(recorder.recording, kernel_prof.attribution())
                 stage = "untimed passes"
                 records = _merge(records, _untimed_passes(captured, (call_args, call_kwargs), devices, anatomy, memory))
+                meta["notes"] = meta.get("notes", []) + _unwatched_devices(records, chosen)
+                switches = getattr(captured.module, "meta", {}).get("fxprof_dropped_stream_switches")
+                if switches:
+                    meta["notes"] = meta["notes"] + [
+                        f"the model entered torch.cuda.stream(...) {switches} time(s) while being traced; symbolic tracing "
+                        f"drops stream switches, so this graph ran everything on the current stream: its times are not the model's stream overlap"]
             except BaseException as exc:  # KeyboardInterrupt too: hand back what was measured
                 _hand_back(exc, captured, recorder, meta, records, iters, mode, stage, ranks)
                 raise
@@ -187,14 +212,14 @@ def _hand_back(exc: BaseException, captured: Capture, recorder: Recorder, meta: 
                records: dict[str, dict[str, Any]], iters: int, mode: str, stage: str, ranks: RankSync | None = None) -> None:
     """Attach what was measured before ``exc`` to it as ``exc.profile`` (nothing is lost)."""
     rec = recorder.recording
-    if not rec.node:
+    if not len(rec):
         return
     if stage == "untimed passes":  # every run completed; only shapes/FLOPs/memory are missing
         note = f"interrupted in the untimed passes ({type(exc).__name__}): all {iters} runs kept, anatomy columns may be empty"
         partial_meta = {**meta, "capture_note": note}
         message = f"fxprof: all {iters} timed runs completed before this; they are in this exception's .profile"
     elif mode == "isolated":
-        done = len(set(rec.node))
+        done = len(rec.recorded_names())
         partial_meta = {**meta, "mode": "isolated", "incomplete": True, "requested_iters": iters, "iters": iters}
         message = f"fxprof: {done} node(s) were re-run in isolation before this; they are in this exception's .profile"
     else:
@@ -228,7 +253,7 @@ def _merge(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]]) -> dict[s
 
 def _build(captured: Capture, recorder: Recorder, meta: dict[str, Any], records: dict[str, dict[str, Any]],
            ranks: RankSync | None = None) -> Profile:
-    nodes, note = captured.nodes_in(set(recorder.recording.node))
+    nodes, note = captured.nodes_in(recorder.recording.recorded_names())
     if note:
         meta = {**meta, "capture_note": note}
     known = {n.name for n in nodes}
@@ -245,14 +270,14 @@ _DEFAULTS: dict[str, Any] = {
 def _untimed_passes(captured: Capture, inputs: tuple, devices: set[torch.device], anatomy: bool, memory: bool | None) -> dict[str, dict[str, Any]]:
     """Shapes/FLOPs and CUDA memory passes. A failure here costs a warning, never the timings."""
     records: dict[str, dict[str, Any]] = {}
-    cuda = sorted((d for d in devices if d.type == "cuda"), key=str)
+    cuda = sorted((d for d in devices if d.type == "cuda"), key=_index_key)
     if memory is None:
         memory = bool(cuda)
     passes = []
     if anatomy:
-        passes.append(("anatomy (shapes, FLOPs)", anatomy_pass()))
+        passes.append(("anatomy (shapes, FLOPs)", anatomy_pass(watch_syncs=bool(cuda) and torch.cuda.is_available())))
     if memory:
-        passes.append(("CUDA memory", memory_pass(cuda[0])))
+        passes.append(("memory", memory_pass(cuda or sorted(devices, key=_index_key) or [torch.device("cpu")])))
     for label, make_pass in passes:
         try:
             args, kwargs = _fresh(inputs)
@@ -265,30 +290,61 @@ def _untimed_passes(captured: Capture, inputs: tuple, devices: set[torch.device]
     return records
 
 
-@contextlib.contextmanager
-def _kernel_profiler(enabled: bool) -> Iterator[Any]:
-    """torch.profiler with CUDA activity around the timed runs of ``timer="kernel"``."""
-    if not enabled:
-        yield None
-        return
-    from torch.profiler import ProfilerActivity
-    from torch.profiler import profile as torch_profile
+#: default ``warmup_ms`` on CUDA: long enough for a GPU to leave its idle clocks (a choice, to be
+#: checked on a GPU: docs/performance.md)
+DEFAULT_GPU_WARMUP_MS = 200.0
 
-    with torch_profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+
+def _warm_up(one_run: Any, runs: int, ms: float, step: Any) -> int:
+    """At least ``runs`` runs and at least ``ms`` milliseconds of them; returns the runs done."""
+    import time
+
+    done = 0
+    end = time.perf_counter() + ms / 1000.0
+    while done < runs or (ms > 0 and time.perf_counter() < end):
+        one_run()
+        done += 1
+        step("warm-up")
+    return done
+
+
+class _NoProfiler:
+    def warm_up(self, run: Any, reset: Any) -> None:
+        pass
+
+    def step(self) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def _kernel_profiler(enabled: bool, iters: int) -> Iterator[Any]:
+    """torch.profiler with CUDA activity around the timed runs of ``timer="kernel"`` (see
+    :class:`fxprof.bridge.KernelProfiler`); a stand-in that does nothing otherwise."""
+    if not enabled:
+        yield _NoProfiler()
+        return
+    with KernelProfiler(iters) as prof:
         yield prof
 
 
-def _attach_kernel_times(recording: Any, events: Any) -> None:
-    """Give every sample the kernel time of its node's range in the same run (k-th to k-th)."""
-    times = times_from_events(events)
-    seen: dict[str, int] = {}
-    kernel_ms = []
-    for node in recording.node:
-        k = seen.get(node, 0)
-        seen[node] = k + 1
-        ranges = times.get(node, [])
-        kernel_ms.append(ranges[k][1] if k < len(ranges) else float("nan"))
-    recording.kernel_ms = kernel_ms
+def _attach_kernel_times(recording: Any, attribution: Any) -> list[str]:
+    """Give every sample the device activity of its node's range in the same run (k-th to
+    k-th); return what the profile must say about the attribution."""
+    recording.kernel_ms = kernel_ms_per_sample(recording.node, attribution)
+    return attribution.notes()
+
+
+def _unwatched_devices(records: dict[str, dict[str, Any]], timer: Any) -> list[str]:
+    """CUDA devices that node outputs are on but the timer does not watch."""
+    watched = {str(d) for d in getattr(timer, "devices", []) if d is not None}
+    if not getattr(timer, "measures_device", False):
+        return []
+    seen = {d for r in records.values() for d in r.get("devices", ()) if d.startswith("cuda")}
+    missing = sorted(seen - watched, key=lambda d: (len(d), d))
+    if not missing:
+        return []
+    return [f"nodes produce tensors on {', '.join(missing)}, which the timer does not watch (only the devices of "
+            f"the model's parameters and inputs are): their device time is not in any node's time"]
 
 
 @contextlib.contextmanager
@@ -369,8 +425,8 @@ def _describe_run(
     no_grad: bool,
     captured: Capture,
 ) -> dict[str, Any]:
-    cuda = sorted((d for d in devices if d.type == "cuda"), key=str)
-    device = str(cuda[0]) if cuda else ("cpu" if devices else "none")
+    cuda = sorted((d for d in devices if d.type == "cuda"), key=_index_key)
+    device = ", ".join(map(str, cuda)) if cuda else ("cpu" if devices else "none")
     meta: dict[str, Any] = {
         "model": name or type(model).__name__,
         "timer": getattr(timer, "name", type(timer).__name__),
@@ -389,7 +445,12 @@ def _describe_run(
         "machine": platform.machine(),
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
+    meta.update(captured.notes)  # what the capture found (nested_compile...)
     if cuda and torch.cuda.is_available():
         with contextlib.suppress(Exception):
             meta["gpu"] = torch.cuda.get_device_name(cuda[0])
+    # the floating dtypes of the parameters and buffers ("float32"; "bfloat16, float32" if mixed):
+    # fxprof.compare warns when two profiles differ in it
+    floats = {str(t.dtype).removeprefix("torch.") for t in [*model.parameters(), *model.buffers()] if t.is_floating_point()}
+    meta["dtype"] = ", ".join(sorted(floats)) or "none"
     return meta

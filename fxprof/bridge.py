@@ -1,43 +1,369 @@
-"""A bridge to ``torch.profiler``: a range per node, and the profiler's times per node and run.
+"""A bridge to ``torch.profiler``: device activity per node by correlation, quietly.
 
 With ``node_ranges`` on, the interpreter wraps every node in
 ``record_function("fxprof::<node>")`` (outside the timer's marks, so the range's own cost is not
-in the node's time). After the runs, :func:`times_from_events` reads the profiler's events
-back: per node and run, the CPU time of the range and the summed device (CUDA kernel) time of
-every op launched inside it, which is the device's busy time for that node, without the idle
-gaps an event pair would include.
+in the node's time). After the runs, :func:`attribute_device_activity` reads the profiler's raw
+(Kineto) events back and gives every node range the device activity it launched:
+
+- every **device activity** (a kernel, a memcpy, a memset) carries the correlation id of the
+  **runtime call** that launched it (``cudaLaunchKernel``, ``cuLaunchKernel``,
+  ``cudaGraphLaunch``, ``cudaMemcpyAsync``...): CUPTI gives both records the same id;
+- the runtime call happened on a host thread at a host time: the ``fxprof::<node>`` range of
+  that thread that contains it is the node that launched the activity.
+
+This is how kernels that no aten op launched reach their node too: ``torch.cuda._sleep``,
+``CUDAGraph.replay``, Triton and custom-extension kernels. (A range's own
+``device_time_total`` only sums the kernels of aten ops below it: Kineto links device work to
+the innermost *op* around the launch, and a ``record_function`` range is a user scope, not an
+op.)
+
+Kineto prints log lines on the process's stderr when the profiler starts and stops;
+:func:`kineto_quiet` keeps them off the user's terminal (other output passes through).
 """
 
 from __future__ import annotations
 
+import bisect
+import contextlib
+import os
+import re
+import sys
+import tempfile
 from collections import defaultdict
-from typing import Any, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Iterator
 
-__all__ = ["RANGE_PREFIX", "times_from_events"]
+__all__ = [
+    "RANGE_PREFIX",
+    "Event",
+    "DeviceAttribution",
+    "events_from_kineto",
+    "attribute_device_activity",
+    "memory_by_range",
+    "kineto_quiet",
+    "times_from_events",
+    "KINETO_LINE",
+]
 
 RANGE_PREFIX = "fxprof::"
 
+#: Kineto activity types of device work (what a launch puts on a stream)
+DEVICE_ACTIVITY_TYPES = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "concurrent_kernel"})
+#: Kineto activity types of host-side runtime/driver API calls
+RUNTIME_TYPES = frozenset({"cuda_runtime", "cuda_driver", "privateuse1_runtime", "xpu_runtime", "mtia_runtime", "hip_runtime"})
+#: runtime/driver call names, for releases whose events do not say their activity type
+_RUNTIME_NAME = re.compile(r"^(cuda|cu|hip|hsa)[A-Z]")
+#: a Kineto log line: ``USDT:2026-11-21 16:41:03 8071:8071 File.cpp:39] message``
+KINETO_LINE = re.compile(r"^[A-Z]+:\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d+)? \d+:\d+ [\w./-]+:\d+\] ")
 
-def _device_time_us(event: Any) -> float:
-    value = getattr(event, "device_time_total", None)
-    if value is None:  # older releases
-        value = getattr(event, "cuda_time_total", 0.0)
-    return float(value or 0.0)
+
+@dataclass(frozen=True)
+class Event:
+    """One profiler event, reduced to what attribution needs. Times in ns (profiler clock).
+
+    ``kind``: ``"range"`` (an ``fxprof::`` range), ``"runtime"`` (a runtime/driver API call on
+    the host), ``"device"`` (a kernel, memcpy or memset on a device), ``"memory"`` (an
+    allocation, ``nbytes`` > 0, or a free, < 0) or ``"other"``. ``thread`` is the host's system
+    thread id for host events and the stream for device activities.
+    """
+
+    name: str
+    kind: str
+    start_ns: int
+    end_ns: int
+    thread: int = 0
+    correlation: int = 0
+    device: int = -1
+    device_type: str = "CPU"
+    nbytes: int = 0
+
+
+def _call(event: Any, method: str, default: Any = None) -> Any:
+    fn = getattr(event, method, None)
+    if fn is None:
+        return default
+    try:
+        return fn()
+    except Exception:
+        return default
+
+
+def events_from_kineto(kineto_events: Iterable[Any]) -> list[Event]:
+    """Turn ``prof.profiler.kineto_results.events()`` into :class:`Event` records.
+
+    Uses ``activity_type()`` where the release has it; else device events are told from
+    host ones by ``device_type()`` and runtime calls by their names (``cuda...``, ``cu...``).
+    Device-side mirrors of ``record_function`` ranges (``gpu_user_annotation``) are dropped:
+    they are spans, not work.
+    """
+    raw = list(kineto_events)
+    user_names = {
+        _call(e, "name", "") for e in raw
+        if _device_type(e) == "CPU" and (_call(e, "activity_type") == "user_annotation" or _call(e, "is_user_annotation", False))
+    }
+    out = []
+    for e in raw:
+        name = _call(e, "name", "") or ""
+        start = int(_call(e, "start_ns", 0) or 0)
+        end = int(_call(e, "end_ns", None) or start + int(_call(e, "duration_ns", 0) or 0))
+        activity = _call(e, "activity_type")
+        activity = str(activity).lower() if activity is not None else None
+        dtype = _device_type(e)
+        common = dict(name=name, start_ns=start, end_ns=end, correlation=int(_call(e, "correlation_id", 0) or 0),
+                      device_type=dtype)
+        if name == "[memory]":
+            out.append(Event(kind="memory", thread=int(_call(e, "start_thread_id", 0) or 0),
+                             device=int(_call(e, "device_index", -1)), nbytes=int(_call(e, "nbytes", 0) or 0), **common))
+        elif dtype != "CPU":
+            is_work = activity in DEVICE_ACTIVITY_TYPES if activity is not None else name not in user_names
+            out.append(Event(kind="device" if is_work else "other", thread=int(_call(e, "device_resource_id", 0) or 0),
+                             device=int(_call(e, "device_index", -1)), **common))
+        else:
+            thread = int(_call(e, "device_resource_id", 0) or 0)
+            if name.startswith(RANGE_PREFIX) and (activity in (None, "user_annotation")):
+                kind = "range"
+            elif activity in RUNTIME_TYPES or (activity is None and _RUNTIME_NAME.match(name)):
+                kind = "runtime"
+            else:
+                kind = "other"
+            out.append(Event(kind=kind, thread=thread, **common))
+    return out
+
+
+def _device_type(event: Any) -> str:
+    return str(_call(event, "device_type", "CPU")).rsplit(".", 1)[-1]
+
+
+@dataclass
+class DeviceAttribution:
+    """Device activity per node range, and what could not be attributed.
+
+    ``per_node[node]`` lists, for each ``fxprof::<node>`` range in the order the ranges
+    started, the summed duration (ms) of the device activities launched inside it (busy
+    time: activities of one range that overlap on several streams are summed).
+    """
+
+    per_node: dict[str, list[float]] = field(default_factory=dict)
+    activities: int = 0
+    attributed: int = 0
+    #: device activities with no runtime call of the same correlation id in the events
+    unlinked: int = 0
+    unlinked_ms: float = 0.0
+    #: device activities launched outside every node range (between nodes, or another thread)
+    outside: int = 0
+    outside_ms: float = 0.0
+    #: ``{device index: {stream, ...}}`` of every device activity seen
+    streams: dict[int, set[int]] = field(default_factory=dict)
+
+    def notes(self) -> list[str]:
+        """What a reader of the profile must know about this attribution, in words."""
+        lines = []
+        lost = self.unlinked + self.outside
+        if lost:
+            lines.append(
+                f"{lost} of {self.activities} device activities ({self.unlinked_ms + self.outside_ms:.3f} ms) could not be "
+                f"given to a node ({self.unlinked} without their launching call in the trace, {self.outside} launched "
+                f"outside every node)"
+            )
+        many = {d: s for d, s in self.streams.items() if len(s) > 1}
+        for device, streams in sorted(many.items()):
+            lines.append(
+                f"device {device}: work ran on {len(streams)} streams; the event timer watches one stream per "
+                f"device, so time on the others is charged to whichever node waits for it (kernel_ms is right)"
+            )
+        return lines
+
+
+class _Ranges:
+    """The ``fxprof::`` ranges of one host thread, for "which range contains time t"."""
+
+    def __init__(self, ranges: list[tuple[int, int, int]]):
+        ranges.sort()
+        self.ranges = ranges
+        self.starts = [r[0] for r in ranges]
+
+    def find(self, t: int) -> int | None:
+        """Index (into the sorted ranges) of the innermost range containing ``t``."""
+        i = bisect.bisect_right(self.starts, t) - 1
+        while i >= 0:
+            start, end, index = self.ranges[i]
+            if end >= t:
+                return index  # the latest-starting range that contains t is the innermost
+            i -= 1
+        return None
+
+
+def attribute_device_activity(events: Iterable[Event]) -> DeviceAttribution:
+    """Give every device activity to the ``fxprof::`` range whose thread made the runtime call
+    that launched it (matched by correlation id), at the time of that call."""
+    events = list(events)
+    ranges = sorted((e for e in events if e.kind == "range"), key=lambda e: e.start_ns)
+    by_thread: dict[int, list[tuple[int, int, int]]] = defaultdict(list)
+    for index, r in enumerate(ranges):
+        by_thread[r.thread].append((r.start_ns, r.end_ns, index))
+    lookup = {thread: _Ranges(items) for thread, items in by_thread.items()}
+    every = _Ranges([(r.start_ns, r.end_ns, i) for i, r in enumerate(ranges)])
+    launches = {e.correlation: e for e in events if e.kind == "runtime" and e.correlation}
+
+    result = DeviceAttribution()
+    per_range = [0.0] * len(ranges)
+    for d in (e for e in events if e.kind == "device"):
+        ms = (d.end_ns - d.start_ns) / 1e6
+        result.activities += 1
+        result.streams.setdefault(d.device, set()).add(d.thread)
+        call = launches.get(d.correlation) if d.correlation else None
+        if call is None:
+            result.unlinked += 1
+            result.unlinked_ms += ms
+            continue
+        found = lookup[call.thread].find(call.start_ns) if call.thread in lookup else None
+        if found is None:
+            # the call's thread is unknown to the ranges (older releases report another id):
+            # fall back to time alone when exactly one thread's ranges hold ranges at all
+            found = every.find(call.start_ns) if len(lookup) == 1 else None
+        if found is None:
+            result.outside += 1
+            result.outside_ms += ms
+            continue
+        per_range[found] += ms
+        result.attributed += 1
+    for r, ms in zip(ranges, per_range):
+        result.per_node.setdefault(r.name[len(RANGE_PREFIX):], []).append(ms)
+    return result
+
+
+def memory_by_range(events: Iterable[Event], devices: set[tuple[str, int]] | None = None) -> dict[str, dict[str, int]]:
+    """Per ``fxprof::`` range: allocated bytes at its end minus at its start (``delta``) and the
+    highest point reached inside it above the start (``peak``), from the profiler's allocation
+    events (``profile_memory=True``), summed over ``devices`` (``{(type, index)}``; None: all).
+    A node appearing in several ranges keeps its last one."""
+    events = list(events)
+    ranges = sorted((e for e in events if e.kind == "range"), key=lambda e: e.start_ns)
+    memory = sorted((e for e in events if e.kind == "memory"), key=lambda e: e.start_ns)
+    times = [m.start_ns for m in memory]
+    out: dict[str, dict[str, int]] = {}
+    for r in ranges:
+        lo, hi = bisect.bisect_left(times, r.start_ns), bisect.bisect_right(times, r.end_ns)
+        per_device: dict[tuple[str, int], list[int]] = {}
+        for m in memory[lo:hi]:
+            key = (m.device_type.lower(), m.device)
+            if devices is not None and key not in devices:
+                continue
+            state = per_device.setdefault(key, [0, 0])
+            state[0] += m.nbytes
+            state[1] = max(state[1], state[0])
+        level = sum(s[0] for s in per_device.values())
+        peak = sum(s[1] for s in per_device.values())
+        out[r.name[len(RANGE_PREFIX):]] = {"delta": level, "peak": peak}
+    return out
 
 
 def times_from_events(events: Iterable[Any]) -> dict[str, list[tuple[float, float]]]:
-    """``{node: [(cpu_ms, device_ms), ...]}`` in the order the node's ranges started.
-
-    ``events`` are ``torch.profiler.profile().events()``. Only the host-side range events are
-    read (the profiler also mirrors ranges on the device timeline).
-    """
+    """``{node: [(cpu_ms, device_ms), ...]}`` from ``torch.profiler``'s ``FunctionEvent`` list, in
+    the order the node's ranges started: the host time of each ``fxprof::`` range and the
+    ``device_time_total`` PyTorch itself gives it (only kernels of aten ops below the range;
+    :func:`attribute_device_activity` is the complete account). Used by the benchmarks."""
     found: dict[str, list[tuple[float, float, float]]] = defaultdict(list)
     for event in events:
         name = getattr(event, "name", "")
-        if not name.startswith(RANGE_PREFIX):
-            continue
-        if str(getattr(event, "device_type", "")).rsplit(".", 1)[-1] != "CPU":
+        if not name.startswith(RANGE_PREFIX) or _device_type(_Attr(event)) != "CPU":
             continue
         start = float(getattr(getattr(event, "time_range", None), "start", 0.0) or 0.0)
-        found[name[len(RANGE_PREFIX):]].append((start, float(event.cpu_time_total) / 1000.0, _device_time_us(event) / 1000.0))
+        device_us = getattr(event, "device_time_total", None)
+        if device_us is None:  # older releases
+            device_us = getattr(event, "cuda_time_total", 0.0)
+        found[name[len(RANGE_PREFIX):]].append((start, float(event.cpu_time_total) / 1000.0, float(device_us or 0.0) / 1000.0))
     return {node: [(cpu, dev) for _, cpu, dev in sorted(items)] for node, items in found.items()}
+
+
+class _Attr:
+    """Adapts a FunctionEvent's ``device_type`` attribute to the method form Kineto events use."""
+
+    def __init__(self, event: Any):
+        self._event = event
+
+    def device_type(self) -> Any:
+        return getattr(self._event, "device_type", "CPU")
+
+
+@contextlib.contextmanager
+def kineto_quiet() -> Iterator[None]:
+    """Keep Kineto's log lines (written by C++ straight to file descriptor 2) off the
+    terminal while the body runs; any other output written there meanwhile is passed on."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError, AttributeError):
+        yield
+        return
+    with tempfile.TemporaryFile() as tmp:
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield
+        finally:
+            with contextlib.suppress(Exception):
+                sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            text = tmp.read().decode("utf-8", errors="replace")
+            kept = [line for line in text.splitlines(keepends=True) if not KINETO_LINE.match(line)]
+            if kept:
+                sys.stderr.write("".join(kept))
+
+
+class KernelProfiler:
+    """``torch.profiler`` (CPU and CUDA activity) around the timed runs of ``timer="kernel"``.
+
+    CUPTI's start-up is paid inside the same profiler run: a ``schedule`` with ``warmup`` steps
+    runs that many untimed runs under the profiler before recording starts (PyTorch's own
+    schedule warns that profiling without warm-up skews the first steps). Kineto's log lines
+    are kept off the terminal. Use as a context manager; call :meth:`warm_up` first, then
+    :meth:`step` after every timed run.
+    """
+
+    def __init__(self, iters: int, warmup: int = 2):
+        from torch.profiler import ProfilerActivity, profile, schedule
+
+        self.warmup = max(1, int(warmup))
+        self.prof = profile(
+            activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+            schedule=schedule(wait=0, warmup=self.warmup, active=iters, repeat=1),
+        )
+
+    def __enter__(self) -> "KernelProfiler":
+        with kineto_quiet():
+            self.prof.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        with kineto_quiet():
+            self.prof.__exit__(*exc)
+
+    def warm_up(self, run: Any, reset: Any) -> None:
+        """``warmup`` runs under the profiler, not recorded; then ``reset()`` the recorder."""
+        for _ in range(self.warmup):
+            run()
+            self.step()
+        reset()
+
+    def step(self) -> None:
+        with kineto_quiet():
+            self.prof.step()
+
+    def attribution(self) -> DeviceAttribution:
+        results = getattr(self.prof.profiler, "kineto_results", None)
+        return attribute_device_activity(events_from_kineto(results.events() if results is not None else []))
+
+
+def kernel_ms_per_sample(nodes: list[str], attribution: DeviceAttribution) -> list[float]:
+    """Device time of every sample: a node's k-th range belongs to its k-th sample (the ranges
+    of the profiled runs, in order). NaN where a sample has no range."""
+    seen: dict[str, int] = {}
+    out = []
+    for node in nodes:
+        k = seen.get(node, 0)
+        seen[node] = k + 1
+        ranges = attribution.per_node.get(node, [])
+        out.append(ranges[k] if k < len(ranges) else float("nan"))
+    return out

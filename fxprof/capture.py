@@ -19,8 +19,11 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import os
 import re
+import sys
 import threading
+import traceback
 from typing import Any, Callable, Iterator
 
 import torch
@@ -28,7 +31,7 @@ from torch import fx, nn
 
 from .errors import TraceError
 from .interpreter import ProfilingInterpreter, Recorder
-from .nodes import NodeInfo, describe_graph
+from .nodes import NodeInfo, describe_graph, normalize_scope
 from .tracer import trace
 
 __all__ = ["CAPTURES", "Capture", "capture_model", "explain_trace_failure"]
@@ -47,6 +50,15 @@ _PLAIN_WORDS = [
      "depends on the input), which symbolic tracing cannot unroll"),
     ("cannot be used as a Python",
      "the model converts a traced tensor to a Python number or bool"),
+    ("object does not support item assignment",
+     "the model writes into a traced value by index (x[i] = ...), which symbolic tracing cannot "
+     "record"),
+    ("co_varnames is too small",
+     "the model's forward is wrapped (a decorator taking *args/**kwargs) in a way symbolic "
+     "tracing cannot bind its inputs to"),
+    ("symbolically trace a dynamo-optimized function",
+     "the model holds a torch.compile'd submodule, which symbolic tracing cannot enter "
+     "(leaf_modules=[its path] keeps it as one node, run compiled)"),
 ]
 
 
@@ -59,6 +71,58 @@ def explain_trace_failure(exc: BaseException) -> str:
     return ""
 
 
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+_FX_DIR = os.path.join(_TORCH_DIR, "fx") + os.sep
+_HERE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+# "from user code:\n   File "x.py", line 12, in forward" (dynamo and export errors)
+_USER_CODE = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
+
+
+def where_tracing_stopped(exc: BaseException) -> str:
+    """``file:line in function`` of the model's own code where a capture failed, or "".
+
+    The innermost frame of the traceback outside torch and fxprof (symbolic tracing), or the
+    last frame of the "from user code" stack that dynamo and export put in their messages.
+    """
+    text = str(exc)
+    if "from user code" in text:
+        frames = _USER_CODE.findall(text.split("from user code", 1)[1])
+        frames = [f for f in frames if not f[0].startswith(_HERE)]
+        if frames:
+            file, line, func = frames[-1]
+            return f"{_short_path(file)}:{line} in {func}"
+    seen: list[traceback.FrameSummary] = []
+    current: BaseException | None = exc
+    while current is not None and len(seen) < 1000:
+        seen.extend(traceback.extract_tb(current.__traceback__))
+        current = current.__cause__
+    for frame in reversed(seen):
+        file = frame.filename or ""
+        if file.startswith(_HERE) or file.startswith(_TORCH_DIR) or file.startswith("<"):
+            continue
+        return f"{_short_path(file)}:{frame.lineno} in {frame.name}"
+    return ""
+
+
+def _forward_location(model: nn.Module) -> str:
+    """``file:line in forward`` of the model's own ``forward`` (where tracing starts), or "":
+    for failures inside torch.fx itself, such as a ``forward`` wrapped by a decorator."""
+    forward = inspect.unwrap(type(model).forward)
+    code = getattr(forward, "__code__", None)
+    if code is None:
+        return ""
+    return f"{_short_path(code.co_filename)}:{code.co_firstlineno} in {forward.__name__}"
+
+
+def _short_path(file: str) -> str:
+    """A file path from its package on (``transformers/models/bert/modeling_bert.py``)."""
+    marker = f"site-packages{os.sep}"
+    if marker in file:
+        return file.split(marker, 1)[1]
+    here = os.getcwd() + os.sep
+    return file[len(here):] if file.startswith(here) else file
+
+
 class Capture:
     """One model, captured. Subclasses say how it runs."""
 
@@ -67,6 +131,8 @@ class Capture:
     def __init__(self, reason: str = ""):
         #: why this capture was chosen (filled by ``capture="auto"``)
         self.reason = reason
+        #: facts about the capture for ``profile.meta`` (``nested_compile``...)
+        self.notes: dict[str, Any] = {}
 
     @property
     def nodes(self) -> list[NodeInfo]:
@@ -112,7 +178,8 @@ class GraphCapture(Capture):
         super().__init__(reason)
         self.gm = gm
         self.kind = kind
-        self._nodes = describe_graph(gm)
+        # only a graph someone else made may have lost its functions' module stacks
+        self._nodes = describe_graph(gm, infer=kind == "graphmodule")
         self._interpreter: ProfilingInterpreter | None = None
 
     @property
@@ -217,36 +284,161 @@ def _bind_inputs(gm: fx.GraphModule, args: tuple, kwargs: dict[str, Any]) -> tup
 
 # ------------------------------------------------------------------------ dynamo
 class _DynamoSession:
-    """What the shared backend dispatches to while one profile() runs."""
+    """What the shared backend dispatches to while one profile() runs.
 
-    def __init__(self) -> None:
+    Dynamo compiles frames, not models: a graph of a block's ``forward`` (split by a graph
+    break) is one graph that runs once per block, and its module paths are relative to that
+    frame (``L['self'].fc``). So every call of a graph is placed in the model: in the untimed
+    runs (compile and warm-up), the Python frame that ran it is read (its local modules and
+    the ``self`` of the innermost module ``forward``), and each distinct place is a *site* of
+    the graph with its own nodes (``g0:`` for the first, ``g0@1:``, ``g0@2:``...), scopes
+    resolved to paths of the root model. In the timed runs, the k-th call of a graph within a
+    model run goes to the site of the k-th call in the last untimed run (dynamo often
+    recompiles in its first run, so a warm-up run fixes the order); a site called several
+    times per run (one module applied in a loop) keeps every call (``calls_per_run`` > 1).
+    """
+
+    def __init__(self, model: nn.Module | None = None) -> None:
         self.recorder: Recorder | None = None
         self.make_pass: PassFn | None = None
         self.records: dict[str, dict[str, Any]] = {}
         self.labels: dict[int, str] = {}  # id(runner) -> g0, g1... in the order first run
         self.nodes: list[NodeInfo] = []
-        self.interpreters: dict[int, ProfilingInterpreter] = {}
+        self.interpreters: dict[tuple[int, int], ProfilingInterpreter] = {}
+        self.root = model
+        self.paths = {id(m): p for p, m in model.named_modules()} if model is not None else {}
+        self.calls: dict[int, int] = {}  # id(runner) -> calls so far in this model run
+        self.sites: dict[int, list[int]] = {}  # id(runner) -> site of its k-th call in a run
+        self.site_keys: dict[int, list[tuple]] = {}  # id(runner) -> the places, in order seen
+        self.prefixes: dict[tuple[int, int], str] = {}  # (id(runner), site) -> "g0@1"
+        self.locating = True  # until the timed runs: the last untimed run's order is kept
 
     def label(self, runner: "_GraphRunner") -> str:
         key = id(runner)
         if key not in self.labels:
             self.labels[key] = f"g{len(self.labels)}"
-            self.nodes.extend(describe_graph(runner.gm, graph=self.labels[key]))
         return self.labels[key]
 
-    def run_graph(self, runner: "_GraphRunner", args: tuple) -> Any:
+    def site(self, runner: "_GraphRunner") -> tuple[int, str]:
+        """The site of this call of ``runner`` and its name prefix (``g0``, ``g0@1``)."""
+        key = id(runner)
+        k = self.calls.get(key, 0)
+        self.calls[key] = k + 1
+        sites = self.sites.setdefault(key, [])
+        if self.locating or k >= len(sites):  # untimed runs (or a call never seen): read the frame
+            site = self._locate(runner)
+            if k < len(sites):
+                sites[k] = site
+            else:
+                sites.append(site)
+        else:
+            site = sites[k]
+        return site, self.prefixes[(key, site)]
+
+    def _locate(self, runner: "_GraphRunner") -> int:
         label = self.label(runner)
+        frame = sys._getframe(3)  # _locate <- site <- run_graph <- _GraphRunner.__call__
+        while frame is not None and _is_internal(frame.f_code.co_filename):
+            frame = frame.f_back
+        local_paths: dict[str, str] = {}
+        enclosing = ""
+        if frame is not None:
+            local_paths = {n: self.paths[id(v)] for n, v in frame.f_locals.items()
+                           if isinstance(v, nn.Module) and id(v) in self.paths}
+            outer = frame
+            while outer is not None:
+                owner = outer.f_locals.get("self")
+                if isinstance(owner, nn.Module) and id(owner) in self.paths:
+                    enclosing = self.paths[id(owner)]
+                    break
+                outer = outer.f_back
+        place = (tuple(sorted(local_paths.items())), enclosing)
+        keys = self.site_keys.setdefault(id(runner), [])
+        if place not in keys:
+            keys.append(place)
+            site = len(keys) - 1
+            prefix = label if site == 0 else f"{label}@{site}"
+            self.prefixes[(id(runner), site)] = prefix
+            self.nodes.extend(describe_graph(runner.gm, graph=label, prefix=f"{prefix}:", infer=False,
+                                             resolve=_Resolver(self.root, local_paths), frame_scope=enclosing))
+        return keys.index(place)
+
+    def run_graph(self, runner: "_GraphRunner", args: tuple) -> Any:
+        site, prefix = self.site(runner)
         if self.make_pass is not None:
-            out, records = self.make_pass(runner.gm, label, args)
-            self.records.update(records)
+            out, records = self.make_pass(runner.gm, prefix, args)
+            _accumulate(self.records, records)
             return out
         if self.recorder is None:
             return runner.gm(*args)
-        interp = self.interpreters.get(id(runner))
+        interp = self.interpreters.get((id(runner), site))
         if interp is None or interp.recorder is not self.recorder:
-            interp = ProfilingInterpreter(runner.gm, recorder=self.recorder, prefix=f"{label}:")
-            self.interpreters[id(runner)] = interp
+            interp = ProfilingInterpreter(runner.gm, recorder=self.recorder, prefix=f"{prefix}:")
+            self.interpreters[(id(runner), site)] = interp
         return interp.run(*args)
+
+
+_TORCH_PRIVATE = os.path.join(os.path.dirname(torch.__file__), "_")
+_FXPROF_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _is_internal(filename: str) -> bool:
+    """Frames between a dynamo graph and the user's code that ran it (dynamo's wrappers, ours)."""
+    return filename.startswith(_TORCH_PRIVATE) or filename.startswith(_FXPROF_DIR)
+
+
+class _Resolver:
+    """Turns a dynamo module path (``L['self'].fc``, relative to the frame dynamo compiled)
+    into a path of the root model (``blocks.2.fc``) that ``model.get_submodule`` accepts."""
+
+    _LOCAL = re.compile(r"""^L\[['"]([^'"]+)['"]\](.*)$""")
+
+    def __init__(self, root: nn.Module | None, local_paths: dict[str, str]):
+        self.root = root
+        self.local_paths = local_paths
+        self.cache: dict[str, str] = {}
+
+    def __call__(self, raw: str) -> str:
+        raw = str(raw)
+        if raw not in self.cache:
+            self.cache[raw] = self._resolve(raw)
+        return self.cache[raw]
+
+    def _resolve(self, raw: str) -> str:
+        match = self._LOCAL.match(raw)
+        if match and match.group(1) in self.local_paths:
+            base, rest = self.local_paths[match.group(1)], normalize_scope(match.group(2))
+            path = ".".join(p for p in (base, rest) if p)
+        else:
+            path = normalize_scope(raw)
+        if self.root is None:
+            return path
+        parts = path.split(".") if path else []
+        while parts:  # the longest prefix that is a module of the model
+            try:
+                self.root.get_submodule(".".join(parts))
+                break
+            except AttributeError:
+                parts.pop()
+        return ".".join(parts)
+
+
+def _accumulate(into: dict[str, dict[str, Any]], records: dict[str, dict[str, Any]]) -> None:
+    """Add one call's pass records to a run's: sizes and FLOPs add up over a node's calls,
+    peak memory is the highest; shapes are the first call's."""
+    for node, values in records.items():
+        if node not in into:
+            into[node] = dict(values)
+            continue
+        seen = into[node]
+        for col, value in values.items():
+            old = seen.get(col)
+            if col in ("flops", "out_bytes", "mem_delta_bytes") and old is not None and value is not None:
+                seen[col] = old + value
+            elif col == "mem_peak_bytes" and old is not None and value is not None:
+                seen[col] = max(old, value)
+            elif old is None:
+                seen[col] = value
 
 
 _STATE = threading.local()
@@ -279,7 +471,7 @@ class DynamoCapture(Capture):
         super().__init__(reason)
         self.model = model
         self.compiled = torch.compile(model, backend=fxprof_backend)
-        self.session = _DynamoSession()
+        self.session = _DynamoSession(model)
         self.timed_from: int | None = None
 
     @property
@@ -289,9 +481,10 @@ class DynamoCapture(Capture):
     def nodes_in(self, recorded: set[str]) -> tuple[list[NodeInfo], str]:
         """Only graphs that ran in the timed runs: dynamo may compile a graph, then replace it
         (a recompile, e.g. when it makes shapes dynamic) or take another branch for good."""
-        ran = {n.graph for n in self.session.nodes if n.name in recorded}
-        kept = [n for n in self.session.nodes if n.graph in ran]
-        dropped = sorted({n.graph for n in self.session.nodes} - ran, key=lambda g: int(g[1:]))
+        # a site (g0, g0@1...) seen only in the untimed runs (their order differed) is left out
+        ran = {n.name.partition(":")[0] for n in self.session.nodes if n.name in recorded}
+        kept = [n for n in self.session.nodes if n.name.partition(":")[0] in ran]
+        dropped = sorted({n.graph for n in self.session.nodes} - {n.graph for n in kept}, key=lambda g: int(g[1:]))
         notes = []
         if dropped:
             notes.append(f"graphs compiled but not run in the timed runs, left out: {', '.join(dropped)}")
@@ -307,6 +500,7 @@ class DynamoCapture(Capture):
     def start_timing(self) -> None:
         """Called when the timed runs begin: graphs first seen after this were recompiles."""
         self.timed_from = len(self.session.labels)
+        self.session.locating = False
 
     @property
     def module(self) -> nn.Module:
@@ -323,6 +517,7 @@ class DynamoCapture(Capture):
 
     def run(self, recorder: Recorder, args: tuple, kwargs: dict) -> Any:
         self.session.recorder, self.session.make_pass = recorder, None
+        self.session.calls.clear()
         with self._active(), recorder.run():
             out = self.compiled(*args, **kwargs)
         if not self.session.labels:
@@ -335,6 +530,7 @@ class DynamoCapture(Capture):
 
     def run_pass(self, make_pass: PassFn, args: tuple, kwargs: dict) -> dict[str, dict[str, Any]]:
         self.session.make_pass, self.session.records = make_pass, {}
+        self.session.calls.clear()
         try:
             with self._active():
                 self.compiled(*args, **kwargs)
@@ -359,6 +555,45 @@ def capture_model(
     """Capture ``model`` as FX graph(s) by ``capture`` (see the module docstring)."""
     if capture not in CAPTURES:
         raise ValueError(f"unknown capture {capture!r}; choose one of {', '.join(CAPTURES)}")
+    captured = _capture(model, args, kwargs, capture, concrete_args, leaf_modules)
+    captured.notes.update(_nested_compile_notes(model, captured))
+    return captured
+
+
+def compiled_submodules(model: nn.Module) -> list[str]:
+    """Paths of the ``torch.compile``'d submodules of ``model`` (``OptimizedModule`` children)."""
+    try:
+        from torch._dynamo.eval_frame import OptimizedModule
+    except ImportError:  # pragma: no cover - every supported torch has it
+        return []
+    found: list[str] = []
+    for path, module in model.named_modules():
+        if path and isinstance(module, OptimizedModule) and not any(path.startswith(f + ".") for f in found):
+            found.append(path)
+    return found
+
+
+def _nested_compile_notes(model: nn.Module, captured: Capture) -> dict[str, Any]:
+    """Say when a compiled submodule was profiled uncompiled: dynamo and export inline it (its
+    code's nodes are timed one by one, as eager code), and only a leaf keeps it compiled."""
+    if isinstance(model, fx.GraphModule) and captured.kind == "graphmodule":
+        return {}
+    kept = {str(n.target) for n in getattr(getattr(captured, "gm", None), "graph", fx.Graph()).nodes if n.op == "call_module"}
+    inlined = [p for p in compiled_submodules(model) if p not in kept]
+    if not inlined:
+        return {}
+    listed = ", ".join(inlined)
+    return {
+        "nested_compile": inlined,
+        "nested_compile_note": (
+            f"torch.compile'd submodule(s) {listed} profiled uncompiled: capture={captured.kind!r} "
+            f"traces through them, so their code is timed node by node as eager code. To time "
+            f"them compiled, each as one node: capture='symbolic', leaf_modules={inlined!r}"
+        ),
+    }
+
+
+def _capture(model: nn.Module, args: tuple, kwargs: dict, capture: str, concrete_args: Any, leaf_modules: Any) -> Capture:
     if isinstance(model, fx.GraphModule) and capture in ("auto", "symbolic"):
         return GraphCapture(model, "graphmodule", "a GraphModule was given: used as is")
     if capture == "symbolic":
@@ -371,7 +606,9 @@ def capture_model(
         return _symbolic(model, concrete_args, leaf_modules, reason="symbolic tracing succeeded")
     except TraceError as exc:
         cause = explain_trace_failure(exc.__cause__ or exc) or _first_line(exc.__cause__ or exc)
-        return DynamoCapture(model, f"symbolic tracing failed ({cause}); fell back to dynamo")
+        where = where_tracing_stopped(exc.__cause__ or exc) or _forward_location(model)
+        at = f" at {where}" if where else ""
+        return DynamoCapture(model, f"symbolic tracing failed{at} ({cause}); fell back to dynamo")
 
 
 def _first_line(exc: BaseException) -> str:
@@ -386,8 +623,10 @@ def _symbolic(model: nn.Module, concrete_args: Any, leaf_modules: Any, reason: s
         cause = exc.__cause__ or exc
         words = explain_trace_failure(cause)
         said = f"{words}. ({_first_line(cause)})" if words else f"{_first_line(cause)}."
+        where = where_tracing_stopped(cause) or _forward_location(model)
+        at = f" (tracing stopped at {where})" if where else ""
         raise TraceError(
-            f"cannot trace {type(model).__name__} symbolically: {said} Options: capture='dynamo' "
+            f"cannot trace {type(model).__name__} symbolically{at}: {said} Options: capture='dynamo' "
             f"(runs the model as Python and profiles the graphs between the lines tracing cannot "
             f"follow) or capture='auto' (tries symbolic tracing first); mark the submodule that "
             f"does it as a leaf (leaf_modules=[...]); or fix the argument that steers it "
@@ -401,8 +640,27 @@ def _export(model: nn.Module, args: tuple, kwargs: dict) -> GraphCapture:
         exported = torch.export.export(model, tuple(args), dict(kwargs) or None)
         gm = exported.module()
     except Exception as exc:
-        raise TraceError(
-            f"torch.export could not capture {type(model).__name__}: {_first_line(exc)}. "
-            f"Export needs the whole model in one graph; try capture='dynamo', which splits it."
-        ) from exc
+        raise TraceError(explain_export_failure(model, exc)) from exc
     return GraphCapture(gm, "export", "asked for")
+
+
+def explain_export_failure(model: nn.Module, exc: BaseException) -> str:
+    """Why ``torch.export`` failed, in plain words, where in the model, and what to do."""
+    text = str(exc)
+    name = type(model).__name__
+    where = where_tracing_stopped(exc)
+    at = f" (at {where})" if where else ""
+    cache = re.search(r"Found <class '[\w.]*?(\w*Cache)'> in output", text)
+    if cache:
+        return (
+            f"torch.export could not capture {name}: the model returns a {cache.group(1)} (the "
+            f"key/value cache a generating model keeps between calls), which export cannot "
+            f"flatten into tensors. Profile it without the cache: pass use_cache=False as a "
+            f"model input (fxprof.profile(model, input_ids, use_cache=False, capture='export')) "
+            f"or set model.config.use_cache = False; capture='dynamo' also takes it as it is."
+        )
+    return (
+        f"torch.export could not capture {name}{at}: {_first_line(exc)}. Export needs the whole "
+        f"model in one graph, with no Python that depends on tensor values; try capture='dynamo', "
+        f"which splits the model at such lines and profiles the pieces."
+    )

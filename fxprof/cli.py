@@ -12,8 +12,9 @@ Time every node of a PyTorch model's torch.fx graph, on the CPU or the GPU.
 
 commands:
   profile MODEL   trace MODEL, warm it up, time every node over --iters runs, print hotspots
-  show FILE       print a saved profile (.json) or per-node table (.csv) again, re-sorted
+  show FILE       print a saved profile (.json/.npz) or per-node table (.csv) again, re-sorted
   compare A B     compare two saved profiles or tables node by node
+  selfcheck       check fxprof's timers against nodes of known cost on this machine
 """
 
 EXAMPLES = """\
@@ -30,6 +31,7 @@ examples:
   fxprof compare before.json after.json --top 15
   torchrun --nproc-per-node 2 -m fxprof profile resnet18 --input 1x3x64x64 --json run.json
                                                          # every rank, gathered on rank 0
+  fxprof selfcheck --device cuda                         # measured vs known, pass/fail
 """
 
 
@@ -49,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--group-by", choices=["op", "module_type", "range", "scope", "graph", "comm", "rank"], help="show time rolled up by op kind, module class, record_function range or module scope; comm: collectives vs computation; rank: one row per torch.distributed rank")
         p.add_argument("--depth", type=int, default=1, help="module depth for --group-by scope (1: layer1, 2: layer1.0; default: 1)")
         p.add_argument("--columns", help="comma-separated columns to show, e.g. kind,median_ms,pct,flops,output_shape")
+        p.add_argument("--keep-outliers", action="store_true", help="keep outlier runs (far slower than the rest) in the statistics; by default they are left out and the header says which")
 
     p = sub.add_parser(
         "profile",
@@ -68,6 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="cpu", help="device for the model and inputs: cpu, cuda, cuda:1 (default: cpu)")
     p.add_argument("--dtype", default="float32", help="dtype of the model and of float inputs: float32, float16, bfloat16, float64 (default: float32)")
     p.add_argument("--warmup", type=int, default=5, help="untimed warm-up runs (default: 5)")
+    p.add_argument("--warmup-ms", type=float, default=None, help="also warm up for at least this many ms (default: 200 on CUDA, 0 on the CPU)")
     p.add_argument("--iters", type=int, default=20, help="timed runs (default: 20)")
     p.add_argument("--timer", default="auto", choices=["auto", "cpu", "cuda", "sync", "kernel"], help="auto: cuda events on a GPU, else the CPU clock; kernel: also CUDA kernel time per node via torch.profiler (default: auto)")
     p.add_argument("--capture", default="auto", choices=["auto", "symbolic", "dynamo", "export"], help="how to get the graph: auto tries symbolic tracing, then dynamo (default: auto)")
@@ -75,8 +79,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice); recorded in the profile")
     view_options(p)
     p.add_argument("--csv", metavar="PATH", help="write the per-node table as CSV")
-    p.add_argument("--json", metavar="PATH", help="save the whole profile (every sample) as JSON, for show/compare")
+    p.add_argument("--json", metavar="PATH", help="save the whole profile (every sample) for show/compare: JSON, or compact binary columns if PATH ends in .npz")
     p.add_argument("--trace", metavar="PATH", help="write a Chrome trace (open in ui.perfetto.dev or chrome://tracing)")
+    p.add_argument("--trace-runs", default="representative", choices=["representative", "all"], help="runs in the trace: the fastest, median and slowest (default), or all")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(handler=_cmd_profile)
 
@@ -87,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    s.add_argument("file", metavar="FILE", help="a .json profile or .csv table written by fxprof")
+    s.add_argument("file", metavar="FILE", help="a .json or .npz profile or .csv table written by fxprof")
     view_options(s)
     s.set_defaults(handler=_cmd_show)
 
@@ -96,18 +101,47 @@ def build_parser() -> argparse.ArgumentParser:
         help="compare two saved profiles or tables node by node",
         description=(
             "Match the nodes of A and B by name and print each node's median time in both, the "
-            "ratio B/A and the change in share, largest change first, with totals. Nodes present "
-            "in only one file are listed."
+            "ratio B/A, a p-value (Mann-Whitney U on the two sets of samples, Benjamini-Hochberg "
+            "over the nodes) and a verdict (faster, slower, same: significant and at least "
+            "--min-effect), and the change in share, largest change first, with totals, the whole "
+            "run's ratio with a 95% bootstrap interval, and warnings when the two were not "
+            "measured alike (model, graph, device, timer, dtype, threads, inputs, versions). "
+            "Nodes present in only one file are listed. P-values need saved .json profiles."
         ),
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    c.add_argument("a", metavar="A", help="the baseline: a .json profile or .csv table")
-    c.add_argument("b", metavar="B", help="the other: a .json profile or .csv table")
+    c.add_argument("a", metavar="A", help="the baseline: a .json or .npz profile or .csv table")
+    c.add_argument("b", metavar="B", help="the other: a .json or .npz profile or .csv table")
     c.add_argument("--top", type=int, default=20, help="rows to show; 0 shows all (default: 20)")
     c.add_argument("--csv", metavar="PATH", help="write the comparison table as CSV")
+    c.add_argument("--alpha", type=float, default=0.05, help="significance level of the adjusted p-values (default: 0.05)")
+    c.add_argument("--min-effect", type=float, default=0.10, help="smallest change in a node's median that gets a faster/slower verdict, as a fraction (default: 0.10, i.e. 10%%)")
+    c.add_argument("--keep-outliers", action="store_true", help="keep outlier runs in both profiles' statistics")
     c.set_defaults(handler=_cmd_compare)
+
+    k = sub.add_parser(
+        "selfcheck",
+        help="check the timers against nodes of known cost on this machine",
+        description=(
+            "Run small graphs whose node costs are known (CPU spins; on a GPU calibrated sleep kernels, a "
+            "launch-bound chain, a synchronizing node) under every timer that can run here, and print measured "
+            "vs known, the error and the bound verdicts, then PASS or FAIL (exit status 0 or 1)."
+        ),
+    )
+    k.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="what to check (default: cpu)")
+    k.add_argument("--iters", type=int, default=20, help="timed runs per timer (default: 20)")
+    k.set_defaults(handler=_cmd_selfcheck)
     return parser
+
+
+def _cmd_selfcheck(args: argparse.Namespace) -> int:
+    from .errors import FxprofError
+    from .selfcheck import selfcheck
+
+    if args.iters < 1:
+        raise FxprofError(f"bad --iters {args.iters}: must be >= 1")
+    return 0 if selfcheck(device=args.device, iters=args.iters).passed else 1
 
 
 def _columns(text: str | None) -> list[str] | None:
@@ -180,7 +214,7 @@ def _cmd_profile(args: argparse.Namespace) -> int:
     except (RuntimeError, AssertionError) as exc:
         raise FxprofError(f"cannot put the model and inputs on {device} as {args.dtype}: {exc}") from exc
     try:
-        prof = profile(model, *inputs, warmup=args.warmup, iters=args.iters, timer=args.timer, name=args.model, progress=not args.quiet and rank == 0, capture=args.capture, mode=args.mode)
+        prof = profile(model, *inputs, warmup=args.warmup, warmup_ms=args.warmup_ms, iters=args.iters, timer=args.timer, name=args.model, progress=not args.quiet and rank == 0, capture=args.capture, mode=args.mode)
     except BaseException as exc:
         partial = getattr(exc, "profile", None)
         if partial is not None and not is_initialized():  # keep what was measured: write it and show it, then fail
@@ -193,8 +227,9 @@ def _cmd_profile(args: argparse.Namespace) -> int:
 
 
 def _emit(prof, args: argparse.Namespace) -> None:
+    prof.keep_outliers = args.keep_outliers
     written = []
-    for label, path, write in (("csv", args.csv, prof.to_csv), ("json", args.json, prof.save), ("trace", args.trace, prof.to_chrome_trace)):
+    for label, path, write in (("csv", args.csv, prof.to_csv), ("json", args.json, prof.save), ("trace", args.trace, lambda path: prof.to_chrome_trace(path, runs=args.trace_runs))):
         if path:
             write(path)
             written.append(f"wrote {label}: {path}")
@@ -228,6 +263,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
         print(f"fxprof: per-node table from {args.file} (a CSV holds no raw samples and no run header)\n")
         print(render_body(loaded, **_view(args)))
     else:
+        loaded.keep_outliers = args.keep_outliers
         print(loaded.summary(**_view(args)))
     return 0
 
@@ -241,7 +277,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         raise ValueError(f"bad --top {args.top}: must be >= 0 (0 shows all)")
     if args.csv:
         _check_writable(args.csv)
-    diff = compare(read_any(args.a), read_any(args.b))
+    keep = True if args.keep_outliers else None
+    diff = compare(read_any(args.a), read_any(args.b), alpha=args.alpha, min_effect=args.min_effect, keep_outliers=keep, warn=False)
     if args.csv:
         write_csv(diff, args.csv)
     print(render_compare(diff, args.a, args.b, top=args.top or None))

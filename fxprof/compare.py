@@ -1,8 +1,16 @@
-"""Comparing two profiles node by node (two runs, two machines, before and after a change)."""
+"""Comparing two profiles node by node (two runs, two machines, before and after a change).
+
+Beyond the bare ratio, :func:`compare` says per node whether the change is beyond noise (a
+Mann-Whitney U test on the two sets of samples, corrected for testing many nodes, plus a minimum
+effect), gives a confidence interval for the whole run's ratio, and warns when the two profiles
+were not measured under the same conditions. The statistics are in :mod:`fxprof.stats`; the
+reasoning is in docs/methodology.md.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Union
+import warnings
+from typing import TYPE_CHECKING, Any, Union
 
 import numpy as np
 import pandas as pd
@@ -10,22 +18,55 @@ import pandas as pd
 if TYPE_CHECKING:
     from .profile import Profile
 
-__all__ = ["compare", "COMPARE_COLUMNS"]
+__all__ = ["compare", "comparability", "ComparabilityWarning", "COMPARE_COLUMNS", "COMPARED_META", "IGNORED_META",
+           "ALPHA", "MIN_EFFECT"]
 
-COMPARE_COLUMNS = ("status", "op", "kind", "scope", "a_ms", "b_ms", "delta_ms", "ratio", "a_pct", "b_pct", "delta_pct")
+COMPARE_COLUMNS = ("status", "op", "kind", "scope", "a_ms", "b_ms", "delta_ms", "ratio", "p_value", "verdict",
+                   "a_pct", "b_pct", "delta_pct")
+
+#: a node's change is significant when its Benjamini-Hochberg adjusted p-value is below this
+ALPHA = 0.05
+#: ... and it counts as "faster"/"slower" only when its median moved by at least this fraction
+#: (ratio >= 1 + MIN_EFFECT, or <= 1 / (1 + MIN_EFFECT)); see docs/methodology.md for the A/A
+#: measurements behind the choice
+MIN_EFFECT = 0.10
+
+#: ``profile.meta`` keys compared first (a difference is a comparability warning). Every other
+#: key either profile has is compared too (environment and numeric settings, nested dicts key by
+#: key), except :data:`IGNORED_META`.
+COMPARED_META = ("model", "device", "gpu", "timer", "dtype", "threads", "inputs", "torch", "capture", "mode",
+                 "no_grad", "training", "machine", "python", "fxprof")
+#: bookkeeping, not measuring conditions: never compared
+IGNORED_META = ("created", "iters", "requested_iters", "incomplete", "warmup", "capture_reason", "capture_note")
+
+
+class ComparabilityWarning(UserWarning):
+    """The two profiles given to :func:`compare` were not measured under the same conditions."""
+
 
 ProfileOrTable = Union["Profile", pd.DataFrame]
 
 
-def _table(item: ProfileOrTable) -> pd.DataFrame:
-    table = item if isinstance(item, pd.DataFrame) else item.df
+def _table(item: ProfileOrTable, keep_outliers: bool | None) -> pd.DataFrame:
+    if isinstance(item, pd.DataFrame):
+        table = item
+    else:
+        table = item.to_dataframe(keep_outliers=keep_outliers)
     missing = [c for c in ("op", "kind", "scope", "median_ms", "pct") if c not in table.columns]
     if missing:
         raise ValueError(f"cannot compare a table without the column(s) {', '.join(missing)}; pass a Profile or Profile.df")
     return table
 
 
-def compare(a: ProfileOrTable, b: ProfileOrTable) -> pd.DataFrame:
+def compare(
+    a: ProfileOrTable,
+    b: ProfileOrTable,
+    *,
+    alpha: float = ALPHA,
+    min_effect: float = MIN_EFFECT,
+    keep_outliers: bool | None = None,
+    warn: bool = True,
+) -> pd.DataFrame:
     """Per-node comparison of ``a`` and ``b`` (profiles, or per-node tables from ``read_csv``).
 
     Nodes are matched by name. Returns a DataFrame indexed by ``node``, sorted by the absolute
@@ -36,10 +77,35 @@ def compare(a: ProfileOrTable, b: ProfileOrTable) -> pd.DataFrame:
     - ``a_ms``, ``b_ms``: median node time on each side (NaN where absent);
     - ``delta_ms``: ``b_ms - a_ms`` (a missing side counts as 0);
     - ``ratio``: ``b_ms / a_ms`` (NaN unless both sides have the node and ``a_ms > 0``);
+    - ``p_value``: two-sided Mann-Whitney U test of the node's samples in ``a`` against those
+      in ``b``, adjusted for the number of nodes tested (Benjamini-Hochberg). NaN where it
+      cannot be computed: a node on one side only, fewer than 2 samples on a side, or a per-node
+      table (a CSV holds no samples; compare saved ``.json`` profiles);
+    - ``verdict``: ``"slower"`` or ``"faster"`` when ``p_value < alpha`` **and** the median moved
+      by at least ``min_effect`` (``ratio >= 1 + min_effect``, or ``<= 1 / (1 + min_effect)``),
+      else ``"same"``; ``""`` where there is no p-value;
     - ``a_pct``, ``b_pct``, ``delta_pct``: each side's share of its own node time, and the
       change in share in percentage points.
+
+    Outlier runs are left out of both sides (as in the profiles' tables) unless
+    ``keep_outliers`` (default: each profile's :attr:`~fxprof.Profile.keep_outliers`).
+
+    ``DataFrame.attrs`` of the result holds ``run_ratio`` (``ratio``: median run time of ``b``
+    over ``a``; ``low``, ``high``: its 95% percentile-bootstrap interval over the runs of each
+    side; ``a_runs``, ``b_runs``; None for tables). The interval covers the noise between runs
+    within each profile, not a drift of the machine between the two profiles: on a busy machine
+    two profiles of the same model can land outside each other's interval (docs/methodology.md),
+    so no verdict is given for the whole run;
+    ``warnings`` (see :func:`comparability`), ``test``, ``alpha`` and ``min_effect``. Unless
+    ``warn=False``, each comparability problem is also raised as a :class:`ComparabilityWarning`.
     """
-    ta, tb = _table(a), _table(b)
+    from .stats import node_p_values, ratio_interval
+
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be between 0 and 1, got {alpha!r}")
+    if not min_effect >= 0:
+        raise ValueError(f"min_effect must be >= 0 (a fraction: 0.1 is 10%), got {min_effect!r}")
+    ta, tb = _table(a, keep_outliers), _table(b, keep_outliers)
     index = pd.Index(list(ta.index) + [n for n in tb.index if n not in ta.index], name="node", dtype=str)
     ia, ib = ta.reindex(index), tb.reindex(index)
     in_a = pd.Series(index.isin(ta.index), index=index)
@@ -52,8 +118,113 @@ def compare(a: ProfileOrTable, b: ProfileOrTable) -> pd.DataFrame:
     out["b_ms"] = ib["median_ms"].astype("float64")
     out["delta_ms"] = out["b_ms"].fillna(0.0) - out["a_ms"].fillna(0.0)
     out["ratio"] = (out["b_ms"] / out["a_ms"].where(out["a_ms"] > 0)).where(in_a & in_b)
+
+    out["p_value"] = np.nan
+    with_samples = not isinstance(a, pd.DataFrame) and not isinstance(b, pd.DataFrame)
+    if with_samples:
+        both = list(index[in_a & in_b])
+        sa, sb = _samples_by_node(a, keep_outliers), _samples_by_node(b, keep_outliers)
+        empty = np.empty(0)
+        _, adjusted = node_p_values([(sa.get(n, empty), sb.get(n, empty)) for n in both])
+        out.loc[both, "p_value"] = adjusted
+    out["verdict"] = _verdicts(out["p_value"], out["ratio"], alpha, min_effect)
     out["a_pct"] = ia["pct"].astype("float64")
     out["b_pct"] = ib["pct"].astype("float64")
     out["delta_pct"] = out["b_pct"].fillna(0.0) - out["a_pct"].fillna(0.0)
     order = out["delta_ms"].abs().sort_values(ascending=False, kind="stable").index
-    return out.loc[order, list(COMPARE_COLUMNS)]
+    out = out.loc[order, list(COMPARE_COLUMNS)]
+
+    run_ratio = None
+    if with_samples:
+        ratio, low, high = ratio_interval(a.kept_totals(keep_outliers), b.kept_totals(keep_outliers))
+        run_ratio = {
+            "ratio": ratio, "low": low, "high": high, "confidence": 0.95,
+            "a_runs": len(a.kept_totals(keep_outliers)), "b_runs": len(b.kept_totals(keep_outliers)),
+        }
+    problems = comparability(a, b, out)
+    tested = int(out["p_value"].notna().sum())
+    out.attrs.update({
+        "run_ratio": run_ratio,
+        "warnings": problems,
+        "test": (f"Mann-Whitney U (two-sided) per node, Benjamini-Hochberg over {tested} nodes; verdict needs "
+                 f"p < {alpha:g} and a change of at least {min_effect:.0%}") if with_samples
+                else "no samples (a per-node table was given): no p-values or verdicts; compare saved .json profiles",
+        "alpha": alpha,
+        "min_effect": min_effect,
+    })
+    if warn and problems:
+        warnings.warn("fxprof.compare: the two profiles differ in: " + "; ".join(problems), ComparabilityWarning, stacklevel=2)
+    return out
+
+
+def _samples_by_node(profile: "Profile", keep_outliers: bool | None) -> dict[str, np.ndarray]:
+    samples = profile.kept_samples(keep_outliers)
+    return {str(node): group.to_numpy(dtype=np.float64) for node, group in samples.groupby("node", sort=False)["time_ms"]}
+
+
+def _verdicts(p_value: pd.Series, ratio: pd.Series, alpha: float, min_effect: float) -> pd.Series:
+    significant = p_value < alpha
+    slower = significant & (ratio >= 1.0 + min_effect)
+    faster = significant & (ratio <= 1.0 / (1.0 + min_effect))
+    verdict = np.where(slower, "slower", np.where(faster, "faster", "same"))
+    return pd.Series(np.where(p_value.isna(), "", verdict), index=p_value.index, dtype=str)
+
+
+def comparability(a: ProfileOrTable, b: ProfileOrTable, diff: pd.DataFrame | None = None) -> list[str]:
+    """Why ``a`` and ``b`` may not be comparable, one sentence each (empty when nothing differs).
+
+    Checks the graph (share of nodes present in only one of the two) and every key of
+    :data:`COMPARED_META` plus any other ``profile.meta`` key either side has (environment and
+    numeric settings such as TF32 flags; nested dicts are compared key by key), except
+    :data:`IGNORED_META`. Per-node tables have no metadata: that is said instead.
+    """
+    problems: list[str] = []
+    if diff is None:
+        diff = compare(a, b, warn=False)
+    unmatched = int((diff["status"] != "both").sum())
+    if unmatched:
+        problems.append(
+            f"graph: {unmatched} of {len(diff)} nodes ({unmatched / len(diff):.1%}) are in only one profile "
+            f"({int((diff['status'] == 'only_a').sum())} only in a, {int((diff['status'] == 'only_b').sum())} only in b)"
+        )
+    tables = [side for side, item in (("a", a), ("b", b)) if isinstance(item, pd.DataFrame)]
+    if tables:
+        problems.append(f"{' and '.join(tables)}: a per-node table has no metadata, so device, timer, threads, "
+                        f"inputs and versions cannot be checked")
+        return problems
+    ma, mb = _flat(a.meta), _flat(b.meta)
+    extra = sorted((set(ma) | set(mb)) - set(COMPARED_META))
+    for key in [*COMPARED_META, *extra]:
+        if key.split(".")[0] in IGNORED_META or (key not in ma and key not in mb):
+            continue
+        va, vb = ma.get(key, _MISSING), mb.get(key, _MISSING)
+        if va != vb:
+            problems.append(f"{key}: a {_show(va)}, b {_show(vb)}")
+    return problems
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "(not recorded)"
+
+
+_MISSING = _Missing()
+
+
+def _flat(meta: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested dicts as dotted keys; lists as tuples, so values compare by content."""
+    out: dict[str, Any] = {}
+    for key, value in meta.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(_flat(value, name + "."))
+        else:
+            out[name] = tuple(value) if isinstance(value, list) else value
+    return out
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, tuple):
+        value = ", ".join(map(str, value))
+    text = repr(value) if not isinstance(value, str) else value
+    return text if len(text) <= 60 else text[:57] + "..."

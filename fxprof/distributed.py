@@ -149,10 +149,10 @@ class RankSync:
         }
 
     def attach(self, profile: "Profile") -> "Profile":
-        """``profile`` with this rank in a ``rank`` column and the barrier waits in ``barrier_ms``."""
+        """``profile`` with this rank on its runs and the barrier waits in ``barrier_ms``."""
         runs = profile.num_runs
         waits = (self.waits_ms + [np.nan] * runs)[:runs]
-        return with_ranks(profile, [self.rank] * len(profile.samples), [self.rank] * runs, waits)
+        return with_ranks(profile, [self.rank] * runs, waits)
 
 
 def rank_sync() -> RankSync | None:
@@ -171,19 +171,18 @@ def _anatomy_records(profile: "Profile") -> dict[str, dict[str, Any]]:
     }
 
 
-def with_ranks(profile: "Profile", sample_ranks: Sequence[int], run_ranks: Sequence[int],
-               barrier_ms: Sequence[float | None] | None = None, run_index: Sequence[int] | None = None) -> "Profile":
-    """A copy of ``profile`` whose samples and runs carry a ``rank`` (and runs ``barrier_ms``);
-    ``run_index`` replaces the runs' ``run`` column (each rank counts its runs from 0)."""
-    from .profile import Profile
+def with_ranks(profile: "Profile", run_ranks: Sequence[int], barrier_ms: Sequence[float | None] | None = None,
+               rank_runs: Sequence[int] | None = None) -> "Profile":
+    """A copy of ``profile`` whose runs carry a ``rank``, the rank's own run number ``rank_run``
+    (default: the run number) and ``barrier_ms``; samples get their rank through their run."""
+    from .profile import RUN_COLUMNS, Profile
 
-    samples = profile.samples.assign(rank=np.asarray(sample_ranks, dtype=np.int64))
-    runs = profile.runs.assign(rank=np.asarray(run_ranks, dtype=np.int64))
-    if run_index is not None:
-        runs["run"] = np.asarray(run_index, dtype=np.int64)
+    runs = profile.runs[list(RUN_COLUMNS)].copy()
+    runs["rank"] = np.asarray(run_ranks, dtype=np.int64)
+    runs["rank_run"] = np.asarray(rank_runs if rank_runs is not None else runs["run"], dtype=np.int64)
     waits = [np.nan if v is None else float(v) for v in (barrier_ms if barrier_ms is not None else [None] * len(runs))]
     runs["barrier_ms"] = np.asarray(waits, dtype=np.float64)
-    return Profile(profile.nodes, samples, runs, profile.meta, _anatomy_records(profile))
+    return Profile(profile.nodes, profile._columns, runs, profile.meta, _anatomy_records(profile))
 
 
 def gather(profile: "Profile", dst: int = 0, group: Any = None) -> "Profile | None":
@@ -205,8 +204,8 @@ def gather(profile: "Profile", dst: int = 0, group: Any = None) -> "Profile | No
         return profile
     dist = _dist()
     rank = dist.get_rank(group)
-    if "rank" not in profile.samples.columns:  # made before the group existed: no barriers, but this rank
-        profile = with_ranks(profile, [rank] * len(profile.samples), [rank] * profile.num_runs)
+    if not profile.ranks:  # made before the group existed: no barriers, but this rank
+        profile = with_ranks(profile, [rank] * profile.num_runs)
         profile.meta.setdefault("rank", rank)
     parts = profile_parts(profile)
     received: list[Any] | None = [None] * dist.get_world_size(group) if rank == dst else None
@@ -218,19 +217,33 @@ def gather(profile: "Profile", dst: int = 0, group: Any = None) -> "Profile | No
 
 def profile_parts(profile: "Profile") -> tuple[list[NodeInfo], pd.DataFrame, pd.DataFrame, dict[str, Any], dict[str, dict[str, Any]]]:
     """What :func:`gather` sends of one rank's profile: ``(nodes, samples, runs, meta, anatomy)``."""
-    return (list(profile.nodes), profile.samples, profile.runs, dict(profile.meta), _anatomy_records(profile))
+    from .profile import RUN_COLUMNS, SAMPLE_COLUMNS
+
+    runs = profile.runs
+    return (list(profile.nodes), profile.samples[list(SAMPLE_COLUMNS)], runs[[*RUN_COLUMNS, *(c for c in ("rank", "rank_run", "barrier_ms") if c in runs.columns)]],
+            dict(profile.meta), _anatomy_records(profile))
 
 
 def merge(parts: Sequence[tuple[list[NodeInfo], pd.DataFrame, pd.DataFrame, dict[str, Any], dict[str, dict[str, Any]]]]) -> "Profile":
-    """One profile from each rank's ``(nodes, samples, runs, meta, anatomy)``, in rank order."""
+    """One profile from each rank's ``(nodes, samples, runs, meta, anatomy)``, in rank order.
+    Runs are renumbered so that every (rank, run) has its own run number; ``rank_run`` keeps the
+    rank's own."""
     from .profile import Profile
 
     same_graph = all([n for n in p[0]] == [n for n in parts[0][0]] for p in parts)
     nodes: list[NodeInfo] = []
     samples, runs = [], []
     anatomy: dict[str, dict[str, Any]] = {}
+    offset = 0
     for nodes_r, samples_r, runs_r, meta_r, anatomy_r in parts:
         rank = int(meta_r.get("rank", 0))
+        runs_r = runs_r.copy()
+        if "rank" not in runs_r.columns:
+            runs_r["rank"], runs_r["rank_run"], runs_r["barrier_ms"] = rank, runs_r["run"], np.nan
+        renumber = {int(r): offset + i for i, r in enumerate(runs_r["run"])}
+        offset += len(runs_r)
+        runs_r["run"] = runs_r["run"].map(renumber).astype(np.int64)
+        samples_r = samples_r.assign(run=samples_r["run"].map(renumber).astype(np.int64), node=samples_r["node"].astype(str))
         if same_graph:
             if not nodes:
                 nodes = list(nodes_r)
@@ -292,7 +305,7 @@ def node_frame(profile: "Profile") -> pd.DataFrame:
 def rank_spread(samples: pd.DataFrame) -> pd.DataFrame:
     """Per node: the smallest and largest per-rank median time and the rank with the largest
     (index ``node``; columns :data:`RANK_TABLE_COLUMNS`)."""
-    medians = samples.groupby(["node", "rank"], sort=False)["time_ms"].median().unstack("rank")
+    medians = samples.groupby(["node", "rank"], sort=False, observed=True)["time_ms"].median().unstack("rank")
     out = pd.DataFrame(
         {
             "rank_min_ms": medians.min(axis=1),
@@ -316,7 +329,7 @@ def by_rank(profile: "Profile") -> pd.DataFrame:
     samples = profile.samples
     if "rank" not in samples.columns:
         samples = samples.assign(rank=int(profile.meta.get("rank", 0)))
-    grouped = samples.groupby(["node", "rank"], sort=False)
+    grouped = samples.assign(node=samples["node"].astype(str)).groupby(["node", "rank"], sort=False)
     times = grouped["time_ms"]
     stats = pd.DataFrame(
         {
@@ -352,7 +365,7 @@ def _per_run(profile: "Profile") -> pd.DataFrame:
     comm = is_communication(info)
     plumbing = _plumbing(info)
     part = np.where(comm, "comm_ms", np.where(plumbing, "graph_ms", "compute_ms"))
-    samples = samples.assign(part=samples["node"].map(pd.Series(part, index=info.index)))
+    samples = samples.assign(part=samples["node"].astype(str).map(pd.Series(part, index=info.index)))
     table = samples.pivot_table(index=["rank", "run"], columns="part", values="time_ms", aggfunc="sum", fill_value=0.0)
     for col in ("compute_ms", "comm_ms", "graph_ms"):
         if col not in table.columns:
@@ -363,7 +376,13 @@ def _per_run(profile: "Profile") -> pd.DataFrame:
     totals = runs.set_index(["rank", "run"])["total_ms"]
     table["run_ms"] = totals.reindex(table.index).to_numpy() if len(totals) else np.nan
     table["busy_ms"] = table["run_ms"] - table["comm_ms"]
-    return table[["run_ms", "busy_ms", "compute_ms", "comm_ms", "graph_ms"]]
+    table = table[["run_ms", "busy_ms", "compute_ms", "comm_ms", "graph_ms"]]
+    # index by each rank's own run number, so that run k of every rank lines up
+    own = runs.set_index("run")["rank_run"] if "rank_run" in runs.columns else None
+    if own is not None:
+        table.index = pd.MultiIndex.from_arrays([table.index.get_level_values("rank"),
+                                                 own.reindex(table.index.get_level_values("run")).to_numpy()], names=["rank", "run"])
+    return table
 
 
 def rank_table(profile: "Profile") -> pd.DataFrame:
@@ -435,7 +454,7 @@ def barrier_skew(profile: "Profile") -> dict[str, float] | None:
     runs = profile.runs
     if "barrier_ms" not in runs.columns or len(profile.ranks) < 2 or runs["barrier_ms"].isna().all():
         return None
-    waits = runs.pivot_table(index="run", columns="rank", values="barrier_ms").dropna()
+    waits = runs.pivot_table(index="rank_run", columns="rank", values="barrier_ms").dropna()
     if waits.empty:
         return None
     skew = waits.max(axis=1) - waits.min(axis=1)
@@ -471,17 +490,18 @@ def rank_header(profile: "Profile") -> list[str]:
 
 def rank_profile(profile: "Profile", rank: int) -> "Profile":
     """One rank's samples and runs of a gathered profile, as a plain (rank-less) profile."""
-    from .profile import Profile
+    from .profile import RUN_COLUMNS, SAMPLE_COLUMNS, Profile
 
-    samples, runs = profile.samples, profile.runs
-    samples = samples[samples["rank"] == rank].drop(columns=["rank"])
-    runs = runs[runs["rank"] == rank].drop(columns=["rank", "barrier_ms"])
-    meta = {**profile.meta, "rank": rank}
-    return Profile(profile.nodes, samples, runs, meta, _anatomy_records(profile))
+    runs = profile.runs
+    runs = runs[runs["rank"] == rank]
+    samples = profile.samples
+    samples = samples[samples["run"].isin(runs["run"])][list(SAMPLE_COLUMNS)]
+    return Profile(profile.nodes, samples, runs[list(RUN_COLUMNS)], {**profile.meta, "rank": rank}, _anatomy_records(profile))
 
 
-def trace_events(profile: "Profile") -> list[dict[str, Any]]:
-    """Chrome trace events of a profile with ranks: one trace process per rank (pid rank + 1).
+def trace_events(profile: "Profile", runs: Any = "representative") -> list[dict[str, Any]]:
+    """Chrome trace events of a profile with ranks: one trace process per rank (pid rank + 1),
+    each with the runs ``runs`` picks among that rank's (see :func:`fxprof.export.trace_runs`).
 
     Each rank's runs start at its own first run's start; the barrier before that run lines the
     ranks up to within the barrier skew shown in the header.
@@ -490,7 +510,9 @@ def trace_events(profile: "Profile") -> list[dict[str, Any]]:
 
     events: list[dict[str, Any]] = []
     for rank in profile.ranks:
-        for event in chrome_trace_events(rank_profile(profile, rank)):
+        one = rank_profile(profile, rank)
+        chosen = runs if isinstance(runs, str) else [r for r in runs if r in set(one.runs["run"])]
+        for event in chrome_trace_events(one, chosen):
             event = {**event, "pid": rank + 1}
             if event.get("ph") == "M" and event.get("name") == "process_name":
                 event["args"] = {"name": f"fxprof: {profile.meta.get('model', 'model')} rank {rank}"}

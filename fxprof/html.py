@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from .render import HIGH_SPREAD, default_columns, is_device_timer, noisy_nodes, render_header
+from .render import default_columns, is_device_timer, render_header, spread_flags, spread_notes
 
 if TYPE_CHECKING:
     from .profile import Profile
@@ -28,7 +28,8 @@ def render_html(profile: "Profile", top: int | None = TOP, sort: str | None = "p
     """The profile as an HTML fragment: the header, then the first ``top`` nodes by ``sort``.
 
     The ``pct`` cell carries a bar whose length is the node's share of node time (a full cell
-    is 100%). Nodes whose IQR exceeds ``HIGH_SPREAD`` of their median are flagged ``high``.
+    is 100%; ``pct`` is the share of summed median times). The ``spread`` column carries
+    :func:`~fxprof.render.spread_flags` (``high``, ``tail``).
     Every name, target and header line is HTML-escaped.
     """
     head, *facts = render_header(profile).splitlines()
@@ -43,7 +44,8 @@ def render_html(profile: "Profile", top: int | None = TOP, sort: str | None = "p
         return "\n".join(parts)
 
     columns = default_columns(table, is_device_timer(profile))
-    noisy = noisy_nodes(table)
+    flags = spread_flags(table)
+    noisy = flags != ""
     shown = table if top is None else table.head(max(int(top), 0))
 
     header = "".join(f'<th style="{_CELL}">{html.escape(c)}</th>' for c in ["node", *columns])
@@ -54,7 +56,7 @@ def render_html(profile: "Profile", top: int | None = TOP, sort: str | None = "p
         cells = [f'<td style="{_CELL};text-align:left">{html.escape(str(node))}</td>']
         cells += [_cell(c, row[c]) for c in columns]
         if noisy.any():
-            cells.append(f'<td style="{_CELL}">{"high" if noisy[node] else ""}</td>')
+            cells.append(f'<td style="{_CELL}">{html.escape(flags[node])}</td>')
         rows.append("<tr>" + "".join(cells) + "</tr>")
     parts += [
         '<table style="border-collapse:collapse;font-variant-numeric:tabular-nums">',
@@ -70,11 +72,7 @@ def render_html(profile: "Profile", top: int | None = TOP, sort: str | None = "p
             f"<div>... {hidden} more nodes ({rest:.1f}% of node time); "
             f"<code>profile.to_dataframe(sort=&quot;pct&quot;)</code> has them all</div>"
         )
-    if noisy.any():
-        parts.append(
-            f"<div>spread: {int(noisy.sum())} node(s) have an IQR above {HIGH_SPREAD:.0%} of their "
-            f"median (&#x27;high&#x27;): noisy machine or too few runs; raise iters or compare medians.</div>"
-        )
+    parts += [f"<div>{html.escape(note)}</div>" for note in spread_notes(flags)]
     parts.append("</div>")
     return "\n".join(parts)
 

@@ -33,8 +33,9 @@ FORMAT_NAME = "fxprof.profile"
 FORMAT_VERSION = 1
 
 
-def atomic_write(path: str | os.PathLike, write: Callable[[io.TextIOBase], None]) -> None:
-    """Call ``write(file)`` on a temporary file, then move it to ``path`` in one step."""
+def atomic_write(path: str | os.PathLike, write: Callable[[Any], None], binary: bool = False) -> None:
+    """Call ``write(file)`` on a temporary file (text, or bytes if ``binary``), then move it to
+    ``path`` in one step."""
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
     tmp = None
@@ -43,7 +44,7 @@ def atomic_write(path: str | os.PathLike, write: Callable[[io.TextIOBase], None]
             raise IsADirectoryError(f"Is a directory: {path!r}")
         fd, tmp = tempfile.mkstemp(prefix=".fxprof-", suffix=".tmp", dir=directory)
         os.chmod(tmp, _file_mode(path))  # mkstemp makes 0600; give what open() would give
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+        with (os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8", newline="")) as handle:
             write(handle)
             handle.flush()
             os.fsync(handle.fileno())
@@ -131,9 +132,9 @@ def _profile_to_dict(profile: "Profile") -> dict[str, Any]:
         "nodes": [
             {"name": n.name, **{col: getattr(n, col) for col in NODE_COLUMNS}} for n in profile.nodes
         ],
-        # every column: a gathered profile (fxprof.gather) adds rank (and barrier_ms to runs)
-        "samples": {col: _json_values(samples[col]) for col in samples.columns},
-        "runs": {col: _json_values(runs[col]) for col in runs.columns},
+        "samples": {col: _json_values(samples[col]) for col in SAMPLE_COLUMNS},
+        # a gathered profile (fxprof.gather): each run's rank, the rank's own run number, its barrier wait
+        "runs": {col: _json_values(runs[col]) for col in (*RUN_COLUMNS, *(c for c in ("rank", "rank_run", "barrier_ms") if c in runs.columns))},
         "anatomy": {
             col: [None if pd.isna(v) else (v if isinstance(v, str) else int(v)) for v in profile.anatomy[col]]
             for col in ANATOMY_COLUMNS
@@ -151,15 +152,24 @@ def _floats(values: list[Any]) -> list[float]:
 
 
 def save_profile(profile: "Profile", path: str | os.PathLike) -> None:
+    """Save ``profile``: binary columns for a ``.npz`` path (see :mod:`fxprof.store`), else JSON."""
+    if os.fspath(path).lower().endswith(".npz"):
+        from .store import save_npz
+
+        return save_npz(profile, path)
     data = _profile_to_dict(profile)
     atomic_write(path, lambda handle: json.dump(data, handle, allow_nan=False, default=str))
 
 
 def load_profile(path: str | os.PathLike) -> "Profile":
-    """Load a profile saved by :meth:`Profile.save`."""
+    """Load a profile saved by :meth:`Profile.save`: JSON, or binary columns (told apart by content)."""
     from .profile import Profile
 
     path = os.fspath(path)
+    if _is_zip(path):
+        from .store import load_npz
+
+        return load_npz(path)
     try:
         with open(path, encoding="utf-8") as handle:
             data = json.load(handle)
@@ -197,20 +207,28 @@ def load_profile(path: str | os.PathLike) -> "Profile":
             for i, n in enumerate(nodes)
         }
         profile = Profile.from_recording(nodes, recording, data.get("meta") or {}, anatomy)
-        if "rank" in s:  # torch.distributed ranks (fxprof.gather)
+        if "rank" in r:  # torch.distributed ranks (fxprof.gather)
             from .distributed import with_ranks
 
-            profile = with_ranks(profile, [int(v) for v in s["rank"]], [int(v) for v in r["rank"]], r.get("barrier_ms"), [int(v) for v in r["run"]])
+            profile = with_ranks(profile, [int(v) for v in r["rank"]], r.get("barrier_ms"), [int(v) for v in r["rank_run"]])
         return profile
     except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
         raise ProfileFormatError(f"{path!r} is a damaged fxprof profile: {type(exc).__name__}: {exc}") from exc
 
 
 def read_any(path: str | os.PathLike) -> "Profile | pd.DataFrame":
-    """A saved profile (JSON) as a :class:`Profile`, or a per-node CSV as a DataFrame."""
+    """A saved profile (JSON or ``.npz``) as a :class:`Profile`, or a per-node CSV as a DataFrame."""
     path = os.fspath(path)
     with open(path, "rb") as handle:
         head = handle.read(256).lstrip()
-    if head.startswith(b"{"):
+    if head.startswith(b"{") or head.startswith(_ZIP_MAGIC):
         return load_profile(path)
     return read_csv(path)
+
+
+_ZIP_MAGIC = b"PK\x03\x04"
+
+
+def _is_zip(path: str) -> bool:
+    with open(path, "rb") as handle:
+        return handle.read(4) == _ZIP_MAGIC

@@ -9,14 +9,21 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from torch import fx
 
 from .tracer import RANGE_ENTER_TARGETS, RANGE_EXIT_TARGETS
 
-__all__ = ["NodeInfo", "describe_graph", "target_name", "op_kind", "normalize_scope"]
+__all__ = ["NodeInfo", "describe_graph", "target_name", "op_kind", "normalize_scope", "infer_scopes", "SCOPE_SOURCES"]
+
+#: where a node's ``scope`` came from (the ``scope_source`` column):
+#: ``recorded``: the graph says so (the called module, or the node's ``nn_module_stack``);
+#: ``frame``: dynamo code with no module stack (resumed after a graph break): the module whose
+#: ``forward`` was running; ``inferred``: from the modules that feed the node and consume it
+#: (graphs that other tools made without metadata); "": no scope (the root, graph plumbing).
+SCOPE_SOURCES = ("recorded", "frame", "inferred", "")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,6 +46,8 @@ class NodeInfo:
         graph: which captured graph the node belongs to (``g0``, ``g1``... when a model is
             captured in several pieces, e.g. by ``capture="dynamo"`` at graph breaks); "" when
             there is one graph.
+        scope_source: how ``scope`` was found: ``recorded``, ``frame``, ``inferred`` or ""
+            (see :data:`SCOPE_SOURCES`).
     """
 
     name: str
@@ -49,6 +58,7 @@ class NodeInfo:
     range: str
     kind: str = ""
     graph: str = ""
+    scope_source: str = ""
 
 
 def target_name(node: fx.Node) -> str:
@@ -120,28 +130,145 @@ def normalize_scope(path: str) -> str:
     ``L['self'].layer1.0`` and ``L['self'].layer1._modules['0']`` (dynamo) and
     ``layer1.0`` (symbolic trace, export) all become ``layer1.0``; the root is "".
     """
-    path = _ROOT_PREFIX.sub("", str(path))
-    path = re.sub(r"\._modules\[['\"]([^'\"]+)['\"]\]", r".\1", path)
+    path = str(path)
+    while True:  # getattr(L['self'].blocks, '0') -> L['self'].blocks.0
+        unwrapped = re.sub(r"""^getattr\((.*), ['"]([^'"]+)['"]\)""", r"\1.\2", path, count=1)
+        if unwrapped == path:
+            break
+        path = unwrapped
+    path = _ROOT_PREFIX.sub("", path)
+    path = re.sub(r"(?:^|\.)_(?:modules|parameters|buffers)\[['\"]([^'\"]+)['\"]\]", r".\1", path)
     path = re.sub(r"\[['\"]?([^'\"\]]+)['\"]?\]", r".\1", path)
     return path.strip(".")
 
 
-def _stack(node: fx.Node) -> list[tuple[str, Any]]:
+def _stack(node: fx.Node, resolve: Callable[[str], str] = normalize_scope) -> list[tuple[str, Any]]:
     stack = node.meta.get("nn_module_stack") or {}
     out = []
     for value in stack.values():
         path, cls = (value[0], value[1]) if isinstance(value, (tuple, list)) and len(value) > 1 else (value, None)
-        out.append((normalize_scope(path), cls))
+        out.append((resolve(path), cls))
     return out
 
 
-def _scope(node: fx.Node) -> str:
-    stack = _stack(node)
+def _scope(node: fx.Node, resolve: Callable[[str], str] = normalize_scope) -> str:
+    stack = _stack(node, resolve)
     if stack:
         return stack[-1][0]
     if node.op == "call_module":
         return str(node.target)
     return ""
+
+
+def _parent(path: str) -> str:
+    return path.rpartition(".")[0]
+
+
+def _common(a: str, b: str) -> str:
+    parts = []
+    for x, y in zip(a.split(".") if a else [], b.split(".") if b else []):
+        if x != y:
+            break
+        parts.append(x)
+    return ".".join(parts)
+
+
+def _param_owners(gm: fx.GraphModule, node: fx.Node) -> list[str]:
+    """Modules owning the parameters a node reads through ``get_attr`` (``layer1.0.conv1``)."""
+    owners = []
+    for arg in node.all_input_nodes:
+        if arg.op == "get_attr" and "." in str(arg.target):
+            owner = _parent(str(arg.target))
+            try:
+                gm.get_submodule(owner)
+            except AttributeError:
+                continue
+            owners.append(owner)
+    return owners
+
+
+_MODULE_CALL = re.compile(r'File "[^"]*nn[/\\]modules[/\\]module\.py", line \d+, in _call_impl')
+
+
+def _call_depth(node: fx.Node) -> int | None:
+    """How many module calls deep the node was created, from its ``stack_trace`` (kept by
+    some passes, e.g. ``convert_fx``): one ``Module._call_impl`` frame per module entered
+    below the root. None without such frames."""
+    depth = len(_MODULE_CALL.findall(node.meta.get("stack_trace") or ""))
+    return depth or None
+
+
+def infer_scopes(gm: fx.GraphModule) -> dict[str, str]:
+    """Scopes of the functional nodes of a graph that carries no module metadata.
+
+    Graphs from ``create_feature_extractor``, ``convert_fx`` and other passes keep the
+    modules they call (``call_module`` nodes) but no ``nn_module_stack`` on functions. A
+    function is placed from its neighbours: the module that holds the node feeding it last
+    (in graph order) and the module that holds the node consuming it first. When one holds the
+    other, the outer one is the answer (a residual ``add`` after a block's ``downsample`` is in
+    the block); when they are sibling blocks, the node finishes the block that fed it (a fused
+    ``add_relu`` at the end of ``layer1.0`` is followed by ``layer1.1``). Where the node kept
+    a ``stack_trace`` (``convert_fx`` keeps it), the number of module calls in it says how
+    deep the node sits, and that prefix of the feeding module's path is the answer. A function reading a parameter through
+    ``get_attr`` (``layer1.0.conv1.weight``) is in that parameter's module.
+    Returns ``{node name: scope}`` for functional nodes ("" is the root).
+    """
+    nodes = list(gm.graph.nodes)
+    order = {n: i for i, n in enumerate(nodes)}
+    functional = ("call_function", "call_method")
+    own: dict[fx.Node, str] = {}  # functions placed by the parameters they read
+    for n in nodes:
+        if n.op in functional:
+            owners = _param_owners(gm, n)
+            if owners:
+                common = owners[0]
+                for other in owners[1:]:
+                    common = _common(common, other)
+                own[n] = common
+
+    def context(n: fx.Node) -> str | None:  # the module a neighbour sits in, if it says
+        if n.op == "call_module":
+            return _parent(str(n.target))
+        if n in own:
+            return _parent(own[n])
+        if n.op in ("placeholder", "output"):
+            return ""
+        return None
+
+    up: dict[fx.Node, str | None] = {}
+    for n in nodes:
+        up[n] = context(n)
+        if up[n] is None and n.op in functional:
+            fed = [a for a in n.all_input_nodes if up.get(a) is not None]
+            up[n] = up[max(fed, key=order.__getitem__)] if fed else None
+    down: dict[fx.Node, str | None] = {}
+    for n in reversed(nodes):
+        down[n] = context(n)
+        if down[n] is None and n.op in functional:
+            users = [u for u in n.users if down.get(u) is not None]
+            down[n] = down[min(users, key=order.__getitem__)] if users else None
+    scopes: dict[str, str] = {}
+    for n in nodes:
+        if n.op not in functional:
+            continue
+        if n in own:
+            scopes[n.name] = own[n]
+            continue
+        a, b = up[n], down[n]
+        depth = _call_depth(n)
+        known = [p for p in (a, b) if p is not None and len(p.split(".")) >= (depth or 0) and p]
+        if depth is not None and known:
+            scopes[n.name] = ".".join(known[0].split(".")[:depth])
+        elif a is None or b is None:
+            scopes[n.name] = (a if a is not None else b) or ""
+        else:
+            common = _common(a, b)
+            if common in (a, b):
+                scopes[n.name] = common
+            else:  # sibling blocks: the end of the block that fed it, at the consumer's depth
+                depth = max(len(b.split(".")), len(common.split(".")) + 1 if common else 1)
+                scopes[n.name] = ".".join(a.split(".")[:depth])
+    return scopes
 
 
 def _is_torch_nn_leaf(cls: Any) -> bool:
@@ -179,13 +306,31 @@ def _range_label(node: fx.Node) -> str:
     return str(name)
 
 
-def describe_graph(gm: fx.GraphModule, graph: str = "") -> list[NodeInfo]:
+def describe_graph(
+    gm: fx.GraphModule,
+    graph: str = "",
+    prefix: str | None = None,
+    resolve: Callable[[str], str] | None = None,
+    frame_scope: str = "",
+    infer: bool = True,
+) -> list[NodeInfo]:
     """One :class:`NodeInfo` per node of ``gm``, in graph order.
 
-    With ``graph`` (``"g1"``), node names are prefixed ``"g1:"`` so that the nodes of several
-    graphs stay unique in one profile.
+    With ``graph`` (``"g1"``), node names are prefixed ``"g1:"`` (or ``prefix``) so that the
+    nodes of several graphs stay unique in one profile. ``resolve`` turns a module path as
+    the graph's ``nn_module_stack`` spells it into one of the model's own paths (default:
+    :func:`normalize_scope`); ``frame_scope`` is the scope of functions that have no module
+    stack (dynamo: the module whose ``forward`` was running). With ``infer``, a graph whose
+    functions carry no module stack at all (one made by another tool) gets their scopes
+    inferred (:func:`infer_scopes`); fxprof's own captures record every stack, so they pass
+    ``infer=False`` (a function with no stack there is at the root).
     """
-    prefix = f"{graph}:" if graph else ""
+    if prefix is None:
+        prefix = f"{graph}:" if graph else ""
+    resolve = resolve or normalize_scope
+    functional = ("call_function", "call_method")
+    lost = infer and not any(n.meta.get("nn_module_stack") for n in gm.graph.nodes if n.op in functional)
+    inferred = infer_scopes(gm) if lost else {}
     infos: list[NodeInfo] = []
     open_ranges: list[tuple[fx.Node, str]] = []  # (enter node, label), innermost last
     for node in gm.graph.nodes:
@@ -202,16 +347,24 @@ def describe_graph(gm: fx.GraphModule, graph: str = "") -> list[NodeInfo]:
                     break
         else:
             current = open_ranges[-1][1] if open_ranges else ""
+        scope = _scope(node, resolve)
+        source = "recorded" if scope else ""
+        if not scope and node.op in functional:
+            if node.name in inferred and inferred[node.name]:
+                scope, source = inferred[node.name], "inferred"
+            elif frame_scope:
+                scope, source = frame_scope, "frame"
         infos.append(
             NodeInfo(
                 name=prefix + node.name,
                 op=node.op,
                 target=target_name(node),
                 module_type=_module_type(gm, node),
-                scope=_scope(node),
+                scope=scope,
                 range=current,
                 kind=op_kind(gm, node),
                 graph=graph,
+                scope_source=source,
             )
         )
     return infos

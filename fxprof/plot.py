@@ -3,8 +3,9 @@
 Each function takes a :class:`~fxprof.Profile` (or a per-node DataFrame from one, e.g.
 ``profile.df`` or :func:`fxprof.read_csv`), draws on ``ax`` (a new figure when None) and
 returns the matplotlib Axes. They only draw: every number comes from the DataFrame API
-(``to_dataframe``, ``group_by``, ``samples``, :func:`fxprof.compare`). Times are milliseconds,
-shares percent of the summed mean node time.
+(``to_dataframe``, ``group_by``, ``samples``, :func:`fxprof.compare`). Times are milliseconds
+(medians), shares percent of the summed median node time; outlier runs are left out as in the
+profile's tables (``profile.keep_outliers``).
 """
 
 from __future__ import annotations
@@ -60,13 +61,13 @@ def _name(item: ProfileOrTable) -> str:
 def plot_top(profile: ProfileOrTable, n: int = 15, ax: "Axes | None" = None) -> "Axes":
     """Horizontal bars of the ``n`` nodes with the largest share (``pct``), largest on top.
 
-    Each bar is labelled with the node's mean time in ms (``pct`` is its share of the summed
-    mean node times).
+    Each bar is labelled with the node's median time in ms (``pct`` is its share of the summed
+    median node times).
     """
     table = sort_table(_per_node(profile), "pct").head(n)
     ax = _axes(ax, len(table))
     bars = ax.barh(list(table.index), table["pct"], color=_COLORS[0])
-    ax.bar_label(bars, labels=[f"{ms:.3f} ms" for ms in table["mean_ms"]], padding=3, fontsize="small")
+    ax.bar_label(bars, labels=[f"{ms:.3f} ms" for ms in table["median_ms"]], padding=3, fontsize="small")
     ax.invert_yaxis()
     ax.set_xlabel("share of node time (%)")
     ax.set_ylabel("node")
@@ -79,14 +80,14 @@ def plot_groups(profile: ProfileOrTable, key: str = "op", depth: int = 1, n: int
     """Node time rolled up by ``key`` (``op``, ``module_type``, ``range``, ``scope``, ``graph``).
 
     One bar per group from :meth:`Profile.group_by` (the ``n`` largest), its length the group's
-    share, labelled with its summed mean time in ms. ``depth`` cuts ``scope`` paths
+    share, labelled with its summed median time in ms. ``depth`` cuts ``scope`` paths
     (2: resnet's blocks, ``layer1.0``).
     """
     groups = group_by(_per_node(profile), key, depth=depth)
     shown = groups.head(n)
     ax = _axes(ax, len(shown))
     bars = ax.barh([str(g) for g in shown.index], shown["pct"], color=_COLORS[0])
-    ax.bar_label(bars, labels=[f"{ms:.3f} ms" for ms in shown["mean_ms"]], padding=3, fontsize="small")
+    ax.bar_label(bars, labels=[f"{ms:.3f} ms" for ms in shown["median_ms"]], padding=3, fontsize="small")
     ax.invert_yaxis()
     ax.set_xlabel("share of node time (%)")
     label = key + (f" (depth {depth})" if key == "scope" else "")
@@ -101,13 +102,14 @@ def plot_distribution(profile: Profile, n: int = 10, ax: "Axes | None" = None) -
     """Box plots of the per-run times of the ``n`` nodes with the largest share.
 
     One box per node from :attr:`Profile.samples` (one sample per timed run): the box spans the
-    IQR, the line is the median, points beyond the whiskers are outlier runs. Needs a Profile:
+    IQR, the line is the median, points beyond the whiskers are slow samples (the samples of
+    outlier runs are left out unless ``profile.keep_outliers``). Needs a Profile:
     a per-node table has no per-run samples.
     """
     if not isinstance(profile, Profile):
         raise TypeError(f"plot_distribution needs a Profile (its per-run samples), got {type(profile).__name__}")
     top = list(profile.to_dataframe(sort="pct").head(n).index)
-    samples = profile.samples
+    samples = profile.kept_samples()
     times = [samples.loc[samples["node"] == node, "time_ms"].to_numpy() for node in top]
     ax = _axes(ax, len(top))
     import matplotlib  # present: _axes checked
@@ -120,7 +122,8 @@ def plot_distribution(profile: Profile, n: int = 10, ax: "Axes | None" = None) -
     ax.invert_yaxis()
     ax.set_xlabel("time per run (ms)")
     ax.set_ylabel("node")
-    ax.set_title(f"{_name(profile)}: per-run times of the top {len(top)} nodes ({profile.num_runs} runs)")
+    runs = samples["run"].nunique()
+    ax.set_title(f"{_name(profile)}: per-run times of the top {len(top)} nodes ({runs} runs)")
     return ax
 
 
@@ -135,14 +138,17 @@ def plot_compare(
     """Median time per node in ``a`` and ``b``, for the ``n`` largest changes (:func:`fxprof.compare`).
 
     Two bars per node; ``b``'s bar is labelled with the ratio ``b/a`` where it is defined (not
-    for a node only one side has, whose other bar is missing, nor for one that took 0 ms in ``a``).
+    for a node only one side has, whose other bar is missing, nor for one that took 0 ms in ``a``),
+    followed by the verdict when it is ``faster`` or ``slower`` (beyond noise, see :func:`fxprof.compare`).
     """
     diff = compare(a, b).head(n)
     ax = _axes(ax, len(diff) * 3 // 2)
     y = np.arange(len(diff))
     ax.barh(y - 0.2, diff["a_ms"].fillna(0.0), height=0.4, label=label_a, color=_COLORS[0])
     bars_b = ax.barh(y + 0.2, diff["b_ms"].fillna(0.0), height=0.4, label=label_b, color=_COLORS[1])
-    ax.bar_label(bars_b, labels=["" if np.isnan(r) else f"×{r:.2f}" for r in diff["ratio"]], padding=3, fontsize="small")
+    verdicts = diff["verdict"] if "verdict" in diff.columns else pd.Series("", index=diff.index)
+    ax.bar_label(bars_b, labels=["" if np.isnan(r) else f"×{r:.2f}" + (f" {v}" if v in ("faster", "slower") else "")
+                                 for r, v in zip(diff["ratio"], verdicts)], padding=3, fontsize="small")
     side = {"only_a": f" (only in {label_a})", "only_b": f" (only in {label_b})", "both": ""}
     ax.set_yticks(y, [node + side[status] for node, status in diff["status"].items()])
     ax.invert_yaxis()

@@ -10,23 +10,25 @@ import numpy as np
 import pandas as pd
 
 from .anatomy import ANATOMY_COLUMNS
+from .columnar import SampleColumns
 from .recording import Recording
 from .nodes import NodeInfo
 
-__all__ = ["Profile", "sort_table", "COLUMNS", "SAMPLE_COLUMNS", "RUN_COLUMNS", "NODE_COLUMNS", "TABLE_COLUMNS", "LAUNCH_BOUND_RATIO"]
+__all__ = ["Profile", "sort_table", "COLUMNS", "SAMPLE_COLUMNS", "RUN_COLUMNS", "NODE_COLUMNS", "TABLE_COLUMNS", "LAUNCH_IDLE_SHARE"]
 
 #: columns of the raw samples (one row per node per run) and of the per-run table
 SAMPLE_COLUMNS = ("node", "run", "time_ms", "host_ms", "start_ms", "host_start_ms", "kernel_ms")
 RUN_COLUMNS = ("run", "total_ms", "host_ms", "start_ms")
 
 #: descriptive columns of the per-node table, taken from NodeInfo
-NODE_COLUMNS = ("op", "target", "kind", "module_type", "scope", "range", "graph")
+NODE_COLUMNS = ("op", "target", "kind", "module_type", "scope", "range", "graph", "scope_source")
 
 #: every column of the per-node table, in order, with its pandas dtype.
 #: Times are milliseconds, shares percent, sizes bytes.
 COLUMNS: dict[str, str] = {
     **{c: "str" for c in NODE_COLUMNS},
     "calls": "int64",
+    "calls_per_run": "float64",
     "mean_ms": "float64",
     "median_ms": "float64",
     "std_ms": "float64",
@@ -53,17 +55,17 @@ COLUMNS: dict[str, str] = {
 }
 TABLE_COLUMNS = tuple(COLUMNS)
 
-#: with the CUDA event timer, a node is launch-bound when its host time is at least this
-#: fraction of its device time (see docs/anatomy.md: event time includes the GPU's wait for
-#: the launch, so a launch-bound node's device time is its host time plus a little).
-LAUNCH_BOUND_RATIO = 0.8
+#: the ``bound`` rule lives in :mod:`fxprof.bound` (stated with its evidence in docs/anatomy.md)
+from .bound import LAUNCH_IDLE_SHARE  # noqa: E402
 
 
 class Profile:
     """The result of :func:`fxprof.profile`: every sample of every node, and tables from them.
 
     The raw samples are the single source of truth for times; :attr:`df`, :meth:`summary`,
-    :meth:`group_by`, the CSV and every statistic are derived from them on demand. Per-node
+    :meth:`group_by`, the CSV and every statistic are derived from them. The samples are kept
+    as numpy columns (see :mod:`fxprof.columnar`) and never change, so the per-node table is
+    computed once and cached (recomputed only if :attr:`nodes` or ``meta["timer"]`` change). Per-node
     facts measured once in untimed passes (shapes, FLOPs, memory) are kept in
     :attr:`anatomy`.
 
@@ -76,7 +78,7 @@ class Profile:
     def __init__(
         self,
         nodes: Sequence[NodeInfo],
-        samples: pd.DataFrame,
+        samples: pd.DataFrame | SampleColumns,
         runs: pd.DataFrame,
         meta: dict[str, Any] | None = None,
         anatomy: Mapping[str, Mapping[str, Any]] | None = None,
@@ -85,15 +87,27 @@ class Profile:
         names = [n.name for n in self.nodes]
         if len(set(names)) != len(names):
             raise ValueError("node names must be unique within a profile")
-        unknown = (set(samples["node"]) | set(anatomy or {})) - set(names)
+        unknown = set(anatomy or {}) - set(names)
         if unknown:
             raise ValueError(f"samples name nodes the graph does not have: {sorted(unknown)[:5]}")
-        # a profile from torch.distributed ranks (fxprof.distributed) adds a rank column to both
-        ranked = ("rank",) if "rank" in samples.columns else ()
-        self._samples = _with_columns(samples, SAMPLE_COLUMNS + ranked, required=("node", "run", "time_ms", "host_ms", *ranked))
-        self._runs = _with_columns(runs, RUN_COLUMNS + ranked + ("barrier_ms",) * bool(ranked), required=("run", "total_ms", *ranked))
+        if isinstance(samples, SampleColumns):
+            if samples.names != tuple(names):
+                raise ValueError("the samples' node list is not the profile's")
+            self._columns = samples
+        else:
+            _with_columns(samples.iloc[:0], SAMPLE_COLUMNS, required=("node", "run", "time_ms", "host_ms"))
+            self._columns = SampleColumns.from_frame(samples, names)
+        self._table_cache: tuple[Any, pd.DataFrame] | None = None
+        # torch.distributed ranks (fxprof.distributed): each run carries its rank, the rank's own
+        # run number and the barrier wait before it; run numbers stay unique across ranks
+        ranked = ("rank", "rank_run", "barrier_ms") if "rank" in runs.columns else ()
+        self._runs = _with_columns(runs, RUN_COLUMNS + ranked, required=("run", "total_ms"))
         self._anatomy = _anatomy_frame(names, anatomy or {})
         self.meta: dict[str, Any] = dict(meta or {})
+        #: False (default): runs in :attr:`outlier_runs` are left out of every derived statistic
+        #: (tables, shares, roll-ups, coverage, plots, compare); True keeps them. Samples are
+        #: never deleted either way.
+        self.keep_outliers: bool = False
 
     @classmethod
     def from_recording(
@@ -103,19 +117,7 @@ class Profile:
         meta: dict[str, Any] | None = None,
         anatomy: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> "Profile":
-        samples = pd.DataFrame(
-            {
-                "node": pd.Series(recording.node, dtype=str),
-                "run": np.asarray(recording.run, dtype=np.int64),
-                "time_ms": np.asarray(recording.time_ms, dtype=np.float64),
-                "host_ms": np.asarray(recording.host_ms, dtype=np.float64),
-                "start_ms": np.asarray(recording.start_ms, dtype=np.float64),
-                "host_start_ms": np.asarray(recording.host_start_ms, dtype=np.float64),
-                "kernel_ms": np.asarray(recording.kernel_ms, dtype=np.float64)
-                if len(recording.kernel_ms) == len(recording.node)
-                else np.full(len(recording.node), np.nan),
-            }
-        )
+        samples = SampleColumns.from_recording(recording, [n.name for n in nodes])
         runs = pd.DataFrame(
             {
                 "run": np.arange(recording.runs, dtype=np.int64),
@@ -129,24 +131,87 @@ class Profile:
     # ----------------------------------------------------------------- raw data
     @property
     def samples(self) -> pd.DataFrame:
-        """Long-form raw samples, one row per (node, run).
+        """Long-form raw samples, one row per call of a node in a run (one per (node, run) unless
+        a graph runs several times per model call).
 
-        Columns: ``node`` (fx node name), ``run`` (0-based timed run; with ``torch.distributed``
-        ranks, a ``rank`` column says whose run), ``time_ms`` (the
+        Columns: ``node`` (fx node name), ``run`` (0-based timed run), ``call`` (0-based call
+        of the node within that run: a graph that dynamo runs several times per model call,
+        such as one repeated block's, gives its nodes several calls per run), ``time_ms`` (the
         timer's measurement: device time with the CUDA timers), ``host_ms`` (host clock),
         ``start_ms`` and ``host_start_ms`` (when the node started, from the run's start, by
         the timer and by the host clock), ``kernel_ms`` (CUDA kernel time launched inside the
         node, with ``timer="kernel"``; NaN otherwise).
+
+        A new DataFrame on every access, built from the compact columns: ``node`` is
+        categorical (its categories are the nodes that have samples, in graph order), ``run``
+        int64, the times float64.
         """
-        return self._samples.copy()
+        return self._with_rank(self._columns.frame())
+
+    @property
+    def _samples(self) -> pd.DataFrame:
+        # the long-form frame under its former private name, for code written against it
+        return self._with_rank(self._columns.frame())
+
+    def _with_rank(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """With torch.distributed ranks: a ``rank`` column, looked up from each sample's run."""
+        if "rank" in self._runs.columns:
+            ranks = pd.Series(self._runs["rank"].to_numpy(dtype=np.int64), index=self._runs["run"].to_numpy(dtype=np.int64))
+            frame["rank"] = ranks.reindex(frame["run"].to_numpy(dtype=np.int64)).to_numpy()
+        return frame
+
+    @property
+    def ranks(self) -> list[int]:
+        """The ``torch.distributed`` ranks whose runs this profile holds (``[]`` for a profile
+        made without a process group). See :mod:`fxprof.distributed`."""
+        if "rank" not in self._runs.columns:
+            return []
+        return sorted({int(r) for r in self._runs["rank"].dropna()})
+
+    def by_rank(self) -> pd.DataFrame:
+        """One row per (node, rank); see :func:`fxprof.distributed.by_rank`."""
+        from .distributed import by_rank
+
+        return by_rank(self)
 
     @property
     def runs(self) -> pd.DataFrame:
         """One row per timed run: ``run``, ``total_ms`` (timer), ``host_ms`` (host clock),
-        ``start_ms`` (host clock, from the first timed run's start); with ``torch.distributed``
-        ranks also ``rank`` and ``barrier_ms`` (the wait in the barrier before the run). Empty in isolated mode,
-        which has no whole runs (there a sample's ``run`` is its repeat)."""
-        return self._runs.copy()
+        ``start_ms`` (host clock, from the first timed run's start), ``outlier`` (True for a
+        run far slower than the rest, see :attr:`outlier_runs`; derived, not stored). Empty in
+        isolated mode, which has no whole runs (there a sample's ``run`` is its repeat)."""
+        runs = self._runs.copy()
+        runs["outlier"] = runs["run"].isin(self.outlier_runs)
+        return runs
+
+    @property
+    def outlier_runs(self) -> list[int]:
+        """Runs whose total time is above ``max(Q3 + 3 IQR, 1.2 x median)`` of all run totals
+        (:func:`fxprof.stats.outlier_fence`; none with fewer than 5 runs). Unless
+        :attr:`keep_outliers` is set, their samples are left out of every derived statistic."""
+        if self.meta.get("mode") == "isolated":
+            return []
+        from .stats import outlier_mask
+
+        totals = self._runs["total_ms"].to_numpy()
+        if "rank" in self._runs.columns:  # each rank's runs against its own (a slow rank is no outlier)
+            mask = np.zeros(len(totals), dtype=bool)
+            for rows in self._runs.groupby("rank").indices.values():
+                mask[rows] = outlier_mask(totals[rows])
+            return self._runs.loc[mask, "run"].astype(int).tolist()
+        return self._runs.loc[outlier_mask(totals), "run"].astype(int).tolist()
+
+    def kept_samples(self, keep_outliers: bool | None = None) -> pd.DataFrame:
+        """The samples the statistics use: :attr:`samples` without the outlier runs' (unless kept)."""
+        keep = self.keep_outliers if keep_outliers is None else keep_outliers
+        outliers = [] if keep else self.outlier_runs
+        return self._samples[~self._samples["run"].isin(outliers)] if outliers else self._samples
+
+    def kept_totals(self, keep_outliers: bool | None = None) -> list[float]:
+        """Run totals (ms) without the outlier runs (unless kept)."""
+        keep = self.keep_outliers if keep_outliers is None else keep_outliers
+        outliers = [] if keep else self.outlier_runs
+        return self._runs.loc[~self._runs["run"].isin(outliers), "total_ms"].tolist()
 
     @property
     def anatomy(self) -> pd.DataFrame:
@@ -161,34 +226,21 @@ class Profile:
         return self._runs["total_ms"].tolist()
 
     @property
-    def ranks(self) -> list[int]:
-        """The ``torch.distributed`` ranks whose samples this profile holds (``[]`` for a profile
-        made without a process group). See :mod:`fxprof.distributed`."""
-        if "rank" not in self._samples.columns:
-            return []
-        return sorted({int(r) for r in pd.concat([self._runs["rank"], self._samples["rank"]]).dropna()})
-
-    def by_rank(self) -> pd.DataFrame:
-        """One row per (node, rank); see :func:`fxprof.distributed.by_rank`."""
-        from .distributed import by_rank
-
-        return by_rank(self)
-
-    @property
     def num_runs(self) -> int:
         return len(self._runs)
 
     @property
     def coverage(self) -> float:
-        """Summed mean node time over mean run time (1.0 means every moment is in a node).
+        """Summed mean node time over mean run time (1.0 means every moment is in a node), over
+        the runs the statistics keep (outlier runs left out unless :attr:`keep_outliers`).
 
         The rest is the interpreter's own work between nodes (fetching arguments, freeing
         values, bookkeeping). NaN when there are no runs, and in isolated mode (no whole runs).
         """
         if self._runs.empty or self.meta.get("mode") == "isolated":
             return math.nan
-        run_mean = float(self._runs["total_ms"].mean())
-        node_sum = float(self._samples.groupby("node", sort=False)["time_ms"].mean().sum())
+        run_mean = float(np.mean(self.kept_totals()))
+        node_sum = float(self._columns.node_stats(self._kept_runs())["mean_ms"].sum())  # per model run
         return node_sum / run_mean if run_mean > 0 else math.nan
 
     @property
@@ -202,31 +254,39 @@ class Profile:
     # ------------------------------------------------------------ derived tables
     @property
     def df(self) -> pd.DataFrame:
-        """The per-node table in graph order; see :meth:`to_dataframe`."""
+        """The per-node table in graph order; see :meth:`to_dataframe`. A copy of a cached table."""
         return self.to_dataframe()
 
-    def to_dataframe(self, sort: str | None = None, ascending: bool = False) -> pd.DataFrame:
-        """One row per graph node, derived from the raw samples.
+    def to_dataframe(self, sort: str | None = None, ascending: bool = False, keep_outliers: bool | None = None) -> pd.DataFrame:
+        """One row per graph node, derived from the raw samples (without the samples of
+        :attr:`outlier_runs` unless ``keep_outliers``, default :attr:`keep_outliers`).
 
         Index ``node`` (fx node name). Columns (times in ms, shares in percent, sizes in bytes):
 
-        - ``op``, ``target``, ``kind``, ``module_type``, ``scope``, ``range``, ``graph``: see
+        - ``op``, ``target``, ``kind``, ``module_type``, ``scope``, ``range``, ``graph``,
+          ``scope_source`` (``recorded``, ``frame``, ``inferred`` or ""): see
           :class:`~fxprof.nodes.NodeInfo`.
-        - ``calls``: samples of this node (runs in which it executed).
-        - ``mean_ms``, ``median_ms``, ``std_ms`` (sample standard deviation, NaN with one
-          sample), ``iqr_ms`` (75th minus 25th percentile), ``min_ms``, ``max_ms``,
-          ``total_ms`` (sum over samples): the timer's times.
+        - ``calls``: samples of this node (one per call, in every run in which it executed).
+        - ``calls_per_run``: calls per model run (1.0 unless the node's graph runs several
+          times in one model call, as dynamo graphs of a repeated block do).
+        - ``mean_ms``, ``median_ms``, ``std_ms`` (sample standard deviation over runs, NaN
+          with one run), ``iqr_ms`` (75th minus 25th percentile), ``min_ms``, ``max_ms``:
+          the timer's time per model run (a node's calls within one run are summed first, so
+          ``pct``, ``coverage``, FLOPs and roll-ups count every call); ``total_ms`` (sum over
+          all samples).
         - ``host_mean_ms``: mean host time, from the host clock (equal to ``mean_ms`` on the
           CPU up to clock noise; on the GPU, the launch cost).
         - ``kernel_mean_ms``, ``kernel_median_ms``: CUDA kernel time launched inside the node
           (``timer="kernel"``; NaN otherwise): device busy time, without idle gaps.
-        - ``bound``: ``"launch"`` when the GPU waited for Python, else ``"device"``. With
-          ``timer="kernel"``: host time above kernel time. With ``"cuda"``: host time at least
-          :data:`LAUNCH_BOUND_RATIO` of the event time (an event interval includes the GPU's
-          wait for the launch, so it cannot fall below the host time by much). Empty otherwise.
-        - ``pct``: the node's share of the summed mean node times (sums to 100).
+        - ``bound`` (``"cuda"``/``"kernel"`` timers; empty otherwise): ``"launch"`` when the GPU
+          idled for more than half of the node's stream time waiting for the host to launch
+          it, ``"device"`` when work queued ahead hid the launch, ``"sync"`` when the node
+          synchronized with the device, empty for nodes that launch no device work. See
+          :mod:`fxprof.bound`.
+        - ``pct``: the node's share of the summed **median** node times (sums to 100): one slow
+          sample cannot move it (the share of summed means if every median is 0).
         - ``cum_pct``: running sum of ``pct`` in the table's order.
-        - ``flops``: floating-point operations of one call (``FlopCounterMode``; 0 for ops
+        - ``flops``: floating-point operations per model run (``FlopCounterMode``; 0 for ops
           without a formula); ``flops_pct``: share of the model's FLOPs; ``gflops_per_s``:
           flops over the median time.
         - ``input_shapes``, ``output_shape``, ``dtype``, ``out_bytes``: what the node received
@@ -236,13 +296,30 @@ class Profile:
         - ``rank_min_ms``, ``rank_max_ms``, ``slowest_rank``: only in a profile with
           ``torch.distributed`` ranks (:func:`fxprof.gather`): the smallest and largest of the
           ranks' median times, and the rank with the largest. The other statistics are over
-          every rank's samples.
+          every rank's runs (each rank's runs have their own run numbers).
 
         Args:
             sort: a column to sort by (descending unless ``ascending``); None keeps graph
                 order. ``cum_pct`` always follows the returned order.
         """
-        stats = _node_stats(self._samples)
+        # The table depends on the samples and anatomy (both fixed), the nodes, the timer and
+        # which runs the statistics keep.
+        runs = self._kept_runs(keep_outliers)
+        key = (tuple(self.nodes), self.meta.get("timer"), runs)
+        if self._table_cache is None or self._table_cache[0] != key:
+            self._table_cache = (key, self._build_table(runs))
+        return sort_table(self._table_cache[1], sort, ascending)
+
+    def _kept_runs(self, keep_outliers: bool | None = None) -> tuple[int, ...] | None:
+        """The runs the statistics use, or None for all of them (no outliers, or kept)."""
+        keep = self.keep_outliers if keep_outliers is None else keep_outliers
+        outliers = [] if keep else self.outlier_runs
+        if not outliers:
+            return None
+        return tuple(int(r) for r in self._runs["run"] if int(r) not in set(outliers))
+
+    def _build_table(self, runs: tuple[int, ...] | None) -> pd.DataFrame:
+        stats = self._columns.node_stats(runs)
         info = pd.DataFrame(
             {
                 "node": [n.name for n in self.nodes],
@@ -250,34 +327,32 @@ class Profile:
             }
         ).set_index("node")
         table = info.join(stats, how="left").join(self._anatomy, how="left")
-        columns = COLUMNS
-        if "rank" in self._samples.columns:  # torch.distributed ranks: per-rank spread
-            from .distributed import RANK_TABLE_COLUMNS, rank_spread
-
-            table = table.join(rank_spread(self._samples), how="left")
-            columns = {**COLUMNS, **RANK_TABLE_COLUMNS}
         table["calls"] = table["calls"].fillna(0).astype(np.int64)
-        mean_sum = float(table["mean_ms"].sum())  # NaN (nodes that never ran) are skipped
-        table["pct"] = (table["mean_ms"] / mean_sum * 100.0 if mean_sum > 0 else table["mean_ms"] * 0.0).fillna(0.0)
+        table["calls_per_run"] = table["calls_per_run"].fillna(0.0)
+        table["pct"] = _shares(table)
         table["bound"] = self._bound(table)
         flops = table["flops"].astype("float64")
         flops_sum = float(flops.sum())
         table["flops_pct"] = flops / flops_sum * 100.0 if flops_sum > 0 else flops * 0.0
         median = table["median_ms"].where(table["median_ms"] > 0)
         table["gflops_per_s"] = flops / median / 1e6
-        table = sort_table(table, sort, ascending)
-        return table[list(columns)].astype(columns)
+        table["cum_pct"] = table["pct"].cumsum()
+        if "rank" in self._runs.columns:  # torch.distributed ranks: per-rank spread
+            from .distributed import RANK_TABLE_COLUMNS, rank_spread
+
+            samples = self._samples
+            if runs is not None:
+                samples = samples[samples["run"].isin(runs)]
+            table = table.join(rank_spread(samples), how="left")
+            return table[[*TABLE_COLUMNS, *RANK_TABLE_COLUMNS]].astype({**COLUMNS, **RANK_TABLE_COLUMNS})
+        return table[list(TABLE_COLUMNS)].astype(COLUMNS)
 
     def _bound(self, table: pd.DataFrame) -> pd.Series:
-        timer = self.meta.get("timer")
-        if timer == "kernel":  # kernel time is busy time: host time above it means the GPU waited
-            launch = table["host_mean_ms"] > table["kernel_mean_ms"]
-        elif timer == "cuda":
-            launch = table["host_mean_ms"] >= LAUNCH_BOUND_RATIO * table["mean_ms"]
-        else:
+        from .bound import DEVICE_TIMERS, bound_verdicts
+
+        if self.meta.get("timer") not in DEVICE_TIMERS or self.meta.get("mode") == "isolated":
             return pd.Series("", index=table.index, dtype=str)
-        measured = table["calls"] > 0
-        return pd.Series(np.where(measured, np.where(launch, "launch", "device"), ""), index=table.index, dtype=str)
+        return bound_verdicts(self._samples, table)
 
     def group_by(self, key: str = "op", depth: int = 1) -> pd.DataFrame:
         """Roll node times up by ``key``; see :func:`fxprof.rollup.group_by`. ``"rank"`` gives
@@ -342,20 +417,25 @@ class Profile:
 
         write_csv(self.df, path)
 
-    def to_chrome_trace(self, path: str | os.PathLike) -> None:
-        """Write every node of every run as a span on a timeline (Chrome trace JSON).
+    def to_chrome_trace(self, path: str | os.PathLike, runs: str | Iterable[int] = "representative") -> None:
+        """Write every node of the chosen runs as a span on a timeline (Chrome trace JSON).
 
-        Open it in https://ui.perfetto.dev or chrome://tracing. With the CUDA timers there is
-        a host track and a device track. Written atomically.
+        ``runs``: ``"representative"`` (default: the fastest, the median and the slowest run by
+        ``total_ms``), ``"all"``, or a list of run numbers. Open the file in
+        https://ui.perfetto.dev or chrome://tracing. With the CUDA timers there is a host track
+        and a device track. Written atomically.
         """
         from .export import write_chrome_trace
 
-        write_chrome_trace(self, path)
+        write_chrome_trace(self, path, runs=runs)
 
     def save(self, path: str | os.PathLike) -> None:
-        """Save the whole profile (raw samples, nodes, anatomy, metadata) as versioned JSON.
+        """Save the whole profile (raw samples, nodes, anatomy, metadata), chosen by extension:
+        ``.npz`` writes compact binary columns with a JSON header (:mod:`fxprof.store`; 40 bytes
+        a sample, fast to write and read), any other path versioned JSON (text, about 70 bytes
+        a sample).
 
-        Lossless: :func:`fxprof.load` gives back an equal profile. Written atomically.
+        Lossless: :func:`fxprof.load` gives back an equal profile from either. Written atomically.
         """
         from .io import save_profile
 
@@ -374,6 +454,16 @@ def sort_table(table: pd.DataFrame, sort: str | None, ascending: bool = False) -
     table = table.copy()
     table["cum_pct"] = table["pct"].cumsum()
     return table
+
+
+def _shares(table: pd.DataFrame) -> pd.Series:
+    """Percent of the summed median node times (robust: one slow sample barely moves a median);
+    of the summed means when every median is 0. NaN (nodes that never ran) count as 0."""
+    for col in ("median_ms", "mean_ms"):
+        total = float(table[col].sum())  # NaN (nodes that never ran) are skipped
+        if total > 0:
+            return (table[col] / total * 100.0).fillna(0.0)
+    return pd.Series(0.0, index=table.index)
 
 
 def _with_columns(frame: pd.DataFrame, columns: Sequence[str], required: Sequence[str]) -> pd.DataFrame:
@@ -399,25 +489,3 @@ def _anatomy_frame(names: list[str], records: Mapping[str, Mapping[str, Any]]) -
         else:
             frame[col] = pd.array(frame[col].tolist(), dtype=dtype)
     return frame
-
-
-def _node_stats(samples: pd.DataFrame) -> pd.DataFrame:
-    grouped = samples.groupby("node", sort=False)
-    times = grouped["time_ms"]
-    stats = pd.DataFrame(
-        {
-            "calls": times.count(),
-            "mean_ms": times.mean(),
-            "median_ms": times.median(),
-            "std_ms": times.std(ddof=1),
-            "iqr_ms": times.quantile(0.75) - times.quantile(0.25),
-            "min_ms": times.min(),
-            "max_ms": times.max(),
-            "total_ms": times.sum(),
-            "host_mean_ms": grouped["host_ms"].mean(),
-            "kernel_mean_ms": grouped["kernel_ms"].mean(),
-            "kernel_median_ms": grouped["kernel_ms"].median(),
-        }
-    )
-    stats.index.name = "node"
-    return stats

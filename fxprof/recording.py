@@ -1,15 +1,17 @@
-"""The recording: raw timer marks of every node of every run, turned into samples.
+"""The recording: raw timer marks of every node of every run, turned into columnar samples.
 
 The interpreter hands the recorder one raw ``(name, m0, m1, h0, h1)`` tuple per executed node
 (timer marks and host clock readings); nothing is converted while the run is going. After the
-run's one synchronization point (``timer.end_run()``) the marks become milliseconds in bulk.
+run's one synchronization point (``timer.end_run()``) the marks become milliseconds in bulk and
+land in growing numpy columns, with each node's name turned into an integer id (one dict
+lookup per mark). No per-sample Python object outlives its run: a sample costs 40 bytes
+(``int32`` node id and run, four ``float64`` times), plus 8 for ``kernel_ms`` when measured.
 """
 
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -17,51 +19,232 @@ from .timers import CpuTimer, Timer
 
 __all__ = ["Recorder", "Recording", "append_marks"]
 
+#: per-sample float columns, in order (``kernel_ms`` is kept apart: only ``timer="kernel"`` has it)
+TIME_COLUMNS = ("time_ms", "host_ms", "start_ms", "host_start_ms")
+_RUN_COLUMNS = ("run_total_ms", "run_host_ms", "run_start_ms")
 
-@dataclass
+
 class Recording:
-    """Raw samples: one entry per executed node per run, plus one per run for the whole run.
+    """Raw samples, one per executed node per run, and one row per run for the whole run.
 
-    Columns are parallel lists. ``time_ms`` comes from the timer (device time for the CUDA
-    timers), ``host_ms`` from the host clock. ``start_ms`` and ``host_start_ms`` place each
-    sample on its run's timeline (timer and host clock, from the run's first mark);
-    ``run_start_ms`` places each run on the host clock, from the first recorded run's start.
+    Storage is columnar: :attr:`node_id` (``int32`` index into :attr:`names`), :attr:`run`
+    (``int32``), and ``float64`` columns :attr:`time_ms` (the timer: device time with the CUDA
+    timers), :attr:`host_ms` (host clock), :attr:`start_ms` and :attr:`host_start_ms` (the
+    sample's place on its run's timeline, by timer and host clock, from the run's first mark),
+    :attr:`kernel_ms` (CUDA kernel time with ``timer="kernel"``, else NaN). Per run:
+    :attr:`run_total_ms`, :attr:`run_host_ms` and :attr:`run_start_ms` (host clock, from the
+    first recorded run's start). Every column property is a read-only numpy view.
+
+    ``Recording(node=[...], run=[...], time_ms=[...], ...)`` builds one from plain columns
+    (a missing per-sample column is NaN).
     """
 
-    node: list[str] = field(default_factory=list)
-    run: list[int] = field(default_factory=list)
-    time_ms: list[float] = field(default_factory=list)
-    host_ms: list[float] = field(default_factory=list)
-    start_ms: list[float] = field(default_factory=list)
-    host_start_ms: list[float] = field(default_factory=list)
-    run_total_ms: list[float] = field(default_factory=list)
-    run_host_ms: list[float] = field(default_factory=list)
-    run_start_ms: list[float] = field(default_factory=list)
-    #: CUDA kernel time per sample (``timer="kernel"``), aligned with ``node``; empty otherwise
-    kernel_ms: list[float] = field(default_factory=list)
-    #: host clock reading (ns) at the start of the first recorded run
-    origin_ns: int | None = None
+    def __init__(
+        self,
+        node: Sequence[str] = (),
+        run: Sequence[int] = (),
+        time_ms: Sequence[float] = (),
+        host_ms: Sequence[float] = (),
+        start_ms: Sequence[float] = (),
+        host_start_ms: Sequence[float] = (),
+        run_total_ms: Sequence[float] = (),
+        run_host_ms: Sequence[float] = (),
+        run_start_ms: Sequence[float] = (),
+        kernel_ms: Sequence[float] = (),
+        origin_ns: int | None = None,
+    ):
+        #: node id -> node name; ids are given in order of first appearance
+        self.names: list[str] = []
+        self._ids: dict[str, int] = {}
+        self._size = 0
+        self._node = np.empty(0, dtype=np.int32)
+        self._run = np.empty(0, dtype=np.int32)
+        self._times = {col: np.empty(0, dtype=np.float64) for col in TIME_COLUMNS}
+        self._kernel: np.ndarray | None = None
+        self._runs = {col: [] for col in _RUN_COLUMNS}  # one float per run: lists are small
+        #: host clock reading (ns) at the start of the first recorded run
+        self.origin_ns = origin_ns
+        count = len(node)
+        if count:
+            given = {"time_ms": time_ms, "host_ms": host_ms, "start_ms": start_ms, "host_start_ms": host_start_ms}
+            self.add(self.intern(node), _column(run, count, np.int32, 0),
+                     **{col: _column(given[col], count, np.float64, np.nan) for col in TIME_COLUMNS})
+            if len(kernel_ms):
+                self.kernel_ms = kernel_ms
+        for col, values in zip(_RUN_COLUMNS, (run_total_ms, run_host_ms, run_start_ms)):
+            self._runs[col] = [float(v) for v in values]
+        longest = max(len(v) for v in self._runs.values())
+        for values in self._runs.values():
+            values.extend([np.nan] * (longest - len(values)))
+
+    # ------------------------------------------------------------------ writing
+    def intern(self, names: Iterable[str]) -> np.ndarray:
+        """The ids of ``names`` (new names get the next ids), as an ``int32`` array."""
+        ids = self._ids
+        names = names if isinstance(names, (list, tuple)) else list(names)
+        try:
+            found = list(map(ids.__getitem__, names))
+        except KeyError:
+            found = []
+            for name in names:
+                index = ids.get(name)
+                if index is None:
+                    index = ids[name] = len(self.names)
+                    self.names.append(name)
+                found.append(index)
+        return np.asarray(found, dtype=np.int32)
+
+    def add(self, node_id: np.ndarray, run: Any, time_ms: Any, host_ms: Any, start_ms: Any, host_start_ms: Any) -> None:
+        """Append samples (equal-length columns; ``run`` may be one int for all)."""
+        count = len(node_id)
+        if not count:
+            return
+        end = self._size + count
+        if end > len(self._node):
+            self._grow(end)
+        self._node[self._size:end] = node_id
+        self._run[self._size:end] = run
+        for col, values in zip(TIME_COLUMNS, (time_ms, host_ms, start_ms, host_start_ms)):
+            self._times[col][self._size:end] = values
+        if self._kernel is not None:
+            self._kernel[self._size:end] = np.nan
+        self._size = end
+
+    def add_run(self, total_ms: float, host_ms: float, start_ms: float) -> None:
+        for col, value in zip(_RUN_COLUMNS, (total_ms, host_ms, start_ms)):
+            self._runs[col].append(float(value))
+
+    def _grow(self, needed: int) -> None:
+        capacity = max(needed, len(self._node) * 3 // 2, 1024)
+
+        def grown(array: np.ndarray) -> np.ndarray:
+            bigger = np.empty(capacity, dtype=array.dtype)
+            bigger[: self._size] = array[: self._size]
+            return bigger
+
+        self._node, self._run = grown(self._node), grown(self._run)
+        self._times = {col: grown(a) for col, a in self._times.items()}
+        if self._kernel is not None:
+            self._kernel = grown(self._kernel)
+
+    # ------------------------------------------------------------------ reading
+    def __len__(self) -> int:
+        return self._size
 
     @property
     def runs(self) -> int:
-        return len(self.run_total_ms)
+        """Whole runs recorded (0 in isolated mode, which records repeats of single nodes)."""
+        return len(self._runs["run_total_ms"])
+
+    def _view(self, array: np.ndarray) -> np.ndarray:
+        view = array[: self._size]
+        view.flags.writeable = False
+        return view
+
+    @property
+    def node_id(self) -> np.ndarray:
+        return self._view(self._node)
+
+    @property
+    def node(self) -> list[str]:
+        """The node name of every sample, as a list (materialised: prefer :attr:`node_id`)."""
+        names = self.names
+        return [names[i] for i in self._node[: self._size].tolist()]
+
+    def recorded_names(self) -> set[str]:
+        """Names of the nodes that have at least one sample."""
+        seen = np.bincount(self._node[: self._size], minlength=len(self.names)) > 0
+        return {name for name, s in zip(self.names, seen.tolist()) if s}
+
+    @property
+    def run(self) -> np.ndarray:
+        return self._view(self._run)
+
+    @property
+    def time_ms(self) -> np.ndarray:
+        return self._view(self._times["time_ms"])
+
+    @property
+    def host_ms(self) -> np.ndarray:
+        return self._view(self._times["host_ms"])
+
+    @property
+    def start_ms(self) -> np.ndarray:
+        return self._view(self._times["start_ms"])
+
+    @property
+    def host_start_ms(self) -> np.ndarray:
+        return self._view(self._times["host_start_ms"])
+
+    @property
+    def has_kernel_ms(self) -> bool:
+        return self._kernel is not None
+
+    @property
+    def kernel_ms(self) -> np.ndarray:
+        """CUDA kernel time per sample (``timer="kernel"``); all NaN when not measured."""
+        if self._kernel is None:
+            return np.full(self._size, np.nan)
+        return self._view(self._kernel)
+
+    @kernel_ms.setter
+    def kernel_ms(self, values: Sequence[float]) -> None:
+        values = np.asarray(values, dtype=np.float64)
+        if len(values) != self._size:
+            raise ValueError(f"kernel_ms has {len(values)} values for {self._size} samples")
+        self._kernel = np.empty(len(self._node), dtype=np.float64)
+        self._kernel[: self._size] = values
+
+    @property
+    def run_total_ms(self) -> np.ndarray:
+        return np.asarray(self._runs["run_total_ms"], dtype=np.float64)
+
+    @property
+    def run_host_ms(self) -> np.ndarray:
+        return np.asarray(self._runs["run_host_ms"], dtype=np.float64)
+
+    @property
+    def run_start_ms(self) -> np.ndarray:
+        return np.asarray(self._runs["run_start_ms"], dtype=np.float64)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the sample columns (their capacity, not only the filled part)."""
+        arrays = [self._node, self._run, *self._times.values()] + ([self._kernel] if self._kernel is not None else [])
+        return sum(a.nbytes for a in arrays)
+
+    def __repr__(self) -> str:
+        return f"<Recording: {self._size} samples of {len(self.names)} nodes, {self.runs} runs>"
 
 
-def append_marks(rec: Recording, timer: Timer, marks: list[tuple[str, Any, Any, int, int]], runs: list[int],
+def _column(values: Sequence[Any], count: int, dtype: Any, fill: Any) -> np.ndarray:
+    if len(values) == 0:
+        return np.full(count, fill, dtype=dtype)
+    array = np.asarray(values, dtype=dtype)
+    if len(array) != count:
+        raise ValueError(f"a column has {len(array)} values for {count} samples")
+    return array
+
+
+def append_marks(rec: Recording, timer: Timer, marks: list[tuple[str, Any, Any, int, int]], runs: Any,
                  start: Any, host_start: int) -> None:
     """Turn raw ``(name, m0, m1, h0, h1)`` marks into samples of ``rec``, in bulk. Call only
-    after the marks are readable (after ``timer.end_run()``). ``start``/``host_start`` are the
-    marks the samples' ``start_ms``/``host_start_ms`` count from."""
+    after the marks are readable (after ``timer.end_run()``). ``runs`` is the run index of
+    every mark (a sequence, or one int for all); ``start``/``host_start`` are the marks the
+    samples' ``start_ms``/``host_start_ms`` count from."""
     if not marks:
         return
     names, m0s, m1s, h0s, h1s = zip(*marks)
     count = len(names)
-    rec.node.extend(names)
-    rec.run.extend(runs)
-    rec.time_ms.extend(timer.elapsed_ms_many(m0s, m1s))
-    rec.start_ms.extend(timer.elapsed_ms_many((start,) * count, m0s))
-    rec.host_ms.extend(((np.asarray(h1s, dtype=np.int64) - np.asarray(h0s, dtype=np.int64)) / 1e6).tolist())
-    rec.host_start_ms.extend(((np.asarray(h0s, dtype=np.int64) - host_start) / 1e6).tolist())
+    h0 = np.asarray(h0s, dtype=np.int64)
+    rec.add(
+        rec.intern(names),
+        runs if isinstance(runs, (int, np.integer)) else np.asarray(runs, dtype=np.int32),
+        np.asarray(timer.elapsed_ms_many(m0s, m1s), dtype=np.float64),
+        (np.asarray(h1s, dtype=np.int64) - h0) / 1e6,
+        np.asarray(timer.elapsed_ms_many((start,) * count, m0s), dtype=np.float64),
+        (h0 - host_start) / 1e6,
+    )
 
 
 class Recorder:
@@ -113,13 +296,10 @@ class Recorder:
         self.active = False
         start, host_start = self._start, self._host_start
         rec = self.recording
-        index = rec.runs
         if rec.origin_ns is None:
             rec.origin_ns = host_start
-        append_marks(rec, timer, self._marks, [index] * len(self._marks), start, host_start)
-        rec.run_total_ms.append(timer.elapsed_ms(start, end))
-        rec.run_host_ms.append((host_end - host_start) / 1e6)
-        rec.run_start_ms.append((host_start - rec.origin_ns) / 1e6)
+        append_marks(rec, timer, self._marks, rec.runs, start, host_start)
+        rec.add_run(timer.elapsed_ms(start, end), (host_end - host_start) / 1e6, (host_start - rec.origin_ns) / 1e6)
         self._marks.clear()
 
     @contextlib.contextmanager

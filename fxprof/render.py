@@ -11,13 +11,15 @@ from tabulate import tabulate
 if TYPE_CHECKING:
     from .profile import Profile
 
-__all__ = ["render_summary", "render_body", "render_compare", "render_header", "render_table", "DEFAULT_COLUMNS", "HIGH_SPREAD"]
+__all__ = ["render_summary", "render_body", "render_compare", "render_header", "render_table", "DEFAULT_COLUMNS", "HIGH_SPREAD", "HIGH_TAIL", "spread_flags"]
 
 DEFAULT_COLUMNS = ("op", "target", "scope", "range", "median_ms", "mean_ms", "iqr_ms", "pct", "cum_pct")
 #: shown by default with the CUDA event timer, after mean_ms
 DEVICE_COLUMNS = ("host_mean_ms", "bound")
-#: a node whose interquartile range exceeds this fraction of its median is flagged
+#: a node whose interquartile range exceeds this fraction of its median is flagged "high"
 HIGH_SPREAD = 0.25
+#: a node whose mean exceeds its median by this fraction (a few very slow samples) is flagged "tail"
+HIGH_TAIL = 0.5
 
 _FLOAT_FORMATS = {"pct": ".1f", "cum_pct": ".1f", "flops_pct": ".1f", "gflops_per_s": ".2f"}
 
@@ -28,7 +30,7 @@ def render_header(profile: "Profile") -> str:
     parts = [
         f"fxprof: {meta.get('model', 'model')}",
         f"timer {meta.get('timer', '?')} on {meta.get('gpu') or meta.get('device', '?')}",
-        f"{meta.get('warmup', '?')} warm-up + "
+        f"{meta.get('warmup_runs', meta.get('warmup', '?'))} warm-up + "
         + (f"{meta.get('iters', '?')} repeats per node" if meta.get("mode") == "isolated" else f"{profile.num_runs} timed runs")
         + (f" ({len(profile.ranks)} ranks)" if len(profile.ranks) > 1 else ""),
         f"threads {meta.get('threads', '?')}",
@@ -43,6 +45,13 @@ def render_header(profile: "Profile") -> str:
         lines.append(f"capture: {meta['capture']}" + (f" ({reason})" if reason and reason != "asked for" else ""))
     if meta.get("capture_note"):
         lines.append(f"note: {meta['capture_note']}")
+    if meta.get("nested_compile_note"):
+        lines.append(f"note: {meta['nested_compile_note']}")
+    from .environment import env_line  # what the numbers depend on, and what could not be timed right
+
+    if env_line(meta):
+        lines.append(env_line(meta))
+    lines.extend(f"note: {note}" for note in meta.get("notes", ()))
     if meta.get("mode") == "isolated":
         skipped = int((profile.anatomy["skip_reason"] != "").sum())
         lines.append(
@@ -50,18 +59,20 @@ def render_header(profile: "Profile") -> str:
             f"inputs (steady-state cost, no whole runs); {skipped} node(s) skipped, see skip_reason"
         )
     elif profile.num_runs:
-        totals = np.asarray(profile.total_ms)
+        totals = np.asarray(profile.kept_totals())
         q25, med, q75 = np.percentile(totals, [25, 50, 75])
         lines.append(
             f"run: median {med:.3f} ms (IQR {q75 - q25:.3f} ms) over {len(totals)} runs; "
             f"nodes account for {profile.coverage * 100:.1f}% of it (coverage), "
             f"the rest is interpreter overhead between nodes"
+            + (" and the model's Python between graphs" if meta.get("capture") == "dynamo" else "")
         )
+        lines.extend(_outlier_lines(profile))
         launch = profile.launch_bound_pct
         if not np.isnan(launch):
             lines.append(
-                f"launch-bound: {launch:.1f}% of node time is in nodes whose host time is close to "
-                f"their device time (the GPU waited for Python)"
+                f"launch-bound: {launch:.1f}% of node time is in nodes where the GPU idled for most of "
+                f"the node, waiting for the host to launch it (bound column; see docs/anatomy.md)"
             )
     else:
         lines.append("no timed runs recorded")
@@ -74,6 +85,23 @@ def render_header(profile: "Profile") -> str:
     elif meta.get("incomplete"):
         lines.append(f"INCOMPLETE: {profile.num_runs} of {meta.get('requested_iters', '?')} requested runs completed")
     return "\n".join(lines)
+
+
+def _outlier_lines(profile: "Profile") -> list[str]:
+    """Which runs the statistics leave out (or keep), and the rule."""
+    from .stats import OUTLIER_FENCE_IQR, OUTLIER_MIN_RATIO, outlier_fence
+
+    outliers = profile.outlier_runs
+    if not outliers:
+        return []
+    fence = outlier_fence(profile.total_ms)
+    listed = ", ".join(map(str, outliers[:10])) + (", ..." if len(outliers) > 10 else "")
+    rule = (f"total above {fence:.3f} ms = max(Q3 + {OUTLIER_FENCE_IQR:g} IQR, {OUTLIER_MIN_RATIO:g} x median) "
+            f"of the run totals")
+    if profile.keep_outliers:
+        return [f"outlier runs: {len(outliers)} of {profile.num_runs} (run {listed}; {rule}) are KEPT in the statistics"]
+    return [f"outlier runs: {len(outliers)} of {profile.num_runs} left out of the statistics (run {listed}; {rule}); "
+            f"samples kept in profile.samples, profile.keep_outliers = True uses them"]
 
 
 def render_table(table: pd.DataFrame, floatfmt: dict[str, str] | None = None) -> str:
@@ -128,9 +156,37 @@ def default_columns(table: pd.DataFrame, device_timer: bool) -> list[str]:
     return columns
 
 
+def spread_flags(table: pd.DataFrame) -> pd.Series:
+    """Per node: ``"high"`` when the IQR exceeds :data:`HIGH_SPREAD` of the median (the middle
+    half of the samples is wide), else ``"tail"`` when the mean exceeds the median by more than
+    :data:`HIGH_TAIL` (a few samples so slow that they drag the mean: the shares use medians and
+    are not moved), else ``""``. Nodes with one sample are never flagged."""
+    several = table["calls"] > 1
+    high = several & (table["iqr_ms"] > HIGH_SPREAD * table["median_ms"])
+    tail = several & ~high & (table["mean_ms"] > (1.0 + HIGH_TAIL) * table["median_ms"])
+    return pd.Series(np.where(high, "high", np.where(tail, "tail", "")), index=table.index, dtype=str)
+
+
 def noisy_nodes(table: pd.DataFrame) -> pd.Series:
-    """Nodes whose IQR exceeds :data:`HIGH_SPREAD` of their median (with more than one sample)."""
-    return (table["iqr_ms"] > HIGH_SPREAD * table["median_ms"]) & (table["calls"] > 1)
+    """Nodes flagged by :func:`spread_flags` (``high`` or ``tail``)."""
+    return spread_flags(table) != ""
+
+
+def spread_notes(flags: pd.Series) -> list[str]:
+    """The footer lines that explain the ``spread`` column's flags."""
+    notes = []
+    n_high, n_tail = int((flags == "high").sum()), int((flags == "tail").sum())
+    if n_high:
+        notes.append(
+            f"spread: {n_high} node(s) have an IQR above {HIGH_SPREAD:.0%} of their median "
+            f"('high'): noisy machine or too few runs; raise iters or compare medians."
+        )
+    if n_tail:
+        notes.append(
+            f"spread: {n_tail} node(s) have a mean more than {HIGH_TAIL:.0%} above their median "
+            f"('tail'): a few very slow samples; pct and the order use medians, which they do not move."
+        )
+    return notes
 
 
 def is_device_timer(profile: "Profile") -> bool:
@@ -158,23 +214,18 @@ def render_body(
     if missing:
         raise ValueError(f"unknown columns {missing}; available: {', '.join(table.columns)}")
 
-    noisy = noisy_nodes(table)
+    flags = spread_flags(table)
     shown = table if top is None else table.head(max(int(top), 0))
     rows = shown[columns].copy()
-    if noisy.any():
-        rows["spread"] = np.where(noisy.loc[shown.index], "high", "")
+    if (flags != "").any():
+        rows["spread"] = flags.loc[shown.index]
 
     lines = [render_table(rows)]
     hidden = len(table) - len(shown)
     if hidden > 0:
         rest = float(table["pct"].iloc[len(shown):].sum())
         lines.append(f"... {hidden} more nodes ({rest:.1f}% of node time)")
-    n_noisy = int(noisy.sum())
-    if n_noisy:
-        lines.append(
-            f"spread: {n_noisy} node(s) have an IQR above {HIGH_SPREAD:.0%} of their median "
-            f"('high'): noisy machine or too few runs; raise iters or compare medians."
-        )
+    lines.extend(spread_notes(flags))
     return "\n".join(lines)
 
 
@@ -196,7 +247,8 @@ def render_ranks(ranks: pd.DataFrame) -> str:
 
 
 def render_compare(diff: pd.DataFrame, label_a: str = "a", label_b: str = "b", top: int | None = None) -> str:
-    """A comparison from :func:`fxprof.compare` as text, with totals and one-sided nodes."""
+    """A comparison from :func:`fxprof.compare` as text: totals, the whole run's ratio with its
+    interval, the verdict counts, comparability warnings, the table, one-sided nodes."""
     both = diff[diff["status"] == "both"]
     a_total, b_total = float(diff["a_ms"].sum()), float(diff["b_ms"].sum())
     ratio = b_total / a_total if a_total > 0 else float("nan")
@@ -206,11 +258,27 @@ def render_compare(diff: pd.DataFrame, label_a: str = "a", label_b: str = "b", t
         f"summed median node time: a {a_total:.4f} ms, b {b_total:.4f} ms, ratio b/a {ratio:.3f}; "
         f"{len(both)} nodes in both, {int((diff['status'] == 'only_a').sum())} only in a, "
         f"{int((diff['status'] == 'only_b').sum())} only in b",
-        "",
     ]
+    run = diff.attrs.get("run_ratio")
+    if run and not np.isnan(run["ratio"]):
+        lines.append(
+            f"median run b/a {run['ratio']:.3f}, {run['confidence']:.0%} interval {run['low']:.3f} to {run['high']:.3f} "
+            f"(bootstrap over {run['a_runs']} and {run['b_runs']} runs; drift between the two profiles is not in it)"
+        )
+    if "verdict" in diff.columns and (diff["verdict"] != "").any():
+        counts = diff["verdict"].value_counts()
+        lines.append(
+            f"verdicts: {int(counts.get('slower', 0))} slower, {int(counts.get('faster', 0))} faster, "
+            f"{int(counts.get('same', 0))} same ({diff.attrs.get('test', '')})"
+        )
+    elif diff.attrs.get("test"):
+        lines.append(f"verdicts: none ({diff.attrs['test']})")
+    lines += [f"warning: the profiles differ in {w}" for w in diff.attrs.get("warnings", [])]
+    lines.append("")
     shown = diff if top is None else diff.head(max(int(top), 0))
-    lines.append(render_table(shown[["status", "kind", "scope", "a_ms", "b_ms", "delta_ms", "ratio", "a_pct", "b_pct", "delta_pct"]],
-                              floatfmt={"ratio": ".3f", "a_pct": ".1f", "b_pct": ".1f", "delta_pct": "+.1f", "delta_ms": "+.4f"}))
+    columns = ["status", "kind", "scope", "a_ms", "b_ms", "delta_ms", "ratio", "p_value", "verdict", "a_pct", "b_pct", "delta_pct"]
+    lines.append(render_table(shown[[c for c in columns if c in shown.columns]],
+                              floatfmt={"ratio": ".3f", "p_value": ".2g", "a_pct": ".1f", "b_pct": ".1f", "delta_pct": "+.1f", "delta_ms": "+.4f"}))
     hidden = len(diff) - len(shown)
     if hidden > 0:
         lines.append(f"... {hidden} more nodes (smaller changes)")

@@ -71,8 +71,9 @@ def group_by(table: pd.DataFrame, key: str = "op", depth: int = 1) -> pd.DataFra
     Returns:
         A DataFrame indexed by the group label (index name = ``key``), sorted by ``pct``
         descending, with columns ``nodes`` (node count), ``mean_ms`` and ``median_ms`` (sums
-        of the nodes' mean and median times), ``pct`` (share of total node time; sums to
-        100), ``cum_pct``, ``flops`` (sum; ``<NA>`` if not counted) and ``flops_pct``.
+        of the nodes' mean and median times), ``pct`` (sum of the nodes' ``pct``: share of the
+        summed median node time, so one slow sample cannot reorder groups; sums to 100),
+        ``cum_pct``, ``flops`` (sum; ``<NA>`` if not counted) and ``flops_pct``.
     """
     labels = _labels(table, key, depth).rename(key)
     grouped = table.groupby(labels, sort=False)

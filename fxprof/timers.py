@@ -15,8 +15,9 @@ Built-in timers:
 
 ``"cpu"``  :class:`CpuTimer`, a monotonic clock (``time.perf_counter_ns``). Right for CPU
            work; on CUDA work it measures only the launch (CUDA is asynchronous).
-``"cuda"`` :class:`CudaEventTimer`, CUDA events recorded on the current stream around each
-           node and one synchronize per run. Measures stream time.
+``"cuda"`` :class:`CudaEventTimer`, CUDA events recorded on the current stream of every
+           device the model's tensors are on, around each node, and one synchronize per
+           device per run. Measures stream time.
 ``"sync"`` :class:`SyncTimer`, ``torch.cuda.synchronize()`` before and after every node plus
            the monotonic clock. Slow (it serializes host and device) but simple; used to
            cross-check ``"cuda"``.
@@ -120,29 +121,39 @@ def _require_cuda(timer_name: str) -> None:
 
 
 class CudaEventTimer(Timer):
-    """CUDA events recorded on the current stream of ``device``; one synchronize per run.
+    """CUDA events recorded on the current stream of every watched device; one synchronize
+    per device per run.
 
     Events are pooled and reused across runs, so recording a mark costs one
-    ``cudaEventRecord`` and no allocation. The elapsed time between two events is stream
-    time: when the host falls behind (launch-bound work) it includes the time the GPU
-    waited for the host.
+    ``cudaEventRecord`` per device and no allocation. The elapsed time between two events is
+    stream time: when the host falls behind (launch-bound work) it includes the time the GPU
+    waited for the host. With several devices (``devices=``), a mark records one event on
+    each, and a node's time is the longest of its devices' stream times.
     """
 
     name = "cuda"
     measures_device = True
 
-    def __init__(self, device: torch.device | str | int | None = None):
-        self.device = _cuda_device(device)
-        self._pool: list[torch.cuda.Event] = []
+    def __init__(self, device: torch.device | str | int | None = None, devices: Sequence[Any] | None = None):
+        watched = [_cuda_device(d) for d in (devices if devices else [device])]
+        self.devices: list[torch.device | None] = sorted(set(watched), key=_index_key) if devices else watched
+        self.device = self.devices[0]
+        self._pool: list[Any] = []
         self._next = 0
         self._stream: torch.cuda.Stream | None = None
+        self._streams: list[Any] = []
+        if len(self.devices) > 1:  # instance attributes: the one-device path stays as short as it is
+            self.mark = self._mark_many  # type: ignore[method-assign]
+            self.elapsed_ms = self._elapsed_many  # type: ignore[method-assign]
+        self._cycles_per_ms: dict[Any, float] = {}
 
     def check(self) -> None:
         _require_cuda(self.name)
 
     def begin_run(self) -> None:
         self._next = 0
-        self._stream = torch.cuda.current_stream(self.device)
+        self._streams = [torch.cuda.current_stream(d) for d in self.devices]
+        self._stream = self._streams[0]
 
     def mark(self) -> torch.cuda.Event:
         if self._next == len(self._pool):
@@ -152,14 +163,64 @@ class CudaEventTimer(Timer):
         event.record(self._stream)
         return event
 
+    def _mark_many(self) -> tuple:
+        if self._next == len(self._pool):
+            self._pool.append(tuple(_event_on(d) for d in self.devices))
+        events = self._pool[self._next]
+        self._next += 1
+        for event, stream in zip(events, self._streams):
+            event.record(stream)
+        return events
+
     def end_run(self) -> None:
-        torch.cuda.synchronize(self.device)
+        for device in self.devices:
+            torch.cuda.synchronize(device)
 
     def elapsed_ms(self, start: torch.cuda.Event, end: torch.cuda.Event) -> float:
         return float(start.elapsed_time(end))
 
+    def _elapsed_many(self, start: tuple, end: tuple) -> float:
+        return max(float(a.elapsed_time(b)) for a, b in zip(start, end))
+
+    def hold_device(self, ms: float) -> None:
+        """Queue about ``ms`` of spin kernel (``torch.cuda._sleep``) on every watched stream,
+        so the host is that far ahead of the device: work queued next runs back to back at
+        device speed instead of at the host's launch rate (isolated mode)."""
+        for device, stream in zip(self.devices, self._streams or [torch.cuda.current_stream(d) for d in self.devices]):
+            cycles = int(max(ms, 0.0) * self._sleep_cycles_per_ms(device))
+            if cycles > 0:
+                with torch.cuda.device(device), torch.cuda.stream(stream):
+                    torch.cuda._sleep(cycles)
+
+    def _sleep_cycles_per_ms(self, device: Any) -> float:
+        if device not in self._cycles_per_ms:
+            self._cycles_per_ms[device] = sleep_cycles_per_ms(device)
+        return self._cycles_per_ms[device]
+
     def __repr__(self) -> str:
-        return f"CudaEventTimer(device={self.device})"
+        shown = self.device if len(self.devices) == 1 else ", ".join(map(str, self.devices))
+        return f"{type(self).__name__}(device={shown})"
+
+
+def _event_on(device: Any) -> torch.cuda.Event:
+    with torch.cuda.device(device):
+        return torch.cuda.Event(enable_timing=True)
+
+
+def sleep_cycles_per_ms(device: Any = None, cycles: int = 1_000_000, repeats: int = 5) -> float:
+    """Spin-kernel cycles per millisecond on ``device``: the median of ``repeats`` timed
+    ``torch.cuda._sleep(cycles)`` kernels, after one untimed."""
+    with torch.cuda.device(device):
+        torch.cuda._sleep(cycles)
+        rates = []
+        for _ in range(repeats):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            torch.cuda._sleep(cycles)
+            end.record()
+            end.synchronize()
+            rates.append(cycles / max(start.elapsed_time(end), 1e-6))
+    return float(np.median(rates))
 
 
 class KernelTimer(CudaEventTimer):
@@ -172,24 +233,23 @@ class KernelTimer(CudaEventTimer):
     name = "kernel"
     wants_kernel_time = True
 
-    def __repr__(self) -> str:
-        return f"KernelTimer(device={self.device})"
-
 
 class SyncTimer(Timer):
-    """Synchronize the device before every mark, then read the monotonic clock."""
+    """Synchronize every watched device before every mark, then read the monotonic clock."""
 
     name = "sync"
     measures_device = True
 
-    def __init__(self, device: torch.device | str | int | None = None):
-        self.device = _cuda_device(device)
+    def __init__(self, device: torch.device | str | int | None = None, devices: Sequence[Any] | None = None):
+        self.devices = sorted({_cuda_device(d) for d in devices}, key=_index_key) if devices else [_cuda_device(device)]
+        self.device = self.devices[0]
 
     def check(self) -> None:
         _require_cuda(self.name)
 
     def mark(self) -> int:
-        torch.cuda.synchronize(self.device)
+        for device in self.devices:
+            torch.cuda.synchronize(device)
         return time.perf_counter_ns()
 
     def elapsed_ms(self, start: int, end: int) -> float:
@@ -199,7 +259,14 @@ class SyncTimer(Timer):
         return _ns_to_ms(starts, ends)
 
     def __repr__(self) -> str:
-        return f"SyncTimer(device={self.device})"
+        return f"SyncTimer(device={', '.join(map(str, self.devices))})"
+
+
+def _index_key(device: Any) -> tuple[str, int]:
+    """Devices by type, then index: ``cuda:2`` before ``cuda:10`` (not string order)."""
+    if device is None:
+        return ("", -1)
+    return (device.type, -1 if device.index is None else device.index)
 
 
 def _cuda_device(device: torch.device | str | int | None) -> torch.device | None:
@@ -231,22 +298,21 @@ def resolve_timer(timer: str | Timer, module: torch.nn.Module, inputs: Iterable[
         raise ValueError(f"unknown timer {timer!r}; choose one of {', '.join(TIMER_NAMES)} or pass a Timer object")
 
     devices = tensor_devices(list(module.parameters()) + list(module.buffers()) + list(inputs))
-    cuda_devices = sorted((d for d in devices if d.type == "cuda"), key=str)
-    device = cuda_devices[0] if cuda_devices else None
+    cuda_devices = sorted((d for d in devices if d.type == "cuda"), key=_index_key)
 
     if timer == "auto":
-        timer = "cuda" if device is not None else "cpu"
+        timer = "cuda" if cuda_devices else "cpu"
     if timer == "cpu":
         return CpuTimer()
     _require_cuda(timer)
-    if device is None:
+    if not cuda_devices:
         raise TimerUnavailableError(
             f"timer={timer!r} measures work on a CUDA stream, but the model's parameters and "
             f"inputs are all on {', '.join(sorted(map(str, devices))) or 'no device'}. Move the "
             f"model and inputs to CUDA (model.cuda(), x.cuda()), or use timer='cpu'."
         )
-    if device.index is None:
-        device = torch.device("cuda", torch.cuda.current_device())
-    built = {"cuda": CudaEventTimer, "sync": SyncTimer, "kernel": KernelTimer}[timer](device)
+    # every CUDA device the model's tensors are on is watched (events and a synchronize on each)
+    cuda_devices = sorted({torch.device("cuda", torch.cuda.current_device()) if d.index is None else d for d in cuda_devices}, key=_index_key)
+    built = {"cuda": CudaEventTimer, "sync": SyncTimer, "kernel": KernelTimer}[timer](devices=cuda_devices)
     built.check()
     return built

@@ -76,8 +76,31 @@ class ProfilerTracer(fx.Tracer):
         return super().is_leaf_module(m, module_qualified_name)
 
     def trace(self, root: nn.Module | Any, concrete_args: dict[str, Any] | None = None) -> fx.Graph:
-        with _PATCH_LOCK, self._keep_record_function():
+        self.stream_switches = 0
+        with _PATCH_LOCK, self._keep_record_function(), self._count_stream_switches():
             return super().trace(root, concrete_args)
+
+    @contextlib.contextmanager
+    def _count_stream_switches(self) -> Iterator[None]:
+        """Count ``torch.cuda.stream(s)`` blocks entered while tracing: they run at trace time
+        and leave no node, so the traced graph issues everything on the current stream."""
+        context = getattr(torch.cuda, "StreamContext", None)
+        if context is None:
+            yield
+            return
+        original = context.__enter__
+        tracer, tracing_thread = self, threading.get_ident()
+
+        def __enter__(ctx: Any) -> Any:
+            if threading.get_ident() == tracing_thread and getattr(ctx, "stream", None) is not None:
+                tracer.stream_switches += 1
+            return original(ctx)
+
+        context.__enter__ = __enter__
+        try:
+            yield
+        finally:
+            context.__enter__ = original
 
     @contextlib.contextmanager
     def _keep_record_function(self) -> Iterator[None]:
@@ -134,7 +157,10 @@ def trace(
     tracer = ProfilerTracer(leaf_modules=leaf_modules)
     try:
         graph = tracer.trace(model, concrete_args=concrete_args)
-        return fx.GraphModule(tracer.root, graph, type(model).__name__)
+        gm = fx.GraphModule(tracer.root, graph, type(model).__name__)
+        if tracer.stream_switches:
+            gm.meta["fxprof_dropped_stream_switches"] = tracer.stream_switches
+        return gm
     except Exception as exc:  # torch.fx raises many types (TraceError, TypeError, RuntimeError)
         raise TraceError(
             f"torch.fx could not trace {type(model).__name__}: {type(exc).__name__}: {exc}\n"

@@ -20,7 +20,8 @@ def test_benchmark_suite_quick_run_writes_every_table(tmp_path):
     for title in ("## overhead", "## accuracy on the CPU", "## agreement with torch.profiler", "## coverage and stability"):
         assert title in result.stdout
     data = json.loads(out.read_text())
-    assert {"overhead", "accuracy", "agreement", "stability"} <= set(data)
+    assert {"overhead", "accuracy", "agreement", "stability", "verdicts"} <= set(data)
+    assert data["verdicts"]["slowed"][0]["node"] == "layer3_0_conv1"
     variants = {row["variant"] for row in data["overhead"]["overhead"]}
     assert variants == {"eager", "graphmodule", "interpreter", "fxprof-cpu"}
     spins = {row["node"]: row for row in data["accuracy"]["accuracy_cpu"]}

@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 import fxprof
+from fxprof.compare import ComparabilityWarning
 from fxprof.export import chrome_trace_events
 
 from conftest import FakeCostModel, FakeTimer, Work
@@ -40,7 +41,8 @@ def test_compare_matches_by_name_sorts_by_change_and_keeps_one_sided_nodes(clock
     model = Other(clock)
     model.stem.costs_ms = [3.0]  # stem got 3x slower
     b = fxprof.profile(model, torch.ones(2, 3), warmup=0, iters=4, timer=FakeTimer(clock), leaf_modules=[Work])
-    diff = fxprof.compare(a, b)
+    with pytest.warns(ComparabilityWarning, match="model: a FakeCostModel, b Other"):
+        diff = fxprof.compare(a, b)
     assert diff.index[0] == "stem"  # the largest absolute change leads
     assert diff.loc["stem", "a_ms"] == 1.0 and diff.loc["stem", "b_ms"] == 3.0
     assert diff.loc["stem", "ratio"] == 3.0 and diff.loc["stem", "delta_ms"] == 2.0
@@ -48,15 +50,19 @@ def test_compare_matches_by_name_sorts_by_change_and_keeps_one_sided_nodes(clock
     only_a = set(diff.index[diff["status"] == "only_a"])
     assert only_a == {"add", "flatten", "size", "getitem"}
     assert diff.loc["stem", "delta_pct"] == pytest.approx(b.df.loc["stem", "pct"] - a.df.loc["stem", "pct"])
-    # the same from per-node tables (e.g. read from CSV)
-    assert fxprof.compare(a.df, b.df).equals(diff)
+    # the same from per-node tables (e.g. read from CSV), but with no samples there is no test
+    from_tables = fxprof.compare(a.df, b.df, warn=False)
+    assert from_tables["p_value"].isna().all() and (from_tables["verdict"] == "").all()
+    assert from_tables.drop(columns=["p_value", "verdict"]).equals(diff.drop(columns=["p_value", "verdict"]))
 
 
 def test_chrome_trace_has_one_span_per_node_and_run_at_the_right_times(clock, tmp_path):
     prof = _profile(clock)
     path = tmp_path / "t.json"
-    prof.to_chrome_trace(path)
+    prof.to_chrome_trace(path, runs="all")
     doc = json.loads(path.read_text())
+    # the fast writer and the event list agree, event for event
+    assert doc["traceEvents"] == chrome_trace_events(prof, runs="all")
     assert doc["displayTimeUnit"] == "ms"
     events = doc["traceEvents"]
     for e in events:
@@ -82,10 +88,29 @@ def test_chrome_trace_has_one_span_per_node_and_run_at_the_right_times(clock, tm
 def test_chrome_trace_with_a_device_timer_has_two_tracks(clock):
     prof = _profile(clock)
     prof.meta["timer"] = "cuda"  # as recorded by the CUDA event timer
-    events = chrome_trace_events(prof)
+    events = chrome_trace_events(prof, runs="all")
     tids = {e["tid"] for e in events if e["ph"] == "X" and e["cat"] != "run"}
     assert tids == {1, 2}
     assert sum(e["ph"] == "X" and e["cat"] != "run" for e in events) == 2 * 8 * 4
+
+
+def test_chrome_trace_shows_the_fastest_median_and_slowest_run_by_default(clock, tmp_path):
+    prof = _profile(clock)  # run totals 4, 3, 5, 4 ms (head costs 3, 2, 4, 3 ms after a 1 ms stem)
+    path = tmp_path / "t.json"
+    prof.to_chrome_trace(path)
+    doc = json.loads(path.read_text())
+    runs = sorted(e["name"] for e in doc["traceEvents"] if e["ph"] == "X" and e["cat"] == "run")
+    assert runs == ["run 0 (median)", "run 1 (fastest)", "run 2 (slowest)"]
+    spans = [e for e in doc["traceEvents"] if e["ph"] == "X" and e["cat"] != "run"]
+    assert sorted({e["args"]["run"] for e in spans}) == [0, 1, 2] and len(spans) == 8 * 3
+    assert doc["otherData"]["trace_runs"] == "run 0 (median), run 1 (fastest), run 2 (slowest)"
+    assert doc["traceEvents"] == chrome_trace_events(prof)
+    # runs named explicitly, and wrong names
+    assert {e["args"]["run"] for e in chrome_trace_events(prof, runs=[3]) if e["ph"] == "X"} == {3}
+    with pytest.raises(ValueError, match="no run"):
+        prof.to_chrome_trace(path, runs=[7])
+    with pytest.raises(ValueError, match="representative, all"):
+        prof.to_chrome_trace(path, runs="some")
 
 
 def test_samples_place_nodes_on_the_run_timeline(clock):

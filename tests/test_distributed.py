@@ -50,7 +50,7 @@ def _rank_profile(clock, fake_timer, rank: int, head_ms: list[float], waits: lis
     prof = fxprof.profile(model, torch.ones(2, 3), timer=fake_timer, warmup=0, iters=len(head_ms), anatomy=False,
                           leaf_modules=[Work], name="FakeCostModel")
     prof.meta.update(rank=rank, world_size=3, backend="gloo")
-    return with_ranks(prof, [rank] * len(prof.samples), [rank] * prof.num_runs, waits)
+    return with_ranks(prof, [rank] * prof.num_runs, waits)
 
 
 def _merged(clock, fake_timer, heads: list[list[float]], waits: list[list[float]] | None = None):
@@ -67,7 +67,8 @@ def test_merged_profile_has_every_rank_and_the_per_rank_spread(clock, fake_timer
     assert prof.ranks == [0, 1, 2]
     assert prof.meta["ranks"] == [0, 1, 2] and prof.meta["world_size"] == 3 and "rank" not in prof.meta
     assert prof.samples["rank"].value_counts().to_dict() == {r: 4 * len(prof.nodes) for r in range(3)}
-    assert len(prof.runs) == 12 and set(prof.runs["run"]) == {0, 1, 2, 3}
+    # every (rank, run) has its own run number; rank_run is the rank's own
+    assert prof.runs["run"].tolist() == list(range(12)) and prof.runs["rank_run"].tolist() == [0, 1, 2, 3] * 3
     df = prof.df
     assert list(df.columns) == [*TABLE_COLUMNS, *RANK_TABLE_COLUMNS]
     head = df.loc["head"]
@@ -131,7 +132,7 @@ def test_save_load_csv_and_trace_keep_the_ranks(clock, fake_timer, tmp_path):
     table = fxprof.read_csv(tmp_path / "p.csv")
     pd.testing.assert_frame_equal(table, prof.df, check_exact=False)
 
-    prof.to_chrome_trace(tmp_path / "p.trace.json")
+    prof.to_chrome_trace(tmp_path / "p.trace.json", runs="all")
     events = json.loads((tmp_path / "p.trace.json").read_text())["traceEvents"]
     names = {e["pid"]: e["args"]["name"] for e in events if e["name"] == "process_name"}
     assert names == {1: "fxprof: FakeCostModel rank 0", 2: "fxprof: FakeCostModel rank 1"}
@@ -144,7 +145,7 @@ def test_ranks_with_different_graphs_keep_their_nodes_apart(clock, fake_timer):
     a = _rank_profile(clock, fake_timer, 0, BASE)
     b = fxprof.profile(torch.nn.Sequential(torch.nn.ReLU()), torch.ones(2), warmup=0, iters=2, anatomy=False)
     b.meta.update(rank=1)
-    b = with_ranks(b, [1] * len(b.samples), [1, 1])
+    b = with_ranks(b, [1, 1])
     prof = merge([profile_parts(a), profile_parts(b)])
     assert {n.name for n in prof.nodes} >= {"r0:head", "r1:_0"}
     assert "different graphs" in prof.meta["rank_graphs"] and "note: different graphs" in prof.summary()
@@ -232,7 +233,7 @@ def test_four_ranks_gathered_on_rank_0_with_rank_2_named(four_ranks):
 @needs_gloo
 def test_four_ranks_barrier_waits_show_the_late_rank(four_ranks):
     prof, records = four_ranks
-    waits = prof.runs.pivot_table(index="run", columns="rank", values="barrier_ms")
+    waits = prof.runs.pivot_table(index="rank_run", columns="rank", values="barrier_ms")
     # the barrier before run k>0 waits for rank 2 to finish its run k-1: the others wait, rank 2 does not
     later = waits.loc[1:].median()
     assert later.drop(2).min() > later[2] + SLOW_MS / 2

@@ -58,7 +58,7 @@ def test_every_node_is_timed_on_every_run_and_the_result_is_returned():
     rec = interp.recording
     names = [n.name for n in gm.graph.nodes]
     assert rec.node == names * 3
-    assert rec.run == [0] * len(names) + [1] * len(names) + [2] * len(names)
+    assert rec.run.tolist() == [0] * len(names) + [1] * len(names) + [2] * len(names)
     assert rec.runs == 3 and len(rec.run_total_ms) == 3
     assert all(t >= 0 for t in rec.time_ms) and all(h >= 0 for h in rec.host_ms)
     # a run's total time includes every node of it

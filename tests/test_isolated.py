@@ -120,3 +120,28 @@ def test_dropout_in_eval_mode_is_not_random_and_is_re_run():
 
     df = fxprof.profile(Functional(), torch.ones(2, 4), warmup=0, iters=2, mode="isolated", anatomy=False).df
     assert df.loc["dropout", "skip_reason"] == "" and df.loc["dropout_1", "skip_reason"].startswith("random")
+
+
+def test_isolated_mode_keeps_the_host_ahead_of_a_device_timer(clock):
+    # a device timer that can hold the device gets a hold before every node's repeats, sized
+    # from the host time of the node's real run, so repeats are never paced by the launches
+    from conftest import FakeTimer
+    from fxprof.isolated import HOLD_FACTOR, HOLD_MARGIN_MS
+
+    holds = []
+
+    class HoldingTimer(FakeTimer):
+        def hold_device(self, ms):
+            holds.append(ms)
+
+    class Slow(nn.Module):
+        def forward(self, x):
+            clock.advance(0.5)
+            return x + 1
+
+    prof = fxprof.profile(nn.Sequential(Slow(), nn.ReLU()), torch.ones(3), warmup=0, iters=4, mode="isolated",
+                          timer=HoldingTimer(clock), leaf_modules=[Slow])
+    assert holds[0] == pytest.approx(HOLD_FACTOR * 0.5 * 4 + HOLD_MARGIN_MS)
+    assert len(holds) == 2  # the two nodes that were re-run
+    assert any("spin kernel" in n for n in prof.meta["notes"])
+    assert "spin kernel" in prof.summary()

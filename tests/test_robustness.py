@@ -202,10 +202,11 @@ def test_an_interrupt_in_isolated_mode_keeps_the_nodes_already_measured():
     assert "INCOMPLETE" in kept.summary()
 
 
-def test_memory_on_the_cpu_is_refused_before_anything_runs():
+def test_a_bad_warmup_ms_is_refused_before_anything_runs():
     runs = []
     model = nn.Linear(4, 4)
     model.register_forward_hook(lambda *a: runs.append(1))
-    with pytest.raises(ValueError, match="memory=True measures the CUDA caching allocator"):
-        fxprof.profile(model, torch.ones(2, 4), iters=50, memory=True)
+    for bad in (-1, "5", float("nan")):
+        with pytest.raises(ValueError, match="warmup_ms must be a number of milliseconds >= 0"):
+            fxprof.profile(model, torch.ones(2, 4), iters=50, warmup_ms=bad)
     assert runs == []

@@ -2,7 +2,7 @@
 
     python tests/benchmarks/run.py [--device cpu|cuda] [--json results.json] [--quick]
 
-Runs overhead, accuracy, agreement and stability in turn (each prints its table) and writes
+Runs overhead, accuracy, agreement, stability and verdicts in turn (each prints its table) and writes
 all figures to one JSON file. --quick uses one model, one size and few repeats (a smoke run).
 """
 
@@ -18,6 +18,7 @@ import accuracy  # noqa: E402
 import agreement  # noqa: E402
 import overhead  # noqa: E402
 import stability  # noqa: E402
+import verdicts  # noqa: E402
 from common import write_json  # noqa: E402
 
 
@@ -34,6 +35,7 @@ def main(argv=None) -> dict:
             "accuracy": accuracy.main(["--iters", "3", *d]),
             "agreement": agreement.main(["--models", "resnet18", "--size", "32", "--iters", "2", *d]),
             "stability": stability.main(["--models", "resnet18", "--size", "32", "--profiles", "2", "--iters", "2", *d]),
+            "verdicts": verdicts.main(["--models", "resnet18", "--size", "32", "--pairs", "1", "--iters", "3", *d]),
         }
     else:
         parts = {
@@ -41,6 +43,7 @@ def main(argv=None) -> dict:
             "accuracy": accuracy.main(d),
             "agreement": agreement.main(d),
             "stability": stability.main(d),
+            "verdicts": verdicts.main(d),
         }
     write_json(args.json, parts)
     return parts

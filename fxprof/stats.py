@@ -1,0 +1,125 @@
+"""Statistics that survive a noisy machine: outlier runs, and the tests behind compare's verdicts.
+
+Every function here reads raw samples or run totals and returns numbers; nothing is stored in
+place of the samples, and nothing here formats output. The rules, and why they were chosen, are
+written out in docs/methodology.md ("Statistics on a noisy machine").
+
+- Outlier runs: a timed run whose total time is above both Tukey's far-out fence of the run
+  totals (third quartile plus 3 interquartile ranges) and :data:`OUTLIER_MIN_RATIO` times the
+  median run. Such runs (a preemption, a page-cache flush, another process taking the cores) are
+  left out of the derived statistics by default; their samples stay in ``Profile.samples``.
+- Per-node tests: the two-sided Mann-Whitney U test (``scipy.stats.mannwhitneyu``) on the two
+  sets of samples, then the Benjamini-Hochberg correction (``scipy.stats.false_discovery_control``)
+  over every node tested.
+- The whole run: a percentile-bootstrap confidence interval (``scipy.stats.bootstrap``) for the
+  ratio of median run totals.
+
+scipy is imported on first use, so ``import fxprof`` works where it is missing.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Sequence
+
+import numpy as np
+
+__all__ = [
+    "OUTLIER_FENCE_IQR",
+    "OUTLIER_MIN_RATIO",
+    "OUTLIER_MIN_RUNS",
+    "outlier_fence",
+    "outlier_mask",
+    "node_p_values",
+    "ratio_interval",
+]
+
+#: a run is an outlier when its total exceeds Q3 + OUTLIER_FENCE_IQR x IQR of the run totals...
+OUTLIER_FENCE_IQR = 3.0
+#: ...and also OUTLIER_MIN_RATIO x the median run (so a tight, quiet profile flags nothing)
+OUTLIER_MIN_RATIO = 1.2
+#: with fewer timed runs than this no run is called an outlier (quartiles of 4 values say little)
+OUTLIER_MIN_RUNS = 5
+
+
+def outlier_fence(total_ms: Sequence[float]) -> float:
+    """The run time above which a run is an outlier (NaN with fewer than :data:`OUTLIER_MIN_RUNS` runs).
+
+    ``max(Q3 + 3 IQR, 1.2 median)`` of the finite run totals.
+    """
+    totals = np.asarray(total_ms, dtype=np.float64)
+    totals = totals[np.isfinite(totals)]
+    if len(totals) < OUTLIER_MIN_RUNS:
+        return float("nan")
+    q1, med, q3 = np.percentile(totals, [25, 50, 75])
+    return float(max(q3 + OUTLIER_FENCE_IQR * (q3 - q1), OUTLIER_MIN_RATIO * med))
+
+
+def outlier_mask(total_ms: Sequence[float]) -> np.ndarray:
+    """One boolean per run: True where the run's total is above :func:`outlier_fence`."""
+    totals = np.asarray(total_ms, dtype=np.float64)
+    fence = outlier_fence(totals)
+    if np.isnan(fence):
+        return np.zeros(len(totals), dtype=bool)
+    with np.errstate(invalid="ignore"):
+        return totals > fence
+
+
+def node_p_values(pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """Mann-Whitney U p-values for each (a samples, b samples) pair, raw and BH-adjusted.
+
+    A pair where either side has fewer than 2 samples gets NaN (not tested) and takes no part in
+    the correction. Two sides made of one identical value (a fake clock) get p = 1.
+    """
+    from scipy.stats import false_discovery_control, mannwhitneyu
+
+    raw = np.full(len(pairs), np.nan)
+    for i, (xa, xb) in enumerate(pairs):
+        xa = np.asarray(xa, dtype=np.float64)
+        xb = np.asarray(xb, dtype=np.float64)
+        xa, xb = xa[np.isfinite(xa)], xb[np.isfinite(xb)]
+        if len(xa) < 2 or len(xb) < 2:
+            continue
+        if np.ptp(np.concatenate([xa, xb])) == 0:  # all ties: no evidence of any difference
+            raw[i] = 1.0
+            continue
+        raw[i] = float(mannwhitneyu(xa, xb, alternative="two-sided").pvalue)
+    adjusted = np.full(len(pairs), np.nan)
+    tested = ~np.isnan(raw)
+    if tested.any():
+        adjusted[tested] = false_discovery_control(raw[tested], method="bh")
+    return raw, adjusted
+
+
+def ratio_interval(a: Sequence[float], b: Sequence[float], confidence: float = 0.95,
+                   resamples: int = 2000, seed: int = 0) -> tuple[float, float, float]:
+    """``median(b) / median(a)`` and its percentile-bootstrap confidence interval.
+
+    Runs of ``a`` and of ``b`` are resampled independently (``scipy.stats.bootstrap``, fixed
+    seed, so the same profiles always give the same interval). Returns (ratio, low, high); NaN
+    where a side has fewer than 2 finite values or a median of 0.
+    """
+    xa = np.asarray(a, dtype=np.float64)
+    xb = np.asarray(b, dtype=np.float64)
+    xa, xb = xa[np.isfinite(xa)], xb[np.isfinite(xb)]
+    nan = float("nan")
+    if len(xa) < 2 or len(xb) < 2 or np.median(xa) <= 0:
+        return nan, nan, nan
+    ratio = float(np.median(xb) / np.median(xa))
+    from scipy.stats import bootstrap
+
+    def statistic(sa: np.ndarray, sb: np.ndarray, axis: int = -1) -> np.ndarray:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.median(sb, axis=axis) / np.median(sa, axis=axis)
+
+    result = bootstrap((xa, xb), statistic, vectorized=True, paired=False, confidence_level=confidence,
+                       n_resamples=resamples, method="percentile", **_seed(seed))
+    return ratio, float(result.confidence_interval.low), float(result.confidence_interval.high)
+
+
+def _seed(seed: int) -> dict[str, Any]:
+    """scipy 1.15 renamed bootstrap's ``random_state`` to ``rng``."""
+    from scipy.stats import bootstrap
+
+    name = "rng" if "rng" in inspect.signature(bootstrap).parameters else "random_state"
+    return {name: np.random.default_rng(seed)}

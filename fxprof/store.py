@@ -1,0 +1,163 @@
+"""The binary profile file: every sample as numpy columns in a zip, with a JSON header. Never pickle.
+
+``Profile.save("p.npz")`` writes this format (any other extension writes the JSON of
+:mod:`fxprof.io`); :func:`fxprof.load`, ``fxprof show`` and ``fxprof compare`` read both,
+telling them apart by content. The file is an uncompressed zip (numpy's ``.npz`` layout, so
+``numpy.load(path)`` opens it too) holding:
+
+- ``header.json``: ``{"format": "fxprof.profile.npz", "version": 1, "meta": {...},
+  "nodes": [...], "anatomy": {...}, "samples": n, "runs": r}``; ``meta``, ``nodes`` and
+  ``anatomy`` are exactly the JSON format's fields.
+- ``samples/node.npy`` (``int32``, an index into ``nodes``), ``samples/run.npy`` (``int32``),
+  ``samples/time_ms.npy``, ``samples/host_ms.npy``, ``samples/start_ms.npy``,
+  ``samples/host_start_ms.npy`` and, when kernel time was measured, ``samples/kernel_ms.npy``
+  (``float64``): one entry per sample.
+- ``runs/run.npy`` (``int64``), ``runs/total_ms.npy``, ``runs/host_ms.npy``,
+  ``runs/start_ms.npy`` (``float64``): one entry per timed run.
+
+Arrays are read with ``allow_pickle=False``: a file can hold numbers and JSON, nothing that
+runs on load. A sample costs 40 bytes on disk (48 with kernel time), and saving or loading is a
+copy of the columns. Files are written atomically, as every fxprof file is.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import zipfile
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from .anatomy import ANATOMY_COLUMNS
+from .columnar import SampleColumns
+from .errors import ProfileFormatError
+from .io import atomic_write
+from .nodes import NodeInfo
+from .profile import NODE_COLUMNS, RUN_COLUMNS
+
+if TYPE_CHECKING:
+    from .profile import Profile
+
+__all__ = ["save_npz", "load_npz", "NPZ_FORMAT_NAME", "NPZ_FORMAT_VERSION"]
+
+NPZ_FORMAT_NAME = "fxprof.profile.npz"
+NPZ_FORMAT_VERSION = 1
+
+_HEADER = "header.json"
+#: sample columns: name -> numpy dtype kind allowed on load ("i" integer, "f" float)
+_SAMPLE_ARRAYS = {"node": "i", "run": "i", "time_ms": "f", "host_ms": "f", "start_ms": "f", "host_start_ms": "f", "kernel_ms": "f"}
+_OPTIONAL = {"kernel_ms"}
+
+
+def save_npz(profile: "Profile", path: str | os.PathLike) -> None:
+    """Write ``profile`` as binary columns plus a JSON header, atomically."""
+    columns: SampleColumns = profile._columns
+    runs = profile.runs
+    header = {
+        "format": NPZ_FORMAT_NAME,
+        "version": NPZ_FORMAT_VERSION,
+        "meta": profile.meta,
+        "nodes": [{"name": n.name, **{col: getattr(n, col) for col in NODE_COLUMNS}} for n in profile.nodes],
+        "anatomy": {
+            col: [None if pd.isna(v) else (v if isinstance(v, str) else int(v)) for v in profile.anatomy[col]]
+            for col in ANATOMY_COLUMNS
+        },
+        "samples": len(columns),
+        "runs": len(runs),
+    }
+    arrays: dict[str, np.ndarray] = {f"samples/{col}": getattr(columns, col) for col in _SAMPLE_ARRAYS if col not in _OPTIONAL}
+    if columns.kernel_ms is not None:
+        arrays["samples/kernel_ms"] = columns.kernel_ms
+    arrays.update({f"runs/{col}": runs[col].to_numpy() for col in RUN_COLUMNS})
+    text = json.dumps(header, allow_nan=False, default=str).encode("utf-8")
+
+    def write(handle: Any) -> None:
+        with zipfile.ZipFile(handle, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as archive:
+            archive.writestr(_HEADER, text)
+            for name, array in arrays.items():
+                with archive.open(name + ".npy", "w", force_zip64=True) as member:
+                    np.lib.format.write_array(member, np.ascontiguousarray(array), allow_pickle=False)
+
+    atomic_write(path, write, binary=True)
+
+
+def load_npz(path: str | os.PathLike) -> "Profile":
+    """Read a profile written by :func:`save_npz`.
+
+    Raises :class:`~fxprof.errors.ProfileFormatError` for a zip that is not such a profile, a
+    newer version, or damaged columns (wrong type, wrong length, node index out of range).
+    """
+    path = os.fspath(path)
+    header, arrays = _read(path)
+    return _build(path, header, arrays)
+
+
+def _read(path: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The header and every array of the file, checked only for being readable."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            names = set(archive.namelist())
+            if _HEADER not in names:
+                raise ProfileFormatError(
+                    f"{path!r} is a zip but not a saved fxprof profile (no {_HEADER}). "
+                    f"Save profiles with Profile.save('name.npz') or Profile.save('name.json')."
+                )
+            header = json.loads(archive.read(_HEADER).decode("utf-8"))
+            if not isinstance(header, dict) or header.get("format") != NPZ_FORMAT_NAME:
+                raise ProfileFormatError(f"{path!r} is not a saved fxprof profile (its {_HEADER} has no \"format\": \"{NPZ_FORMAT_NAME}\")")
+            version = header.get("version")
+            if version != NPZ_FORMAT_VERSION:
+                raise ProfileFormatError(
+                    f"{path!r} is a version {version!r} fxprof binary profile; this fxprof reads version "
+                    f"{NPZ_FORMAT_VERSION}. Upgrade fxprof (or re-save the profile with this version)."
+                )
+            arrays = {}
+            for name in sorted(names - {_HEADER}):
+                if name.endswith(".npy"):
+                    with archive.open(name) as member:
+                        arrays[name[: -len(".npy")]] = np.lib.format.read_array(member, allow_pickle=False)
+    except ProfileFormatError:
+        raise
+    except (zipfile.BadZipFile, json.JSONDecodeError, UnicodeDecodeError, ValueError, OSError, EOFError) as exc:
+        if isinstance(exc, (FileNotFoundError, IsADirectoryError, PermissionError)):
+            raise
+        raise ProfileFormatError(f"{path!r} is a damaged fxprof profile: {type(exc).__name__}: {exc}") from exc
+    return header, arrays
+
+
+def _build(path: str, header: dict[str, Any], arrays: dict[str, np.ndarray]) -> "Profile":
+    """The Profile from a read header and arrays, after checking that they fit together."""
+    from .profile import Profile
+
+    try:
+        nodes = [NodeInfo(**{"name": n["name"], **{c: n.get(c, "") for c in NODE_COLUMNS}}) for n in header["nodes"]]
+        samples = {col: _array(arrays, f"samples/{col}", kind, header["samples"], optional=col in _OPTIONAL)
+                   for col, kind in _SAMPLE_ARRAYS.items()}
+        runs = {col: _array(arrays, f"runs/{col}", "i" if col == "run" else "f", header["runs"]) for col in RUN_COLUMNS}
+        columns = SampleColumns([n.name for n in nodes], samples["node"], samples["run"], samples["time_ms"], samples["host_ms"],
+                                samples["start_ms"], samples["host_start_ms"], samples["kernel_ms"], copy=False)
+        anatomy_columns = header.get("anatomy") or {}
+        anatomy = {
+            n.name: {col: values[i] for col, values in anatomy_columns.items() if col in ANATOMY_COLUMNS}
+            for i, n in enumerate(nodes)
+        }
+        return Profile(nodes, columns, pd.DataFrame(runs), header.get("meta") or {}, anatomy)
+    except ProfileFormatError:
+        raise
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+        raise ProfileFormatError(f"{path!r} is a damaged fxprof profile: {type(exc).__name__}: {exc}") from exc
+
+
+def _array(arrays: dict[str, np.ndarray], name: str, kind: str, length: int, optional: bool = False) -> np.ndarray | None:
+    array = arrays.get(name)
+    if array is None:
+        if optional:
+            return None
+        raise ValueError(f"the column {name} is missing")
+    if array.ndim != 1 or array.dtype.kind not in (kind, "u" if kind == "i" else kind):
+        raise ValueError(f"the column {name} holds {array.dtype} of shape {array.shape}, not a 1-d {'integer' if kind == 'i' else 'float'} column")
+    if len(array) != length:
+        raise ValueError(f"the column {name} has {len(array)} values, the header says {length}")
+    return array

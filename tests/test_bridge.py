@@ -1,0 +1,199 @@
+"""Device activity by correlation, on recorded event fixtures built on the CPU.
+
+The fixtures follow the structure of ``prof.profiler.kineto_results.events()`` on a GPU (read
+from PyTorch's profiler_kineto.cpp / collection.cpp): host events (``cpu_op``,
+``user_annotation``, ``cuda_runtime``) carry the host's system thread id in
+``device_resource_id()``; device activities (``kernel``, ``gpu_memcpy``, ``gpu_memset``) carry
+the stream there and the device in ``device_index()``; a runtime call and the activity it
+launched share ``correlation_id()`` (CUPTI's id), while a ``cpu_op``'s ``correlation_id()`` is
+the op's own id, which can have the same value (so ops must never be taken as launchers).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+
+import pytest
+import torch
+from torch import nn
+
+import fxprof
+from fxprof.api import _attach_kernel_times
+from fxprof.bridge import (
+    KINETO_LINE,
+    attribute_device_activity,
+    events_from_kineto,
+    kernel_ms_per_sample,
+    kineto_quiet,
+    memory_by_range,
+)
+from fxprof.recording import Recording
+
+THREAD = 7001
+US = 1000  # ns
+
+
+class KinetoEvent:
+    """Mimics ``torch._C._autograd._KinetoEvent``: every field is read through a method."""
+
+    def __init__(self, name, activity, start_us, dur_us, correlation=0, device="DeviceType.CPU", index=-1,
+                 resource=THREAD, nbytes=0, with_activity_type=True):
+        self._v = dict(name=name, activity_type=activity, start_ns=int(start_us * US), end_ns=int((start_us + dur_us) * US),
+                       duration_ns=int(dur_us * US), correlation_id=correlation, linked_correlation_id=0,
+                       device_type=device, device_index=index, device_resource_id=resource, start_thread_id=1,
+                       nbytes=nbytes, is_user_annotation=activity == "user_annotation")
+        if not with_activity_type:
+            del self._v["activity_type"]
+
+    def __getattr__(self, item):
+        if item in self.__dict__.get("_v", {}):
+            return lambda: self._v[item]
+        raise AttributeError(item)
+
+
+def rng(node, start, dur, **kw):
+    return KinetoEvent(f"fxprof::{node}", "user_annotation", start, dur, correlation=int(start), **kw)
+
+
+def op(name, start, dur, correlation, **kw):
+    return KinetoEvent(name, "cpu_op", start, dur, correlation=correlation, **kw)
+
+
+def call(name, start, correlation, **kw):
+    return KinetoEvent(name, "cuda_runtime", start, 2, correlation=correlation, **kw)
+
+
+def work(name, start, dur, correlation, kind="kernel", stream=7, device=0, **kw):
+    return KinetoEvent(name, kind, start, dur, correlation=correlation, device="DeviceType.CUDA", index=device,
+                       resource=stream, **kw)
+
+
+def one_run(t0: float, corr0: int, with_activity_type: bool = True) -> list[KinetoEvent]:
+    """One run of: sleep (direct launch), add (aten op), copy (memcpy), graph (CUDA graph replay)."""
+    k = dict(with_activity_type=with_activity_type)
+    c = corr0
+    return [
+        # a direct launch: torch.cuda._sleep is no aten op, so no cpu_op sits between the range and the call
+        rng("sleep", t0, 20, **k), call("cudaLaunchKernel", t0 + 5, c + 1, **k),
+        work("sleep_kernel", t0 + 30, 5000, c + 1, **k),
+        work("fxprof::sleep", t0 + 30, 5000, 0, kind="gpu_user_annotation", **k),  # device mirror of the range
+        # an aten op launching a kernel; the op's own id equals the next call's CUPTI id (aliasing)
+        rng("add", t0 + 30, 20, **k), op("aten::add", t0 + 32, 15, correlation=c + 3, **k),
+        call("cudaLaunchKernel", t0 + 35, c + 2, **k), work("add_kernel", t0 + 5030, 10, c + 2, **k),
+        # a copy and a memset
+        rng("copy", t0 + 60, 20, **k), call("cudaMemcpyAsync", t0 + 62, c + 3, **k),
+        work("Memcpy DtoD", t0 + 5040, 40, c + 3, kind="gpu_memcpy", **k),
+        call("cudaMemsetAsync", t0 + 70, c + 4, **k), work("Memset", t0 + 5080, 2, c + 4, kind="gpu_memset", **k),
+        # a CUDA graph replay: one runtime call, three kernels with its correlation id
+        rng("graph", t0 + 90, 20, **k), call("cudaGraphLaunch", t0 + 95, c + 5, **k),
+        *[work(f"graph_kernel_{i}", t0 + 5100 + 100 * i, 100, c + 5, **k) for i in range(3)],
+    ]
+
+
+def test_every_device_activity_reaches_the_node_that_launched_it():
+    events = events_from_kineto(one_run(0, 100) + one_run(10_000, 200))
+    result = attribute_device_activity(events)
+    assert result.per_node["sleep"] == [5.0, 5.0]  # the direct launch is not lost
+    assert result.per_node["add"] == [0.01, 0.01]
+    assert result.per_node["copy"] == [pytest.approx(0.042)] * 2  # memcpy + memset
+    assert result.per_node["graph"] == [pytest.approx(0.3)] * 2  # every kernel of the replay
+    assert result.activities == result.attributed == 2 * 7
+    assert result.unlinked == result.outside == 0 and result.notes() == []
+
+
+def test_what_cannot_be_attributed_is_counted_and_said():
+    events = one_run(0, 100) + [
+        work("orphan", 6000, 50, 999),  # no runtime call with its id in the trace
+        call("cudaLaunchKernel", 200, 150), work("between", 6100, 30, 150),  # launched between nodes
+        call("cudaLaunchKernel", 96, 151), work("side", 6200, 70, 151, stream=13),  # on a side stream, inside "graph"
+    ]
+    result = attribute_device_activity(events_from_kineto(events))
+    assert result.unlinked == 1 and result.unlinked_ms == pytest.approx(0.05)
+    assert result.outside == 1 and result.outside_ms == pytest.approx(0.03)
+    assert result.per_node["graph"] == [pytest.approx(0.37)]
+    assert result.streams == {0: {7, 13}}
+    notes = " ".join(result.notes())
+    assert "2 of 10 device activities (0.080 ms)" in notes and "2 streams" in notes
+
+
+def test_releases_without_activity_types_are_read_by_names():
+    events = events_from_kineto(one_run(0, 100, with_activity_type=False))
+    kinds = {e.name: e.kind for e in events if e.device_type == "CPU"}
+    assert kinds["fxprof::sleep"] == "range" and kinds["cudaLaunchKernel"] == "runtime"
+    assert kinds["aten::add"] == "other"
+    assert [e.kind for e in events if e.name == "sleep_kernel"] == ["device"]
+    assert sum(e.kind == "device" for e in events) == 7  # the range's device mirror is not work
+    assert attribute_device_activity(events).per_node["sleep"] == [5.0]
+
+
+def test_samples_get_their_own_range_of_their_own_run():
+    events = events_from_kineto(one_run(0, 100) + one_run(10_000, 200)[:3])  # run 1 has no ranges but "sleep"
+    rec = Recording(node=["sleep", "add", "sleep", "add"], run=[0, 0, 1, 1])
+    notes = _attach_kernel_times(rec, attribute_device_activity(events))
+    assert rec.kernel_ms[:3].tolist() == [5.0, 0.01, 5.0] and math.isnan(rec.kernel_ms[3])
+    assert notes == []
+    assert kernel_ms_per_sample([], attribute_device_activity(events)) == []
+
+
+def test_memory_by_range_tracks_the_peak_inside_each_node():
+    mem = lambda t, n, device="DeviceType.CUDA", index=0: KinetoEvent("[memory]", "cpu_instant_event", t, 0, device=device,
+                                                                    index=index, nbytes=n)
+    events = events_from_kineto([
+        rng("a", 0, 100), mem(10, 400), mem(20, 600), mem(30, -600), mem(40, 100, index=1),
+        rng("b", 200, 100), mem(210, -400), mem(220, 50, device="DeviceType.CPU", index=-1),
+    ])
+    assert memory_by_range(events, {("cuda", 0)}) == {"a": {"delta": 400, "peak": 1000}, "b": {"delta": -400, "peak": 0}}
+    both = memory_by_range(events, {("cuda", 0), ("cuda", 1)})
+    assert both["a"] == {"delta": 500, "peak": 1100}
+    assert memory_by_range(events, {("cpu", -1)})["b"] == {"delta": 50, "peak": 50}
+
+
+def test_real_cpu_profiler_events_keep_their_structure():
+    # the same reader on a real (CPU) torch.profiler trace: the ranges and the allocations
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    x = torch.randn(64, 64)
+    with kineto_quiet(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        with record_function("fxprof::mm"):
+            y = x @ x
+    del y
+    events = events_from_kineto(prof.profiler.kineto_results.events())
+    ranges = [e for e in events if e.kind == "range"]
+    assert [e.name for e in ranges] == ["fxprof::mm"]
+    ops = [e for e in events if e.name == "aten::mm"]
+    assert ops and ops[0].thread == ranges[0].thread  # one host thread id for ranges and ops
+    assert memory_by_range(events, {("cpu", -1)})["mm"] == {"delta": 64 * 64 * 4, "peak": 64 * 64 * 4}
+
+
+def test_kineto_log_lines_are_kept_off_the_terminal(capfd):
+    import os
+
+    with kineto_quiet():
+        os.write(2, b"USDT:2026-11-21 16:41:03 8071:8071 SyncActivityProfilerHandler.cpp:39] profiler_start\n")
+        os.write(2, b"ERROR:2026-11-21 16:41:03 8071:8071 DeviceProperties.cpp:56] gpuGetDeviceCount failed with code 35\n")
+        os.write(2, b"the user's own message\n")
+    err = capfd.readouterr().err
+    assert "USDT" not in err and "gpuGetDeviceCount" not in err
+    assert "the user's own message" in err
+    assert KINETO_LINE.match("STAGE:2026-01-01 10:00:00.123 1:1 ActivityProfilerController.cpp:311] Completed Stage")
+
+
+def test_the_memory_pass_leaves_no_kineto_lines_and_resets_nothing(capfd, monkeypatch):
+    # nothing may reset the user's statistics: make any reset fail loudly
+    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda *a, **k: pytest.fail("reset the user's peaks"))
+
+    class Temp(nn.Module):
+        def forward(self, x):
+            big = x.repeat(256, 1)  # 256 x the input, freed before the node returns
+            return big.sum(0, keepdim=True) + x
+
+    x = torch.randn(1, 1024)
+    prof = fxprof.profile(Temp(), x, warmup=0, iters=1, memory=True)
+    df = prof.df
+    assert df.loc["repeat", "mem_delta_bytes"] == 256 * 1024 * 4
+    assert df.loc["sum_1", "mem_peak_bytes"] >= 1024 * 4
+    assert df.loc["x", "mem_delta_bytes"] == 0
+    err = capfd.readouterr().err
+    assert "USDT" not in err and "gpuGetDeviceCount" not in err, err
+    print(err, file=sys.stderr)

@@ -1,0 +1,240 @@
+"""Scale: the columnar recording, vectorised statistics, the cached table and the .npz file."""
+
+from __future__ import annotations
+
+import io
+import json
+import pathlib
+import subprocess
+import sys
+import zipfile
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+import fxprof
+from fxprof.columnar import SampleColumns
+from fxprof.nodes import NodeInfo
+from fxprof.profile import SAMPLE_COLUMNS
+from fxprof.recording import Recorder, Recording
+
+from conftest import FakeCostModel, FakeTimer, Work
+
+GOLDEN = pathlib.Path(__file__).parent / "golden"
+
+
+def _fake_profile(clock, iters=4):
+    return fxprof.profile(FakeCostModel(clock), torch.ones(2, 3), warmup=0, iters=iters, timer=FakeTimer(clock), leaf_modules=[Work])
+
+
+@pytest.fixture(scope="module")
+def real_prof(resnet18):
+    return fxprof.profile(resnet18, torch.randn(1, 3, 32, 32), warmup=1, iters=3)
+
+
+# ------------------------------------------------------------------ recording
+def test_recorder_lands_marks_in_numpy_columns_with_integer_node_ids(clock, fake_timer):
+    recorder = Recorder(fake_timer)
+    for run in range(3000):  # enough runs to grow the columns several times
+        with recorder.run():
+            for name, cost in (("a", 1.0), ("b", 2.0), ("a", 0.5)):  # "a" twice in a run
+                m0 = fake_timer.mark()
+                clock.advance(cost)
+                recorder.append((name, m0, fake_timer.mark(), m0, fake_timer.mark()))
+    rec = recorder.recording
+    assert len(rec) == 9000 and rec.runs == 3000 and not recorder._marks
+    assert rec.names == ["a", "b"]
+    assert rec.node_id.dtype == np.int32 and rec.run.dtype == np.int32 and rec.time_ms.dtype == np.float64
+    assert rec.node_id[:6].tolist() == [0, 1, 0, 0, 1, 0]
+    assert rec.run[-3:].tolist() == [2999] * 3
+    assert rec.time_ms[:3].tolist() == [1.0, 2.0, 0.5] and rec.start_ms[:3].tolist() == [0.0, 1.0, 3.0]
+    assert rec.run_total_ms[0] == 3.5 and rec.node[:3] == ["a", "b", "a"]
+    assert rec.recorded_names() == {"a", "b"}
+    assert rec.nbytes <= 1.5 * 40 * len(rec) + 40 * 1024  # 40 bytes a sample, growth included
+    with pytest.raises(ValueError):
+        rec.time_ms[0] = 3.0  # views are read-only: samples never change after their run
+
+
+def test_recording_from_plain_columns_fills_what_is_missing_with_nan():
+    rec = Recording(node=["a", "b"], run=[0, 0], time_ms=[1.0, 2.0], run_total_ms=[3.0])
+    assert np.isnan(rec.host_ms).all() and rec.runs == 1 and not rec.has_kernel_ms
+    rec.kernel_ms = [0.5, 0.25]
+    assert rec.kernel_ms.tolist() == [0.5, 0.25]
+    with pytest.raises(ValueError, match="2 samples"):
+        rec.kernel_ms = [1.0]
+
+
+# ----------------------------------------------------------------- statistics
+@pytest.mark.parametrize("layout", ["runs", "uneven", "with_nan", "one_run"])
+def test_vectorised_statistics_equal_pandas_groupby(layout):
+    rng = np.random.default_rng(0)
+    names = [f"n{i}" for i in range(12)]  # n10, n11 never run
+    if layout in ("runs", "with_nan"):
+        codes = np.tile(rng.permutation(10), 9)
+    elif layout == "one_run":
+        codes = rng.permutation(10)
+    else:
+        codes = rng.integers(0, 10, size=200)
+    values = rng.lognormal(size=len(codes)).round(4)
+    if layout == "with_nan":
+        values[rng.integers(0, len(codes), 6)] = np.nan
+    columns = SampleColumns(names, codes, np.zeros(len(codes)), values, values * 2, kernel_ms=values / 2)
+    stats = columns.node_stats()
+    frame = pd.DataFrame({"node": [names[c] for c in codes], "t": values, "k": values / 2})
+    g = frame.groupby("node", sort=False)["t"]
+    k = frame.groupby("node", sort=False)["k"]
+    expected = pd.DataFrame({
+        "calls": g.count(), "mean_ms": g.mean(), "median_ms": g.median(), "std_ms": g.std(),
+        "iqr_ms": g.quantile(0.75) - g.quantile(0.25), "min_ms": g.min(), "max_ms": g.max(), "total_ms": g.sum(),
+        "kernel_mean_ms": k.mean(), "kernel_median_ms": k.median(),
+    }).reindex(stats.index)
+    assert list(stats.index) == [n for n in names if n in set(frame["node"])]  # graph order, ran only
+    for col in ("calls", "median_ms", "iqr_ms", "min_ms", "max_ms", "kernel_median_ms"):  # order statistics: exact
+        np.testing.assert_array_equal(stats[col].to_numpy(float), expected[col].to_numpy(float), err_msg=col)
+    for col in ("mean_ms", "std_ms", "total_ms", "kernel_mean_ms"):  # sums: to rounding
+        np.testing.assert_allclose(stats[col].to_numpy(float), expected[col].to_numpy(float), rtol=1e-12, err_msg=col)
+
+
+def test_table_is_computed_once_and_follows_changes_to_nodes_and_timer(clock, monkeypatch):
+    prof = _fake_profile(clock)
+    calls = []
+    build = fxprof.Profile._build_table
+    monkeypatch.setattr(fxprof.Profile, "_build_table", lambda self: calls.append(1) or build(self))
+    first = prof.df
+    first.loc["stem", "median_ms"] = 99.0  # a returned table is the caller's own
+    assert prof.df.loc["stem", "median_ms"] == 1.0
+    prof.summary(), prof.group_by("op"), prof.to_dataframe(sort="pct"), fxprof.compare(prof, prof)
+    assert len(calls) == 1
+    prof.meta["timer"] = "cuda"  # the launch/device verdict depends on the timer
+    assert set(prof.df["bound"]) == {"launch"} and len(calls) == 2
+
+
+def test_samples_frame_keeps_columns_and_names_nodes_categorically(clock):
+    prof = _fake_profile(clock)
+    samples = prof.samples
+    assert list(samples.columns) == list(SAMPLE_COLUMNS)
+    assert isinstance(samples["node"].dtype, pd.CategoricalDtype)
+    assert list(samples["node"].cat.categories) == [n.name for n in prof.nodes]
+    assert samples["run"].dtype == np.int64 and samples["time_ms"].dtype == np.float64
+    assert (samples.loc[samples["node"] == "head", "time_ms"].tolist()) == [3.0, 2.0, 4.0, 3.0]
+    # a DataFrame given by hand works as before, and unknown names are refused
+    node = NodeInfo("a", "call_function", "f", "", "", "")
+    frame = pd.DataFrame({"node": ["a", "a"], "run": [0, 1], "time_ms": [1.0, 3.0], "host_ms": [1.0, 3.0]})
+    runs = pd.DataFrame({"run": [0, 1], "total_ms": [1.0, 3.0]})
+    assert fxprof.Profile([node], frame, runs).df.loc["a", "median_ms"] == 2.0
+    with pytest.raises(ValueError, match="does not have: \\['b'\\]"):
+        fxprof.Profile([node], frame.assign(node=["a", "b"]), runs)
+
+
+# ----------------------------------------------------------------- .npz file
+def test_npz_save_load_is_lossless_and_compact(real_prof, tmp_path):
+    path = tmp_path / "p.npz"
+    real_prof.save(path)
+    back = fxprof.load(path)
+    pd.testing.assert_frame_equal(back.samples, real_prof.samples, check_exact=True)
+    pd.testing.assert_frame_equal(back.runs, real_prof.runs, check_exact=True)
+    pd.testing.assert_frame_equal(back.df, real_prof.df, check_exact=True)
+    pd.testing.assert_frame_equal(back.anatomy, real_prof.anatomy, check_exact=True)
+    assert back.nodes == real_prof.nodes
+    assert back.meta == json.loads(json.dumps(real_prof.meta))
+    assert back.summary() == real_prof.summary()
+    json_path = tmp_path / "p.json"
+    real_prof.save(json_path)
+    assert path.stat().st_size < json_path.stat().st_size
+    # plain numpy opens it without pickle: numbers and one JSON header, nothing else
+    with np.load(path, allow_pickle=False) as data:
+        assert data["samples/time_ms"].dtype == np.float64 and len(data["samples/node"]) == len(real_prof.samples)
+        header = json.loads(data["header.json"])  # numpy hands non-.npy members back as bytes
+    assert header["format"] == "fxprof.profile.npz" and header["version"] == 1
+
+
+def _rewrite(path, out, change):
+    """Copy the zip at ``path`` to ``out``, passing each member's bytes through ``change(name, data)``."""
+    with zipfile.ZipFile(path) as src, zipfile.ZipFile(out, "w") as dst:
+        for name in src.namelist():
+            data = change(name, src.read(name))
+            if data is not None:
+                dst.writestr(name, data)
+
+
+def _npy(array) -> bytes:
+    buffer = io.BytesIO()
+    np.lib.format.write_array(buffer, array, allow_pickle=True)
+    return buffer.getvalue()
+
+
+class _Boom:
+    def __reduce__(self):
+        return (pytest.fail, ("a pickle in a profile file was executed",))
+
+
+@pytest.mark.parametrize("case, message", [
+    ("pickle", "damaged fxprof profile: ValueError: Object arrays cannot be loaded"),
+    ("version", "version 99 fxprof binary profile; this fxprof reads version 1"),
+    ("short", "the column samples/time_ms has 3 values, the header says"),
+    ("node_range", "node code is outside the node list"),
+    ("missing", "the column samples/host_ms is missing"),
+    ("no_header", "is a zip but not a saved fxprof profile"),
+    ("truncated", "damaged fxprof profile"),
+])
+def test_damaged_npz_is_a_clear_error_and_nothing_is_executed(clock, tmp_path, case, message):
+    good = tmp_path / "good.npz"
+    _fake_profile(clock).save(good)
+    bad = tmp_path / "bad.npz"
+    if case == "truncated":
+        bad.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
+    else:
+        def change(name, data):
+            if case == "pickle" and name == "samples/time_ms.npy":
+                return _npy(np.array([_Boom()] * 32, dtype=object))
+            if case == "version" and name == "header.json":
+                return json.dumps({**json.loads(data), "version": 99})
+            if case == "short" and name == "samples/time_ms.npy":
+                return _npy(np.ones(3))
+            if case == "node_range" and name == "samples/node.npy":
+                return _npy(np.full(32, 50, dtype=np.int32))
+            if case == "missing" and name == "samples/host_ms.npy":
+                return None
+            if case == "no_header" and name == "header.json":
+                return None
+            return data
+        _rewrite(good, bad, change)
+    with pytest.raises(fxprof.ProfileFormatError, match=message):
+        fxprof.load(bad)
+
+
+def test_old_json_profiles_still_load(tmp_path):
+    # written by fxprof before the columnar recording (tests/golden/fake_profile_v1.json)
+    old = fxprof.load(GOLDEN / "fake_profile_v1.json")
+    assert old.df.loc["head", "median_ms"] == 3.0 and old.df.loc["stem", "pct"] == 25.0
+    assert old.samples.groupby("node", observed=True).size().eq(4).all() and old.num_runs == 4
+    old.save(tmp_path / "p.npz")
+    pd.testing.assert_frame_equal(fxprof.load(tmp_path / "p.npz").df, old.df, check_exact=True)
+
+
+def test_cli_show_and_compare_read_npz(clock, tmp_path):
+    prof = _fake_profile(clock)
+    prof.save(tmp_path / "a.npz")
+    prof.save(tmp_path / "b.json")
+    show = subprocess.run([sys.executable, "-m", "fxprof", "show", str(tmp_path / "a.npz"), "--top", "3"],
+                          capture_output=True, text=True, timeout=300)
+    assert show.returncode == 0, show.stderr
+    assert "head" in show.stdout and "FakeCostModel" in show.stdout
+    both = subprocess.run([sys.executable, "-m", "fxprof", "compare", str(tmp_path / "a.npz"), str(tmp_path / "b.json")],
+                          capture_output=True, text=True, timeout=300)
+    assert both.returncode == 0, both.stderr
+    assert "head" in both.stdout
+
+
+def test_scale_benchmark_smoke(tmp_path, monkeypatch, capsys):
+    monkeypatch.syspath_prepend(str(pathlib.Path(__file__).parent / "benchmarks"))
+    import scale
+
+    out = tmp_path / "scale.json"
+    result = scale.main(["--shapes", "40x6", "--json", str(out)])
+    assert "## scale: targets" in capsys.readouterr().out
+    (row,) = json.loads(out.read_text())["scale"]
+    assert row["samples"] == 240 and row["file_bytes_per_sample"] > 40
+    assert row == json.loads(json.dumps(result["scale"][0], default=str))

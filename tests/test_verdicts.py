@@ -1,0 +1,181 @@
+"""fxprof.compare's p-values, verdicts, run interval and comparability warnings (fake clock: exact)."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+import fxprof
+from fxprof.cli import main
+from fxprof.compare import ALPHA, MIN_EFFECT, ComparabilityWarning, comparability
+
+from conftest import FakeTimer, Work
+from test_stats import BASE_MS, RUNS, Chain
+
+#: two jitter patterns with the same multiset of factors (+-4%): an exact A/A pair
+PATTERN_A = [(7 * i) % 5 for i in range(RUNS)]
+PATTERN_B = [(3 * i + 1) % 5 for i in range(RUNS)]
+
+
+def _costs(pattern: list[int], scale: dict[int, float] | None = None, run_scale: float = 1.0) -> list[list[float]]:
+    scale = scale or {}
+    return [[base * scale.get(j, 1.0) * run_scale * (1 + 0.02 * (pattern[i] - 2)) for i in range(RUNS)]
+            for j, base in enumerate(BASE_MS)]
+
+
+def _profile(clock, costs, name="chain", shape=(1, 2)) -> fxprof.Profile:
+    return fxprof.profile(Chain(clock, costs), torch.ones(*shape), warmup=0, iters=RUNS, timer=FakeTimer(clock),
+                          leaf_modules=[Work], anatomy=False, name=name)
+
+
+def _body(diff):
+    body = diff[diff["kind"] == "work"]
+    assert len(body) >= 9
+    return body
+
+
+def test_a_a_flags_nothing(clock):
+    a = _profile(clock, _costs(PATTERN_A))
+    b = _profile(clock, _costs(PATTERN_B))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # same model, same conditions: no comparability warning
+        diff = fxprof.compare(a, b)
+    assert (_body(diff)["verdict"] == "same").all()
+    assert (_body(diff)["p_value"] > 0.5).all()
+    assert diff.attrs["warnings"] == []
+    run = diff.attrs["run_ratio"]
+    assert run["low"] <= 1.0 <= run["high"] and run["ratio"] == 1.0
+
+
+def test_one_node_twice_as_slow_is_flagged_and_nothing_else(clock):
+    a = _profile(clock, _costs(PATTERN_A))
+    b = _profile(clock, _costs(PATTERN_B, scale={4: 2.0}))
+    diff = fxprof.compare(a, b)
+    assert diff.index[0] == "blocks_4" and diff.loc["blocks_4", "verdict"] == "slower"
+    assert diff.loc["blocks_4", "ratio"] == pytest.approx(2.0)
+    # 20 against 20 samples, completely separated: far below alpha even after the correction
+    assert diff.loc["blocks_4", "p_value"] < 1e-6
+    assert (_body(diff).drop("blocks_4")["verdict"] == "same").all()
+    # 8 ms more in a run of about 78 ms: +10%, an interval above 1
+    run = diff.attrs["run_ratio"]
+    assert run["ratio"] == pytest.approx(86 / 78, rel=0.02) and run["low"] > 1.0
+
+
+def test_faster_and_the_minimum_effect(clock):
+    a = _profile(clock, _costs(PATTERN_A))
+    b = _profile(clock, _costs(PATTERN_B, scale={0: 0.5, 1: 1.05}))
+    diff = fxprof.compare(a, b)
+    assert diff.loc["blocks_0", "verdict"] == "faster"
+    # 5% slower on every run: significant, but below the 10% minimum effect
+    assert diff.loc["blocks_1", "p_value"] < ALPHA and diff.loc["blocks_1", "verdict"] == "same"
+    assert fxprof.compare(a, b, min_effect=0.0).loc["blocks_1", "verdict"] == "slower"
+    assert fxprof.compare(a, b, min_effect=1.5).loc["blocks_0", "verdict"] == "same"  # x0.5 is not 1/2.5
+    assert diff.attrs["min_effect"] == MIN_EFFECT and "Benjamini-Hochberg" in diff.attrs["test"]
+    with pytest.raises(ValueError, match="alpha"):
+        fxprof.compare(a, b, alpha=5)
+    with pytest.raises(ValueError, match="min_effect"):
+        fxprof.compare(a, b, min_effect=-0.1)
+
+
+def test_the_p_value_is_mann_whitney_with_benjamini_hochberg(clock):
+    from scipy.stats import false_discovery_control, mannwhitneyu
+
+    a = _profile(clock, _costs(PATTERN_A))
+    b = _profile(clock, _costs(PATTERN_B, scale={2: 1.03, 7: 1.2}))
+    diff = fxprof.compare(a, b)
+    both = [n for n in a.df.index]
+    sa, sb = a.samples, b.samples
+    raw = [mannwhitneyu(sa.loc[sa.node == n, "time_ms"], sb.loc[sb.node == n, "time_ms"]).pvalue
+           if sa.loc[sa.node == n, "time_ms"].nunique() + sb.loc[sb.node == n, "time_ms"].nunique() > 2 else 1.0
+           for n in both]
+    expected = dict(zip(both, false_discovery_control(raw)))
+    for node in both:
+        assert diff.loc[node, "p_value"] == pytest.approx(expected[node])
+
+
+def test_outlier_runs_are_left_out_of_both_sides(clock):
+    a = _profile(clock, _costs(PATTERN_A))
+    costs = _costs(PATTERN_B)
+    for row in costs:
+        row[5] *= 10  # one run 10x slower in b
+    b = _profile(clock, costs)
+    assert b.outlier_runs == [5]
+    diff = fxprof.compare(a, b)
+    assert (_body(diff)["verdict"] == "same").all() and diff.attrs["run_ratio"]["b_runs"] == RUNS - 1
+    kept = fxprof.compare(a, b, keep_outliers=True)
+    assert kept.attrs["run_ratio"]["b_runs"] == RUNS
+
+
+def test_tables_have_no_p_values(clock):
+    a = _profile(clock, _costs(PATTERN_A))
+    b = _profile(clock, _costs(PATTERN_B, scale={4: 2.0}))
+    with pytest.warns(ComparabilityWarning, match="no metadata"):
+        diff = fxprof.compare(a.df, b.df)
+    assert diff["p_value"].isna().all() and (diff["verdict"] == "").all()
+    assert diff.attrs["run_ratio"] is None and "no samples" in diff.attrs["test"]
+    assert diff.loc["blocks_4", "ratio"] == pytest.approx(2.0)
+
+
+def test_comparability_warnings_name_what_differs(clock):
+    a = _profile(clock, _costs(PATTERN_A))
+    b = _profile(clock, _costs(PATTERN_B), name="other", shape=(1, 3))
+    b.meta.update(threads=a.meta["threads"] + 1, timer="cpu", device="cuda:0", dtype="float16", torch="2.11.0",
+                  env={"allow_tf32": True}, deterministic=True)
+    a.meta["env"] = {"allow_tf32": False}
+    with pytest.warns(ComparabilityWarning) as caught:
+        diff = fxprof.compare(a, b)
+    problems = diff.attrs["warnings"]
+    keys = [p.split(":")[0] for p in problems]
+    assert keys == ["model", "device", "timer", "dtype", "threads", "inputs", "torch", "deterministic", "env.allow_tf32"]
+    assert "threads: a {}, b {}".format(a.meta["threads"], b.meta["threads"]) in problems
+    assert "deterministic: a (not recorded), b True" in problems
+    assert len(caught) == 1 and "env.allow_tf32: a False, b True" in str(caught[0].message)
+    # bookkeeping (when, how many runs) is not a difference
+    b2 = _profile(clock, _costs(PATTERN_B))
+    b2.meta.update(created="2000-01-01", iters=3, warmup=9, env={"allow_tf32": False})
+    assert comparability(a, b2) == []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fxprof.compare(a, b, warn=False)
+
+
+def test_unmatched_graph_is_a_warning(clock):
+    a = _profile(clock, _costs(PATTERN_A))
+    model = Chain(clock, _costs(PATTERN_B))
+    del model.blocks[9:]  # 3 fewer blocks
+    b = fxprof.profile(model, torch.ones(1, 2), warmup=0, iters=RUNS, timer=FakeTimer(clock), leaf_modules=[Work],
+                       anatomy=False, name="chain")
+    with pytest.warns(ComparabilityWarning, match=r"graph: 3 of 14 nodes \(21.4%\) are in only one profile"):
+        diff = fxprof.compare(a, b)
+    assert (diff.loc[["blocks_9", "blocks_10", "blocks_11"], "verdict"] == "").all()
+
+
+def test_cli_compare_shows_p_values_verdicts_interval_and_warnings(clock, tmp_path, capsys):
+    a = _profile(clock, _costs(PATTERN_A))
+    b = _profile(clock, _costs(PATTERN_B, scale={4: 2.0}))
+    b.meta["threads"] = a.meta["threads"] + 1
+    a.save(tmp_path / "a.json")
+    b.save(tmp_path / "b.json")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the CLI says it in the header, not as a Python warning
+        assert main(["compare", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--top", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "median run b/a 1.1" in out and "95% interval" in out and "(bootstrap over 20 and 20 runs; drift" in out
+    assert "verdicts: 1 slower, 0 faster, 13 same (Mann-Whitney U (two-sided) per node, Benjamini-Hochberg over 14 nodes" in out
+    assert f"warning: the profiles differ in threads: a {a.meta['threads']}, b {b.meta['threads']}" in out
+    header = next(line for line in out.splitlines() if line.startswith("node "))
+    assert header.split() == ["node", "status", "kind", "scope", "a_ms", "b_ms", "delta_ms", "ratio", "p_value", "verdict",
+                              "a_pct", "b_pct", "delta_pct"]
+    row = next(line for line in out.splitlines() if line.startswith("blocks_4 "))
+    assert row.split()[9] == "slower"
+    assert main(["compare", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--min-effect", "1.5"]) == 0
+    assert "verdicts: 0 slower" in capsys.readouterr().out
+
+
+def test_cli_defaults_match_the_library():
+    from fxprof.cli import build_parser
+
+    args = build_parser().parse_args(["compare", "a", "b"])
+    assert args.alpha == ALPHA and args.min_effect == MIN_EFFECT and args.keep_outliers is False

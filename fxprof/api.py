@@ -23,6 +23,8 @@ from .distributed import RankSync, rank_sync
 from .recording import Recorder
 from .isolated import isolated_pass
 from .profile import Profile
+from .budget import SampleBudget
+from .state import PROFILING, preserved_buffers
 from .timers import Timer, _index_key, resolve_timer, tensor_devices
 
 __all__ = ["profile"]
@@ -129,7 +131,12 @@ def profile(
             raise TypeError(f"unknown option(s) {', '.join(map(repr, kwargs))} of fxprof.profile (model inputs go in model_kwargs)")
         kwargs = dict(model_kwargs)
 
-    captured = capture_model(model, args, kwargs, capture, concrete_args=concrete_args, leaf_modules=leaf_modules)
+    PROFILING.acquire()  # one profile at a time in this process (see fxprof.state)
+    try:
+        captured = capture_model(model, args, kwargs, capture, concrete_args=concrete_args, leaf_modules=leaf_modules)
+    except BaseException:
+        PROFILING.release()
+        raise
     try:
         if model_kwargs is None:
             _refuse_ambiguous_keywords(captured.input_names(), explicit)
@@ -164,7 +171,7 @@ def profile(
             captured.run(recorder, a, k)
 
         grad_context = torch.no_grad() if no_grad else contextlib.nullcontext()
-        with grad_context, _restore_buffers(captured.module), _progress(progress, warmup + iters) as step:
+        with grad_context, preserved_buffers(captured.module), _progress(progress, warmup + iters) as step:
             if captured.kind == "dynamo":
                 one_run()  # dynamo compiles on the first call: never part of warm-up or timing
             meta["warmup_runs"] = _warm_up(one_run, warmup, warmup_ms, step)
@@ -181,6 +188,7 @@ def profile(
                             "isolated on the GPU: a spin kernel queued before each node's repeats keeps the host ahead, "
                             "so the repeats run back to back and their times are device time, not launch rate"]
                 else:
+                    budget = SampleBudget(iters)  # a huge iters stops cleanly before memory runs out
                     with _kernel_profiler(kernel_time, iters) as kernel_prof:
                         kernel_prof.warm_up(one_run, recorder.reset)  # CUPTI start-up, inside the profiler
                         for _ in range(iters):
@@ -189,6 +197,9 @@ def profile(
                             one_run()
                             step("timed")
                             kernel_prof.step()
+                            if not budget.allows_another_run(len(recorder.recording), recorder.recording.runs):
+                                break
+                    meta = budget.describe(meta)
                     if kernel_time:
                         meta["profiler_warmup_runs"] = kernel_prof.warmup
                         meta["notes"] = meta.get("notes", []) + _attach_kernel_times(recorder.recording, kernel_prof.attribution())
@@ -206,6 +217,7 @@ def profile(
         return _build(captured, recorder, meta, records, ranks)
     finally:
         captured.close()
+        PROFILING.release()
 
 
 def _hand_back(exc: BaseException, captured: Capture, recorder: Recorder, meta: dict[str, Any],
@@ -255,7 +267,7 @@ def _build(captured: Capture, recorder: Recorder, meta: dict[str, Any], records:
            ranks: RankSync | None = None) -> Profile:
     nodes, note = captured.nodes_in(recorder.recording.recorded_names())
     if note:
-        meta = {**meta, "capture_note": note}
+        meta = {**meta, "capture_note": f"{meta['capture_note']}; {note}" if meta.get("capture_note") else note}
     known = {n.name for n in nodes}
     built = Profile.from_recording(nodes, recorder.recording, meta, {k: v for k, v in records.items() if k in known})
     return ranks.attach(built) if ranks is not None else built
@@ -399,19 +411,6 @@ def _refuse_ambiguous_keywords(inputs: set[str], explicit: set[str]) -> None:
 def _fresh(values: tuple) -> tuple:
     """Clone tensors (recursively) so in-place ops in the model never touch the caller's."""
     return clone_tensors(tuple(values))
-
-
-@contextlib.contextmanager
-def _restore_buffers(gm: nn.Module) -> Iterator[None]:
-    """Put every buffer back as it was (batch-norm statistics move in training mode)."""
-    saved = [(b, b.detach().clone()) for b in gm.buffers()]
-    try:
-        yield
-    finally:
-        with torch.no_grad():
-            for buffer, value in saved:
-                if buffer.shape == value.shape:
-                    buffer.copy_(value)
 
 
 def _describe_run(

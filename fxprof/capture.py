@@ -24,6 +24,7 @@ import re
 import sys
 import threading
 import traceback
+import warnings
 from typing import Any, Callable, Iterator
 
 import torch
@@ -32,6 +33,7 @@ from torch import fx, nn
 from .errors import TraceError
 from .interpreter import ProfilingInterpreter, Recorder
 from .nodes import NodeInfo, describe_graph, normalize_scope
+from .state import preserved_buffers
 from .tracer import trace
 
 __all__ = ["CAPTURES", "Capture", "capture_model", "explain_trace_failure"]
@@ -555,6 +557,13 @@ def capture_model(
     """Capture ``model`` as FX graph(s) by ``capture`` (see the module docstring)."""
     if capture not in CAPTURES:
         raise ValueError(f"unknown capture {capture!r}; choose one of {', '.join(CAPTURES)}")
+    if isinstance(model, torch.jit.ScriptModule):
+        raise TraceError(
+            f"{type(model).__name__} is a TorchScript ScriptModule (from torch.jit.script or torch.jit.trace), and a "
+            f"ScriptModule cannot be profiled node by node: TorchScript replaced its Python forward, which every "
+            f"capture (symbolic tracing, dynamo, export) needs. Pass the eager nn.Module instead: the model as it "
+            f"was before torch.jit.script/trace (a loaded .pt file: build the model class and load its state_dict)."
+        )
     captured = _capture(model, args, kwargs, capture, concrete_args, leaf_modules)
     captured.notes.update(_nested_compile_notes(model, captured))
     return captured
@@ -618,7 +627,8 @@ def _first_line(exc: BaseException) -> str:
 
 def _symbolic(model: nn.Module, concrete_args: Any, leaf_modules: Any, reason: str = "asked for") -> GraphCapture:
     try:
-        gm = trace(model, concrete_args=concrete_args, leaf_modules=leaf_modules)
+        with preserved_buffers(model, report=True) as changed:  # tracing may run buffer updates once
+            gm = trace(model, concrete_args=concrete_args, leaf_modules=leaf_modules)
     except TraceError as exc:
         cause = exc.__cause__ or exc
         words = explain_trace_failure(cause)
@@ -632,6 +642,13 @@ def _symbolic(model: nn.Module, concrete_args: Any, leaf_modules: Any, reason: s
             f"does it as a leaf (leaf_modules=[...]); or fix the argument that steers it "
             f"(concrete_args={{...}})."
         ) from cause
+    if changed:
+        warnings.warn(
+            f"fxprof: {type(model).__name__}'s forward changes buffer(s) {', '.join(changed)}; symbolic tracing ran "
+            f"that update once instead of recording it, so the timed graph leaves it out (fxprof put the buffers "
+            f"back). capture='dynamo' or capture='export' keeps state updates in the graph.",
+            stacklevel=4,
+        )
     return GraphCapture(gm, "symbolic", reason)
 
 

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import re
+import signal
 import sys
+import threading
 import traceback
-from typing import Sequence
+from typing import Any, Iterator, Sequence
 
 DESCRIPTION = """\
 Time every node of a PyTorch model's torch.fx graph, on the CPU or the GPU.
@@ -35,8 +40,15 @@ examples:
 """
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its errors as one line (as every fxprof error is), not a usage block."""
+
+    def error(self, message: str) -> Any:
+        self.exit(2, _printable(f"fxprof: error: {message}; see '{self.prog} --help'") + "\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="fxprof",
         description=DESCRIPTION,
         epilog=EXAMPLES,
@@ -78,9 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", default="timed", choices=["timed", "isolated"], help="timed: whole runs; isolated: each node re-run --iters times on its real inputs (default: timed)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice); recorded in the profile")
     view_options(p)
-    p.add_argument("--csv", metavar="PATH", help="write the per-node table as CSV")
-    p.add_argument("--json", metavar="PATH", help="save the whole profile (every sample) for show/compare: JSON, or compact binary columns if PATH ends in .npz")
-    p.add_argument("--trace", metavar="PATH", help="write a Chrome trace (open in ui.perfetto.dev or chrome://tracing)")
+    p.add_argument("--csv", metavar="PATH", help="write the per-node table as CSV ('-': standard output)")
+    p.add_argument("--json", metavar="PATH", help="save the whole profile (every sample) for show/compare: JSON, or compact binary columns if PATH ends in .npz ('-': JSON on standard output)")
+    p.add_argument("--trace", metavar="PATH", help="write a Chrome trace (open in ui.perfetto.dev or chrome://tracing; '-': standard output)")
     p.add_argument("--trace-runs", default="representative", choices=["representative", "all"], help="runs in the trace: the fastest, median and slowest (default), or all")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(handler=_cmd_profile)
@@ -114,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("a", metavar="A", help="the baseline: a .json or .npz profile or .csv table")
     c.add_argument("b", metavar="B", help="the other: a .json or .npz profile or .csv table")
     c.add_argument("--top", type=int, default=20, help="rows to show; 0 shows all (default: 20)")
-    c.add_argument("--csv", metavar="PATH", help="write the comparison table as CSV")
+    c.add_argument("--csv", metavar="PATH", help="write the comparison table as CSV ('-': standard output)")
     c.add_argument("--alpha", type=float, default=0.05, help="significance level of the adjusted p-values (default: 0.05)")
     c.add_argument("--min-effect", type=float, default=0.10, help="smallest change in a node's median that gets a faster/slower verdict, as a fraction (default: 0.10, i.e. 10%%)")
     c.add_argument("--keep-outliers", action="store_true", help="keep outlier runs in both profiles' statistics")
@@ -132,6 +144,8 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="what to check (default: cpu)")
     k.add_argument("--iters", type=int, default=20, help="timed runs per timer (default: 20)")
     k.set_defaults(handler=_cmd_selfcheck)
+    # options that take a value: their value may start with '-' (--input -1x3 is a bad shape)
+    parser.value_options = {o for sp in (p, s, c, k) for a in sp._actions if a.nargs is None and a.option_strings for o in a.option_strings}  # type: ignore[attr-defined]
     return parser
 
 
@@ -142,6 +156,25 @@ def _cmd_selfcheck(args: argparse.Namespace) -> int:
     if args.iters < 1:
         raise FxprofError(f"bad --iters {args.iters}: must be >= 1")
     return 0 if selfcheck(device=args.device, iters=args.iters).passed else 1
+
+
+def _attach_dash_values(argv: list[str], options: set[str]) -> list[str]:
+    """``--input -1x3`` -> ``--input=-1x3``: argparse takes a value that starts with '-' for an
+    option and says "expected one argument"; the value's own check words it better."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        if token == "--":
+            return out + argv[i:]
+        nxt = argv[i + 1] if i + 1 < len(argv) else None
+        if token in options and nxt is not None and nxt.startswith("-") and nxt != "-" and nxt.split("=")[0] not in options | {"-h", "--help"}:
+            out.append(f"{token}={nxt}")
+            i += 2
+            continue
+        out.append(token)
+        i += 1
+    return out
 
 
 def _columns(text: str | None) -> list[str] | None:
@@ -203,9 +236,10 @@ def _cmd_profile(args: argparse.Namespace) -> int:
         if args.threads < 1:
             raise FxprofError(f"bad --threads {args.threads}: must be >= 1")
         torch.set_num_threads(args.threads)
-    for path in (args.csv, args.json, args.trace):
-        if path and rank == 0:
-            _check_writable(path)
+    model_file = args.model.rpartition(":")[0] if ":" in args.model else None
+    if rank == 0:  # under torchrun only rank 0 writes
+        _check_outputs({"--csv": args.csv, "--json": args.json, "--trace": args.trace},
+                       inputs=[model_file] if model_file and os.path.isfile(model_file) else [])
 
     model = load_model(args.model).eval()
     try:
@@ -218,39 +252,125 @@ def _cmd_profile(args: argparse.Namespace) -> int:
     except BaseException as exc:
         partial = getattr(exc, "profile", None)
         if partial is not None and not is_initialized():  # keep what was measured: write it and show it, then fail
-            _emit(partial, args)
+            failures, _ = _emit(partial, args)
+            for line in failures:
+                _print(f"fxprof: {line}", sys.stderr)
         raise
     prof = gather(prof)  # under torchrun: every rank's samples on rank 0, None elsewhere
-    if prof is not None:
-        _emit(prof, args)
+    if prof is None:
+        return 0
+    failures, signals = _emit(prof, args)
+    if failures:
+        raise FxprofError("; ".join(failures))
+    if signals:  # interrupted while saving: everything was written; now stop as asked
+        raise _Terminated() if signal.SIGTERM in signals else KeyboardInterrupt()
     return 0
 
 
-def _emit(prof, args: argparse.Namespace) -> None:
+def _emit(prof, args: argparse.Namespace) -> tuple[list[str], list[int]]:
+    """Write every output asked for, each on its own (one failing loses no other), the whole
+    profile first; then print the summary. If the profile could not be saved where asked, save
+    it where it can be. Ctrl-C and SIGTERM wait until this is done. Returns what failed, as
+    messages, and the signals that arrived meanwhile."""
     prof.keep_outliers = args.keep_outliers
-    written = []
-    for label, path, write in (("csv", args.csv, prof.to_csv), ("json", args.json, prof.save), ("trace", args.trace, lambda path: prof.to_chrome_trace(path, runs=args.trace_runs))):
-        if path:
-            write(path)
-            written.append(f"wrote {label}: {path}")
-    print(prof.summary(**_view(args)))
-    for line in written:
-        print(line)
+    outputs = [("json", args.json, prof.save), ("csv", args.csv, prof.to_csv),
+               ("trace", args.trace, lambda path: prof.to_chrome_trace(path, runs=args.trace_runs))]
+    to_stdout = any(path == "-" for _, path, _ in outputs)
+    report = sys.stderr if to_stdout else sys.stdout  # standard output holds only the data then
+    written, failures = [], []
+    with _signals_deferred() as signals:
+        for label, path, write in outputs:
+            if path is None:
+                continue
+            try:
+                write(path)
+                written.append(f"wrote {label}: {'standard output' if path == '-' else path}")
+            except Exception as exc:  # one output failing must not cost the others
+                failures.append(f"cannot write --{label} {path!r}: {getattr(exc, 'reason', None) or exc}")
+        if failures and not any(line.startswith("wrote json") for line in written):
+            failures.append(_rescue(prof))
+        _print(prof.summary(**_view(args)), report)
+        for line in sorted(written, key=lambda line: ("wrote csv", "wrote json", "wrote trace").index(line.split(":")[0])):
+            _print(line, report)  # in the order of the options, whatever order they were written in
+    return failures, signals
+
+
+def _rescue(prof) -> str:
+    """Save the whole profile somewhere that works (here, else the temporary folder); say where."""
+    import datetime
+    import tempfile
+
+    model = re.sub(r"[^A-Za-z0-9_.-]+", "_", str(prof.meta.get("model", "model")))[:60]
+    name = f"fxprof-{model}-{datetime.datetime.now().strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.json"
+    tried = []
+    for folder in (os.getcwd(), tempfile.gettempdir()):
+        path = os.path.join(folder, name)
+        try:
+            prof.save(path)
+            return f"the whole profile was saved to {path!r} instead (fxprof show {path})"
+        except Exception as exc:
+            tried.append(f"{folder!r}: {getattr(exc, 'reason', None) or exc}")
+    return f"the profile could not be saved anywhere ({'; '.join(tried)})"
+
+
+def _check_outputs(outputs: dict[str, str | None], inputs: Sequence[str] = ()) -> None:
+    """Before anything runs: no empty path, no two outputs on one file (or both on standard
+    output), no output on an input, and every output writable."""
+    from .errors import FxprofError
+
+    given = {flag: path for flag, path in outputs.items() if path is not None}
+    for flag, path in given.items():
+        if path == "":
+            raise FxprofError(f"{flag} was given an empty path; give a file path, or '-' for standard output")
+    flags = list(given)
+    for i, first in enumerate(flags):
+        for second in flags[i + 1:]:
+            if _same_file(given[first], given[second]):
+                where = "standard output" if given[first] == "-" else repr(given[first])
+                raise FxprofError(f"{first} and {second} both write {where}; give each output its own path")
+    for flag, path in given.items():
+        for source in inputs:
+            if path != "-" and _same_file(path, source):
+                raise FxprofError(f"{flag} {path!r} is an input of this command; writing it would destroy it. Give another path")
+        if path != "-":
+            _check_writable(path)
+
+
+def _same_file(a: str, b: str) -> bool:
+    if a == "-" or b == "-":
+        return a == b
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)  # hard links
+    except OSError:
+        return False
 
 
 def _check_writable(path: str) -> None:
     """Fail before a long profiling run, not after it, when an output cannot be written."""
-    import os
+    import stat
+    import tempfile
 
     from .errors import ProfileWriteError
 
-    directory = os.path.dirname(os.path.abspath(path))
+    target = os.path.realpath(path)
+    directory = os.path.dirname(target)
     if os.path.isdir(path):
         raise ProfileWriteError(f"cannot write {path!r}: it is a directory; give a file path")
+    with contextlib.suppress(OSError):
+        if not stat.S_ISREG(os.stat(target).st_mode):  # a device or FIFO: written through
+            if not os.access(target, os.W_OK):
+                raise ProfileWriteError(f"cannot write {path!r}: it is not writable")
+            return
     if not os.path.isdir(directory):
         raise ProfileWriteError(f"cannot write {path!r}: the folder {directory!r} does not exist")
-    if not os.access(directory, os.W_OK):
-        raise ProfileWriteError(f"cannot write {path!r}: the folder {directory!r} is not writable")
+    try:  # os.access says yes to root everywhere; try to create a file there
+        fd, probe = tempfile.mkstemp(prefix=".fxprof-", suffix=".probe", dir=directory)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise ProfileWriteError(f"cannot write {path!r}: cannot create files in the folder {directory!r} ({exc.strerror or exc})") from exc
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
@@ -260,11 +380,11 @@ def _cmd_show(args: argparse.Namespace) -> int:
     _check_view(args)
     loaded = read_any(args.file)
     if isinstance(loaded, __import__("pandas").DataFrame):
-        print(f"fxprof: per-node table from {args.file} (a CSV holds no raw samples and no run header)\n")
-        print(render_body(loaded, **_view(args)))
+        _print(f"fxprof: per-node table from {args.file} (a CSV holds no raw samples and no run header)\n")
+        _print(render_body(loaded, **_view(args)))
     else:
         loaded.keep_outliers = args.keep_outliers
-        print(loaded.summary(**_view(args)))
+        _print(loaded.summary(**_view(args)))
     return 0
 
 
@@ -275,26 +395,85 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
     if args.top < 0:
         raise ValueError(f"bad --top {args.top}: must be >= 0 (0 shows all)")
-    if args.csv:
-        _check_writable(args.csv)
+    _check_outputs({"--csv": args.csv}, inputs=[args.a, args.b])
     keep = True if args.keep_outliers else None
     diff = compare(read_any(args.a), read_any(args.b), alpha=args.alpha, min_effect=args.min_effect, keep_outliers=keep, warn=False)
-    if args.csv:
+    if args.csv is not None:
         write_csv(diff, args.csv)
-    print(render_compare(diff, args.a, args.b, top=args.top or None))
+    _print(render_compare(diff, args.a, args.b, top=args.top or None), sys.stderr if args.csv == "-" else sys.stdout)
     return 0
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised like Ctrl-C so that what was measured is handed back and saved."""
+
+
+#: C0 and C1 control characters (but the newline), DEL, and the bidirectional overrides
+_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _printable(text: str) -> str:
+    """``text`` with every control character escaped (``\\x1b``): a file's strings never reach
+    the terminal as commands (window titles, clearing the screen, moving the cursor)."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", text)
+
+
+def _print(text: str, stream: Any = None) -> None:
+    print(_printable(text), file=stream if stream is not None else sys.stdout)
+
+
+@contextlib.contextmanager
+def _signals_deferred() -> Iterator[list[int]]:
+    """Ctrl-C and SIGTERM wait while files are written: say so, finish, then report them."""
+    received: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+
+    def hold(signum: int, frame: Any) -> None:
+        received.append(signum)
+        print("fxprof: saving what was measured; this takes a moment, please wait", file=sys.stderr, flush=True)
+
+    previous = {sig: signal.signal(sig, hold) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield received
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM raises :class:`_Terminated` (a KeyboardInterrupt): the runs so far are kept."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminate(signum: int, frame: Any) -> None:
+        raise _Terminated()
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(_attach_dash_values(argv, parser.value_options))  # type: ignore[attr-defined]
     if not getattr(args, "handler", None):
         parser.print_help()
         return 2
     from .errors import FxprofError
 
     try:
-        return args.handler(args)
+        with _sigterm_as_interrupt():
+            return args.handler(args)
+    except _Terminated:
+        print("fxprof: terminated", file=sys.stderr)
+        return 128 + signal.SIGTERM
     except KeyboardInterrupt:
         print("fxprof: interrupted", file=sys.stderr)
         return 130
@@ -308,7 +487,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
         # one line: multi-line messages (a node error lists what the node received) are joined
         line = "; ".join(part.strip() for part in text.splitlines() if part.strip()) or type(exc).__name__
-        print(f"fxprof: error: {line}", file=sys.stderr)
+        _print(f"fxprof: error: {line}", sys.stderr)
         return 2
 
 

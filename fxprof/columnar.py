@@ -122,7 +122,7 @@ class SampleColumns:
 
     def _call_index(self) -> np.ndarray:
         """Derived, never stored: the k-th sample of a node within its run is its k-th call."""
-        if _one_call_per_run(self.node):
+        if _one_call_per_run(self.node, self.run):
             return np.zeros(len(self), dtype=np.int64)
         frame = pd.DataFrame({"node": self.node, "run": self.run})
         return frame.groupby(["node", "run"], sort=False).cumcount().to_numpy(dtype=np.int64)
@@ -149,8 +149,8 @@ class SampleColumns:
             keep = np.isin(run, np.asarray(runs, dtype=np.int64))
             node, run, time_ms, host_ms = node[keep], run[keep], time_ms[keep], host_ms[keep]
             kernel_ms = kernel_ms[keep] if kernel_ms is not None else None
-        calls = np.bincount(node, minlength=groups).astype(np.int64)
-        if not _one_call_per_run(node):  # several calls of a node in one run: sum them per run
+        calls = np.bincount(node[~np.isnan(time_ms)], minlength=groups).astype(np.int64)  # measured calls
+        if not _one_call_per_run(node, run):  # several calls of a node in one run: sum them per run
             width = int(run.max()) + 1
             pair = node.astype(np.int64) * width + run
             unique, inverse = np.unique(pair, return_inverse=True)
@@ -188,9 +188,10 @@ class SampleColumns:
         return pd.DataFrame({c: columns[c][present] for c in STAT_COLUMNS}, index=index)
 
 
-def _one_call_per_run(node: np.ndarray) -> bool:
-    """True when no node has two samples in one run, checked cheaply for the usual layout (every
-    run the same sequence of distinct nodes); other layouts are checked by the caller's pairing."""
+def _one_call_per_run(node: np.ndarray, run: np.ndarray) -> bool:
+    """True when no node has two samples in one run, checked cheaply for the usual layout (run
+    after run, each the same sequence of distinct nodes); False also when unsure (the caller
+    then pairs samples by node and run)."""
     n = len(node)
     if n == 0:
         return True
@@ -199,7 +200,10 @@ def _one_call_per_run(node: np.ndarray) -> bool:
     if n % width or len(np.unique(node[:width])) != width:
         return False
     block = node.reshape(-1, width)
-    return bool((block == block[0]).all())
+    if not (block == block[0]).all():
+        return False
+    runs = run.reshape(-1, width)
+    return bool((runs == runs[:, :1]).all() and len(np.unique(runs[:, 0])) == len(runs))
 
 
 def _summed(inverse: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:

@@ -13,12 +13,14 @@ import json
 import math
 import os
 import stat
+import sys
 import tempfile
 from typing import TYPE_CHECKING, Any, Callable
 
 import pandas as pd
 
 from .errors import ProfileFormatError, ProfileWriteError
+from .validate import check_document, check_profile, parse_json, parse_table
 from .recording import Recording
 from .nodes import NodeInfo
 from .anatomy import ANATOMY_COLUMNS
@@ -35,35 +37,65 @@ FORMAT_VERSION = 1
 
 def atomic_write(path: str | os.PathLike, write: Callable[[Any], None], binary: bool = False) -> None:
     """Call ``write(file)`` on a temporary file (text, or bytes if ``binary``), then move it to
-    ``path`` in one step."""
+    ``path`` in one step.
+
+    Only regular files are replaced that way. A symbolic link keeps being a link: its target
+    is replaced. A device (``/dev/null``), FIFO or socket is written through, never replaced.
+    ``"-"`` writes to standard output.
+    """
     path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
+    if path == "-":
+        _write_through(path, write, stream=sys.stdout.buffer if binary else sys.stdout)
+        return
+    target = os.path.realpath(path)  # write through a symlink; never replace the link
+    try:
+        kind = os.stat(target).st_mode
+    except OSError:
+        kind = None
+    if kind is not None and not stat.S_ISREG(kind) and not stat.S_ISDIR(kind):
+        _write_through(path, write, binary=binary)
+        return
+    directory = os.path.dirname(target)
     tmp = None
     try:
         if os.path.isdir(path):
             raise IsADirectoryError(f"Is a directory: {path!r}")
         fd, tmp = tempfile.mkstemp(prefix=".fxprof-", suffix=".tmp", dir=directory)
-        os.chmod(tmp, _file_mode(path))  # mkstemp makes 0600; give what open() would give
+        os.chmod(tmp, _file_mode(target))  # mkstemp makes 0600; give what open() would give
         with (os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8", newline="")) as handle:
             write(handle)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(tmp, path)
+        os.replace(tmp, target)
         tmp = None
     except OSError as exc:
-        raise ProfileWriteError(
-            f"cannot write {path!r}: {exc.strerror or exc}. Nothing was lost: the profile is still "
-            f"in memory; call the method again with a writable path."
-        ) from exc
+        raise _write_error(path, exc) from exc
     finally:
         if tmp is not None:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
 
 
-# pandas 2's default float parser can drop the last digit; pandas 3 round-trips by default
-# and deprecates the option.
-_ROUND_TRIP = {"float_precision": "round_trip"} if int(pd.__version__.split(".")[0]) < 3 else {}
+def _write_error(path: str, exc: OSError) -> ProfileWriteError:
+    error = ProfileWriteError(
+        f"cannot write {path!r}: {exc.strerror or exc}. Nothing was lost: the profile is still "
+        f"in memory; call the method again with a writable path."
+    )
+    error.reason = exc.strerror or str(exc)  # type: ignore[attr-defined]
+    return error
+
+
+def _write_through(path: str, write: Callable[[Any], None], stream: Any = None, binary: bool = False) -> None:
+    """Write into what is at ``path`` (a device, FIFO, socket) or into ``stream``, in place."""
+    try:
+        if stream is not None:
+            write(stream)
+            stream.flush()
+            return
+        with (open(path, "wb") if binary else open(path, "w", encoding="utf-8", newline="")) as handle:
+            write(handle)
+    except OSError as exc:
+        raise _write_error(path, exc) from exc
 
 
 def _file_mode(path: str) -> int:
@@ -86,24 +118,16 @@ def read_csv(path: str | os.PathLike) -> pd.DataFrame:
     """Read a per-node table written by :meth:`Profile.to_csv`.
 
     Returns the same index (``node``), columns and dtypes the profile's :attr:`~Profile.df`
-    has. Raises :class:`~fxprof.errors.ProfileFormatError` for a file that is not such a table.
+    has. Raises :class:`~fxprof.errors.ProfileFormatError` for a file that is not such a table,
+    or whose values no profile can hold (negative or infinite times, fractional counts, a
+    node listed twice); see :func:`fxprof.validate.parse_table`.
     """
     path = os.fspath(path)
-    text_columns = ["node"] + [c for c, kind in COLUMNS.items() if kind == "str"]
-    number_columns = [c for c, kind in COLUMNS.items() if kind != "str"]
-    from .distributed import RANK_TABLE_COLUMNS  # a gathered profile's per-rank columns, when there
-
-    try:
-        table = pd.read_csv(
-            path,
-            dtype={c: str for c in text_columns},
-            keep_default_na=False,
-            na_values={c: ["", "nan", "NaN", "<NA>"] for c in [*number_columns, *RANK_TABLE_COLUMNS]},
-            **_ROUND_TRIP,
-        )
+    try:  # every cell as text: numbers are parsed and checked one by one (exact round trip)
+        table = pd.read_csv(path, dtype=str, keep_default_na=False)
     except FileNotFoundError:
         raise
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as exc:
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError, OverflowError) as exc:
         raise ProfileFormatError(f"{path!r} is not a CSV table fxprof can read: {exc}") from exc
     expected = ["node", *TABLE_COLUMNS]
     missing = [c for c in expected if c not in table.columns]
@@ -113,12 +137,10 @@ def read_csv(path: str | os.PathLike) -> pd.DataFrame:
             f"{path!r} is not an fxprof per-node CSV: it lacks the column(s) {listed}. "
             f"Such tables are written by Profile.to_csv() or 'fxprof profile --csv'."
         )
+    from .distributed import RANK_TABLE_COLUMNS  # a gathered profile's per-rank columns, when there
+
     ranked = {c: kind for c, kind in RANK_TABLE_COLUMNS.items() if c in table.columns}
-    try:
-        table = table.astype({**{c: COLUMNS[c] for c in number_columns}, **ranked})
-    except (ValueError, TypeError) as exc:
-        raise ProfileFormatError(f"{path!r} has a non-numeric value in a numeric column: {exc}") from exc
-    return table.set_index("node")[[*TABLE_COLUMNS, *ranked]]
+    return parse_table(table, {**COLUMNS, **ranked}, repr(path))[[*TABLE_COLUMNS, *ranked]]
 
 
 # ------------------------------------------------------------------------- JSON
@@ -162,7 +184,13 @@ def save_profile(profile: "Profile", path: str | os.PathLike) -> None:
 
 
 def load_profile(path: str | os.PathLike) -> "Profile":
-    """Load a profile saved by :meth:`Profile.save`: JSON, or binary columns (told apart by content)."""
+    """Load a profile saved by :meth:`Profile.save`: JSON, or binary columns (told apart by
+    content).
+
+    A JSON file is checked against the published schema (:data:`fxprof.validate.SCHEMA`) and
+    the built profile by :func:`fxprof.validate.check_profile`; anything malformed is a
+    :class:`~fxprof.errors.ProfileFormatError` saying what and where.
+    """
     from .profile import Profile
 
     path = os.fspath(path)
@@ -170,22 +198,25 @@ def load_profile(path: str | os.PathLike) -> "Profile":
         from .store import load_npz
 
         return load_npz(path)
+    source = repr(path)
     try:
         with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ProfileFormatError(f"{path!r} is not a saved fxprof profile (not JSON: {exc})") from exc
+            text = handle.read()
+    except UnicodeDecodeError as exc:
+        raise ProfileFormatError(f"{source} is not a saved fxprof profile (not JSON: {exc})") from exc
+    data = parse_json(text, source)
     if not isinstance(data, dict) or data.get("format") != FORMAT_NAME:
         raise ProfileFormatError(
-            f"{path!r} is not a saved fxprof profile (no \"format\": \"{FORMAT_NAME}\" field). "
+            f"{source} is not a saved fxprof profile (no \"format\": \"{FORMAT_NAME}\" field). "
             f"Save profiles with Profile.save(); per-node CSVs are read with fxprof.read_csv()."
         )
     version = data.get("version")
     if version != FORMAT_VERSION:
         raise ProfileFormatError(
-            f"{path!r} is a version {version!r} fxprof profile; this fxprof reads version "
+            f"{source} is a version {version!r} fxprof profile; this fxprof reads version "
             f"{FORMAT_VERSION}. Upgrade fxprof (or re-save the profile with this version)."
         )
+    check_document(data, source)
     try:
         nodes = [NodeInfo(**{"name": n["name"], **{c: n.get(c, "") for c in NODE_COLUMNS}}) for n in data["nodes"]]
         s, r = data["samples"], data["runs"]
@@ -194,11 +225,11 @@ def load_profile(path: str | os.PathLike) -> "Profile":
             run=[int(v) for v in s["run"]],
             time_ms=_floats(s["time_ms"]),
             host_ms=_floats(s["host_ms"]),
-            start_ms=_floats(s["start_ms"]),
-            host_start_ms=_floats(s["host_start_ms"]),
+            start_ms=_floats(s.get("start_ms", [None] * len(s["node"]))),
+            host_start_ms=_floats(s.get("host_start_ms", [None] * len(s["node"]))),
             run_total_ms=_floats(r["total_ms"]),
-            run_host_ms=_floats(r["host_ms"]),
-            run_start_ms=_floats(r["start_ms"]),
+            run_host_ms=_floats(r.get("host_ms", [None] * len(r["total_ms"]))),
+            run_start_ms=_floats(r.get("start_ms", [None] * len(r["total_ms"]))),
             kernel_ms=_floats(s.get("kernel_ms", [])),
         )
         anatomy_columns = data.get("anatomy") or {}
@@ -211,9 +242,10 @@ def load_profile(path: str | os.PathLike) -> "Profile":
             from .distributed import with_ranks
 
             profile = with_ranks(profile, [int(v) for v in r["rank"]], r.get("barrier_ms"), [int(v) for v in r["rank_run"]])
-        return profile
-    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
-        raise ProfileFormatError(f"{path!r} is a damaged fxprof profile: {type(exc).__name__}: {exc}") from exc
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError) as exc:
+        raise ProfileFormatError(f"{source} is a damaged fxprof profile: {type(exc).__name__}: {exc}") from exc
+    check_profile(profile, source)
+    return profile
 
 
 def read_any(path: str | os.PathLike) -> "Profile | pd.DataFrame":

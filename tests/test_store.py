@@ -80,7 +80,9 @@ def test_vectorised_statistics_equal_pandas_groupby(layout):
     values = rng.lognormal(size=len(codes)).round(4)
     if layout == "with_nan":
         values[rng.integers(0, len(codes), 6)] = np.nan
-    columns = SampleColumns(names, codes, np.zeros(len(codes)), values, values * 2, kernel_ms=values / 2)
+    # one call of a node per run (several calls in one run are summed per run: test_scopes.py)
+    runs = np.arange(len(codes)) if layout == "uneven" else np.arange(len(codes)) // 10
+    columns = SampleColumns(names, codes, runs, values, values * 2, kernel_ms=values / 2)
     stats = columns.node_stats()
     frame = pd.DataFrame({"node": [names[c] for c in codes], "t": values, "k": values / 2})
     g = frame.groupby("node", sort=False)["t"]
@@ -101,20 +103,20 @@ def test_table_is_computed_once_and_follows_changes_to_nodes_and_timer(clock, mo
     prof = _fake_profile(clock)
     calls = []
     build = fxprof.Profile._build_table
-    monkeypatch.setattr(fxprof.Profile, "_build_table", lambda self: calls.append(1) or build(self))
+    monkeypatch.setattr(fxprof.Profile, "_build_table", lambda self, runs: calls.append(1) or build(self, runs))
     first = prof.df
     first.loc["stem", "median_ms"] = 99.0  # a returned table is the caller's own
     assert prof.df.loc["stem", "median_ms"] == 1.0
     prof.summary(), prof.group_by("op"), prof.to_dataframe(sort="pct"), fxprof.compare(prof, prof)
     assert len(calls) == 1
     prof.meta["timer"] = "cuda"  # the launch/device verdict depends on the timer
-    assert set(prof.df["bound"]) == {"launch"} and len(calls) == 2
+    assert (prof.df["bound"] != "").any() and len(calls) == 2
 
 
 def test_samples_frame_keeps_columns_and_names_nodes_categorically(clock):
     prof = _fake_profile(clock)
     samples = prof.samples
-    assert list(samples.columns) == list(SAMPLE_COLUMNS)
+    assert list(samples.columns) == ["node", "run", "call", *SAMPLE_COLUMNS[2:]]  # call: derived, never stored
     assert isinstance(samples["node"].dtype, pd.CategoricalDtype)
     assert list(samples["node"].cat.categories) == [n.name for n in prof.nodes]
     assert samples["run"].dtype == np.int64 and samples["time_ms"].dtype == np.float64

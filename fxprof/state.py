@@ -1,0 +1,67 @@
+"""The model's state across a profile: every buffer put back as it was, one profile at a time.
+
+A forward may update buffers (batch-norm running statistics in training mode, a step counter)
+in place or by assigning a new tensor to the attribute; symbolic tracing may even run such an
+update once while it traces. :func:`preserved_buffers` puts back, on exit, the very tensor
+each module held under each buffer name, with its value, and can say which buffers moved.
+
+Profiles in one process run one at a time (:data:`PROFILING`): two threads profiling the same
+model would otherwise snapshot each other's half-updated buffers, and threads running Python
+side by side would time each other's work (the interpreter holds the GIL between nodes).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Iterator
+
+import torch
+from torch import nn
+
+__all__ = ["PROFILING", "preserved_buffers"]
+
+#: held for the whole of one ``fxprof.profile`` call; a second thread waits for it
+PROFILING = threading.RLock()
+
+
+@contextlib.contextmanager
+def preserved_buffers(module: nn.Module, report: bool = False) -> Iterator[list[str]]:
+    """Put every buffer of ``module`` back on exit, identity and value.
+
+    Yields a list that, with ``report=True``, holds on exit the qualified names of the buffers
+    that were changed in place or replaced inside the block (before they were put back).
+    """
+    saved = [
+        (owner, prefix, name, tensor, tensor.detach().clone())
+        for prefix, owner in module.named_modules(remove_duplicate=True)
+        for name, tensor in list(owner._buffers.items())
+        if tensor is not None
+    ]
+    changed: list[str] = []
+    try:
+        yield changed
+    finally:
+        with torch.no_grad():
+            for owner, prefix, name, tensor, value in saved:
+                current = owner._buffers.get(name)
+                if current is not tensor:
+                    owner._buffers[name] = tensor  # a forward that reassigned the attribute
+                    moved = True
+                else:
+                    moved = report and _differs(tensor, value)
+                if tensor.shape == value.shape:
+                    tensor.copy_(value)
+                else:
+                    tensor.data = value
+                if moved:
+                    changed.append(f"{prefix}.{name}" if prefix else name)
+
+
+def _differs(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.shape != b.shape:
+        return True
+    try:
+        return not torch.equal(a, b)
+    except (RuntimeError, NotImplementedError):  # tensors without data (device="meta")
+        return False

@@ -7,7 +7,7 @@ import datetime as _dt
 import inspect
 import platform
 import warnings
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import torch
 from torch import nn
@@ -47,6 +47,9 @@ def profile(
     capture: str = "auto",
     mode: str = "timed",
     warmup_ms: float | None = None,
+    backward: bool = False,
+    loss_fn: Callable[[Any], torch.Tensor] | None = None,
+    optimizer: torch.optim.Optimizer | None = None,
     **kwargs: Any,
 ) -> Profile:
     """Profile ``model(*args, **kwargs)`` node by node.
@@ -94,6 +97,16 @@ def profile(
             Nothing is reset: your own peak-memory statistics are left as they were.
         progress: show a progress bar on stderr for the warm-up and timed runs (tqdm; silent
             when stderr is not a terminal).
+        backward: profile training steps instead of forward passes: each run is forward, loss
+            and backward (and ``optimizer`` step), with the nodes of the forward and backward
+            graphs (from AOTAutograd) all timed; the table's ``phase`` column says which, and
+            backward nodes are charged to the module of the forward op they differentiate.
+            Runs with gradients on (``no_grad`` is ignored). See :mod:`fxprof.training`.
+        loss_fn: with ``backward``, ``loss_fn(output) -> scalar tensor`` (default: the sum of
+            the output's floating-point values).
+        optimizer: with ``backward``, also ``optimizer.zero_grad()`` and ``optimizer.step()``
+            in every run, each timed as a node of phase ``optimizer``. Parameters, ``.grad``,
+            optimizer state and the RNG are restored when profiling ends.
 
     Returns:
         A :class:`~fxprof.Profile`. Buffers the runs changed (batch-norm running statistics in
@@ -114,7 +127,7 @@ def profile(
     explicit = {k for k, v in (("warmup", warmup), ("iters", iters), ("timer", timer), ("no_grad", no_grad),
                                 ("concrete_args", concrete_args), ("leaf_modules", leaf_modules), ("name", name),
                                 ("anatomy", anatomy), ("memory", memory), ("progress", progress), ("capture", capture),
-                                ("warmup_ms", warmup_ms))
+                                ("warmup_ms", warmup_ms), ("backward", backward), ("loss_fn", loss_fn), ("optimizer", optimizer))
                 if v is not _DEFAULTS[k]}
     _check_count("warmup", warmup, minimum=0)
     _check_count("iters", iters, minimum=1)
@@ -133,7 +146,15 @@ def profile(
 
     PROFILING.acquire()  # one profile at a time in this process (see fxprof.state)
     try:
-        captured = capture_model(model, args, kwargs, capture, concrete_args=concrete_args, leaf_modules=leaf_modules)
+        if backward:  # training steps: forward and backward graphs (see fxprof.training)
+            from .training import capture_training
+
+            captured: Capture = capture_training(model, capture, mode, loss_fn, optimizer)
+            no_grad = False
+        elif loss_fn is not None or optimizer is not None:
+            raise ValueError("loss_fn and optimizer apply to training steps: pass backward=True as well")
+        else:
+            captured = capture_model(model, args, kwargs, capture, concrete_args=concrete_args, leaf_modules=leaf_modules)
     except BaseException:
         PROFILING.release()
         raise
@@ -161,6 +182,8 @@ def profile(
         recorder = Recorder(chosen, node_ranges=kernel_time)
         meta = _describe_run(model, name, chosen, devices, inputs, warmup, iters, no_grad, captured)
         meta.update(env=environment(devices), warmup_ms=float(warmup_ms))
+        if backward:
+            meta.update(captured.describe())  # type: ignore[attr-defined]
         ranks = rank_sync()  # under torch.distributed: a barrier before each timed run
         if ranks is not None:
             ranks.check_same(warmup=warmup, iters=iters, mode=mode, capture=captured.kind)
@@ -172,7 +195,7 @@ def profile(
 
         grad_context = torch.no_grad() if no_grad else contextlib.nullcontext()
         with grad_context, preserved_buffers(captured.module), _progress(progress, warmup + iters) as step:
-            if captured.kind == "dynamo":
+            if captured.kind in ("dynamo", "aot"):
                 one_run()  # dynamo compiles on the first call: never part of warm-up or timing
             meta["warmup_runs"] = _warm_up(one_run, warmup, warmup_ms, step)
             recorder.reset()

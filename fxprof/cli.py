@@ -31,6 +31,7 @@ examples:
   fxprof profile resnet18 --group-by scope --depth 2     # time per block
   fxprof profile resnet18 --columns kind,median_ms,pct,flops,output_shape
   fxprof profile resnet18 --trace resnet18.trace.json   # open in ui.perfetto.dev
+  fxprof profile resnet18 --backward --input 8x3x64x64 --group-by scope   # training step
   fxprof profile raft_small --input 1x3x128x128 --input 1x3x128x128   # falls back to dynamo
   fxprof show run.json --group-by op
   fxprof compare before.json after.json --top 15
@@ -60,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     def view_options(p: argparse.ArgumentParser) -> None:
         p.add_argument("--sort", default="pct", help="column to sort by, descending (default: pct)")
         p.add_argument("--top", type=int, default=20, help="rows to show; 0 shows all (default: 20)")
-        p.add_argument("--group-by", choices=["op", "module_type", "range", "scope", "graph", "comm", "rank"], help="show time rolled up by op kind, module class, record_function range or module scope; comm: collectives vs computation; rank: one row per torch.distributed rank")
+        p.add_argument("--group-by", choices=["op", "module_type", "range", "scope", "graph", "phase", "comm", "rank"], help="show time rolled up by op kind, module class, record_function range, module scope or training phase; comm: collectives vs computation; rank: one row per torch.distributed rank")
         p.add_argument("--depth", type=int, default=1, help="module depth for --group-by scope (1: layer1, 2: layer1.0; default: 1)")
         p.add_argument("--columns", help="comma-separated columns to show, e.g. kind,median_ms,pct,flops,output_shape")
         p.add_argument("--keep-outliers", action="store_true", help="keep outlier runs (far slower than the rest) in the statistics; by default they are left out and the header says which")
@@ -88,6 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timer", default="auto", choices=["auto", "cpu", "cuda", "sync", "kernel"], help="auto: cuda events on a GPU, else the CPU clock; kernel: also CUDA kernel time per node via torch.profiler (default: auto)")
     p.add_argument("--capture", default="auto", choices=["auto", "symbolic", "dynamo", "export"], help="how to get the graph: auto tries symbolic tracing, then dynamo (default: auto)")
     p.add_argument("--mode", default="timed", choices=["timed", "isolated"], help="timed: whole runs; isolated: each node re-run --iters times on its real inputs (default: timed)")
+    p.add_argument("--backward", action="store_true", help="profile training steps: forward, loss (sum of the outputs) and backward, every node of both graphs timed; the model runs in train mode (see docs/training.md)")
+    p.add_argument("--optimizer", choices=["sgd", "adamw"], help="with --backward, also zero_grad and step of this optimizer over the model's parameters (the model is restored afterwards)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice); recorded in the profile")
     view_options(p)
     p.add_argument("--csv", metavar="PATH", help="write the per-node table as CSV ('-': standard output)")
@@ -241,14 +244,22 @@ def _cmd_profile(args: argparse.Namespace) -> int:
         _check_outputs({"--csv": args.csv, "--json": args.json, "--trace": args.trace},
                        inputs=[model_file] if model_file and os.path.isfile(model_file) else [])
 
-    model = load_model(args.model).eval()
+    if args.optimizer and not args.backward:
+        raise FxprofError("--optimizer applies to training steps: add --backward")
+    model = load_model(args.model)
+    model = model.train() if args.backward else model.eval()  # a training step runs in train mode
     try:
         model = model.to(device=device, dtype=dtype)
         inputs = [make_input(shape, dt, dtype, device) for shape, dt in specs]
     except (RuntimeError, AssertionError) as exc:
         raise FxprofError(f"cannot put the model and inputs on {device} as {args.dtype}: {exc}") from exc
     try:
-        prof = profile(model, *inputs, warmup=args.warmup, warmup_ms=args.warmup_ms, iters=args.iters, timer=args.timer, name=args.model, progress=not args.quiet and rank == 0, capture=args.capture, mode=args.mode)
+        training = {}
+        if args.backward:
+            from .training import make_optimizer
+
+            training = dict(backward=True, optimizer=make_optimizer(args.optimizer, model) if args.optimizer else None)
+        prof = profile(model, *inputs, warmup=args.warmup, warmup_ms=args.warmup_ms, iters=args.iters, timer=args.timer, name=args.model, progress=not args.quiet and rank == 0, capture=args.capture, mode=args.mode, **training)
     except BaseException as exc:
         partial = getattr(exc, "profile", None)
         if partial is not None and not is_initialized():  # keep what was measured: write it and show it, then fail

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 __all__ = ["compare", "comparability", "ComparabilityWarning", "COMPARE_COLUMNS", "COMPARED_META", "IGNORED_META",
            "ALPHA", "MIN_EFFECT"]
 
-COMPARE_COLUMNS = ("status", "op", "kind", "scope", "a_ms", "b_ms", "delta_ms", "ratio", "p_value", "verdict",
+COMPARE_COLUMNS = ("status", "op", "kind", "scope", "phase", "a_ms", "b_ms", "delta_ms", "ratio", "p_value", "verdict",
                    "a_pct", "b_pct", "delta_pct")
 
 #: a node's change is significant when its Benjamini-Hochberg adjusted p-value is below this
@@ -73,7 +73,7 @@ def compare(
     change in time (largest first), with columns:
 
     - ``status``: ``"both"``, ``"only_a"`` or ``"only_b"`` (nodes on one side are kept);
-    - ``op``, ``kind``, ``scope``: from whichever side has the node;
+    - ``op``, ``kind``, ``scope``, ``phase``: from whichever side has the node;
     - ``a_ms``, ``b_ms``: median node time on each side (NaN where absent);
     - ``delta_ms``: ``b_ms - a_ms`` (a missing side counts as 0);
     - ``ratio``: ``b_ms / a_ms`` (NaN unless both sides have the node and ``a_ms > 0``);
@@ -114,6 +114,9 @@ def compare(
     out["status"] = pd.Series(np.where(in_a & in_b, "both", np.where(in_a, "only_a", "only_b")), index=index, dtype=str)
     for col in ("op", "kind", "scope"):
         out[col] = ia[col].where(in_a, ib[col]).fillna("").astype(str)
+    phase_a = ia["phase"] if "phase" in ia.columns else pd.Series("forward", index=index)
+    phase_b = ib["phase"] if "phase" in ib.columns else pd.Series("forward", index=index)
+    out["phase"] = phase_a.where(in_a, phase_b).fillna("forward").astype(str)
     out["a_ms"] = ia["median_ms"].astype("float64")
     out["b_ms"] = ib["median_ms"].astype("float64")
     out["delta_ms"] = out["b_ms"].fillna(0.0) - out["a_ms"].fillna(0.0)

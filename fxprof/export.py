@@ -128,6 +128,10 @@ def _node_args(profile: "Profile") -> list[dict[str, Any]]:
         args = {"op": n.op, "target": n.target, "kind": n.kind, "scope": n.scope}
         if n.range:
             args["range"] = n.range
+        if n.phase != "forward":  # a training step: which phase, and what a backward node differentiates
+            args["phase"] = n.phase
+            if n.forward_node:
+                args["forward_node"] = n.forward_node
         out.append(args)
     return out
 

@@ -129,6 +129,9 @@ def read_csv(path: str | os.PathLike) -> pd.DataFrame:
         raise
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError, OverflowError) as exc:
         raise ProfileFormatError(f"{path!r} is not a CSV table fxprof can read: {exc}") from exc
+    for col, default in (("phase", "forward"), ("forward_node", "")):  # tables from before training steps
+        if col not in table.columns:
+            table[col] = default
     expected = ["node", *TABLE_COLUMNS]
     missing = [c for c in expected if c not in table.columns]
     if missing:
@@ -218,7 +221,8 @@ def load_profile(path: str | os.PathLike) -> "Profile":
         )
     check_document(data, source)
     try:
-        nodes = [NodeInfo(**{"name": n["name"], **{c: n.get(c, "") for c in NODE_COLUMNS}}) for n in data["nodes"]]
+        # profiles saved before training steps existed have no phase: they are forward passes
+        nodes = [NodeInfo(**{"name": n["name"], **{c: n.get(c, "forward" if c == "phase" else "") for c in NODE_COLUMNS}}) for n in data["nodes"]]
         s, r = data["samples"], data["runs"]
         recording = Recording(
             node=[str(v) for v in s["node"]],

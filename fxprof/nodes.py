@@ -48,6 +48,11 @@ class NodeInfo:
             there is one graph.
         scope_source: how ``scope`` was found: ``recorded``, ``frame``, ``inferred`` or ""
             (see :data:`SCOPE_SOURCES`).
+        phase: the part of a training step the node belongs to: ``forward``, ``loss``,
+            ``backward`` or ``optimizer`` (see :mod:`fxprof.training`); ``forward`` when only
+            the forward pass is profiled.
+        forward_node: for a backward node, the forward node it differentiates (the one with
+            the same autograd ``seq_nr``); else "".
     """
 
     name: str
@@ -59,6 +64,8 @@ class NodeInfo:
     kind: str = ""
     graph: str = ""
     scope_source: str = ""
+    phase: str = "forward"
+    forward_node: str = ""
 
 
 def target_name(node: fx.Node) -> str:

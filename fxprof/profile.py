@@ -21,7 +21,7 @@ SAMPLE_COLUMNS = ("node", "run", "time_ms", "host_ms", "start_ms", "host_start_m
 RUN_COLUMNS = ("run", "total_ms", "host_ms", "start_ms")
 
 #: descriptive columns of the per-node table, taken from NodeInfo
-NODE_COLUMNS = ("op", "target", "kind", "module_type", "scope", "range", "graph", "scope_source")
+NODE_COLUMNS = ("op", "target", "kind", "module_type", "scope", "range", "graph", "scope_source", "phase", "forward_node")
 
 #: every column of the per-node table, in order, with its pandas dtype.
 #: Times are milliseconds, shares percent, sizes bytes.
@@ -264,8 +264,9 @@ class Profile:
         Index ``node`` (fx node name). Columns (times in ms, shares in percent, sizes in bytes):
 
         - ``op``, ``target``, ``kind``, ``module_type``, ``scope``, ``range``, ``graph``,
-          ``scope_source`` (``recorded``, ``frame``, ``inferred`` or ""): see
-          :class:`~fxprof.nodes.NodeInfo`.
+          ``scope_source`` (``recorded``, ``frame``, ``inferred`` or ""), ``phase``
+          (``forward``, ``loss``, ``backward``, ``optimizer``), ``forward_node`` (the forward
+          node a backward node differentiates): see :class:`~fxprof.nodes.NodeInfo`.
         - ``calls``: samples of this node (one per call, in every run in which it executed).
         - ``calls_per_run``: calls per model run (1.0 unless the node's graph runs several
           times in one model call, as dynamo graphs of a repeated block do).

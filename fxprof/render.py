@@ -21,7 +21,7 @@ HIGH_SPREAD = 0.25
 #: a node whose mean exceeds its median by this fraction (a few very slow samples) is flagged "tail"
 HIGH_TAIL = 0.5
 
-_FLOAT_FORMATS = {"pct": ".1f", "cum_pct": ".1f", "flops_pct": ".1f", "gflops_per_s": ".2f"}
+_FLOAT_FORMATS = {"pct": ".1f", "cum_pct": ".1f", "flops_pct": ".1f", "gflops_per_s": ".2f", "bwd_fwd_ratio": ".2f"}
 
 
 def render_header(profile: "Profile") -> str:
@@ -80,6 +80,8 @@ def render_header(profile: "Profile") -> str:
         from .distributed import rank_header
 
         lines.extend(rank_header(profile))
+    if meta.get("backward") and profile.num_runs:
+        lines.append(_step_line(profile))
     if meta.get("incomplete") and meta.get("mode") == "isolated":
         lines.append("INCOMPLETE: interrupted before every node was re-run")
     elif meta.get("incomplete"):
@@ -102,6 +104,15 @@ def _outlier_lines(profile: "Profile") -> list[str]:
         return [f"outlier runs: {len(outliers)} of {profile.num_runs} (run {listed}; {rule}) are KEPT in the statistics"]
     return [f"outlier runs: {len(outliers)} of {profile.num_runs} left out of the statistics (run {listed}; {rule}); "
             f"samples kept in profile.samples, profile.keep_outliers = True uses them"]
+def _step_line(profile: "Profile") -> str:
+    """A training step's split by phase (summed mean node times), and backward over forward."""
+    phases = profile.group_by("phase")["mean_ms"]
+    split = ", ".join(f"{phase} {phases[phase]:.3f} ms" for phase in ("forward", "loss", "backward", "optimizer") if phase in phases.index)
+    line = f"training step (optimizer {profile.meta['optimizer']}): " if profile.meta.get("optimizer") else "training step: "
+    line += f"{split} (summed mean node times)"
+    if phases.get("forward", 0) > 0 and "backward" in phases.index:
+        line += f"; backward/forward {phases['backward'] / phases['forward']:.2f}"
+    return line
 
 
 def render_table(table: pd.DataFrame, floatfmt: dict[str, str] | None = None) -> str:
@@ -148,6 +159,8 @@ def default_columns(table: pd.DataFrame, device_timer: bool) -> list[str]:
     columns = [c for c in DEFAULT_COLUMNS if c != "range" or (table["range"] != "").any()]
     if "rank_max_ms" in table.columns and (table["rank_max_ms"] > table["rank_min_ms"]).any():  # several ranks
         columns[columns.index("iqr_ms") + 1:columns.index("iqr_ms") + 1] = ["rank_min_ms", "rank_max_ms", "slowest_rank"]
+    if "phase" in table.columns and (table["phase"] != "forward").any():  # a training step
+        columns.insert(0, "phase")
     if device_timer:
         at = columns.index("mean_ms") + 1
         columns[at:at] = list(DEVICE_COLUMNS)
@@ -276,7 +289,8 @@ def render_compare(diff: pd.DataFrame, label_a: str = "a", label_b: str = "b", t
     lines += [f"warning: the profiles differ in {w}" for w in diff.attrs.get("warnings", [])]
     lines.append("")
     shown = diff if top is None else diff.head(max(int(top), 0))
-    columns = ["status", "kind", "scope", "a_ms", "b_ms", "delta_ms", "ratio", "p_value", "verdict", "a_pct", "b_pct", "delta_pct"]
+    phase = ["phase"] if "phase" in diff.columns and (diff["phase"] != "forward").any() else []  # training steps only
+    columns = ["status", "kind", "scope", *phase, "a_ms", "b_ms", "delta_ms", "ratio", "p_value", "verdict", "a_pct", "b_pct", "delta_pct"]
     lines.append(render_table(shown[[c for c in columns if c in shown.columns]],
                               floatfmt={"ratio": ".3f", "p_value": ".2g", "a_pct": ".1f", "b_pct": ".1f", "delta_pct": "+.1f", "delta_ms": "+.4f"}))
     hidden = len(diff) - len(shown)

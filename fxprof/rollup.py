@@ -6,7 +6,9 @@ import pandas as pd
 
 __all__ = ["group_by", "GROUP_KEYS", "ROOT", "scope_at_depth"]
 
-GROUP_KEYS = ("op", "module_type", "range", "scope", "graph", "comm")
+GROUP_KEYS = ("op", "module_type", "range", "scope", "graph", "phase", "comm")
+#: the phases of a training step (fxprof.training), in the order they run
+PHASES = ("forward", "loss", "backward", "optimizer")
 #: the label of nodes that sit at the model's root (no enclosing module) in scope roll-ups
 ROOT = "(root)"
 #: the label of graph plumbing: inputs (under dynamo these include the lifted parameters),
@@ -37,6 +39,8 @@ def _labels(table: pd.DataFrame, key: str, depth: int) -> pd.Series:
         return table["range"].where(table["range"] != "", "(no range)")
     if key == "graph":
         return table["graph"].where(table["graph"] != "", "(single graph)")
+    if key == "phase":
+        return _phases(table)
     if key == "comm":  # collectives vs the rest (fxprof.distributed)
         from .distributed import comm_labels
 
@@ -46,6 +50,29 @@ def _labels(table: pd.DataFrame, key: str, depth: int) -> pd.Series:
             raise ValueError(f"depth must be an integer >= 1, got {depth!r}")
         return table["scope"].map(lambda s: scope_at_depth(s, depth)).mask(_plumbing(table), PLUMBING)
     raise ValueError(f"cannot group by {key!r}; choose one of {', '.join(GROUP_KEYS)}")
+
+
+def _phases(table: pd.DataFrame) -> pd.Series:
+    if "phase" not in table.columns:  # tables from before training steps: forward passes
+        return pd.Series("forward", index=table.index, dtype=str)
+    return table["phase"].where(table["phase"] != "", "forward")
+
+
+def _phase_columns(table: pd.DataFrame, labels: pd.Series, out: pd.DataFrame) -> pd.DataFrame:
+    """``forward_ms``, ``backward_ms``... (summed mean times of each phase's nodes) beside the
+    total, and ``bwd_fwd_ratio``, when the table holds more than one phase (a training step)."""
+    phases = _phases(table)
+    present = [p for p in PHASES if (phases == p).any()] + sorted(set(phases) - set(PHASES))
+    if len(present) < 2:
+        return out
+    at = out.columns.get_loc("mean_ms") + 1
+    for i, phase in enumerate(present):
+        values = table["mean_ms"].where(phases == phase, 0.0).groupby(labels, sort=False).sum()
+        out.insert(at + i, f"{phase}_ms", values.reindex(out.index))
+    if "forward" in present and "backward" in present:
+        forward = out["forward_ms"].where(out["forward_ms"] > 0)
+        out.insert(at + len(present), "bwd_fwd_ratio", out["backward_ms"] / forward)
+    return out
 
 
 def group_by(table: pd.DataFrame, key: str = "op", depth: int = 1) -> pd.DataFrame:
@@ -58,6 +85,8 @@ def group_by(table: pd.DataFrame, key: str = "op", depth: int = 1) -> pd.DataFra
             ``(graph)`` for placeholders, outputs and attribute reads.
         ``"range"``: the innermost ``record_function`` label; ``(no range)`` outside ranges.
         ``"graph"``: the captured graph (``g0``, ``g1``... with ``capture="dynamo"``).
+        ``"phase"``: the part of a training step: ``forward``, ``loss``, ``backward``,
+            ``optimizer`` (see :mod:`fxprof.training`).
         ``"scope"``: the module path cut to ``depth`` parts (depth 1: ``layer1``; depth 2:
             ``layer1.0``). A module's group includes the functional nodes inside it (a
             BasicBlock's residual ``add`` counts to its block); nodes at the root are ``(root)``.
@@ -74,6 +103,11 @@ def group_by(table: pd.DataFrame, key: str = "op", depth: int = 1) -> pd.DataFra
         of the nodes' mean and median times), ``pct`` (sum of the nodes' ``pct``: share of the
         summed median node time, so one slow sample cannot reorder groups; sums to 100),
         ``cum_pct``, ``flops`` (sum; ``<NA>`` if not counted) and ``flops_pct``.
+        A training-step table (more than one phase) also has, after ``mean_ms``, one
+        ``<phase>_ms`` column per phase (``forward_ms``, ``backward_ms``...: the group's mean
+        time in that phase; they add up to ``mean_ms``) and ``bwd_fwd_ratio`` (backward over
+        forward time; NaN without forward time). Backward nodes count to the scope and module
+        type of the forward op they differentiate.
     """
     labels = _labels(table, key, depth).rename(key)
     grouped = table.groupby(labels, sort=False)
@@ -87,6 +121,8 @@ def group_by(table: pd.DataFrame, key: str = "op", depth: int = 1) -> pd.DataFra
             "flops_pct": grouped["flops_pct"].sum(min_count=1),
         }
     )
+    if key != "phase":
+        out = _phase_columns(table, labels, out)
     out = out.sort_values("pct", ascending=False, kind="stable")
     out.insert(out.columns.get_loc("pct") + 1, "cum_pct", out["pct"].cumsum())
     out.index.name = key

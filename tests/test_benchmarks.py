@@ -7,6 +7,8 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
@@ -26,3 +28,18 @@ def test_benchmark_suite_quick_run_writes_every_table(tmp_path):
     assert variants == {"eager", "graphmodule", "interpreter", "fxprof-cpu"}
     spins = {row["node"]: row for row in data["accuracy"]["accuracy_cpu"]}
     assert spins["spin_3"]["fxprof_median_ms"] >= 5.0  # a 5 ms spin is never measured shorter
+
+
+@pytest.mark.slow
+def test_training_benchmark_runs_and_reports_both_ratios(tmp_path):
+    out = tmp_path / "training.json"
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "benchmarks" / "training.py"), "--input", "2x3x32x32",
+         "--repeats", "1", "--iters", "2", "--json", str(out)],
+        capture_output=True, text=True, timeout=900,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    (row,) = json.loads(out.read_text())["training"]
+    assert row["fxprof_backward_sum_ms"] > 0 and row["eager_backward_ms"] > 0
+    assert row["backward_ratio"] == row["fxprof_backward_sum_ms"] / row["eager_backward_ms"]
+    assert row["run_overhead"] == row["fxprof_run_ms"] / row["eager_step_ms"]

@@ -43,9 +43,10 @@ def kernel_env(tmp_path, monkeypatch) -> dict[str, str]:
     return env
 
 
-def test_the_three_notebooks_are_there():
+def test_the_notebooks_are_there():
     assert [p.name for p in NOTEBOOKS] == [
-        "01_resnet18_hotspots.ipynb", "02_before_after.ipynb", "03_custom_model_ranges.ipynb"]
+        "01_resnet18_hotspots.ipynb", "02_before_after.ipynb", "03_custom_model_ranges.ipynb",
+        "04_training_step.ipynb"]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)

@@ -31,6 +31,7 @@ from .io import load_profile as load, read_csv  # noqa: E402
 from .api import profile  # noqa: E402
 from .compare import ComparabilityWarning, compare  # noqa: E402
 from .selfcheck import selfcheck  # noqa: E402
+from .distributed import gather  # noqa: E402
 from .plot import plot_compare, plot_distribution, plot_groups, plot_top  # noqa: E402  (matplotlib is imported on first use)
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "profile",
     "compare",
     "selfcheck",
+    "gather",
     "plot_top",
     "plot_groups",
     "plot_distribution",

@@ -19,6 +19,7 @@ from .anatomy import anatomy_pass, memory_pass
 from .bridge import KernelProfiler, kernel_ms_per_sample
 from .environment import environment
 from .capture import CAPTURES, Capture, capture_model
+from .distributed import RankSync, rank_sync
 from .recording import Recorder
 from .isolated import isolated_pass
 from .profile import Profile
@@ -111,6 +112,10 @@ def profile(
         A :class:`~fxprof.Profile`. Buffers the runs changed (batch-norm running statistics in
         training mode) are restored afterwards, so the model is left bit-identical; fxprof
         never writes parameters (a model whose forward writes its own parameters would).
+        Under an initialized ``torch.distributed`` process group, every rank must call this with
+        the same ``warmup``/``iters``/``mode``; each timed run starts after a barrier (outside
+        the marks) and the profile carries this rank (collect the ranks with
+        :func:`fxprof.gather`; see :mod:`fxprof.distributed`).
 
     Raises:
         ValueError: ``warmup``/``iters`` out of range, or inputs that do not fit the graph.
@@ -179,6 +184,10 @@ def profile(
         meta.update(env=environment(devices), warmup_ms=float(warmup_ms))
         if backward:
             meta.update(captured.describe())  # type: ignore[attr-defined]
+        ranks = rank_sync()  # under torch.distributed: a barrier before each timed run
+        if ranks is not None:
+            ranks.check_same(warmup=warmup, iters=iters, mode=mode, capture=captured.kind)
+            meta = {**meta, **ranks.meta()}
 
         def one_run() -> None:
             a, k = _fresh((call_args, call_kwargs))
@@ -206,6 +215,8 @@ def profile(
                     with _kernel_profiler(kernel_time, iters) as kernel_prof:
                         kernel_prof.warm_up(one_run, recorder.reset)  # CUPTI start-up, inside the profiler
                         for _ in range(iters):
+                            if ranks is not None:
+                                ranks.barrier()  # outside the run's marks; the wait is recorded
                             one_run()
                             step("timed")
                             kernel_prof.step()
@@ -224,16 +235,16 @@ def profile(
                         f"the model entered torch.cuda.stream(...) {switches} time(s) while being traced; symbolic tracing "
                         f"drops stream switches, so this graph ran everything on the current stream: its times are not the model's stream overlap"]
             except BaseException as exc:  # KeyboardInterrupt too: hand back what was measured
-                _hand_back(exc, captured, recorder, meta, records, iters, mode, stage)
+                _hand_back(exc, captured, recorder, meta, records, iters, mode, stage, ranks)
                 raise
-        return _build(captured, recorder, meta, records)
+        return _build(captured, recorder, meta, records, ranks)
     finally:
         captured.close()
         PROFILING.release()
 
 
 def _hand_back(exc: BaseException, captured: Capture, recorder: Recorder, meta: dict[str, Any],
-               records: dict[str, dict[str, Any]], iters: int, mode: str, stage: str) -> None:
+               records: dict[str, dict[str, Any]], iters: int, mode: str, stage: str, ranks: RankSync | None = None) -> None:
     """Attach what was measured before ``exc`` to it as ``exc.profile`` (nothing is lost)."""
     rec = recorder.recording
     if not len(rec):
@@ -253,7 +264,7 @@ def _hand_back(exc: BaseException, captured: Capture, recorder: Recorder, meta: 
         partial_meta = {**meta, "iters": done, "requested_iters": iters, "incomplete": True}
         message = f"fxprof: {done} of {iters} timed runs completed; they are in this exception's .profile"
     with contextlib.suppress(Exception):
-        exc.profile = _build(captured, recorder, partial_meta, records)  # type: ignore[attr-defined]
+        exc.profile = _build(captured, recorder, partial_meta, records, ranks)  # type: ignore[attr-defined]
         exc.add_note(message)
 
 
@@ -275,12 +286,14 @@ def _merge(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]]) -> dict[s
     return out
 
 
-def _build(captured: Capture, recorder: Recorder, meta: dict[str, Any], records: dict[str, dict[str, Any]]) -> Profile:
+def _build(captured: Capture, recorder: Recorder, meta: dict[str, Any], records: dict[str, dict[str, Any]],
+           ranks: RankSync | None = None) -> Profile:
     nodes, note = captured.nodes_in(recorder.recording.recorded_names())
     if note:
         meta = {**meta, "capture_note": f"{meta['capture_note']}; {note}" if meta.get("capture_note") else note}
     known = {n.name for n in nodes}
-    return Profile.from_recording(nodes, recorder.recording, meta, {k: v for k, v in records.items() if k in known})
+    built = Profile.from_recording(nodes, recorder.recording, meta, {k: v for k, v in records.items() if k in known})
+    return ranks.attach(built) if ranks is not None else built
 
 
 #: profile()'s options and their defaults: an option still at its default object was not given

@@ -35,6 +35,8 @@ examples:
   fxprof profile raft_small --input 1x3x128x128 --input 1x3x128x128   # falls back to dynamo
   fxprof show run.json --group-by op
   fxprof compare before.json after.json --top 15
+  torchrun --nproc-per-node 2 -m fxprof profile resnet18 --input 1x3x64x64 --json run.json
+                                                         # every rank, gathered on rank 0
   fxprof selfcheck --device cuda                         # measured vs known, pass/fail
 """
 
@@ -59,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     def view_options(p: argparse.ArgumentParser) -> None:
         p.add_argument("--sort", default="pct", help="column to sort by, descending (default: pct)")
         p.add_argument("--top", type=int, default=20, help="rows to show; 0 shows all (default: 20)")
-        p.add_argument("--group-by", choices=["op", "module_type", "range", "scope", "graph", "phase"], help="show time rolled up by op kind, module class, record_function range, module scope or training phase")
+        p.add_argument("--group-by", choices=["op", "module_type", "range", "scope", "graph", "phase", "comm", "rank"], help="show time rolled up by op kind, module class, record_function range, module scope or training phase; comm: collectives vs computation; rank: one row per torch.distributed rank")
         p.add_argument("--depth", type=int, default=1, help="module depth for --group-by scope (1: layer1, 2: layer1.0; default: 1)")
         p.add_argument("--columns", help="comma-separated columns to show, e.g. kind,median_ms,pct,flops,output_shape")
         p.add_argument("--keep-outliers", action="store_true", help="keep outlier runs (far slower than the rest) in the statistics; by default they are left out and the header says which")
@@ -195,9 +197,11 @@ def _check_view(args: argparse.Namespace) -> None:
         if args.columns or args.sort != "pct":
             raise FxprofError("--sort and --columns apply to the node table; a --group-by table is sorted by pct and has fixed columns")
         return
-    if args.sort not in (*TABLE_COLUMNS, "node"):
+    from .distributed import RANK_TABLE_COLUMNS
+
+    if args.sort not in (*TABLE_COLUMNS, *RANK_TABLE_COLUMNS, "node"):
         raise FxprofError(f"bad --sort {args.sort!r}: choose a column: {', '.join(TABLE_COLUMNS)}")
-    unknown = [c for c in _columns(args.columns) or [] if c not in TABLE_COLUMNS]
+    unknown = [c for c in _columns(args.columns) or [] if c not in (*TABLE_COLUMNS, *RANK_TABLE_COLUMNS)]
     if unknown:
         raise FxprofError(f"bad --columns {', '.join(unknown)}: choose from {', '.join(TABLE_COLUMNS)}")
 
@@ -210,9 +214,14 @@ def _cmd_profile(args: argparse.Namespace) -> int:
     import torch
 
     from .api import profile
+    from .distributed import gather, is_initialized, launched, process_group_from_env, this_rank
     from .errors import FxprofError
     from .models import DEFAULT_IMAGE_INPUT, _DTYPES, load_model, make_input, parse_input
 
+    if launched() and not is_initialized():  # under torchrun: one process group around the command
+        with process_group_from_env(args.device) as args.device:
+            return _cmd_profile(args)
+    rank = this_rank()  # 0 without torchrun; only rank 0 writes files and prints
     _check_view(args)
     dtype = _DTYPES.get(args.dtype.lower())
     if dtype is None or not dtype.is_floating_point:
@@ -231,8 +240,9 @@ def _cmd_profile(args: argparse.Namespace) -> int:
             raise FxprofError(f"bad --threads {args.threads}: must be >= 1")
         torch.set_num_threads(args.threads)
     model_file = args.model.rpartition(":")[0] if ":" in args.model else None
-    _check_outputs({"--csv": args.csv, "--json": args.json, "--trace": args.trace},
-                   inputs=[model_file] if model_file and os.path.isfile(model_file) else [])
+    if rank == 0:  # under torchrun only rank 0 writes
+        _check_outputs({"--csv": args.csv, "--json": args.json, "--trace": args.trace},
+                       inputs=[model_file] if model_file and os.path.isfile(model_file) else [])
 
     if args.optimizer and not args.backward:
         raise FxprofError("--optimizer applies to training steps: add --backward")
@@ -249,14 +259,17 @@ def _cmd_profile(args: argparse.Namespace) -> int:
             from .training import make_optimizer
 
             training = dict(backward=True, optimizer=make_optimizer(args.optimizer, model) if args.optimizer else None)
-        prof = profile(model, *inputs, warmup=args.warmup, warmup_ms=args.warmup_ms, iters=args.iters, timer=args.timer, name=args.model, progress=not args.quiet, capture=args.capture, mode=args.mode, **training)
+        prof = profile(model, *inputs, warmup=args.warmup, warmup_ms=args.warmup_ms, iters=args.iters, timer=args.timer, name=args.model, progress=not args.quiet and rank == 0, capture=args.capture, mode=args.mode, **training)
     except BaseException as exc:
         partial = getattr(exc, "profile", None)
-        if partial is not None:  # keep what was measured: write it and show it, then fail
+        if partial is not None and not is_initialized():  # keep what was measured: write it and show it, then fail
             failures, _ = _emit(partial, args)
             for line in failures:
                 _print(f"fxprof: {line}", sys.stderr)
         raise
+    prof = gather(prof)  # under torchrun: every rank's samples on rank 0, None elsewhere
+    if prof is None:
+        return 0
     failures, signals = _emit(prof, args)
     if failures:
         raise FxprofError("; ".join(failures))

@@ -139,6 +139,10 @@ def _node_args(profile: "Profile") -> list[dict[str, Any]]:
 def chrome_trace_events(profile: "Profile", runs: Runs = "representative") -> list[dict[str, Any]]:
     """The trace events of a profile: metadata, one span per chosen run, then one span per node
     per chosen run per track (see :func:`trace_runs` for ``runs``)."""
+    if len(profile.ranks) > 1:  # torch.distributed ranks: one trace process per rank
+        from .distributed import trace_events
+
+        return trace_events(profile, runs)
     spans = _Spans(profile, runs)
     events = _metadata_events(profile, spans.device_track)
     for run, start, host in spans.run_rows:
@@ -175,6 +179,10 @@ def _node_span_text(profile: "Profile", spans: _Spans) -> Iterator[str]:
 
 def write_chrome_trace(profile: "Profile", path: str | os.PathLike, runs: Runs = "representative") -> None:
     """Write the profile as a Chrome trace JSON file, atomically (``runs``: see :func:`trace_runs`)."""
+    if len(profile.ranks) > 1:  # torch.distributed ranks: one trace process per rank
+        document = {"traceEvents": chrome_trace_events(profile, runs), "displayTimeUnit": "ms",
+                    "otherData": {k: v for k, v in profile.meta.items() if isinstance(v, (str, int, float, bool))}}
+        return atomic_write(path, lambda handle: json.dump(document, handle))
     spans = _Spans(profile, runs)
     other = {k: v for k, v in profile.meta.items() if isinstance(v, (str, int, float, bool))}
     other["trace_runs"] = ", ".join(spans.run_name(r) for r in spans.labels)

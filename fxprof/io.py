@@ -140,7 +140,10 @@ def read_csv(path: str | os.PathLike) -> pd.DataFrame:
             f"{path!r} is not an fxprof per-node CSV: it lacks the column(s) {listed}. "
             f"Such tables are written by Profile.to_csv() or 'fxprof profile --csv'."
         )
-    return parse_table(table, COLUMNS, repr(path))[list(TABLE_COLUMNS)]
+    from .distributed import RANK_TABLE_COLUMNS  # a gathered profile's per-rank columns, when there
+
+    ranked = {c: kind for c, kind in RANK_TABLE_COLUMNS.items() if c in table.columns}
+    return parse_table(table, {**COLUMNS, **ranked}, repr(path))[[*TABLE_COLUMNS, *ranked]]
 
 
 # ------------------------------------------------------------------------- JSON
@@ -155,7 +158,8 @@ def _profile_to_dict(profile: "Profile") -> dict[str, Any]:
             {"name": n.name, **{col: getattr(n, col) for col in NODE_COLUMNS}} for n in profile.nodes
         ],
         "samples": {col: _json_values(samples[col]) for col in SAMPLE_COLUMNS},
-        "runs": {col: _json_values(runs[col]) for col in RUN_COLUMNS},
+        # a gathered profile (fxprof.gather): each run's rank, the rank's own run number, its barrier wait
+        "runs": {col: _json_values(runs[col]) for col in (*RUN_COLUMNS, *(c for c in ("rank", "rank_run", "barrier_ms") if c in runs.columns))},
         "anatomy": {
             col: [None if pd.isna(v) else (v if isinstance(v, str) else int(v)) for v in profile.anatomy[col]]
             for col in ANATOMY_COLUMNS
@@ -238,6 +242,10 @@ def load_profile(path: str | os.PathLike) -> "Profile":
             for i, n in enumerate(nodes)
         }
         profile = Profile.from_recording(nodes, recording, data.get("meta") or {}, anatomy)
+        if "rank" in r:  # torch.distributed ranks (fxprof.gather)
+            from .distributed import with_ranks
+
+            profile = with_ranks(profile, [int(v) for v in r["rank"]], r.get("barrier_ms"), [int(v) for v in r["rank_run"]])
     except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError) as exc:
         raise ProfileFormatError(f"{source} is a damaged fxprof profile: {type(exc).__name__}: {exc}") from exc
     check_profile(profile, source)

@@ -98,7 +98,10 @@ class Profile:
             _with_columns(samples.iloc[:0], SAMPLE_COLUMNS, required=("node", "run", "time_ms", "host_ms"))
             self._columns = SampleColumns.from_frame(samples, names)
         self._table_cache: tuple[Any, pd.DataFrame] | None = None
-        self._runs = _with_columns(runs, RUN_COLUMNS, required=("run", "total_ms"))
+        # torch.distributed ranks (fxprof.distributed): each run carries its rank, the rank's own
+        # run number and the barrier wait before it; run numbers stay unique across ranks
+        ranked = ("rank", "rank_run", "barrier_ms") if "rank" in runs.columns else ()
+        self._runs = _with_columns(runs, RUN_COLUMNS + ranked, required=("run", "total_ms"))
         self._anatomy = _anatomy_frame(names, anatomy or {})
         self.meta: dict[str, Any] = dict(meta or {})
         #: False (default): runs in :attr:`outlier_runs` are left out of every derived statistic
@@ -143,12 +146,33 @@ class Profile:
         categorical (its categories are the nodes that have samples, in graph order), ``run``
         int64, the times float64.
         """
-        return self._columns.frame()
+        return self._with_rank(self._columns.frame())
 
     @property
     def _samples(self) -> pd.DataFrame:
         # the long-form frame under its former private name, for code written against it
-        return self._columns.frame()
+        return self._with_rank(self._columns.frame())
+
+    def _with_rank(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """With torch.distributed ranks: a ``rank`` column, looked up from each sample's run."""
+        if "rank" in self._runs.columns:
+            ranks = pd.Series(self._runs["rank"].to_numpy(dtype=np.int64), index=self._runs["run"].to_numpy(dtype=np.int64))
+            frame["rank"] = ranks.reindex(frame["run"].to_numpy(dtype=np.int64)).to_numpy()
+        return frame
+
+    @property
+    def ranks(self) -> list[int]:
+        """The ``torch.distributed`` ranks whose runs this profile holds (``[]`` for a profile
+        made without a process group). See :mod:`fxprof.distributed`."""
+        if "rank" not in self._runs.columns:
+            return []
+        return sorted({int(r) for r in self._runs["rank"].dropna()})
+
+    def by_rank(self) -> pd.DataFrame:
+        """One row per (node, rank); see :func:`fxprof.distributed.by_rank`."""
+        from .distributed import by_rank
+
+        return by_rank(self)
 
     @property
     def runs(self) -> pd.DataFrame:
@@ -169,7 +193,13 @@ class Profile:
             return []
         from .stats import outlier_mask
 
-        return self._runs.loc[outlier_mask(self._runs["total_ms"].to_numpy()), "run"].astype(int).tolist()
+        totals = self._runs["total_ms"].to_numpy()
+        if "rank" in self._runs.columns:  # each rank's runs against its own (a slow rank is no outlier)
+            mask = np.zeros(len(totals), dtype=bool)
+            for rows in self._runs.groupby("rank").indices.values():
+                mask[rows] = outlier_mask(totals[rows])
+            return self._runs.loc[mask, "run"].astype(int).tolist()
+        return self._runs.loc[outlier_mask(totals), "run"].astype(int).tolist()
 
     def kept_samples(self, keep_outliers: bool | None = None) -> pd.DataFrame:
         """The samples the statistics use: :attr:`samples` without the outlier runs' (unless kept)."""
@@ -264,6 +294,10 @@ class Profile:
           and returned; ``mem_delta_bytes``, ``mem_peak_bytes``: CUDA allocator readings
           (``<NA>`` on the CPU).
         - ``skip_reason``: in isolated mode, why a node was not re-run ("" if it was).
+        - ``rank_min_ms``, ``rank_max_ms``, ``slowest_rank``: only in a profile with
+          ``torch.distributed`` ranks (:func:`fxprof.gather`): the smallest and largest of the
+          ranks' median times, and the rank with the largest. The other statistics are over
+          every rank's runs (each rank's runs have their own run numbers).
 
         Args:
             sort: a column to sort by (descending unless ``ascending``); None keeps graph
@@ -304,6 +338,14 @@ class Profile:
         median = table["median_ms"].where(table["median_ms"] > 0)
         table["gflops_per_s"] = flops / median / 1e6
         table["cum_pct"] = table["pct"].cumsum()
+        if "rank" in self._runs.columns:  # torch.distributed ranks: per-rank spread
+            from .distributed import RANK_TABLE_COLUMNS, rank_spread
+
+            samples = self._samples
+            if runs is not None:
+                samples = samples[samples["run"].isin(runs)]
+            table = table.join(rank_spread(samples), how="left")
+            return table[[*TABLE_COLUMNS, *RANK_TABLE_COLUMNS]].astype({**COLUMNS, **RANK_TABLE_COLUMNS})
         return table[list(TABLE_COLUMNS)].astype(COLUMNS)
 
     def _bound(self, table: pd.DataFrame) -> pd.Series:
@@ -314,7 +356,12 @@ class Profile:
         return bound_verdicts(self._samples, table)
 
     def group_by(self, key: str = "op", depth: int = 1) -> pd.DataFrame:
-        """Roll node times up by ``key``; see :func:`fxprof.rollup.group_by`."""
+        """Roll node times up by ``key``; see :func:`fxprof.rollup.group_by`. ``"rank"`` gives
+        one row per ``torch.distributed`` rank (:func:`fxprof.distributed.rank_table`)."""
+        if key == "rank":
+            from .distributed import rank_table
+
+            return rank_table(self)
         from .rollup import group_by
 
         return group_by(self.df, key, depth=depth)

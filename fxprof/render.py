@@ -31,7 +31,8 @@ def render_header(profile: "Profile") -> str:
         f"fxprof: {meta.get('model', 'model')}",
         f"timer {meta.get('timer', '?')} on {meta.get('gpu') or meta.get('device', '?')}",
         f"{meta.get('warmup_runs', meta.get('warmup', '?'))} warm-up + "
-        + (f"{meta.get('iters', '?')} repeats per node" if meta.get("mode") == "isolated" else f"{profile.num_runs} timed runs"),
+        + (f"{meta.get('iters', '?')} repeats per node" if meta.get("mode") == "isolated" else f"{profile.num_runs} timed runs")
+        + (f" ({len(profile.ranks)} ranks)" if len(profile.ranks) > 1 else ""),
         f"threads {meta.get('threads', '?')}",
         f"torch {meta.get('torch', '?')}",
     ]
@@ -75,6 +76,10 @@ def render_header(profile: "Profile") -> str:
             )
     else:
         lines.append("no timed runs recorded")
+    if profile.ranks:  # torch.distributed: the ranks, their barrier skew, the straggler
+        from .distributed import rank_header
+
+        lines.extend(rank_header(profile))
     if meta.get("backward") and profile.num_runs:
         lines.append(_step_line(profile))
     if meta.get("incomplete") and meta.get("mode") == "isolated":
@@ -140,6 +145,8 @@ def render_summary(
     depth: int = 1,
 ) -> str:
     """The header and the per-node (or per-group) table, sorted descending, first ``top`` rows."""
+    if group_by == "rank":
+        return render_header(profile) + "\n\n" + render_ranks(profile.group_by("rank"))
     return render_header(profile) + "\n\n" + render_body(
         profile.df, sort=sort, top=top, columns=columns, group_by=group_by, depth=depth,
         device_timer=is_device_timer(profile),
@@ -150,6 +157,8 @@ def default_columns(table: pd.DataFrame, device_timer: bool) -> list[str]:
     """The columns a summary shows unless told otherwise: ``range`` only when a node has one;
     host time, kernel time and ``bound`` with the GPU timers."""
     columns = [c for c in DEFAULT_COLUMNS if c != "range" or (table["range"] != "").any()]
+    if "rank_max_ms" in table.columns and (table["rank_max_ms"] > table["rank_min_ms"]).any():  # several ranks
+        columns[columns.index("iqr_ms") + 1:columns.index("iqr_ms") + 1] = ["rank_min_ms", "rank_max_ms", "slowest_rank"]
     if "phase" in table.columns and (table["phase"] != "forward").any():  # a training step
         columns.insert(0, "phase")
     if device_timer:
@@ -243,6 +252,11 @@ def _render_groups(groups: pd.DataFrame, key: str, depth: int, top: int | None) 
     if hidden > 0:
         lines.append(f"... {hidden} more groups ({groups['pct'].iloc[len(shown):].sum():.1f}% of node time)")
     return "\n".join(lines)
+
+
+def render_ranks(ranks: pd.DataFrame) -> str:
+    """The per-rank table of ``group_by("rank")`` (:func:`fxprof.distributed.rank_table`)."""
+    return "time by rank (medians over each rank's runs)\n" + render_table(ranks, floatfmt={"vs_median": ".2f"})
 
 
 def render_compare(diff: pd.DataFrame, label_a: str = "a", label_b: str = "b", top: int | None = None) -> str:

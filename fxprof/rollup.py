@@ -6,7 +6,7 @@ import pandas as pd
 
 __all__ = ["group_by", "GROUP_KEYS", "ROOT", "scope_at_depth"]
 
-GROUP_KEYS = ("op", "module_type", "range", "scope", "graph", "phase")
+GROUP_KEYS = ("op", "module_type", "range", "scope", "graph", "phase", "comm")
 #: the phases of a training step (fxprof.training), in the order they run
 PHASES = ("forward", "loss", "backward", "optimizer")
 #: the label of nodes that sit at the model's root (no enclosing module) in scope roll-ups
@@ -41,6 +41,10 @@ def _labels(table: pd.DataFrame, key: str, depth: int) -> pd.Series:
         return table["graph"].where(table["graph"] != "", "(single graph)")
     if key == "phase":
         return _phases(table)
+    if key == "comm":  # collectives vs the rest (fxprof.distributed)
+        from .distributed import comm_labels
+
+        return comm_labels(table)
     if key == "scope":
         if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
             raise ValueError(f"depth must be an integer >= 1, got {depth!r}")
@@ -89,6 +93,9 @@ def group_by(table: pd.DataFrame, key: str = "op", depth: int = 1) -> pd.DataFra
             Graph plumbing (inputs, outputs, attribute reads: under dynamo and export these
             carry the parameters) is ``(graph)`` in scope and module-type roll-ups, so that a
             module's node count is the same whichever capture made the graph.
+        ``"comm"``: ``communication`` (collective operations: ``all_reduce``, ``wait_tensor``...,
+            see :func:`fxprof.distributed.is_communication`), ``computation`` (the rest) and
+            ``(graph)`` (plumbing).
 
     Returns:
         A DataFrame indexed by the group label (index name = ``key``), sorted by ``pct``

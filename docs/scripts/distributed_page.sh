@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Produces the real output quoted in docs/distributed.md (CPU, gloo, 2 processes on one machine):
+#   bash docs/scripts/distributed_page.sh OUTDIR
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+out="${1:-/tmp/fxprof-distributed}"
+mkdir -p "$out" && cd "$out"
+export GLOO_SOCKET_IFNAME=lo PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}"
+echo "### C1"  # the command of the issue
+torchrun --nproc-per-node 2 -m fxprof profile resnet18 --input 1x3x64x64 --json run.json --top 8 2>/dev/null
+echo "### C2"
+python -m fxprof show run.json --group-by rank
+echo "### S1"  # a model with an all_reduce; rank 1 naps 60 ms per run on purpose
+FXPROF_TEST_SLOW_RANK=1 FXPROF_TEST_SLOW_MS=60 torchrun --nproc-per-node 2 -m fxprof profile "$root/tests/distributed_worker.py:straggler_model" \
+    --input 4x16 --warmup 2 --iters 20 --json slow.json --trace slow.trace.json --top 0 2>/dev/null
+echo "### S2"
+python -m fxprof show slow.json --group-by rank
+echo "### S3"
+python -m fxprof show slow.json --group-by comm
+echo "### E"
+torchrun --nproc-per-node 2 "$root/docs/scripts/distributed_example.py" 2>/dev/null

@@ -1,0 +1,571 @@
+"""Per-rank profiles under ``torch.distributed``: aligned runs, gathered on one rank, the slow rank named.
+
+Under an initialized process group (``torchrun``, or ``init_process_group`` by hand: gloo on
+the CPU, NCCL on GPUs) :func:`fxprof.profile` on every rank:
+
+- checks that every rank asked for the same runs (``warmup``, ``iters``, ``mode``), so that no
+  rank waits forever for a barrier another rank never reaches;
+- calls ``dist.barrier()`` before each timed run, outside the run's marks, so the ranks' runs
+  start together, and records how long this rank waited there (``barrier_ms`` in
+  :attr:`Profile.runs`): a rank that arrives late waits little, the ranks that wait for it
+  wait long, so the spread of the waits in one run is how far apart the ranks arrived (skew);
+- tags its samples and runs with its ``rank``.
+
+:func:`gather` then collects every rank's profile on one rank (``dst``) as one profile whose
+samples and runs carry a ``rank`` column. Its per-node table keeps the usual columns (over all
+ranks) and adds ``rank_min_ms``, ``rank_max_ms`` and ``slowest_rank``;
+:meth:`Profile.by_rank` has one row per (node, rank); ``group_by("rank")`` one row per rank;
+``group_by("comm")`` separates communication (collective nodes) from computation.
+
+The straggler rule (:func:`straggler`): each rank's *busy* time in a run is the run's time
+minus the time of its collective nodes (the ranks that wait for a slow rank wait inside the
+collectives, so their run times grow too; what is left is their own work, including Python
+between graphs). The rank with the largest median busy time is named the straggler when that
+median exceeds the median of the other ranks' medians by more than :data:`STRAGGLER_MARGIN`
+(10%) and it was the busiest rank in at least :data:`STRAGGLER_RUNS` (three quarters) of the
+runs. Medians, and most runs, so that a few runs disturbed by something else name no rank.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import os
+import platform
+import time
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+
+from .nodes import NodeInfo
+
+if TYPE_CHECKING:
+    from .profile import Profile
+
+__all__ = [
+    "gather",
+    "RankSync",
+    "rank_sync",
+    "straggler",
+    "by_rank",
+    "rank_table",
+    "rank_spread",
+    "is_communication",
+    "COLLECTIVE_KINDS",
+    "STRAGGLER_MARGIN",
+    "STRAGGLER_RUNS",
+    "RANK_TABLE_COLUMNS",
+]
+
+#: a rank is the straggler when its median busy time per run (run minus collectives) exceeds
+#: the median of the other ranks' medians by more than this fraction
+STRAGGLER_MARGIN = 0.10
+#: ... and it was the busiest rank in at least this fraction of the runs
+STRAGGLER_RUNS = 0.75
+
+#: per-node columns a profile with ranks adds to :attr:`Profile.df`, with their dtypes
+RANK_TABLE_COLUMNS: dict[str, str] = {"rank_min_ms": "float64", "rank_max_ms": "float64", "slowest_rank": "Int64"}
+
+#: ``kind`` values of collective operations, in every spelling the captures produce: the
+#: functional collectives of dynamo/export graphs (``all_reduce`` then ``wait_tensor``), the
+#: in-place ``torch.distributed`` calls, and point-to-point operations
+COLLECTIVE_KINDS = frozenset({
+    "all_reduce", "all_reduce_coalesced", "all_gather", "all_gather_into_tensor",
+    "all_gather_into_tensor_coalesced", "all_gather_object", "reduce_scatter", "reduce_scatter_tensor",
+    "reduce_scatter_tensor_coalesced", "all_to_all", "all_to_all_single", "broadcast", "reduce",
+    "gather", "scatter", "barrier", "send", "recv", "isend", "irecv", "batch_isend_irecv",
+    "wait_tensor", "wait", "_wrap_tensor_autograd",
+})
+#: targets (as :class:`~fxprof.nodes.NodeInfo` spells them) of collective operations
+_COLLECTIVE_PREFIXES = (
+    "torch.ops._c10d_functional.", "torch.ops.c10d_functional.", "torch.ops._c10d_functional_autograd.",
+    "torch.ops.c10d.", "torch.distributed.",
+)
+
+
+def _dist() -> Any:
+    import torch.distributed as dist
+
+    return dist
+
+
+def is_initialized() -> bool:
+    """True when a default ``torch.distributed`` process group exists."""
+    dist = _dist()
+    return bool(dist.is_available() and dist.is_initialized())
+
+
+# ----------------------------------------------------------------- while profiling
+class RankSync:
+    """This rank's part in aligned runs: a barrier before each timed run, and its waits.
+
+    :func:`fxprof.profile` makes one when a process group is initialized and calls
+    :meth:`barrier` before each timed run, outside the run's marks.
+    """
+
+    def __init__(self, group: Any = None):
+        dist = _dist()
+        self.group = group
+        self.rank = dist.get_rank(group)
+        self.world_size = dist.get_world_size(group)
+        self.backend = str(dist.get_backend(group))
+        #: milliseconds this rank waited in each barrier, in order
+        self.waits_ms: list[float] = []
+
+    def check_same(self, **settings: Any) -> None:
+        """Raise ValueError on every rank unless every rank passed the same ``settings``
+        (every rank must reach the same number of barriers and collectives)."""
+        gathered: list[Any] = [None] * self.world_size
+        _dist().all_gather_object(gathered, settings, group=self.group)
+        differ = {key for s in gathered for key in settings if s.get(key) != settings[key]}
+        if differ:
+            per_rank = "; ".join(f"rank {r}: " + ", ".join(f"{k}={s.get(k)!r}" for k in sorted(differ)) for r, s in enumerate(gathered))
+            raise ValueError(
+                f"fxprof.profile was called with different {', '.join(sorted(differ))} on different ranks "
+                f"({per_rank}); every rank must run the same number of runs, or the barriers before the "
+                f"runs would never line up. Pass the same values on every rank."
+            )
+
+    def barrier(self) -> None:
+        """Wait for every rank; record the wait (host clock) in :attr:`waits_ms`."""
+        dist = _dist()
+        kwargs: dict[str, Any] = {}
+        if self.backend == "nccl" and torch.cuda.is_available():
+            kwargs["device_ids"] = [torch.cuda.current_device()]
+        t0 = time.perf_counter_ns()
+        dist.barrier(group=self.group, **kwargs)
+        self.waits_ms.append((time.perf_counter_ns() - t0) / 1e6)
+
+    def meta(self) -> dict[str, Any]:
+        """What a rank's profile says about its place in the job."""
+        return {
+            "rank": self.rank,
+            "world_size": self.world_size,
+            "backend": self.backend,
+            "local_rank": int(os.environ.get("LOCAL_RANK", self.rank)),
+            "hostname": platform.node(),
+        }
+
+    def attach(self, profile: "Profile") -> "Profile":
+        """``profile`` with this rank on its runs and the barrier waits in ``barrier_ms``."""
+        runs = profile.num_runs
+        waits = (self.waits_ms + [np.nan] * runs)[:runs]
+        return with_ranks(profile, [self.rank] * runs, waits)
+
+
+def rank_sync() -> RankSync | None:
+    """A :class:`RankSync` when a ``torch.distributed`` process group is initialized, else None."""
+    if not is_initialized():
+        return None
+    return RankSync()
+
+
+# ------------------------------------------------------------------------ building
+def _anatomy_records(profile: "Profile") -> dict[str, dict[str, Any]]:
+    frame = profile.anatomy
+    return {
+        node: {col: value for col, value in row.items() if not (value is pd.NA or (isinstance(value, float) and np.isnan(value)))}
+        for node, row in frame.to_dict(orient="index").items()
+    }
+
+
+def with_ranks(profile: "Profile", run_ranks: Sequence[int], barrier_ms: Sequence[float | None] | None = None,
+               rank_runs: Sequence[int] | None = None) -> "Profile":
+    """A copy of ``profile`` whose runs carry a ``rank``, the rank's own run number ``rank_run``
+    (default: the run number) and ``barrier_ms``; samples get their rank through their run."""
+    from .profile import RUN_COLUMNS, Profile
+
+    runs = profile.runs[list(RUN_COLUMNS)].copy()
+    runs["rank"] = np.asarray(run_ranks, dtype=np.int64)
+    runs["rank_run"] = np.asarray(rank_runs if rank_runs is not None else runs["run"], dtype=np.int64)
+    waits = [np.nan if v is None else float(v) for v in (barrier_ms if barrier_ms is not None else [None] * len(runs))]
+    runs["barrier_ms"] = np.asarray(waits, dtype=np.float64)
+    return Profile(profile.nodes, profile._columns, runs, profile.meta, _anatomy_records(profile))
+
+
+def gather(profile: "Profile", dst: int = 0, group: Any = None) -> "Profile | None":
+    """Collect every rank's profile on rank ``dst``; call it on every rank.
+
+    Returns, on ``dst``, one profile holding every rank's samples and runs (a ``rank`` column in
+    both; :attr:`Profile.ranks`), and None on the other ranks. Without an initialized process
+    group the process is rank 0 of a world of one and ``profile`` comes back as it is.
+
+    When every rank profiled the same graph (data parallel), nodes are shared and the per-node
+    table's statistics are over all ranks. When the ranks' graphs differ (pipeline stages), each
+    rank's node names get an ``rN:`` prefix and ``meta["rank_graphs"]`` says so.
+
+    The profiles travel with ``torch.distributed.gather_object`` (pickle, between the job's own
+    processes; nothing is pickled to disk). With NCCL, each rank must have called
+    ``torch.cuda.set_device`` first, as ``gather_object`` requires.
+    """
+    if not is_initialized():
+        return profile
+    dist = _dist()
+    rank = dist.get_rank(group)
+    if not profile.ranks:  # made before the group existed: no barriers, but this rank
+        profile = with_ranks(profile, [rank] * profile.num_runs)
+        profile.meta.setdefault("rank", rank)
+    parts = profile_parts(profile)
+    received: list[Any] | None = [None] * dist.get_world_size(group) if rank == dst else None
+    dist.gather_object(parts, received, dst=dst if group is None else dist.get_global_rank(group, dst), group=group)
+    if rank != dst:
+        return None
+    return merge(received)  # type: ignore[arg-type]
+
+
+def profile_parts(profile: "Profile") -> tuple[list[NodeInfo], pd.DataFrame, pd.DataFrame, dict[str, Any], dict[str, dict[str, Any]]]:
+    """What :func:`gather` sends of one rank's profile: ``(nodes, samples, runs, meta, anatomy)``."""
+    from .profile import RUN_COLUMNS, SAMPLE_COLUMNS
+
+    runs = profile.runs
+    return (list(profile.nodes), profile.samples[list(SAMPLE_COLUMNS)], runs[[*RUN_COLUMNS, *(c for c in ("rank", "rank_run", "barrier_ms") if c in runs.columns)]],
+            dict(profile.meta), _anatomy_records(profile))
+
+
+def merge(parts: Sequence[tuple[list[NodeInfo], pd.DataFrame, pd.DataFrame, dict[str, Any], dict[str, dict[str, Any]]]]) -> "Profile":
+    """One profile from each rank's ``(nodes, samples, runs, meta, anatomy)``, in rank order.
+    Runs are renumbered so that every (rank, run) has its own run number; ``rank_run`` keeps the
+    rank's own."""
+    from .profile import Profile
+
+    same_graph = all([n for n in p[0]] == [n for n in parts[0][0]] for p in parts)
+    nodes: list[NodeInfo] = []
+    samples, runs = [], []
+    anatomy: dict[str, dict[str, Any]] = {}
+    offset = 0
+    for nodes_r, samples_r, runs_r, meta_r, anatomy_r in parts:
+        rank = int(meta_r.get("rank", 0))
+        runs_r = runs_r.copy()
+        if "rank" not in runs_r.columns:
+            runs_r["rank"], runs_r["rank_run"], runs_r["barrier_ms"] = rank, runs_r["run"], np.nan
+        renumber = {int(r): offset + i for i, r in enumerate(runs_r["run"])}
+        offset += len(runs_r)
+        runs_r["run"] = runs_r["run"].map(renumber).astype(np.int64)
+        samples_r = samples_r.assign(run=samples_r["run"].map(renumber).astype(np.int64), node=samples_r["node"].astype(str))
+        if same_graph:
+            if not nodes:
+                nodes = list(nodes_r)
+                anatomy = dict(anatomy_r)
+        else:
+            prefix = f"r{rank}:"
+            nodes += [NodeInfo(**{**_fields(n), "name": prefix + n.name}) for n in nodes_r]
+            anatomy.update({prefix + k: v for k, v in anatomy_r.items()})
+            samples_r = samples_r.assign(node=prefix + samples_r["node"])
+        samples.append(samples_r)
+        runs.append(runs_r)
+    meta = _merged_meta([p[3] for p in parts], same_graph)
+    return Profile(nodes, pd.concat(samples, ignore_index=True), pd.concat(runs, ignore_index=True), meta, anatomy)
+
+
+def _fields(n: NodeInfo) -> dict[str, Any]:
+    import dataclasses
+
+    return dataclasses.asdict(n)
+
+
+#: meta keys that differ per rank by nature; kept per rank, left out of the merged header
+_PER_RANK_KEYS = ("rank", "local_rank", "hostname", "device", "gpu", "created")
+
+
+def _merged_meta(metas: Sequence[dict[str, Any]], same_graph: bool) -> dict[str, Any]:
+    base = {k: v for k, v in metas[0].items() if k not in ("rank", "local_rank")}
+    differ = sorted({k for m in metas for k in set(m) | set(metas[0]) if m.get(k) != metas[0].get(k)} - {"rank", "local_rank", "created"})
+    base["ranks"] = [int(m.get("rank", i)) for i, m in enumerate(metas)]
+    base["world_size"] = int(metas[0].get("world_size", len(metas)))
+    base["per_rank"] = [{k: m.get(k) for k in dict.fromkeys([*_PER_RANK_KEYS, *differ]) if k in m} for m in metas]
+    base["gathered"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    if not same_graph:
+        base["rank_graphs"] = "different graphs on different ranks: node names carry an rN: prefix"
+    return base
+
+
+# ------------------------------------------------------------------------- analysis
+def is_communication(table: pd.DataFrame) -> pd.Series:
+    """Which rows of a per-node table are collective operations (by ``kind`` or ``target``)."""
+    by_kind = table["kind"].isin(COLLECTIVE_KINDS)
+    by_target = table["target"].astype(str).str.startswith(_COLLECTIVE_PREFIXES)
+    return by_kind | by_target
+
+
+def _plumbing(table: pd.DataFrame) -> pd.Series:
+    return table["op"].isin(["placeholder", "get_attr", "output"]) | (table["kind"] == "guards_fn")
+
+
+def node_frame(profile: "Profile") -> pd.DataFrame:
+    """The profile's nodes as a DataFrame (index ``node``) with ``op``, ``kind``, ``target``, ``scope``."""
+    return pd.DataFrame(
+        {"op": [n.op for n in profile.nodes], "kind": [n.kind for n in profile.nodes],
+         "target": [n.target for n in profile.nodes], "scope": [n.scope for n in profile.nodes]},
+        index=pd.Index([n.name for n in profile.nodes], name="node", dtype=str),
+    )
+
+
+def rank_spread(samples: pd.DataFrame) -> pd.DataFrame:
+    """Per node: the smallest and largest per-rank median time and the rank with the largest
+    (index ``node``; columns :data:`RANK_TABLE_COLUMNS`)."""
+    medians = samples.groupby(["node", "rank"], sort=False, observed=True)["time_ms"].median().unstack("rank")
+    out = pd.DataFrame(
+        {
+            "rank_min_ms": medians.min(axis=1),
+            "rank_max_ms": medians.max(axis=1),
+            "slowest_rank": pd.array(medians.idxmax(axis=1).tolist(), dtype="Int64"),
+        },
+        index=medians.index,
+    )
+    out.index.name = "node"
+    return out
+
+
+def by_rank(profile: "Profile") -> pd.DataFrame:
+    """One row per (node, rank), graph order then rank order.
+
+    Index (``node``, ``rank``). Columns: ``op``, ``kind``, ``scope``, ``calls``, ``mean_ms``,
+    ``median_ms``, ``min_ms``, ``max_ms``, ``host_mean_ms`` (times in ms), ``pct`` (the node's
+    share of that rank's summed mean node time) and ``vs_median`` (the rank's median over the
+    median of the ranks' medians for that node: 1.0 is a typical rank).
+    """
+    samples = profile.samples
+    if "rank" not in samples.columns:
+        samples = samples.assign(rank=int(profile.meta.get("rank", 0)))
+    grouped = samples.assign(node=samples["node"].astype(str)).groupby(["node", "rank"], sort=False)
+    times = grouped["time_ms"]
+    stats = pd.DataFrame(
+        {
+            "calls": times.count(),
+            "mean_ms": times.mean(),
+            "median_ms": times.median(),
+            "min_ms": times.min(),
+            "max_ms": times.max(),
+            "host_mean_ms": grouped["host_ms"].mean(),
+        }
+    )
+    rank_sums = stats.groupby(level="rank")["mean_ms"].transform("sum")
+    stats["pct"] = (stats["mean_ms"] / rank_sums.where(rank_sums > 0) * 100.0).fillna(0.0)
+    typical = stats.groupby(level="node")["median_ms"].transform("median")
+    stats["vs_median"] = stats["median_ms"] / typical.where(typical > 0)
+    info = node_frame(profile)
+    order = {name: i for i, name in enumerate(info.index)}
+    stats = stats.reset_index()
+    stats = stats.assign(_order=stats["node"].map(order)).sort_values(["_order", "rank"], kind="stable").drop(columns="_order")
+    stats = stats.join(info[["op", "kind", "scope"]], on="node")
+    stats["rank"] = stats["rank"].astype(np.int64)
+    columns = ["op", "kind", "scope", "calls", "mean_ms", "median_ms", "min_ms", "max_ms", "host_mean_ms", "pct", "vs_median"]
+    return stats.set_index(["node", "rank"])[columns]
+
+
+def _per_run(profile: "Profile") -> pd.DataFrame:
+    """Per (rank, run): summed computation, communication and plumbing node time, the run's
+    time (``run_ms``; NaN in isolated mode) and ``busy_ms`` (the run's time minus communication)."""
+    samples = profile.samples
+    if "rank" not in samples.columns:
+        samples = samples.assign(rank=int(profile.meta.get("rank", 0)))
+    info = node_frame(profile)
+    comm = is_communication(info)
+    plumbing = _plumbing(info)
+    part = np.where(comm, "comm_ms", np.where(plumbing, "graph_ms", "compute_ms"))
+    samples = samples.assign(part=samples["node"].astype(str).map(pd.Series(part, index=info.index)))
+    table = samples.pivot_table(index=["rank", "run"], columns="part", values="time_ms", aggfunc="sum", fill_value=0.0)
+    for col in ("compute_ms", "comm_ms", "graph_ms"):
+        if col not in table.columns:
+            table[col] = 0.0
+    runs = profile.runs
+    if "rank" not in runs.columns:
+        runs = runs.assign(rank=int(profile.meta.get("rank", 0)))
+    totals = runs.set_index(["rank", "run"])["total_ms"]
+    table["run_ms"] = totals.reindex(table.index).to_numpy() if len(totals) else np.nan
+    table["busy_ms"] = table["run_ms"] - table["comm_ms"]
+    table = table[["run_ms", "busy_ms", "compute_ms", "comm_ms", "graph_ms"]]
+    # index by each rank's own run number, so that run k of every rank lines up
+    own = runs.set_index("run")["rank_run"] if "rank_run" in runs.columns else None
+    if own is not None:
+        table.index = pd.MultiIndex.from_arrays([table.index.get_level_values("rank"),
+                                                 own.reindex(table.index.get_level_values("run")).to_numpy()], names=["rank", "run"])
+    return table
+
+
+def rank_table(profile: "Profile") -> pd.DataFrame:
+    """One row per rank (index ``rank``), for ``group_by("rank")``.
+
+    Columns (times are medians over the rank's runs, in ms): ``runs``, ``run_ms`` (whole run),
+    ``busy_ms`` (the run minus its collectives: the rank's own work), ``compute_ms`` (summed
+    non-collective node time), ``comm_ms`` (summed collective node time), ``barrier_ms`` (the
+    wait in the barrier before the run; NaN without one), ``pct`` (the rank's share of all
+    ranks' summed node time), ``vs_median`` (``busy_ms`` over the median of the ranks'
+    ``busy_ms``) and ``straggler`` ("yes" for the rank :func:`straggler` names).
+    """
+    runs = profile.runs
+    if "rank" not in runs.columns:
+        runs = runs.assign(rank=int(profile.meta.get("rank", 0)), barrier_ms=np.nan)
+    per_run = _per_run(profile)
+    medians = per_run.groupby(level="rank").median()
+    summed = per_run.groupby(level="rank").sum()
+    node_total = summed[["compute_ms", "comm_ms", "graph_ms"]].sum(axis=1)
+    by_rank_runs = runs.groupby("rank")
+    out = pd.DataFrame(
+        {
+            "runs": by_rank_runs["run"].count(),
+            "run_ms": by_rank_runs["total_ms"].median(),
+            "busy_ms": medians["busy_ms"],
+            "compute_ms": medians["compute_ms"],
+            "comm_ms": medians["comm_ms"],
+            "barrier_ms": by_rank_runs["barrier_ms"].median(),
+        }
+    )
+    out["pct"] = node_total / node_total.sum() * 100.0 if node_total.sum() > 0 else 0.0
+    typical = float(out["busy_ms"].median())
+    out["vs_median"] = out["busy_ms"] / typical if typical > 0 else np.nan
+    found = straggler(profile)
+    out["straggler"] = ["yes" if found and r == found["rank"] else "" for r in out.index]
+    out.index = out.index.astype(np.int64)
+    out.index.name = "rank"
+    return out
+
+
+def straggler(profile: "Profile") -> dict[str, Any] | None:
+    """The rank that holds the others up, by the rule in this module's docstring, or None.
+
+    Returns ``{"rank", "busy_ms", "others_ms", "ratio", "slowest_runs", "runs"}``: the rank's
+    median busy time per run, the median of the other ranks' medians, their ratio, and in how
+    many of the runs (that every rank completed) it was the busiest rank.
+    """
+    if len(profile.ranks) < 2 or profile.runs.empty:
+        return None
+    per_run = _per_run(profile)["busy_ms"].unstack("rank").dropna()
+    if per_run.empty:
+        return None
+    medians = per_run.median()
+    slow = int(medians.idxmax())
+    others = float(medians.drop(slow).median())
+    if not others > 0:
+        return None
+    ratio = float(medians[slow]) / others
+    slowest_runs = int((per_run.idxmax(axis=1) == slow).sum())
+    if ratio <= 1.0 + STRAGGLER_MARGIN or slowest_runs < STRAGGLER_RUNS * len(per_run):
+        return None
+    return {"rank": slow, "busy_ms": float(medians[slow]), "others_ms": others, "ratio": ratio,
+            "slowest_runs": slowest_runs, "runs": len(per_run)}
+
+
+def barrier_skew(profile: "Profile") -> dict[str, float] | None:
+    """How far apart the ranks reached the barrier before each run: per run, the largest minus
+    the smallest wait over the ranks; returns its median and maximum (ms), or None."""
+    runs = profile.runs
+    if "barrier_ms" not in runs.columns or len(profile.ranks) < 2 or runs["barrier_ms"].isna().all():
+        return None
+    waits = runs.pivot_table(index="rank_run", columns="rank", values="barrier_ms").dropna()
+    if waits.empty:
+        return None
+    skew = waits.max(axis=1) - waits.min(axis=1)
+    return {"median_ms": float(skew.median()), "max_ms": float(skew.max())}
+
+
+def rank_header(profile: "Profile") -> list[str]:
+    """Header lines for a profile with ranks: the ranks, the barrier skew, the straggler."""
+    meta = profile.meta
+    ranks = profile.ranks
+    lines = [f"ranks: {len(ranks)} of world size {meta.get('world_size', len(ranks))} "
+             f"({meta.get('backend', '?')}); node statistics are over all ranks, "
+             f"rank_min_ms/rank_max_ms/slowest_rank compare the ranks' medians"]
+    skew = barrier_skew(profile)
+    if skew is not None:
+        lines.append(f"barrier before each run: the ranks arrived a median {skew['median_ms']:.3f} ms apart "
+                     f"(max {skew['max_ms']:.3f} ms)")
+    found = straggler(profile)
+    if found is not None:
+        lines.append(
+            f"straggler: rank {found['rank']}: busy {found['busy_ms']:.3f} ms per run (median; run time "
+            f"minus collectives), {found['ratio']:.2f}x the other ranks' {found['others_ms']:.3f} ms, "
+            f"busiest in {found['slowest_runs']} of {found['runs']} runs (rule: median above "
+            f"{1 + STRAGGLER_MARGIN:.2f}x the others' and busiest in {STRAGGLER_RUNS:.0%} of runs or more)"
+        )
+    elif len(ranks) > 1 and not profile.runs.empty:
+        lines.append(f"straggler: none (no rank's median busy time, run minus collectives, is above "
+                     f"{1 + STRAGGLER_MARGIN:.2f}x the other ranks' while busiest in {STRAGGLER_RUNS:.0%} of runs)")
+    if meta.get("rank_graphs"):
+        lines.append(f"note: {meta['rank_graphs']}")
+    return lines
+
+
+def rank_profile(profile: "Profile", rank: int) -> "Profile":
+    """One rank's samples and runs of a gathered profile, as a plain (rank-less) profile."""
+    from .profile import RUN_COLUMNS, SAMPLE_COLUMNS, Profile
+
+    runs = profile.runs
+    runs = runs[runs["rank"] == rank]
+    samples = profile.samples
+    samples = samples[samples["run"].isin(runs["run"])][list(SAMPLE_COLUMNS)]
+    return Profile(profile.nodes, samples, runs[list(RUN_COLUMNS)], {**profile.meta, "rank": rank}, _anatomy_records(profile))
+
+
+def trace_events(profile: "Profile", runs: Any = "representative") -> list[dict[str, Any]]:
+    """Chrome trace events of a profile with ranks: one trace process per rank (pid rank + 1),
+    each with the runs ``runs`` picks among that rank's (see :func:`fxprof.export.trace_runs`).
+
+    Each rank's runs start at its own first run's start; the barrier before that run lines the
+    ranks up to within the barrier skew shown in the header.
+    """
+    from .export import chrome_trace_events
+
+    events: list[dict[str, Any]] = []
+    for rank in profile.ranks:
+        one = rank_profile(profile, rank)
+        chosen = runs if isinstance(runs, str) else [r for r in runs if r in set(one.runs["run"])]
+        for event in chrome_trace_events(one, chosen):
+            event = {**event, "pid": rank + 1}
+            if event.get("ph") == "M" and event.get("name") == "process_name":
+                event["args"] = {"name": f"fxprof: {profile.meta.get('model', 'model')} rank {rank}"}
+                events.append(event)
+                events.append({"ph": "M", "name": "process_sort_index", "pid": rank + 1, "tid": 0, "args": {"sort_index": rank}})
+                continue
+            events.append(event)
+    return events
+
+
+# -------------------------------------------------------------------------- the CLI
+def launched() -> bool:
+    """True when this process was started by ``torchrun`` (or set up like it: WORLD_SIZE and RANK)."""
+    return "WORLD_SIZE" in os.environ and "RANK" in os.environ
+
+
+@contextlib.contextmanager
+def process_group_from_env(device: str) -> Iterator[str]:
+    """Under ``torchrun``: initialize the default process group from the environment (NCCL for
+    a CUDA ``device``, gloo otherwise), yield the device this rank should use
+    (``cuda:LOCAL_RANK`` for a plain ``cuda``), and destroy the group on the way out.
+    Elsewhere: yield ``device`` unchanged."""
+    dist = _dist()
+    if not launched() or dist.is_initialized():
+        yield device
+        return
+    if not dist.is_available():
+        raise RuntimeError("this torch build has no torch.distributed; run fxprof without torchrun")
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    try:
+        parsed = torch.device(device)
+    except RuntimeError:  # the command reports a bad --device itself
+        parsed = torch.device("cpu")
+    backend = "gloo"
+    if parsed.type == "cuda" and torch.cuda.is_available():
+        if parsed.index is None:
+            device = f"cuda:{local_rank}"
+        torch.cuda.set_device(torch.device(device))
+        backend = "nccl"
+    dist.init_process_group(backend=backend)
+    try:
+        yield device
+    finally:
+        with contextlib.suppress(Exception):
+            dist.destroy_process_group()
+
+
+def this_rank() -> int:
+    """This process's rank (0 without a process group)."""
+    return _dist().get_rank() if is_initialized() else 0
+
+
+def comm_labels(table: pd.DataFrame) -> pd.Series:
+    """``communication``, ``computation`` or ``(graph)`` (plumbing) per row of a per-node table."""
+    labels = pd.Series(np.where(is_communication(table), "communication", "computation"), index=table.index, dtype=str)
+    return labels.mask(_plumbing(table), "(graph)")

@@ -1,0 +1,322 @@
+"""Per-rank profiles under torch.distributed (fxprof.distributed).
+
+In-process tests build rank profiles from fake-clock runs (exact numbers for the straggler
+rule, the merged tables, saving and the trace). The multi-process tests start real gloo jobs
+on 127.0.0.1: 4 ranks through the library API, 2 ranks through ``torchrun -m fxprof``, each
+with one rank made slow on purpose.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+import torch.distributed as dist
+
+import fxprof
+from fxprof import cli
+from fxprof.distributed import (
+    RANK_TABLE_COLUMNS,
+    STRAGGLER_MARGIN,
+    barrier_skew,
+    merge,
+    profile_parts,
+    straggler,
+    with_ranks,
+)
+from fxprof.profile import TABLE_COLUMNS
+
+from conftest import FakeCostModel, Work
+from distributed_worker import SLOW_MS
+
+HERE = pathlib.Path(__file__).resolve().parent
+WORKER = HERE / "distributed_worker.py"
+
+needs_gloo = pytest.mark.skipif(not (dist.is_available() and dist.is_gloo_available()), reason="needs torch.distributed with gloo")
+
+
+# ------------------------------------------------------------------ in-process, exact
+def _rank_profile(clock, fake_timer, rank: int, head_ms: list[float], waits: list[float] | None = None):
+    """One "rank": FakeCostModel with the head's fake costs per run, tagged as ``rank``."""
+    model = FakeCostModel(clock)
+    model.head.costs_ms = head_ms
+    prof = fxprof.profile(model, torch.ones(2, 3), timer=fake_timer, warmup=0, iters=len(head_ms), anatomy=False,
+                          leaf_modules=[Work], name="FakeCostModel")
+    prof.meta.update(rank=rank, world_size=3, backend="gloo")
+    return with_ranks(prof, [rank] * prof.num_runs, waits)
+
+
+def _merged(clock, fake_timer, heads: list[list[float]], waits: list[list[float]] | None = None):
+    parts = [profile_parts(_rank_profile(clock, fake_timer, r, h, waits[r] if waits else None)) for r, h in enumerate(heads)]
+    return merge(parts)
+
+
+BASE = [3.0, 2.0, 4.0, 3.0]  # head's cost per run; the stem costs 1 ms: runs of 4, 3, 5, 4 ms
+
+
+def test_merged_profile_has_every_rank_and_the_per_rank_spread(clock, fake_timer):
+    slow = [c * 1.5 for c in BASE]
+    prof = _merged(clock, fake_timer, [BASE, BASE, slow])
+    assert prof.ranks == [0, 1, 2]
+    assert prof.meta["ranks"] == [0, 1, 2] and prof.meta["world_size"] == 3 and "rank" not in prof.meta
+    assert prof.samples["rank"].value_counts().to_dict() == {r: 4 * len(prof.nodes) for r in range(3)}
+    # every (rank, run) has its own run number; rank_run is the rank's own
+    assert prof.runs["run"].tolist() == list(range(12)) and prof.runs["rank_run"].tolist() == [0, 1, 2, 3] * 3
+    df = prof.df
+    assert list(df.columns) == [*TABLE_COLUMNS, *RANK_TABLE_COLUMNS]
+    head = df.loc["head"]
+    assert head["calls"] == 12  # the usual columns are over every rank's samples
+    assert head["rank_min_ms"] == pytest.approx(3.0) and head["rank_max_ms"] == pytest.approx(4.5)
+    assert head["slowest_rank"] == 2
+    assert head["median_ms"] == pytest.approx(float(np.median(BASE * 2 + slow)))
+
+    by = prof.by_rank()
+    assert by.index.names == ["node", "rank"] and len(by) == len(prof.nodes) * 3 == 24
+    assert list(by.index[:3]) == [("x", 0), ("x", 1), ("x", 2)]  # graph order, then rank
+    assert by.loc[("head", 2), "median_ms"] == pytest.approx(4.5)
+    assert by.loc[("head", 2), "vs_median"] == pytest.approx(1.5)
+    assert by.groupby(level="rank")["pct"].sum().round(6).tolist() == [100.0, 100.0, 100.0]
+
+    ranks = prof.group_by("rank")
+    assert list(ranks.index) == [0, 1, 2]
+    assert ranks.loc[2, "busy_ms"] == pytest.approx(5.5) and ranks.loc[0, "busy_ms"] == pytest.approx(4.0)
+    assert ranks.loc[2, "comm_ms"] == 0.0 and ranks["straggler"].tolist() == ["", "", "yes"]
+
+
+def test_straggler_rule_margin_and_most_runs(clock, fake_timer):
+    found = straggler(_merged(clock, fake_timer, [BASE, BASE, [c * 1.5 for c in BASE]]))
+    assert found == {"rank": 2, "busy_ms": pytest.approx(5.5), "others_ms": pytest.approx(4.0),
+                     "ratio": pytest.approx(1.375), "slowest_runs": 4, "runs": 4}
+    # within the margin: no straggler
+    assert straggler(_merged(clock, fake_timer, [BASE, BASE, [c * (1 + STRAGGLER_MARGIN / 2) for c in BASE]])) is None
+    # 25% slower by the median, but the busiest rank in only 2 of 4 runs: no straggler
+    assert straggler(_merged(clock, fake_timer, [BASE, BASE, [6.0, 4.0, 4.0, 3.0]])) is None
+    # one rank is nobody's straggler
+    assert straggler(_merged(clock, fake_timer, [BASE])) is None
+
+
+def test_header_names_the_straggler_and_the_barrier_skew(clock, fake_timer):
+    waits = [[5.0, 6.0, 5.0, 7.0], [5.0, 5.0, 6.0, 5.0], [0.5, 0.25, 0.5, 0.5]]
+    prof = _merged(clock, fake_timer, [BASE, BASE, [c * 2 for c in BASE]], waits)
+    # per run, the largest minus the smallest wait: 4.5, 5.75, 5.5, 6.5
+    assert barrier_skew(prof) == {"median_ms": pytest.approx(5.625), "max_ms": pytest.approx(6.5)}
+    text = prof.summary()
+    assert "0 warm-up + 12 timed runs (3 ranks)" in text.splitlines()[0]
+    assert "ranks: 3 of world size 3 (gloo)" in text
+    assert "the ranks arrived a median 5.625 ms apart (max 6.500 ms)" in text
+    # rank 2's runs: the stem's 1 ms plus twice the head's cost: 7, 5, 9, 7 ms
+    assert "straggler: rank 2: busy 7.000 ms per run" in text and "1.75x the other ranks' 4.000 ms" in text
+    assert "slowest_rank" in text.split("\n\n")[1]  # several ranks: the spread columns are shown
+    assert "time by rank" in prof.summary(group_by="rank")
+    even = _merged(clock, fake_timer, [BASE, BASE])
+    assert "straggler: none" in even.summary()
+
+
+def test_save_load_csv_and_trace_keep_the_ranks(clock, fake_timer, tmp_path):
+    prof = _merged(clock, fake_timer, [BASE, [c * 2 for c in BASE]], [[1.0, 2.0, 3.0, 4.0], [0.0, 0.5, 0.0, 0.5]])
+    prof.save(tmp_path / "p.json")
+    back = fxprof.load(tmp_path / "p.json")
+    pd.testing.assert_frame_equal(back.samples, prof.samples)
+    pd.testing.assert_frame_equal(back.runs, prof.runs)
+    pd.testing.assert_frame_equal(back.df, prof.df)
+    assert back.ranks == [0, 1] and straggler(back)["rank"] == 1
+
+    prof.to_csv(tmp_path / "p.csv")
+    table = fxprof.read_csv(tmp_path / "p.csv")
+    pd.testing.assert_frame_equal(table, prof.df, check_exact=False)
+
+    prof.to_chrome_trace(tmp_path / "p.trace.json", runs="all")
+    events = json.loads((tmp_path / "p.trace.json").read_text())["traceEvents"]
+    names = {e["pid"]: e["args"]["name"] for e in events if e["name"] == "process_name"}
+    assert names == {1: "fxprof: FakeCostModel rank 0", 2: "fxprof: FakeCostModel rank 1"}
+    heads = [e for e in events if e["name"] == "head"]
+    assert sorted(e["dur"] for e in heads if e["pid"] == 2) == sorted(c * 2000 for c in BASE)
+    assert len([e for e in events if e.get("cat") == "run"]) == 8
+
+
+def test_ranks_with_different_graphs_keep_their_nodes_apart(clock, fake_timer):
+    a = _rank_profile(clock, fake_timer, 0, BASE)
+    b = fxprof.profile(torch.nn.Sequential(torch.nn.ReLU()), torch.ones(2), warmup=0, iters=2, anatomy=False)
+    b.meta.update(rank=1)
+    b = with_ranks(b, [1, 1])
+    prof = merge([profile_parts(a), profile_parts(b)])
+    assert {n.name for n in prof.nodes} >= {"r0:head", "r1:_0"}
+    assert "different graphs" in prof.meta["rank_graphs"] and "note: different graphs" in prof.summary()
+
+
+def test_collectives_are_communication_in_the_comm_roll_up():
+    table = pd.DataFrame(
+        {"op": ["placeholder", "call_function", "call_function", "call_module", "output"],
+         "kind": ["placeholder", "all_reduce", "wait_tensor", "linear", "output"],
+         "target": ["x", "torch.ops._c10d_functional.all_reduce", "torch.ops._c10d_functional.wait_tensor", "fc", "output"]},
+        index=["x", "all_reduce", "wait", "fc", "output"],
+    )
+    from fxprof.distributed import comm_labels
+
+    assert comm_labels(table).tolist() == ["(graph)", "communication", "communication", "computation", "(graph)"]
+
+
+def test_without_a_process_group_nothing_changes(resnet18, small_image):
+    assert not dist.is_initialized()
+    prof = fxprof.profile(resnet18, small_image, warmup=0, iters=2, anatomy=False)
+    assert prof.ranks == [] and "rank" not in prof.samples.columns and "barrier_ms" not in prof.runs.columns
+    assert list(prof.df.columns) == list(TABLE_COLUMNS)
+    assert fxprof.gather(prof) is prof
+    assert "ranks:" not in prof.summary()
+    assert prof.by_rank().index.get_level_values("rank").unique().tolist() == [0]
+
+
+# --------------------------------------------------------------- real gloo processes
+def _env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    root = str(HERE.parent)
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["OMP_NUM_THREADS"] = "1"
+    if os.path.exists("/sys/class/net/lo"):
+        env["GLOO_SOCKET_IFNAME"] = "lo"  # gloo's connections on the loopback (127.0.0.1) only
+    env.update(extra)
+    return env
+
+
+def _wait_all(procs: list[subprocess.Popen], timeout: float) -> list[tuple[int, str, str]]:
+    out = []
+    try:
+        for p in procs:
+            stdout, stderr = p.communicate(timeout=timeout)
+            out.append((p.returncode, stdout, stderr))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    return out
+
+
+@pytest.fixture(scope="module")
+def four_ranks(tmp_path_factory):
+    """4 gloo ranks through the library API; rank 2 naps SLOW_MS per run; no collective in the model,
+    so the fast ranks wait for it in the barrier before each run."""
+    d = tmp_path_factory.mktemp("dist4")
+    store = d / "store"
+    procs = [
+        subprocess.Popen([sys.executable, str(WORKER), str(d), "2", "0"], env=_env(RANK=str(r), WORLD_SIZE="4", FXPROF_TEST_STORE=str(store)),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+        for r in range(4)
+    ]
+    results = _wait_all(procs, timeout=1800)
+    for rank, (code, _, stderr) in enumerate(results):
+        assert code == 0, f"rank {rank} failed:\n{stderr[-3000:]}"
+    records = [json.loads((d / f"rank{r}.json").read_text()) for r in range(4)]
+    return fxprof.load(d / "merged.json"), records
+
+
+@needs_gloo
+def test_four_ranks_gathered_on_rank_0_with_rank_2_named(four_ranks):
+    prof, records = four_ranks
+    assert [r["gathered"] for r in records] == [True, False, False, False]  # None on ranks 1-3
+    assert [r["own_ranks"] for r in records] == [[0], [1], [2], [3]]
+    assert prof.ranks == [0, 1, 2, 3] and len(prof.runs) == 4 * 6
+    nap = prof.df.loc["nap"]
+    assert nap["slowest_rank"] == 2 and nap["rank_max_ms"] >= SLOW_MS * 0.9 and nap["rank_min_ms"] < SLOW_MS / 3
+    assert straggler(prof)["rank"] == 2
+    assert "straggler: rank 2" in prof.summary()
+    assert prof.group_by("rank")["straggler"].tolist() == ["", "", "yes", ""]
+    assert len(prof.by_rank()) == len(prof.nodes) * 4
+
+
+@needs_gloo
+def test_four_ranks_barrier_waits_show_the_late_rank(four_ranks):
+    prof, records = four_ranks
+    waits = prof.runs.pivot_table(index="rank_run", columns="rank", values="barrier_ms")
+    # the barrier before run k>0 waits for rank 2 to finish its run k-1: the others wait, rank 2 does not
+    later = waits.loc[1:].median()
+    assert later.drop(2).min() > later[2] + SLOW_MS / 2
+    assert barrier_skew(prof)["median_ms"] > SLOW_MS / 2
+    assert all(len(r["own_barrier_ms"]) == 6 for r in records)
+
+
+@needs_gloo
+def test_different_iters_on_different_ranks_are_refused_on_every_rank(four_ranks):
+    _, records = four_ranks
+    for r in records:
+        assert "different iters on different ranks" in r["mismatch"] and "rank 3: iters=4" in r["mismatch"]
+
+
+@pytest.fixture(scope="module")
+def torchrun_two(tmp_path_factory):
+    """``torchrun --nproc-per-node 2 -m fxprof profile`` on a model with an all_reduce; rank 1 naps."""
+    d = tmp_path_factory.mktemp("torchrun")
+    paths = {k: d / f"run.{k}" for k in ("json", "csv", "trace")}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+           "-m", "fxprof", "profile", f"{WORKER}:straggler_model", "--input", "4x16", "--warmup", "1", "--iters", "6",
+           "--json", str(paths["json"]), "--csv", str(paths["csv"]), "--trace", str(paths["trace"]), "--quiet"]
+    result = subprocess.run(cmd, env=_env(FXPROF_TEST_SLOW_RANK="1"), capture_output=True, text=True, timeout=1800,
+                            stdin=subprocess.DEVNULL, cwd=d)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result, paths
+
+
+@needs_gloo
+def test_torchrun_cli_prints_once_and_writes_one_file(torchrun_two):
+    result, paths = torchrun_two
+    out = result.stdout
+    assert sum(line.startswith("fxprof: ") for line in out.splitlines()) == 1  # one header: rank 0 printed, rank 1 did not
+    assert "12 timed runs (2 ranks)" in out
+    assert "straggler: rank 1" in out
+    assert out.count("wrote json:") == 1 and sorted(p.name for p in paths["json"].parent.iterdir()) == ["run.csv", "run.json", "run.trace"]
+
+    prof = fxprof.load(paths["json"])
+    assert prof.ranks == [0, 1] and prof.meta["backend"] == "gloo" and prof.meta["world_size"] == 2
+    df = prof.df
+    assert df.loc["all_reduce", "kind"] == "all_reduce" and df.loc["wait_tensor", "kind"] == "wait_tensor"
+    # symbolic tracing of the functional all_reduce gives three c10d nodes; all are communication
+    from fxprof.distributed import comm_labels
+
+    labels = comm_labels(df)
+    assert set(labels.index[labels == "communication"]) == {"all_reduce", "_wrap_tensor_autograd_default", "wait_tensor"}
+    assert set(labels.index[labels == "computation"]) == {"a", "relu", "nap", "b"}
+    comm = prof.group_by("comm")
+    assert comm.loc["communication", "nodes"] == 3 and comm.loc["computation", "nodes"] == 4
+    # the fast rank waits in the collective for the slow one
+    by = prof.by_rank()
+    assert by.loc[("wait_tensor", 0), "median_ms"] + by.loc[("all_reduce", 0), "median_ms"] > SLOW_MS / 2
+    ranks = prof.group_by("rank")
+    assert ranks.loc[1, "busy_ms"] > ranks.loc[0, "busy_ms"] + SLOW_MS / 2
+    assert ranks.loc[0, "comm_ms"] > ranks.loc[1, "comm_ms"]
+
+
+@needs_gloo
+def test_torchrun_outputs_work_with_show_compare_and_trace(torchrun_two, capsys):
+    _, paths = torchrun_two
+    assert cli.main(["show", str(paths["json"]), "--group-by", "rank"]) == 0
+    shown = capsys.readouterr().out
+    assert "time by rank" in shown and "straggler: rank 1" in shown
+    assert cli.main(["show", str(paths["json"]), "--sort", "rank_max_ms", "--columns", "slowest_rank,rank_max_ms", "--top", "0"]) == 0
+    rows = capsys.readouterr().out.split("\n\n")[1].splitlines()[2:]
+    expected = fxprof.load(paths["json"]).df.sort_values("rank_max_ms", ascending=False, kind="stable")
+    assert [row.split()[0] for row in rows if row.split() and row.split()[0] in expected.index] == list(expected.index)
+    assert cli.main(["compare", str(paths["json"]), str(paths["csv"])]) == 0
+    assert "ratio b/a 1.000" in capsys.readouterr().out
+    table = fxprof.read_csv(paths["csv"])
+    assert table.loc["nap", "slowest_rank"] == 1
+    events = json.loads(paths["trace"].read_text())["traceEvents"]
+    assert {e["pid"] for e in events} == {1, 2}
+
+
+@pytest.mark.slow
+@needs_gloo
+def test_torchrun_resnet18_command(tmp_path):
+    """The command of the issue, as written (resnet18, 1x3x64x64), plus a small --iters."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m", "fxprof",
+           "profile", "resnet18", "--input", "1x3x64x64", "--json", "run.json", "--iters", "5", "--warmup", "1"]
+    result = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=1200, stdin=subprocess.DEVNULL, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.count("fxprof: resnet18 |") == 1 and "10 timed runs (2 ranks)" in result.stdout
+    prof = fxprof.load(tmp_path / "run.json")
+    assert prof.ranks == [0, 1] and len(prof.nodes) == 71 and prof.samples.groupby("rank").size().tolist() == [71 * 5, 71 * 5]

@@ -21,6 +21,8 @@ from .capture import CAPTURES, Capture, capture_model
 from .recording import Recorder
 from .isolated import isolated_pass
 from .profile import Profile
+from .progress import Progress, as_progress
+from .export import epoch_ns
 from .timers import Timer, resolve_timer, tensor_devices
 
 __all__ = ["profile"]
@@ -38,10 +40,11 @@ def profile(
     name: str | None = None,
     anatomy: bool = True,
     memory: bool | None = None,
-    progress: bool = False,
+    progress: "bool | Progress" = False,
     model_kwargs: dict[str, Any] | None = None,
     capture: str = "auto",
     mode: str = "timed",
+    trace_into: Iterable[type | str] | str = (),
     **kwargs: Any,
 ) -> Profile:
     """Profile ``model(*args, **kwargs)`` node by node.
@@ -70,7 +73,8 @@ def profile(
             (:func:`fxprof.trace`), ``"dynamo"`` (``torch.compile`` with fxprof's backend: one
             graph per region between graph breaks; node names get a ``g0:`` prefix) or
             ``"export"`` (``torch.export``, aten-level nodes). See :mod:`fxprof.capture`.
-        concrete_args, leaf_modules: passed to :func:`fxprof.trace` (symbolic capture).
+        concrete_args, leaf_modules, trace_into: passed to :func:`fxprof.trace` (symbolic
+            capture); ``trace_into`` names ``torch.nn`` modules to trace inside (or ``"all"``).
         mode: ``"timed"`` (whole runs, every node timed in place) or ``"isolated"`` (after
             warm-up, each node re-run ``iters`` times back to back on its real inputs for a
             steady-state cost; nodes that are impure, random or modify their inputs are
@@ -80,8 +84,9 @@ def profile(
             output shapes, dtype, output bytes and FLOPs (``FlopCounterMode``).
         memory: run once more untimed to record each node's CUDA memory delta and peak
             (default: when the model runs on CUDA; resets CUDA peak-memory statistics).
-        progress: show a progress bar on stderr for the warm-up and timed runs (tqdm; silent
-            when stderr is not a terminal).
+        progress: show a progress bar on stderr naming each phase (tracing, warm-up, timed
+            runs, anatomy pass) with its own count (tqdm; silent when stderr is not a
+            terminal); or a :class:`fxprof.progress.Progress` to report to (left open).
 
     Returns:
         A :class:`~fxprof.Profile`. Buffers the runs changed (batch-norm running statistics in
@@ -97,7 +102,8 @@ def profile(
     """
     explicit = {k for k, v in (("warmup", warmup), ("iters", iters), ("timer", timer), ("no_grad", no_grad),
                                 ("concrete_args", concrete_args), ("leaf_modules", leaf_modules), ("name", name),
-                                ("anatomy", anatomy), ("memory", memory), ("progress", progress), ("capture", capture))
+                                ("anatomy", anatomy), ("memory", memory), ("progress", progress), ("capture", capture),
+                                ("trace_into", trace_into))
                 if v is not _DEFAULTS[k]}
     _check_count("warmup", warmup, minimum=0)
     _check_count("iters", iters, minimum=1)
@@ -112,7 +118,16 @@ def profile(
             raise TypeError(f"unknown option(s) {', '.join(map(repr, kwargs))} of fxprof.profile (model inputs go in model_kwargs)")
         kwargs = dict(model_kwargs)
 
-    captured = capture_model(model, args, kwargs, capture, concrete_args=concrete_args, leaf_modules=leaf_modules)
+    bar, own_bar = as_progress(progress)
+    bar.phase("tracing" if capture in ("auto", "symbolic") else f"capturing ({capture})")
+    try:
+        captured = capture_model(model, args, kwargs, capture, concrete_args=concrete_args, leaf_modules=leaf_modules,
+                                 trace_into=trace_into)
+    except BaseException:
+        if own_bar:
+            bar.close()
+        raise
+    bar.step()
     try:
         if model_kwargs is None:
             _refuse_ambiguous_keywords(captured.input_names(), explicit)
@@ -141,35 +156,42 @@ def profile(
             captured.run(recorder, a, k)
 
         grad_context = torch.no_grad() if no_grad else contextlib.nullcontext()
-        with grad_context, _restore_buffers(captured.module), _progress(progress, warmup + iters) as step:
+        with grad_context, _restore_buffers(captured.module):
             if captured.kind == "dynamo":
+                bar.phase("compiling (dynamo)")
                 one_run()  # dynamo compiles on the first call: never part of warm-up or timing
+                bar.step()
+            bar.phase("warm-up", warmup)
             for _ in range(warmup):
                 one_run()
-                step("warm-up")
+                bar.step()
             recorder.reset()
             captured.start_timing()
             records: dict[str, dict[str, Any]] = {}
             stage = "runs"
             try:
                 if mode == "isolated":
+                    bar.phase("isolated re-runs")
                     records = _isolated(captured, chosen, iters, (call_args, call_kwargs), recorder)
                     meta = {**meta, "mode": "isolated"}
                 else:
+                    bar.phase("timed runs", iters)
                     with _kernel_profiler(kernel_time) as kernel_prof:
                         for _ in range(iters):
                             one_run()
-                            step("timed")
+                            bar.step()
                     if kernel_prof is not None:
                         _attach_kernel_times(recorder.recording, kernel_prof.events())
                 stage = "untimed passes"
-                records = _merge(records, _untimed_passes(captured, (call_args, call_kwargs), devices, anatomy, memory))
+                records = _merge(records, _untimed_passes(captured, (call_args, call_kwargs), devices, anatomy, memory, bar))
             except BaseException as exc:  # KeyboardInterrupt too: hand back what was measured
                 _hand_back(exc, captured, recorder, meta, records, iters, mode, stage)
                 raise
         return _build(captured, recorder, meta, records)
     finally:
         captured.close()
+        if own_bar:
+            bar.close()
 
 
 def _hand_back(exc: BaseException, captured: Capture, recorder: Recorder, meta: dict[str, Any],
@@ -219,6 +241,9 @@ def _build(captured: Capture, recorder: Recorder, meta: dict[str, Any], records:
     nodes, note = captured.nodes_in(set(recorder.recording.node))
     if note:
         meta = {**meta, "capture_note": note}
+    origin = getattr(recorder.recording, "origin_ns", None)
+    if origin is not None:  # places the runs on the wall clock torch.profiler's traces use
+        meta = {**meta, "epoch_ns": epoch_ns(recorder.timer, origin)}
     known = {n.name for n in nodes}
     return Profile.from_recording(nodes, recorder.recording, meta, {k: v for k, v in records.items() if k in known})
 
@@ -229,7 +254,8 @@ _DEFAULTS: dict[str, Any] = {
 }
 
 
-def _untimed_passes(captured: Capture, inputs: tuple, devices: set[torch.device], anatomy: bool, memory: bool | None) -> dict[str, dict[str, Any]]:
+def _untimed_passes(captured: Capture, inputs: tuple, devices: set[torch.device], anatomy: bool, memory: bool | None,
+                    bar: Progress | None = None) -> dict[str, dict[str, Any]]:
     """Shapes/FLOPs and CUDA memory passes. A failure here costs a warning, never the timings."""
     records: dict[str, dict[str, Any]] = {}
     cuda = sorted((d for d in devices if d.type == "cuda"), key=str)
@@ -241,6 +267,8 @@ def _untimed_passes(captured: Capture, inputs: tuple, devices: set[torch.device]
     if memory:
         passes.append(("CUDA memory", memory_pass(cuda[0])))
     for label, make_pass in passes:
+        if bar is not None:
+            bar.phase(f"{label.split()[0]} pass")
         try:
             args, kwargs = _fresh(inputs)
             found = captured.run_pass(make_pass, args, kwargs)
@@ -276,22 +304,6 @@ def _attach_kernel_times(recording: Any, events: Any) -> None:
         ranges = times.get(node, [])
         kernel_ms.append(ranges[k][1] if k < len(ranges) else float("nan"))
     recording.kernel_ms = kernel_ms
-
-
-@contextlib.contextmanager
-def _progress(enabled: bool, total: int) -> Iterator[Any]:
-    """Yield ``step(stage)``, advancing a tqdm bar on stderr when enabled (and a terminal)."""
-    if not enabled:
-        yield lambda stage: None
-        return
-    from tqdm.auto import tqdm
-
-    with tqdm(total=total, desc="fxprof", unit="run", disable=None, leave=False) as bar:
-        def step(stage: str) -> None:
-            bar.set_description(f"fxprof {stage}", refresh=False)
-            bar.update(1)
-
-        yield step
 
 
 def _check_count(label: str, value: Any, minimum: int) -> None:

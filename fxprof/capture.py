@@ -355,6 +355,7 @@ def capture_model(
     capture: str = "auto",
     concrete_args: dict[str, Any] | None = None,
     leaf_modules: Any = (),
+    trace_into: Any = (),
 ) -> Capture:
     """Capture ``model`` as FX graph(s) by ``capture`` (see the module docstring)."""
     if capture not in CAPTURES:
@@ -362,13 +363,13 @@ def capture_model(
     if isinstance(model, fx.GraphModule) and capture in ("auto", "symbolic"):
         return GraphCapture(model, "graphmodule", "a GraphModule was given: used as is")
     if capture == "symbolic":
-        return _symbolic(model, concrete_args, leaf_modules)
+        return _symbolic(model, concrete_args, leaf_modules, trace_into=trace_into)
     if capture == "export":
         return _export(model, args, kwargs)
     if capture == "dynamo":
         return DynamoCapture(model, "asked for")
     try:
-        return _symbolic(model, concrete_args, leaf_modules, reason="symbolic tracing succeeded")
+        return _symbolic(model, concrete_args, leaf_modules, reason="symbolic tracing succeeded", trace_into=trace_into)
     except TraceError as exc:
         cause = explain_trace_failure(exc.__cause__ or exc) or _first_line(exc.__cause__ or exc)
         return DynamoCapture(model, f"symbolic tracing failed ({cause}); fell back to dynamo")
@@ -379,9 +380,9 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
-def _symbolic(model: nn.Module, concrete_args: Any, leaf_modules: Any, reason: str = "asked for") -> GraphCapture:
+def _symbolic(model: nn.Module, concrete_args: Any, leaf_modules: Any, reason: str = "asked for", trace_into: Any = ()) -> GraphCapture:
     try:
-        gm = trace(model, concrete_args=concrete_args, leaf_modules=leaf_modules)
+        gm = trace(model, concrete_args=concrete_args, leaf_modules=leaf_modules, trace_into=trace_into)
     except TraceError as exc:
         cause = exc.__cause__ or exc
         words = explain_trace_failure(cause)

@@ -51,6 +51,9 @@ def load_model(spec: str) -> nn.Module:
             raise FxprofError(f"bad model {spec!r}: cannot import {where!r}")
         module = importlib.util.module_from_spec(loader_spec)
         sys.modules[module_name] = module
+        # also under its own name (if free), so that `--leaf-module mymodel.Block` names the
+        # very classes the factory uses, not a second import of the file
+        sys.modules.setdefault(os.path.splitext(os.path.basename(where))[0], module)
         try:
             loader_spec.loader.exec_module(module)
         except Exception as exc:  # a syntax error, a failing import inside the file...

@@ -84,6 +84,8 @@ def render_table(table: pd.DataFrame, width: int | None = None, keep: Iterable[s
     was hidden. See :mod:`fxprof.tables`."""
     text, dropped, shortened = render_fitted(table, width, keep=keep, drop_first=DROP_FIRST)
     note = hidden_note(dropped, shortened, width)
+    if note and width:
+        note = textwrap.fill(note, width, subsequent_indent="  ")
     return text + ("\n" + note if note else "")
 
 
@@ -172,6 +174,8 @@ def render_body(
     rows = shown[columns].copy()
     if not explicit and "scope" in rows:  # a module node's scope is the module itself: say it once
         rows["scope"] = rows["scope"].where(~((shown["op"] == "call_module") & (shown["scope"] == shown["target"])), "")
+        if not (rows["scope"] != "").any():
+            rows = rows.drop(columns=["scope"])
     if noisy.any():
         rows["spread"] = np.where(noisy.loc[shown.index], "high", "")
 

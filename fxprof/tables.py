@@ -213,4 +213,4 @@ def hidden_note(dropped: Sequence[str], shortened: bool, width: int | None) -> s
         text = f"long names shortened to fit {width} columns"
     else:
         return ""
-    return text + " (a wider terminal, COLUMNS=200, or chosen columns show them)"
+    return text + " (widen the terminal, set COLUMNS, or choose columns)"

@@ -360,10 +360,14 @@ def _cmd_profile(args: argparse.Namespace) -> int:
         except (RuntimeError, AssertionError) as exc:
             raise _bad(f"cannot put the model and inputs on {device} as {args.dtype}: {exc}") from exc
         bar.step()
-        try:
-            prof = profile(model, *positional, model_kwargs=keywords, warmup=args.warmup, iters=args.iters,
-                           timer=args.timer, name=args.model, progress=bar, capture=args.capture, mode=args.mode,
-                           leaf_modules=leaf, trace_into=into, concrete_args=parse_concrete(args.concrete or []) or None)
+        concrete = parse_concrete(args.concrete or [])
+        both = sorted(set(concrete) & set(keywords))
+        if both:
+            raise _bad(f"{', '.join(both)} given by both --input and --concrete; give each input once")
+        try:  # a fixed argument is also passed, so the traced graph's check of its value holds
+            prof = profile(model, *positional, model_kwargs={**keywords, **concrete}, warmup=args.warmup,
+                           iters=args.iters, timer=args.timer, name=args.model, progress=bar, capture=args.capture,
+                           mode=args.mode, leaf_modules=leaf, trace_into=into, concrete_args=concrete or None)
         except BaseException as exc:
             partial = getattr(exc, "profile", None)
             if partial is not None:  # keep what was measured: write it and show it, then fail

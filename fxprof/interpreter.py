@@ -1,16 +1,36 @@
 """The profiling interpreter: runs a GraphModule node by node and times every node.
 
-Per node, :meth:`ProfilingInterpreter.run_node` fetches the node's arguments first (untimed),
-then takes a timer mark and a host clock reading, runs the node, and takes them again. Only
-the raw marks are kept during the run; they are turned into milliseconds after the run's one
-synchronization point (``timer.end_run()``), so the CUDA timer never stalls the host between
-nodes.
+Between a node's two marks there is the node's call and nothing else. Everything a node needs
+that does not change between runs is resolved once per graph, before the first run (the
+*plan*): the submodule a ``call_module`` node calls, the object whose attribute a ``get_attr``
+node reads, the method name of a ``call_method`` node, where each argument comes from, and
+which values die after which node. The plan is compiled into one Python function, like the
+``GraphModule``'s own generated ``forward``, in which every node is::
+
+    <bind: fetch arguments, read an attribute, look the method up>     untimed
+    m0 = mark(); h0 = host()                                          the node's marks
+    value = call(args)                                                 the node's own work
+    h1 = host(); m1 = mark()
+    append((name, m0, m1, h0, h1))                                     untimed
+    <free the values whose last use this was>                          untimed
+
+Reading a placeholder, an attribute (a parameter read costs nothing in the model) or the
+output is not work the model does: those nodes get marks around nothing. Only the raw marks
+are kept during a run; the recorder turns them into milliseconds after the run's one
+synchronization point (``timer.end_run()``), so the CUDA timer never stalls the host.
+
+A subclass that overrides how nodes run (``run_node``, ``call_module``, ``fetch_args_kwargs_from_env``...)
+gets fx.Interpreter's generic loop instead, still with the call alone between the marks
+(:meth:`ProfilingInterpreter.run_node`); so do runs with ``initial_env`` and runs inside
+``torch.profiler`` ranges (``timer="kernel"``).
 """
 
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+import keyword
+import math
+from typing import Any, Callable
 
 import torch
 from torch import fx
@@ -21,7 +41,36 @@ from .nodes import target_name
 from .recording import Recorder, Recording, append_marks
 from .timers import Timer
 
-__all__ = ["ProfilingInterpreter", "Recorder", "Recording", "append_marks"]
+__all__ = ["ProfilingInterpreter", "Recorder", "Recording", "append_marks", "resolve_call"]
+
+#: Interpreter methods that decide how a node runs; a subclass overriding one gets the generic loop
+_HOOKS = ("run_node", "call_module", "call_function", "call_method", "get_attr", "placeholder", "output",
+          "fetch_args_kwargs_from_env", "fetch_attr", "map_nodes_to_values")
+
+#: ops whose "call" only reads a value: timed as marks around nothing
+_READS = ("placeholder", "get_attr", "output")
+
+
+def resolve_call(interp: fx.Interpreter, n: fx.Node, args: tuple, kwargs: dict,
+                 base: type = fx.Interpreter) -> tuple[Callable[..., Any], tuple, dict]:
+    """What running ``n`` on ``args``/``kwargs`` means, looked up before any timing: the
+    callable and the arguments to call it with. Only the call itself belongs in a node's time.
+
+    A ``call_module`` node's submodule and a ``call_method`` node's bound method are looked up
+    here (``fx.Interpreter`` does it inside its ``call_module``/``call_method``); an op whose
+    method ``type(interp)`` overrides relative to ``base`` runs through that override.
+    """
+    op = n.op
+    if getattr(type(interp), op) is not getattr(base, op):
+        return getattr(interp, op), (n.target, args, kwargs), {}
+    if op == "call_function":
+        return n.target, args, kwargs  # type: ignore[return-value]
+    if op == "call_module":
+        return interp.fetch_attr(n.target), args, kwargs  # type: ignore[arg-type]
+    if op == "call_method":
+        self_obj, *rest = args
+        return getattr(self_obj, n.target), tuple(rest), kwargs  # type: ignore[arg-type]
+    return getattr(interp, op), (n.target, args, kwargs), {}
 
 
 class ProfilingInterpreter(fx.Interpreter):
@@ -40,6 +89,9 @@ class ProfilingInterpreter(fx.Interpreter):
     graph's caller opened it), nodes join that run. A node that raises is re-raised as
     :class:`~fxprof.errors.NodeExecutionError` naming the node, its op and target and what it
     received; runs that completed before stay in :attr:`recording`.
+
+    Submodules and attribute owners are looked up once, at the first run: a submodule
+    replaced on the model after that is not seen by this interpreter (make a new one).
     """
 
     def __init__(
@@ -54,12 +106,14 @@ class ProfilingInterpreter(fx.Interpreter):
         self.recorder = recorder if recorder is not None else Recorder(timer)
         self.timer: Timer = self.recorder.timer
         self.prefix = prefix
-        # Everything the timed path needs, looked up once: names, clocks, the append.
-        self._names = {n: prefix + n.name for n in module.graph.nodes}
-        self._mark = self.timer.mark
-        self._host_ns = self.timer.host_ns
-        self._append = self.recorder.append
-        if self.recorder.node_ranges:  # only then: the plain path stays as short as it is
+        self._names = {n: prefix + n.name for n in self.graph.nodes}
+        self._calls: dict[fx.Node, Any] = {}  # generic loop: call_module targets, looked up once
+        self._compiled: Callable[..., Any] | None = None
+        cls = type(self)
+        #: True when runs take the compiled plan; False: fx.Interpreter's loop over run_node
+        self.lean = not self.recorder.node_ranges and all(
+            getattr(cls, hook) is getattr(ProfilingInterpreter, hook) for hook in _HOOKS)
+        if self.recorder.node_ranges:
             self.run_node = self._run_node_in_range  # type: ignore[method-assign]
         # The graph position is already in our error message; torch.fx's own
         # "While executing ..." suffix would repeat it.
@@ -73,35 +127,225 @@ class ProfilingInterpreter(fx.Interpreter):
         """Forget every recorded run (used after warm-up)."""
         self.recorder.reset()
 
-    def run(self, *args: Any, **kwargs: Any) -> Any:
+    def run(self, *args: Any, initial_env: dict[fx.Node, Any] | None = None,
+            enable_io_processing: bool = True) -> Any:
+        if self.lean and self._compiled is None:  # once per graph, before any run's marks
+            self._compiled = _compile(self)
         if self.recorder.active:
-            return super().run(*args, **kwargs)
+            return self._run(args, initial_env, enable_io_processing)
         with self.recorder.run():
-            return super().run(*args, **kwargs)
+            return self._run(args, initial_env, enable_io_processing)
+
+    def boxed_run(self, args_list: list[Any]) -> Any:
+        """Run with the boxed calling convention (``args_list`` is cleared, so inputs can be
+        freed once their last user ran), as AOTAutograd calls compiled graphs."""
+        if not self.lean:
+            return super().boxed_run(args_list)
+        args = list(args_list)
+        args_list.clear()
+        return self.run(*args)
+
+    def _run(self, args: tuple, initial_env: dict[fx.Node, Any] | None, enable_io_processing: bool) -> Any:
+        if initial_env is not None or not self.lean:
+            return fx.Interpreter.run(self, *args, initial_env=initial_env, enable_io_processing=enable_io_processing)
+        run = self._compiled
+        assert run is not None
+        if enable_io_processing:
+            args = self.graph.process_inputs(*args)
+        timer = self.timer
+        out = run(iter(args), timer.mark, timer.host_ns, self.recorder.append)
+        return self.graph.process_outputs(out) if enable_io_processing else out
 
     def run_node(self, n: fx.Node) -> Any:
+        """The generic loop's step: fetch and resolve outside the marks, call between them."""
         set_current = getattr(self, "_set_current_node", None)
         with set_current(n) if set_current is not None else contextlib.nullcontext():
             args, kwargs = self.fetch_args_kwargs_from_env(n)
-            method = getattr(self, n.op)
-            mark, host_ns = self._mark, self._host_ns
-            m0 = mark()
-            h0 = host_ns()
             try:
-                result = method(n.target, args, kwargs)
+                if n.op in _READS:  # reading a value is not work of the model
+                    fn: Any = None
+                    result = getattr(self, n.op)(n.target, args, kwargs)
+                elif n.op == "call_module" and type(self).call_module is ProfilingInterpreter.call_module:
+                    fn = self._calls.get(n)
+                    if fn is None:
+                        fn = self._calls[n] = self.fetch_attr(n.target)  # type: ignore[arg-type]
+                    call_args, call_kwargs = args, kwargs
+                else:
+                    fn, call_args, call_kwargs = resolve_call(self, n, args, kwargs, ProfilingInterpreter)
+                timer = self.timer
+                m0 = timer.mark()
+                h0 = timer.host_ns()
+                if fn is not None:
+                    result = fn(*call_args, **call_kwargs)
+                h1 = timer.host_ns()
+                m1 = timer.mark()
             except Exception as exc:
                 raise _node_error(n, args, kwargs, exc) from exc
-            h1 = host_ns()
-            m1 = mark()
-            self._append((self._names[n], m0, m1, h0, h1))
+            self.recorder.append((self._names[n], m0, m1, h0, h1))
             return result
-
 
     def _run_node_in_range(self, n: fx.Node) -> Any:
         # The range opens before the first mark and closes after the last, so its own cost
         # (about 10 us of host time) stays out of the node's time.
         with torch.profiler.record_function(RANGE_PREFIX + self._names[n]):
             return ProfilingInterpreter.run_node(self, n)
+
+
+# ----------------------------------------------------------------- the compiled plan
+def _compile(interp: ProfilingInterpreter) -> Callable[..., Any]:
+    """The plan of ``interp``'s graph as one function ``run(inputs, mark, host, append)``.
+
+    Every node's value lives in a local variable ``v<i>`` (``i``: graph position). Callables
+    and constants are bound once, as globals of the generated function; arguments that are
+    plain values or other nodes are written into the call; containers of them are built
+    before the first mark. The function returns the output node's value.
+    """
+    nodes = list(interp.graph.nodes)
+    index = {n: i for i, n in enumerate(nodes)}
+    namespace: dict[str, Any] = {"_slice": slice}
+    one_clock = bool(getattr(interp.timer, "shares_host_clock", False))
+
+    def bind(value: Any) -> str:
+        name = f"_c{len(namespace)}"
+        namespace[name] = value
+        return name
+
+    def src(a: Any) -> str:
+        if isinstance(a, fx.Node):
+            return f"v{index[a]}"
+        if a is None or isinstance(a, (bool, int, str)) and type(a) in (bool, int, str):
+            return repr(a)
+        if type(a) is float and math.isfinite(a):
+            return repr(a)
+        if type(a) is tuple:
+            return "(" + "".join(src(x) + ", " for x in a) + ")"
+        if isinstance(a, tuple) and hasattr(a, "_fields"):  # a namedtuple keeps its type
+            return f"{bind(type(a))}(" + ", ".join(src(x) for x in a) + ")"
+        if isinstance(a, list) and type(a) in (list, fx.immutable_collections.immutable_list):
+            return "[" + ", ".join(src(x) for x in a) + "]"
+        if isinstance(a, dict) and type(a) in (dict, fx.immutable_collections.immutable_dict):
+            return "{" + ", ".join(f"{bind(k)}: {src(v)}" for k, v in a.items()) + "}"
+        if type(a) is slice:
+            return f"_slice({src(a.start)}, {src(a.stop)}, {src(a.step)})"
+        return bind(a)
+
+    def flat(a: Any) -> bool:
+        return not isinstance(a, (tuple, list, dict, slice)) or (type(a) is tuple and not a)
+
+    def call_args(args: tuple, kwargs: dict) -> tuple[list[str], str]:
+        """(lines to run before the marks, the argument list of the call)."""
+        if all(flat(a) for a in args) and all(flat(v) for v in kwargs.values()) and all(
+                k.isidentifier() and not keyword.iskeyword(k) for k in kwargs):
+            parts = [src(a) for a in args] + [f"{k}={src(v)}" for k, v in kwargs.items()]
+            return [], ", ".join(parts)
+        return [f"a = ({''.join(src(a) + ', ' for a in args)})",
+                "k = {" + ", ".join(f"{k!r}: {src(v)}" for k, v in kwargs.items()) + "}"], "*a, **k"
+
+    placeholders = [i for i, n in enumerate(nodes) if n.op == "placeholder"]
+    last_placeholder = placeholders[-1] if placeholders else -1
+    last_uses = interp.user_to_last_uses if interp.garbage_collect_values else {}
+    body: list[str] = []
+    for i, n in enumerate(nodes):
+        v, name = f"v{i}", repr(interp._names[n])
+        body.append(f"cur = {i}")
+        before: list[str] = []
+        call = ""
+        if n.op == "placeholder":
+            target = str(n.target)
+            if target.startswith("*"):
+                before.append(f"{v} = list(it)")
+            else:
+                default = bind(n.args[0]) if n.args else "_missing"
+                before += [f"{v} = next(it, _missing)",
+                           f"if {v} is _missing: {v} = _placeholder({default}, {target!r})"]
+        elif n.op == "get_attr":
+            owner, atom = _attr_owner(interp, str(n.target))
+            before.append(f"{v} = getattr({bind(owner)}, {atom!r})")
+        elif n.op == "output":
+            before.append(f"{v} = {src(n.args[0])}")
+        else:
+            fn, args, kwargs = n.target, tuple(n.args), dict(n.kwargs)
+            if n.op == "call_module":
+                callee = bind(interp.fetch_attr(str(n.target)))
+            elif n.op == "call_function":
+                callee = bind(fn)
+            elif n.op == "call_method":
+                method = str(n.target)
+                attr = f".{method}" if method.isidentifier() and not keyword.iskeyword(method) else None
+                obj = src(args[0])
+                before.append(f"b = {obj}{attr}" if attr else f"b = getattr({obj}, {method!r})")
+                callee, args = "b", args[1:]
+            else:
+                raise NotImplementedError(f"node {n.name!r} has op {n.op!r}, which fxprof cannot run")
+            prepare, arglist = call_args(args, kwargs)
+            before += prepare
+            call = f"{v} = {callee}({arglist})"
+        body += before
+        if one_clock:
+            body += ["t0 = mark()", call, "t1 = mark()", f"app(({name}, t0, t1, t0, t1))"]
+        else:
+            body += ["m0 = mark()", "h0 = host()", call, "h1 = host()", "m1 = mark()", f"app(({name}, m0, m1, h0, h1))"]
+        if n.op == "output":
+            body.append(f"return {v}")
+            break
+        dead = [d for d in last_uses.get(n, ()) if d is not n]
+        if interp.garbage_collect_values and not n.users:
+            dead.append(n)  # a value nobody reads dies at once, as in eager code
+        body += [f"v{index[d]} = None" for d in dead]
+        if i == last_placeholder:
+            body.append("it = None")  # the inputs list no longer keeps inputs alive
+    else:
+        body.append("return None")
+
+    namespace.update(_missing=_MISSING, _placeholder=_placeholder_default, _fail=_failure(interp, nodes, index))
+    lines = ["def run(it, mark, host, app):", "    cur = -1", "    try:"]
+    lines += [f"        {line}" for line in body if line]
+    lines += ["    except Exception as e:",
+              "        err = _fail(cur, locals(), e)",
+              "        if err is e:",
+              "            raise",
+              "        raise err from e"]
+    code = compile("\n".join(lines) + "\n", f"<fxprof plan of {type(interp.module).__name__}>", "exec")
+    exec(code, namespace)
+    return namespace["run"]
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "<missing>"
+
+
+_MISSING = _Missing()
+
+
+def _placeholder_default(default: Any, target: str) -> Any:
+    if default is _MISSING:
+        raise RuntimeError(f"Expected positional argument for parameter {target}, but one was not passed in!")
+    return default
+
+
+def _attr_owner(interp: fx.Interpreter, target: str) -> tuple[Any, str]:
+    """The object holding attribute ``target`` (a dotted path from the module) and the name."""
+    path, _, atom = target.rpartition(".")
+    owner = interp.fetch_attr(path) if path else interp.module
+    if not hasattr(owner, atom):
+        raise RuntimeError(f"Node referenced nonexistent target {target}")
+    return owner, atom
+
+
+def _failure(interp: ProfilingInterpreter, nodes: list[fx.Node], index: dict[fx.Node, int]):
+    """The compiled plan's error handler: the node at ``cur`` failed; name it and its inputs."""
+
+    def fail(cur: int, scope: dict[str, Any], exc: Exception) -> Exception:
+        if cur < 0 or isinstance(exc, NodeExecutionError):
+            return exc
+        n = nodes[cur]
+        value = lambda node: scope.get(f"v{index[node]}")  # noqa: E731
+        args = fx.node.map_arg(tuple(n.args), value)
+        kwargs = fx.node.map_arg(dict(n.kwargs), value)
+        return _node_error(n, tuple(args), dict(kwargs), exc)
+
+    return fail
 
 
 def _node_error(n: fx.Node, args: tuple, kwargs: dict, exc: Exception) -> NodeExecutionError:

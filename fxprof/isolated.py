@@ -23,6 +23,7 @@ import torch
 from torch import fx
 
 from ._tree import clone_tensors, tensors_in
+from .interpreter import resolve_call
 from .recording import Recording, append_marks
 from .timers import Timer
 
@@ -78,18 +79,19 @@ class _IsolatedInterpreter(fx.Interpreter):
         reason = self._static_reason(n)
         if reason is None and self._mutates(n, args, kwargs):
             reason = "modifies its inputs in place: repeating it would compound the change"
-        method = getattr(self, n.op)
-        result = method(n.target, args, kwargs)  # the real run, untimed
+        fn, call_args, call_kwargs = resolve_call(self, n, args, kwargs)  # looked up once, untimed
+        result = fn(*call_args, **call_kwargs)  # the real run, untimed
         if reason is not None:
             self.skips[name] = reason
             return result
         timer = self.timer
+        mark, host_ns = timer.mark, timer.host_ns
         marks = []
         timer.begin_run()
         for _ in range(self.repeats):
-            m0, h0 = timer.mark(), timer.host_ns()
-            method(n.target, args, kwargs)
-            h1, m1 = timer.host_ns(), timer.mark()
+            m0, h0 = mark(), host_ns()
+            fn(*call_args, **call_kwargs)
+            h1, m1 = host_ns(), mark()
             marks.append((name, m0, m1, h0, h1))
         timer.end_run()
         # sample r is repeat r; start offsets count from the node's first repeat

@@ -105,11 +105,12 @@ def __dir__() -> list[str]:
 
 
 class _Package(types.ModuleType):
-    """``fxprof.profile`` is the function, even after the submodule of that name is imported
-    (importing a submodule binds it on its package); the module stays in ``sys.modules``."""
+    """``fxprof.profile`` and ``fxprof.compare`` are the functions, even after the submodules of
+    those names are imported (importing a submodule binds it on its package); the modules stay
+    in ``sys.modules``."""
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if name == "profile" and isinstance(value, types.ModuleType):
+        if name in _LAZY and isinstance(value, types.ModuleType):
             return
         super().__setattr__(name, value)
 

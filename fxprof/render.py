@@ -22,7 +22,7 @@ DEVICE_COLUMNS = ("host_mean_ms", "bound")
 #: a node whose interquartile range exceeds this fraction of its median is flagged
 HIGH_SPREAD = 0.25
 #: when a table is too wide, these columns go first, in this order (then others, from the right)
-DROP_FIRST = ("cum_pct", "mean_ms", "target", "op", "range", "host_mean_ms", "iqr_ms", "flops_pct", "scope", "kind")
+DROP_FIRST = ("status", "a_pct", "b_pct", "cum_pct", "mean_ms", "target", "op", "range", "host_mean_ms", "iqr_ms", "flops_pct", "scope", "kind")
 #: columns of a roll-up table (``Profile.group_by``)
 GROUP_COLUMNS = ("nodes", "mean_ms", "median_ms", "pct", "cum_pct", "flops", "flops_pct")
 #: columns of a comparison shown by default (any column of ``fxprof.compare`` may be chosen)

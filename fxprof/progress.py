@@ -42,6 +42,7 @@ class Progress:
         """Start phase ``name`` with ``total`` steps (the count restarts at 0)."""
         self.phases.append(name)
         if self._bar is not None:
+            self._bar.refresh()  # the finished phase's last count, e.g. "warm-up 5/5"
             self._bar.reset(total=max(int(total), 1))
             self._bar.set_description_str(f"fxprof: {name}", refresh=False)
             self._bar.refresh()

@@ -10,29 +10,52 @@ Quick start::
     prof.samples     # every sample: one row per (node, run)
     prof.to_csv("resnet18.csv"); prof.save("resnet18.json")
     fxprof.plot_top(prof)   # matplotlib plots: pip install 'fxprof[plot]'
+
+The names below are imported on first use (PEP 562), so ``import fxprof`` and the command
+line's ``--help`` and ``--version`` do not pay for importing torch.
 """
+
+from __future__ import annotations
+
+import importlib
+import sys
+import types
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-from .errors import (  # noqa: E402
-    FxprofError,
-    NodeExecutionError,
-    ProfileFormatError,
-    ProfileWriteError,
-    TimerUnavailableError,
-    TraceError,
-)
-from .timers import CpuTimer, CudaEventTimer, KernelTimer, SyncTimer, Timer  # noqa: E402
-from .tracer import ProfilerTracer, trace  # noqa: E402
-from .nodes import NodeInfo  # noqa: E402
-from .interpreter import ProfilingInterpreter, Recorder, Recording  # noqa: E402
-from .profile import Profile  # noqa: E402
-from .io import load_profile as load, read_csv  # noqa: E402
-from .api import profile  # noqa: E402
-from .compare import ComparabilityWarning, compare  # noqa: E402
-from .selfcheck import selfcheck  # noqa: E402
-from .distributed import gather  # noqa: E402
-from .plot import plot_compare, plot_distribution, plot_groups, plot_top  # noqa: E402  (matplotlib is imported on first use)
+#: public name -> (module, attribute in it)
+_LAZY: dict[str, tuple[str, str]] = {
+    "FxprofError": ("errors", "FxprofError"),
+    "NodeExecutionError": ("errors", "NodeExecutionError"),
+    "ProfileFormatError": ("errors", "ProfileFormatError"),
+    "ProfileWriteError": ("errors", "ProfileWriteError"),
+    "TimerUnavailableError": ("errors", "TimerUnavailableError"),
+    "TraceError": ("errors", "TraceError"),
+    "CpuTimer": ("timers", "CpuTimer"),
+    "CudaEventTimer": ("timers", "CudaEventTimer"),
+    "KernelTimer": ("timers", "KernelTimer"),
+    "SyncTimer": ("timers", "SyncTimer"),
+    "Timer": ("timers", "Timer"),
+    "ProfilerTracer": ("tracer", "ProfilerTracer"),
+    "trace": ("tracer", "trace"),
+    "NodeInfo": ("nodes", "NodeInfo"),
+    "ProfilingInterpreter": ("interpreter", "ProfilingInterpreter"),
+    "Recorder": ("interpreter", "Recorder"),
+    "Recording": ("interpreter", "Recording"),
+    "Profile": ("profile", "Profile"),
+    "load": ("io", "load_profile"),
+    "read_csv": ("io", "read_csv"),
+    "profile": ("api", "profile"),
+    "compare": ("compare", "compare"),
+    "ComparabilityWarning": ("compare", "ComparabilityWarning"),
+    "selfcheck": ("selfcheck", "selfcheck"),
+    "gather": ("distributed", "gather"),
+    "plot_compare": ("plot", "plot_compare"),  # matplotlib itself is imported on first use
+    "plot_distribution": ("plot", "plot_distribution"),
+    "plot_groups": ("plot", "plot_groups"),
+    "plot_top": ("plot", "plot_top"),
+}
 
 __all__ = [
     "__version__",
@@ -66,3 +89,58 @@ __all__ = [
     "ProfileWriteError",
     "ComparabilityWarning",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name (or a submodule, ``fxprof.render``) the first time it is used."""
+    if name in _LAZY:
+        module, attr = _LAZY[name]
+        value = getattr(importlib.import_module(f".{module}", __name__), attr)
+        globals()[name] = value  # later lookups skip this function
+        return value
+    try:
+        return importlib.import_module(f".{name}", __name__)
+    except ModuleNotFoundError as exc:
+        if exc.name != f"{__name__}.{name}":
+            raise
+    raise AttributeError(f"module 'fxprof' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+class _Package(types.ModuleType):
+    """``fxprof.profile`` and ``fxprof.compare`` are the functions, even after the submodules of
+    those names are imported (importing a submodule binds it on its package); the modules stay
+    in ``sys.modules``."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _LAZY and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
+
+
+if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, imported eagerly
+    from .api import profile
+    from .compare import ComparabilityWarning, compare
+    from .distributed import gather
+    from .selfcheck import selfcheck
+    from .errors import (
+        FxprofError,
+        NodeExecutionError,
+        ProfileFormatError,
+        ProfileWriteError,
+        TimerUnavailableError,
+        TraceError,
+    )
+    from .interpreter import ProfilingInterpreter, Recorder, Recording
+    from .io import load_profile as load, read_csv
+    from .nodes import NodeInfo
+    from .plot import plot_compare, plot_distribution, plot_groups, plot_top
+    from .profile import Profile
+    from .timers import CpuTimer, CudaEventTimer, KernelTimer, SyncTimer, Timer
+    from .tracer import ProfilerTracer, trace

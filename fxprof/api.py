@@ -24,6 +24,8 @@ from .recording import Recorder
 from .isolated import isolated_pass
 from .profile import Profile
 from .budget import SampleBudget
+from .export import epoch_ns
+from .progress import Progress, as_progress
 from .state import PROFILING, preserved_buffers
 from .timers import Timer, _index_key, resolve_timer, tensor_devices
 
@@ -42,7 +44,7 @@ def profile(
     name: str | None = None,
     anatomy: bool = True,
     memory: bool | None = None,
-    progress: bool = False,
+    progress: "bool | Progress" = False,
     model_kwargs: dict[str, Any] | None = None,
     capture: str = "auto",
     mode: str = "timed",
@@ -50,6 +52,7 @@ def profile(
     backward: bool = False,
     loss_fn: Callable[[Any], torch.Tensor] | None = None,
     optimizer: torch.optim.Optimizer | None = None,
+    trace_into: Iterable[type | str] | str = (),
     **kwargs: Any,
 ) -> Profile:
     """Profile ``model(*args, **kwargs)`` node by node.
@@ -83,7 +86,8 @@ def profile(
             (:func:`fxprof.trace`), ``"dynamo"`` (``torch.compile`` with fxprof's backend: one
             graph per region between graph breaks; node names get a ``g0:`` prefix) or
             ``"export"`` (``torch.export``, aten-level nodes). See :mod:`fxprof.capture`.
-        concrete_args, leaf_modules: passed to :func:`fxprof.trace` (symbolic capture).
+        concrete_args, leaf_modules, trace_into: passed to :func:`fxprof.trace` (symbolic
+            capture); ``trace_into`` names ``torch.nn`` modules to trace inside (or ``"all"``).
         mode: ``"timed"`` (whole runs, every node timed in place) or ``"isolated"`` (after
             warm-up, each node re-run ``iters`` times back to back on its real inputs for a
             steady-state cost; nodes that are impure, random or modify their inputs are
@@ -95,8 +99,9 @@ def profile(
             record each node's allocation delta and peak on the model's devices (default:
             when the model runs on CUDA; ``True`` on the CPU measures the CPU allocator).
             Nothing is reset: your own peak-memory statistics are left as they were.
-        progress: show a progress bar on stderr for the warm-up and timed runs (tqdm; silent
-            when stderr is not a terminal).
+        progress: show a progress bar on stderr naming each phase (tracing, warm-up, timed
+            runs, anatomy pass) with its own count (tqdm; silent when stderr is not a
+            terminal); or a :class:`fxprof.progress.Progress` to report to (left open).
         backward: profile training steps instead of forward passes: each run is forward, loss
             and backward (and ``optimizer`` step), with the nodes of the forward and backward
             graphs (from AOTAutograd) all timed; the table's ``phase`` column says which, and
@@ -127,7 +132,8 @@ def profile(
     explicit = {k for k, v in (("warmup", warmup), ("iters", iters), ("timer", timer), ("no_grad", no_grad),
                                 ("concrete_args", concrete_args), ("leaf_modules", leaf_modules), ("name", name),
                                 ("anatomy", anatomy), ("memory", memory), ("progress", progress), ("capture", capture),
-                                ("warmup_ms", warmup_ms), ("backward", backward), ("loss_fn", loss_fn), ("optimizer", optimizer))
+                                 ("warmup_ms", warmup_ms), ("backward", backward), ("loss_fn", loss_fn), ("optimizer", optimizer),
+                                 ("trace_into", trace_into))
                 if v is not _DEFAULTS[k]}
     _check_count("warmup", warmup, minimum=0)
     _check_count("iters", iters, minimum=1)
@@ -145,7 +151,9 @@ def profile(
         kwargs = dict(model_kwargs)
 
     PROFILING.acquire()  # one profile at a time in this process (see fxprof.state)
+    bar, own_bar = as_progress(progress)
     try:
+        bar.phase("tracing" if capture in ("auto", "symbolic") else f"capturing ({capture})")
         if backward:  # training steps: forward and backward graphs (see fxprof.training)
             from .training import capture_training
 
@@ -154,10 +162,14 @@ def profile(
         elif loss_fn is not None or optimizer is not None:
             raise ValueError("loss_fn and optimizer apply to training steps: pass backward=True as well")
         else:
-            captured = capture_model(model, args, kwargs, capture, concrete_args=concrete_args, leaf_modules=leaf_modules)
+            captured = capture_model(model, args, kwargs, capture, concrete_args=concrete_args, leaf_modules=leaf_modules,
+                                     trace_into=trace_into)
     except BaseException:
+        if own_bar:
+            bar.close()
         PROFILING.release()
         raise
+    bar.step()
     try:
         if model_kwargs is None:
             _refuse_ambiguous_keywords(captured.input_names(), explicit)
@@ -194,16 +206,20 @@ def profile(
             captured.run(recorder, a, k)
 
         grad_context = torch.no_grad() if no_grad else contextlib.nullcontext()
-        with grad_context, preserved_buffers(captured.module), _progress(progress, warmup + iters) as step:
+        with grad_context, preserved_buffers(captured.module):
             if captured.kind in ("dynamo", "aot"):
+                bar.phase(f"compiling ({captured.kind})")
                 one_run()  # dynamo compiles on the first call: never part of warm-up or timing
-            meta["warmup_runs"] = _warm_up(one_run, warmup, warmup_ms, step)
+                bar.step()
+            bar.phase("warm-up", warmup)
+            meta["warmup_runs"] = _warm_up(one_run, warmup, warmup_ms, bar.step)
             recorder.reset()
             captured.start_timing()
             records: dict[str, dict[str, Any]] = {}
             stage = "runs"
             try:
                 if mode == "isolated":
+                    bar.phase("isolated re-runs")
                     records = _isolated(captured, chosen, iters, (call_args, call_kwargs), recorder)
                     meta = {**meta, "mode": "isolated"}
                     if getattr(chosen, "hold_device", None) is not None:
@@ -211,6 +227,7 @@ def profile(
                             "isolated on the GPU: a spin kernel queued before each node's repeats keeps the host ahead, "
                             "so the repeats run back to back and their times are device time, not launch rate"]
                 else:
+                    bar.phase("timed runs", iters)
                     budget = SampleBudget(iters)  # a huge iters stops cleanly before memory runs out
                     with _kernel_profiler(kernel_time, iters) as kernel_prof:
                         kernel_prof.warm_up(one_run, recorder.reset)  # CUPTI start-up, inside the profiler
@@ -218,7 +235,7 @@ def profile(
                             if ranks is not None:
                                 ranks.barrier()  # outside the run's marks; the wait is recorded
                             one_run()
-                            step("timed")
+                            bar.step()
                             kernel_prof.step()
                             if not budget.allows_another_run(len(recorder.recording), recorder.recording.runs):
                                 break
@@ -227,7 +244,7 @@ def profile(
                         meta["profiler_warmup_runs"] = kernel_prof.warmup
                         meta["notes"] = meta.get("notes", []) + _attach_kernel_times(recorder.recording, kernel_prof.attribution())
                 stage = "untimed passes"
-                records = _merge(records, _untimed_passes(captured, (call_args, call_kwargs), devices, anatomy, memory))
+                records = _merge(records, _untimed_passes(captured, (call_args, call_kwargs), devices, anatomy, memory, bar))
                 meta["notes"] = meta.get("notes", []) + _unwatched_devices(records, chosen)
                 switches = getattr(captured.module, "meta", {}).get("fxprof_dropped_stream_switches")
                 if switches:
@@ -241,6 +258,8 @@ def profile(
     finally:
         captured.close()
         PROFILING.release()
+        if own_bar:
+            bar.close()
 
 
 def _hand_back(exc: BaseException, captured: Capture, recorder: Recorder, meta: dict[str, Any],
@@ -291,6 +310,9 @@ def _build(captured: Capture, recorder: Recorder, meta: dict[str, Any], records:
     nodes, note = captured.nodes_in(recorder.recording.recorded_names())
     if note:
         meta = {**meta, "capture_note": f"{meta['capture_note']}; {note}" if meta.get("capture_note") else note}
+    origin = getattr(recorder.recording, "origin_ns", None)
+    if origin is not None:  # places the runs on the wall clock torch.profiler's traces use
+        meta = {**meta, "epoch_ns": epoch_ns(recorder.timer, origin)}
     known = {n.name for n in nodes}
     built = Profile.from_recording(nodes, recorder.recording, meta, {k: v for k, v in records.items() if k in known})
     return ranks.attach(built) if ranks is not None else built
@@ -302,7 +324,8 @@ _DEFAULTS: dict[str, Any] = {
 }
 
 
-def _untimed_passes(captured: Capture, inputs: tuple, devices: set[torch.device], anatomy: bool, memory: bool | None) -> dict[str, dict[str, Any]]:
+def _untimed_passes(captured: Capture, inputs: tuple, devices: set[torch.device], anatomy: bool, memory: bool | None,
+                    bar: Progress | None = None) -> dict[str, dict[str, Any]]:
     """Shapes/FLOPs and CUDA memory passes. A failure here costs a warning, never the timings."""
     records: dict[str, dict[str, Any]] = {}
     cuda = sorted((d for d in devices if d.type == "cuda"), key=_index_key)
@@ -314,6 +337,8 @@ def _untimed_passes(captured: Capture, inputs: tuple, devices: set[torch.device]
     if memory:
         passes.append(("memory", memory_pass(cuda or sorted(devices, key=_index_key) or [torch.device("cpu")])))
     for label, make_pass in passes:
+        if bar is not None:
+            bar.phase(f"{label.split()[0]} pass")
         try:
             args, kwargs = _fresh(inputs)
             found = captured.run_pass(make_pass, args, kwargs)
@@ -339,7 +364,7 @@ def _warm_up(one_run: Any, runs: int, ms: float, step: Any) -> int:
     while done < runs or (ms > 0 and time.perf_counter() < end):
         one_run()
         done += 1
-        step("warm-up")
+        step()
     return done
 
 
@@ -380,22 +405,6 @@ def _unwatched_devices(records: dict[str, dict[str, Any]], timer: Any) -> list[s
         return []
     return [f"nodes produce tensors on {', '.join(missing)}, which the timer does not watch (only the devices of "
             f"the model's parameters and inputs are): their device time is not in any node's time"]
-
-
-@contextlib.contextmanager
-def _progress(enabled: bool, total: int) -> Iterator[Any]:
-    """Yield ``step(stage)``, advancing a tqdm bar on stderr when enabled (and a terminal)."""
-    if not enabled:
-        yield lambda stage: None
-        return
-    from tqdm.auto import tqdm
-
-    with tqdm(total=total, desc="fxprof", unit="run", disable=None, leave=False) as bar:
-        def step(stage: str) -> None:
-            bar.set_description(f"fxprof {stage}", refresh=False)
-            bar.update(1)
-
-        yield step
 
 
 def _check_count(label: str, value: Any, minimum: int) -> None:

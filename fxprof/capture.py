@@ -553,6 +553,7 @@ def capture_model(
     capture: str = "auto",
     concrete_args: dict[str, Any] | None = None,
     leaf_modules: Any = (),
+    trace_into: Any = (),
 ) -> Capture:
     """Capture ``model`` as FX graph(s) by ``capture`` (see the module docstring)."""
     if capture not in CAPTURES:
@@ -564,7 +565,7 @@ def capture_model(
             f"capture (symbolic tracing, dynamo, export) needs. Pass the eager nn.Module instead: the model as it "
             f"was before torch.jit.script/trace (a loaded .pt file: build the model class and load its state_dict)."
         )
-    captured = _capture(model, args, kwargs, capture, concrete_args, leaf_modules)
+    captured = _capture(model, args, kwargs, capture, concrete_args, leaf_modules, trace_into)
     captured.notes.update(_nested_compile_notes(model, captured))
     return captured
 
@@ -602,17 +603,17 @@ def _nested_compile_notes(model: nn.Module, captured: Capture) -> dict[str, Any]
     }
 
 
-def _capture(model: nn.Module, args: tuple, kwargs: dict, capture: str, concrete_args: Any, leaf_modules: Any) -> Capture:
+def _capture(model: nn.Module, args: tuple, kwargs: dict, capture: str, concrete_args: Any, leaf_modules: Any, trace_into: Any = ()) -> Capture:
     if isinstance(model, fx.GraphModule) and capture in ("auto", "symbolic"):
         return GraphCapture(model, "graphmodule", "a GraphModule was given: used as is")
     if capture == "symbolic":
-        return _symbolic(model, concrete_args, leaf_modules)
+        return _symbolic(model, concrete_args, leaf_modules, trace_into=trace_into)
     if capture == "export":
         return _export(model, args, kwargs)
     if capture == "dynamo":
         return DynamoCapture(model, "asked for")
     try:
-        return _symbolic(model, concrete_args, leaf_modules, reason="symbolic tracing succeeded")
+        return _symbolic(model, concrete_args, leaf_modules, reason="symbolic tracing succeeded", trace_into=trace_into)
     except TraceError as exc:
         cause = explain_trace_failure(exc.__cause__ or exc) or _first_line(exc.__cause__ or exc)
         where = where_tracing_stopped(exc.__cause__ or exc) or _forward_location(model)
@@ -625,10 +626,10 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
-def _symbolic(model: nn.Module, concrete_args: Any, leaf_modules: Any, reason: str = "asked for") -> GraphCapture:
+def _symbolic(model: nn.Module, concrete_args: Any, leaf_modules: Any, reason: str = "asked for", trace_into: Any = ()) -> GraphCapture:
     try:
         with preserved_buffers(model, report=True) as changed:  # tracing may run buffer updates once
-            gm = trace(model, concrete_args=concrete_args, leaf_modules=leaf_modules)
+            gm = trace(model, concrete_args=concrete_args, leaf_modules=leaf_modules, trace_into=trace_into)
     except TraceError as exc:
         cause = exc.__cause__ or exc
         words = explain_trace_failure(cause)

@@ -1,9 +1,15 @@
-"""The ``fxprof`` command line: profile, show, compare."""
+"""The ``fxprof`` command line: profile, show, compare, selfcheck.
+
+Importing this module imports no torch: ``fxprof --help`` and ``--version`` answer at once,
+and ``fxprof profile`` shows its progress bar before torch is loaded. Every option and every
+combination of options is checked before anything runs (:func:`check_args`).
+"""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import os
 import re
 import signal
@@ -11,6 +17,8 @@ import sys
 import threading
 import traceback
 from typing import Any, Iterator, Sequence
+
+from . import __version__
 
 DESCRIPTION = """\
 Time every node of a PyTorch model's torch.fx graph, on the CPU or the GPU.
@@ -20,150 +28,223 @@ commands:
   show FILE       print a saved profile (.json/.npz) or per-node table (.csv) again, re-sorted
   compare A B     compare two saved profiles or tables node by node
   selfcheck       check fxprof's timers against nodes of known cost on this machine
+
+Run `fxprof COMMAND --help` for a command's options and examples.
 """
 
-EXAMPLES = """\
+TOP_EXAMPLES = """\
+examples:
+  fxprof profile resnet18 --input 1x3x64x64 --json before.json
+  fxprof show before.json --group-by scope --depth 2
+  fxprof compare before.json after.json --sort ratio
+  fxprof selfcheck
+"""
+
+PROFILE_EXAMPLES = """\
 examples:
   fxprof profile resnet18                                # CPU, 1x3x224x224, top 20 nodes
   fxprof profile resnet50 --input 32x3x224x224 --device cuda --dtype float16
-  fxprof profile mypkg.models:build --input 2x128:int64 --json run.json --csv run.csv
-  fxprof profile path/to/model.py:make_model --iters 50 --sort median_ms --top 0
-  fxprof profile resnet18 --group-by scope --depth 2     # time per block
+  fxprof profile mypkg.models:build --input ids=2x128:int64 --input mask=2x128:bool
+  fxprof profile model.py:make_model --leaf-module model.Router --concrete use_cache=False
+  fxprof profile mypkg.nets:encoder --trace-into torch.nn.TransformerEncoderLayer
+  fxprof profile resnet18 --sort median_ms --ascending --top 0    # every node, fastest first
+  fxprof profile resnet18 --group-by scope --depth 2 --sort flops # time per block
   fxprof profile resnet18 --columns kind,median_ms,pct,flops,output_shape
-  fxprof profile resnet18 --trace resnet18.trace.json   # open in ui.perfetto.dev
-  fxprof profile resnet18 --backward --input 8x3x64x64 --group-by scope   # training step
+  fxprof profile resnet18 --trace r18.trace.json --trace-runs last:3   # open in ui.perfetto.dev
+  fxprof profile resnet18 --json run.npz --csv -          # compact profile; the table on stdout
+  fxprof profile resnet18 --backward --optimizer sgd --input 8x3x64x64 --group-by phase
   fxprof profile raft_small --input 1x3x128x128 --input 1x3x128x128   # falls back to dynamo
-  fxprof show run.json --group-by op
-  fxprof compare before.json after.json --top 15
   torchrun --nproc-per-node 2 -m fxprof profile resnet18 --input 1x3x64x64 --json run.json
                                                          # every rank, gathered on rank 0
-  fxprof selfcheck --device cuda                         # measured vs known, pass/fail
+
+MODEL is a torchvision model name (built with weights=None: nothing is downloaded), or
+'package.module:factory' or 'path/to/file.py:factory' (the current folder and the file's folder
+are importable) whose factory returns an nn.Module or fx.GraphModule.
 """
+
+SHOW_EXAMPLES = """\
+examples:
+  fxprof show run.json                          # the table as it was printed
+  fxprof show run.json --top 0 --sort node      # every node, by name
+  fxprof show run.json --group-by op --sort nodes
+  fxprof show run.json --group-by scope --depth 2 --columns nodes,median_ms,pct
+  fxprof show run.json --group-by rank          # one row per torch.distributed rank
+  fxprof show run.csv --columns kind,median_ms,output_shape   # a CSV has no run header
+"""
+
+COMPARE_EXAMPLES = """\
+examples:
+  fxprof compare before.json after.json                 # largest change first
+  fxprof compare before.json after.json --sort ratio --top 10
+  fxprof compare before.json after.json --sort delta_ms --ascending   # biggest savings first
+  fxprof compare before.json after.json --min-effect 0.05 --alpha 0.01
+  fxprof compare a.csv b.json --columns kind,a_ms,b_ms,ratio --csv diff.csv
+"""
+
+SELFCHECK_EXAMPLES = """\
+examples:
+  fxprof selfcheck                      # the CPU timer, on this machine
+  fxprof selfcheck --device cuda        # every GPU timer: measured vs known, PASS or FAIL
+"""
+
+GROUP_KEYS = ("op", "module_type", "range", "scope", "graph", "phase", "comm", "rank")
+#: a roll-up's columns beyond ``GROUP_COLUMNS`` in a training step (see fxprof.rollup)
+PHASE_COLUMNS = ("forward_ms", "loss_ms", "backward_ms", "optimizer_ms", "bwd_fwd_ratio")
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, with its errors as one line (as every fxprof error is), not a usage block."""
+    """argparse, with its errors as one line (as every fxprof error is), not a usage block,
+    and "did you mean" for an unknown command or choice (difflib)."""
 
-    def error(self, message: str) -> Any:
+    def error(self, message: str) -> Any:  # type: ignore[override]
+        found = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        if found:
+            choices = re.findall(r"'([^']*)'", found.group(2)) or [c.strip() for c in found.group(2).split(",")]
+            message += _did_you_mean(found.group(1), choices)
         self.exit(2, _printable(f"fxprof: error: {message}; see '{self.prog} --help'") + "\n")
 
 
+def _did_you_mean(word: str, choices: Sequence[str]) -> str:
+    close = difflib.get_close_matches(word, list(choices), n=3, cutoff=0.5)
+    return f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
-        prog="fxprof",
-        description=DESCRIPTION,
-        epilog=EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--debug", action="store_true", help="show the full traceback on errors")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    """The whole command line, in one place. Global options (``--debug``, ``--quiet``,
+    ``--version``) are accepted before or after the command."""
+    common = argparse.ArgumentParser(add_help=False)
+    glob = common.add_argument_group("global options (before or after the command)")
+    glob.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show the full traceback on errors")
+    glob.add_argument("--quiet", action="store_true", default=argparse.SUPPRESS, help="no progress bar")
+    glob.add_argument("--version", action="version", version=f"fxprof {__version__}")
 
-    def view_options(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--sort", default="pct", help="column to sort by, descending (default: pct)")
-        p.add_argument("--top", type=int, default=20, help="rows to show; 0 shows all (default: 20)")
-        p.add_argument("--group-by", choices=["op", "module_type", "range", "scope", "graph", "phase", "comm", "rank"], help="show time rolled up by op kind, module class, record_function range, module scope or training phase; comm: collectives vs computation; rank: one row per torch.distributed rank")
-        p.add_argument("--depth", type=int, default=1, help="module depth for --group-by scope (1: layer1, 2: layer1.0; default: 1)")
-        p.add_argument("--columns", help="comma-separated columns to show, e.g. kind,median_ms,pct,flops,output_shape")
-        p.add_argument("--keep-outliers", action="store_true", help="keep outlier runs (far slower than the rest) in the statistics; by default they are left out and the header says which")
+    parser = _Parser(prog="fxprof", description=DESCRIPTION, epilog=TOP_EXAMPLES, parents=[common],
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
-    p = sub.add_parser(
-        "profile",
-        help="profile a model and print its hotspot table",
-        description=(
-            "Trace MODEL with fxprof's tracer, run --warmup untimed runs, then time every node of "
-            "--iters runs and print the nodes that take the most time. MODEL is a torchvision "
-            "model name (built with weights=None: nothing is downloaded), or an import path "
-            "'package.module:factory' or 'path/to/file.py:factory' whose factory returns an "
-            "nn.Module or fx.GraphModule."
-        ),
-        epilog=EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    def command(name: str, help: str, description: str, epilog: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help, description=description, epilog=epilog, parents=[common],
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+
+    def table_options(p: argparse.ArgumentParser, sort_help: str, columns_help: str, groups: bool = True) -> None:
+        t = p.add_argument_group("the table")
+        t.add_argument("--sort", metavar="COLUMN", help=sort_help)
+        t.add_argument("--ascending", action="store_true", help="sort smallest first (default: largest first)")
+        t.add_argument("--top", type=int, default=20, metavar="N", help="rows to show; 0 shows all (default: 20)")
+        t.add_argument("--columns", metavar="A,B,C", help=columns_help)
+        if groups:
+            t.add_argument("--group-by", choices=GROUP_KEYS, metavar="KEY",
+                           help="roll node times up by KEY: op, module_type, range (record_function), scope (module "
+                                "path), graph, phase (training step), comm (collectives vs computation), rank "
+                                "(one row per torch.distributed rank)")
+            t.add_argument("--depth", type=int, metavar="N", help="module depth for --group-by scope (1: layer1, 2: layer1.0; default: 1)")
+        t.add_argument("--keep-outliers", action="store_true",
+                       help="keep outlier runs (far slower than the rest) in the statistics; by default they are left "
+                            "out and the header says which")
+
+    node_sort = ("column to sort by: any column of the table, or node; with --group-by, a roll-up column "
+                 "(nodes, mean_ms, median_ms, pct, flops, flops_pct) or the key (default: pct)")
+    node_columns = ("columns to show, comma-separated: any column of profile.df (kind, scope, median_ms, pct, "
+                    "flops, output_shape...); with --group-by, roll-up columns")
+
+    p = command("profile", "profile a model and print its hotspot table",
+                "Trace MODEL, run --warmup untimed runs, then time every node of --iters runs and print the "
+                "nodes that take the most time.", PROFILE_EXAMPLES)
     p.add_argument("model", metavar="MODEL", help="torchvision name (resnet18), package.module:factory, or path/to/file.py:factory")
-    p.add_argument("--input", action="append", metavar="SHAPE[:DTYPE]", help="an input, e.g. 1x3x224x224 or 2x128:int64; repeat for several (default: 1x3x224x224)")
-    p.add_argument("--device", default="cpu", help="device for the model and inputs: cpu, cuda, cuda:1 (default: cpu)")
-    p.add_argument("--dtype", default="float32", help="dtype of the model and of float inputs: float32, float16, bfloat16, float64 (default: float32)")
-    p.add_argument("--warmup", type=int, default=5, help="untimed warm-up runs (default: 5)")
-    p.add_argument("--warmup-ms", type=float, default=None, help="also warm up for at least this many ms (default: 200 on CUDA, 0 on the CPU)")
-    p.add_argument("--iters", type=int, default=20, help="timed runs (default: 20)")
-    p.add_argument("--timer", default="auto", choices=["auto", "cpu", "cuda", "sync", "kernel"], help="auto: cuda events on a GPU, else the CPU clock; kernel: also CUDA kernel time per node via torch.profiler (default: auto)")
-    p.add_argument("--capture", default="auto", choices=["auto", "symbolic", "dynamo", "export"], help="how to get the graph: auto tries symbolic tracing, then dynamo (default: auto)")
-    p.add_argument("--mode", default="timed", choices=["timed", "isolated"], help="timed: whole runs; isolated: each node re-run --iters times on its real inputs (default: timed)")
-    p.add_argument("--backward", action="store_true", help="profile training steps: forward, loss (sum of the outputs) and backward, every node of both graphs timed; the model runs in train mode (see docs/training.md)")
-    p.add_argument("--optimizer", choices=["sgd", "adamw"], help="with --backward, also zero_grad and step of this optimizer over the model's parameters (the model is restored afterwards)")
-    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice); recorded in the profile")
-    view_options(p)
-    p.add_argument("--csv", metavar="PATH", help="write the per-node table as CSV ('-': standard output)")
-    p.add_argument("--json", metavar="PATH", help="save the whole profile (every sample) for show/compare: JSON, or compact binary columns if PATH ends in .npz ('-': JSON on standard output)")
-    p.add_argument("--trace", metavar="PATH", help="write a Chrome trace (open in ui.perfetto.dev or chrome://tracing; '-': standard output)")
-    p.add_argument("--trace-runs", default="representative", choices=["representative", "all"], help="runs in the trace: the fastest, median and slowest (default), or all")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    m = p.add_argument_group("model and inputs")
+    m.add_argument("--input", action="append", metavar="[NAME=]SHAPE[:DTYPE]",
+                   help="an input: 1x3x224x224, 2x128:int64, or a keyword input ids=2x128:int64; repeat for several "
+                        "(default: 1x3x224x224)")
+    m.add_argument("--device", default="cpu", help="device for the model and inputs: cpu, cuda, cuda:1 (default: cpu)")
+    m.add_argument("--dtype", default="float32", help="dtype of the model and of float inputs: float32, float16, bfloat16, float64 (default: float32)")
+    c = p.add_argument_group("capture (how the graph is made)")
+    c.add_argument("--capture", default="auto", choices=["auto", "symbolic", "dynamo", "export"],
+                   help="auto tries symbolic tracing, then dynamo (default: auto)")
+    c.add_argument("--leaf-module", action="append", metavar="CLASS|PATH",
+                   help="keep a module as one node: a class (mypkg.layers:Router, mypkg.layers.Router) or a "
+                        "submodule path (encoder.layers.0); repeat for several (symbolic tracing)")
+    c.add_argument("--trace-into", action="append", metavar="CLASS|PATH|all",
+                   help="trace inside a torch.nn module instead of keeping it as one node "
+                        "(torch.nn.TransformerEncoderLayer, a submodule path, or all); repeat for several")
+    c.add_argument("--concrete", action="append", metavar="NAME=VALUE",
+                   help="fix a forward argument for tracing (concrete_args), a Python literal: use_cache=False, "
+                        "mode='fast', n=3; repeat for several")
+    r = p.add_argument_group("running")
+    r.add_argument("--warmup", type=int, default=5, metavar="N", help="untimed warm-up runs (default: 5)")
+    r.add_argument("--warmup-ms", type=float, default=None, metavar="MS",
+                   help="also warm up for at least this many ms (default: 200 on CUDA, 0 on the CPU)")
+    r.add_argument("--iters", type=int, default=20, metavar="N", help="timed runs (default: 20)")
+    r.add_argument("--timer", default="auto", choices=["auto", "cpu", "cuda", "sync", "kernel"],
+                   help="auto: cuda events on a GPU, else the CPU clock; kernel: also CUDA kernel time per node (default: auto)")
+    r.add_argument("--mode", default="timed", choices=["timed", "isolated"],
+                   help="timed: whole runs; isolated: each node re-run --iters times on its real inputs (default: timed)")
+    r.add_argument("--backward", action="store_true",
+                   help="profile training steps: forward, loss (sum of the outputs) and backward, every node of both "
+                        "graphs timed; the model runs in train mode (see docs/training.md)")
+    r.add_argument("--optimizer", choices=["sgd", "adamw"],
+                   help="with --backward, also zero_grad and step of this optimizer over the model's parameters "
+                        "(the model is restored afterwards)")
+    r.add_argument("--threads", type=int, default=None, metavar="N", help="torch CPU threads (default: torch's choice); recorded in the profile")
+    table_options(p, node_sort, node_columns)
+    o = p.add_argument_group("outputs (checked before anything runs; '-' is standard output)")
+    o.add_argument("--csv", metavar="PATH", help="write the per-node table as CSV (full precision, ms)")
+    o.add_argument("--json", metavar="PATH",
+                   help="save the whole profile (every sample) for show/compare: JSON, or compact binary columns "
+                        "if PATH ends in .npz")
+    o.add_argument("--trace", metavar="PATH", help="write a Chrome trace, on torch.profiler's clock (open in ui.perfetto.dev)")
+    o.add_argument("--trace-runs", metavar="RUNS",
+                   help="runs in the trace: representative (the fastest, median and slowest), all, median, 3, 0-4, "
+                        "0,5,9, first:N or last:N (default: representative)")
     p.set_defaults(handler=_cmd_profile)
 
-    s = sub.add_parser(
-        "show",
-        help="print a saved profile or per-node CSV again",
-        description="Re-render a profile saved with --json (or a per-node --csv table) without running anything.",
-        epilog=EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    s = command("show", "print a saved profile or per-node CSV again",
+                "Re-render a profile saved with --json (.json or .npz; or a per-node --csv table) without "
+                "running anything.", SHOW_EXAMPLES)
     s.add_argument("file", metavar="FILE", help="a .json or .npz profile or .csv table written by fxprof")
-    view_options(s)
+    table_options(s, node_sort, node_columns)
     s.set_defaults(handler=_cmd_show)
 
-    c = sub.add_parser(
-        "compare",
-        help="compare two saved profiles or tables node by node",
-        description=(
-            "Match the nodes of A and B by name and print each node's median time in both, the "
-            "ratio B/A, a p-value (Mann-Whitney U on the two sets of samples, Benjamini-Hochberg "
-            "over the nodes) and a verdict (faster, slower, same: significant and at least "
-            "--min-effect), and the change in share, largest change first, with totals, the whole "
-            "run's ratio with a 95% bootstrap interval, and warnings when the two were not "
-            "measured alike (model, graph, device, timer, dtype, threads, inputs, versions). "
-            "Nodes present in only one file are listed. P-values need saved .json profiles."
-        ),
-        epilog=EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    c.add_argument("a", metavar="A", help="the baseline: a .json or .npz profile or .csv table")
-    c.add_argument("b", metavar="B", help="the other: a .json or .npz profile or .csv table")
-    c.add_argument("--top", type=int, default=20, help="rows to show; 0 shows all (default: 20)")
-    c.add_argument("--csv", metavar="PATH", help="write the comparison table as CSV ('-': standard output)")
-    c.add_argument("--alpha", type=float, default=0.05, help="significance level of the adjusted p-values (default: 0.05)")
-    c.add_argument("--min-effect", type=float, default=0.10, help="smallest change in a node's median that gets a faster/slower verdict, as a fraction (default: 0.10, i.e. 10%%)")
-    c.add_argument("--keep-outliers", action="store_true", help="keep outlier runs in both profiles' statistics")
-    c.set_defaults(handler=_cmd_compare)
+    k = command("compare", "compare two saved profiles or tables node by node",
+                "Match the nodes of A and B by name and print each node's median time in both, the ratio B/A, "
+                "a p-value (Mann-Whitney U on the two sets of samples, Benjamini-Hochberg over the nodes) and a "
+                "verdict (faster, slower, same: significant and at least --min-effect), and the change in share, "
+                "largest change first, with totals, the whole run's ratio with a 95% bootstrap interval, and "
+                "warnings when the two were not measured alike (model, graph, device, timer, dtype, threads, "
+                "inputs, versions). Nodes present in only one file are listed. P-values need saved profiles "
+                "(.json or .npz).", COMPARE_EXAMPLES)
+    k.add_argument("a", metavar="A", help="the baseline: a .json or .npz profile or .csv table")
+    k.add_argument("b", metavar="B", help="the other: a .json or .npz profile or .csv table")
+    table_options(k, "column to sort by: status, op, kind, scope, phase, a_ms, b_ms, delta_ms, ratio, p_value, "
+                     "verdict, a_pct, b_pct, delta_pct, or node (default: the largest absolute change first)",
+                  "columns to show, comma-separated (default: status,kind,scope,a_ms,b_ms,delta_ms,ratio,p_value,"
+                  "verdict,a_pct,b_pct,delta_pct)", groups=False)
+    v = k.add_argument_group("verdicts")
+    v.add_argument("--alpha", type=float, default=0.05, help="significance level of the adjusted p-values (default: 0.05)")
+    v.add_argument("--min-effect", type=float, default=0.10,
+                   help="smallest change in a node's median that gets a faster/slower verdict, as a fraction "
+                        "(default: 0.10, i.e. 10%%)")
+    k.add_argument_group("outputs").add_argument("--csv", metavar="PATH", help="write the comparison table as CSV ('-': standard output)")
+    k.set_defaults(handler=_cmd_compare)
 
-    k = sub.add_parser(
-        "selfcheck",
-        help="check the timers against nodes of known cost on this machine",
-        description=(
-            "Run small graphs whose node costs are known (CPU spins; on a GPU calibrated sleep kernels, a "
-            "launch-bound chain, a synchronizing node) under every timer that can run here, and print measured "
-            "vs known, the error and the bound verdicts, then PASS or FAIL (exit status 0 or 1)."
-        ),
-    )
-    k.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="what to check (default: cpu)")
-    k.add_argument("--iters", type=int, default=20, help="timed runs per timer (default: 20)")
-    k.set_defaults(handler=_cmd_selfcheck)
+    q = command("selfcheck", "check the timers against nodes of known cost on this machine",
+                "Run small graphs whose node costs are known (CPU spins; on a GPU calibrated sleep kernels, a "
+                "launch-bound chain, a synchronizing node) under every timer that can run here, and print measured "
+                "vs known, the error and the bound verdicts, then PASS or FAIL (exit status 0 or 1).",
+                SELFCHECK_EXAMPLES)
+    q.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="what to check (default: cpu)")
+    q.add_argument("--iters", type=int, default=20, metavar="N", help="timed runs per timer (default: 20)")
+    q.set_defaults(handler=_cmd_selfcheck)
     # options that take a value: their value may start with '-' (--input -1x3 is a bad shape)
-    parser.value_options = {o for sp in (p, s, c, k) for a in sp._actions if a.nargs is None and a.option_strings for o in a.option_strings}  # type: ignore[attr-defined]
+    actions = [a for sp in (p, s, k, q) for a in sp._actions if a.option_strings]
+    parser.value_options = {o for a in actions if a.nargs is None for o in a.option_strings}  # type: ignore[attr-defined]
+    parser.all_options = {o for a in actions for o in a.option_strings}  # type: ignore[attr-defined]
     return parser
 
 
-def _cmd_selfcheck(args: argparse.Namespace) -> int:
-    from .errors import FxprofError
-    from .selfcheck import selfcheck
-
-    if args.iters < 1:
-        raise FxprofError(f"bad --iters {args.iters}: must be >= 1")
-    return 0 if selfcheck(device=args.device, iters=args.iters).passed else 1
-
-
-def _attach_dash_values(argv: list[str], options: set[str]) -> list[str]:
+def _attach_dash_values(argv: list[str], options: set[str], known: set[str] = frozenset()) -> list[str]:
     """``--input -1x3`` -> ``--input=-1x3``: argparse takes a value that starts with '-' for an
-    option and says "expected one argument"; the value's own check words it better."""
+    option and says "expected one argument"; the value's own check words it better. A value
+    that is itself an option (``known``) stays an option."""
     out: list[str] = []
     i = 0
     while i < len(argv):
@@ -171,7 +252,7 @@ def _attach_dash_values(argv: list[str], options: set[str]) -> list[str]:
         if token == "--":
             return out + argv[i:]
         nxt = argv[i + 1] if i + 1 < len(argv) else None
-        if token in options and nxt is not None and nxt.startswith("-") and nxt != "-" and nxt.split("=")[0] not in options | {"-h", "--help"}:
+        if token in options and nxt is not None and nxt.startswith("-") and nxt != "-" and nxt.split("=")[0] not in options | set(known) | {"-h", "--help"}:
             out.append(f"{token}={nxt}")
             i += 2
             continue
@@ -180,169 +261,154 @@ def _attach_dash_values(argv: list[str], options: set[str]) -> list[str]:
     return out
 
 
+# ------------------------------------------------------------------------ checks
 def _columns(text: str | None) -> list[str] | None:
     return [c.strip() for c in text.split(",") if c.strip()] if text else None
 
 
-def _check_view(args: argparse.Namespace) -> None:
-    from .errors import FxprofError
+def _bad(message: str) -> Exception:
+    from .errors import FxprofError  # light: errors.py imports no torch
 
-    from .profile import TABLE_COLUMNS
+    return FxprofError(message)
 
-    if args.top < 0:
-        raise FxprofError(f"bad --top {args.top}: must be >= 0 (0 shows all)")
-    if args.depth < 1:
-        raise FxprofError(f"bad --depth {args.depth}: must be >= 1")
-    if args.group_by is not None:
-        if args.columns or args.sort != "pct":
-            raise FxprofError("--sort and --columns apply to the node table; a --group-by table is sorted by pct and has fixed columns")
+
+def check_args(args: argparse.Namespace) -> None:
+    """Every option and combination that can be judged without importing torch; raises
+    FxprofError naming the option and what to do. Column names are checked by
+    :func:`_check_view` as each command starts, still before anything runs."""
+    command = args.command
+    if command == "selfcheck":
+        if args.iters < 1:
+            raise _bad(f"bad --iters {args.iters}: must be >= 1")
         return
-    from .distributed import RANK_TABLE_COLUMNS
+    if args.top < 0:
+        raise _bad(f"bad --top {args.top}: must be >= 0 (0 shows all)")
+    if command in ("profile", "show"):
+        if args.depth is not None:
+            if args.depth < 1:
+                raise _bad(f"bad --depth {args.depth}: must be >= 1")
+            if args.group_by != "scope":
+                raise _bad("--depth applies to --group-by scope only; add --group-by scope or drop --depth")
+        if args.group_by == "rank" and (args.sort or args.columns):
+            raise _bad("--group-by rank shows a fixed table (one row per rank); drop --sort and --columns")
+    if command == "profile":
+        for label, value, minimum in (("--warmup", args.warmup, 0), ("--iters", args.iters, 1), ("--threads", args.threads, 1),
+                                      ("--warmup-ms", args.warmup_ms, 0)):
+            if value is not None and value < minimum:
+                raise _bad(f"bad {label} {value}: must be >= {minimum}")
+        if args.mode == "isolated":
+            if args.trace:
+                raise _bad("--mode isolated has no timeline to trace (each node is re-run on its own); drop --trace or use --mode timed")
+            if args.timer == "kernel":
+                raise _bad("--timer kernel works with --mode timed only; use --timer cuda for --mode isolated")
+            if args.backward:
+                raise _bad("--backward works with --mode timed only (whole training steps); drop --mode isolated")
+        if args.optimizer and not args.backward:
+            raise _bad("--optimizer applies to training steps: add --backward")
+        if args.trace_runs and not args.trace:
+            raise _bad("--trace-runs chooses the runs of --trace; add --trace PATH")
+        if args.trace_runs:
+            from .runs import parse_runs
 
-    if args.sort not in (*TABLE_COLUMNS, *RANK_TABLE_COLUMNS, "node"):
-        raise FxprofError(f"bad --sort {args.sort!r}: choose a column: {', '.join(TABLE_COLUMNS)}")
-    unknown = [c for c in _columns(args.columns) or [] if c not in (*TABLE_COLUMNS, *RANK_TABLE_COLUMNS)]
-    if unknown:
-        raise FxprofError(f"bad --columns {', '.join(unknown)}: choose from {', '.join(TABLE_COLUMNS)}")
-
-
-def _view(args: argparse.Namespace) -> dict:
-    return dict(sort=args.sort, top=args.top or None, columns=_columns(args.columns), group_by=args.group_by, depth=args.depth)
-
-
-def _cmd_profile(args: argparse.Namespace) -> int:
-    import torch
-
-    from .api import profile
-    from .distributed import gather, is_initialized, launched, process_group_from_env, this_rank
-    from .errors import FxprofError
-    from .models import DEFAULT_IMAGE_INPUT, _DTYPES, load_model, make_input, parse_input
-
-    if launched() and not is_initialized():  # under torchrun: one process group around the command
-        with process_group_from_env(args.device) as args.device:
-            return _cmd_profile(args)
-    rank = this_rank()  # 0 without torchrun; only rank 0 writes files and prints
-    _check_view(args)
-    dtype = _DTYPES.get(args.dtype.lower())
-    if dtype is None or not dtype.is_floating_point:
-        raise FxprofError(f"bad --dtype {args.dtype!r}: use float32, float16, bfloat16 or float64")
-    try:
-        device = torch.device(args.device)
-    except RuntimeError as exc:
-        raise FxprofError(f"bad --device {args.device!r}: {exc}") from exc
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise FxprofError(f"--device {args.device} asked for, but torch.cuda.is_available() is False on this machine; use --device cpu")
-    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
-        raise FxprofError(f"--device {args.device}: this machine has {torch.cuda.device_count()} CUDA device(s) (cuda:0...)")
-    specs = [parse_input(s) for s in (args.input or [DEFAULT_IMAGE_INPUT])]
-    if args.threads is not None:
-        if args.threads < 1:
-            raise FxprofError(f"bad --threads {args.threads}: must be >= 1")
-        torch.set_num_threads(args.threads)
-    model_file = args.model.rpartition(":")[0] if ":" in args.model else None
-    if rank == 0:  # under torchrun only rank 0 writes
-        _check_outputs({"--csv": args.csv, "--json": args.json, "--trace": args.trace},
-                       inputs=[model_file] if model_file and os.path.isfile(model_file) else [])
-
-    if args.optimizer and not args.backward:
-        raise FxprofError("--optimizer applies to training steps: add --backward")
-    model = load_model(args.model)
-    model = model.train() if args.backward else model.eval()  # a training step runs in train mode
-    try:
-        model = model.to(device=device, dtype=dtype)
-        inputs = [make_input(shape, dt, dtype, device) for shape, dt in specs]
-    except (RuntimeError, AssertionError) as exc:
-        raise FxprofError(f"cannot put the model and inputs on {device} as {args.dtype}: {exc}") from exc
-    try:
-        training = {}
-        if args.backward:
-            from .training import make_optimizer
-
-            training = dict(backward=True, optimizer=make_optimizer(args.optimizer, model) if args.optimizer else None)
-        prof = profile(model, *inputs, warmup=args.warmup, warmup_ms=args.warmup_ms, iters=args.iters, timer=args.timer, name=args.model, progress=not args.quiet and rank == 0, capture=args.capture, mode=args.mode, **training)
-    except BaseException as exc:
-        partial = getattr(exc, "profile", None)
-        if partial is not None and not is_initialized():  # keep what was measured: write it and show it, then fail
-            failures, _ = _emit(partial, args)
-            for line in failures:
-                _print(f"fxprof: {line}", sys.stderr)
-        raise
-    prof = gather(prof)  # under torchrun: every rank's samples on rank 0, None elsewhere
-    if prof is None:
-        return 0
-    failures, signals = _emit(prof, args)
-    if failures:
-        raise FxprofError("; ".join(failures))
-    if signals:  # interrupted while saving: everything was written; now stop as asked
-        raise _Terminated() if signal.SIGTERM in signals else KeyboardInterrupt()
-    return 0
-
-
-def _emit(prof, args: argparse.Namespace) -> tuple[list[str], list[int]]:
-    """Write every output asked for, each on its own (one failing loses no other), the whole
-    profile first; then print the summary. If the profile could not be saved where asked, save
-    it where it can be. Ctrl-C and SIGTERM wait until this is done. Returns what failed, as
-    messages, and the signals that arrived meanwhile."""
-    prof.keep_outliers = args.keep_outliers
-    outputs = [("json", args.json, prof.save), ("csv", args.csv, prof.to_csv),
-               ("trace", args.trace, lambda path: prof.to_chrome_trace(path, runs=args.trace_runs))]
-    to_stdout = any(path == "-" for _, path, _ in outputs)
-    report = sys.stderr if to_stdout else sys.stdout  # standard output holds only the data then
-    written, failures = [], []
-    with _signals_deferred() as signals:
-        for label, path, write in outputs:
-            if path is None:
-                continue
             try:
-                write(path)
-                written.append(f"wrote {label}: {'standard output' if path == '-' else path}")
-            except Exception as exc:  # one output failing must not cost the others
-                failures.append(f"cannot write --{label} {path!r}: {getattr(exc, 'reason', None) or exc}")
-        if failures and not any(line.startswith("wrote json") for line in written):
-            failures.append(_rescue(prof))
-        _print(prof.summary(**_view(args)), report)
-        for line in sorted(written, key=lambda line: ("wrote csv", "wrote json", "wrote trace").index(line.split(":")[0])):
-            _print(line, report)  # in the order of the options, whatever order they were written in
-    return failures, signals
+                parse_runs(args.trace_runs)
+            except ValueError as exc:
+                raise _bad(f"bad --trace-runs {args.trace_runs!r}: {exc}") from exc
+        symbolic_only = [o for o, v in (("--leaf-module", args.leaf_module), ("--trace-into", args.trace_into),
+                                        ("--concrete", args.concrete)) if v]
+        if symbolic_only and args.capture in ("dynamo", "export"):
+            raise _bad(f"{', '.join(symbolic_only)} apply to symbolic tracing; --capture {args.capture} traces inside "
+                       f"every module by itself. Use --capture symbolic (or auto), or drop them")
+        if symbolic_only and args.backward:
+            raise _bad(f"{', '.join(symbolic_only)} apply to symbolic tracing; --backward takes its graphs from "
+                       f"AOTAutograd, which traces inside every module by itself. Drop them")
+        if args.backward and args.capture in ("symbolic", "export"):
+            raise _bad(f"--backward takes the forward and backward graphs from AOTAutograd; --capture {args.capture} "
+                       f"cannot give a backward graph. Use --capture auto")
+        device = args.device.lower()
+        if args.timer in ("cuda", "sync", "kernel") and not device.startswith("cuda"):
+            raise _bad(f"--timer {args.timer} times a CUDA device, but --device is {args.device}; add --device cuda")
+        parse_concrete(args.concrete or [])
+        if _this_rank_writes():  # under torchrun only rank 0 writes
+            model_file = args.model.rpartition(":")[0] if ":" in args.model else None
+            _check_outputs({"--csv": args.csv, "--json": args.json, "--trace": args.trace},
+                           inputs=[model_file] if model_file and os.path.isfile(model_file) else [])
+    if command == "compare":
+        if not 0.0 < args.alpha < 1.0:
+            raise _bad(f"bad --alpha {args.alpha}: a significance level between 0 and 1, e.g. 0.05")
+        if args.min_effect < 0:
+            raise _bad(f"bad --min-effect {args.min_effect}: a fraction >= 0, e.g. 0.10 for 10%")
+        _check_outputs({"--csv": args.csv}, inputs=[args.a, args.b])
 
 
-def _rescue(prof) -> str:
-    """Save the whole profile somewhere that works (here, else the temporary folder); say where."""
-    import datetime
-    import tempfile
+def _this_rank_writes() -> bool:
+    """False on the ranks other than 0 of a ``torchrun`` job (read from the environment, so
+    that no torch is imported to know it)."""
+    return os.environ.get("RANK", "0").strip() in ("", "0") or "WORLD_SIZE" not in os.environ
 
-    model = re.sub(r"[^A-Za-z0-9_.-]+", "_", str(prof.meta.get("model", "model")))[:60]
-    name = f"fxprof-{model}-{datetime.datetime.now().strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.json"
-    tried = []
-    for folder in (os.getcwd(), tempfile.gettempdir()):
-        path = os.path.join(folder, name)
+
+def _check_view(args: argparse.Namespace) -> None:
+    """--sort and --columns name columns of the table they apply to."""
+    if args.command == "compare":
+        from .compare import COMPARE_COLUMNS
+
+        allowed = list(COMPARE_COLUMNS)
+        sortable = [*allowed, "node"]
+    elif args.group_by == "rank":
+        return  # a fixed table; check_args refuses --sort and --columns with it
+    elif args.group_by is not None:
+        from .render import GROUP_COLUMNS
+
+        allowed = [*GROUP_COLUMNS, *PHASE_COLUMNS]
+        sortable = [*allowed, args.group_by]
+    else:
+        from .distributed import RANK_TABLE_COLUMNS
+        from .profile import TABLE_COLUMNS
+
+        allowed = [*TABLE_COLUMNS, *RANK_TABLE_COLUMNS]
+        sortable = [*allowed, "node"]
+    what = "a --group-by table" if args.command != "compare" and args.group_by else "the table"
+    if args.sort is not None and args.sort not in sortable:
+        raise _bad(f"bad --sort {args.sort!r}{_did_you_mean(args.sort, sortable)}: {what} has {', '.join(sortable)}")
+    unknown = [c for c in _columns(args.columns) or [] if c not in allowed]
+    if unknown:
+        hints = "".join(_did_you_mean(c, allowed) for c in unknown)
+        raise _bad(f"bad --columns {', '.join(unknown)}{hints}: {what} has {', '.join(allowed)}")
+
+
+def parse_concrete(items: Sequence[str]) -> dict[str, Any]:
+    """``["use_cache=False", "mode='fast'"]`` -> ``{"use_cache": False, "mode": "fast"}``."""
+    import ast
+
+    out: dict[str, Any] = {}
+    for item in items:
+        name, eq, text = item.partition("=")
+        if not eq or not name.strip().isidentifier():
+            raise _bad(f"bad --concrete {item!r}: expected NAME=VALUE, e.g. use_cache=False")
         try:
-            prof.save(path)
-            return f"the whole profile was saved to {path!r} instead (fxprof show {path})"
-        except Exception as exc:
-            tried.append(f"{folder!r}: {getattr(exc, 'reason', None) or exc}")
-    return f"the profile could not be saved anywhere ({'; '.join(tried)})"
+            out[name.strip()] = ast.literal_eval(text.strip())
+        except (ValueError, SyntaxError) as exc:
+            raise _bad(f"bad --concrete {item!r}: {text!r} is not a Python literal; write None, True, 3, 0.5 or 'text'") from exc
+    return out
 
 
 def _check_outputs(outputs: dict[str, str | None], inputs: Sequence[str] = ()) -> None:
     """Before anything runs: no empty path, no two outputs on one file (or both on standard
     output), no output on an input, and every output writable."""
-    from .errors import FxprofError
-
     given = {flag: path for flag, path in outputs.items() if path is not None}
     for flag, path in given.items():
         if path == "":
-            raise FxprofError(f"{flag} was given an empty path; give a file path, or '-' for standard output")
+            raise _bad(f"{flag} was given an empty path; give a file path, or '-' for standard output")
     flags = list(given)
     for i, first in enumerate(flags):
         for second in flags[i + 1:]:
             if _same_file(given[first], given[second]):
                 where = "standard output" if given[first] == "-" else repr(given[first])
-                raise FxprofError(f"{first} and {second} both write {where}; give each output its own path")
+                raise _bad(f"{first} and {second} both write {where}; give each output its own path")
     for flag, path in given.items():
         for source in inputs:
             if path != "-" and _same_file(path, source):
-                raise FxprofError(f"{flag} {path!r} is an input of this command; writing it would destroy it. Give another path")
+                raise _bad(f"{flag} {path!r} is an input of this command; writing it would destroy it. Give another path")
         if path != "-":
             _check_writable(path)
 
@@ -384,6 +450,152 @@ def _check_writable(path: str) -> None:
         raise ProfileWriteError(f"cannot write {path!r}: cannot create files in the folder {directory!r} ({exc.strerror or exc})") from exc
 
 
+def _view(args: argparse.Namespace, stream: Any = None) -> dict:
+    """How the table is shown: sorting, rows, columns, and the width of ``stream`` (stdout)."""
+    from .tables import terminal_width
+
+    view = dict(sort=args.sort, top=args.top, columns=_columns(args.columns), ascending=args.ascending,
+                width=terminal_width(stream))
+    if args.command != "compare":
+        view.update(group_by=args.group_by, depth=args.depth or 1)
+        if args.sort is None:
+            view["sort"] = "pct"
+    return view
+
+
+# ---------------------------------------------------------------------- commands
+def _cmd_profile(args: argparse.Namespace) -> int:
+    from .progress import Progress
+
+    # shown at once, before torch is imported; under torchrun only rank 0 shows one
+    with Progress(enabled=not args.quiet and _this_rank_writes()) as bar:
+        bar.phase("importing torch")
+        _check_view(args)
+        import torch  # noqa: F401  (what the bar was waiting for)
+
+        from .distributed import is_initialized, launched, process_group_from_env
+
+        bar.step()
+        if launched() and not is_initialized():  # under torchrun: one process group around the command
+            with process_group_from_env(args.device) as args.device:
+                return _profile(args, bar)
+        return _profile(args, bar)
+
+
+def _profile(args: argparse.Namespace, bar: Any) -> int:
+    import torch
+
+    from .api import profile
+    from .distributed import gather, is_initialized
+    from .models import _DTYPES, build_inputs, load_model, resolve_modules
+
+    dtype = _DTYPES.get(args.dtype.lower())
+    if dtype is None or not dtype.is_floating_point:
+        raise _bad(f"bad --dtype {args.dtype!r}: use float32, float16, bfloat16 or float64")
+    try:
+        device = torch.device(args.device)
+    except RuntimeError as exc:
+        raise _bad(f"bad --device {args.device!r}: {exc}") from exc
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise _bad(f"--device {args.device} asked for, but torch.cuda.is_available() is False on this machine; use --device cpu")
+    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
+        raise _bad(f"--device {args.device}: this machine has {torch.cuda.device_count()} CUDA device(s) (cuda:0...)")
+    build_inputs(args.input, dtype, device, parse_only=True)  # bad shapes fail before the model is built
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+
+    bar.phase("building the model")
+    model = load_model(args.model)
+    model = model.train() if args.backward else model.eval()  # a training step runs in train mode
+    leaf = resolve_modules("--leaf-module", args.leaf_module or [], model)
+    into = "all" if "all" in (args.trace_into or []) else resolve_modules("--trace-into", args.trace_into or [], model)
+    try:
+        model = model.to(device=device, dtype=dtype)
+        positional, keywords = build_inputs(args.input, dtype, device)
+    except (RuntimeError, AssertionError) as exc:
+        raise _bad(f"cannot put the model and inputs on {device} as {args.dtype}: {exc}") from exc
+    bar.step()
+    concrete = parse_concrete(args.concrete or [])
+    both = sorted(set(concrete) & set(keywords))
+    if both:
+        raise _bad(f"{', '.join(both)} given by both --input and --concrete; give each input once")
+    options: dict[str, Any] = dict(warmup=args.warmup, warmup_ms=args.warmup_ms, iters=args.iters, timer=args.timer,
+                                   name=args.model, progress=bar, capture=args.capture, mode=args.mode)
+    if args.backward:
+        from .training import make_optimizer
+
+        options.update(backward=True, optimizer=make_optimizer(args.optimizer, model) if args.optimizer else None)
+    else:
+        options.update(leaf_modules=leaf, trace_into=into, concrete_args=concrete or None)
+    try:  # a fixed argument is also passed, so the traced graph's check of its value holds
+        prof = profile(model, *positional, model_kwargs={**keywords, **concrete} or None, **options)
+    except BaseException as exc:
+        partial = getattr(exc, "profile", None)
+        if partial is not None and not is_initialized():  # keep what was measured: write it and show it, then fail
+            bar.close()
+            failures, _ = _emit(partial, args)
+            for line in failures:
+                _print(f"fxprof: {line}", sys.stderr)
+        raise
+    bar.close()
+    prof = gather(prof)  # under torchrun: every rank's samples on rank 0, None elsewhere
+    if prof is None:
+        return 0
+    failures, signals = _emit(prof, args)
+    if failures:
+        raise _bad("; ".join(failures))
+    if signals:  # interrupted while saving: everything was written; now stop as asked
+        raise _Terminated() if signal.SIGTERM in signals else KeyboardInterrupt()
+    return 0
+
+
+def _emit(prof: Any, args: argparse.Namespace) -> tuple[list[str], list[int]]:
+    """Write every output asked for, each on its own (one failing loses no other), the whole
+    profile first; then print the summary. If the profile could not be saved where asked, save
+    it where it can be. Ctrl-C and SIGTERM wait until this is done. Returns what failed, as
+    messages, and the signals that arrived meanwhile."""
+    prof.keep_outliers = args.keep_outliers
+    runs = args.trace_runs or "representative"
+    outputs = [("json", args.json, prof.save), ("csv", args.csv, prof.to_csv),
+               ("trace", args.trace, lambda path: prof.to_chrome_trace(path, runs=runs))]
+    to_stdout = any(path == "-" for _, path, _ in outputs)
+    report = sys.stderr if to_stdout else sys.stdout  # standard output holds only the data then
+    written, failures = [], []
+    with _signals_deferred() as signals:
+        for label, path, write in outputs:
+            if path is None:
+                continue
+            try:
+                write(path)
+                written.append(f"wrote {label}: {'standard output' if path == '-' else path}")
+            except Exception as exc:  # one output failing must not cost the others
+                failures.append(f"cannot write --{label} {path!r}: {getattr(exc, 'reason', None) or exc}")
+        if failures and not any(line.startswith("wrote json") for line in written):
+            failures.append(_rescue(prof))
+        _print(prof.summary(**_view(args, report)), report)
+        for line in sorted(written, key=lambda line: ("wrote csv", "wrote json", "wrote trace").index(line.split(":")[0])):
+            _print(line, report)  # in the order of the options, whatever order they were written in
+    return failures, signals
+
+
+def _rescue(prof: Any) -> str:
+    """Save the whole profile somewhere that works (here, else the temporary folder); say where."""
+    import datetime
+    import tempfile
+
+    model = re.sub(r"[^A-Za-z0-9_.-]+", "_", str(prof.meta.get("model", "model")))[:60]
+    name = f"fxprof-{model}-{datetime.datetime.now().strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.json"
+    tried = []
+    for folder in (os.getcwd(), tempfile.gettempdir()):
+        path = os.path.join(folder, name)
+        try:
+            prof.save(path)
+            return f"the whole profile was saved to {path!r} instead (fxprof show {path})"
+        except Exception as exc:
+            tried.append(f"{folder!r}: {getattr(exc, 'reason', None) or exc}")
+    return f"the profile could not be saved anywhere ({'; '.join(tried)})"
+
+
 def _cmd_show(args: argparse.Namespace) -> int:
     from .io import read_any
     from .render import render_body
@@ -391,6 +603,8 @@ def _cmd_show(args: argparse.Namespace) -> int:
     _check_view(args)
     loaded = read_any(args.file)
     if isinstance(loaded, __import__("pandas").DataFrame):
+        if args.group_by == "rank":
+            raise _bad("--group-by rank needs a saved profile (.json or .npz); a CSV holds no runs")
         _print(f"fxprof: per-node table from {args.file} (a CSV holds no raw samples and no run header)\n")
         _print(render_body(loaded, **_view(args)))
     else:
@@ -404,15 +618,20 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     from .io import read_any, write_csv
     from .render import render_compare
 
-    if args.top < 0:
-        raise ValueError(f"bad --top {args.top}: must be >= 0 (0 shows all)")
-    _check_outputs({"--csv": args.csv}, inputs=[args.a, args.b])
+    _check_view(args)
     keep = True if args.keep_outliers else None
     diff = compare(read_any(args.a), read_any(args.b), alpha=args.alpha, min_effect=args.min_effect, keep_outliers=keep, warn=False)
     if args.csv is not None:
         write_csv(diff, args.csv)
-    _print(render_compare(diff, args.a, args.b, top=args.top or None), sys.stderr if args.csv == "-" else sys.stdout)
+    report = sys.stderr if args.csv == "-" else sys.stdout
+    _print(render_compare(diff, args.a, args.b, **_view(args, report)), report)
     return 0
+
+
+def _cmd_selfcheck(args: argparse.Namespace) -> int:
+    from .selfcheck import selfcheck
+
+    return 0 if selfcheck(device=args.device, iters=args.iters).passed else 1
 
 
 class _Terminated(KeyboardInterrupt):
@@ -473,7 +692,9 @@ def _sigterm_as_interrupt() -> Iterator[None]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = parser.parse_args(_attach_dash_values(argv, parser.value_options))  # type: ignore[attr-defined]
+    args = parser.parse_args(_attach_dash_values(argv, parser.value_options, parser.all_options))  # type: ignore[attr-defined]
+    args.debug = getattr(args, "debug", False)
+    args.quiet = getattr(args, "quiet", False)
     if not getattr(args, "handler", None):
         parser.print_help()
         return 2
@@ -481,6 +702,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         with _sigterm_as_interrupt():
+            check_args(args)
             return args.handler(args)
     except _Terminated:
         print("fxprof: terminated", file=sys.stderr)

@@ -37,7 +37,8 @@ MIN_EFFECT = 0.10
 COMPARED_META = ("model", "device", "gpu", "timer", "dtype", "threads", "inputs", "torch", "capture", "mode",
                  "no_grad", "training", "machine", "python", "fxprof")
 #: bookkeeping, not measuring conditions: never compared
-IGNORED_META = ("created", "iters", "requested_iters", "incomplete", "warmup", "capture_reason", "capture_note")
+IGNORED_META = ("created", "iters", "requested_iters", "incomplete", "warmup", "capture_reason", "capture_note",
+                "epoch_ns")
 
 
 class ComparabilityWarning(UserWarning):

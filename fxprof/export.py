@@ -1,17 +1,26 @@
-"""Chrome trace export: nodes of representative runs (or of every run) as spans, viewable in Perfetto.
+"""Chrome trace export: nodes of representative runs (or of any runs) as spans, on torch.profiler's clock.
 
 The Trace Event Format (the JSON that chrome://tracing and https://ui.perfetto.dev open) takes
 complete events (``"ph": "X"``) with a start ``ts`` and a duration ``dur`` in microseconds.
 fxprof writes one such span per node per chosen run, on a host track (host clock) and, with
-the CUDA timers, a device track (stream time), plus one span per chosen run. Runs are placed at
-their host start times; a device span is placed at its run's host start plus its offset on the
-stream from the run's first event, so host and device tracks line up per run but not to the
-microsecond.
+the CUDA timers, a device track (stream time), plus one span per chosen run. Each node span's
+``args`` hold the node's kind, scope, module type, shapes and FLOPs (what the anatomy pass measured).
 
-Which runs: by default the **fastest**, the **median** and the **slowest** run by whole-run
-time (``total_ms``; the median of an even count is the lower middle run), each labelled so in
-its run span; a trace of every run of a long profile is mostly repetition and too big for the
-viewers. ``runs="all"`` writes every run, ``runs=[0, 5]`` the runs named. The file is written
+Timestamps follow torch.profiler (Kineto): ``ts`` is microseconds of the Unix-epoch wall clock
+counted from ``baseTimeNanoseconds``, which Kineto sets to the start of the current 7889238 s
+("three month") interval and writes at the top of its JSON. fxprof computes the same base and
+places its runs at the wall-clock time they ran (``meta["epoch_ns"]``: the first timed run's
+start, from the host clock's offset to ``time.time_ns()``), so a torch.profiler trace of the
+same process lines up with an fxprof trace: concatenate their ``traceEvents`` (or use
+:func:`merge_chrome_traces`, which also shifts traces written against another base). A profile
+without ``epoch_ns`` (saved by an older fxprof) starts at 0. A device span is placed at its
+run's host start plus its offset on the stream from the run's first event, so host and device
+tracks line up per run but not to the microsecond.
+
+Which runs (:mod:`fxprof.runs`): by default the **fastest**, the **median** and the **slowest**
+run by whole-run time, each labelled so in its run span; a trace of every run of a long profile
+is mostly repetition and too big for the viewers. ``runs="all"``, ``"median"``, ``"first:N"``,
+``"last:N"``, ``"0-4"``, ``"0,5,9"`` or a list of run numbers choose others. The file is written
 from the sample columns with one string template per node, never a dict per event.
 """
 
@@ -19,50 +28,66 @@ from __future__ import annotations
 
 import json
 import os
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Union
+import time
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence, Union
 
 import numpy as np
 
 from .io import atomic_write
+from .runs import parse_runs, run_labels
 
 if TYPE_CHECKING:
     from .profile import Profile
 
-__all__ = ["chrome_trace_events", "write_chrome_trace", "trace_runs", "TRACE_RUNS"]
+__all__ = ["chrome_trace_events", "write_chrome_trace", "trace_runs", "merge_chrome_traces", "epoch_ns", "kineto_base_ns"]
 
 _PID = 1
 _HOST_TID = 1
 _DEVICE_TID = 2
-#: the named run selections
-TRACE_RUNS = ("representative", "all")
-Runs = Union[str, Iterable[int]]
+#: Kineto's ChromeTraceBaseTime: the epoch rounded down to a multiple of this many seconds
+KINETO_BASE_INTERVAL_S = 7889238
+Runs = Union[str, int, Iterable[int], None]
+
+
+def kineto_base_ns(epoch_ns: int) -> int:
+    """The ``baseTimeNanoseconds`` torch.profiler writes for a trace taken at ``epoch_ns``."""
+    interval = KINETO_BASE_INTERVAL_S * 1_000_000_000
+    return (int(epoch_ns) // interval) * interval
+
+
+def epoch_ns(timer: Any, host_ns: int, tries: int = 5) -> int:
+    """The Unix-epoch time (ns, ``time.time_ns()``'s clock, which Kineto uses) of a reading
+    ``host_ns`` of ``timer.host_ns()``. The offset between the two clocks is read ``tries``
+    times, and the reading pair with the shortest gap is kept."""
+    best = None
+    for _ in range(max(tries, 1)):
+        a = timer.host_ns()
+        wall = time.time_ns()
+        b = timer.host_ns()
+        if best is None or b - a < best[0]:
+            best = (b - a, wall - (a + b) // 2)
+    return int(host_ns) + best[1]
 
 
 def trace_runs(profile: "Profile", runs: Runs = "representative") -> dict[int, str]:
     """The runs a trace shows, in run order, each with its label (``"fastest"``, ``"median"``,
-    ``"slowest"``, joined by ``/`` when one run is several; ``""`` for runs named explicitly or
-    ``runs="all"``)."""
+    ``"slowest"``, joined by ``/`` when one run is several; ``""`` for runs picked by number or
+    position). ``runs``: see :func:`fxprof.runs.parse_runs` (None is ``"representative"``)."""
     table = profile.runs
-    known = table["run"].to_numpy()
-    if isinstance(runs, str):
-        if runs == "all":
-            return {int(r): "" for r in known}
-        if runs != "representative":
-            raise ValueError(f"unknown runs={runs!r}; choose one of {', '.join(TRACE_RUNS)} or pass a list of run numbers")
-        totals = table["total_ms"].to_numpy(dtype=np.float64)
-        finite = np.flatnonzero(np.isfinite(totals))
-        if not len(finite):
-            return {int(r): "" for r in known}
-        order = finite[np.argsort(totals[finite], kind="stable")]
-        labels: dict[int, list[str]] = {}
-        for label, position in (("fastest", 0), ("median", (len(order) - 1) // 2), ("slowest", len(order) - 1)):
-            labels.setdefault(int(known[order[position]]), []).append(label)
-        return {r: "/".join(labels[r]) for r in sorted(labels)}
-    chosen = sorted({int(r) for r in runs})
-    missing = sorted(set(chosen) - {int(r) for r in known})
-    if missing:
-        raise ValueError(f"the profile has no run(s) {missing[:5]}; its runs are 0 to {len(known) - 1}")
-    return {r: "" for r in chosen}
+    return run_labels(parse_runs(runs), table["run"].tolist(), table["total_ms"].to_numpy(dtype=np.float64).tolist())
+
+
+def _offset_us(meta: dict[str, Any]) -> float:
+    """Microseconds from the trace's base to the first timed run's start (0 without epoch)."""
+    epoch = meta.get("epoch_ns")
+    if not isinstance(epoch, int) or isinstance(epoch, bool):
+        return 0.0
+    return (epoch - kineto_base_ns(epoch)) / 1000.0
+
+
+def _base_ns(meta: dict[str, Any]) -> int | None:
+    epoch = meta.get("epoch_ns")
+    return kineto_base_ns(epoch) if isinstance(epoch, int) and not isinstance(epoch, bool) else None
 
 
 def _check_timeline(profile: "Profile") -> None:
@@ -81,6 +106,7 @@ class _Spans:
         meta = profile.meta
         self.device_track = meta.get("timer") in ("cuda", "sync", "kernel")
         self.labels = trace_runs(profile, runs)
+        offset_ms = _offset_us(meta) / 1000.0
         table = profile.runs
         columns = profile._columns
         keep = np.isin(columns.run, np.fromiter(self.labels, dtype=np.int64, count=len(self.labels)))
@@ -89,7 +115,7 @@ class _Spans:
         run_numbers = table["run"].to_numpy(dtype=np.int64)
         base_of = dict(zip(run_numbers.tolist(), table["start_ms"].to_numpy(dtype=np.float64).tolist()))
         base = np.asarray([base_of.get(int(r), np.nan) for r in range(int(run.max()) + 1)] if len(run) else [], dtype=np.float64)
-        base = base[run] if len(run) else np.zeros(0)
+        base = (base[run] if len(run) else np.zeros(0)) + offset_ms
         node = columns.node[keep]
         if self.device_track:
             tracks = [(_HOST_TID, base + columns.host_start_ms[keep], columns.host_ms[keep]),
@@ -104,7 +130,7 @@ class _Spans:
         self.dur = np.column_stack([d for _, _, d in tracks]).reshape(-1) if len(node) else np.zeros(0)
         finite = np.isfinite(self.start) & np.isfinite(self.dur)  # a sample without a time has no place
         self.node, self.run, self.tid, self.start, self.dur = (a[finite] for a in (self.node, self.run, self.tid, self.start, self.dur))
-        self.run_rows = [(int(r), float(s), float(h)) for r, s, h in table[["run", "start_ms", "host_ms"]].itertuples(index=False) if int(r) in self.labels]
+        self.run_rows = [(int(r), float(s) + offset_ms, float(h)) for r, s, h in table[["run", "start_ms", "host_ms"]].itertuples(index=False) if int(r) in self.labels]
 
     def run_name(self, run: int) -> str:
         label = self.labels.get(run, "")
@@ -115,24 +141,47 @@ def _metadata_events(profile: "Profile", device_track: bool) -> list[dict[str, A
     meta = profile.meta
     events: list[dict[str, Any]] = [
         {"ph": "M", "name": "process_name", "pid": _PID, "tid": 0, "args": {"name": f"fxprof: {meta.get('model', 'model')}"}},
-        {"ph": "M", "name": "thread_name", "pid": _PID, "tid": _HOST_TID, "args": {"name": "host"}},
+        {"ph": "M", "name": "thread_name", "pid": _PID, "tid": _HOST_TID, "args": {"name": "fxprof host"}},
     ]
     if device_track:
-        events.append({"ph": "M", "name": "thread_name", "pid": _PID, "tid": _DEVICE_TID, "args": {"name": f"device ({meta.get('device', 'cuda')})"}})
+        events.append({"ph": "M", "name": "thread_name", "pid": _PID, "tid": _DEVICE_TID, "args": {"name": f"fxprof device ({meta.get('device', 'cuda')})"}})
     return events
 
 
 def _node_args(profile: "Profile") -> list[dict[str, Any]]:
+    """Each node's span args: what it is, where it sits, and what the anatomy pass measured."""
+    anatomy = profile.anatomy
+    facts = {str(node): _facts(row) for node, row in anatomy.iterrows()} if len(anatomy) else {}
     out = []
     for n in profile.nodes:
         args = {"op": n.op, "target": n.target, "kind": n.kind, "scope": n.scope}
+        if n.module_type:
+            args["module_type"] = n.module_type
         if n.range:
             args["range"] = n.range
+        if n.graph:
+            args["graph"] = n.graph
+        args.update(facts.get(n.name, {}))
         if n.phase != "forward":  # a training step: which phase, and what a backward node differentiates
             args["phase"] = n.phase
             if n.forward_node:
                 args["forward_node"] = n.forward_node
         out.append(args)
+    return out
+
+
+def _facts(row: Any) -> dict[str, Any]:
+    """A node's shapes, dtype and FLOPs, for the span's args (only what was measured)."""
+    import pandas as pd
+
+    out: dict[str, Any] = {}
+    for key in ("input_shapes", "output_shape", "dtype"):
+        value = row.get(key, "")
+        if isinstance(value, str) and value:
+            out[key] = value
+    flops = row.get("flops")
+    if flops is not None and not pd.isna(flops):
+        out["flops"] = int(flops)
     return out
 
 
@@ -182,6 +231,8 @@ def write_chrome_trace(profile: "Profile", path: str | os.PathLike, runs: Runs =
     if len(profile.ranks) > 1:  # torch.distributed ranks: one trace process per rank
         document = {"traceEvents": chrome_trace_events(profile, runs), "displayTimeUnit": "ms",
                     "otherData": {k: v for k, v in profile.meta.items() if isinstance(v, (str, int, float, bool))}}
+        if _base_ns(profile.meta) is not None:
+            document["baseTimeNanoseconds"] = _base_ns(profile.meta)
         return atomic_write(path, lambda handle: json.dump(document, handle))
     spans = _Spans(profile, runs)
     other = {k: v for k, v in profile.meta.items() if isinstance(v, (str, int, float, bool))}
@@ -200,6 +251,39 @@ def write_chrome_trace(profile: "Profile", path: str | os.PathLike, runs: Runs =
                 batch.clear()
         if batch:
             handle.write(",\n" + ",\n".join(batch))
-        handle.write(f'\n],"displayTimeUnit":"ms","otherData":{json.dumps(other, default=str)}}}')
+        base = _base_ns(profile.meta)
+        tail = f',"baseTimeNanoseconds":{base}' if base is not None else ""
+        handle.write(f'\n],"displayTimeUnit":"ms"{tail},"otherData":{json.dumps(other, default=str)}}}')
 
     atomic_write(path, write)
+
+
+def merge_chrome_traces(paths: Sequence[str | os.PathLike], out: str | os.PathLike) -> None:
+    """Write one trace holding the events of ``paths`` (fxprof's and torch.profiler's), each
+    shifted onto the earliest ``baseTimeNanoseconds`` among them, so they open together in
+    Perfetto. A trace without a base is taken as it is. A file that is not a trace is refused,
+    by name, before anything is written."""
+    documents = []
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8") as handle:
+                document = json.load(handle)
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"cannot read the trace {os.fspath(path)!r}: {exc}") from exc
+        if not isinstance(document, dict) or not isinstance(document.get("traceEvents"), list):
+            raise ValueError(f"{os.fspath(path)!r} is not a Chrome trace (no traceEvents list)")
+        documents.append(document)
+    bases = [d.get("baseTimeNanoseconds") for d in documents if isinstance(d.get("baseTimeNanoseconds"), int)]
+    base = min(bases) if bases else None
+    events: list[dict[str, Any]] = []
+    for d in documents:
+        own = d.get("baseTimeNanoseconds")
+        shift = (own - base) / 1000.0 if base is not None and isinstance(own, int) else 0.0
+        for e in d["traceEvents"]:
+            if shift and isinstance(e, dict) and "ts" in e:
+                e = {**e, "ts": e["ts"] + shift}
+            events.append(e)
+    merged: dict[str, Any] = {"traceEvents": events, "displayTimeUnit": "ms"}
+    if base is not None:
+        merged["baseTimeNanoseconds"] = base
+    atomic_write(out, lambda handle: json.dump(merged, handle))

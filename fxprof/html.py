@@ -1,40 +1,66 @@
-"""HTML rendering of a profile, for Jupyter (``Profile._repr_html_``).
+"""HTML rendering of a profile, for Jupyter (``Profile._repr_html_``), built on pandas' Styler.
 
 Renderers format; they never time anything. The header is :func:`~fxprof.render.render_header`'s
-text, so the notebook and the terminal state the same facts. Inline CSS only, no JavaScript.
+text, so the notebook and the terminal state the same facts. The table is made to be read on a
+notebook page: one name column (the node; a module node's scope is the node itself, so its
+``scope`` cell is left empty), the operation in plain words (``kind``: ``conv2d``, ``add``), times
+with units that suit their size, text left-aligned under left-aligned headers, numbers right,
+and the share drawn as a bar scaled to the largest share in the table. Inline CSS only, no
+JavaScript.
 """
 
 from __future__ import annotations
 
+import hashlib
 import html
 from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from .render import default_columns, is_device_timer, render_header, spread_flags, spread_notes
+from .render import is_device_timer, render_header, spread_flags, spread_notes
+from .tables import display_name, formatter_for
 
 if TYPE_CHECKING:
     from .profile import Profile
 
-__all__ = ["render_html", "TOP"]
+__all__ = ["render_html", "html_columns", "TOP"]
 
 #: rows shown by ``Profile._repr_html_``; the rest are counted in a footer
 TOP = 20
 _BAR = "#f4a261"
-_CELL = "padding:1px 8px"
+#: the notebook table's columns (``range`` only when a node has one; host time and bound
+#: with the CUDA timers)
+HTML_COLUMNS = ("kind", "scope", "range", "median_ms", "iqr_ms", "pct", "cum_pct")
+_CELL = "padding:1px 8px;white-space:nowrap"
+_NAME = "max-width:22em;overflow:hidden;text-overflow:ellipsis"
+
+
+def html_columns(table: pd.DataFrame, device_timer: bool) -> list[str]:
+    """The notebook table's columns: :data:`HTML_COLUMNS`, with ``phase`` for a training step,
+    the rank spread for several ranks, and the device columns with the CUDA timers."""
+    columns = [c for c in HTML_COLUMNS if c != "range" or (table["range"] != "").any()]
+    if "rank_max_ms" in table.columns and (table["rank_max_ms"] > table["rank_min_ms"]).any():  # several ranks
+        at = columns.index("iqr_ms") + 1
+        columns[at:at] = ["rank_min_ms", "rank_max_ms", "slowest_rank"]
+    if "phase" in table.columns and (table["phase"] != "forward").any():  # a training step
+        columns.insert(0, "phase")
+    if device_timer:
+        at = columns.index("median_ms") + 1
+        extra = ["host_mean_ms", "bound"]
+        if table["kernel_mean_ms"].notna().any():
+            extra.insert(0, "kernel_median_ms")
+        columns[at:at] = extra
+    return columns
 
 
 def render_html(profile: "Profile", top: int | None = TOP, sort: str | None = "pct") -> str:
-    """The profile as an HTML fragment: the header, then the first ``top`` nodes by ``sort``.
-
-    The ``pct`` cell carries a bar whose length is the node's share of node time (a full cell
-    is 100%; ``pct`` is the share of summed median times). The ``spread`` column carries
-    :func:`~fxprof.render.spread_flags` (``high``, ``tail``).
-    Every name, target and header line is HTML-escaped.
-    """
+    """The profile as an HTML fragment: the header, then the first ``top`` nodes by ``sort``
+    (None or 0: all). The ``pct`` cell carries a bar scaled to the largest share in the table;
+    the ``spread`` column carries :func:`~fxprof.render.spread_flags` (``high``, ``tail``).
+    Every name, target and header line is HTML-escaped."""
     head, *facts = render_header(profile).splitlines()
     parts = [
-        '<div class="fxprof-profile">',
+        '<div class="fxprof-profile" style="max-width:100%;overflow-x:auto">',
         f"<div><strong>{html.escape(head)}</strong></div>",
         *(f'<div style="font-size:smaller">{html.escape(line)}</div>' for line in facts),
     ]
@@ -43,28 +69,20 @@ def render_html(profile: "Profile", top: int | None = TOP, sort: str | None = "p
         parts += ["<p>no nodes</p>", "</div>"]
         return "\n".join(parts)
 
-    columns = default_columns(table, is_device_timer(profile))
+    columns = html_columns(table, is_device_timer(profile))
     flags = spread_flags(table)
     noisy = flags != ""
-    shown = table if top is None else table.head(max(int(top), 0))
-
-    header = "".join(f'<th style="{_CELL}">{html.escape(c)}</th>' for c in ["node", *columns])
+    shown = table if not top else table.head(max(int(top), 0))
+    view = shown[columns].copy()
+    if "scope" in view:  # a module node runs in its own module: its name says it already
+        own = (shown["op"] == "call_module") & (shown["scope"] == shown["target"])
+        view["scope"] = view["scope"].where(~own, "")
+        if not (view["scope"] != "").any():
+            view = view.drop(columns=["scope"])
     if noisy.any():
-        header += f'<th style="{_CELL}">spread</th>'
-    rows = []
-    for node, row in shown.iterrows():
-        cells = [f'<td style="{_CELL};text-align:left">{html.escape(str(node))}</td>']
-        cells += [_cell(c, row[c]) for c in columns]
-        if noisy.any():
-            cells.append(f'<td style="{_CELL}">{html.escape(flags[node])}</td>')
-        rows.append("<tr>" + "".join(cells) + "</tr>")
-    parts += [
-        '<table style="border-collapse:collapse;font-variant-numeric:tabular-nums">',
-        f"<thead><tr>{header}</tr></thead>",
-        "<tbody>",
-        *rows,
-        "</tbody></table>",
-    ]
+        view["spread"] = flags.loc[shown.index].to_numpy()
+    view = view.reset_index()
+    parts.append(_styled(view, float(table["pct"].max())))
     hidden = len(table) - len(shown)
     if hidden > 0:
         rest = float(table["pct"].iloc[len(shown):].sum())
@@ -77,15 +95,36 @@ def render_html(profile: "Profile", top: int | None = TOP, sort: str | None = "p
     return "\n".join(parts)
 
 
-def _cell(column: str, value: object) -> str:
-    if isinstance(value, float) and pd.isna(value):
-        return f'<td style="{_CELL}"></td>'
-    if column == "pct":
-        width = min(max(float(value), 0.0), 100.0)
-        bar = f"background:linear-gradient(90deg, {_BAR} {width:.2f}%, transparent {width:.2f}%)"
-        return f'<td style="{_CELL};text-align:right;min-width:8em;{bar}">{value:.1f}</td>'
-    if column == "cum_pct":
-        return f'<td style="{_CELL};text-align:right">{value:.1f}</td>'
-    if isinstance(value, float):
-        return f'<td style="{_CELL};text-align:right">{value:.4f}</td>'
-    return f'<td style="{_CELL};text-align:left">{html.escape(str(value))}</td>'
+def _styled(view: pd.DataFrame, largest_pct: float) -> str:
+    """The table through pandas' Styler: formats, alignment, the share bar."""
+    formats = {}
+    numeric = []
+    for col in view.columns:
+        fmt = formatter_for(col, view[col].dtype) if col != "node" else None
+        if fmt is not None:
+            formats[col] = fmt
+            numeric.append(col)
+    text = [c for c in view.columns if c not in numeric]
+    # a stable id from the content: equal tables render equally, different ones do not clash
+    uuid = "fxprof_" + hashlib.sha1(view.to_csv().encode()).hexdigest()[:10]
+    styler = (
+        view.style.format(formats, escape="html")
+        .format_index(display_name, axis=1, escape="html")
+        .hide(axis="index")
+        .set_uuid(uuid)
+        .set_properties(**{"text-align": "right"}, subset=numeric)
+        .set_properties(**{"text-align": "left"}, subset=text)
+        .set_properties(**{"max-width": "22em", "overflow": "hidden", "text-overflow": "ellipsis"},
+                        subset=[c for c in ("node", "scope", "range") if c in view.columns])
+        .set_table_styles(
+            [
+                {"selector": "", "props": "border-collapse:collapse;font-variant-numeric:tabular-nums;font-size:12px"},
+                {"selector": "td, th", "props": _CELL},
+                *({"selector": f"th.col_heading.col{i}", "props": f"text-align:{'right' if c in numeric else 'left'}"}
+                  for i, c in enumerate(view.columns)),
+            ]
+        )
+    )
+    if "pct" in view.columns and largest_pct > 0:
+        styler = styler.bar(subset=["pct"], color=_BAR, vmin=0.0, vmax=largest_pct, height=70, width=100)
+    return styler.to_html()

@@ -8,7 +8,6 @@ truncated one.
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import math
 import os

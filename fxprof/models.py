@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import importlib.util
 import os
@@ -13,7 +14,7 @@ from torch import nn
 
 from .errors import FxprofError
 
-__all__ = ["load_model", "parse_input", "make_input", "DEFAULT_IMAGE_INPUT"]
+__all__ = ["load_model", "parse_input", "make_input", "build_inputs", "resolve_modules", "DEFAULT_IMAGE_INPUT"]
 
 DEFAULT_IMAGE_INPUT = "1x3x224x224"
 
@@ -30,22 +31,29 @@ _DTYPES = {
 def load_model(spec: str) -> nn.Module:
     """A torchvision model name (``resnet18``), ``package.module:factory`` or ``file.py:factory``.
 
-    torchvision models are built with ``weights=None`` (nothing is downloaded).
+    torchvision models are built with ``weights=None`` (nothing is downloaded). The current
+    folder is importable (as with ``python -m``), and so is a file's own folder (as with
+    ``python file.py``), whichever entry point runs this.
     """
     if ":" not in spec:
         return _torchvision_model(spec)
+    _importable(os.getcwd())
     where, _, factory_name = spec.rpartition(":")
     if not where or not factory_name.isidentifier():
         raise FxprofError(f"bad model {spec!r}: expected 'package.module:factory' or 'path/to/file.py:factory'")
     if where.endswith(".py") or os.sep in where or "/" in where:
         if not os.path.isfile(where):
             raise FxprofError(f"bad model {spec!r}: no such file {where!r}")
+        _importable(os.path.dirname(os.path.abspath(where)))
         module_name = "_fxprof_user_" + re.sub(r"\W", "_", os.path.splitext(os.path.basename(where))[0])
         loader_spec = importlib.util.spec_from_file_location(module_name, where)
         if loader_spec is None or loader_spec.loader is None:
             raise FxprofError(f"bad model {spec!r}: cannot import {where!r}")
         module = importlib.util.module_from_spec(loader_spec)
         sys.modules[module_name] = module
+        # also under its own name (if free), so that `--leaf-module mymodel.Block` names the
+        # very classes the factory uses, not a second import of the file
+        sys.modules.setdefault(os.path.splitext(os.path.basename(where))[0], module)
         try:
             loader_spec.loader.exec_module(module)
         except Exception as exc:  # a syntax error, a failing import inside the file...
@@ -77,7 +85,7 @@ def _torchvision_model(name: str) -> nn.Module:
 
     available = set(torchvision.models.list_models())
     if name not in available:
-        close = sorted(n for n in available if name.lower()[:4] in n)[:6]
+        close = difflib.get_close_matches(name.lower(), sorted(available), n=4, cutoff=0.6)
         hint = f" Did you mean: {', '.join(close)}?" if close else ""
         raise FxprofError(
             f"unknown model {name!r}: not a torchvision model name, nor 'module:factory'.{hint} "
@@ -125,3 +133,62 @@ def make_input(shape: tuple[int, ...], dtype: torch.dtype | None, default_dtype:
     else:
         value = torch.randint(0, 100, shape, generator=generator, dtype=torch.int64).to(dtype)
     return value.to(device)
+
+
+def _importable(folder: str) -> None:
+    """Put ``folder`` on the import path (first), once."""
+    folder = os.path.abspath(folder)
+    if folder not in (os.path.abspath(p or os.curdir) for p in sys.path):
+        sys.path.insert(0, folder)
+
+
+def build_inputs(specs: list[str] | None, dtype: torch.dtype, device: torch.device,
+                 parse_only: bool = False) -> tuple[list, dict]:
+    """``--input`` values as (positional inputs, keyword inputs). ``name=2x128:int64`` is a
+    keyword input; the others are positional, in order. ``parse_only`` checks the specs
+    and returns no tensors."""
+    positional: list = []
+    keywords: dict = {}
+    for spec in specs or [DEFAULT_IMAGE_INPUT]:
+        name, eq, rest = spec.partition("=")
+        if eq:
+            name = name.strip()
+            if not name.isidentifier():
+                raise FxprofError(f"bad --input {spec!r}: a keyword input is NAME=SHAPE[:DTYPE], e.g. ids=2x128:int64")
+            if name in keywords:
+                raise FxprofError(f"bad --input {spec!r}: the keyword input {name!r} is given twice")
+        shape, dt = parse_input(rest if eq else spec)
+        value = None if parse_only else make_input(shape, dt, dtype, device)
+        if eq:
+            keywords[name] = value
+        else:
+            positional.append(value)
+    return positional, keywords
+
+
+def resolve_modules(option: str, items: list[str], model: nn.Module) -> list:
+    """``--leaf-module`` / ``--trace-into`` values as classes (``pkg.mod:Class`` or
+    ``pkg.mod.Class``, via ``pkgutil.resolve_name``) or submodule paths of ``model``."""
+    import pkgutil
+
+    names = {name for name, _ in model.named_modules() if name}
+    out: list = []
+    for item in items:
+        if item in names:
+            out.append(item)
+            continue
+        try:
+            value = pkgutil.resolve_name(item)
+        except (ImportError, AttributeError, ValueError) as exc:
+            classes = sorted({f"{type(m).__module__}.{type(m).__qualname__}" for m in model.modules()})
+            close = difflib.get_close_matches(item, sorted(names) + classes, n=3, cutoff=0.6)
+            hint = f" Did you mean: {', '.join(close)}?" if close else ""
+            raise FxprofError(
+                f"bad {option} {item!r}: not a submodule path of the model nor an importable class "
+                f"({type(exc).__name__}: {exc}).{hint} Give a class as package.module:Class or "
+                f"package.module.Class, or a path such as {next(iter(sorted(names)), 'layer1')!r}"
+            ) from exc
+        if not (isinstance(value, type) and issubclass(value, nn.Module)):
+            raise FxprofError(f"bad {option} {item!r}: it names {type(value).__name__} {value!r}, not an nn.Module class")
+        out.append(value)
+    return out

@@ -374,20 +374,31 @@ class Profile:
         columns: Iterable[str] | None = None,
         group_by: str | None = None,
         depth: int = 1,
+        ascending: bool = False,
+        width: int | None = None,
     ) -> str:
         """The hotspot table as text: a header of what was measured, then one row a node.
 
+        Times are printed with the unit that suits their size (``1.57 ms``, ``18.3 us``);
+        :attr:`df` and the CSV keep full precision in milliseconds.
+
         Args:
-            sort: column to sort by, descending (``None``: graph order).
-            top: show only the first ``top`` rows (a footer counts the rest).
+            sort: column to sort by, descending unless ``ascending`` (``None``: graph order).
+            top: show only the first ``top`` rows (a footer counts the rest); None or 0: all.
             columns: table columns to show (default: a readable subset; any column of
-                :attr:`df` may be named, e.g. ``["median_ms", "pct", "flops", "output_shape"]``).
-            group_by: show a roll-up (``"op"``, ``"module_type"``, ``"range"``, ``"scope"``)
-                instead of one row per node; ``depth`` applies to ``"scope"``.
+                :attr:`df` may be named, e.g. ``["median_ms", "pct", "flops", "output_shape"]``;
+                with ``group_by``, columns of the roll-up).
+            group_by: show a roll-up (``"op"``, ``"module_type"``, ``"range"``, ``"scope"``,
+                ``"graph"``, ``"phase"``, ``"comm"``; ``"rank"`` for one row per
+                torch.distributed rank) instead of one row per node; ``depth`` applies to
+                ``"scope"``.
+            width: fit the table to this many characters (long names shortened, then the
+                least important columns dropped, with a note); None: no limit.
         """
         from .render import render_summary
 
-        return render_summary(self, sort=sort, top=top, columns=columns, group_by=group_by, depth=depth)
+        return render_summary(self, sort=sort, top=top, columns=columns, group_by=group_by, depth=depth,
+                              ascending=ascending, width=width)
 
     def __str__(self) -> str:
         return self.summary()
@@ -418,13 +429,16 @@ class Profile:
 
         write_csv(self.df, path)
 
-    def to_chrome_trace(self, path: str | os.PathLike, runs: str | Iterable[int] = "representative") -> None:
+    def to_chrome_trace(self, path: str | os.PathLike, runs: str | int | Iterable[int] | None = "representative") -> None:
         """Write every node of the chosen runs as a span on a timeline (Chrome trace JSON).
 
-        ``runs``: ``"representative"`` (default: the fastest, the median and the slowest run by
-        ``total_ms``), ``"all"``, or a list of run numbers. Open the file in
-        https://ui.perfetto.dev or chrome://tracing. With the CUDA timers there is a host track
-        and a device track. Written atomically.
+        Open it in https://ui.perfetto.dev or chrome://tracing. Timestamps are on the clock
+        and epoch of torch.profiler's traces, so the two can be merged
+        (:func:`fxprof.export.merge_chrome_traces`). Each span's args hold the node's kind,
+        scope, shapes and FLOPs. With the CUDA timers there is a host track and a device
+        track. ``runs``: ``"representative"`` (default: the fastest, the median and the
+        slowest run by ``total_ms``), ``"all"``, ``"median"``, ``"first:N"``, ``"last:N"``,
+        ``"0-4"``, ``"0,5,9"``, or run numbers. Written atomically.
         """
         from .export import write_chrome_trace
 

@@ -2,26 +2,34 @@
 
 from __future__ import annotations
 
+import textwrap
 from typing import TYPE_CHECKING, Iterable
 
 import numpy as np
 import pandas as pd
-from tabulate import tabulate
+
+from .tables import format_ms, hidden_note, render_fitted
 
 if TYPE_CHECKING:
     from .profile import Profile
 
-__all__ = ["render_summary", "render_body", "render_compare", "render_header", "render_table", "DEFAULT_COLUMNS", "HIGH_SPREAD", "HIGH_TAIL", "spread_flags"]
+__all__ = ["render_summary", "render_body", "render_compare", "render_header", "render_table", "DEFAULT_COLUMNS", "GROUP_COLUMNS", "HIGH_SPREAD", "HIGH_TAIL", "spread_flags"]
 
-DEFAULT_COLUMNS = ("op", "target", "scope", "range", "median_ms", "mean_ms", "iqr_ms", "pct", "cum_pct")
+#: the node table's default columns: the operation in plain words, where it runs, its times
+DEFAULT_COLUMNS = ("kind", "scope", "range", "median_ms", "mean_ms", "iqr_ms", "pct", "cum_pct")
 #: shown by default with the CUDA event timer, after mean_ms
 DEVICE_COLUMNS = ("host_mean_ms", "bound")
 #: a node whose interquartile range exceeds this fraction of its median is flagged "high"
 HIGH_SPREAD = 0.25
 #: a node whose mean exceeds its median by this fraction (a few very slow samples) is flagged "tail"
 HIGH_TAIL = 0.5
-
-_FLOAT_FORMATS = {"pct": ".1f", "cum_pct": ".1f", "flops_pct": ".1f", "gflops_per_s": ".2f", "bwd_fwd_ratio": ".2f"}
+#: when a table is too wide, these columns go first, in this order (then others, from the right)
+DROP_FIRST = ("status", "a_pct", "b_pct", "cum_pct", "mean_ms", "target", "op", "range", "host_mean_ms", "iqr_ms", "flops_pct", "p_value", "scope", "kind")
+#: columns of a roll-up table (``Profile.group_by``)
+GROUP_COLUMNS = ("nodes", "mean_ms", "median_ms", "pct", "cum_pct", "flops", "flops_pct")
+#: columns of a comparison shown by default (any column of ``fxprof.compare`` may be chosen);
+#: ``phase`` joins them for training steps
+COMPARE_DEFAULT = ("status", "kind", "scope", "a_ms", "b_ms", "delta_ms", "ratio", "p_value", "verdict", "a_pct", "b_pct", "delta_pct")
 
 
 def render_header(profile: "Profile") -> str:
@@ -62,7 +70,7 @@ def render_header(profile: "Profile") -> str:
         totals = np.asarray(profile.kept_totals())
         q25, med, q75 = np.percentile(totals, [25, 50, 75])
         lines.append(
-            f"run: median {med:.3f} ms (IQR {q75 - q25:.3f} ms) over {len(totals)} runs; "
+            f"run: median {format_ms(med)} (IQR {format_ms(q75 - q25)}) over {len(totals)} runs; "
             f"nodes account for {profile.coverage * 100:.1f}% of it (coverage), "
             f"the rest is interpreter overhead between nodes"
             + (" and the model's Python between graphs" if meta.get("capture") == "dynamo" else "")
@@ -98,16 +106,18 @@ def _outlier_lines(profile: "Profile") -> list[str]:
         return []
     fence = outlier_fence(profile.total_ms)
     listed = ", ".join(map(str, outliers[:10])) + (", ..." if len(outliers) > 10 else "")
-    rule = (f"total above {fence:.3f} ms = max(Q3 + {OUTLIER_FENCE_IQR:g} IQR, {OUTLIER_MIN_RATIO:g} x median) "
+    rule = (f"total above {format_ms(fence)} = max(Q3 + {OUTLIER_FENCE_IQR:g} IQR, {OUTLIER_MIN_RATIO:g} x median) "
             f"of the run totals")
     if profile.keep_outliers:
         return [f"outlier runs: {len(outliers)} of {profile.num_runs} (run {listed}; {rule}) are KEPT in the statistics"]
     return [f"outlier runs: {len(outliers)} of {profile.num_runs} left out of the statistics (run {listed}; {rule}); "
             f"samples kept in profile.samples, profile.keep_outliers = True uses them"]
+
+
 def _step_line(profile: "Profile") -> str:
     """A training step's split by phase (summed mean node times), and backward over forward."""
     phases = profile.group_by("phase")["mean_ms"]
-    split = ", ".join(f"{phase} {phases[phase]:.3f} ms" for phase in ("forward", "loss", "backward", "optimizer") if phase in phases.index)
+    split = ", ".join(f"{phase} {format_ms(phases[phase])}" for phase in ("forward", "loss", "backward", "optimizer") if phase in phases.index)
     line = f"training step (optimizer {profile.meta['optimizer']}): " if profile.meta.get("optimizer") else "training step: "
     line += f"{split} (summed mean node times)"
     if phases.get("forward", 0) > 0 and "backward" in phases.index:
@@ -115,25 +125,24 @@ def _step_line(profile: "Profile") -> str:
     return line
 
 
-def render_table(table: pd.DataFrame, floatfmt: dict[str, str] | None = None) -> str:
-    """A DataFrame as a tabulate table, index first; missing values shown empty."""
-    rows = table.reset_index()
-    formats = {**_FLOAT_FORMATS, **(floatfmt or {})}
-    values = [[("" if _isna(v) else v) for v in row] for row in rows.itertuples(index=False)]
-    return tabulate(
-        values,
-        headers=list(rows.columns),
-        floatfmt=[formats.get(c, ".4f") for c in rows.columns],
-        intfmt=",",
-        tablefmt="simple",
-    )
+def render_table(table: pd.DataFrame, width: int | None = None, keep: Iterable[str] = ()) -> str:
+    """A DataFrame as a text table, index first: times with units that suit their size,
+    missing values empty; fitted to ``width`` columns (None: no limit) with a note of what
+    was hidden. See :mod:`fxprof.tables`."""
+    text, dropped, shortened = render_fitted(table, width, keep=keep, drop_first=DROP_FIRST)
+    note = hidden_note(dropped, shortened, width)
+    if note and width:
+        note = textwrap.fill(note, width, subsequent_indent="  ")
+    return text + ("\n" + note if note else "")
 
 
-def _isna(value: object) -> bool:
-    try:
-        return bool(pd.isna(value))
-    except (TypeError, ValueError):
-        return False
+def _rows(top: int | None) -> int | None:
+    """``top`` as a row count: None and 0 both mean every row."""
+    if top is None or int(top) == 0:
+        return None
+    if int(top) < 0:
+        raise ValueError(f"top must be >= 0 (0 or None shows every row), got {top}")
+    return int(top)
 
 
 def render_summary(
@@ -143,13 +152,18 @@ def render_summary(
     columns: Iterable[str] | None = None,
     group_by: str | None = None,
     depth: int = 1,
+    ascending: bool = False,
+    width: int | None = None,
 ) -> str:
-    """The header and the per-node (or per-group) table, sorted descending, first ``top`` rows."""
+    """The header and the per-node (or per-group) table, sorted, first ``top`` rows."""
+    header = render_header(profile)
+    if width:  # header lines are prose: wrap them rather than hide anything
+        header = "\n".join(textwrap.fill(line, width, subsequent_indent="  ") for line in header.splitlines())
     if group_by == "rank":
-        return render_header(profile) + "\n\n" + render_ranks(profile.group_by("rank"))
-    return render_header(profile) + "\n\n" + render_body(
+        return header + "\n\n" + render_ranks(profile.group_by("rank"), width)
+    return header + "\n\n" + render_body(
         profile.df, sort=sort, top=top, columns=columns, group_by=group_by, depth=depth,
-        device_timer=is_device_timer(profile),
+        device_timer=is_device_timer(profile), ascending=ascending, width=width,
     )
 
 
@@ -214,61 +228,110 @@ def render_body(
     group_by: str | None = None,
     depth: int = 1,
     device_timer: bool = False,
+    ascending: bool = False,
+    width: int | None = None,
 ) -> str:
-    """A per-node table (a Profile's ``df`` or one read from CSV) rendered, or rolled up."""
+    """A per-node table (a Profile's ``df`` or one read from CSV) rendered, or rolled up.
+
+    ``sort`` orders rows (descending unless ``ascending``; None keeps graph order), ``top``
+    keeps the first rows (None or 0: all), ``columns`` picks columns (of the node table, or of
+    the roll-up with ``group_by``), ``width`` fits the text to that many characters."""
     from .profile import sort_table
     from .rollup import group_by as roll_up
 
     if group_by is not None:
-        return _render_groups(roll_up(table, group_by, depth=depth), group_by, depth, top)
-    table = sort_table(table, sort)
-    columns = list(columns) if columns is not None else default_columns(table, device_timer)
+        groups = roll_up(table, group_by, depth=depth)
+        return _render_groups(groups, group_by, depth, top, sort, ascending, columns, width)
+    table = sort_table(table, sort, ascending)
+    explicit = columns is not None
+    columns = list(columns) if explicit else default_columns(table, device_timer)
     missing = [c for c in columns if c not in table.columns]
     if missing:
         raise ValueError(f"unknown columns {missing}; available: {', '.join(table.columns)}")
 
     flags = spread_flags(table)
-    shown = table if top is None else table.head(max(int(top), 0))
+    count = _rows(top)
+    shown = table if count is None else table.head(count)
     rows = shown[columns].copy()
+    if not explicit and "scope" in rows:  # a module node's scope is the module itself: say it once
+        rows["scope"] = rows["scope"].where(~((shown["op"] == "call_module") & (shown["scope"] == shown["target"])), "")
+        if not (rows["scope"] != "").any():
+            rows = rows.drop(columns=["scope"])
     if (flags != "").any():
         rows["spread"] = flags.loc[shown.index]
 
-    lines = [render_table(rows)]
+    keep = {"pct", "spread"} | ({sort} if sort else set())
+    lines = [render_table(rows, width, keep=keep)]
     hidden = len(table) - len(shown)
     if hidden > 0:
         rest = float(table["pct"].iloc[len(shown):].sum())
         lines.append(f"... {hidden} more nodes ({rest:.1f}% of node time)")
-    lines.extend(spread_notes(flags))
+    lines.extend(textwrap.fill(note, width, subsequent_indent="  ") if width else note for note in spread_notes(flags))
     return "\n".join(lines)
 
 
-def _render_groups(groups: pd.DataFrame, key: str, depth: int, top: int | None) -> str:
-    if groups["flops"].isna().all():
-        groups = groups.drop(columns=["flops", "flops_pct"])
-    shown = groups if top is None else groups.head(max(int(top), 0))
+def sort_groups(groups: pd.DataFrame, sort: str | None = "pct", ascending: bool = False) -> pd.DataFrame:
+    """A roll-up re-sorted by one of its columns (or its label); ``cum_pct`` follows the order."""
+    if sort is None:
+        return groups
+    key = groups.index.name
+    if sort not in (*groups.columns, key):
+        raise ValueError(f"cannot sort a roll-up by {sort!r}; its columns are: {', '.join([key, *groups.columns])}")
+    if sort == key:
+        groups = groups.sort_index(ascending=ascending, kind="stable")
+    else:
+        groups = groups.sort_values(sort, ascending=ascending, kind="stable", na_position="last")
+    groups = groups.copy()
+    groups["cum_pct"] = groups["pct"].cumsum()
+    return groups
+
+
+def _render_groups(groups: pd.DataFrame, key: str, depth: int, top: int | None, sort: str | None = "pct",
+                   ascending: bool = False, columns: Iterable[str] | None = None, width: int | None = None) -> str:
+    groups = sort_groups(groups, sort, ascending)
+    if columns is None:
+        columns = [c for c in groups.columns if not (c in ("flops", "flops_pct") and groups["flops"].isna().all())]
+    columns = list(columns)
+    missing = [c for c in columns if c not in groups.columns]
+    if missing:
+        raise ValueError(f"unknown roll-up columns {missing}; available: {', '.join(groups.columns)}")
+    count = _rows(top)
+    shown = groups if count is None else groups.head(count)
     title = f"time by {key}" + (f" (depth {depth})" if key == "scope" else "")
-    lines = [title, render_table(shown)]
+    lines = [title, render_table(shown[columns], width, keep={"pct", sort or "pct"})]
     hidden = len(groups) - len(shown)
     if hidden > 0:
         lines.append(f"... {hidden} more groups ({groups['pct'].iloc[len(shown):].sum():.1f}% of node time)")
     return "\n".join(lines)
 
 
-def render_ranks(ranks: pd.DataFrame) -> str:
+def render_ranks(ranks: pd.DataFrame, width: int | None = None) -> str:
     """The per-rank table of ``group_by("rank")`` (:func:`fxprof.distributed.rank_table`)."""
-    return "time by rank (medians over each rank's runs)\n" + render_table(ranks, floatfmt={"vs_median": ".2f"})
+    return "time by rank (medians over each rank's runs)\n" + render_table(ranks, width, keep={"median_ms", "vs_median"})
 
 
-def render_compare(diff: pd.DataFrame, label_a: str = "a", label_b: str = "b", top: int | None = None) -> str:
+def render_compare(
+    diff: pd.DataFrame,
+    label_a: str = "a",
+    label_b: str = "b",
+    top: int | None = None,
+    sort: str | None = None,
+    ascending: bool = False,
+    columns: Iterable[str] | None = None,
+    width: int | None = None,
+) -> str:
     """A comparison from :func:`fxprof.compare` as text: totals, the whole run's ratio with its
-    interval, the verdict counts, comparability warnings, the table, one-sided nodes."""
+    interval, the verdict counts, comparability warnings, the table, one-sided nodes.
+
+    Rows keep ``compare``'s order (largest absolute change first) unless ``sort`` names a
+    column (descending unless ``ascending``); ``columns`` picks the columns shown."""
     both = diff[diff["status"] == "both"]
     a_total, b_total = float(diff["a_ms"].sum()), float(diff["b_ms"].sum())
     ratio = b_total / a_total if a_total > 0 else float("nan")
     lines = [
         f"fxprof compare: a = {label_a}",
         f"                b = {label_b}",
-        f"summed median node time: a {a_total:.4f} ms, b {b_total:.4f} ms, ratio b/a {ratio:.3f}; "
+        f"summed median node time: a {format_ms(a_total)}, b {format_ms(b_total)}, ratio b/a {ratio:.3f}; "
         f"{len(both)} nodes in both, {int((diff['status'] == 'only_a').sum())} only in a, "
         f"{int((diff['status'] == 'only_b').sum())} only in b",
     ]
@@ -287,15 +350,29 @@ def render_compare(diff: pd.DataFrame, label_a: str = "a", label_b: str = "b", t
     elif diff.attrs.get("test"):
         lines.append(f"verdicts: none ({diff.attrs['test']})")
     lines += [f"warning: the profiles differ in {w}" for w in diff.attrs.get("warnings", [])]
+    if width:  # prose lines wrap; only the table is fitted
+        lines = [textwrap.fill(line, width, subsequent_indent="  ") for line in lines]
     lines.append("")
-    shown = diff if top is None else diff.head(max(int(top), 0))
-    phase = ["phase"] if "phase" in diff.columns and (diff["phase"] != "forward").any() else []  # training steps only
-    columns = ["status", "kind", "scope", *phase, "a_ms", "b_ms", "delta_ms", "ratio", "p_value", "verdict", "a_pct", "b_pct", "delta_pct"]
-    lines.append(render_table(shown[[c for c in columns if c in shown.columns]],
-                              floatfmt={"ratio": ".3f", "p_value": ".2g", "a_pct": ".1f", "b_pct": ".1f", "delta_pct": "+.1f", "delta_ms": "+.4f"}))
+    if sort is not None:
+        if sort not in (*diff.columns, "node"):
+            raise ValueError(f"cannot sort a comparison by {sort!r}; its columns are: {', '.join(['node', *diff.columns])}")
+        diff = (diff.sort_index(ascending=ascending, kind="stable") if sort == "node"
+                else diff.sort_values(sort, ascending=ascending, kind="stable", na_position="last"))
+    if columns is None:
+        columns = list(COMPARE_DEFAULT)
+        if "phase" in diff.columns and (diff["phase"] != "forward").any():  # training steps only
+            columns.insert(3, "phase")
+        columns = [c for c in columns if c in diff.columns]  # a comparison read from an older fxprof
+    columns = list(columns)
+    missing = [c for c in columns if c not in diff.columns]
+    if missing:
+        raise ValueError(f"unknown comparison columns {missing}; available: {', '.join(diff.columns)}")
+    count = _rows(top)
+    shown = diff if count is None else diff.head(count)
+    lines.append(render_table(shown[columns], width, keep={"delta_ms", "ratio", "verdict", sort or "delta_ms"}))
     hidden = len(diff) - len(shown)
     if hidden > 0:
-        lines.append(f"... {hidden} more nodes (smaller changes)")
+        lines.append(f"... {hidden} more nodes" + (" (smaller changes)" if sort is None else ""))
     for status, side in (("only_a", "a"), ("only_b", "b")):
         names = list(diff.index[diff["status"] == status])
         if names:

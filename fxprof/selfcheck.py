@@ -249,8 +249,7 @@ def selfcheck(device: str = "cpu", iters: int = 20, timers: Mapping[str, Any] | 
     lines = [f"fxprof selfcheck on {device}: torch {torch.__version__}, {iters} timed runs per timer"]
     for label, group in table.groupby("timer", sort=False):
         empty = [c for c in ("bound", "expected_bound") if (group[c] == "").all()]  # no verdicts on the CPU
-        lines += ["", f"timer {label}", render_table(group.drop(columns=["timer", *empty]).set_index("node"),
-                                                     floatfmt={"known_ms": ".4f", "measured_ms": ".4f", "error_ms": "+.4f"})]
+        lines += ["", f"timer {label}", render_table(group.drop(columns=["timer", *empty]).set_index("node"))]
     failed = table[~table["ok"]]
     lines.append("")
     lines.append("PASS: every measurement matched its known cost" if passed else

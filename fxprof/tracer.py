@@ -58,21 +58,24 @@ class ProfilerTracer(fx.Tracer):
         leaf_modules: modules not to trace into, given as classes (``nn.MultiheadAttention``)
             or qualified names (``"encoder.layer3"``). Torch's own ``nn`` modules are leaves
             already, as with ``symbolic_trace``.
+        trace_into: ``torch.nn`` modules to trace inside instead of keeping them as one node,
+            given as classes (``nn.TransformerEncoderLayer``) or qualified names; ``"all"``
+            traces inside every module. ``leaf_modules`` wins where both name a module.
         **kwargs: passed to ``fx.Tracer``.
     """
 
-    def __init__(self, leaf_modules: Iterable[type | str] = (), **kwargs: Any):
+    def __init__(self, leaf_modules: Iterable[type | str] = (), trace_into: Iterable[type | str] | str = (), **kwargs: Any):
         super().__init__(**kwargs)
         leaf_modules = tuple(leaf_modules)
-        for leaf in leaf_modules:
-            if not (isinstance(leaf, str) or (isinstance(leaf, type) and issubclass(leaf, nn.Module))):
-                raise TypeError(f"leaf_modules takes nn.Module classes or qualified names, got {leaf!r}")
-        self._leaf_types = tuple(m for m in leaf_modules if isinstance(m, type))
-        self._leaf_names = frozenset(m for m in leaf_modules if isinstance(m, str))
+        self._leaf_types, self._leaf_names = _modules_option("leaf_modules", leaf_modules)
+        self._into_all = trace_into == "all"
+        self._into_types, self._into_names = _modules_option("trace_into", () if self._into_all else tuple(trace_into))
 
     def is_leaf_module(self, m: nn.Module, module_qualified_name: str) -> bool:
         if module_qualified_name in self._leaf_names or isinstance(m, self._leaf_types):
             return True
+        if self._into_all or module_qualified_name in self._into_names or isinstance(m, self._into_types):
+            return False
         return super().is_leaf_module(m, module_qualified_name)
 
     def trace(self, root: nn.Module | Any, concrete_args: dict[str, Any] | None = None) -> fx.Graph:
@@ -139,10 +142,19 @@ class ProfilerTracer(fx.Tracer):
             _record_function.__exit__ = original_exit
 
 
+def _modules_option(label: str, values: tuple) -> tuple[tuple[type, ...], frozenset[str]]:
+    """Split a modules option into (classes, qualified names); refuse anything else."""
+    for value in values:
+        if not (isinstance(value, str) or (isinstance(value, type) and issubclass(value, nn.Module))):
+            raise TypeError(f"{label} takes nn.Module classes or qualified names, got {value!r}")
+    return tuple(v for v in values if isinstance(v, type)), frozenset(v for v in values if isinstance(v, str))
+
+
 def trace(
     model: nn.Module,
     concrete_args: dict[str, Any] | None = None,
     leaf_modules: Iterable[type | str] = (),
+    trace_into: Iterable[type | str] | str = (),
 ) -> fx.GraphModule:
     """Symbolically trace ``model`` with :class:`ProfilerTracer`.
 
@@ -154,7 +166,7 @@ def trace(
         return model
     if not isinstance(model, nn.Module):
         raise TypeError(f"fxprof.trace takes an nn.Module, got {type(model).__name__}")
-    tracer = ProfilerTracer(leaf_modules=leaf_modules)
+    tracer = ProfilerTracer(leaf_modules=leaf_modules, trace_into=trace_into)
     try:
         graph = tracer.trace(model, concrete_args=concrete_args)
         gm = fx.GraphModule(tracer.root, graph, type(model).__name__)
@@ -165,7 +177,8 @@ def trace(
         raise TraceError(
             f"torch.fx could not trace {type(model).__name__}: {type(exc).__name__}: {exc}\n"
             "Symbolic tracing cannot follow Python control flow that depends on tensor values "
-            "or iterate over traced values. Options: mark the offending submodule as a leaf "
+            "or iterate over traced values (torch.nn modules traced inside with trace_into often "
+            "check shapes that way). Options: mark the offending submodule as a leaf "
             "(leaf_modules=[...]), fix arguments that steer control flow "
             "(concrete_args={...}), or trace the model yourself and pass the GraphModule."
         ) from exc

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 from torch import nn
@@ -9,6 +11,21 @@ from torch import nn
 from fxprof.timers import Timer
 
 requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_terminal_width_in_children():
+    """Tables are not fitted to a width unless a test asks (``COLUMNS``). A pytest run leaves
+    COLUMNS=80 in the C environment, unseen by os.environ, and a CLI run as a child process
+    (module-scoped fixtures included) would inherit it and fit its tables: unset it."""
+    if "COLUMNS" not in os.environ:
+        os.unsetenv("COLUMNS")
+
+
+@pytest.fixture(autouse=True)
+def _no_terminal_width(monkeypatch):
+    monkeypatch.delenv("COLUMNS", raising=False)
+    os.unsetenv("COLUMNS")
 
 
 class FakeClock:

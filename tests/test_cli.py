@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import shutil
 import subprocess
@@ -41,6 +42,7 @@ def test_profile_prints_header_and_hotspots_and_writes_files(saved):
     assert "inputs: Tensor(shape=[1, 3, 32, 32], dtype=float32, device=cpu)" in out
     assert "coverage" in out and "... 66 more nodes" in out
     assert fxprof.read_csv(paths["csv"]).shape[0] == 71
+    assert "median" in out and " ms " in out  # times carry their unit
     assert fxprof.load(paths["json"]).num_runs == 3
     assert result.stderr == ""  # no progress bar when stderr is not a terminal
 
@@ -52,7 +54,7 @@ def test_script_entry_point_and_group_by_and_columns():
     result = run("profile", "resnet18", *SMALL, "--columns", "kind,median_ms,flops,output_shape", "--top", "2")
     assert result.returncode == 0, result.stderr
     header = next(line for line in result.stdout.splitlines() if line.startswith("node "))
-    assert header.split()[:5] == ["node", "kind", "median_ms", "flops", "output_shape"]
+    assert header.split()[:5] == ["node", "kind", "median", "flops", "output_shape"]
 
 
 def test_show_reproduces_the_table(saved):
@@ -144,7 +146,7 @@ def files(tmp_path):
     (["profile", "resnet18", "--input", "1x3xfoo"], "bad --input '1x3xfoo'"),
     (["profile", "resnet18", "--input", "1x3x32x32:complex7"], "unknown dtype 'complex7'"),
     (["profile", "resnet18", "--dtype", "int8"], "bad --dtype 'int8'"),
-    (["profile", "resnet18", *SMALL, "--iters", "0"], "iters must be >= 1"),
+    (["profile", "resnet18", *SMALL, "--iters", "0"], "bad --iters 0: must be >= 1"),
     (["profile", "resnet18", *SMALL, "--csv", "/nonexistent-dir/x.csv"], "the folder '/nonexistent-dir' does not exist"),
     (["profile", "resnet18", *SMALL, "--json", "/"], "it is a directory"),
     (["profile", "resnet18", "--input", "1x5x32x32", "--iters", "1"],
@@ -156,7 +158,8 @@ def files(tmp_path):
     (["profile", "resnet18", "--top", "-1"], "bad --top -1"),
     (["profile", "resnet18", "--sort", "speed"], "bad --sort 'speed'"),
     (["profile", "resnet18", "--columns", "median_ms,vibes"], "bad --columns vibes"),
-    (["profile", "resnet18", "--group-by", "op", "--columns", "pct"], "--sort and --columns apply to the node table"),
+    (["profile", "resnet18", "--group-by", "op", "--columns", "kind"], "bad --columns kind: a --group-by table has"),
+    (["profile", "resnet-18"], "Did you mean: resnet18"),
     (["profile", "{syntax_error}:build"], "raised SyntaxError"),
     (["profile", "{raising_factory}:build"], "build() raised RuntimeError: no weights here"),
     (["profile", "resnet18", "--device", "mps"], "cannot put the model and inputs on mps"),
@@ -176,8 +179,10 @@ def test_wrong_input_shape_error_names_what_the_node_received():
     assert "it received arg0: Tensor(shape=[1, 5, 32, 32], dtype=float32, device=cpu)" in result.stderr
 
 
-def test_debug_shows_the_traceback():
+def test_debug_shows_the_traceback_before_or_after_the_command():
     result = run("--debug", "profile", "nosuchnet")
+    assert result.returncode == 2 and "Traceback" in result.stderr
+    result = run("profile", "nosuchnet", "--debug")
     assert result.returncode == 2 and "Traceback" in result.stderr
 
 
@@ -185,8 +190,8 @@ def test_debug_shows_the_traceback():
 def test_cuda_device_without_gpu_is_refused():
     result = run("profile", "resnet18", "--device", "cuda")
     assert result.returncode == 2 and "torch.cuda.is_available() is False" in result.stderr
-    result = run("profile", "resnet18", "--timer", "cuda", *SMALL)
-    assert result.returncode == 2 and "timer='cuda' needs a CUDA GPU" in result.stderr
+    result = run("profile", "resnet18", "--timer", "cuda", *SMALL)  # refused before torch is imported
+    assert result.returncode == 2 and "--timer cuda times a CUDA device, but --device is cpu" in result.stderr
 
 
 def test_help_is_a_good_read():
@@ -225,3 +230,130 @@ def test_a_failure_mid_run_keeps_and_writes_the_completed_runs(tmp_path):
     assert "INCOMPLETE: 2 of 5 requested runs completed" in result.stdout
     saved = fxprof.load(out)
     assert saved.num_runs == 2 and saved.meta["incomplete"] is True
+
+
+# ------------------------------------------------------------------ the everyday interface
+
+
+def test_help_and_version_answer_without_importing_torch():
+    code = ("import sys, contextlib, io\n"
+            "from fxprof.cli import main\n"
+            "for argv in (['--help'], ['--version'], ['profile', '--help'], ['compare', '--version']):\n"
+            "    with contextlib.redirect_stdout(io.StringIO()) as out, contextlib.suppress(SystemExit):\n"
+            "        main(argv)\n"
+            "    assert out.getvalue(), argv\n"
+            "print('torch' in sys.modules, 'pandas' in sys.modules)\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["False", "False"]
+    assert run("--version").stdout.strip() == f"fxprof {fxprof.__version__}"
+
+
+def test_each_command_has_its_own_examples():
+    show, compare_help = run("show", "--help").stdout, run("compare", "--help").stdout
+    assert "fxprof show run.json" in show and "fxprof profile" not in show
+    assert "fxprof compare before.json after.json --sort ratio" in compare_help and "fxprof profile" not in compare_help
+
+
+@pytest.mark.parametrize("args, message", [
+    (["profile", "resnet18", "--mode", "isolated", "--trace", "{tmp}/t.json"], "--mode isolated has no timeline"),
+    (["profile", "resnet18", "--mode", "isolated", "--timer", "kernel"], "--timer kernel works with --mode timed"),
+    (["profile", "resnet18", "--depth", "2"], "--depth applies to --group-by scope"),
+    (["profile", "resnet18", "--group-by", "op", "--depth", "2"], "--depth applies to --group-by scope"),
+    (["profile", "resnet18", "--trace-runs", "last:2"], "--trace-runs chooses the runs of --trace"),
+    (["profile", "resnet18", "--trace", "{tmp}/t.json", "--trace-runs", "9-1"], "bad --trace-runs '9-1'"),
+    (["profile", "resnet18", "--capture", "dynamo", "--leaf-module", "torch.nn.Conv2d"], "--leaf-module apply to symbolic"),
+    (["profile", "resnet18", "--timer", "cuda"], "--timer cuda times a CUDA device, but --device is cpu"),
+    (["profile", "resnet18", "--csv", "{tmp}/x", "--json", "{tmp}/x"], "--csv and --json both write"),
+    (["profile", "resnet18", "--concrete", "flag=maybe"], "is not a Python literal"),
+    (["profile", "resnet18", "--concrete", "novalue"], "expected NAME=VALUE"),
+    (["profile", "resnet18", "--sort", "medain_ms"], "did you mean 'median_ms'"),
+    (["profile", "resnet18", "--columns", "kind,flop"], "did you mean 'flops'"),
+    (["profile", "resnet18", "--group-by", "scope", "--sort", "median"], "did you mean 'median_ms'"),
+    (["profile", "resnet18", "--input", "ids=2x8:int64", "--input", "ids=2x8"], "'ids' is given twice"),
+    (["profile", "resnet18", "--leaf-module", "layer9"], "bad --leaf-module 'layer9'"),
+    (["profile", "resnet18", "--trace-into", "torch.nn.Conv3x3"], "bad --trace-into 'torch.nn.Conv3x3'"),
+    (["compare", "a.json", "b.json", "--sort", "ratoi"], "did you mean 'ratio'"),
+    (["compare", "a.json", "b.json", "--columns", "kind,speed"], "bad --columns speed"),
+])
+def test_every_combination_is_checked_before_anything_runs(args, message, tmp_path, capsys):
+    """In-process, so these cost no torch import; none profiles anything (no table printed)."""
+    from fxprof.cli import main
+
+    code = main([a.format(tmp=tmp_path) for a in args])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert err.startswith("fxprof: error: ") and len(err.strip().splitlines()) == 1
+    assert message in err
+
+
+def test_an_unknown_command_gets_a_suggestion():
+    result = run("profle", "resnet18")
+    assert result.returncode == 2 and "did you mean 'profile'?" in result.stderr
+
+
+def test_tables_fit_the_width_in_columns(saved):
+    _, paths = saved
+    result = subprocess.run([sys.executable, "-m", "fxprof", "show", str(paths["json"]), "--top", "5"],
+                            capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "70"})
+    assert result.returncode == 0, result.stderr
+    assert max(len(line) for line in result.stdout.splitlines()) <= 70
+    assert "hidden to fit 70 columns:" in result.stdout
+    wide = run("show", str(paths["json"]), "--top", "5")  # a pipe and no COLUMNS: nothing hidden
+    assert "hidden" not in wide.stdout
+
+
+def test_a_package_in_the_current_folder_with_keyword_inputs_leaf_modules_and_trace_into(tmp_path):
+    """The README's `fxprof profile mypkg.models:build` from the folder holding mypkg, through the
+    installed `fxprof` script, which (unlike `python -m`) does not put the folder on sys.path."""
+    pkg = tmp_path / "mypkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "models.py").write_text(
+        "import torch\n"
+        "from torch import nn\n"
+        "class Gate(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return torch.sigmoid(x) * x\n"
+        "class Net(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.emb = nn.Embedding(100, 8)\n"
+        "        self.gate = Gate()\n"
+        "        self.out = nn.Linear(8, 4)\n"
+        "    def forward(self, ids, mask=None, scale=1.0):\n"
+        "        h = self.gate(self.emb(ids))\n"
+        "        if mask is not None:\n"
+        "            h = h * mask.unsqueeze(-1)\n"
+        "        return self.out(h * scale).mean(1)\n"
+        "def build():\n"
+        "    return Net()\n"
+    )
+    result = subprocess.run(
+        [FXPROF, "profile", "mypkg.models:build", "--input", "ids=2x16:int64", "--input", "mask=2x16",
+         "--leaf-module", "mypkg.models:Gate", "--trace-into", "torch.nn.Linear", "--concrete", "scale=2.0",
+         "--iters", "2", "--warmup", "0", "--top", "0", "--columns", "op,kind", "--quiet"],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path, stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stderr
+    rows = {line.split()[0]: line.split()[1:3] for line in result.stdout.splitlines() if line.split()[:1]}
+    assert rows["gate"] == ["call_module", "gate"]            # kept whole: a leaf
+    assert rows["linear"] == ["call_function", "linear"]      # traced inside nn.Linear
+    assert "mask" in rows and "ids" in rows                   # keyword inputs are placeholders
+    assert "dtype=int64" in result.stdout
+
+
+def test_the_progress_bar_names_each_phase_with_its_own_count(resnet18, small_image):
+    """The bar fxprof shows on a terminal (forced onto a buffer here): one phase after another,
+    each with its own count, never "timed" while warming up."""
+    import io
+
+    from fxprof.progress import Progress
+
+    buffer = io.StringIO()
+    with Progress(file=buffer, force=True) as bar:
+        fxprof.profile(resnet18, small_image, warmup=2, iters=3, progress=bar)
+    assert bar.phases == ["tracing", "warm-up", "timed runs", "anatomy pass"]
+    text = buffer.getvalue()
+    positions = [text.find(f"fxprof: {phase}") for phase in ("tracing 0/1", "warm-up 0/2", "warm-up 2/2",
+                                                              "timed runs 0/3", "timed runs 3/3", "anatomy pass")]
+    assert all(p >= 0 for p in positions) and positions == sorted(positions), text

@@ -82,7 +82,7 @@ def test_chrome_trace_has_one_span_per_node_and_run_at_the_right_times(clock, tm
         assert h["ts"] - s["ts"] == pytest.approx(1000.0)
         assert s["dur"] == 1000.0
     names = {e["args"]["name"] for e in events if e["ph"] == "M"}
-    assert names == {"fxprof: FakeCostModel", "host"}
+    assert names == {"fxprof: FakeCostModel", "fxprof host"}
 
 
 def test_chrome_trace_with_a_device_timer_has_two_tracks(clock):

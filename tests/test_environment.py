@@ -40,12 +40,12 @@ def test_warmup_ms_warms_up_for_at_least_that_long():
 
     from fxprof.api import _warm_up
 
-    runs, stages = [], []
+    runs, steps = [], []
     t0 = time.perf_counter()
-    done = _warm_up(lambda: (runs.append(1), time.sleep(0.001)), 1, 30, stages.append)
+    done = _warm_up(lambda: (runs.append(1), time.sleep(0.001)), 1, 30, lambda: steps.append(1))
     assert time.perf_counter() - t0 >= 0.030
-    assert done == len(runs) >= 2 and stages == ["warm-up"] * done  # more runs than the count asked
-    assert _warm_up(lambda: runs.append(1), 3, 0, stages.append) == 3  # no time asked: the count
+    assert done == len(runs) >= 2 and len(steps) == done  # more runs than the count asked, each counted
+    assert _warm_up(lambda: runs.append(1), 3, 0, lambda: None) == 3  # no time asked: the count
     prof = fxprof.profile(nn.Linear(4, 4), torch.randn(2, 4), warmup=1, warmup_ms=30, iters=1, anatomy=False)
     assert prof.meta["warmup_runs"] >= 1 and prof.meta["warmup_ms"] == 30
     assert f"{prof.meta['warmup_runs']} warm-up + 1 timed runs" in prof.summary()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import re
 import sys
 
@@ -53,28 +54,60 @@ def _ytick_labels(ax) -> list[str]:
 # ------------------------------------------------------------------------- HTML display
 
 
+def _html_rows(page: str) -> list[str]:
+    return re.findall(r"<tr>(.*?)</tr>", page, re.S)
+
+
+def _cells(row: str) -> list[str]:
+    return [html.unescape(c).strip() for c in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row, re.S)]
+
+
+def _share_bars(page: str) -> dict[str, float]:
+    """The share bar of each row: node name -> percent of its cell it fills (Styler's CSS)."""
+    widths = {}
+    for i, row in enumerate(_html_rows(page)[1:]):
+        found = re.search(r"_row%d_col\d+ \{[^}]*?#f4a261 ([\d.]+)%%" % i, page)
+        if found:
+            widths[_cells(row)[0]] = float(found.group(1))
+    return widths
+
+
 def test_repr_html_has_the_header_and_the_top_nodes_with_share_bars(clock):
     prof = _profile(clock)
     page = prof._repr_html_()
     assert page == render_html(prof)
     assert "fxprof: FakeCostModel | timer fake on cpu | 0 warm-up + 4 timed runs" in page
     assert "nodes account for 100.0% of it (coverage)" in page
-    rows = re.findall(r"<tr>(.*?)</tr>", page)
+    rows = _html_rows(page)
     assert len(rows) == 1 + 8  # the header row, then every node (fewer than 20)
-    assert ">head<" in rows[1] and ">stem<" in rows[2]  # sorted by share
-    assert "#f4a261 75.00%" in rows[1] and ">75.0<" in rows[1]  # the bar is the share
-    assert "#f4a261 25.00%" in rows[2]
+    header = _cells(rows[0])
+    # plain words, one name column (scope only says where a node runs when its name does not)
+    assert header == ["node", "kind", "median", "iqr", "pct", "cum_pct"]
+    assert _cells(rows[1])[:4] == ["head", "work", "3.00 ms", "500 us"]  # sorted by share, units
+    assert _cells(rows[2])[0] == "stem"
+    # bars are scaled to the largest share: head (75%) fills its cell, stem (25%) a third of it
+    widths = _share_bars(page)
+    assert widths["head"] == pytest.approx(100.0) and widths["stem"] == pytest.approx(100 / 3, abs=0.1)
     assert "more nodes" not in page
     assert "<script" not in page
+
+
+def test_repr_html_aligns_headers_with_their_cells(clock):
+    page = render_html(_profile(clock))
+    aligned = dict(re.findall(r"th\.col_heading\.col(\d+) \{\s*text-align: (\w+);", page))
+    header = _cells(_html_rows(page)[0])
+    by_name = {header[int(i)]: a for i, a in aligned.items()}
+    assert by_name["node"] == by_name["kind"] == "left"
+    assert by_name["median"] == by_name["pct"] == "right"
 
 
 def test_repr_html_counts_the_nodes_it_leaves_out(clock):
     prof = _profile(clock)
     page = render_html(prof, top=2)
-    assert len(re.findall(r"<tr>", page)) == 1 + 2
+    assert len(_html_rows(page)) == 1 + 2
     assert "... 6 more nodes (0.0% of node time)" in page
     in_graph_order = render_html(prof, top=1, sort=None)
-    assert ">x<" in in_graph_order and ">head<" not in in_graph_order
+    assert _cells(_html_rows(in_graph_order)[1])[0] == "x"
 
 
 def test_repr_html_escapes_names_targets_and_header():
@@ -83,7 +116,7 @@ def test_repr_html_escapes_names_targets_and_header():
                             "start_ms": [0.0], "host_start_ms": [0.0]})
     runs = pd.DataFrame({"run": [0], "total_ms": [1.0], "host_ms": [1.0], "start_ms": [0.0]})
     page = fxprof.Profile([node], samples, runs, meta={"model": "<b>Net</b>"})._repr_html_()
-    assert "a&lt;b&gt;&amp;c" in page and "&lt;lambda&gt;" in page and "&lt;r&gt;" in page
+    assert "a&lt;b&gt;&amp;c" in page and "&lt;r&gt;" in page  # (the target is not a default column)
     assert "&lt;b&gt;Net&lt;/b&gt;" in page
     for raw in ("a<b>", "<lambda>", "<r>", "<b>Net"):
         assert raw not in page
@@ -92,11 +125,13 @@ def test_repr_html_escapes_names_targets_and_header():
 def test_repr_html_flags_high_spread_and_shows_device_columns(clock):
     prof = _profile(clock, stem_ms=(1.0, 1.0, 3.0, 1.0))  # stem: median 1 ms, IQR 0.5 ms
     page = render_html(prof)
-    assert ">spread<" in page and ">high<" in page
-    assert "host_mean_ms" not in page
+    header = _cells(_html_rows(page)[0])
+    assert "spread" in header and ">high<" in page
+    assert "host_mean" not in header
     prof.meta["timer"] = "cuda"  # what a CUDA-event profile adds: host time and launch/device bound
     page = render_html(prof)
-    assert ">host_mean_ms<" in page and ">bound<" in page and ">launch<" in page
+    header = _cells(_html_rows(page)[0])
+    assert "host_mean" in header and "bound" in header and ">launch<" in page
 
 
 def test_repr_html_of_an_empty_profile():

@@ -1,0 +1,220 @@
+"""Text tables that read well: times with units that suit their size, and tables that fit.
+
+Renderers format, they never time. Everything here works on values already derived from the
+raw samples; the data (``Profile.df``, the CSV) keeps full precision in milliseconds, and only
+what is printed is rounded.
+
+- :func:`format_ms`: a time in ms as ``1.57 ms``, ``18.3 us``, ``2.35 s`` (3 significant
+  figures), so that 1 us never prints as ``0.0010``.
+- :func:`terminal_width`: the width to fit, from ``COLUMNS`` or the terminal; ``None`` when
+  output goes to a file or a pipe (nothing is hidden there).
+- :func:`render_fitted`: a table rendered with tabulate; when wider than the width, long names
+  are shortened in the middle and then the least important columns are dropped, and the
+  caller gets the list of what was hidden to say so.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import sys
+from typing import Any, Callable, Iterable, Sequence
+
+import pandas as pd
+from tabulate import tabulate
+
+__all__ = ["format_ms", "format_count", "terminal_width", "render_fitted", "display_name", "TIME_UNITS"]
+
+#: (unit, milliseconds per unit), largest first
+TIME_UNITS = (("s", 1000.0), ("ms", 1.0), ("us", 1e-3), ("ns", 1e-6))
+#: text cells are shortened to this many characters first when a table is too wide
+_SHORT = 24
+_SHORTEST = 12
+_ELLIPSIS = "…"
+
+
+def _isna(value: Any) -> bool:
+    try:
+        return bool(pd.isna(value))
+    except (TypeError, ValueError):
+        return False
+
+
+def format_ms(value_ms: Any, digits: int = 3, sign: bool = False) -> str:
+    """A time given in milliseconds, with the unit that suits its size, to ``digits``
+    significant figures: ``1.5655`` -> ``1.57 ms``, ``0.0183`` -> ``18.3 us``, ``0.001`` ->
+    ``1.00 us``, ``2345.0`` -> ``2.35 s``; ``0`` -> ``0``; NaN -> ``""``. With ``sign``, a
+    positive value gets a ``+`` (for differences)."""
+    if value_ms is None or _isna(value_ms):
+        return ""
+    value = float(value_ms)
+    if math.isinf(value):
+        return ("+" if sign and value > 0 else "") + ("inf" if value > 0 else "-inf")
+    if value == 0:
+        return "0"
+    # round to the significant figures first, so that 999.96 us becomes 1.00 ms, not 1000 us
+    exponent = math.floor(math.log10(abs(value)))
+    value = round(value, digits - 1 - exponent)
+    unit, scale = next(((u, s) for u, s in TIME_UNITS if abs(value) >= s), TIME_UNITS[-1])
+    scaled = value / scale
+    decimals = max(0, digits - 1 - math.floor(math.log10(abs(scaled)))) if scaled else 0
+    text = f"{scaled:.{decimals}f} {unit}"
+    return f"+{text}" if sign and value > 0 else text
+
+
+def format_count(value: Any) -> str:
+    """An integer with thousands separators; ``""`` when missing."""
+    if value is None or _isna(value):
+        return ""
+    return f"{int(value):,}"
+
+
+def _format_float(spec: str) -> Callable[[Any], str]:
+    return lambda v: "" if v is None or _isna(v) else format(float(v), spec)
+
+
+def display_name(column: str) -> str:
+    """The header of a column in a rendered table: times carry their unit in every cell, so
+    ``median_ms`` is shown as ``median``; other names are kept."""
+    return column[: -len("_ms")] if column.endswith("_ms") else column
+
+
+#: how each kind of column is printed (a column not listed: text, or a float to 4 figures)
+FORMATTERS: dict[str, Callable[[Any], str]] = {
+    "pct": _format_float(".1f"),
+    "cum_pct": _format_float(".1f"),
+    "flops_pct": _format_float(".1f"),
+    "a_pct": _format_float(".1f"),
+    "b_pct": _format_float(".1f"),
+    "delta_pct": _format_float("+.1f"),
+    "ratio": _format_float(".3f"),
+    "gflops_per_s": _format_float(".3g"),
+    "p_value": _format_float(".2g"),
+    "vs_median": _format_float(".2f"),
+    "bwd_fwd_ratio": _format_float(".2f"),
+    "delta_ms": lambda v: format_ms(v, sign=True),
+    "error_ms": lambda v: format_ms(v, sign=True),
+}
+
+
+def formatter_for(column: str, dtype: Any) -> Callable[[Any], str] | None:
+    """The formatter of a column, or None for text columns."""
+    if column in FORMATTERS:
+        return FORMATTERS[column]
+    if column.endswith("_ms"):
+        return format_ms
+    if pd.api.types.is_integer_dtype(dtype):
+        return format_count
+    if pd.api.types.is_float_dtype(dtype):
+        return _format_float(".4g")
+    return None
+
+
+def format_frame(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """Every cell of ``frame`` as text; also the columns that hold numbers (right-aligned)."""
+    out = pd.DataFrame(index=frame.index)
+    numeric = []
+    for col in frame.columns:
+        fmt = formatter_for(col, frame[col].dtype)
+        if fmt is None:
+            out[col] = ["" if _isna(v) else str(v) for v in frame[col]]
+        else:
+            out[col] = [fmt(v) for v in frame[col]]
+            numeric.append(col)
+    return out, numeric
+
+
+def terminal_width(stream: Any = None) -> int | None:
+    """The width a table should fit: ``COLUMNS`` when set, else the terminal's width when
+    ``stream`` (default stdout) is a terminal, else None (a file or a pipe: no limit)."""
+    env = os.environ.get("COLUMNS", "").strip()
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    stream = stream if stream is not None else sys.stdout
+    try:
+        if stream.isatty():
+            return shutil.get_terminal_size().columns
+    except (AttributeError, ValueError, OSError):
+        pass
+    return None
+
+
+def shorten(text: str, limit: int) -> str:
+    """``text`` cut in the middle to ``limit`` characters (module paths differ at both ends)."""
+    if len(text) <= limit:
+        return text
+    head = (limit - 1) // 2
+    tail = limit - 1 - head
+    return text[:head] + _ELLIPSIS + text[len(text) - tail:]
+
+
+def _render(cells: pd.DataFrame, numeric: Sequence[str], index_name: str) -> str:
+    rows = cells.reset_index()
+    headers = [index_name] + [display_name(c) for c in cells.columns]
+    align = ["left"] + ["right" if c in numeric else "left" for c in cells.columns]
+    return tabulate(rows.values.tolist(), headers=headers, tablefmt="simple", colalign=align, disable_numparse=True)
+
+
+def _width(text: str) -> int:
+    return max((len(line) for line in text.splitlines()), default=0)
+
+
+def render_fitted(
+    frame: pd.DataFrame,
+    width: int | None = None,
+    keep: Iterable[str] = (),
+    index_name: str | None = None,
+    drop_first: Sequence[str] = (),
+) -> tuple[str, list[str], bool]:
+    """Render ``frame`` (index first) as a text table no wider than ``width``.
+
+    When the table is too wide, text cells (names, scopes, shapes) are shortened in the middle,
+    first to 24 characters and then to 12, and columns are dropped: those in ``drop_first`` in
+    that order, then the others from the right; never the index nor a column in ``keep``. Returns the text, the columns dropped, and whether any
+    cell was shortened.
+    """
+    cells, numeric = format_frame(frame)
+    index_name = index_name or frame.index.name or ""
+    cells.index = [("" if _isna(v) else str(v)) for v in cells.index]
+    text = _render(cells, numeric, index_name)
+    if width is None or _width(text) <= width:
+        return text, [], False
+    keep = set(keep)
+    dropped: list[str] = []
+    shortened = False
+    text_columns = [c for c in cells.columns if c not in numeric]
+    for limit in (_SHORT, _SHORTEST):
+        before = cells.copy()
+        cells.index = [shorten(v, limit) for v in cells.index]
+        for col in text_columns:
+            if col in cells.columns:
+                cells[col] = [shorten(v, limit) for v in cells[col]]
+        shortened = shortened or not (before.equals(cells) and list(before.index) == list(cells.index))
+        text = _render(cells, numeric, index_name)
+        if _width(text) <= width:
+            return text, dropped, shortened
+        if limit == _SHORT:  # then drop columns, rightmost first, before cutting names shorter
+            order = [c for c in drop_first if c in cells.columns]
+            order += [c for c in reversed(list(cells.columns)) if c not in order]
+            for col in order:
+                if col in keep:
+                    continue
+                cells = cells.drop(columns=[col])
+                dropped.insert(0, col)
+                text = _render(cells, numeric, index_name)
+                if _width(text) <= width:
+                    return text, dropped, shortened
+    return text, dropped, shortened
+
+
+def hidden_note(dropped: Sequence[str], shortened: bool, width: int | None) -> str:
+    """One line saying what a fitted table left out, or ""."""
+    if dropped:
+        text = f"hidden to fit {width} columns: {', '.join(display_name(c) for c in dropped)}"
+        text += "; long names shortened" if shortened else ""
+    elif shortened:
+        text = f"long names shortened to fit {width} columns"
+    else:
+        return ""
+    return text + " (widen the terminal, set COLUMNS, or choose columns)"

@@ -46,7 +46,7 @@ def idle_ms(samples: pd.DataFrame) -> pd.DataFrame:
     """Per node: median ``lag_ms`` (device behind host at the node's start), ``host_ms``,
     ``time_ms`` and the resulting ``idle_ms`` bound, from the raw samples."""
     frame = samples.assign(lag_ms=samples["start_ms"] - samples["host_start_ms"])
-    med = frame.groupby("node", sort=False)[["lag_ms", "host_ms", "time_ms"]].median()
+    med = frame.groupby("node", sort=False, observed=True)[["lag_ms", "host_ms", "time_ms"]].median()
     med["idle_ms"] = (med["host_ms"] - med["lag_ms"]).clip(lower=0.0)
     med["idle_ms"] = np.minimum(med["idle_ms"], med["time_ms"].clip(lower=0.0))
     return med

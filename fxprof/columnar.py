@@ -125,7 +125,7 @@ class SampleColumns:
         if _one_call_per_run(self.node, self.run):
             return np.zeros(len(self), dtype=np.int64)
         frame = pd.DataFrame({"node": self.node, "run": self.run})
-        return frame.groupby(["node", "run"], sort=False).cumcount().to_numpy(dtype=np.int64)
+        return frame.groupby(["node", "run"], sort=False, observed=True).cumcount().to_numpy(dtype=np.int64)
 
     # -------------------------------------------------------------- statistics
     def node_stats(self, runs: Sequence[int] | None = None) -> pd.DataFrame:

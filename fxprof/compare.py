@@ -163,7 +163,7 @@ def compare(
 
 def _samples_by_node(profile: "Profile", keep_outliers: bool | None) -> dict[str, np.ndarray]:
     samples = profile.kept_samples(keep_outliers)
-    return {str(node): group.to_numpy(dtype=np.float64) for node, group in samples.groupby("node", sort=False)["time_ms"]}
+    return {str(node): group.to_numpy(dtype=np.float64) for node, group in samples.groupby("node", sort=False, observed=True)["time_ms"]}
 
 
 def _verdicts(p_value: pd.Series, ratio: pd.Series, alpha: float, min_effect: float) -> pd.Series:

@@ -329,7 +329,7 @@ def by_rank(profile: "Profile") -> pd.DataFrame:
     samples = profile.samples
     if "rank" not in samples.columns:
         samples = samples.assign(rank=int(profile.meta.get("rank", 0)))
-    grouped = samples.assign(node=samples["node"].astype(str)).groupby(["node", "rank"], sort=False)
+    grouped = samples.assign(node=samples["node"].astype(str)).groupby(["node", "rank"], sort=False, observed=True)
     times = grouped["time_ms"]
     stats = pd.DataFrame(
         {
@@ -341,9 +341,9 @@ def by_rank(profile: "Profile") -> pd.DataFrame:
             "host_mean_ms": grouped["host_ms"].mean(),
         }
     )
-    rank_sums = stats.groupby(level="rank")["mean_ms"].transform("sum")
+    rank_sums = stats.groupby(level="rank", observed=True)["mean_ms"].transform("sum")
     stats["pct"] = (stats["mean_ms"] / rank_sums.where(rank_sums > 0) * 100.0).fillna(0.0)
-    typical = stats.groupby(level="node")["median_ms"].transform("median")
+    typical = stats.groupby(level="node", observed=True)["median_ms"].transform("median")
     stats["vs_median"] = stats["median_ms"] / typical.where(typical > 0)
     info = node_frame(profile)
     order = {name: i for i, name in enumerate(info.index)}
@@ -366,7 +366,7 @@ def _per_run(profile: "Profile") -> pd.DataFrame:
     plumbing = _plumbing(info)
     part = np.where(comm, "comm_ms", np.where(plumbing, "graph_ms", "compute_ms"))
     samples = samples.assign(part=samples["node"].astype(str).map(pd.Series(part, index=info.index)))
-    table = samples.pivot_table(index=["rank", "run"], columns="part", values="time_ms", aggfunc="sum", fill_value=0.0)
+    table = samples.pivot_table(index=["rank", "run"], columns="part", values="time_ms", aggfunc="sum", fill_value=0.0, observed=True)
     for col in ("compute_ms", "comm_ms", "graph_ms"):
         if col not in table.columns:
             table[col] = 0.0
@@ -399,10 +399,10 @@ def rank_table(profile: "Profile") -> pd.DataFrame:
     if "rank" not in runs.columns:
         runs = runs.assign(rank=int(profile.meta.get("rank", 0)), barrier_ms=np.nan)
     per_run = _per_run(profile)
-    medians = per_run.groupby(level="rank").median()
-    summed = per_run.groupby(level="rank").sum()
+    medians = per_run.groupby(level="rank", observed=True).median()
+    summed = per_run.groupby(level="rank", observed=True).sum()
     node_total = summed[["compute_ms", "comm_ms", "graph_ms"]].sum(axis=1)
-    by_rank_runs = runs.groupby("rank")
+    by_rank_runs = runs.groupby("rank", observed=True)
     out = pd.DataFrame(
         {
             "runs": by_rank_runs["run"].count(),
@@ -454,7 +454,7 @@ def barrier_skew(profile: "Profile") -> dict[str, float] | None:
     runs = profile.runs
     if "barrier_ms" not in runs.columns or len(profile.ranks) < 2 or runs["barrier_ms"].isna().all():
         return None
-    waits = runs.pivot_table(index="rank_run", columns="rank", values="barrier_ms").dropna()
+    waits = runs.pivot_table(index="rank_run", columns="rank", values="barrier_ms", observed=True).dropna()
     if waits.empty:
         return None
     skew = waits.max(axis=1) - waits.min(axis=1)

@@ -196,7 +196,7 @@ class Profile:
         totals = self._runs["total_ms"].to_numpy()
         if "rank" in self._runs.columns:  # each rank's runs against its own (a slow rank is no outlier)
             mask = np.zeros(len(totals), dtype=bool)
-            for rows in self._runs.groupby("rank").indices.values():
+            for rows in self._runs.groupby("rank", observed=True).indices.values():
                 mask[rows] = outlier_mask(totals[rows])
             return self._runs.loc[mask, "run"].astype(int).tolist()
         return self._runs.loc[outlier_mask(totals), "run"].astype(int).tolist()

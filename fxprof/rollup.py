@@ -67,7 +67,7 @@ def _phase_columns(table: pd.DataFrame, labels: pd.Series, out: pd.DataFrame) ->
         return out
     at = out.columns.get_loc("mean_ms") + 1
     for i, phase in enumerate(present):
-        values = table["mean_ms"].where(phases == phase, 0.0).groupby(labels, sort=False).sum()
+        values = table["mean_ms"].where(phases == phase, 0.0).groupby(labels, sort=False, observed=True).sum()
         out.insert(at + i, f"{phase}_ms", values.reindex(out.index))
     if "forward" in present and "backward" in present:
         forward = out["forward_ms"].where(out["forward_ms"] > 0)
@@ -110,7 +110,7 @@ def group_by(table: pd.DataFrame, key: str = "op", depth: int = 1) -> pd.DataFra
         type of the forward op they differentiate.
     """
     labels = _labels(table, key, depth).rename(key)
-    grouped = table.groupby(labels, sort=False)
+    grouped = table.groupby(labels, sort=False, observed=True)
     out = pd.DataFrame(
         {
             "nodes": grouped.size(),

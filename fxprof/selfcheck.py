@@ -247,7 +247,7 @@ def selfcheck(device: str = "cpu", iters: int = 20, timers: Mapping[str, Any] | 
     from .render import render_table
 
     lines = [f"fxprof selfcheck on {device}: torch {torch.__version__}, {iters} timed runs per timer"]
-    for label, group in table.groupby("timer", sort=False):
+    for label, group in table.groupby("timer", sort=False, observed=True):
         empty = [c for c in ("bound", "expected_bound") if (group[c] == "").all()]  # no verdicts on the CPU
         lines += ["", f"timer {label}", render_table(group.drop(columns=["timer", *empty]).set_index("node"))]
     failed = table[~table["ok"]]

@@ -82,7 +82,7 @@ def test_merged_profile_has_every_rank_and_the_per_rank_spread(clock, fake_timer
     assert list(by.index[:3]) == [("x", 0), ("x", 1), ("x", 2)]  # graph order, then rank
     assert by.loc[("head", 2), "median_ms"] == pytest.approx(4.5)
     assert by.loc[("head", 2), "vs_median"] == pytest.approx(1.5)
-    assert by.groupby(level="rank")["pct"].sum().round(6).tolist() == [100.0, 100.0, 100.0]
+    assert by.groupby(level="rank", observed=True)["pct"].sum().round(6).tolist() == [100.0, 100.0, 100.0]
 
     ranks = prof.group_by("rank")
     assert list(ranks.index) == [0, 1, 2]
@@ -319,4 +319,4 @@ def test_torchrun_resnet18_command(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.count("fxprof: resnet18 |") == 1 and "10 timed runs (2 ranks)" in result.stdout
     prof = fxprof.load(tmp_path / "run.json")
-    assert prof.ranks == [0, 1] and len(prof.nodes) == 71 and prof.samples.groupby("rank").size().tolist() == [71 * 5, 71 * 5]
+    assert prof.ranks == [0, 1] and len(prof.nodes) == 71 and prof.samples.groupby("rank", observed=True).size().tolist() == [71 * 5, 71 * 5]

@@ -111,7 +111,7 @@ def test_dynamo_per_run_numbers_count_every_call(repeated_profile):
     assert (per_run >= 1).all()
     # coverage is the samples' own sum per run over the run's total, every call included
     samples = prof.samples
-    node_ms = samples.groupby("run")["time_ms"].sum().mean()
+    node_ms = samples.groupby("run", observed=True)["time_ms"].sum().mean()
     assert prof.coverage == pytest.approx(node_ms / prof.runs["total_ms"].mean())
     blocks = prof.group_by("scope", depth=2)
     assert {"blocks.0", "blocks.1", "shared"} <= set(blocks.index)

@@ -150,8 +150,7 @@ def _metadata_events(profile: "Profile", device_track: bool) -> list[dict[str, A
 
 def _node_args(profile: "Profile") -> list[dict[str, Any]]:
     """Each node's span args: what it is, where it sits, and what the anatomy pass measured."""
-    anatomy = profile.anatomy
-    facts = {str(node): _facts(row) for node, row in anatomy.iterrows()} if len(anatomy) else {}
+    facts = _facts(profile.anatomy)
     out = []
     for n in profile.nodes:
         args = {"op": n.op, "target": n.target, "kind": n.kind, "scope": n.scope}
@@ -170,19 +169,20 @@ def _node_args(profile: "Profile") -> list[dict[str, Any]]:
     return out
 
 
-def _facts(row: Any) -> dict[str, Any]:
-    """A node's shapes, dtype and FLOPs, for the span's args (only what was measured)."""
-    import pandas as pd
-
-    out: dict[str, Any] = {}
+def _facts(anatomy: Any) -> dict[str, dict[str, Any]]:
+    """Per node: its shapes, dtype and FLOPs, for the span's args (only what was measured).
+    Read column by column: a row at a time is slow for 10,000 nodes."""
+    facts: dict[str, dict[str, Any]] = {str(node): {} for node in anatomy.index}
     for key in ("input_shapes", "output_shape", "dtype"):
-        value = row.get(key, "")
-        if isinstance(value, str) and value:
-            out[key] = value
-    flops = row.get("flops")
-    if flops is not None and not pd.isna(flops):
-        out["flops"] = int(flops)
-    return out
+        if key in anatomy.columns:
+            for node, value in zip(anatomy.index, anatomy[key].tolist()):
+                if isinstance(value, str) and value:
+                    facts[str(node)][key] = value
+    if "flops" in anatomy.columns:
+        flops = anatomy["flops"]
+        for node, value in zip(anatomy.index[flops.notna().to_numpy()], flops.dropna().tolist()):
+            facts[str(node)]["flops"] = int(value)
+    return facts
 
 
 def chrome_trace_events(profile: "Profile", runs: Runs = "representative") -> list[dict[str, Any]]:
@@ -208,7 +208,7 @@ def _span(name: str, cat: str, start_ms: float, dur_ms: float, tid: int, args: d
         "name": name,
         "cat": cat or "node",
         "ph": "X",
-        "ts": round(start_ms * 1000.0, 3),
+        "ts": float(np.round(start_ms * 1000.0, 3)),  # as the file writer rounds: the same numbers
         "dur": round(max(dur_ms, 0.0) * 1000.0, 3),
         "pid": _PID,
         "tid": tid,

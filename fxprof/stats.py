@@ -70,20 +70,35 @@ def node_p_values(pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.nd
 
     A pair where either side has fewer than 2 samples gets NaN (not tested) and takes no part in
     the correction. Two sides made of one identical value (a fake clock) get p = 1.
+
+    Pairs are tested in batches, one ``mannwhitneyu(..., axis=1)`` call per (size of a, size
+    of b, ties or not): a profile's nodes mostly share their run counts, so 10,000 nodes take a
+    few calls instead of 10,000. Batching by ties keeps scipy's choice of method (exact for
+    small samples without ties, else the normal approximation) what it is for each pair alone,
+    so the p-values equal those of one call per pair.
     """
     from scipy.stats import false_discovery_control, mannwhitneyu
 
     raw = np.full(len(pairs), np.nan)
+    clean: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    batches: dict[tuple[int, int, bool], list[int]] = {}
     for i, (xa, xb) in enumerate(pairs):
         xa = np.asarray(xa, dtype=np.float64)
         xb = np.asarray(xb, dtype=np.float64)
         xa, xb = xa[np.isfinite(xa)], xb[np.isfinite(xb)]
         if len(xa) < 2 or len(xb) < 2:
             continue
-        if np.ptp(np.concatenate([xa, xb])) == 0:  # all ties: no evidence of any difference
+        both = np.sort(np.concatenate([xa, xb]))
+        if both[0] == both[-1]:  # all ties: no evidence of any difference
             raw[i] = 1.0
             continue
-        raw[i] = float(mannwhitneyu(xa, xb, alternative="two-sided").pvalue)
+        ties = bool((both[1:] == both[:-1]).any())
+        batches.setdefault((len(xa), len(xb), ties), []).append(i)
+        clean[i] = (xa, xb)
+    for rows in batches.values():
+        a = np.stack([clean[i][0] for i in rows])
+        b = np.stack([clean[i][1] for i in rows])
+        raw[rows] = mannwhitneyu(a, b, axis=1, alternative="two-sided").pvalue
     adjusted = np.full(len(pairs), np.nan)
     tested = ~np.isnan(raw)
     if tested.any():

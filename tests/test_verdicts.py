@@ -180,3 +180,27 @@ def test_cli_defaults_match_the_library():
 
     args = build_parser().parse_args(["compare", "a", "b"])
     assert args.alpha == ALPHA and args.min_effect == MIN_EFFECT and args.keep_outliers is False
+
+
+def test_batched_p_values_equal_one_scipy_call_per_node():
+    """node_p_values tests nodes in batches (same sizes, ties or not); each p-value must equal
+    scipy's for that node alone, whichever method scipy picks (exact without ties, else normal)."""
+    import numpy as np
+    from scipy.stats import mannwhitneyu
+
+    from fxprof.stats import node_p_values
+
+    rng = np.random.default_rng(0)
+    pairs = []
+    for k in range(300):
+        na, nb = rng.choice([2, 3, 5, 8, 9, 20]), rng.choice([2, 5, 8, 20])
+        a, b = rng.normal(1.0, 0.1, na), rng.normal(1.05, 0.1, nb)
+        if k % 3 == 0:  # ties
+            a, b = np.round(a, 1), np.round(b, 1)
+        pairs.append((a, b))
+    pairs += [(np.ones(4), np.ones(5)), (np.array([1.0, np.nan]), np.ones(3)), (np.array([1.0]), np.ones(3))]
+    raw, adjusted = node_p_values(pairs)
+    for (a, b), p in zip(pairs[:300], raw[:300]):
+        assert p == mannwhitneyu(a, b, alternative="two-sided").pvalue
+    assert raw[300] == 1.0 and np.isnan(raw[301]) and np.isnan(raw[302])  # all ties; too few samples
+    assert np.isnan(adjusted[301]) and (adjusted[:301] >= raw[:301]).all()

@@ -162,8 +162,19 @@ def compare(
 
 
 def _samples_by_node(profile: "Profile", keep_outliers: bool | None) -> dict[str, np.ndarray]:
-    samples = profile.kept_samples(keep_outliers)
-    return {str(node): group.to_numpy(dtype=np.float64) for node, group in samples.groupby("node", sort=False, observed=True)["time_ms"]}
+    """Each node's samples (ms) in the runs the statistics use, straight from the sample
+    columns: one stable sort by node, no DataFrame of every sample."""
+    columns = profile._columns
+    keep = profile.keep_outliers if keep_outliers is None else keep_outliers
+    outliers = [] if keep else profile.outlier_runs
+    node, times = columns.node, columns.time_ms
+    if outliers:
+        kept = ~np.isin(columns.run, np.asarray(outliers, dtype=columns.run.dtype))
+        node, times = node[kept], times[kept]
+    order = np.argsort(node, kind="stable")
+    counts = np.bincount(node, minlength=len(columns.names))
+    parts = np.split(times[order].astype(np.float64, copy=False), np.cumsum(counts)[:-1])
+    return {str(columns.names[code]): part for code, part in enumerate(parts) if counts[code]}
 
 
 def _verdicts(p_value: pd.Series, ratio: pd.Series, alpha: float, min_effect: float) -> pd.Series:

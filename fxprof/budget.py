@@ -1,7 +1,8 @@
 """How many samples fit in memory, so that a huge ``iters`` stops cleanly in time.
 
-fxprof keeps every sample. Each costs about :data:`BYTES_PER_SAMPLE` bytes while recording
-(Python lists of floats) and the tables built from them; ``iters=10**9`` on resnet18 would
+fxprof keeps every sample. Each costs about :data:`BYTES_PER_SAMPLE` bytes at the peak: the
+recording's columns (with their growth room), the profile's copy of them and the tables built
+from them; ``iters=10**9`` on resnet18 would
 need terabytes. :class:`SampleBudget` allows the samples to take at most :data:`SHARE` of
 the memory that was available when the timed runs began: it warns as soon as one run shows
 that ``iters`` runs would not fit, and stops the timed runs cleanly when the next one would
@@ -16,9 +17,11 @@ from typing import Any
 
 __all__ = ["BYTES_PER_SAMPLE", "SHARE", "SampleBudget", "available_bytes"]
 
-#: peak bytes a sample: tests/benchmarks/memory.py measured 275 (recording, profile and table,
-#: through tracemalloc); 400 leaves room for what tracemalloc does not see
-BYTES_PER_SAMPLE = 400
+#: peak bytes a sample: ``python tests/benchmarks/memory.py --iters 5000 --nodes 50`` measured
+#: 156 on 2026-11-21 (columnar recording, profile, per-node table and the samples DataFrame,
+#: through tracemalloc; 275 before the columnar recording); 200 leaves room for what
+#: tracemalloc does not see
+BYTES_PER_SAMPLE = 200
 #: share of the available memory the samples may take
 SHARE = 0.5
 

@@ -36,6 +36,7 @@ from .errors import ProfileFormatError
 from .io import atomic_write
 from .nodes import NodeInfo
 from .profile import NODE_COLUMNS, RUN_COLUMNS
+from .validate import check_profile
 
 if TYPE_CHECKING:
     from .profile import Profile
@@ -91,7 +92,9 @@ def load_npz(path: str | os.PathLike) -> "Profile":
     """
     path = os.fspath(path)
     header, arrays = _read(path)
-    return _build(path, header, arrays)
+    profile = _build(path, header, arrays)
+    check_profile(profile, repr(path))  # what every profile must satisfy, as for JSON
+    return profile
 
 
 def _read(path: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:

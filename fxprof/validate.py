@@ -268,12 +268,21 @@ def check_profile(profile: "Profile", source: str) -> None:
     error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(meta_schema).iter_errors(profile.meta))
     if error is not None:
         raise _damaged(source, f"{_path(['meta', *error.absolute_path])}: {error.message}")
-    for group, frame in (("samples", profile._samples), ("runs", profile._runs)):
+    columns = profile._columns  # the samples as arrays: no DataFrame of 10M rows just to check them
+
+    def sample_column(name: str) -> Any:
+        return getattr(columns, name, None) if name in columns.__slots__ and name != "names" else None
+
+    def run_column(name: str) -> Any:
+        return profile._runs[name].to_numpy(dtype=np.float64, na_value=np.nan) if name in profile._runs.columns else None
+
+    for group, column in (("samples", sample_column), ("runs", run_column)):
         for name, rule in SCHEMA["properties"][group]["properties"].items():
             kinds = rule["items"]["type"]
-            if name not in frame.columns or "number" not in kinds:
+            raw = column(name) if "number" in kinds else None
+            if raw is None:
                 continue
-            values = frame[name].to_numpy(dtype=np.float64, na_value=np.nan)
+            values = np.asarray(raw, dtype=np.float64)
             nan = np.isnan(values)
             if nan.any() and "null" not in kinds:
                 raise _damaged(source, f"{group}.{name}[{int(np.flatnonzero(nan)[0])}]: a value is missing (null)")
@@ -282,14 +291,14 @@ def check_profile(profile: "Profile", source: str) -> None:
                 raise _damaged(source, f"{group}.{name}[{int(np.flatnonzero(infinite)[0])}]: {values[infinite][0]} is not finite")
             _check_range(np.where(nan, rule["items"].get("minimum", 0), values), rule["items"], f"{group}.{name}", source)
     runs = profile.num_runs
-    sample_runs = profile._samples["run"].to_numpy()
+    sample_runs = columns.run
     if runs and len(sample_runs) and sample_runs.max() >= runs:
         i = int(np.flatnonzero(sample_runs >= runs)[0])
         raise _damaged(source, f"samples.run[{i}] has run index {sample_runs[i]}, but the profile has {runs} runs (0 to {runs - 1})")
     if runs and not np.array_equal(profile._runs["run"].to_numpy(), np.arange(runs)):
         raise _damaged(source, "runs.run must be 0, 1, 2... in order (one entry per run)")
     known = {n.name for n in profile.nodes}
-    unknown = sorted(set(profile._samples["node"]) - known)
+    unknown = sorted({str(columns.names[code]) for code in np.unique(columns.node)} - known)
     if unknown:
         raise _damaged(source, f"samples name node(s) {', '.join(map(repr, unknown[:3]))} that are not in nodes")
 

@@ -180,6 +180,10 @@ class _Boom:
     ("missing", "the column samples/host_ms is missing"),
     ("no_header", "is a zip but not a saved fxprof profile"),
     ("truncated", "damaged fxprof profile"),
+    # well-formed columns, impossible values: the same checks as a JSON profile gets
+    ("negative", r"samples\.time_ms\[0\]"),
+    ("infinite", r"samples\.host_ms\[0\]: inf is not finite"),
+    ("run_range", "has run index 9, but the profile has 4 runs"),
 ])
 def test_damaged_npz_is_a_clear_error_and_nothing_is_executed(clock, tmp_path, case, message):
     good = tmp_path / "good.npz"
@@ -201,6 +205,12 @@ def test_damaged_npz_is_a_clear_error_and_nothing_is_executed(clock, tmp_path, c
                 return None
             if case == "no_header" and name == "header.json":
                 return None
+            if case in ("negative", "infinite", "run_range"):
+                column = {"negative": "samples/time_ms.npy", "infinite": "samples/host_ms.npy", "run_range": "samples/run.npy"}[case]
+                if name == column:
+                    values = np.lib.format.read_array(io.BytesIO(data)).copy()
+                    values[0] = {"negative": -1.0, "infinite": np.inf, "run_range": 9}[case]
+                    return _npy(values)
             return data
         _rewrite(good, bad, change)
     with pytest.raises(fxprof.ProfileFormatError, match=message):

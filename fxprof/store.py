@@ -50,6 +50,8 @@ _HEADER = "header.json"
 #: sample columns: name -> numpy dtype kind allowed on load ("i" integer, "f" float)
 _SAMPLE_ARRAYS = {"node": "i", "run": "i", "time_ms": "f", "host_ms": "f", "start_ms": "f", "host_start_ms": "f", "kernel_ms": "f"}
 _OPTIONAL = {"kernel_ms"}
+#: run columns of a profile gathered over torch.distributed ranks, kept when present
+_RANK_ARRAYS = {"rank": np.int64, "rank_run": np.int64, "barrier_ms": np.float64}
 
 
 def save_npz(profile: "Profile", path: str | os.PathLike) -> None:
@@ -72,6 +74,8 @@ def save_npz(profile: "Profile", path: str | os.PathLike) -> None:
     if columns.kernel_ms is not None:
         arrays["samples/kernel_ms"] = columns.kernel_ms
     arrays.update({f"runs/{col}": runs[col].to_numpy() for col in RUN_COLUMNS})
+    # a gathered profile (fxprof.gather): each run's rank, the rank's own run number, its barrier wait
+    arrays.update({f"runs/{col}": runs[col].to_numpy(dtype=kind) for col, kind in _RANK_ARRAYS.items() if col in runs.columns})
     text = json.dumps(header, allow_nan=False, default=str).encode("utf-8")
 
     def write(handle: Any) -> None:
@@ -146,7 +150,15 @@ def _build(path: str, header: dict[str, Any], arrays: dict[str, np.ndarray]) -> 
             n.name: {col: values[i] for col, values in anatomy_columns.items() if col in ANATOMY_COLUMNS}
             for i, n in enumerate(nodes)
         }
-        return Profile(nodes, columns, pd.DataFrame(runs), header.get("meta") or {}, anatomy)
+        profile = Profile(nodes, columns, pd.DataFrame(runs), header.get("meta") or {}, anatomy)
+        if "runs/rank" in arrays:  # torch.distributed ranks (fxprof.gather)
+            from .distributed import with_ranks
+
+            ranked = {col: _array(arrays, f"runs/{col}", "f" if col == "barrier_ms" else "i", header["runs"])
+                      for col in _RANK_ARRAYS}
+            profile = with_ranks(profile, ranked["rank"].tolist(), [None if np.isnan(v) else float(v) for v in ranked["barrier_ms"]],
+                                 ranked["rank_run"].tolist())
+        return profile
     except ProfileFormatError:
         raise
     except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:

@@ -121,12 +121,13 @@ def test_header_names_the_straggler_and_the_barrier_skew(clock, fake_timer):
 
 def test_save_load_csv_and_trace_keep_the_ranks(clock, fake_timer, tmp_path):
     prof = _merged(clock, fake_timer, [BASE, [c * 2 for c in BASE]], [[1.0, 2.0, 3.0, 4.0], [0.0, 0.5, 0.0, 0.5]])
-    prof.save(tmp_path / "p.json")
-    back = fxprof.load(tmp_path / "p.json")
-    pd.testing.assert_frame_equal(back.samples, prof.samples)
-    pd.testing.assert_frame_equal(back.runs, prof.runs)
-    pd.testing.assert_frame_equal(back.df, prof.df)
-    assert back.ranks == [0, 1] and straggler(back)["rank"] == 1
+    for name in ("p.json", "p.npz"):  # both formats keep every run's rank, rank_run and barrier wait
+        prof.save(tmp_path / name)
+        back = fxprof.load(tmp_path / name)
+        pd.testing.assert_frame_equal(back.samples, prof.samples)
+        pd.testing.assert_frame_equal(back.runs, prof.runs)
+        pd.testing.assert_frame_equal(back.df, prof.df)
+        assert back.ranks == [0, 1] and straggler(back)["rank"] == 1
 
     prof.to_csv(tmp_path / "p.csv")
     table = fxprof.read_csv(tmp_path / "p.csv")

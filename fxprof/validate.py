@@ -69,6 +69,7 @@ SCHEMA: dict[str, Any] = {
                 **{k: {"type": "boolean"} for k in ("no_grad", "training", "incomplete")},
                 "inputs": {"type": "array", "items": _TEXT},
                 "mode": {"enum": ["timed", "isolated"]},
+                "epoch_ns": {**_NONNEG_INT, "description": "Unix time (ns) of the first timed run's start"},
             },
         },
         "nodes": {
@@ -106,6 +107,9 @@ SCHEMA: dict[str, Any] = {
                 "total_ms": _column(_TIME, "the whole run, timer"),
                 "host_ms": _column(_OPTIONAL_TIME, "the whole run, host clock"),
                 "start_ms": _column(_OPTIONAL_TIME, "the run's start from the first run's start, host clock"),
+                "rank": _column(_NONNEG_INT, "a profile gathered over torch.distributed ranks: the rank that ran it"),
+                "rank_run": _column(_NONNEG_INT, "a gathered profile: the run's number on its own rank"),
+                "barrier_ms": _column(_OPTIONAL_TIME, "a gathered profile: the wait at the barrier before the run"),
             },
         },
         "anatomy": {

@@ -173,6 +173,8 @@ def _samples_by_node(profile: "Profile", keep_outliers: bool | None) -> dict[str
         node, times = node[kept], times[kept]
     order = np.argsort(node, kind="stable")
     counts = np.bincount(node, minlength=len(columns.names))
+    if not counts.any():  # no samples (an empty or isolated-mode profile)
+        return {}
     parts = np.split(times[order].astype(np.float64, copy=False), np.cumsum(counts)[:-1])
     return {str(columns.names[code]): part for code, part in enumerate(parts) if counts[code]}
 

@@ -118,7 +118,7 @@ def profile(
         training mode) are restored afterwards, so the model is left bit-identical; fxprof
         never writes parameters (a model whose forward writes its own parameters would).
         Under an initialized ``torch.distributed`` process group, every rank must call this with
-        the same ``warmup``/``iters``/``mode``; each timed run starts after a barrier (outside
+        the same ``warmup``/``warmup_ms``/``iters``/``mode``; each timed run starts after a barrier (outside
         the marks) and the profile carries this rank (collect the ranks with
         :func:`fxprof.gather`; see :mod:`fxprof.distributed`).
 
@@ -198,7 +198,7 @@ def profile(
             meta.update(captured.describe())  # type: ignore[attr-defined]
         ranks = rank_sync()  # under torch.distributed: a barrier before each timed run
         if ranks is not None:
-            ranks.check_same(warmup=warmup, iters=iters, mode=mode, capture=captured.kind)
+            ranks.check_same(warmup=warmup, warmup_ms=float(warmup_ms), iters=iters, mode=mode, capture=captured.kind)
             meta = {**meta, **ranks.meta()}
 
         def one_run() -> None:
@@ -212,7 +212,9 @@ def profile(
                 one_run()  # dynamo compiles on the first call: never part of warm-up or timing
                 bar.step()
             bar.phase("warm-up", warmup)
-            meta["warmup_runs"] = _warm_up(one_run, warmup, warmup_ms, bar.step)
+            # under torch.distributed the ranks agree on when warm-up by time ends (equal run counts)
+            agree_more = (lambda more: ranks.agree(more, every=False)) if ranks is not None else None
+            meta["warmup_runs"] = _warm_up(one_run, warmup, warmup_ms, bar.step, agree_more)
             recorder.reset()
             captured.start_timing()
             records: dict[str, dict[str, Any]] = {}
@@ -231,13 +233,21 @@ def profile(
                     budget = SampleBudget(iters)  # a huge iters stops cleanly before memory runs out
                     with _kernel_profiler(kernel_time, iters) as kernel_prof:
                         kernel_prof.warm_up(one_run, recorder.reset)  # CUPTI start-up, inside the profiler
+                        allowed = True
                         for _ in range(iters):
                             if ranks is not None:
-                                ranks.barrier()  # outside the run's marks; the wait is recorded
+                                # the barrier before each run, outside its marks (the wait is recorded);
+                                # it carries the budget's verdict, so one rank out of memory stops all
+                                allowed = ranks.barrier(allowed)
+                                if not allowed:
+                                    if budget.stopped_at is None:
+                                        budget.stopped_at, budget.by_other_rank = recorder.recording.runs, True
+                                    break
                             one_run()
                             bar.step()
                             kernel_prof.step()
-                            if not budget.allows_another_run(len(recorder.recording), recorder.recording.runs):
+                            allowed = budget.allows_another_run(len(recorder.recording), recorder.recording.runs)
+                            if ranks is None and not allowed:
                                 break
                     meta = budget.describe(meta)
                     if kernel_time:
@@ -355,13 +365,23 @@ def _untimed_passes(captured: Capture, inputs: tuple, devices: set[torch.device]
 DEFAULT_GPU_WARMUP_MS = 200.0
 
 
-def _warm_up(one_run: Any, runs: int, ms: float, step: Any) -> int:
-    """At least ``runs`` runs and at least ``ms`` milliseconds of them; returns the runs done."""
+def _warm_up(one_run: Any, runs: int, ms: float, step: Any, agree: Any = None) -> int:
+    """At least ``runs`` runs and at least ``ms`` milliseconds of them; returns the runs done.
+
+    ``agree(more) -> bool``, under torch.distributed: whether any rank wants another run, so
+    that every rank does the same number (a rank that stopped alone would leave the others in
+    the model's collectives or the next barrier)."""
     import time
 
     done = 0
     end = time.perf_counter() + ms / 1000.0
-    while done < runs or (ms > 0 and time.perf_counter() < end):
+    while True:
+        if done >= runs:
+            more = ms > 0 and time.perf_counter() < end
+            if agree is not None and ms > 0:
+                more = agree(more)
+            if not more:
+                break
         one_run()
         done += 1
         step()

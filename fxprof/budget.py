@@ -50,6 +50,8 @@ class SampleBudget:
         self.limit = None if available is None else int(available * SHARE / BYTES_PER_SAMPLE)
         self.warned = False
         self.stopped_at: int | None = None
+        #: True when another torch.distributed rank's budget stopped the runs (see RankSync.agree)
+        self.by_other_rank = False
 
     def allows_another_run(self, samples: int, runs: int) -> bool:
         """False when one more run (of the size seen so far) would go over the budget."""
@@ -74,8 +76,9 @@ class SampleBudget:
         """``meta`` marked incomplete when the runs stopped early, with a note saying why."""
         if self.stopped_at is None:
             return meta
+        whose = "another rank's samples (torch.distributed)" if self.by_other_rank else "more samples"
         note = (
-            f"stopped after {self.stopped_at} of {self.iters} runs: more samples would have taken over "
+            f"stopped after {self.stopped_at} of {self.iters} runs: {whose} would have taken over "
             f"{SHARE:.0%} of the available memory"
         )
         previous = meta.get("capture_note")

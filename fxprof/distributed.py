@@ -3,9 +3,12 @@
 Under an initialized process group (``torchrun``, or ``init_process_group`` by hand: gloo on
 the CPU, NCCL on GPUs) :func:`fxprof.profile` on every rank:
 
-- checks that every rank asked for the same runs (``warmup``, ``iters``, ``mode``), so that no
-  rank waits forever for a barrier another rank never reaches;
-- calls ``dist.barrier()`` before each timed run, outside the run's marks, so the ranks' runs
+- checks that every rank asked for the same runs (``warmup``, ``warmup_ms``, ``iters``,
+  ``mode``), so that no rank waits forever for a barrier another rank never reaches;
+- takes together what a rank would decide alone (:meth:`RankSync.agree`): the end of warm-up by
+  time, and a stop by one rank's memory budget;
+- meets the other ranks at a barrier before each timed run (an all-reduce of a flag that also
+  carries the budget's verdict), outside the run's marks, so the ranks' runs
   start together, and records how long this rank waited there (``barrier_ms`` in
   :attr:`Profile.runs`): a rank that arrives late waits little, the ranks that wait for it
   wait long, so the spread of the waits in one run is how far apart the ranks arrived (skew);
@@ -128,15 +131,26 @@ class RankSync:
                 f"runs would never line up. Pass the same values on every rank."
             )
 
-    def barrier(self) -> None:
-        """Wait for every rank; record the wait (host clock) in :attr:`waits_ms`."""
-        dist = _dist()
-        kwargs: dict[str, Any] = {}
-        if self.backend == "nccl" and torch.cuda.is_available():
-            kwargs["device_ids"] = [torch.cuda.current_device()]
+    def barrier(self, proceed: bool = True) -> bool:
+        """Wait for every rank; record the wait (host clock) in :attr:`waits_ms`. Returns True
+        when every rank passed ``proceed=True``: the barrier is an all-reduce (minimum) of that
+        flag, so a rank that must stop (its memory budget) stops every rank at the same run."""
         t0 = time.perf_counter_ns()
-        dist.barrier(group=self.group, **kwargs)
+        agreed = self.agree(proceed, every=True)
         self.waits_ms.append((time.perf_counter_ns() - t0) / 1e6)
+        return agreed
+
+    def agree(self, mine: bool, every: bool) -> bool:
+        """Whether every rank (``every``) or any rank says yes to ``mine``; every rank must call
+        this at the same point. How fxprof keeps the ranks' run counts equal when a rank decides
+        on its own (warm-up by time, the memory budget): a rank that stopped alone would leave
+        the others waiting forever at the next barrier or collective."""
+        dist = _dist()
+        on_gpu = self.backend == "nccl" and torch.cuda.is_available()
+        flag = torch.tensor([1 if mine else 0], dtype=torch.int32,
+                            device=torch.device("cuda", torch.cuda.current_device()) if on_gpu else torch.device("cpu"))
+        dist.all_reduce(flag, op=dist.ReduceOp.MIN if every else dist.ReduceOp.MAX, group=self.group)
+        return bool(flag.item())
 
     def meta(self) -> dict[str, Any]:
         """What a rank's profile says about its place in the job."""

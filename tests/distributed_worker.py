@@ -79,7 +79,31 @@ def main(outdir: str, slow_rank: int, collective: bool) -> None:
             mismatch = ""
         except ValueError as exc:
             mismatch = str(exc)
+        # decisions one rank takes alone must be taken by all: a memory budget that runs out on
+        # rank 1 only (every rank stops with it, none is left at the next collective), and
+        # warm-up by time with rank slow_rank slower (every rank does the same number of runs)
+        import fxprof.api as api
+
+        real_budget = api.SampleBudget
+
+        class TightOnRank1(real_budget):
+            def allows_another_run(self, samples: int, runs: int) -> bool:
+                if rank == 1 and runs >= 3:
+                    self.stopped_at = runs
+                    return False
+                return super().allows_another_run(samples, runs)
+
+        api.SampleBudget = TightOnRank1
+        try:
+            short = fxprof.profile(RankModel(0, collective=True), x, warmup=0, iters=6, anatomy=False)
+        finally:
+            api.SampleBudget = real_budget
+        by_time = fxprof.profile(RankModel(SLOW_MS // 4 if rank == slow_rank else 0, collective=False), x,
+                                 warmup=1, warmup_ms=150, iters=1, anatomy=False, capture="symbolic")
         record = {
+            "budget_runs": short.num_runs,
+            "budget_note": short.meta.get("capture_note", ""),
+            "warmup_runs": by_time.meta["warmup_runs"],
             "rank": rank,
             "gathered": merged is not None,
             "own_ranks": prof.ranks,

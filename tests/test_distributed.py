@@ -232,6 +232,19 @@ def test_four_ranks_gathered_on_rank_0_with_rank_2_named(four_ranks):
 
 
 @needs_gloo
+def test_a_decision_one_rank_takes_is_taken_by_every_rank(four_ranks):
+    """Rank 1's memory budget stops it after 3 runs: every rank stops there (no rank is left
+    waiting in the model's all_reduce), and the others say why. Warm-up by time (150 ms) with
+    rank 2 napping: every rank does the same number of warm-up runs."""
+    _, records = four_ranks
+    assert [r["budget_runs"] for r in records] == [3, 3, 3, 3]
+    assert "stopped after 3 of 6 runs: more samples" in records[1]["budget_note"]
+    assert all("stopped after 3 of 6 runs: another rank's samples" in r["budget_note"] for r in records if r["rank"] != 1)
+    counts = {r["warmup_runs"] for r in records}
+    assert len(counts) == 1 and counts.pop() >= 2, records  # 150 ms of 50 ms naps: more than the 1 asked
+
+
+@needs_gloo
 def test_four_ranks_barrier_waits_show_the_late_rank(four_ranks):
     prof, records = four_ranks
     waits = prof.runs.pivot_table(index="rank_run", columns="rank", values="barrier_ms")

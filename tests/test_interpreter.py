@@ -40,8 +40,11 @@ def test_known_costs_are_measured_in_the_right_ratio():
     prof = fxprof.profile(gm, torch.ones(2, 2), warmup=1, iters=7)
     med = prof.df["median_ms"]
     assert med["sleep_2ms"] >= 2.0 and med["sleep_6ms"] >= 6.0  # sleep never returns early
-    ratio = med["sleep_6ms"] / med["sleep_2ms"]
-    assert 2.0 < ratio < 3.5, ratio
+    # the ratio from each node's fastest run: a busy machine adds wake-up delay to some sleeps,
+    # which can move a median of 7 by milliseconds, but rarely every run's
+    fastest = prof.df["min_ms"]
+    ratio = fastest["sleep_6ms"] / fastest["sleep_2ms"]
+    assert 2.0 < ratio < 3.5, (ratio, prof.df[["min_ms", "median_ms"]])
     cheap = med[["add", "flatten"]]
     assert (cheap < 0.5).all(), cheap
     # together the two sleeps are nearly all of the node time

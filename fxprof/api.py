@@ -246,6 +246,8 @@ def profile(
                             one_run()
                             bar.step()
                             kernel_prof.step()
+                            if recorder.recording.runs == 1:  # the size of a run is known: room for them all
+                                recorder.recording.reserve(budget.samples_that_fit(len(recorder.recording)))
                             allowed = budget.allows_another_run(len(recorder.recording), recorder.recording.runs)
                             if ranks is None and not allowed:
                                 break

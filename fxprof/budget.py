@@ -72,6 +72,12 @@ class SampleBudget:
             return False
         return True
 
+    def samples_that_fit(self, per_run: int) -> int:
+        """Samples of ``iters`` runs of ``per_run`` samples, or of as many runs as the budget
+        allows (what the recording may reserve room for)."""
+        runs = self.iters if self.limit is None else min(self.iters, int(self.limit // max(per_run, 1)))
+        return max(runs, 1) * per_run
+
     def describe(self, meta: dict[str, Any]) -> dict[str, Any]:
         """``meta`` marked incomplete when the runs stopped early, with a note saying why."""
         if self.stopped_at is None:

@@ -8,6 +8,7 @@ import os
 import pathlib
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from torch import nn
@@ -276,3 +277,31 @@ def test_top_and_sort_in_summary(clock, fake_timer):
         prof.summary(sort="nope")
     assert str(prof) == prof.summary()
     assert "FakeCostModel: 8 nodes x 4 runs" in repr(prof)
+
+
+def test_a_profile_keeps_what_was_recorded_when_the_recording_goes_on():
+    """A profile holds the recording's columns without copying them; a recording only appends,
+    so runs recorded after the profile was built change nothing in it."""
+    gm = fxprof.trace(nn.Sequential(nn.Linear(4, 4), nn.ReLU()))
+    interp = fxprof.ProfilingInterpreter(gm)
+    for _ in range(3):
+        interp.run(torch.randn(2, 4))
+    nodes = [fxprof.NodeInfo(n.name, n.op, str(n.target), "", "", "") for n in gm.graph.nodes]
+    prof = fxprof.Profile.from_recording(nodes, interp.recording)
+    before = prof.samples.copy()
+    for _ in range(50):  # enough to make the recording grow (and move) its buffers
+        interp.run(torch.randn(2, 4))
+    pd.testing.assert_frame_equal(prof.samples, before)
+    assert prof.num_runs == 3 and len(interp.recording) == 53 * len(nodes)
+    with pytest.raises(ValueError):  # read-only: nothing outside changes a profile's samples
+        prof._columns.time_ms[0] = 1.0
+
+
+def test_the_timed_runs_reserve_exactly_the_room_they_need(resnet18, small_image):
+    """After the first timed run the recording makes room for all of them, so the profile's
+    columns (the recording's own) carry no growth room: 40 bytes a sample."""
+    prof = fxprof.profile(resnet18, small_image, warmup=0, iters=20, anatomy=False)  # beyond the first 1024
+    columns = prof._columns
+    for array in (columns.node, columns.run, columns.time_ms, columns.host_ms):
+        assert array.base is not None and len(array.base) == len(columns) == 20 * len(prof.nodes)
+    assert columns.nbytes == 40 * len(columns)

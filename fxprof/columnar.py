@@ -245,9 +245,18 @@ class _GroupedValues:
             self.mean = np.where(self.count > 0, self.sum / np.maximum(self.count, 1), np.nan)
         self._codes, self._values, self._valid = codes, values, valid
         self._sorted: tuple[np.ndarray, np.ndarray] | None = None
+        #: with the matrix layout, the node code of each row of the sorted (nodes x runs) matrix
+        self._rows: np.ndarray | None = None
 
     def std(self) -> np.ndarray:
         """Sample standard deviation (ddof=1); NaN with fewer than two values."""
+        ordered, _ = self._order()
+        if self._rows is not None and self._complete and len(ordered):  # the (nodes x runs) matrix: row by row
+            runs = len(ordered) // len(self._rows)
+            out = np.full(self.groups, np.nan)
+            if runs > 1:
+                out[self._rows] = ordered.reshape(len(self._rows), runs).std(axis=1, ddof=1)
+            return out
         deviation = self._values - self.mean[self._codes]
         if not self._complete:
             deviation = np.where(self._valid, deviation, 0.0)
@@ -258,7 +267,12 @@ class _GroupedValues:
     def _order(self) -> tuple[np.ndarray, np.ndarray]:
         """(values sorted within groups, NaN last in each group; start of each group)."""
         if self._sorted is None:
-            self._sorted = _matrix_sorted(self._codes, self._values, self.groups) or _flat_sorted(self._codes, self._values, self.groups)
+            matrix = _matrix_sorted(self._codes, self._values, self.groups)
+            if matrix is not None:
+                flat, starts, self._rows = matrix
+                self._sorted = (flat, starts)
+            else:
+                self._sorted = _flat_sorted(self._codes, self._values, self.groups)
         return self._sorted
 
     def _at(self, position: np.ndarray) -> np.ndarray:
@@ -285,8 +299,9 @@ class _GroupedValues:
         return np.where(self.count > 0, np.where(odd, upper, (lower + upper) / 2.0), np.nan)
 
 
-def _matrix_sorted(codes: np.ndarray, values: np.ndarray, groups: int) -> tuple[np.ndarray, np.ndarray] | None:
-    """The fast path: samples laid out run after run with the same node sequence each time."""
+def _matrix_sorted(codes: np.ndarray, values: np.ndarray, groups: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """The fast path: samples laid out run after run with the same node sequence each time.
+    Returns the sorted (nodes x runs) matrix flattened, each group's start, and each row's code."""
     n = len(codes)
     if n == 0:
         return None
@@ -302,7 +317,7 @@ def _matrix_sorted(codes: np.ndarray, values: np.ndarray, groups: int) -> tuple[
     # (every statistic of an empty group is masked)
     starts = np.zeros(groups, dtype=np.int64)
     starts[codes[:width]] = np.arange(width, dtype=np.int64) * columns.shape[1]
-    return columns.reshape(-1), starts
+    return columns.reshape(-1), starts, codes[:width]
 
 
 def _flat_sorted(codes: np.ndarray, values: np.ndarray, groups: int) -> tuple[np.ndarray, np.ndarray]:

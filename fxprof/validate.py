@@ -302,7 +302,8 @@ def check_profile(profile: "Profile", source: str) -> None:
     if runs and not np.array_equal(profile._runs["run"].to_numpy(), np.arange(runs)):
         raise _damaged(source, "runs.run must be 0, 1, 2... in order (one entry per run)")
     known = {n.name for n in profile.nodes}
-    unknown = sorted({str(columns.names[code]) for code in np.unique(columns.node)} - known)
+    present = np.flatnonzero(np.bincount(columns.node, minlength=len(columns.names)))  # codes with samples
+    unknown = sorted({str(columns.names[code]) for code in present} - known)
     if unknown:
         raise _damaged(source, f"samples name node(s) {', '.join(map(repr, unknown[:3]))} that are not in nodes")
 

@@ -67,6 +67,7 @@ class Recording:
         count = len(node)
         if count:
             given = {"time_ms": time_ms, "host_ms": host_ms, "start_ms": start_ms, "host_start_ms": host_start_ms}
+            self.reserve(count)  # exactly: a profile built from this holds these buffers
             self.add(self.intern(node), _column(run, count, np.int32, 0),
                      **{col: _column(given[col], count, np.float64, np.nan) for col in TIME_COLUMNS})
             if len(kernel_ms):

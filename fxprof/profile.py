@@ -457,17 +457,21 @@ class Profile:
         save_profile(self, path)
 
 
-def sort_table(table: pd.DataFrame, sort: str | None, ascending: bool = False) -> pd.DataFrame:
-    """Sort a per-node table by a column (or ``"node"``) and recompute ``cum_pct`` in that order."""
+def sort_table(table: pd.DataFrame, sort: str | None, ascending: bool = False, what: str = "") -> pd.DataFrame:
+    """Sort a table (per node, a roll-up, a comparison) by one of its columns or by its index's
+    name (``"node"``, the group key), largest first unless ``ascending``, NaN last; ``cum_pct``
+    follows the new order when the table has ``pct``. ``sort=None`` keeps the order."""
+    key = table.index.name or "node"
     if sort is not None:
-        if sort not in table.columns and sort != "node":
-            raise ValueError(f"cannot sort by {sort!r}; columns are: {', '.join(TABLE_COLUMNS)}")
-        if sort == "node":
+        if sort != key and sort not in table.columns:
+            raise ValueError(f"cannot sort {what + ' ' if what else ''}by {sort!r}; its columns are: {', '.join([key, *table.columns])}")
+        if sort == key:
             table = table.sort_index(ascending=ascending, kind="stable")
         else:
             table = table.sort_values(sort, ascending=ascending, kind="stable", na_position="last")
-    table = table.copy()
-    table["cum_pct"] = table["pct"].cumsum()
+    if "pct" in table.columns:
+        table = table.copy()
+        table["cum_pct"] = table["pct"].cumsum()
     return table
 
 

@@ -136,6 +136,15 @@ def render_table(table: pd.DataFrame, width: int | None = None, keep: Iterable[s
     return text + ("\n" + note if note else "")
 
 
+def _known_columns(table: pd.DataFrame, columns: Iterable[str], what: str) -> list[str]:
+    """``columns`` as a list, each one a column of ``table``; else ValueError naming the others."""
+    columns = list(columns)
+    missing = [c for c in columns if c not in table.columns]
+    if missing:
+        raise ValueError(f"unknown {what} {missing}; available: {', '.join(table.columns)}")
+    return columns
+
+
 def _rows(top: int | None) -> int | None:
     """``top`` as a row count: None and 0 both mean every row."""
     if top is None or int(top) == 0:
@@ -244,10 +253,7 @@ def render_body(
         return _render_groups(groups, group_by, depth, top, sort, ascending, columns, width)
     table = sort_table(table, sort, ascending)
     explicit = columns is not None
-    columns = list(columns) if explicit else default_columns(table, device_timer)
-    missing = [c for c in columns if c not in table.columns]
-    if missing:
-        raise ValueError(f"unknown columns {missing}; available: {', '.join(table.columns)}")
+    columns = _known_columns(table, columns if explicit else default_columns(table, device_timer), "columns")
 
     flags = spread_flags(table)
     count = _rows(top)
@@ -270,31 +276,14 @@ def render_body(
     return "\n".join(lines)
 
 
-def sort_groups(groups: pd.DataFrame, sort: str | None = "pct", ascending: bool = False) -> pd.DataFrame:
-    """A roll-up re-sorted by one of its columns (or its label); ``cum_pct`` follows the order."""
-    if sort is None:
-        return groups
-    key = groups.index.name
-    if sort not in (*groups.columns, key):
-        raise ValueError(f"cannot sort a roll-up by {sort!r}; its columns are: {', '.join([key, *groups.columns])}")
-    if sort == key:
-        groups = groups.sort_index(ascending=ascending, kind="stable")
-    else:
-        groups = groups.sort_values(sort, ascending=ascending, kind="stable", na_position="last")
-    groups = groups.copy()
-    groups["cum_pct"] = groups["pct"].cumsum()
-    return groups
-
-
 def _render_groups(groups: pd.DataFrame, key: str, depth: int, top: int | None, sort: str | None = "pct",
                    ascending: bool = False, columns: Iterable[str] | None = None, width: int | None = None) -> str:
-    groups = sort_groups(groups, sort, ascending)
+    from .profile import sort_table
+
+    groups = sort_table(groups, sort, ascending, what="a roll-up")
     if columns is None:
         columns = [c for c in groups.columns if not (c in ("flops", "flops_pct") and groups["flops"].isna().all())]
-    columns = list(columns)
-    missing = [c for c in columns if c not in groups.columns]
-    if missing:
-        raise ValueError(f"unknown roll-up columns {missing}; available: {', '.join(groups.columns)}")
+    columns = _known_columns(groups, columns, "roll-up columns")
     count = _rows(top)
     shown = groups if count is None else groups.head(count)
     title = f"time by {key}" + (f" (depth {depth})" if key == "scope" else "")
@@ -353,20 +342,15 @@ def render_compare(
     if width:  # prose lines wrap; only the table is fitted
         lines = [textwrap.fill(line, width, subsequent_indent="  ") for line in lines]
     lines.append("")
-    if sort is not None:
-        if sort not in (*diff.columns, "node"):
-            raise ValueError(f"cannot sort a comparison by {sort!r}; its columns are: {', '.join(['node', *diff.columns])}")
-        diff = (diff.sort_index(ascending=ascending, kind="stable") if sort == "node"
-                else diff.sort_values(sort, ascending=ascending, kind="stable", na_position="last"))
+    from .profile import sort_table
+
+    diff = sort_table(diff, sort, ascending, what="a comparison")
     if columns is None:
         columns = list(COMPARE_DEFAULT)
         if "phase" in diff.columns and (diff["phase"] != "forward").any():  # training steps only
             columns.insert(3, "phase")
         columns = [c for c in columns if c in diff.columns]  # a comparison read from an older fxprof
-    columns = list(columns)
-    missing = [c for c in columns if c not in diff.columns]
-    if missing:
-        raise ValueError(f"unknown comparison columns {missing}; available: {', '.join(diff.columns)}")
+    columns = _known_columns(diff, columns, "comparison columns")
     count = _rows(top)
     shown = diff if count is None else diff.head(count)
     lines.append(render_table(shown[columns], width, keep={"delta_ms", "ratio", "verdict", sort or "delta_ms"}))

@@ -198,7 +198,10 @@ def profile(
             meta.update(captured.describe())  # type: ignore[attr-defined]
         ranks = rank_sync()  # under torch.distributed: a barrier before each timed run
         if ranks is not None:
-            ranks.check_same(warmup=warmup, warmup_ms=float(warmup_ms), iters=iters, mode=mode, capture=captured.kind)
+            # everything that decides how many times a rank runs the model (and so its collectives)
+            ranks.check_same(warmup=warmup, warmup_ms=float(warmup_ms), iters=iters, mode=mode, capture=captured.kind,
+                             timer=getattr(chosen, "name", type(chosen).__name__), anatomy=bool(anatomy),
+                             memory=bool(on_cuda if memory is None else memory))
             meta = {**meta, **ranks.meta()}
 
         def one_run() -> None:

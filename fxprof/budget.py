@@ -55,7 +55,7 @@ class SampleBudget:
 
     def allows_another_run(self, samples: int, runs: int) -> bool:
         """False when one more run (of the size seen so far) would go over the budget."""
-        if self.limit is None or runs == 0:
+        if self.limit is None or runs == 0 or runs >= self.iters:  # after the last run nothing is stopped
             return True
         per_run = max(samples / runs, 1.0)
         if not self.warned and per_run * self.iters > self.limit:

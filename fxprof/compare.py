@@ -38,7 +38,9 @@ COMPARED_META = ("model", "device", "gpu", "timer", "dtype", "threads", "inputs"
                  "no_grad", "training", "machine", "python", "fxprof")
 #: bookkeeping, not measuring conditions: never compared
 IGNORED_META = ("created", "iters", "requested_iters", "incomplete", "warmup", "capture_reason", "capture_note",
-                "epoch_ns")
+                "epoch_ns", "warmup_ms", "warmup_runs", "profiler_warmup_runs", "notes",
+                # a gathered profile's bookkeeping (when, and each rank's own meta)
+                "gathered", "per_rank", "ranks")
 
 
 class ComparabilityWarning(UserWarning):

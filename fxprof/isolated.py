@@ -87,6 +87,14 @@ class _IsolatedInterpreter(fx.Interpreter):
 
     def run_node(self, n: fx.Node) -> Any:
         args, kwargs = self.fetch_args_kwargs_from_env(n)
+        try:
+            return self._repeat(n, args, kwargs)
+        except Exception as exc:  # name the node and what it received, as timed mode does
+            from .interpreter import _node_error
+
+            raise _node_error(n, args, kwargs, exc) from exc
+
+    def _repeat(self, n: fx.Node, args: tuple, kwargs: dict) -> Any:
         name = self.prefix + n.name
         reason = self._static_reason(n)
         if reason is None and self._mutates(n, args, kwargs):

@@ -458,3 +458,13 @@ def test_huge_iters_stop_cleanly_within_the_memory_budget(monkeypatch):
     assert 1 <= prof.num_runs < 10_000_000
     assert prof.meta["incomplete"] and "memory" in prof.meta["capture_note"]
     assert "INCOMPLETE" in prof.summary()
+
+
+def test_a_budget_that_fits_every_run_exactly_stops_nothing():
+    """Asked after the last run, the budget has nothing left to stop: the profile is complete."""
+    from fxprof.budget import SampleBudget
+
+    budget = SampleBudget(10)
+    budget.limit = 100  # samples: exactly 10 runs of 10
+    assert all(budget.allows_another_run(10 * runs, runs) for runs in range(1, 11))
+    assert budget.describe({}) == {}

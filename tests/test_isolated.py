@@ -145,3 +145,12 @@ def test_isolated_mode_keeps_the_host_ahead_of_a_device_timer(clock):
     assert len(holds) == 2  # the two nodes that were re-run
     assert any("spin kernel" in n for n in prof.meta["notes"])
     assert "spin kernel" in prof.summary()
+
+
+def test_a_node_that_fails_in_isolated_mode_is_named_with_its_inputs():
+    class Bad(nn.Module):
+        def forward(self, x):
+            return torch.relu(x) @ torch.ones(5, 5)
+
+    with pytest.raises(fxprof.NodeExecutionError, match=r"(?s)node .matmul. .*it received arg0: Tensor\(shape=\[2, 3\]"):
+        fxprof.profile(Bad(), torch.ones(2, 3), iters=2, mode="isolated")

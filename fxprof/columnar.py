@@ -152,15 +152,17 @@ class SampleColumns:
             self._stats = (key, self._compute_stats(key))
         return self._stats[1]
 
-    def _compute_stats(self, runs: tuple[int, ...] | None) -> pd.DataFrame:
-        groups = len(self.names)
+    def per_run(self, runs: Sequence[int] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None, np.ndarray]:
+        """The values every per-node statistic is of: one per node per run of ``runs`` (None:
+        all), a node's calls within a run summed. Returns node codes, ``time_ms``,
+        ``host_ms``, ``kernel_ms`` (None when not measured) and the measured calls per node."""
         node, run, time_ms, host_ms = self.node, self.run, self.time_ms, self.host_ms
         kernel_ms = self.kernel_ms
         if runs is not None:  # outlier runs left out
             keep = np.isin(run, np.asarray(runs, dtype=np.int64))
             node, run, time_ms, host_ms = node[keep], run[keep], time_ms[keep], host_ms[keep]
             kernel_ms = kernel_ms[keep] if kernel_ms is not None else None
-        calls = np.bincount(node[~np.isnan(time_ms)], minlength=groups).astype(np.int64)  # measured calls
+        calls = np.bincount(node[~np.isnan(time_ms)], minlength=len(self.names)).astype(np.int64)  # measured calls
         if not _one_call_per_run(node, run):  # several calls of a node in one run: sum them per run
             width = int(run.max()) + 1
             pair = node.astype(np.int64) * width + run
@@ -169,6 +171,11 @@ class SampleColumns:
             time_ms = _summed(inverse, time_ms, len(unique))
             host_ms = _summed(inverse, host_ms, len(unique))
             kernel_ms = _summed(inverse, kernel_ms, len(unique)) if kernel_ms is not None else None
+        return node, time_ms, host_ms, kernel_ms, calls
+
+    def _compute_stats(self, runs: tuple[int, ...] | None) -> pd.DataFrame:
+        groups = len(self.names)
+        node, time_ms, host_ms, kernel_ms, calls = self.per_run(runs)
         present = np.flatnonzero(calls)
         time = _GroupedValues(node, time_ms, groups)
         host = _GroupedValues(node, host_ms, groups)

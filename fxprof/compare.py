@@ -164,20 +164,16 @@ def compare(
 
 
 def _samples_by_node(profile: "Profile", keep_outliers: bool | None) -> dict[str, np.ndarray]:
-    """Each node's samples (ms) in the runs the statistics use, straight from the sample
-    columns: one stable sort by node, no DataFrame of every sample."""
+    """Each node's values in the runs the statistics use: the same values its ``median_ms`` is
+    of (one a run, calls within a run summed; :meth:`SampleColumns.per_run`), so the test and
+    the ratio speak of the same thing. Grouped by one stable sort, no DataFrame."""
     columns = profile._columns
-    keep = profile.keep_outliers if keep_outliers is None else keep_outliers
-    outliers = [] if keep else profile.outlier_runs
-    node, times = columns.node, columns.time_ms
-    if outliers:
-        kept = ~np.isin(columns.run, np.asarray(outliers, dtype=columns.run.dtype))
-        node, times = node[kept], times[kept]
-    order = np.argsort(node, kind="stable")
+    node, times, _, _, _ = columns.per_run(profile._kept_runs(keep_outliers))
     counts = np.bincount(node, minlength=len(columns.names))
     if not counts.any():  # no samples (an empty or isolated-mode profile)
         return {}
-    parts = np.split(times[order].astype(np.float64, copy=False), np.cumsum(counts)[:-1])
+    order = np.argsort(node, kind="stable")
+    parts = np.split(np.asarray(times, dtype=np.float64)[order], np.cumsum(counts)[:-1])
     return {str(columns.names[code]): part for code, part in enumerate(parts) if counts[code]}
 
 

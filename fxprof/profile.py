@@ -317,7 +317,8 @@ class Profile:
         outliers = [] if keep else self.outlier_runs
         if not outliers:
             return None
-        return tuple(int(r) for r in self._runs["run"] if int(r) not in set(outliers))
+        left_out = set(outliers)
+        return tuple(int(r) for r in self._runs["run"] if int(r) not in left_out)
 
     def _build_table(self, runs: tuple[int, ...] | None) -> pd.DataFrame:
         stats = self._columns.node_stats(runs)

@@ -204,3 +204,28 @@ def test_batched_p_values_equal_one_scipy_call_per_node():
         assert p == mannwhitneyu(a, b, alternative="two-sided").pvalue
     assert raw[300] == 1.0 and np.isnan(raw[301]) and np.isnan(raw[302])  # all ties; too few samples
     assert np.isnan(adjusted[301]) and (adjusted[:301] >= raw[:301]).all()
+
+
+def test_the_test_is_of_the_same_values_as_the_ratio_when_a_node_runs_twice_a_run():
+    """b calls node l twice a run (1 ms each), a once: the ratio of medians is 2, and the
+    Mann-Whitney test must be of the per-run sums too (not of single calls), so: slower."""
+    import numpy as np
+    import pandas as pd
+
+    from fxprof.nodes import NodeInfo
+    from fxprof.profile import Profile
+
+    nodes = [NodeInfo("l", "call_function", "torch.relu", "", "", "")]
+    rng = np.random.default_rng(0)
+
+    def prof(calls):
+        runs = 20
+        samples = pd.DataFrame({"node": ["l"] * (runs * calls), "run": np.repeat(np.arange(runs), calls),
+                                "time_ms": 1.0 + rng.normal(0, 0.01, runs * calls)})
+        samples["host_ms"] = samples["time_ms"]
+        totals = samples.groupby("run")["time_ms"].sum().to_numpy()
+        return Profile(nodes, samples, pd.DataFrame({"run": np.arange(runs), "total_ms": totals}), {"model": "m"})
+
+    diff = fxprof.compare(prof(1), prof(2), warn=False)
+    assert diff.loc["l", "ratio"] == pytest.approx(2.0, rel=0.05)
+    assert diff.loc["l", "p_value"] < 1e-6 and diff.loc["l", "verdict"] == "slower"

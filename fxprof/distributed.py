@@ -316,47 +316,53 @@ def node_frame(profile: "Profile") -> pd.DataFrame:
     )
 
 
-def rank_spread(samples: pd.DataFrame) -> pd.DataFrame:
+def _rank_stats(profile: "Profile", runs: Sequence[int] | None) -> dict[int, pd.DataFrame]:
+    """Per rank: the per-node statistics (:meth:`SampleColumns.node_stats`'s columns) over that
+    rank's runs among ``runs`` (None: all): the same values, the same rules (calls within a
+    run summed, outlier runs left out) as the profile's own table."""
+    table = profile.runs
+    if "rank" not in table.columns:
+        table = table.assign(rank=int(profile.meta.get("rank", 0)))
+    kept = None if runs is None else set(int(r) for r in runs)
+    out: dict[int, pd.DataFrame] = {}
+    for rank, rows in table.groupby("rank", observed=True)["run"]:
+        chosen = tuple(int(r) for r in rows if kept is None or int(r) in kept)
+        out[int(rank)] = profile._columns._compute_stats(chosen)  # not cached: the profile's own key stays
+    return out
+
+
+def rank_spread(profile: "Profile", runs: Sequence[int] | None = None) -> pd.DataFrame:
     """Per node: the smallest and largest per-rank median time and the rank with the largest
-    (index ``node``; columns :data:`RANK_TABLE_COLUMNS`)."""
-    medians = samples.groupby(["node", "rank"], sort=False, observed=True)["time_ms"].median().unstack("rank")
-    out = pd.DataFrame(
-        {
-            "rank_min_ms": medians.min(axis=1),
-            "rank_max_ms": medians.max(axis=1),
-            "slowest_rank": pd.array(medians.idxmax(axis=1).tolist(), dtype="Int64"),
-        },
-        index=medians.index,
-    )
+    (index ``node``; columns :data:`RANK_TABLE_COLUMNS`); ``<NA>`` for a node with no time."""
+    medians = pd.DataFrame({rank: stats["median_ms"] for rank, stats in _rank_stats(profile, runs).items()})
+    timed = medians.notna().any(axis=1)
+    slowest = pd.Series(pd.NA, index=medians.index, dtype="Int64")
+    if timed.any():
+        slowest[timed] = medians[timed].idxmax(axis=1).astype("int64")
+    out = pd.DataFrame({"rank_min_ms": medians.min(axis=1), "rank_max_ms": medians.max(axis=1), "slowest_rank": slowest},
+                       index=medians.index)
     out.index.name = "node"
     return out
 
 
 def by_rank(profile: "Profile") -> pd.DataFrame:
-    """One row per (node, rank), graph order then rank order.
+    """One row per (node, rank), graph order then rank order, over the runs the profile's
+    statistics use (outlier runs left out unless kept).
 
     Index (``node``, ``rank``). Columns: ``op``, ``kind``, ``scope``, ``calls``, ``mean_ms``,
-    ``median_ms``, ``min_ms``, ``max_ms``, ``host_mean_ms`` (times in ms), ``pct`` (the node's
-    share of that rank's summed mean node time) and ``vs_median`` (the rank's median over the
+    ``median_ms``, ``min_ms``, ``max_ms``, ``host_mean_ms`` (times in ms, a node's calls in a
+    run summed, as in :attr:`Profile.df`), ``pct`` (the node's share of that rank's summed
+    median node time, as ``df``'s ``pct``) and ``vs_median`` (the rank's median over the
     median of the ranks' medians for that node: 1.0 is a typical rank).
     """
-    samples = profile.samples
-    if "rank" not in samples.columns:
-        samples = samples.assign(rank=int(profile.meta.get("rank", 0)))
-    grouped = samples.assign(node=samples["node"].astype(str)).groupby(["node", "rank"], sort=False, observed=True)
-    times = grouped["time_ms"]
-    stats = pd.DataFrame(
-        {
-            "calls": times.count(),
-            "mean_ms": times.mean(),
-            "median_ms": times.median(),
-            "min_ms": times.min(),
-            "max_ms": times.max(),
-            "host_mean_ms": grouped["host_ms"].mean(),
-        }
-    )
-    rank_sums = stats.groupby(level="rank", observed=True)["mean_ms"].transform("sum")
-    stats["pct"] = (stats["mean_ms"] / rank_sums.where(rank_sums > 0) * 100.0).fillna(0.0)
+    from .profile import _shares
+
+    parts = []
+    for rank, stats in _rank_stats(profile, profile._kept_runs()).items():
+        stats = stats[["calls", "mean_ms", "median_ms", "min_ms", "max_ms", "host_mean_ms"]].copy()
+        stats["pct"] = _shares(stats)
+        parts.append(stats.assign(rank=rank).set_index("rank", append=True))
+    stats = pd.concat(parts)
     typical = stats.groupby(level="node", observed=True)["median_ms"].transform("median")
     stats["vs_median"] = stats["median_ms"] / typical.where(typical > 0)
     info = node_frame(profile)

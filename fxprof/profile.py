@@ -342,10 +342,7 @@ class Profile:
         if "rank" in self._runs.columns:  # torch.distributed ranks: per-rank spread
             from .distributed import RANK_TABLE_COLUMNS, rank_spread
 
-            samples = self._samples
-            if runs is not None:
-                samples = samples[samples["run"].isin(runs)]
-            table = table.join(rank_spread(samples), how="left")
+            table = table.join(rank_spread(self, runs), how="left")
             return table[[*TABLE_COLUMNS, *RANK_TABLE_COLUMNS]].astype({**COLUMNS, **RANK_TABLE_COLUMNS})
         return table[list(TABLE_COLUMNS)].astype(COLUMNS)
 

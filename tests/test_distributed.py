@@ -334,3 +334,25 @@ def test_torchrun_resnet18_command(tmp_path):
     assert result.stdout.count("fxprof: resnet18 |") == 1 and "10 timed runs (2 ranks)" in result.stdout
     prof = fxprof.load(tmp_path / "run.json")
     assert prof.ranks == [0, 1] and len(prof.nodes) == 71 and prof.samples.groupby("rank", observed=True).size().tolist() == [71 * 5, 71 * 5]
+
+
+def test_the_rank_columns_are_of_the_same_values_as_the_table():
+    """Per-rank medians are of per-run values (calls in a run summed), as median_ms is; a node
+    with no finite time has no slowest rank instead of breaking the table."""
+    from fxprof.distributed import with_ranks
+    from fxprof.nodes import NodeInfo
+    from fxprof.profile import Profile
+
+    nodes = [NodeInfo("l", "call_function", "torch.relu", "", "", ""), NodeInfo("q", "call_function", "torch.relu", "", "", "")]
+    runs = 4  # 2 ranks x 2 runs; l twice a run (1 ms and 2 ms on rank 1), q never timed (NaN)
+    node = ["l", "l", "q"] * runs
+    run = np.repeat(np.arange(runs), 3)
+    time_ms = np.array([[1.0, 1.0, np.nan]] * 2 + [[2.0, 2.0, np.nan]] * 2).reshape(-1)
+    samples = pd.DataFrame({"node": node, "run": run, "time_ms": time_ms, "host_ms": time_ms})
+    prof = Profile(nodes, samples, pd.DataFrame({"run": np.arange(runs), "total_ms": [2.0, 2.0, 4.0, 4.0]}), {"model": "m"})
+    prof = with_ranks(prof, [0, 0, 1, 1], [0.0] * runs, [0, 1, 0, 1])
+    df = prof.df
+    assert df.loc["l", "median_ms"] == pytest.approx(3.0)  # per-run sums 2, 2, 4, 4
+    assert (df.loc["l", "rank_min_ms"], df.loc["l", "rank_max_ms"], df.loc["l", "slowest_rank"]) == (2.0, 4.0, 1)
+    assert pd.isna(df.loc["q", "slowest_rank"])
+    assert prof.by_rank().loc[("l", 1), "median_ms"] == pytest.approx(4.0)

@@ -311,9 +311,12 @@ def check_args(args: argparse.Namespace) -> None:
             from .runs import parse_runs
 
             try:
-                parse_runs(args.trace_runs)
+                chosen = parse_runs(args.trace_runs)
             except ValueError as exc:
                 raise _bad(f"bad --trace-runs {args.trace_runs!r}: {exc}") from exc
+            if chosen[0] == "list" and max(chosen[1]) >= args.iters:
+                raise _bad(f"bad --trace-runs {args.trace_runs!r}: --iters {args.iters} makes runs 0 to {args.iters - 1} "
+                           f"(each rank's own run numbers under torchrun)")
         symbolic_only = [o for o, v in (("--leaf-module", args.leaf_module), ("--trace-into", args.trace_into),
                                         ("--concrete", args.concrete)) if v]
         if symbolic_only and args.capture in ("dynamo", "export"):
@@ -359,13 +362,17 @@ def _check_view(args: argparse.Namespace) -> None:
     elif args.group_by is not None:
         from .render import GROUP_COLUMNS
 
-        allowed = [*GROUP_COLUMNS, *PHASE_COLUMNS]
+        # a training step's roll-up has a column per phase: only a profile of one has them
+        training = args.command == "show" or args.backward
+        allowed = [*GROUP_COLUMNS, *(PHASE_COLUMNS if training else ())]
         sortable = [*allowed, args.group_by]
     else:
         from .distributed import RANK_TABLE_COLUMNS
         from .profile import TABLE_COLUMNS
 
-        allowed = [*TABLE_COLUMNS, *RANK_TABLE_COLUMNS]
+        # the per-rank columns: only a gathered profile (saved, or being made under torchrun) has them
+        ranked = args.command == "show" or ("WORLD_SIZE" in os.environ and "RANK" in os.environ)
+        allowed = [*TABLE_COLUMNS, *(RANK_TABLE_COLUMNS if ranked else ())]
         sortable = [*allowed, "node"]
     what = "a --group-by table" if args.command != "compare" and args.group_by else "the table"
     if args.sort is not None and args.sort not in sortable:
@@ -570,9 +577,12 @@ def _emit(prof: Any, args: argparse.Namespace) -> tuple[list[str], list[int]]:
                 written.append(f"wrote {label}: {'standard output' if path == '-' else path}")
             except Exception as exc:  # one output failing must not cost the others
                 failures.append(f"cannot write --{label} {path!r}: {getattr(exc, 'reason', None) or exc}")
+        try:
+            _print(prof.summary(**_view(args, report)), report)
+        except Exception as exc:  # a table that cannot be shown must not cost the profile
+            failures.append(f"cannot show the table: {exc}")
         if failures and not any(line.startswith("wrote json") for line in written):
             failures.append(_rescue(prof))
-        _print(prof.summary(**_view(args, report)), report)
         for line in sorted(written, key=lambda line: ("wrote csv", "wrote json", "wrote trace").index(line.split(":")[0])):
             _print(line, report)  # in the order of the options, whatever order they were written in
     return failures, signals

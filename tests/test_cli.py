@@ -357,3 +357,18 @@ def test_the_progress_bar_names_each_phase_with_its_own_count(resnet18, small_im
     positions = [text.find(f"fxprof: {phase}") for phase in ("tracing 0/1", "warm-up 0/2", "warm-up 2/2",
                                                               "timed runs 0/3", "timed runs 3/3", "anatomy pass")]
     assert all(p >= 0 for p in positions) and positions == sorted(positions), text
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--group-by", "op", "--sort", "backward_ms"], "bad --sort 'backward_ms'"),  # a training step's column
+    (["--columns", "kind,rank_min_ms"], "bad --columns rank_min_ms"),  # a gathered profile's column
+    (["--trace", "t.json", "--trace-runs", "5"], "--iters 2 makes runs 0 to 1"),
+])
+def test_options_only_some_profiles_have_are_refused_before_anything_runs(argv, message, capsys, tmp_path, monkeypatch):
+    """Refused up front: accepted, they failed only after the runs, when the table was printed."""
+    from fxprof.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["profile", "no_such_model_is_built", "--iters", "2", *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "unknown model" not in err

@@ -21,6 +21,7 @@ import torch
 import torch.distributed as dist
 
 import fxprof
+from fxprof.export import chrome_trace_events
 from fxprof import cli
 from fxprof.distributed import (
     RANK_TABLE_COLUMNS,
@@ -137,6 +138,11 @@ def test_save_load_csv_and_trace_keep_the_ranks(clock, fake_timer, tmp_path):
     events = json.loads((tmp_path / "p.trace.json").read_text())["traceEvents"]
     names = {e["pid"]: e["args"]["name"] for e in events if e["name"] == "process_name"}
     assert names == {1: "fxprof: FakeCostModel rank 0", 2: "fxprof: FakeCostModel rank 1"}
+    # runs named by number are each rank's own (0 to iters - 1 on every rank)
+    one = [e for e in chrome_trace_events(prof, runs=[1]) if e.get("cat") == "run"]
+    assert sorted((e["pid"], e["args"]["run"]) for e in one) == [(1, 1), (2, 5)]
+    with pytest.raises(ValueError, match="rank 0 has no run.s. 7; its runs are 0..3"):
+        chrome_trace_events(prof, runs="7")
     heads = [e for e in events if e["name"] == "head"]
     assert sorted(e["dur"] for e in heads if e["pid"] == 2) == sorted(c * 2000 for c in BASE)
     assert len([e for e in events if e.get("cat") == "run"]) == 8

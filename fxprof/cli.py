@@ -543,9 +543,15 @@ def _profile(args: argparse.Namespace, bar: Any) -> int:
             failures, _ = _emit(partial, args)
             for line in failures:
                 _print(f"fxprof: {line}", sys.stderr)
+        elif partial is not None:  # under torchrun the ranks cannot gather now: each keeps its own
+            _print(f"fxprof: {_rescue(partial)}", sys.stderr)
         raise
     bar.close()
-    prof = gather(prof)  # under torchrun: every rank's samples on rank 0, None elsewhere
+    try:
+        prof = gather(prof)  # under torchrun: every rank's samples on rank 0, None elsewhere
+    except Exception:  # a rank died or the gather failed: this rank's runs are not lost
+        _print(f"fxprof: {_rescue(prof)}", sys.stderr)
+        raise
     if prof is None:
         return 0
     failures, signals = _emit(prof, args)
@@ -594,7 +600,8 @@ def _rescue(prof: Any) -> str:
     import tempfile
 
     model = re.sub(r"[^A-Za-z0-9_.-]+", "_", str(prof.meta.get("model", "model")))[:60]
-    name = f"fxprof-{model}-{datetime.datetime.now().strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.json"
+    rank = f"-rank{prof.meta['rank']}" if "rank" in prof.meta else ""  # one file per rank under torchrun
+    name = f"fxprof-{model}{rank}-{datetime.datetime.now().strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.json"
     tried = []
     for folder in (os.getcwd(), tempfile.gettempdir()):
         path = os.path.join(folder, name)

@@ -233,12 +233,22 @@ def _compile(interp: ProfilingInterpreter) -> Callable[..., Any]:
         return not isinstance(a, (tuple, list, dict, slice)) or (type(a) is tuple and not a)
 
     def call_args(args: tuple, kwargs: dict) -> tuple[list[str], str]:
-        """(lines to run before the marks, the argument list of the call)."""
-        if all(flat(a) for a in args) and all(flat(v) for v in kwargs.values()) and all(
-                k.isidentifier() and not keyword.iskeyword(k) for k in kwargs):
-            parts = [src(a) for a in args] + [f"{k}={src(v)}" for k, v in kwargs.items()]
-            return [], ", ".join(parts)
-        return [f"a = ({''.join(src(a) + ', ' for a in args)})",
+        """(lines to run before the marks, the argument list of the call). A container argument
+        (``cat([x, y])``, ``view(x, (b, -1))``) is built into its own local before the marks;
+        between them stays a plain call with its arguments written out."""
+        prepare: list[str] = []
+
+        def arg(a: Any) -> str:
+            if flat(a):
+                return src(a)
+            local = f"p{len(prepare)}"
+            prepare.append(f"{local} = {src(a)}")
+            return local
+
+        if all(k.isidentifier() and not keyword.iskeyword(k) for k in kwargs):
+            parts = [arg(a) for a in args] + [f"{k}={arg(v)}" for k, v in kwargs.items()]
+            return prepare, ", ".join(parts)
+        return [f"a = ({''.join(src(a) + ', ' for a in args)})",  # a keyword that is not a name: rare
                 "k = {" + ", ".join(f"{k!r}: {src(v)}" for k, v in kwargs.items()) + "}"], "*a, **k"
 
     placeholders = [i for i, n in enumerate(nodes) if n.op == "placeholder"]
@@ -307,6 +317,7 @@ def _compile(interp: ProfilingInterpreter) -> Callable[..., Any]:
               "        raise err from e"]
     code = compile("\n".join(lines) + "\n", f"<fxprof plan of {type(interp.module).__name__}>", "exec")
     exec(code, namespace)
+    namespace["run"].source = "\n".join(lines)  # what runs between the marks, for reading and tests
     return namespace["run"]
 
 

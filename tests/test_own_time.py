@@ -278,3 +278,23 @@ def test_graphs_from_other_tools_run_on_the_compiled_plan():
         aten = make_fx(model)(x)  # parameters become get_attr nodes, ops aten calls
         assert any(n.op == "get_attr" for n in aten.graph.nodes)
         torch.testing.assert_close(ProfilingInterpreter(aten).run(x), model(x), rtol=0, atol=0)
+
+
+def test_container_arguments_are_built_before_the_marks():
+    """cat([x, x], dim=0) and view(b, -1): the list and the shape are built before the start mark;
+    between the marks stays a plain call (no ``*a, **k`` unpacking, no dict copied)."""
+    class Containers(nn.Module):
+        def forward(self, x):
+            y = torch.cat([x, x], dim=0)
+            return y.view(y.shape[0], -1)
+
+    gm = fxprof.trace(Containers())
+    interp = ProfilingInterpreter(gm)
+    x = torch.randn(2, 3, 4)
+    torch.testing.assert_close(interp.run(x), Containers()(x))
+    source = interp._compiled.source
+    assert "*a" not in source and "**k" not in source
+    cat = source.splitlines()
+    at = next(i for i, line in enumerate(cat) if "= p0" in line or line.strip().startswith("p0 ="))
+    call = next(line.strip() for line in cat[at:] if "(p0" in line)
+    assert "dim=0" in call  # the keyword written out in the call itself

@@ -234,30 +234,39 @@ def profile(
                 else:
                     bar.phase("timed runs", iters)
                     budget = SampleBudget(iters)  # a huge iters stops cleanly before memory runs out
+                    stopped: BaseException | None = None  # an error or Ctrl-C in a timed run
                     with _kernel_profiler(kernel_time, iters) as kernel_prof:
                         kernel_prof.warm_up(one_run, recorder.reset)  # CUPTI start-up, inside the profiler
-                        allowed = True
-                        for _ in range(iters):
-                            if ranks is not None:
-                                # the barrier before each run, outside its marks (the wait is recorded);
-                                # it carries the budget's verdict, so one rank out of memory stops all
-                                allowed = ranks.barrier(allowed)
-                                if not allowed:
-                                    if budget.stopped_at is None:
-                                        budget.stopped_at, budget.by_other_rank = recorder.recording.runs, True
+                        try:
+                            allowed = True
+                            for _ in range(iters):
+                                if ranks is not None:
+                                    # the barrier before each run, outside its marks (the wait is recorded);
+                                    # it carries the budget's verdict, so one rank out of memory stops all
+                                    allowed = ranks.barrier(allowed)
+                                    if not allowed:
+                                        budget.stopped_by_other_rank(recorder.recording.runs)
+                                        break
+                                one_run()
+                                bar.step()
+                                kernel_prof.step()
+                                if recorder.recording.runs == 1:  # the size of a run is known: room for them all
+                                    recorder.recording.reserve(budget.samples_that_fit(len(recorder.recording)))
+                                allowed = budget.allows_another_run(len(recorder.recording), recorder.recording.runs)
+                                if ranks is None and not allowed:
                                     break
-                            one_run()
-                            bar.step()
-                            kernel_prof.step()
-                            if recorder.recording.runs == 1:  # the size of a run is known: room for them all
-                                recorder.recording.reserve(budget.samples_that_fit(len(recorder.recording)))
-                            allowed = budget.allows_another_run(len(recorder.recording), recorder.recording.runs)
-                            if ranks is None and not allowed:
-                                break
+                        except BaseException as exc:  # handed back below, after the completed runs' kernel times
+                            stopped = exc
                     meta = budget.describe(meta)
                     if kernel_time:
                         meta["profiler_warmup_runs"] = kernel_prof.warmup
-                        meta["notes"] = meta.get("notes", []) + _attach_kernel_times(recorder.recording, kernel_prof.attribution())
+                        try:
+                            meta["notes"] = meta.get("notes", []) + _attach_kernel_times(recorder.recording, kernel_prof.attribution())
+                        except Exception:
+                            if stopped is None:
+                                raise
+                    if stopped is not None:
+                        raise stopped
                 stage = "untimed passes"
                 records = _merge(records, _untimed_passes(captured, (call_args, call_kwargs), devices, anatomy, memory, bar))
                 meta["notes"] = meta.get("notes", []) + _unwatched_devices(records, chosen)

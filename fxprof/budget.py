@@ -72,6 +72,11 @@ class SampleBudget:
             return False
         return True
 
+    def stopped_by_other_rank(self, runs: int) -> None:
+        """Another torch.distributed rank's budget stopped the runs after ``runs`` of them."""
+        if self.stopped_at is None:
+            self.stopped_at, self.by_other_rank = runs, True
+
     def samples_that_fit(self, per_run: int) -> int:
         """Samples of ``iters`` runs of ``per_run`` samples, or of as many runs as the budget
         allows (what the recording may reserve room for)."""

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from .render import is_device_timer, render_header, spread_flags, spread_notes
+from .render import default_columns, is_device_timer, render_header, spread_flags, spread_notes
 from .tables import display_name, formatter_for
 
 if TYPE_CHECKING:
@@ -32,25 +32,11 @@ _BAR = "#f4a261"
 #: with the CUDA timers)
 HTML_COLUMNS = ("kind", "scope", "range", "median_ms", "iqr_ms", "pct", "cum_pct")
 _CELL = "padding:1px 8px;white-space:nowrap"
-_NAME = "max-width:22em;overflow:hidden;text-overflow:ellipsis"
 
 
 def html_columns(table: pd.DataFrame, device_timer: bool) -> list[str]:
-    """The notebook table's columns: :data:`HTML_COLUMNS`, with ``phase`` for a training step,
-    the rank spread for several ranks, and the device columns with the CUDA timers."""
-    columns = [c for c in HTML_COLUMNS if c != "range" or (table["range"] != "").any()]
-    if "rank_max_ms" in table.columns and (table["rank_max_ms"] > table["rank_min_ms"]).any():  # several ranks
-        at = columns.index("iqr_ms") + 1
-        columns[at:at] = ["rank_min_ms", "rank_max_ms", "slowest_rank"]
-    if "phase" in table.columns and (table["phase"] != "forward").any():  # a training step
-        columns.insert(0, "phase")
-    if device_timer:
-        at = columns.index("median_ms") + 1
-        extra = ["host_mean_ms", "bound"]
-        if table["kernel_mean_ms"].notna().any():
-            extra.insert(0, "kernel_median_ms")
-        columns[at:at] = extra
-    return columns
+    """The notebook table's columns: :func:`~fxprof.render.default_columns` from :data:`HTML_COLUMNS`."""
+    return default_columns(table, device_timer, HTML_COLUMNS)
 
 
 def render_html(profile: "Profile", top: int | None = TOP, sort: str | None = "pct") -> str:

@@ -176,16 +176,18 @@ def render_summary(
     )
 
 
-def default_columns(table: pd.DataFrame, device_timer: bool) -> list[str]:
-    """The columns a summary shows unless told otherwise: ``range`` only when a node has one;
-    host time, kernel time and ``bound`` with the GPU timers."""
-    columns = [c for c in DEFAULT_COLUMNS if c != "range" or (table["range"] != "").any()]
+def default_columns(table: pd.DataFrame, device_timer: bool, base: Iterable[str] = DEFAULT_COLUMNS) -> list[str]:
+    """The columns a summary shows unless told otherwise (``base``; the notebook view passes its
+    own): ``range`` only when a node has one; ``phase`` for a training step; the rank spread
+    for several ranks; host time, kernel time and ``bound`` with the GPU timers, after the
+    last time column of ``base``."""
+    columns = [c for c in base if c != "range" or (table["range"] != "").any()]
     if "rank_max_ms" in table.columns and (table["rank_max_ms"] > table["rank_min_ms"]).any():  # several ranks
         columns[columns.index("iqr_ms") + 1:columns.index("iqr_ms") + 1] = ["rank_min_ms", "rank_max_ms", "slowest_rank"]
     if "phase" in table.columns and (table["phase"] != "forward").any():  # a training step
         columns.insert(0, "phase")
     if device_timer:
-        at = columns.index("mean_ms") + 1
+        at = columns.index("mean_ms" if "mean_ms" in columns else "median_ms") + 1
         columns[at:at] = list(DEVICE_COLUMNS)
         if table["kernel_mean_ms"].notna().any():
             columns.insert(at + 1, "kernel_median_ms")

@@ -18,7 +18,7 @@ import threading
 import traceback
 from typing import Any, Iterator, Sequence
 
-from ..vocab import CAPTURES, CUDA_TIMERS, GROUP_KEYS, MODES, OPTIMIZERS, TIMER_NAMES, __version__
+from ..vocab import CAPTURES, COMPILE_MODES, CUDA_TIMERS, GROUP_KEYS, MODES, OPTIMIZERS, TIMER_NAMES, __version__
 
 DESCRIPTION = """\
 Time every node of a PyTorch model's torch.fx graph, on the CPU or the GPU.
@@ -168,6 +168,11 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--concrete", action="append", metavar="NAME=VALUE",
                    help="fix a forward argument for tracing (concrete_args), a Python literal: use_cache=False, "
                         "mode='fast', n=3; repeat for several")
+    c.add_argument("--compile", action="store_true",
+                   help="profile the compiled program: torch.compile (inductor) the model and time every kernel it "
+                        "runs, each charged to the layers it computes (see docs/compiled.md)")
+    c.add_argument("--compile-mode", choices=COMPILE_MODES, metavar="MODE",
+                   help=f"torch.compile mode for --compile: {', '.join(COMPILE_MODES)} (default: default)")
     r = p.add_argument_group("running")
     r.add_argument("--warmup", type=int, default=5, metavar="N", help="untimed warm-up runs (default: 5)")
     r.add_argument("--warmup-ms", type=float, default=None, metavar="MS",
@@ -327,6 +332,16 @@ def check_args(args: argparse.Namespace) -> None:
         if args.backward and args.capture in ("symbolic", "export"):
             raise _bad(f"--backward takes the forward and backward graphs from AOTAutograd; --capture {args.capture} "
                        f"cannot give a backward graph. Use --capture auto")
+        if args.compile_mode and not args.compile:
+            raise _bad("--compile-mode chooses how --compile compiles: add --compile")
+        if args.compile:
+            given = [o for o, on in (("--capture", args.capture != "auto"), ("--timer", args.timer != "auto"),
+                                     ("--mode", args.mode != "timed"), ("--backward", args.backward),
+                                     ("--warmup-ms", args.warmup_ms is not None), ("--leaf-module", args.leaf_module),
+                                     ("--trace-into", args.trace_into), ("--concrete", args.concrete)) if on]
+            if given:
+                raise _bad(f"{', '.join(given)} cannot be used with --compile (the compiled program's kernels are timed "
+                           f"by torch.profiler in whole runs); drop them, or drop --compile to profile the eager graph")
         device = args.device.lower()
         if args.timer in CUDA_TIMERS and not device.startswith("cuda"):
             raise _bad(f"--timer {args.timer} times a CUDA device, but --device is {args.device}; add --device cuda")
@@ -527,7 +542,10 @@ def _profile(args: argparse.Namespace, bar: Any) -> int:
         raise _bad(f"{', '.join(both)} given by both --input and --concrete; give each input once")
     options: dict[str, Any] = dict(warmup=args.warmup, warmup_ms=args.warmup_ms, iters=args.iters, timer=args.timer,
                                    name=args.model, progress=bar, capture=args.capture, mode=args.mode)
-    if args.backward:
+    if args.compile:  # the compiled program's kernels: no capture, timer or progress options
+        options = dict(warmup=args.warmup, iters=args.iters, name=args.model,
+                       compile={"mode": args.compile_mode} if args.compile_mode else True)
+    elif args.backward:
         from ..measure.training import make_optimizer
 
         options.update(backward=True, optimizer=make_optimizer(args.optimizer, model) if args.optimizer else None)

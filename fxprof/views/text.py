@@ -49,7 +49,9 @@ def render_header(profile: "Profile") -> str:
     inputs = meta.get("inputs")
     if inputs:
         lines.append("inputs: " + ", ".join(inputs))
-    if meta.get("capture") and meta.get("capture") not in ("symbolic", "graphmodule"):
+    if meta.get("capture") == "compiled":
+        lines.append(compiled_line(meta.get("compiled") or {}))
+    elif meta.get("capture") and meta.get("capture") not in ("symbolic", "graphmodule"):
         reason = meta.get("capture_reason")
         lines.append(f"capture: {meta['capture']}" + (f" ({reason})" if reason and reason != "asked for" else ""))
     if meta.get("capture_note"):
@@ -66,6 +68,9 @@ def render_header(profile: "Profile") -> str:
             f"mode isolated: each node re-run {meta.get('iters', '?')} times back to back on its real "
             f"inputs (steady-state cost, no whole runs); {skipped} node(s) skipped, see skip_reason"
         )
+    elif profile.num_runs and meta.get("capture") == "compiled":
+        lines.extend(compiled_run_lines(profile))
+        lines.extend(_outlier_lines(profile))
     elif profile.num_runs:
         totals = np.asarray(profile.kept_totals())
         q25, med, q75 = np.percentile(totals, [25, 50, 75])
@@ -95,6 +100,39 @@ def render_header(profile: "Profile") -> str:
     elif meta.get("incomplete"):
         lines.append(f"INCOMPLETE: {profile.num_runs} of {meta.get('requested_iters', '?')} requested runs completed")
     return "\n".join(lines)
+
+
+def compiled_line(compiled: Mapping[str, Any]) -> str:
+    """What program a compiled profile describes: backend, mode, compile time, graphs."""
+    options = compiled.get("options") or {}
+    extra = f", options {', '.join(f'{k}={v}' for k, v in options.items())}" if options else ""
+    dynamic = compiled.get("dynamic")
+    return (
+        f"compiled program: torch.compile backend {compiled.get('backend', '?')}, mode {compiled.get('mode', '?')}"
+        f"{extra}{'' if dynamic is None else f', dynamic={dynamic}'}; compiled in {compiled.get('compile_s', float('nan')):.2f} s "
+        f"(not in any run); {compiled.get('graphs', '?')} graph(s), {compiled.get('graph_breaks', '?')} graph break(s), "
+        f"{compiled.get('recompiles', '?')} recompile(s); rows are its {compiled.get('kernels', '?')} kernels"
+    )
+
+
+def compiled_run_lines(profile: "Profile") -> list[str]:
+    """The run line of a compiled profile: kernel time against the profiled runs and against
+    the compiled model's own (unprofiled) run time."""
+    totals = np.asarray(profile.kept_totals())
+    q25, med, q75 = np.percentile(totals, [25, 50, 75])
+    kernel_ms = float(profile.df["median_ms"].sum())
+    lines = [
+        f"run: median {format_ms(med)} (IQR {format_ms(q75 - q25)}) over {len(totals)} profiled runs; kernels account "
+        f"for {profile.coverage * 100:.1f}% of it (coverage), the rest is the compiled program's own Python "
+        f"(guards, wrappers, allocations) and the profiler's"
+    ]
+    plain = (profile.meta.get("compiled") or {}).get("unprofiled_median_ms")
+    if plain:
+        lines.append(
+            f"kernels: median times add up to {format_ms(kernel_ms)}, {kernel_ms / plain * 100:.1f}% of the "
+            f"compiled model's own median run time ({format_ms(plain)}, unprofiled runs)"
+        )
+    return lines
 
 
 def _outlier_lines(profile: "Profile") -> list[str]:
@@ -182,6 +220,8 @@ def default_columns(table: pd.DataFrame, device_timer: bool, base: Iterable[str]
     for several ranks; host time, kernel time and ``bound`` with the GPU timers, after the
     last time column of ``base``."""
     columns = [c for c in base if c != "range" or (table["range"] != "").any()]
+    if "origins" in table.columns and (table["origins"] != "").any() and "scope" in columns:  # a compiled model's kernels
+        columns.insert(columns.index("scope") + 1, "origins")
     if "rank_max_ms" in table.columns and (table["rank_max_ms"] > table["rank_min_ms"]).any():  # several ranks
         columns[columns.index("iqr_ms") + 1:columns.index("iqr_ms") + 1] = ["rank_min_ms", "rank_max_ms", "slowest_rank"]
     if "phase" in table.columns and (table["phase"] != "forward").any():  # a training step

@@ -144,7 +144,7 @@ def _module_own_op(info: NodeInfo, module_kinds: Mapping[str, str]) -> bool:
 
 
 def _unique(base: str, taken: dict[str, int]) -> str:
-    base = re.sub(r"\W+", "_", base).strip("_") or "node"
+    base = re.sub(r"\W+", "_", base) or "node"
     if base not in taken:
         taken[base] = 0
         return base

@@ -325,3 +325,30 @@ def test_transformer_block_compiled(inductor_cache):
     scopes = set(prof.df["scope"])
     assert {"linear1", "linear2"} <= scopes or any(s.startswith("self_attn") for s in scopes)
     assert (prof.df["kind"] == "fused").any()
+
+
+def test_eager_and_compiled_compared_per_block(compiled_run, small, tmp_path):
+    prof, _ = compiled_run
+    model, x = small
+    eager = fxprof.profile(model, x, warmup=1, iters=6)
+    blocks = fxprof.compare(eager, prof, by="scope")
+    assert list(blocks.columns) == ["a_ms", "b_ms", "delta_ms", "speedup", "a_nodes", "b_nodes", "fused", "a_pct", "b_pct"]
+    assert {"stem", "block", "fc"} <= set(blocks.index)
+    row = blocks.loc["block"]
+    assert row["a_nodes"] == 4 and row["b_nodes"] >= 1 and row["speedup"] == pytest.approx(row["a_ms"] / row["b_ms"])
+    assert abs(blocks["a_ms"].sum() - eager.df["median_ms"].sum()) < 1e-9
+    assert abs(blocks["b_ms"].sum() - prof.df["median_ms"].sum()) < 1e-9
+    deeper = fxprof.compare(eager, prof, by="scope", depth=2)
+    assert "block.conv" in deeper.index
+    fused = " ".join(blocks["fused"])
+    assert "+" in fused  # what fused together, origins joined
+    with pytest.raises(ValueError, match="'node' .* or 'scope'"):
+        fxprof.compare(eager, prof, by="layer")
+    # the command line, from saved profiles
+    eager.save(tmp_path / "eager.json")
+    prof.save(tmp_path / "compiled.json")
+    run = subprocess.run([sys.executable, "-m", "fxprof", "compare", str(tmp_path / "eager.json"),
+                          str(tmp_path / "compiled.json"), "--by", "scope", "--depth", "2"],
+                         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": os.getcwd()}, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert "fxprof compare by scope (depth 2)" in run.stdout and "block.conv" in run.stdout and "speedup" in run.stdout

@@ -222,6 +222,10 @@ def build_parser() -> argparse.ArgumentParser:
                      "verdict, a_pct, b_pct, delta_pct, or node (default: the largest absolute change first)",
                   "columns to show, comma-separated (default: status,kind,scope,a_ms,b_ms,delta_ms,ratio,p_value,"
                   "verdict,a_pct,b_pct,delta_pct)", groups=False)
+    k.add_argument("--by", choices=("node", "scope"), default="node",
+                   help="line the two up node by node (default) or per module path: 'scope' compares an eager "
+                        "profile with a compiled one (--compile) block by block, with the speed-up and what fused")
+    k.add_argument("--depth", type=int, default=1, metavar="N", help="module depth for --by scope (1: layer1, 2: layer1.0; default: 1)")
     v = k.add_argument_group("verdicts")
     v.add_argument("--alpha", type=float, default=0.05, help="significance level of the adjusted p-values (default: 0.05)")
     v.add_argument("--min-effect", type=float, default=0.10,
@@ -654,6 +658,19 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
     _check_view(args)
     keep = True if args.keep_outliers else None
+    if args.by == "scope":
+        from ..views.text import render_blocks
+
+        if args.depth < 1:
+            raise _bad(f"bad --depth {args.depth}: a module depth >= 1")
+        blocks = compare(read_any(args.a), read_any(args.b), by="scope", depth=args.depth, keep_outliers=keep)
+        if args.csv is not None:
+            from ..io.atomic import atomic_write
+
+            atomic_write(args.csv, lambda handle: blocks.to_csv(handle, index=True))
+        report = sys.stderr if args.csv == "-" else sys.stdout
+        _print(render_blocks(blocks, args.a, args.b, top=args.top, width=_view(args, report).get("width")), report)
+        return 0
     diff = compare(read_any(args.a), read_any(args.b), alpha=args.alpha, min_effect=args.min_effect, keep_outliers=keep, warn=False)
     if args.csv is not None:
         write_csv(diff, args.csv)

@@ -14,7 +14,7 @@ from .tables import format_ms, hidden_note, render_fitted
 if TYPE_CHECKING:
     from ..core.profile import Profile
 
-__all__ = ["render_summary", "render_body", "render_compare", "render_header", "render_table", "DEFAULT_COLUMNS", "GROUP_COLUMNS", "HIGH_SPREAD", "HIGH_TAIL", "spread_flags"]
+__all__ = ["render_summary", "render_body", "render_compare", "render_blocks", "render_header", "render_table", "DEFAULT_COLUMNS", "GROUP_COLUMNS", "HIGH_SPREAD", "HIGH_TAIL", "spread_flags"]
 
 #: the node table's default columns: the operation in plain words, where it runs, its times
 DEFAULT_COLUMNS = ("kind", "scope", "range", "median_ms", "mean_ms", "iqr_ms", "pct", "cum_pct")
@@ -333,6 +333,26 @@ def _render_groups(groups: pd.DataFrame, key: str, depth: int, top: int | None, 
     hidden = len(groups) - len(shown)
     if hidden > 0:
         lines.append(f"... {hidden} more groups ({groups['pct'].iloc[len(shown):].sum():.1f}% of node time)")
+    return "\n".join(lines)
+
+
+def render_blocks(blocks: pd.DataFrame, label_a: str = "a", label_b: str = "b", top: int | None = None,
+                  width: int | None = None) -> str:
+    """A per-block comparison (``fxprof.compare(a, b, by="scope")``) as text."""
+    attrs = blocks.attrs
+    lines = [
+        f"fxprof compare by scope (depth {attrs.get('depth', 1)}): a = {label_a}",
+        f"                b = {label_b}",
+        f"summed median time: a {format_ms(attrs.get('a_total_ms', float('nan')))}, "
+        f"b {format_ms(attrs.get('b_total_ms', float('nan')))}, speed-up a/b {attrs.get('speedup', float('nan')):.2f}x"
+        + (f"; median run a/b {attrs['run_speedup']:.2f}x" if attrs.get("run_speedup") else ""),
+        "",
+    ]
+    count = _rows(top)
+    shown = blocks if count is None else blocks.head(count)
+    lines.append(render_table(shown, width, keep={"a_ms", "b_ms", "speedup"}))
+    if len(blocks) > len(shown):
+        lines.append(f"... {len(blocks) - len(shown)} more blocks")
     return "\n".join(lines)
 
 

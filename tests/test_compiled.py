@@ -352,3 +352,15 @@ def test_eager_and_compiled_compared_per_block(compiled_run, small, tmp_path):
                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": os.getcwd()}, timeout=300)
     assert run.returncode == 0, run.stderr
     assert "fxprof compare by scope (depth 2)" in run.stdout and "block.conv" in run.stdout and "speedup" in run.stdout
+
+
+def test_origins_are_named_as_in_the_eager_dynamo_profile(compiled_run, small):
+    """Item 5: dynamo's value names (``g0:out_3``) become module path and op, the same in
+    ``capture="dynamo"`` and in compiled mode, so a kernel's origins are rows of the eager profile."""
+    prof, _ = compiled_run
+    model, x = small
+    eager = fxprof.profile(model, x, capture="dynamo", warmup=1, iters=2)
+    assert {"stem", "block_conv", "block_bn", "block_relu", "block_add", "fc", "act", "mul"} <= set(eager.df.index)
+    assert eager.df.loc["block_conv", "raw_name"].startswith("g0:")
+    origins = {o for text in prof.df["origins"] for o in text.split(",") if o}
+    assert origins and origins <= set(eager.df.index)

@@ -49,7 +49,7 @@ from ..errors import TraceError
 from ..vocab import COMPILE_MODES
 from .bridge import Event, events_from_kineto, kineto_quiet
 from .capture import _Resolver
-from .graph import describe_graph
+from .graph import describe_graph, module_kinds
 from .state import preserved_buffers
 from .tree import clone_tensors
 
@@ -336,18 +336,6 @@ def spans_from_events(events: list[Event], device: bool = False) -> tuple[list[S
     return spans, [(r0, r1) for r0, r1, _ in runs]
 
 
-def _module_kinds(root: nn.Module) -> dict[str, str]:
-    """Module path -> the op it performs as one node (``conv2d`` for a ``Conv2d``)."""
-    from .graph import _MODULE_KINDS, _is_torch_nn_leaf, _snake
-
-    out = {}
-    for path, module in root.named_modules():
-        cls = type(module)
-        if path and _is_torch_nn_leaf(cls):
-            out[path] = _MODULE_KINDS.get(cls.__name__) or _snake(cls.__name__)
-    return out
-
-
 def profile_compiled(model: nn.Module, args: tuple, kwargs: dict, compile: Any, warmup: int, iters: int,
                      no_grad: bool, name: str | None, meta_base: dict[str, Any]) -> Profile:
     """Compile (or take the compiled) ``model``, time its kernels, return a Profile of them."""
@@ -419,7 +407,7 @@ def _build(root: nn.Module, session: CompiledSession, kernels: list[Kernel], spa
            plain: list[float], compile_s: float, described: dict[str, Any], compiled_first: int, meta: dict[str, Any],
            name: str | None) -> Profile:
     module_types = {p: type(m).__name__ for p, m in root.named_modules() if p}
-    kinds = _module_kinds(root)
+    kinds = module_kinds(root)
     taken: dict[str, int] = {}
     names = {g: readable_names(list(session.nodes[g].values()), kinds, taken) for g in session.order}
     rows = kernel_nodes(kernels, session.nodes, names, module_types, type(root).__name__)

@@ -370,7 +370,12 @@ def _this_rank_writes() -> bool:
 
 def _check_view(args: argparse.Namespace) -> None:
     """--sort and --columns name columns of the table they apply to."""
-    if args.command == "compare":
+    if args.command == "compare" and args.by == "scope":
+        from ..core.blocks import BLOCK_COLUMNS
+
+        allowed = list(BLOCK_COLUMNS)
+        sortable = [*allowed, "scope"]
+    elif args.command == "compare":
         from ..core.compare import COMPARE_COLUMNS
 
         allowed = list(COMPARE_COLUMNS)
@@ -669,7 +674,9 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
             atomic_write(args.csv, lambda handle: blocks.to_csv(handle, index=True))
         report = sys.stderr if args.csv == "-" else sys.stdout
-        _print(render_blocks(blocks, args.a, args.b, top=args.top, width=_view(args, report).get("width")), report)
+        view = _view(args, report)
+        _print(render_blocks(blocks, args.a, args.b, top=args.top, width=view["width"], sort=args.sort,
+                             ascending=args.ascending, columns=view["columns"]), report)
         return 0
     diff = compare(read_any(args.a), read_any(args.b), alpha=args.alpha, min_effect=args.min_effect, keep_outliers=keep, warn=False)
     if args.csv is not None:

@@ -120,7 +120,8 @@ def compiled_run_lines(profile: "Profile") -> list[str]:
     the compiled model's own (unprofiled) run time."""
     totals = np.asarray(profile.kept_totals())
     q25, med, q75 = np.percentile(totals, [25, 50, 75])
-    kernel_ms = float(profile.df["median_ms"].sum())
+    samples = profile.kept_samples()
+    kernel_ms = float(samples.groupby("run", observed=True)["time_ms"].sum().median()) if len(samples) else float("nan")
     lines = [
         f"run: median {format_ms(med)} (IQR {format_ms(q75 - q25)}) over {len(totals)} profiled runs; kernels account "
         f"for {profile.coverage * 100:.1f}% of it (coverage), the rest is the compiled program's own Python "
@@ -129,8 +130,9 @@ def compiled_run_lines(profile: "Profile") -> list[str]:
     plain = (profile.meta.get("compiled") or {}).get("unprofiled_median_ms")
     if plain:
         lines.append(
-            f"kernels: median times add up to {format_ms(kernel_ms)}, {kernel_ms / plain * 100:.1f}% of the "
-            f"compiled model's own median run time ({format_ms(plain)}, unprofiled runs)"
+            f"kernels: {format_ms(kernel_ms)} a run (median over the runs of their summed times), "
+            f"{kernel_ms / plain * 100:.1f}% of the compiled model's own median run time ({format_ms(plain)}, "
+            f"{(profile.meta.get('compiled') or {}).get('unprofiled_runs', '?')} unprofiled runs)"
         )
     return lines
 
@@ -337,9 +339,16 @@ def _render_groups(groups: pd.DataFrame, key: str, depth: int, top: int | None, 
 
 
 def render_blocks(blocks: pd.DataFrame, label_a: str = "a", label_b: str = "b", top: int | None = None,
-                  width: int | None = None) -> str:
-    """A per-block comparison (``fxprof.compare(a, b, by="scope")``) as text."""
-    attrs = blocks.attrs
+                  width: int | None = None, sort: str | None = None, ascending: bool = False,
+                  columns: Iterable[str] | None = None) -> str:
+    """A per-block comparison (``fxprof.compare(a, b, by="scope")``) as text: the totals and
+    speed-up, then one row a block (``compare``'s order unless ``sort``; ``columns`` chosen)."""
+    from ..core.profile import sort_table
+
+    attrs = dict(blocks.attrs)
+    blocks = sort_table(blocks, sort, ascending, what="a comparison by scope")
+    if columns is not None:
+        blocks = blocks[_known_columns(blocks, columns, "comparison columns")]
     lines = [
         f"fxprof compare by scope (depth {attrs.get('depth', 1)}): a = {label_a}",
         f"                b = {label_b}",
@@ -350,7 +359,7 @@ def render_blocks(blocks: pd.DataFrame, label_a: str = "a", label_b: str = "b", 
     ]
     count = _rows(top)
     shown = blocks if count is None else blocks.head(count)
-    lines.append(render_table(shown, width, keep={"a_ms", "b_ms", "speedup"}))
+    lines.append(render_table(shown, width, keep={c for c in ("a_ms", "b_ms", "speedup") if c in shown.columns}))
     if len(blocks) > len(shown):
         lines.append(f"... {len(blocks) - len(shown)} more blocks")
     return "\n".join(lines)

@@ -13,9 +13,11 @@ deploys, not an eager stand-in:
    generates no code, so no provenance). Inductor's provenance and generated code are read from
    its structured trace (``torch.__trace`` logger; a handler of ours, removed after).
 2. **warm up** (the first call compiles: its time is ``meta["compiled"]["compile_s"]``, kept
-   out of every run), then ``iters`` unprofiled calls timed by the host clock: the compiled
-   model's own run time (``unprofiled_median_ms``), which the kernel times are held against.
-3. **timed runs** under ``torch.profiler``, each in an ``fxprof::run`` range. Every event
+   out of every run).
+3. **timed runs**, interleaved with unprofiled ones (:func:`_interleaved_runs`): each of the
+   ``iters`` cycles runs the model once with the profiler off, timed by the host clock (the
+   compiled model's own run time, ``unprofiled_median_ms``, which the kernel times are held
+   against), once to start the profiler, and once recorded in an ``fxprof::run`` range. Every event
    directly inside a compiled graph's call (``## Call CompiledFxGraph``) is one kernel call: a
    generated kernel's range, or an extern op (``aten::addmm``...); on a GPU, the device
    kernels each launched (correlation ids, as in :mod:`fxprof.measure.bridge`). Each is
@@ -34,6 +36,7 @@ import statistics
 import sys
 import time
 import types
+import warnings
 from typing import Any, Iterator
 
 import numpy as np
@@ -369,29 +372,7 @@ def profile_compiled(model: nn.Module, args: tuple, kwargs: dict, compile: Any, 
         for _ in range(warmup):
             call()
             sync()
-        plain: list[float] = []  # the compiled model's own run time: host clock, no profiler
-        for _ in range(iters):
-            fresh = clone_tensors((args, kwargs))
-            t0 = time.perf_counter_ns()
-            call(fresh)
-            sync()
-            plain.append((time.perf_counter_ns() - t0) / 1e6)
-        from torch.profiler import ProfilerActivity, profile, record_function
-
-        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_cuda else [])
-        with kineto_quiet():
-            prof = profile(activities=activities)
-            prof.__enter__()
-        try:
-            for _ in range(iters):
-                fresh = clone_tensors((args, kwargs))  # outside the run's range
-                with record_function(RUN_RANGE):
-                    call(fresh)
-                    sync()
-        finally:
-            with kineto_quiet():
-                prof.__exit__(None, None, None)
-    events = events_from_kineto(prof.profiler.kineto_results.events())
+        plain, events = _interleaved_runs(call, sync, iters, args, kwargs, on_cuda)
     spans, runs = spans_from_events(events, device=on_cuda)
     kernels = [k for g in session.order for k in _kernels(g, caught.code.get(g, ""), caught.provenance.get(g, {}))]
     if not kernels:
@@ -401,6 +382,58 @@ def profile_compiled(model: nn.Module, args: tuple, kwargs: dict, compile: Any, 
             "capture='dynamo'"
         )
     return _build(root, session, kernels, spans, runs, plain, compile_s, described, compiled_first, meta_base, name)
+
+
+def _interleaved_runs(call: Any, sync: Any, iters: int, args: tuple, kwargs: dict, on_cuda: bool) -> tuple[list[float], list[Event]]:
+    """``iters`` cycles of three calls, on ``torch.profiler``'s own schedule (wait 1, warm-up 1,
+    active 1): the waiting call runs with the profiler off, timed by the host clock (the
+    compiled model's own run time); the warm-up call lets the profiler start; the active call
+    is recorded, in an ``fxprof::run`` range. Interleaved, a drift of the machine reaches the
+    unprofiled and the profiled runs alike. Returns the unprofiled times (ms) and the events."""
+    from torch.profiler import ProfilerActivity, profile, record_function, schedule
+
+    events: list[Event] = []
+
+    def collect(done: Any) -> None:
+        events.extend(events_from_kineto(done.profiler.kineto_results.events()))
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_cuda else [])
+    quiet = warnings.catch_warnings()  # each cycle's events are collected: its note about clearing them is moot
+    quiet.__enter__()
+    warnings.filterwarnings("ignore", message=".*Profiler clears events at the end of each cycle")
+    plain: list[float] = []
+    try:
+        prof = profile(activities=activities, schedule=schedule(wait=1, warmup=1, active=1, repeat=iters),
+                       on_trace_ready=collect)
+        with kineto_quiet():
+            prof.__enter__()
+    except BaseException:
+        quiet.__exit__(None, None, None)
+        raise
+    try:
+        for _ in range(iters):
+            fresh = clone_tensors((args, kwargs))
+            t0 = time.perf_counter_ns()
+            call(fresh)
+            sync()
+            plain.append((time.perf_counter_ns() - t0) / 1e6)
+            with kineto_quiet():
+                prof.step()  # -> warm-up: the profiler starts
+            call()
+            sync()
+            with kineto_quiet():
+                prof.step()  # -> active
+            fresh = clone_tensors((args, kwargs))  # outside the run's range
+            with record_function(RUN_RANGE):
+                call(fresh)
+                sync()
+            with kineto_quiet():
+                prof.step()  # the cycle's events reach collect()
+    finally:
+        with kineto_quiet():
+            prof.__exit__(None, None, None)
+        quiet.__exit__(None, None, None)
+    return plain, events
 
 
 def _build(root: nn.Module, session: CompiledSession, kernels: list[Kernel], spans: list[Span], runs: list[tuple[int, int]],

@@ -107,7 +107,8 @@ def profile(
         compile: profile the compiled program instead of the eager graph: ``True`` compiles
             ``model`` with ``torch.compile`` (inductor), a dict passes ``mode``, ``dynamic``,
             ``fullgraph`` and ``options`` to it. A model that already is ``torch.compile(m)``
-            (an ``OptimizedModule``) is profiled this way with its own options. Rows are then
+            (an ``OptimizedModule``) is profiled this way with its own options (``compile=False``
+            profiles its eager graph instead, through ``capture``). Rows are then
             the kernels it runs (generated and extern), each charged to the eager nodes it
             computes (``origins``) and their module (``scope``); compile time, graph breaks and
             recompiles are in ``meta["compiled"]``. See :mod:`fxprof.measure.compiled`.
@@ -148,7 +149,7 @@ def profile(
         if kwargs:
             raise TypeError(f"unknown option(s) {', '.join(map(repr, kwargs))} of fxprof.profile (model inputs go in model_kwargs)")
         kwargs = dict(model_kwargs)
-    if compile or is_compiled(model):  # the compiled program's kernels (fxprof.measure.compiled)
+    if compile or (compile is None and is_compiled(model)):  # the compiled program's kernels (fxprof.measure.compiled)
         return profile_compiled_model(model, args, kwargs, compile, explicit, mode, warmup, iters, no_grad, name)
 
     PROFILING.acquire()  # one profile at a time in this process (see fxprof.measure.state)

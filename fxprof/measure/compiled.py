@@ -483,6 +483,7 @@ def _build(root: nn.Module, session: CompiledSession, kernels: list[Kernel], spa
             "kernels": len(kernels),
             "unprofiled_median_ms": statistics.median(plain) if plain else None,
             "unprofiled_runs": len(plain),
+            "unprofiled_ms": [round(v, 6) for v in plain],  # each unprofiled run, in order
             "kernel_source": "torch.profiler: inductor C++ kernel ranges and extern ops" if not any(
                 k.range_name.startswith("triton") for k in kernels) else "torch.profiler: CUPTI device kernels",
         },

@@ -397,3 +397,14 @@ def test_origins_are_named_as_in_the_eager_dynamo_profile(compiled_run, small):
     assert eager.df.loc["block_conv", "raw_name"].startswith("g0:")
     origins = {o for text in prof.df["origins"] for o in text.split(",") if o}
     assert origins and origins <= set(eager.df.index)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--compile", "--timer", "cpu"], "--timer cannot be used with --compile"),
+    (["--compile-mode", "max-autotune"], "--compile-mode chooses how --compile compiles: add --compile"),
+    (["--compile", "--compile-mode", "fast"], "invalid choice: 'fast'"),
+])
+def test_cli_refuses_compile_options_that_do_not_fit(argv, message):
+    run = subprocess.run([sys.executable, "-m", "fxprof", "profile", "resnet18", *argv], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": os.getcwd()}, timeout=300)
+    assert run.returncode != 0 and message in run.stderr, run.stderr

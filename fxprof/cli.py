@@ -333,9 +333,8 @@ def check_args(args: argparse.Namespace) -> None:
             raise _bad(f"--timer {args.timer} times a CUDA device, but --device is {args.device}; add --device cuda")
         parse_concrete(args.concrete or [])
         if _this_rank_writes():  # under torchrun only rank 0 writes
-            model_file = args.model.rpartition(":")[0] if ":" in args.model else None
             _check_outputs({"--csv": args.csv, "--json": args.json, "--trace": args.trace},
-                           inputs=[model_file] if model_file and os.path.isfile(model_file) else [])
+                           inputs=model_sources(args.model))
     if command == "compare":
         if not 0.0 < args.alpha < 1.0:
             raise _bad(f"bad --alpha {args.alpha}: a significance level between 0 and 1, e.g. 0.05")
@@ -416,8 +415,45 @@ def _check_outputs(outputs: dict[str, str | None], inputs: Sequence[str] = ()) -
         for source in inputs:
             if path != "-" and _same_file(path, source):
                 raise _bad(f"{flag} {path!r} is an input of this command; writing it would destroy it. Give another path")
+        if path != "-" and os.path.isfile(path) and os.path.realpath(path).lower().endswith(_SOURCE_SUFFIXES):
+            raise _bad(f"{flag} {path!r} is an existing source file ({os.path.splitext(path)[1]}); fxprof never "
+                       f"writes its outputs over code. Give another path, e.g. one ending in .json, .csv or .npz")
         if path != "-":
             _check_writable(path)
+
+
+#: file names that hold code or notebooks: never an output, whatever the command was given
+_SOURCE_SUFFIXES = (".py", ".pyw", ".pyi", ".pyx", ".ipynb")
+
+
+def model_sources(model: str) -> list[str]:
+    """The files MODEL names as its source, found without running any of them: the file of
+    ``path/to/file.py:factory``, or for ``package.module:factory`` the module's file and its
+    packages' ``__init__.py``, looked up as the import will (the current folder first).
+    ``importlib.machinery.PathFinder`` finds them without importing (no user code runs)."""
+    from importlib.machinery import PathFinder
+
+    where = model.rpartition(":")[0] if ":" in model else ""
+    if not where:
+        return []
+    if os.path.isfile(where):
+        return [where]
+    found: list[str] = []
+    search: list[str] | None = [os.getcwd(), *(p or os.curdir for p in sys.path)]
+    parts = where.split(".")
+    for i in range(len(parts)):
+        if search is None or not all(part.isidentifier() for part in parts):
+            break
+        try:
+            spec = PathFinder.find_spec(".".join(parts[: i + 1]), search)
+        except (ImportError, ValueError, OSError):
+            break
+        if spec is None:
+            break
+        if spec.origin and os.path.isfile(spec.origin):
+            found.append(spec.origin)
+        search = list(spec.submodule_search_locations) if spec.submodule_search_locations is not None else None
+    return found
 
 
 def _same_file(a: str, b: str) -> bool:
@@ -513,6 +549,8 @@ def _profile(args: argparse.Namespace, bar: Any) -> int:
 
     bar.phase("building the model")
     model = load_model(args.model)
+    if _this_rank_writes():  # the files the model came from, now that they are known (checked by name before)
+        _check_outputs({"--csv": args.csv, "--json": args.json, "--trace": args.trace}, inputs=_loaded_sources(model))
     model = model.train() if args.backward else model.eval()  # a training step runs in train mode
     leaf = resolve_modules("--leaf-module", args.leaf_module or [], model)
     into = "all" if "all" in (args.trace_into or []) else resolve_modules("--trace-into", args.trace_into or [], model)
@@ -560,6 +598,16 @@ def _profile(args: argparse.Namespace, bar: Any) -> int:
     if signals:  # interrupted while saving: everything was written; now stop as asked
         raise _Terminated() if signal.SIGTERM in signals else KeyboardInterrupt()
     return 0
+
+
+def _loaded_sources(model: Any) -> list[str]:
+    """The source files of the model's class and of every module class inside it."""
+    found = set()
+    for module in model.modules():
+        path = getattr(sys.modules.get(type(module).__module__), "__file__", None)
+        if path:
+            found.add(path)
+    return sorted(found)
 
 
 def _emit(prof: Any, args: argparse.Namespace) -> tuple[list[str], list[int]]:

@@ -372,3 +372,52 @@ def test_options_only_some_profiles_have_are_refused_before_anything_runs(argv, 
     assert main(["profile", "no_such_model_is_built", "--iters", "2", *argv]) == 2
     err = capsys.readouterr().err
     assert message in err and "unknown model" not in err
+
+
+# ---------------------------------------------------------------- issue 26: files and hostile options
+TINY = ("import torch\nfrom torch import nn\n"
+        "def tiny():\n    return nn.Sequential(nn.Linear(8, 4), nn.ReLU())\n")
+
+
+@pytest.fixture
+def model_files(tmp_path, monkeypatch):
+    """A model file and a package in the current folder, as a user has them."""
+    (tmp_path / "mymodel.py").write_text(TINY)
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "nets.py").write_text(TINY)
+    os.link(tmp_path / "mymodel.py", tmp_path / "hardlink.json")
+    os.symlink(tmp_path / "pkg" / "nets.py", tmp_path / "symlink.json")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+@pytest.mark.parametrize("args, message", [
+    (["mymodel:tiny", "--json", "mymodel.py"], "writing it would destroy it"),
+    (["mymodel:tiny", "--csv", "./mymodel.py"], "writing it would destroy it"),
+    (["mymodel:tiny", "--trace", "hardlink.json"], "writing it would destroy it"),
+    (["mymodel.py:tiny", "--json", "{tmp}/mymodel.py"], "writing it would destroy it"),
+    (["pkg.nets:tiny", "--json", "pkg/nets.py"], "writing it would destroy it"),
+    (["pkg.nets:tiny", "--csv", "pkg/__init__.py"], "writing it would destroy it"),
+    (["pkg.nets:tiny", "--trace", "symlink.json"], "writing it would destroy it"),
+    (["resnet18", "--json", "mymodel.py"], "is an existing source file (.py)"),
+])
+def test_no_output_option_overwrites_the_model_source(args, message, model_files, capsys):
+    """Issue 26 #1: `--json mymodel.py` with the `mymodel:tiny` spelling overwrote the source."""
+    from fxprof.cli import main
+
+    before = {p: p.read_bytes() for p in model_files.rglob("*.py")}
+    code = main(["profile", *[a.format(tmp=model_files) for a in args], "--input", "2x8", "--iters", "1", "--warmup", "0"])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "", err
+    assert message in err
+    assert {p: p.read_bytes() for p in model_files.rglob("*.py")} == before
+
+
+def test_an_output_beside_the_model_source_is_written(model_files):
+    result = subprocess.run([sys.executable, "-m", "fxprof", "profile", "pkg.nets:tiny", "--input", "2x8", "--iters", "1",
+                             "--warmup", "0", "--json", "nets.json"], capture_output=True, text=True, timeout=300,
+                            cwd=model_files)
+    assert result.returncode == 0, result.stderr
+    assert fxprof.load(model_files / "nets.json").num_runs == 1
+    assert (model_files / "pkg" / "nets.py").read_text() == TINY

@@ -353,6 +353,10 @@ def parse_table(raw: pd.DataFrame, columns: Mapping[str, str], source: str) -> p
     columns whole numbers within int64, and every node must appear once. Returns the table
     indexed by ``node`` with ``columns``' dtypes.
     """
+    empty = np.flatnonzero((raw["node"].str.strip() == "").to_numpy())
+    if len(empty):
+        raise ProfileFormatError(f"{source}: the node name on line {int(empty[0]) + 2} is empty; every row of a per-node "
+                                 f"table names its node (as a saved profile's nodes do)")
     duplicated = raw["node"][raw["node"].duplicated()]
     if len(duplicated):
         name = duplicated.iloc[0]

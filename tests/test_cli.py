@@ -421,3 +421,14 @@ def test_an_output_beside_the_model_source_is_written(model_files):
     assert result.returncode == 0, result.stderr
     assert fxprof.load(model_files / "nets.json").num_runs == 1
     assert (model_files / "pkg" / "nets.py").read_text() == TINY
+
+
+def test_show_and_compare_read_fxprofs_own_older_csv():
+    """Issue 26 #13: a per-node CSV from before scope_source/calls_per_run was refused."""
+    old = str(pathlib.Path(__file__).parent / "golden" / "table_before_scope_source.csv")
+    shown = run("show", old, "--columns", "kind,calls_per_run,median_ms")
+    assert shown.returncode == 0, shown.stderr
+    assert "per-node table from" in shown.stdout and "conv2d" in shown.stdout
+    compared = run("compare", old, old)
+    assert compared.returncode == 0, compared.stderr
+    assert "6 nodes in both" in compared.stdout

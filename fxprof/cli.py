@@ -310,13 +310,11 @@ def check_args(args: argparse.Namespace) -> None:
         if args.trace_runs:
             from .runs import parse_runs
 
-            try:
-                chosen = parse_runs(args.trace_runs)
+            try:  # checked against --iters before a range is expanded (0-99999999999 was a MemoryError)
+                parse_runs(args.trace_runs, limit=args.iters)
             except ValueError as exc:
-                raise _bad(f"bad --trace-runs {args.trace_runs!r}: {exc}") from exc
-            if chosen[0] == "list" and max(chosen[1]) >= args.iters:
-                raise _bad(f"bad --trace-runs {args.trace_runs!r}: --iters {args.iters} makes runs 0 to {args.iters - 1} "
-                           f"(each rank's own run numbers under torchrun)")
+                hint = " (each rank's own run numbers under torchrun)" if "past the last run" in str(exc) else ""
+                raise _bad(f"bad --trace-runs {args.trace_runs!r}: {exc}; --iters {args.iters}{hint}") from exc
         symbolic_only = [o for o, v in (("--leaf-module", args.leaf_module), ("--trace-into", args.trace_into),
                                         ("--concrete", args.concrete)) if v]
         if symbolic_only and args.capture in ("dynamo", "export"):

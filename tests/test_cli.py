@@ -362,7 +362,8 @@ def test_the_progress_bar_names_each_phase_with_its_own_count(resnet18, small_im
 @pytest.mark.parametrize("argv, message", [
     (["--group-by", "op", "--sort", "backward_ms"], "bad --sort 'backward_ms'"),  # a training step's column
     (["--columns", "kind,rank_min_ms"], "bad --columns rank_min_ms"),  # a gathered profile's column
-    (["--trace", "t.json", "--trace-runs", "5"], "--iters 2 makes runs 0 to 1"),
+    (["--trace", "t.json", "--trace-runs", "5"], "run 5 is past the last run: 2 run(s) make runs 0 to 1; --iters 2"),
+    (["--trace", "t.json", "--trace-runs", "0-99999999999"], "run 99999999999 is past the last run: 2 run(s) make runs 0 to 1"),
 ])
 def test_options_only_some_profiles_have_are_refused_before_anything_runs(argv, message, capsys, tmp_path, monkeypatch):
     """Refused up front: accepted, they failed only after the runs, when the table was printed."""

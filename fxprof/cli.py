@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import difflib
+import math
 import os
 import re
 import signal
@@ -292,6 +293,8 @@ def check_args(args: argparse.Namespace) -> None:
         if args.group_by == "rank" and (args.sort or args.columns):
             raise _bad("--group-by rank shows a fixed table (one row per rank); drop --sort and --columns")
     if command == "profile":
+        if args.warmup_ms is not None and not math.isfinite(args.warmup_ms):  # inf warmed up forever; nan failed later
+            raise _bad(f"bad --warmup-ms {args.warmup_ms}: a number of milliseconds >= 0, e.g. 200")
         for label, value, minimum in (("--warmup", args.warmup, 0), ("--iters", args.iters, 1), ("--threads", args.threads, 1),
                                       ("--warmup-ms", args.warmup_ms, 0)):
             if value is not None and value < minimum:
@@ -336,7 +339,7 @@ def check_args(args: argparse.Namespace) -> None:
     if command == "compare":
         if not 0.0 < args.alpha < 1.0:
             raise _bad(f"bad --alpha {args.alpha}: a significance level between 0 and 1, e.g. 0.05")
-        if args.min_effect < 0:
+        if not math.isfinite(args.min_effect) or args.min_effect < 0:
             raise _bad(f"bad --min-effect {args.min_effect}: a fraction >= 0, e.g. 0.10 for 10%")
         _check_outputs({"--csv": args.csv}, inputs=[args.a, args.b])
 

@@ -273,6 +273,10 @@ def test_each_command_has_its_own_examples():
     (["profile", "resnet18", "--input", "ids=2x8:int64", "--input", "ids=2x8"], "'ids' is given twice"),
     (["profile", "resnet18", "--leaf-module", "layer9"], "bad --leaf-module 'layer9'"),
     (["profile", "resnet18", "--trace-into", "torch.nn.Conv3x3"], "bad --trace-into 'torch.nn.Conv3x3'"),
+    (["profile", "resnet18", "--warmup-ms", "inf"], "bad --warmup-ms inf: a number of milliseconds >= 0"),  # issue 26 #17
+    (["profile", "resnet18", "--warmup-ms", "nan"], "bad --warmup-ms nan: a number of milliseconds >= 0"),
+    (["profile", "resnet18", "--warmup-ms", "-1"], "bad --warmup-ms -1.0: must be >= 0"),
+    (["compare", "a.json", "b.json", "--min-effect", "nan"], "bad --min-effect nan"),
     (["compare", "a.json", "b.json", "--sort", "ratoi"], "did you mean 'ratio'"),
     (["compare", "a.json", "b.json", "--columns", "kind,speed"], "bad --columns speed"),
 ])

@@ -59,8 +59,10 @@ examples:
                                                          # every rank, gathered on rank 0
 
 MODEL is a torchvision model name (built with weights=None: nothing is downloaded), or
-'package.module:factory' or 'path/to/file.py:factory' (the current folder and the file's folder
-are importable) whose factory returns an nn.Module or fx.GraphModule.
+'package.module:factory' (the current folder is importable first) or 'path/to/file.py:factory'
+(loaded under a private name; its folder is importable after installed modules, so a file named
+profile.py hides nothing) whose factory returns an nn.Module or fx.GraphModule. The file sees
+sys.argv as [its path]; a sys.exit in it is an error.
 """
 
 SHOW_EXAMPLES = """\

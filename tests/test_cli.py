@@ -437,3 +437,58 @@ def test_show_and_compare_read_fxprofs_own_older_csv():
     compared = run("compare", old, old)
     assert compared.returncode == 0, compared.stderr
     assert "6 nodes in both" in compared.stdout
+
+
+def _in(folder, *args, entry="module"):
+    cmd = [sys.executable, "-m", "fxprof", *args] if entry == "module" else [FXPROF, *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=folder, stdin=subprocess.DEVNULL)
+
+
+TINY_RUN = ["--input", "2x8", "--iters", "2", "--warmup", "0", "--top", "2"]
+
+
+@pytest.mark.parametrize("name", ["profile.py", "sympy.py"])
+@pytest.mark.parametrize("entry", ["module", "script"])
+def test_a_model_file_named_like_a_standard_or_installed_module_shadows_nothing(tmp_path, name, entry):
+    """Issue 26 #19: profile.py became sys.modules['profile'] (cProfile then imported it); torch
+    imports sympy. Run from the file's own folder and from another one."""
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / name).write_text(TINY)
+    for folder, path in ((tmp_path / "models", name), (tmp_path, f"models/{name}")):
+        result = _in(folder, "profile", f"{path}:tiny", *TINY_RUN, entry=entry)
+        assert result.returncode == 0, result.stderr
+        assert "fxprof: " in result.stdout and "timer cpu" in result.stdout
+
+
+def test_a_model_file_keeps_its_own_name_when_it_is_free(tmp_path):
+    (tmp_path / "mymodel26.py").write_text(TINY + "class Block(nn.Linear):\n    pass\n"
+                                           "def blocks():\n    return nn.Sequential(Block(8, 8), nn.ReLU())\n")
+    result = _in(tmp_path, "profile", "mymodel26.py:blocks", *TINY_RUN, "--leaf-module", "mymodel26.Block")
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("source, message", [
+    ("import sys\n" + TINY.replace("    return", "    sys.exit(0)\n    return"),
+     "tiny() called sys.exit(0); a model file must not exit when it is imported or its factory called"),
+    ("import sys\nsys.exit('no GPU here')\n" + TINY, "importing 'm.py' called sys.exit('no GPU here')"),
+    ("import argparse\nargparse.ArgumentParser().add_argument('--data', required=True)\n"
+     "p = argparse.ArgumentParser(); p.add_argument('--data', required=True); p.parse_args()\n" + TINY,
+     "importing 'm.py' called sys.exit(2)"),
+])
+def test_a_model_file_that_exits_is_an_error_not_fxprofs_exit(tmp_path, source, message):
+    """Issue 26 #18: a factory calling sys.exit(0) made fxprof exit 0 with no output."""
+    (tmp_path / "m.py").write_text(source)
+    result = _in(tmp_path, "profile", "m.py:tiny", *TINY_RUN)
+    assert result.returncode == 2 and result.stdout == ""
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("fxprof: error: bad model 'm.py:tiny': ") and message in last
+    assert 'if __name__ == "__main__"' in last
+
+
+def test_a_model_file_that_parses_its_arguments_on_import_sees_none_of_fxprofs(tmp_path):
+    """Issue 26 #18: the file's argparse took fxprof's arguments and printed its own usage."""
+    (tmp_path / "m.py").write_text("import argparse, sys\np = argparse.ArgumentParser(); p.add_argument('--lr', type=float, "
+                                   "default=0.1)\nargs = p.parse_args()\nassert sys.argv == ['m.py']\n" + TINY)
+    result = _in(tmp_path, "profile", "m.py:tiny", *TINY_RUN)
+    assert result.returncode == 0, result.stderr
+    assert "usage:" not in result.stderr

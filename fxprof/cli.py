@@ -158,6 +158,8 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--input", action="append", metavar="[NAME=]SHAPE[:DTYPE]",
                    help="an input: 1x3x224x224, 2x128:int64, or a keyword input ids=2x128:int64; repeat for several "
                         "(default: 1x3x224x224)")
+    m.add_argument("--no-input", action="store_true",
+                   help="call the model with no inputs at all (a model whose forward takes none)")
     m.add_argument("--device", default="cpu", help="device for the model and inputs: cpu, cuda, cuda:1 (default: cpu)")
     m.add_argument("--dtype", default="float32", help="dtype of the model and of float inputs: float32, float16, bfloat16, float64 (default: float32)")
     c = p.add_argument_group("capture (how the graph is made)")
@@ -301,6 +303,15 @@ def check_args(args: argparse.Namespace) -> None:
                                       ("--warmup-ms", args.warmup_ms, 0)):
             if value is not None and value < minimum:
                 raise _bad(f"bad {label} {value}: must be >= {minimum}")
+        if args.threads is not None and args.threads > _max_threads():
+            raise _bad(f"bad --threads {args.threads}: at most {_max_threads()} on this machine ({os.cpu_count()} cores; "
+                       f"torch starts a thread each)")
+        if args.no_input and args.input:
+            raise _bad("--no-input calls the model with no inputs; drop it or the --input options")
+        both = sorted(set(args.leaf_module or []) & set(args.trace_into or []))
+        if both:
+            raise _bad(f"{', '.join(map(repr, both))} given to both --leaf-module (keep it whole) and --trace-into "
+                       f"(trace inside it); give each module to one of them")
         if args.mode == "isolated":
             if args.trace:
                 raise _bad("--mode isolated has no timeline to trace (each node is re-run on its own); drop --trace or use --mode timed")
@@ -346,6 +357,11 @@ def check_args(args: argparse.Namespace) -> None:
         _check_outputs({"--csv": args.csv}, inputs=[args.a, args.b])
 
 
+def _max_threads() -> int:
+    """The most --threads accepted: 4 per core, at least 1024 (100000 was a MemoryError)."""
+    return max(1024, 4 * (os.cpu_count() or 1))
+
+
 def _this_rank_writes() -> bool:
     """False on the ranks other than 0 of a ``torchrun`` job (read from the environment, so
     that no torch is imported to know it)."""
@@ -385,6 +401,14 @@ def _check_view(args: argparse.Namespace) -> None:
         raise _bad(f"bad --columns {', '.join(unknown)}{hints}: {what} has {', '.join(allowed)}")
 
 
+#: the longest --concrete value read
+_MAX_LITERAL = 10_000
+
+
+def _short(text: str) -> str:
+    return repr(text if len(text) <= 60 else text[:57] + "...")
+
+
 def parse_concrete(items: Sequence[str]) -> dict[str, Any]:
     """``["use_cache=False", "mode='fast'"]`` -> ``{"use_cache": False, "mode": "fast"}``."""
     import ast
@@ -394,8 +418,14 @@ def parse_concrete(items: Sequence[str]) -> dict[str, Any]:
         name, eq, text = item.partition("=")
         if not eq or not name.strip().isidentifier():
             raise _bad(f"bad --concrete {item!r}: expected NAME=VALUE, e.g. use_cache=False")
+        if len(text) > _MAX_LITERAL:
+            raise _bad(f"bad --concrete {name.strip()}=...: its value is {len(text):,} characters long; a fixed argument "
+                       f"is a short literal (at most {_MAX_LITERAL:,} characters)")
         try:
             out[name.strip()] = ast.literal_eval(text.strip())
+        except (RecursionError, MemoryError):  # Python's parser and literal_eval recurse on nesting
+            raise _bad(f"bad --concrete {_short(item)}: the value is nested too deeply to read as a literal; "
+                       f"write None, True, 3, 0.5, 'text' or a shallow tuple") from None
         except (ValueError, SyntaxError) as exc:
             raise _bad(f"bad --concrete {item!r}: {text!r} is not a Python literal; write None, True, 3, 0.5 or 'text'") from exc
     return out
@@ -494,6 +524,15 @@ def _check_writable(path: str) -> None:
         os.unlink(probe)
     except OSError as exc:
         raise ProfileWriteError(f"cannot write {path!r}: cannot create files in the folder {directory!r} ({exc.strerror or exc})") from exc
+    if not os.path.lexists(target):  # the name itself (too long, not allowed here) fails only at the end otherwise
+        try:
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            return
+        except OSError as exc:
+            raise ProfileWriteError(f"cannot write {path!r}: {exc.strerror or exc}; give a shorter or plainer file name") from exc
+        os.close(fd)
+        os.unlink(target)
 
 
 def _view(args: argparse.Namespace, stream: Any = None) -> dict:
@@ -546,7 +585,8 @@ def _profile(args: argparse.Namespace, bar: Any) -> int:
         raise _bad(f"--device {args.device} asked for, but torch.cuda.is_available() is False on this machine; use --device cpu")
     if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
         raise _bad(f"--device {args.device}: this machine has {torch.cuda.device_count()} CUDA device(s) (cuda:0...)")
-    build_inputs(args.input, dtype, device, parse_only=True)  # bad shapes fail before the model is built
+    if not args.no_input:
+        build_inputs(args.input, dtype, device, parse_only=True)  # bad shapes fail before the model is built
     if args.threads is not None:
         torch.set_num_threads(args.threads)
 
@@ -557,11 +597,16 @@ def _profile(args: argparse.Namespace, bar: Any) -> int:
     model = model.train() if args.backward else model.eval()  # a training step runs in train mode
     leaf = resolve_modules("--leaf-module", args.leaf_module or [], model)
     into = "all" if "all" in (args.trace_into or []) else resolve_modules("--trace-into", args.trace_into or [], model)
+    both = [m for m in leaf if into != "all" and m in into]  # two spellings of one class or path
+    if both:
+        names = ", ".join(m if isinstance(m, str) else f"{m.__module__}.{m.__qualname__}" for m in both)
+        raise _bad(f"{names} given to both --leaf-module (keep it whole) and --trace-into (trace inside it); "
+                   f"give each module to one of them")
     try:
         model = model.to(device=device, dtype=dtype)
-        positional, keywords = build_inputs(args.input, dtype, device)
-    except (RuntimeError, AssertionError) as exc:
-        raise _bad(f"cannot put the model and inputs on {device} as {args.dtype}: {exc}") from exc
+        positional, keywords = ([], {}) if args.no_input else build_inputs(args.input, dtype, device)
+    except (RuntimeError, AssertionError, MemoryError) as exc:
+        raise _bad(f"cannot put the model and inputs on {device} as {args.dtype}: {_first_line(exc)}") from exc
     bar.step()
     concrete = parse_concrete(args.concrete or [])
     both = sorted(set(concrete) & set(keywords))
@@ -702,6 +747,11 @@ def _cmd_selfcheck(args: argparse.Namespace) -> int:
     return 0 if selfcheck(device=args.device, iters=args.iters).passed else 1
 
 
+def _first_line(exc: BaseException) -> str:
+    """An error's message without the C++ frames torch appends ("Exception raised from ...")."""
+    return str(exc).split("Exception raised from")[0].strip() or type(exc).__name__
+
+
 class _Terminated(KeyboardInterrupt):
     """SIGTERM, raised like Ctrl-C so that what was measured is handed back and saved."""
 
@@ -781,7 +831,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # every failure is one line; --debug shows the traceback
         if args.debug:
             traceback.print_exc()
-        text = str(exc).strip()
+        text = _first_line(exc) if str(exc).strip() else ""
         if isinstance(exc, OSError) and not isinstance(exc, FxprofError) and exc.filename:
             text = f"cannot read {exc.filename!r}: {exc.strerror}"
         elif not isinstance(exc, (FxprofError, ValueError, TypeError, OSError, ImportError)):

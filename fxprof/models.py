@@ -6,6 +6,7 @@ import contextlib
 import difflib
 import importlib
 import importlib.util
+import math
 import os
 import re
 import sys
@@ -19,6 +20,7 @@ from .errors import FxprofError
 __all__ = ["load_model", "parse_input", "make_input", "build_inputs", "resolve_modules", "DEFAULT_IMAGE_INPUT"]
 
 DEFAULT_IMAGE_INPUT = "1x3x224x224"
+_INT64_MAX = 2**63 - 1
 
 _DTYPES = {
     "float32": torch.float32, "float": torch.float32, "fp32": torch.float32,
@@ -161,11 +163,13 @@ def parse_input(spec: str) -> tuple[tuple[int, ...], torch.dtype | None]:
         shape = tuple(int(d) for d in shape_text.lower().split("x"))
     except ValueError:
         shape = ()
-    if not shape or any(d <= 0 for d in shape):
+    if not shape or any(d < 0 for d in shape):  # 0 is an empty batch, which the API takes too
         raise FxprofError(
-            f"bad --input {spec!r}: expected dimensions joined by 'x' with an optional ':dtype', "
+            f"bad --input {spec!r}: expected dimensions (>= 0) joined by 'x' with an optional ':dtype', "
             f"e.g. 1x3x224x224 or 2x128:int64"
         )
+    if math.prod(shape) > _INT64_MAX or max(shape) > _INT64_MAX:
+        raise FxprofError(f"bad --input {spec!r}: {math.prod(shape):.3g} elements; a tensor holds at most 2**63 - 1")
     dtype = None
     if dtype_text:
         dtype = _DTYPES.get(dtype_text.lower())

@@ -277,6 +277,17 @@ def test_each_command_has_its_own_examples():
     (["profile", "resnet18", "--warmup-ms", "nan"], "bad --warmup-ms nan: a number of milliseconds >= 0"),
     (["profile", "resnet18", "--warmup-ms", "-1"], "bad --warmup-ms -1.0: must be >= 0"),
     (["compare", "a.json", "b.json", "--min-effect", "nan"], "bad --min-effect nan"),
+    # issue 26, lower harm: each was accepted, or failed late or with a bare MemoryError/RecursionError
+    (["profile", "resnet18", "--json", "{tmp}/" + "x" * 300 + ".json"], "File name too long; give a shorter"),
+    (["profile", "resnet18", "--threads", "100000"], "bad --threads 100000: at most"),
+    (["profile", "resnet18", "--concrete", "n=" + "-" * 100_000 + "1"], "its value is 100,001 characters long"),
+    (["profile", "resnet18", "--concrete", "n=" + "-" * 9_000 + "1"], "nested too deeply to read as a literal"),
+    (["profile", "resnet18", "--leaf-module", "layer1", "--trace-into", "layer1"], "'layer1' given to both --leaf-module"),
+    (["profile", "resnet18", "--no-input", "--input", "2x8"], "--no-input calls the model with no inputs"),
+    (["profile", "resnet18", "--input", "99999999999999999999x8"], "8e+20 elements; a tensor holds at most 2**63 - 1"),
+    (["profile", "resnet18", "--input", "-1x8"], "expected dimensions (>= 0)"),
+    (["profile", "resnet18", "--leaf-module", "torch.nn.Conv2d", "--trace-into", "torch.nn:Conv2d"],
+     "torch.nn.modules.conv.Conv2d given to both --leaf-module"),
     (["compare", "a.json", "b.json", "--sort", "ratoi"], "did you mean 'ratio'"),
     (["compare", "a.json", "b.json", "--columns", "kind,speed"], "bad --columns speed"),
 ])
@@ -492,3 +503,21 @@ def test_a_model_file_that_parses_its_arguments_on_import_sees_none_of_fxprofs(t
     result = _in(tmp_path, "profile", "m.py:tiny", *TINY_RUN)
     assert result.returncode == 0, result.stderr
     assert "usage:" not in result.stderr
+
+
+def test_a_model_without_inputs_and_an_empty_batch_can_be_profiled(tmp_path):
+    """Issue 26, lower harm: no way to say "no inputs"; --input 0x8 was refused though the API
+    takes empty batches. An allocation too large is one line, without torch's C++ frames."""
+    (tmp_path / "m.py").write_text(TINY + "class Const(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+                                   "        self.w = nn.Parameter(torch.ones(4, 4))\n"
+                                   "    def forward(self):\n        return self.w.relu().sum()\n"
+                                   "def const():\n    return Const()\n")
+    result = _in(tmp_path, "profile", "m.py:const", "--no-input", "--iters", "2", "--warmup", "0", "--top", "0")
+    assert result.returncode == 0, result.stderr
+    assert "relu" in result.stdout and "sum" in result.stdout
+    result = _in(tmp_path, "profile", "m.py:tiny", "--input", "0x8", "--iters", "2", "--warmup", "0")
+    assert result.returncode == 0, result.stderr
+    assert "Tensor(shape=[0, 8]" in result.stdout
+    result = _in(tmp_path, "profile", "m.py:tiny", "--input", "1000000x1000000", "--iters", "1", "--warmup", "0")
+    assert result.returncode == 2 and "frame #" not in result.stderr and "Exception raised from" not in result.stderr
+    assert result.stderr.startswith("fxprof: error: cannot put the model and inputs on cpu as float32")

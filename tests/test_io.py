@@ -144,7 +144,7 @@ def test_own_csv_from_before_scope_source_and_calls_per_run_loads():
     Sequential(Conv2d, ReLU, Flatten, Linear) at 1x3x8x8, 3 runs: it was refused ("lacks the
     column(s) scope_source, calls_per_run")."""
     table = fxprof.read_csv(OLD_CSV)
-    from fxprof.profile import TABLE_COLUMNS
+    from fxprof.core.profile import TABLE_COLUMNS
 
     assert list(table.columns) == list(TABLE_COLUMNS)
     assert table.shape[0] == 6 and table.index[0] == "input_1"

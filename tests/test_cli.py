@@ -430,6 +430,19 @@ def test_no_output_option_overwrites_the_model_source(args, message, model_files
     assert {p: p.read_bytes() for p in model_files.rglob("*.py")} == before
 
 
+def test_the_loaded_models_class_files_are_checked_too(model_files, capsys):
+    """A class file MODEL does not name (imported by the factory's module), hard-linked under
+    another name: only the loaded model tells which files it came from."""
+    from fxprof.cli import main
+
+    (model_files / "blocks26.py").write_text("from torch import nn\nclass Block(nn.Linear):\n    pass\n")
+    (model_files / "uses.py").write_text("from blocks26 import Block\ndef build():\n    return Block(8, 4)\n")
+    os.link(model_files / "blocks26.py", model_files / "blocks.json")
+    code = main(["profile", "uses:build", "--json", "blocks.json", "--input", "2x8", "--iters", "1", "--warmup", "0", "--quiet"])
+    assert code == 2 and "'blocks.json' is an input of this command" in capsys.readouterr().err
+    assert (model_files / "blocks26.py").read_text().startswith("from torch import nn")
+
+
 def test_an_output_beside_the_model_source_is_written(model_files):
     result = subprocess.run([sys.executable, "-m", "fxprof", "profile", "pkg.nets:tiny", "--input", "2x8", "--iters", "1",
                              "--warmup", "0", "--json", "nets.json"], capture_output=True, text=True, timeout=300,

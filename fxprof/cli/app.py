@@ -443,13 +443,8 @@ def _check_outputs(outputs: dict[str, str | None], inputs: Sequence[str] = ()) -
             if _same_file(given[first], given[second]):
                 where = "standard output" if given[first] == "-" else repr(given[first])
                 raise _bad(f"{first} and {second} both write {where}; give each output its own path")
+    _check_not_inputs(given, inputs)
     for flag, path in given.items():
-        for source in inputs:
-            if path != "-" and _same_file(path, source):
-                raise _bad(f"{flag} {path!r} is an input of this command; writing it would destroy it. Give another path")
-        if path != "-" and os.path.isfile(path) and os.path.realpath(path).lower().endswith(_SOURCE_SUFFIXES):
-            raise _bad(f"{flag} {path!r} is an existing source file ({os.path.splitext(path)[1]}); fxprof never "
-                       f"writes its outputs over code. Give another path, e.g. one ending in .json, .csv or .npz")
         if path != "-":
             _check_writable(path)
 
@@ -486,6 +481,20 @@ def model_sources(model: str) -> list[str]:
             found.append(spec.origin)
         search = list(spec.submodule_search_locations) if spec.submodule_search_locations is not None else None
     return found
+
+
+def _check_not_inputs(outputs: dict[str, str | None], inputs: Sequence[str]) -> None:
+    """No output on an input of the command (the model's source included) or on any existing
+    source file."""
+    for flag, path in outputs.items():
+        if path is None or path == "-":
+            continue
+        for source in inputs:
+            if _same_file(path, source):
+                raise _bad(f"{flag} {path!r} is an input of this command; writing it would destroy it. Give another path")
+        if os.path.isfile(path) and os.path.realpath(path).lower().endswith(_SOURCE_SUFFIXES):
+            raise _bad(f"{flag} {path!r} is an existing source file ({os.path.splitext(path)[1]}); fxprof never "
+                       f"writes its outputs over code. Give another path, e.g. one ending in .json, .csv or .npz")
 
 
 def _same_file(a: str, b: str) -> bool:
@@ -592,7 +601,7 @@ def _profile(args: argparse.Namespace, bar: Any) -> int:
     bar.phase("building the model")
     model = load_model(args.model)
     if _this_rank_writes():  # the files the model came from, now that they are known (checked by name before)
-        _check_outputs({"--csv": args.csv, "--json": args.json, "--trace": args.trace}, inputs=_loaded_sources(model))
+        _check_not_inputs({"--csv": args.csv, "--json": args.json, "--trace": args.trace}, _loaded_sources(model))
     model = model.train() if args.backward else model.eval()  # a training step runs in train mode
     leaf = resolve_modules("--leaf-module", args.leaf_module or [], model)
     into = "all" if "all" in (args.trace_into or []) else resolve_modules("--trace-into", args.trace_into or [], model)

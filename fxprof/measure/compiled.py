@@ -45,7 +45,7 @@ import torch
 from torch import fx, nn
 
 from ..core.columnar import SampleColumns
-from ..core.compiled import Kernel, Span, charge_spans, kernel_nodes, readable_names, unmatched_nodes
+from ..core.compiled import Kernel, Span, charge_spans, kernel_nodes, readable_names, strip_graph_prefix, unmatched_nodes
 from ..core.nodes import NodeInfo
 from ..core.profile import Profile
 from ..errors import TraceError
@@ -265,11 +265,7 @@ def _graph_flops(gm: fx.GraphModule, example_inputs: list) -> dict[str, int | No
 
 def _kernels(graph: str, code: str, provenance: dict[str, Any]) -> list[Kernel]:
     """The kernels of one compiled graph, in call order, with their dynamo origins."""
-    ranges = {}
-    for name in _RECORD.findall(code):
-        from ..core.compiled import strip_graph_prefix
-
-        ranges[strip_graph_prefix(name)] = name
+    ranges = {strip_graph_prefix(name): name for name in _RECORD.findall(code)}
     kernel_to_post = provenance.get("cppCodeToPost") or provenance.get("triton_kernel_to_post_grad") or {}
     post_to_pre = provenance.get("postToPre") or {}
     out = []
@@ -374,6 +370,12 @@ def profile_compiled(model: nn.Module, args: tuple, kwargs: dict, compile: Any, 
             sync()
         plain, events = _interleaved_runs(call, sync, iters, args, kwargs, on_cuda)
     spans, runs = spans_from_events(events, device=on_cuda)
+    if not spans:
+        raise TraceError(
+            f"torch.profiler recorded no kernel call inside the compiled graphs' calls ('{_CALL} ...' ranges) in "
+            f"{len(runs)} run(s): torch {torch.__version__} may name those ranges differently. Nothing to charge; "
+            f"profile the eager graphs with capture='dynamo'"
+        )
     kernels = [k for g in session.order for k in _kernels(g, caught.code.get(g, ""), caught.provenance.get(g, {}))]
     if not kernels:
         raise TraceError(

@@ -285,21 +285,37 @@ def test_compiled_profiles_save_load_and_render_like_eager_ones(compiled_run, tm
     assert "origins" in prof._repr_html_()
 
 
-def test_a_graph_break_gives_graphs_counted_in_the_meta(inductor_cache):
-    class Breaks(nn.Module):
+def test_a_graph_break_inside_a_block_gives_graphs_charged_to_the_right_modules(inductor_cache):
+    """A break inside a child's forward splits the caller and the child: four graphs here, the
+    child's two compiled as frames of its own (paths relative to it, its functions without a
+    module stack), each run inside the caller's compiled region."""
+
+    class Inner(nn.Module):
         def __init__(self):
             super().__init__()
-            self.a, self.b = nn.Linear(8, 8), nn.Linear(8, 8)
+            self.fc1, self.fc2 = nn.Linear(8, 8), nn.Linear(8, 8)
 
         def forward(self, x):
-            x = self.a(x).relu()
+            x = self.fc1(x).relu()
             torch._dynamo.graph_break()
-            return self.b(x).sigmoid()
+            return self.fc2(x).sigmoid()
 
-    prof = fxprof.profile(Breaks().eval(), torch.randn(4, 8), compile=True, warmup=1, iters=3)
+    class Outer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.pre, self.inner, self.post = nn.Linear(8, 8), Inner(), nn.Linear(8, 4)
+
+        def forward(self, x):
+            return self.post(self.inner(self.pre(x)))
+
+    prof = fxprof.profile(Outer().eval(), torch.randn(4, 8), compile=True, warmup=1, iters=3)
     compiled = prof.meta["compiled"]
-    assert compiled["graphs"] == 2 and compiled["graph_breaks"] == 1
-    assert set(prof.df["scope"]) >= {"a", "b"} and prof.df["graph"].nunique() == 2
+    assert compiled["graphs"] == 4 and compiled["graph_breaks"] >= 1 and compiled["recompiles"] == 0
+    df = prof.df
+    assert not (df["op"] == "unmatched").any(), df[df["op"] == "unmatched"].index.tolist()
+    assert set(df["scope"]) == {"pre", "inner.fc1", "inner", "inner.fc2", "post"}
+    assert df.loc["inner_relu", "scope_source"] == "frame" and df["graph"].nunique() == 4
+    assert (df["calls_per_run"] == 1.0).all()
 
 
 # ---------------------------------------------------------------- real models, slow

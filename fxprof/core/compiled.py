@@ -235,7 +235,8 @@ def kernel_nodes(
             range="",
             kind=kind,
             graph=k.graph,
-            scope_source=("common" if len(scopes) > 1 else "recorded") if work else "",
+            scope_source=("common" if len(scopes) > 1 else (work[0].scope_source or ("recorded" if scope else "")))
+            if work else "",
             origins=",".join(readable),
             raw_name=k.range_name or k.key,
         ))

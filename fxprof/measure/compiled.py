@@ -218,8 +218,10 @@ class CompiledSession:
         graph = _compile_id()
         self.order.append(graph)
         self.graphs[graph] = gm
-        resolver = _Resolver(self.root, self._frame_modules())
-        self.nodes[graph] = {n.name: n for n in describe_graph(gm, graph=graph, prefix="", resolve=resolver, infer=False)}
+        local = self._frame_modules()
+        resolver = _Resolver(self.root, local)
+        self.nodes[graph] = {n.name: n for n in describe_graph(gm, graph=graph, prefix="", resolve=resolver, infer=False,
+                                                               frame_scope=local.get("self", ""))}
         self.flops[graph] = _graph_flops(gm, example_inputs)
         return self.backend(gm, example_inputs)
 
@@ -238,6 +240,16 @@ class CompiledSession:
                     return found
             frame = frame.f_back
         return {"self": ""}
+
+
+def _dynamo_graph_breaks() -> int | None:
+    """Dynamo's running count of graph breaks (``torch._dynamo.utils.counters``), or None."""
+    try:
+        from torch._dynamo.utils import counters
+
+        return int(sum(counters["graph_break"].values()))
+    except Exception:  # pragma: no cover - a release without the counter
+        return None
 
 
 def _compile_id() -> str:
@@ -307,7 +319,9 @@ def spans_from_events(events: list[Event], device: bool = False) -> tuple[list[S
         inside = [e for e in host if e.thread == thread and e.start_ns >= r0 and e.end_ns <= r1 and e.name != RUN_RANGE]
         regions = [e for e in inside if _REGION.search(e.name)]
         for call in (e for e in inside if e.name.startswith(_CALL)):
-            region = next((g for g in regions if g.start_ns <= call.start_ns and call.end_ns <= g.end_ns), None)
+            holding = [g for g in regions if g.start_ns <= call.start_ns and call.end_ns <= g.end_ns]
+            # the innermost: a graph after a break inside a block runs within the caller's region
+            region = max(holding, key=lambda g: (g.start_ns, -g.end_ns)) if holding else None
             graph = _REGION.search(region.name).group(1) if region is not None else "0/0"
             index = calls.get((run, graph), 0)
             calls[(run, graph)] = index + 1
@@ -356,6 +370,7 @@ def profile_compiled(model: nn.Module, args: tuple, kwargs: dict, compile: Any, 
         a, k = fresh if fresh is not None else clone_tensors((args, kwargs))
         return compiled(*a, **k)
 
+    breaks_before = _dynamo_graph_breaks()
     with preserved_buffers(root), _inductor_settings(), _catch_trace() as caught, grad:
         t0 = time.perf_counter()
         call()
@@ -365,6 +380,8 @@ def profile_compiled(model: nn.Module, args: tuple, kwargs: dict, compile: Any, 
             raise TraceError("torch.compile compiled no graph of this model (dynamo ran it as plain Python): "
                              "there are no kernels to time; profile it eagerly instead")
         compiled_first = len(session.order)
+        breaks = _dynamo_graph_breaks()
+        described["graph_breaks"] = None if breaks is None or breaks_before is None else breaks - breaks_before
         for _ in range(warmup):
             call()
             sync()
@@ -478,8 +495,10 @@ def _build(root: nn.Module, session: CompiledSession, kernels: list[Kernel], spa
             "torch": torch.__version__,
             "compile_s": round(compile_s, 3),
             "graphs": len(session.order),
-            # a graph break ends a frame's graph; the rest runs in a resumed frame of its own
-            "graph_breaks": max(0, len(set(frames[:compiled_first])) - 1),
+            # dynamo's own count of the breaks in the first call; each splits the frames that
+            # hold it, so graphs - 1 can be more (a break inside a block splits its caller too)
+            "graph_breaks": described["graph_breaks"] if described.get("graph_breaks") is not None
+            else max(0, len(set(frames[:compiled_first])) - 1),
             # a frame compiled again (guards failed, or new shapes)
             "recompiles": len(frames) - len(set(frames)),
             "kernels": len(kernels),

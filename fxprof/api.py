@@ -26,7 +26,7 @@ from .profile import Profile
 from .budget import SampleBudget
 from .export import epoch_ns
 from .progress import Progress, as_progress
-from .state import PROFILING, preserved_buffers
+from .state import PROFILING, preserved_buffers, preserved_rng
 from .timers import Timer, _index_key, resolve_timer, tensor_devices
 
 __all__ = ["profile"]
@@ -116,7 +116,9 @@ def profile(
     Returns:
         A :class:`~fxprof.Profile`. Buffers the runs changed (batch-norm running statistics in
         training mode) are restored afterwards, so the model is left bit-identical; fxprof
-        never writes parameters (a model whose forward writes its own parameters would).
+        never writes parameters (a model whose forward writes its own parameters would). The random
+        number generators (CPU, and CUDA when in use) are put back as well. Tensor inputs are cloned
+        as new leaves: a backward never reaches the caller's tensors (``x.grad`` stays as it was).
         Under an initialized ``torch.distributed`` process group, every rank must call this with
         the same ``warmup``/``warmup_ms``/``iters``/``mode``; each timed run starts after a barrier (outside
         the marks) and the profile carries this rank (collect the ranks with
@@ -151,6 +153,8 @@ def profile(
         kwargs = dict(model_kwargs)
 
     PROFILING.acquire()  # one profile at a time in this process (see fxprof.state)
+    restore_rng = contextlib.ExitStack()  # dropout in training mode draws in every run: the caller's sequence is kept
+    restore_rng.enter_context(preserved_rng())
     bar, own_bar = as_progress(progress)
     try:
         bar.phase("tracing" if capture in ("auto", "symbolic") else f"capturing ({capture})")
@@ -167,6 +171,7 @@ def profile(
     except BaseException:
         if own_bar:
             bar.close()
+        restore_rng.close()
         PROFILING.release()
         raise
     bar.step()
@@ -281,6 +286,7 @@ def profile(
         return _build(captured, recorder, meta, records, ranks)
     finally:
         captured.close()
+        restore_rng.close()
         PROFILING.release()
         if own_bar:
             bar.close()

@@ -304,3 +304,19 @@ def test_cuda_training_step_times_backward_on_the_device():
     after = _snapshot(model)
     assert all(torch.equal(after[k], v) for k, v in before.items())
     assert 0 < prof.coverage <= 1.05
+
+
+def test_the_callers_input_that_requires_grad_is_left_untouched():
+    """issue 26 #3: the input clones were still in the autograd graph, so every run (warm-up,
+    timed, anatomy) added its gradient into the caller's x.grad (6x one step's after 5 runs)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    x = torch.randn(3, 4, requires_grad=True)
+    before = x.detach().clone()
+    prof = fxprof.profile(model, x, backward=True, warmup=2, iters=3)
+    assert prof.num_runs == 3
+    assert x.grad is None and torch.equal(x.detach(), before)
+    # a .grad the caller already had stays that very tensor, with its value
+    x.grad = torch.ones_like(x)
+    fxprof.profile(model, x, backward=True, warmup=1, iters=2, anatomy=False)
+    assert torch.equal(x.grad, torch.ones_like(x))

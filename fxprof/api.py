@@ -19,7 +19,8 @@ from .anatomy import anatomy_pass, memory_pass
 from .bridge import KernelProfiler, kernel_ms_per_sample
 from .environment import environment
 from .capture import CAPTURES, Capture, capture_model
-from .distributed import RankSync, rank_sync
+from . import distributed
+from .distributed import ISOLATED_UNDER_RANKS, RankSync, rank_sync
 from .recording import Recorder
 from .isolated import isolated_pass
 from .profile import Profile
@@ -147,6 +148,8 @@ def profile(
         raise ValueError(f"unknown capture {capture!r}; choose one of {', '.join(CAPTURES)}")
     if mode not in ("timed", "isolated"):
         raise ValueError(f"unknown mode {mode!r}; choose 'timed' or 'isolated'")
+    if mode == "isolated" and distributed.is_initialized():
+        raise ValueError(ISOLATED_UNDER_RANKS)
     if model_kwargs is not None:
         if kwargs:
             raise TypeError(f"unknown option(s) {', '.join(map(repr, kwargs))} of fxprof.profile (model inputs go in model_kwargs)")

@@ -71,6 +71,15 @@ STRAGGLER_RUNS = 0.75
 #: per-node columns a profile with ranks adds to :attr:`Profile.df`, with their dtypes
 RANK_TABLE_COLUMNS: dict[str, str] = {"rank_min_ms": "float64", "rank_max_ms": "float64", "slowest_rank": "Int64"}
 
+#: why ``mode="isolated"`` is refused under a process group (a deliberate limit): an isolated
+#: profile has no runs, and runs are what carry a rank through :func:`gather`
+ISOLATED_UNDER_RANKS = (
+    "mode='isolated' cannot be used under torch.distributed (torchrun): it re-runs each node on its own, "
+    "so it has no timed runs, and the gathered profile keeps each rank's samples by its runs; every rank "
+    "refuses it before running. Use mode='timed' (--mode timed) under torchrun, or profile one process "
+    "without torchrun for isolated times"
+)
+
 #: ``kind`` values of collective operations, in every spelling the captures produce: the
 #: functional collectives of dynamo/export graphs (``all_reduce`` then ``wait_tensor``), the
 #: in-place ``torch.distributed`` calls, and point-to-point operations
@@ -216,6 +225,8 @@ def gather(profile: "Profile", dst: int = 0, group: Any = None) -> "Profile | No
     """
     if not is_initialized():
         return profile
+    if profile.meta.get("mode") == "isolated":
+        raise ValueError(ISOLATED_UNDER_RANKS)
     dist = _dist()
     rank = dist.get_rank(group)
     if not profile.ranks:  # made before the group existed: no barriers, but this rank
@@ -244,6 +255,8 @@ def merge(parts: Sequence[tuple[list[NodeInfo], pd.DataFrame, pd.DataFrame, dict
     rank's own."""
     from .profile import Profile
 
+    if any(p[3].get("mode") == "isolated" for p in parts):
+        raise ValueError(ISOLATED_UNDER_RANKS)
     same_graph = all([n for n in p[0]] == [n for n in parts[0][0]] for p in parts)
     nodes: list[NodeInfo] = []
     samples, runs = [], []

@@ -362,3 +362,28 @@ def test_the_rank_columns_are_of_the_same_values_as_the_table():
     assert (df.loc["l", "rank_min_ms"], df.loc["l", "rank_max_ms"], df.loc["l", "slowest_rank"]) == (2.0, 4.0, 1)
     assert pd.isna(df.loc["q", "slowest_rank"])
     assert prof.by_rank().loc[("l", 1), "median_ms"] == pytest.approx(4.0)
+
+
+@needs_gloo
+def test_torchrun_isolated_mode_is_refused_on_every_rank_before_running(tmp_path):
+    """issue 26 #2: under torchrun, --mode isolated ran, then the gather failed with "Cannot
+    convert non-finite values (NA or inf) to integer" (an isolated profile has no runs to carry
+    its rank): --json was not written and rank 1's samples were lost. A deliberate limit now,
+    said on every rank before anything runs."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+           "-m", "fxprof", "profile", f"{WORKER}:straggler_model", "--input", "4x16", "--mode", "isolated",
+           "--iters", "3", "--json", "d1.json"]
+    result = subprocess.run(cmd, env=_env(FXPROF_TEST_SLOW_RANK="-1"), capture_output=True, text=True, timeout=600,
+                            stdin=subprocess.DEVNULL, cwd=tmp_path)
+    assert result.returncode != 0
+    assert result.stderr.count("fxprof: error: mode='isolated' cannot be used under torch.distributed") == 2
+    assert "non-finite" not in result.stderr
+    assert not (tmp_path / "d1.json").exists()
+
+
+def test_isolated_profiles_cannot_be_merged_and_say_why(resnet18, small_image):
+    prof = fxprof.profile(resnet18, small_image, warmup=0, iters=2, anatomy=False, mode="isolated")
+    parts = [profile_parts(prof)]
+    parts.append((parts[0][0], parts[0][1], parts[0][2], {**parts[0][3], "rank": 1}, parts[0][4]))
+    with pytest.raises(ValueError, match="mode='isolated' cannot be used under torch.distributed"):
+        merge(parts)

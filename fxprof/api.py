@@ -187,6 +187,12 @@ def profile(
         _check_devices(held, inputs)
         chosen = resolve_timer(timer, captured.module, inputs)
         devices = tensor_devices(held + list(inputs))
+        if any(d.type == "meta" for d in devices):
+            raise ValueError(
+                "the model's tensors are on the meta device, which holds no data and computes nothing: "
+                "every node's time would be Python overhead, not the model's. Profile on a real device "
+                "(device='cpu' or 'cuda'); shapes and FLOPs need a real run as well"
+            )
         if getattr(chosen, "name", None) == "cpu" and any(d.type == "cuda" for d in devices):
             warnings.warn(
                 "timer='cpu' on CUDA tensors measures only the time to launch kernels (CUDA is "

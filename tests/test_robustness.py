@@ -228,3 +228,18 @@ def test_forward_profiles_of_a_dropout_model_in_training_mode_leave_the_rng_wher
     assert len(prof.samples) > 0
     assert torch.equal(torch.get_rng_state(), state)
     assert torch.equal(torch.rand(4), expected)
+
+
+def test_a_model_on_the_meta_device_is_refused_before_anything_runs(capsys):
+    """issue 26 #6: on device="meta" nothing is computed, yet the profile printed "timer cpu on
+    cpu, median 29.6 ms" of pure Python overhead."""
+    import torchvision
+
+    from fxprof import cli
+
+    model = torchvision.models.resnet18(weights=None).eval().to("meta")
+    with pytest.raises(ValueError, match="meta device, which holds no data and computes nothing"):
+        fxprof.profile(model, torch.randn(1, 3, 32, 32, device="meta"))
+    assert cli.main(["profile", "resnet18", "--input", "1x3x32x32", "--device", "meta", "--iters", "2"]) != 0
+    captured = capsys.readouterr()
+    assert "meta device, which holds no data" in captured.err and "median" not in captured.out

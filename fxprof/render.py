@@ -336,7 +336,9 @@ def render_compare(
         counts = diff["verdict"].value_counts()
         lines.append(
             f"verdicts: {int(counts.get('slower', 0))} slower, {int(counts.get('faster', 0))} faster, "
-            f"{int(counts.get('same', 0))} same ({diff.attrs.get('test', '')})"
+            f"{int(counts.get('same', 0))} same"
+            + (f", {int(counts.get('too few runs', 0))} too few runs to tell" if counts.get("too few runs", 0) else "")
+            + f" ({diff.attrs.get('test', '')})"
         )
     elif diff.attrs.get("test"):
         lines.append(f"verdicts: none ({diff.attrs['test']})")

@@ -107,7 +107,8 @@ def profile(
             and backward (and ``optimizer`` step), with the nodes of the forward and backward
             graphs (from AOTAutograd) all timed; the table's ``phase`` column says which, and
             backward nodes are charged to the module of the forward op they differentiate.
-            Runs with gradients on (``no_grad`` is ignored). See :mod:`fxprof.training`.
+            Runs with gradients on (``no_grad`` is ignored; inside ``torch.no_grad()`` too), and is
+            refused inside ``torch.inference_mode()``. See :mod:`fxprof.training`.
         loss_fn: with ``backward``, ``loss_fn(output) -> scalar tensor`` (default: the sum of
             the output's floating-point values).
         optimizer: with ``backward``, also ``optimizer.zero_grad()`` and ``optimizer.step()``
@@ -163,6 +164,13 @@ def profile(
         bar.phase("tracing" if capture in ("auto", "symbolic") else f"capturing ({capture})")
         if backward:  # training steps: forward and backward graphs (see fxprof.training)
             from .training import capture_training
+
+            if torch.is_inference_mode_enabled():
+                raise ValueError(
+                    "backward=True was called inside torch.inference_mode(), where no gradient can be computed "
+                    "(tensors made there can never take part in autograd); call fxprof.profile outside the "
+                    "inference_mode() block. (Inside torch.no_grad() fxprof turns gradients on for the steps itself.)"
+                )
 
             captured: Capture = capture_training(model, capture, mode, loss_fn, optimizer)
             no_grad = False
@@ -222,7 +230,8 @@ def profile(
             a, k = _fresh((call_args, call_kwargs))
             captured.run(recorder, a, k)
 
-        grad_context = torch.no_grad() if no_grad else contextlib.nullcontext()
+        # a training step needs gradients even when the caller is inside torch.no_grad()
+        grad_context = torch.enable_grad() if backward else torch.no_grad() if no_grad else contextlib.nullcontext()
         with grad_context, preserved_buffers(captured.module):
             if captured.kind in ("dynamo", "aot"):
                 bar.phase(f"compiling ({captured.kind})")

@@ -211,3 +211,39 @@ def test_an_unrecognised_trace_failure_still_names_the_cause_and_the_options():
         assert option in message
     prof = fxprof.profile(UsesLen(), torch.randn(4, 2), warmup=0, iters=1)  # auto takes it
     assert prof.meta["capture"] == "dynamo"
+
+
+class _MaskedEncoder(nn.Module):
+    """The Hugging Face pattern: an optional attention mask that defaults to None."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(50, 8)
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, ids, attention_mask=None, scale=1.0):
+        h = self.fc(self.emb(ids)) * scale
+        if attention_mask is not None:
+            h = h * attention_mask.unsqueeze(-1)
+        return h
+
+
+@pytest.mark.parametrize("capture", ["auto", "symbolic"])
+def test_an_omitted_keyword_that_defaults_to_none_is_traced_as_none(capture):
+    """issue 26 #14: symbolic tracing took ``attention_mask is not None`` as true for an omitted
+    mask, and the run failed with "node 'unsqueeze' ... check the shapes"."""
+    torch.manual_seed(0)
+    model = _MaskedEncoder().eval()
+    ids = torch.randint(0, 50, (2, 5))
+    prof = fxprof.profile(model, ids, warmup=0, iters=2, capture=capture)
+    names = [n.name for n in prof.nodes]
+    assert prof.meta["capture"] == "symbolic"
+    assert "unsqueeze" not in names and "fc" in names
+    # fxprof passes exactly the defaults: no guard nodes of its own in the profile
+    assert not {"_assert_is_none", "eq", "_assert"} & set(names)
+    # given, the mask is traced and used
+    masked = fxprof.profile(model, ids, attention_mask=torch.ones(2, 5), warmup=0, iters=2, capture=capture)
+    assert "unsqueeze" in [n.name for n in masked.nodes]
+    # the user's own concrete_args still win
+    half = fxprof.profile(model, ids, scale=0.5, warmup=0, iters=1, capture=capture, concrete_args={"scale": 0.5}, anatomy=False)
+    assert half.meta["capture"] == "symbolic"

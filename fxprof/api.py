@@ -27,7 +27,7 @@ from .profile import Profile
 from .budget import SampleBudget
 from .export import epoch_ns
 from .progress import Progress, as_progress
-from .state import PROFILING, preserved_buffers, preserved_rng
+from .state import PROFILING, preserved_autocast, preserved_buffers, preserved_rng
 from .timers import Timer, _index_key, resolve_timer, tensor_devices
 
 __all__ = ["profile"]
@@ -159,6 +159,7 @@ def profile(
     PROFILING.acquire()  # one profile at a time in this process (see fxprof.state)
     restore_rng = contextlib.ExitStack()  # dropout in training mode draws in every run: the caller's sequence is kept
     restore_rng.enter_context(preserved_rng())
+    restore_rng.enter_context(preserved_autocast())  # a node that fails inside an autocast region leaves it entered
     bar, own_bar = as_progress(progress)
     try:
         bar.phase("tracing" if capture in ("auto", "symbolic") else f"capturing ({capture})")

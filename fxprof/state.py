@@ -5,7 +5,8 @@ in place or by assigning a new tensor to the attribute; symbolic tracing may eve
 update once while it traces. :func:`preserved_buffers` puts back, on exit, the very tensor
 each module held under each buffer name, with its value, and can say which buffers moved.
 
-The random number generators are put back too (:func:`preserved_rng`).
+The random number generators and the autocast state are put back too (:func:`preserved_rng`,
+:func:`preserved_autocast`).
 
 Profiles in one process run one at a time (:data:`PROFILING`): two threads profiling the same
 model would otherwise snapshot each other's half-updated buffers, and threads running Python
@@ -21,7 +22,7 @@ from typing import Iterator
 import torch
 from torch import nn
 
-__all__ = ["PROFILING", "preserved_buffers", "preserved_rng"]
+__all__ = ["PROFILING", "preserved_autocast", "preserved_buffers", "preserved_rng"]
 
 #: held for the whole of one ``fxprof.profile`` call; a second thread waits for it
 PROFILING = threading.RLock()
@@ -73,6 +74,33 @@ def preserved_rng() -> Iterator[None]:
         torch.set_rng_state(cpu)
         if cuda is not None:
             torch.cuda.set_rng_state_all(cuda)
+
+
+@contextlib.contextmanager
+def preserved_autocast() -> Iterator[None]:
+    """Leave ``torch.autocast`` as it was on exit: a graph that enters autocast in a node
+    (``_enter_autocast``) and fails before its ``_exit_autocast`` would otherwise leave the
+    caller's process in autocast (enabled flag, dtype and nesting, per device type)."""
+    devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    saved = [(d, torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in devices]
+    cache = torch.is_autocast_cache_enabled()
+    level = _autocast_nesting()
+    try:
+        yield
+    finally:
+        for device, enabled, dtype in saved:
+            torch.set_autocast_enabled(device, enabled)
+            torch.set_autocast_dtype(device, dtype)
+        torch.set_autocast_cache_enabled(cache)
+        while _autocast_nesting() > level:
+            if torch.autocast_decrement_nesting() == 0:
+                torch.clear_autocast_cache()
+
+
+def _autocast_nesting() -> int:
+    level = torch.autocast_increment_nesting() - 1
+    torch.autocast_decrement_nesting()
+    return level
 
 
 def _differs(a: torch.Tensor, b: torch.Tensor) -> bool:

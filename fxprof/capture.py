@@ -619,8 +619,13 @@ def _capture(model: nn.Module, args: tuple, kwargs: dict, capture: str, concrete
     if capture == "dynamo":
         return DynamoCapture(model, "asked for")
     try:
-        return _symbolic(model, concrete_args, leaf_modules, reason="symbolic tracing succeeded", trace_into=trace_into,
-                         specialised=specialised)
+        traced = _symbolic(model, concrete_args, leaf_modules, reason="symbolic tracing succeeded", trace_into=trace_into,
+                           specialised=specialised, warn_hooks=False)
+        hooks = hooks_symbolic_tracing_loses(model, traced.gm)
+        if hooks:
+            return DynamoCapture(model, f"symbolic tracing would lose {'; '.join(hooks)} (it calls forward directly); "
+                                        f"used dynamo, which runs them")
+        return traced
     except TraceError as exc:
         cause = explain_trace_failure(exc.__cause__ or exc) or _first_line(exc.__cause__ or exc)
         where = where_tracing_stopped(exc.__cause__ or exc) or _forward_location(model)
@@ -670,8 +675,35 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
+def hooks_symbolic_tracing_loses(model: nn.Module, gm: fx.GraphModule) -> list[str]:
+    """Forward hooks and pre-hooks that a symbolic graph of ``model`` does not run, one phrase
+    each: the root module's (tracing starts at its ``forward``, past ``__call__``), and those of
+    modules traced through (their hooks ran once while tracing: tensor ops they return are in
+    the graph, but the hook itself never runs again, so its Python effects are gone). Leaf
+    modules are called as modules in every run, hooks included."""
+    if isinstance(model, fx.GraphModule):
+        return []
+    from torch.nn.modules import module as _module
+
+    leaves = {str(n.target) for n in gm.graph.nodes if n.op == "call_module"}
+    traced = {""}
+    for node in gm.graph.nodes:
+        for value in (node.meta.get("nn_module_stack") or {}).values():
+            traced.add(str(value[0] if isinstance(value, (tuple, list)) else value))
+    found = []
+    global_hooks = len(_module._global_forward_hooks) + len(_module._global_forward_pre_hooks)
+    if global_hooks:
+        found.append(f"{global_hooks} global module forward hook(s) (register_module_forward_hook) on the root module")
+    for path, module in model.named_modules():
+        count = len(module._forward_hooks) + len(module._forward_pre_hooks)
+        if count and path not in leaves and path in traced:
+            where = f"the root module ({type(module).__name__})" if not path else f"{path} ({type(module).__name__})"
+            found.append(f"{count} forward hook(s)/pre-hook(s) on {where}")
+    return found
+
+
 def _symbolic(model: nn.Module, concrete_args: Any, leaf_modules: Any, reason: str = "asked for", trace_into: Any = (),
-              specialised: set[str] = frozenset()) -> GraphCapture:  # type: ignore[assignment]
+              specialised: set[str] = frozenset(), warn_hooks: bool = True) -> GraphCapture:  # type: ignore[assignment]
     try:
         with preserved_buffers(model, report=True) as changed:  # tracing may run buffer updates once
             gm = trace(model, concrete_args=concrete_args, leaf_modules=leaf_modules, trace_into=trace_into)
@@ -690,6 +722,14 @@ def _symbolic(model: nn.Module, concrete_args: Any, leaf_modules: Any, reason: s
         ) from cause
     if specialised and not isinstance(model, fx.GraphModule):
         _drop_default_guards(gm, specialised)
+    hooks = hooks_symbolic_tracing_loses(model, gm) if warn_hooks else []
+    if hooks:
+        warnings.warn(
+            f"fxprof: symbolic tracing does not run {'; '.join(hooks)}: the root's hooks are left out of the graph, "
+            f"and a traced-through module's hooks ran once while tracing (tensor ops they return are kept, their "
+            f"Python effects are not repeated). capture='dynamo' (or 'auto') runs them in every run.",
+            stacklevel=4,
+        )
     if changed:
         warnings.warn(
             f"fxprof: {type(model).__name__}'s forward changes buffer(s) {', '.join(changed)}; symbolic tracing ran "

@@ -247,3 +247,34 @@ def test_an_omitted_keyword_that_defaults_to_none_is_traced_as_none(capture):
     # the user's own concrete_args still win
     half = fxprof.profile(model, ids, scale=0.5, warmup=0, iters=1, capture=capture, concrete_args={"scale": 0.5}, anatomy=False)
     assert half.meta["capture"] == "symbolic"
+
+
+def test_forward_hooks_of_the_root_and_traced_modules_make_auto_use_dynamo_and_symbolic_warn():
+    """issue 26 #5: symbolic tracing starts at the root's forward (its hooks vanish: a hook
+    returning ``out * 0`` was simply gone) and runs a traced-through module's hooks only once,
+    while tracing. Auto capture now uses dynamo, which runs them every run; symbolic says so."""
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(weights=None).eval()
+    x = torch.randn(1, 3, 32, 32)
+    calls = []
+    handles = [
+        model.register_forward_hook(lambda mod, inp, out: out * 0),
+        model.layer1.register_forward_pre_hook(lambda mod, inp: calls.append("layer1")),
+        model.fc.register_forward_hook(lambda mod, inp, out: calls.append("fc")),  # a leaf: runs either way
+    ]
+    try:
+        prof = fxprof.profile(model, x, warmup=1, iters=2, anatomy=False)
+        assert prof.meta["capture"] == "dynamo"
+        reason = prof.meta["capture_reason"]
+        assert "the root module (ResNet)" in reason and "layer1 (Sequential)" in reason and "fc" not in reason
+        # tracing ran the pre-hook once; dynamo runs it in every run (compile, warm-up, 2 timed)
+        assert calls.count("layer1") == 1 + 4 and calls.count("fc") == 4
+        calls.clear()
+        with pytest.warns(UserWarning, match=r"symbolic tracing does not run .*root module \(ResNet\).*layer1"):
+            sym = fxprof.profile(model, x, warmup=0, iters=1, anatomy=False, capture="symbolic")
+        assert sym.meta["capture"] == "symbolic" and calls.count("layer1") == 1  # at trace time only
+    finally:
+        for h in handles:
+            h.remove()
+    plain = fxprof.profile(model, x, warmup=0, iters=1, anatomy=False)
+    assert plain.meta["capture"] == "symbolic"  # no hooks left: symbolic as before

@@ -456,14 +456,26 @@ def rank_table(profile: "Profile") -> pd.DataFrame:
     return out
 
 
+def rank_inputs(meta: dict[str, Any]) -> dict[int, list[str]]:
+    """Each rank's inputs when the ranks of a gathered profile were given different inputs
+    (shapes, dtypes), else ``{}``."""
+    per_rank = meta.get("per_rank") or []
+    if not any("inputs" in m for m in per_rank):
+        return {}
+    found = {int(m.get("rank", i)): list(m.get("inputs") or []) for i, m in enumerate(per_rank)}
+    return found if len({tuple(v) for v in found.values()}) > 1 else {}
+
+
 def straggler(profile: "Profile") -> dict[str, Any] | None:
     """The rank that holds the others up, by the rule in this module's docstring, or None.
+    None as well when the ranks were given different inputs (:func:`rank_inputs`): their busy
+    times are then not of the same work, and a rank with a larger batch is no straggler.
 
     Returns ``{"rank", "busy_ms", "others_ms", "ratio", "slowest_runs", "runs"}``: the rank's
     median busy time per run, the median of the other ranks' medians, their ratio, and in how
     many of the runs (that every rank completed) it was the busiest rank.
     """
-    if len(profile.ranks) < 2 or profile.runs.empty:
+    if len(profile.ranks) < 2 or profile.runs.empty or rank_inputs(profile.meta):
         return None
     per_run = _per_run(profile)["busy_ms"].unstack("rank").dropna()
     if per_run.empty:
@@ -506,14 +518,18 @@ def rank_header(profile: "Profile") -> list[str]:
         lines.append(f"barrier before each run: the ranks arrived a median {skew['median_ms']:.3f} ms apart "
                      f"(max {skew['max_ms']:.3f} ms)")
     found = straggler(profile)
-    if found is not None:
+    differ = rank_inputs(meta)
+    if differ:
+        lines.append("inputs differ between ranks: " + "; ".join(f"rank {r}: {', '.join(v) or 'none'}" for r, v in differ.items())
+                     + "; the ranks did different work, so no straggler is named (compare busy times knowing that)")
+    elif found is not None:
         lines.append(
             f"straggler: rank {found['rank']}: busy {found['busy_ms']:.3f} ms per run (median; run time "
             f"minus collectives), {found['ratio']:.2f}x the other ranks' {found['others_ms']:.3f} ms, "
             f"busiest in {found['slowest_runs']} of {found['runs']} runs (rule: median above "
             f"{1 + STRAGGLER_MARGIN:.2f}x the others' and busiest in {STRAGGLER_RUNS:.0%} of runs or more)"
         )
-    elif len(ranks) > 1 and not profile.runs.empty:
+    elif len(ranks) > 1 and not profile.runs.empty and not differ:
         lines.append(f"straggler: none (no rank's median busy time, run minus collectives, is above "
                      f"{1 + STRAGGLER_MARGIN:.2f}x the other ranks' while busiest in {STRAGGLER_RUNS:.0%} of runs)")
     if meta.get("rank_graphs"):

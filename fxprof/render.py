@@ -46,7 +46,11 @@ def render_header(profile: "Profile") -> str:
     ]
     lines = [" | ".join(parts)]
     inputs = meta.get("inputs")
-    if inputs:
+    from .distributed import rank_inputs
+
+    if inputs and len(profile.ranks) > 1 and rank_inputs(meta):
+        lines.append("inputs: differ between ranks (see below)")  # rank 0's alone would pass for every rank's
+    elif inputs:
         lines.append("inputs: " + ", ".join(inputs))
     if meta.get("capture") and meta.get("capture") not in ("symbolic", "graphmodule"):
         reason = meta.get("capture_reason")

@@ -22,7 +22,7 @@ import sys
 import types
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from .vocab import __version__
 
 #: public name -> (module, attribute in it)
 _LAZY: dict[str, tuple[str, str]] = {
@@ -32,29 +32,29 @@ _LAZY: dict[str, tuple[str, str]] = {
     "ProfileWriteError": ("errors", "ProfileWriteError"),
     "TimerUnavailableError": ("errors", "TimerUnavailableError"),
     "TraceError": ("errors", "TraceError"),
-    "CpuTimer": ("timers", "CpuTimer"),
-    "CudaEventTimer": ("timers", "CudaEventTimer"),
-    "KernelTimer": ("timers", "KernelTimer"),
-    "SyncTimer": ("timers", "SyncTimer"),
-    "Timer": ("timers", "Timer"),
-    "ProfilerTracer": ("tracer", "ProfilerTracer"),
-    "trace": ("tracer", "trace"),
-    "NodeInfo": ("nodes", "NodeInfo"),
-    "ProfilingInterpreter": ("interpreter", "ProfilingInterpreter"),
-    "Recorder": ("interpreter", "Recorder"),
-    "Recording": ("interpreter", "Recording"),
-    "Profile": ("profile", "Profile"),
+    "CpuTimer": ("measure.timers", "CpuTimer"),
+    "CudaEventTimer": ("measure.timers", "CudaEventTimer"),
+    "KernelTimer": ("measure.timers", "KernelTimer"),
+    "SyncTimer": ("measure.timers", "SyncTimer"),
+    "Timer": ("measure.timers", "Timer"),
+    "ProfilerTracer": ("measure.tracer", "ProfilerTracer"),
+    "trace": ("measure.tracer", "trace"),
+    "NodeInfo": ("core.nodes", "NodeInfo"),
+    "ProfilingInterpreter": ("measure.interpreter", "ProfilingInterpreter"),
+    "Recorder": ("measure.recorder", "Recorder"),
+    "Recording": ("core.recording", "Recording"),
+    "Profile": ("core.profile", "Profile"),
     "load": ("io", "load_profile"),
     "read_csv": ("io", "read_csv"),
     "profile": ("api", "profile"),
-    "compare": ("compare", "compare"),
-    "ComparabilityWarning": ("compare", "ComparabilityWarning"),
+    "compare": ("core.compare", "compare"),
+    "ComparabilityWarning": ("core.compare", "ComparabilityWarning"),
     "selfcheck": ("selfcheck", "selfcheck"),
-    "gather": ("distributed", "gather"),
-    "plot_compare": ("plot", "plot_compare"),  # matplotlib itself is imported on first use
-    "plot_distribution": ("plot", "plot_distribution"),
-    "plot_groups": ("plot", "plot_groups"),
-    "plot_top": ("plot", "plot_top"),
+    "gather": ("measure.ranks", "gather"),
+    "plot_compare": ("views.plot", "plot_compare"),  # matplotlib itself is imported on first use
+    "plot_distribution": ("views.plot", "plot_distribution"),
+    "plot_groups": ("views.plot", "plot_groups"),
+    "plot_top": ("views.plot", "plot_top"),
 }
 
 __all__ = [
@@ -126,8 +126,8 @@ sys.modules[__name__].__class__ = _Package
 
 if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, imported eagerly
     from .api import profile
-    from .compare import ComparabilityWarning, compare
-    from .distributed import gather
+    from .core.compare import ComparabilityWarning, compare
+    from .measure.ranks import gather
     from .selfcheck import selfcheck
     from .errors import (
         FxprofError,
@@ -137,10 +137,12 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, imported e
         TimerUnavailableError,
         TraceError,
     )
-    from .interpreter import ProfilingInterpreter, Recorder, Recording
+    from .measure.interpreter import ProfilingInterpreter
+    from .measure.recorder import Recorder
+    from .core.recording import Recording
     from .io import load_profile as load, read_csv
-    from .nodes import NodeInfo
-    from .plot import plot_compare, plot_distribution, plot_groups, plot_top
-    from .profile import Profile
-    from .timers import CpuTimer, CudaEventTimer, KernelTimer, SyncTimer, Timer
-    from .tracer import ProfilerTracer, trace
+    from .core.nodes import NodeInfo
+    from .views.plot import plot_compare, plot_distribution, plot_groups, plot_top
+    from .core.profile import Profile
+    from .measure.timers import CpuTimer, CudaEventTimer, KernelTimer, SyncTimer, Timer
+    from .measure.tracer import ProfilerTracer, trace

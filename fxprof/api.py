@@ -3,32 +3,23 @@
 from __future__ import annotations
 
 import contextlib
-import datetime as _dt
 import inspect
-import platform
 import warnings
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable
 
 import torch
 from torch import nn
 
-from . import __version__
-from ._tree import clone_tensors
-from .errors import describe_value
-from .anatomy import anatomy_pass, memory_pass
-from .bridge import KernelProfiler, kernel_ms_per_sample
-from .environment import environment
-from .capture import CAPTURES, Capture, capture_model
-from . import distributed
-from .distributed import ISOLATED_UNDER_RANKS, RankSync, rank_sync
-from .recording import Recorder
-from .isolated import isolated_pass
-from .profile import Profile
-from .budget import SampleBudget
-from .export import epoch_ns
-from .progress import Progress, as_progress
-from .state import PROFILING, preserved_autocast, preserved_buffers, preserved_rng
-from .timers import Timer, _index_key, resolve_timer, tensor_devices
+from .core.profile import Profile
+from .core.ranks import ISOLATED_UNDER_RANKS
+from .measure.capture import Capture, capture_model
+from .measure.environment import environment
+from .measure.loop import DEFAULT_GPU_WARMUP_MS, RunPlan, check_devices, describe_run, measure
+from .measure.ranks import is_initialized, rank_sync
+from .measure.state import PROFILING, preserved_autocast, preserved_rng
+from .measure.timers import Timer, resolve_timer, tensor_devices
+from .views.progress import Progress, as_progress
+from .vocab import CAPTURES, MODES
 
 __all__ = ["profile"]
 
@@ -147,9 +138,9 @@ def profile(
         raise TypeError(f"fxprof.profile takes an nn.Module or fx.GraphModule, got {type(model).__name__}")
     if capture not in CAPTURES:
         raise ValueError(f"unknown capture {capture!r}; choose one of {', '.join(CAPTURES)}")
-    if mode not in ("timed", "isolated"):
-        raise ValueError(f"unknown mode {mode!r}; choose 'timed' or 'isolated'")
-    if mode == "isolated" and distributed.is_initialized():
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
+    if mode == "isolated" and is_initialized():
         raise ValueError(ISOLATED_UNDER_RANKS)
     if model_kwargs is not None:
         if kwargs:
@@ -164,7 +155,7 @@ def profile(
     try:
         bar.phase("tracing" if capture in ("auto", "symbolic") else f"capturing ({capture})")
         if backward:  # training steps: forward and backward graphs (see fxprof.training)
-            from .training import capture_training
+            from .measure.training import capture_training
 
             if torch.is_inference_mode_enabled():
                 raise ValueError(
@@ -193,7 +184,7 @@ def profile(
         call_args, call_kwargs = captured.bind(args, kwargs)
         inputs = call_args + tuple(call_kwargs.values())
         held = list(captured.module.parameters()) + list(captured.module.buffers())
-        _check_devices(held, inputs)
+        check_devices(held, inputs)
         chosen = resolve_timer(timer, captured.module, inputs)
         devices = tensor_devices(held + list(inputs))
         if any(d.type == "meta" for d in devices):
@@ -211,11 +202,7 @@ def profile(
         on_cuda = any(d.type == "cuda" for d in devices)
         if warmup_ms is None:
             warmup_ms = DEFAULT_GPU_WARMUP_MS if on_cuda else 0.0
-        kernel_time = bool(getattr(chosen, "wants_kernel_time", False))
-        if kernel_time and mode == "isolated":
-            raise ValueError("timer='kernel' works with mode='timed' only; use timer='cuda' for isolated mode")
-        recorder = Recorder(chosen, node_ranges=kernel_time)
-        meta = _describe_run(model, name, chosen, devices, inputs, warmup, iters, no_grad, captured)
+        meta = describe_run(model, name, chosen, devices, inputs, warmup, iters, no_grad, captured)
         meta.update(env=environment(devices), warmup_ms=float(warmup_ms))
         if backward:
             meta.update(captured.describe())  # type: ignore[attr-defined]
@@ -226,83 +213,9 @@ def profile(
                              timer=getattr(chosen, "name", type(chosen).__name__), anatomy=bool(anatomy),
                              memory=bool(on_cuda if memory is None else memory))
             meta = {**meta, **ranks.meta()}
-
-        def one_run() -> None:
-            a, k = _fresh((call_args, call_kwargs))
-            captured.run(recorder, a, k)
-
-        # a training step needs gradients even when the caller is inside torch.no_grad()
-        grad_context = torch.enable_grad() if backward else torch.no_grad() if no_grad else contextlib.nullcontext()
-        with grad_context, preserved_buffers(captured.module):
-            if captured.kind in ("dynamo", "aot"):
-                bar.phase(f"compiling ({captured.kind})")
-                one_run()  # dynamo compiles on the first call: never part of warm-up or timing
-                bar.step()
-            bar.phase("warm-up", warmup)
-            # under torch.distributed the ranks agree on when warm-up by time ends (equal run counts)
-            agree_more = (lambda more: ranks.agree(more, every=False)) if ranks is not None else None
-            meta["warmup_runs"] = _warm_up(one_run, warmup, warmup_ms, bar.step, agree_more)
-            recorder.reset()
-            captured.start_timing()
-            records: dict[str, dict[str, Any]] = {}
-            stage = "runs"
-            try:
-                if mode == "isolated":
-                    bar.phase("isolated re-runs")
-                    records = _isolated(captured, chosen, iters, (call_args, call_kwargs), recorder)
-                    meta = {**meta, "mode": "isolated"}
-                    if getattr(chosen, "hold_device", None) is not None:
-                        meta["notes"] = meta.get("notes", []) + [
-                            "isolated on the GPU: a spin kernel queued before each node's repeats keeps the host ahead, "
-                            "so the repeats run back to back and their times are device time, not launch rate"]
-                else:
-                    bar.phase("timed runs", iters)
-                    budget = SampleBudget(iters)  # a huge iters stops cleanly before memory runs out
-                    stopped: BaseException | None = None  # an error or Ctrl-C in a timed run
-                    with _kernel_profiler(kernel_time, iters) as kernel_prof:
-                        kernel_prof.warm_up(one_run, recorder.reset)  # CUPTI start-up, inside the profiler
-                        try:
-                            allowed = True
-                            for _ in range(iters):
-                                if ranks is not None:
-                                    # the barrier before each run, outside its marks (the wait is recorded);
-                                    # it carries the budget's verdict, so one rank out of memory stops all
-                                    allowed = ranks.barrier(allowed)
-                                    if not allowed:
-                                        budget.stopped_by_other_rank(recorder.recording.runs)
-                                        break
-                                one_run()
-                                bar.step()
-                                kernel_prof.step()
-                                if recorder.recording.runs == 1:  # the size of a run is known: room for them all
-                                    recorder.recording.reserve(budget.samples_that_fit(len(recorder.recording)))
-                                allowed = budget.allows_another_run(len(recorder.recording), recorder.recording.runs)
-                                if ranks is None and not allowed:
-                                    break
-                        except BaseException as exc:  # handed back below, after the completed runs' kernel times
-                            stopped = exc
-                    meta = budget.describe(meta)
-                    if kernel_time:
-                        meta["profiler_warmup_runs"] = kernel_prof.warmup
-                        try:
-                            meta["notes"] = meta.get("notes", []) + _attach_kernel_times(recorder.recording, kernel_prof.attribution())
-                        except Exception:
-                            if stopped is None:
-                                raise
-                    if stopped is not None:
-                        raise stopped
-                stage = "untimed passes"
-                records = _merge(records, _untimed_passes(captured, (call_args, call_kwargs), devices, anatomy, memory, bar))
-                meta["notes"] = meta.get("notes", []) + _unwatched_devices(records, chosen)
-                switches = getattr(captured.module, "meta", {}).get("fxprof_dropped_stream_switches")
-                if switches:
-                    meta["notes"] = meta["notes"] + [
-                        f"the model entered torch.cuda.stream(...) {switches} time(s) while being traced; symbolic tracing "
-                        f"drops stream switches, so this graph ran everything on the current stream: its times are not the model's stream overlap"]
-            except BaseException as exc:  # KeyboardInterrupt too: hand back what was measured
-                _hand_back(exc, captured, recorder, meta, records, iters, mode, stage, ranks)
-                raise
-        return _build(captured, recorder, meta, records, ranks)
+        plan = RunPlan(warmup=warmup, iters=iters, warmup_ms=float(warmup_ms), mode=mode, anatomy=anatomy, memory=memory,
+                       no_grad=no_grad, backward=backward)
+        return measure(captured, call_args, call_kwargs, chosen, plan, meta, devices, ranks, bar)
     finally:
         captured.close()
         restore_rng.close()
@@ -311,159 +224,10 @@ def profile(
             bar.close()
 
 
-def _hand_back(exc: BaseException, captured: Capture, recorder: Recorder, meta: dict[str, Any],
-               records: dict[str, dict[str, Any]], iters: int, mode: str, stage: str, ranks: RankSync | None = None) -> None:
-    """Attach what was measured before ``exc`` to it as ``exc.profile`` (nothing is lost)."""
-    rec = recorder.recording
-    if not len(rec):
-        return
-    if stage == "untimed passes":  # every run completed; only shapes/FLOPs/memory are missing
-        note = f"interrupted in the untimed passes ({type(exc).__name__}): all {iters} runs kept, anatomy columns may be empty"
-        partial_meta = {**meta, "capture_note": note}
-        message = f"fxprof: all {iters} timed runs completed before this; they are in this exception's .profile"
-    elif mode == "isolated":
-        done = len(rec.recorded_names())
-        partial_meta = {**meta, "mode": "isolated", "incomplete": True, "requested_iters": iters, "iters": iters}
-        message = f"fxprof: {done} node(s) were re-run in isolation before this; they are in this exception's .profile"
-    else:
-        done = rec.runs
-        if not done:
-            return
-        partial_meta = {**meta, "iters": done, "requested_iters": iters, "incomplete": True}
-        message = f"fxprof: {done} of {iters} timed runs completed; they are in this exception's .profile"
-    with contextlib.suppress(Exception):
-        exc.profile = _build(captured, recorder, partial_meta, records, ranks)  # type: ignore[attr-defined]
-        exc.add_note(message)
-
-
-def _isolated(captured: Capture, timer: Timer, repeats: int, inputs: tuple, recorder: Recorder) -> dict[str, dict[str, Any]]:
-    """Samples of every re-runnable node into ``recorder.recording``; skip reasons as records."""
-    rec = recorder.recording
-    skips: dict[str, str] = {}
-    kinds = {n.name: n.kind for n in captured.nodes}
-    args, kwargs = _fresh(inputs)
-    # no whole runs here: the samples' run index is the repeat, and the runs table stays empty
-    captured.run_pass(isolated_pass(timer, repeats, rec, skips, kinds), args, kwargs)
-    return {node: {"skip_reason": reason} for node, reason in skips.items()}
-
-
-def _merge(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    out = {k: dict(v) for k, v in a.items()}
-    for node, values in b.items():
-        out.setdefault(node, {}).update(values)
-    return out
-
-
-def _build(captured: Capture, recorder: Recorder, meta: dict[str, Any], records: dict[str, dict[str, Any]],
-           ranks: RankSync | None = None) -> Profile:
-    nodes, note = captured.nodes_in(recorder.recording.recorded_names())
-    if note:
-        meta = {**meta, "capture_note": f"{meta['capture_note']}; {note}" if meta.get("capture_note") else note}
-    origin = getattr(recorder.recording, "origin_ns", None)
-    if origin is not None:  # places the runs on the wall clock torch.profiler's traces use
-        meta = {**meta, "epoch_ns": epoch_ns(recorder.timer, origin)}
-    known = {n.name for n in nodes}
-    built = Profile.from_recording(nodes, recorder.recording, meta, {k: v for k, v in records.items() if k in known})
-    return ranks.attach(built) if ranks is not None else built
-
-
 #: profile()'s options and their defaults: an option still at its default object was not given
 _DEFAULTS: dict[str, Any] = {
     k: p.default for k, p in inspect.signature(profile).parameters.items() if p.default is not inspect.Parameter.empty
 }
-
-
-def _untimed_passes(captured: Capture, inputs: tuple, devices: set[torch.device], anatomy: bool, memory: bool | None,
-                    bar: Progress | None = None) -> dict[str, dict[str, Any]]:
-    """Shapes/FLOPs and CUDA memory passes. A failure here costs a warning, never the timings."""
-    records: dict[str, dict[str, Any]] = {}
-    cuda = sorted((d for d in devices if d.type == "cuda"), key=_index_key)
-    if memory is None:
-        memory = bool(cuda)
-    passes = []
-    if anatomy:
-        passes.append(("anatomy (shapes, FLOPs)", anatomy_pass(watch_syncs=bool(cuda) and torch.cuda.is_available())))
-    if memory:
-        passes.append(("memory", memory_pass(cuda or sorted(devices, key=_index_key) or [torch.device("cpu")])))
-    for label, make_pass in passes:
-        if bar is not None:
-            bar.phase(f"{label.split()[0]} pass")
-        try:
-            args, kwargs = _fresh(inputs)
-            found = captured.run_pass(make_pass, args, kwargs)
-        except Exception as exc:  # keep the timings; say what is missing
-            warnings.warn(f"fxprof: the {label} pass failed ({type(exc).__name__}: {exc}); those columns are left empty", stacklevel=3)
-            continue
-        for node, values in found.items():
-            records.setdefault(node, {}).update(values)
-    return records
-
-
-#: default ``warmup_ms`` on CUDA: long enough for a GPU to leave its idle clocks (a choice, to be
-#: checked on a GPU: docs/performance.md)
-DEFAULT_GPU_WARMUP_MS = 200.0
-
-
-def _warm_up(one_run: Any, runs: int, ms: float, step: Any, agree: Any = None) -> int:
-    """At least ``runs`` runs and at least ``ms`` milliseconds of them; returns the runs done.
-
-    ``agree(more) -> bool``, under torch.distributed: whether any rank wants another run, so
-    that every rank does the same number (a rank that stopped alone would leave the others in
-    the model's collectives or the next barrier)."""
-    import time
-
-    done = 0
-    end = time.perf_counter() + ms / 1000.0
-    while True:
-        if done >= runs:
-            more = ms > 0 and time.perf_counter() < end
-            if agree is not None and ms > 0:
-                more = agree(more)
-            if not more:
-                break
-        one_run()
-        done += 1
-        step()
-    return done
-
-
-class _NoProfiler:
-    def warm_up(self, run: Any, reset: Any) -> None:
-        pass
-
-    def step(self) -> None:
-        pass
-
-
-@contextlib.contextmanager
-def _kernel_profiler(enabled: bool, iters: int) -> Iterator[Any]:
-    """torch.profiler with CUDA activity around the timed runs of ``timer="kernel"`` (see
-    :class:`fxprof.bridge.KernelProfiler`); a stand-in that does nothing otherwise."""
-    if not enabled:
-        yield _NoProfiler()
-        return
-    with KernelProfiler(iters) as prof:
-        yield prof
-
-
-def _attach_kernel_times(recording: Any, attribution: Any) -> list[str]:
-    """Give every sample the device activity of its node's range in the same run (k-th to
-    k-th); return what the profile must say about the attribution."""
-    recording.kernel_ms = kernel_ms_per_sample(recording.node, attribution)
-    return attribution.notes()
-
-
-def _unwatched_devices(records: dict[str, dict[str, Any]], timer: Any) -> list[str]:
-    """CUDA devices that node outputs are on but the timer does not watch."""
-    watched = {str(d) for d in getattr(timer, "devices", []) if d is not None}
-    if not getattr(timer, "measures_device", False):
-        return []
-    seen = {d for r in records.values() for d in r.get("devices", ()) if d.startswith("cuda")}
-    missing = sorted(seen - watched, key=lambda d: (len(d), d))
-    if not missing:
-        return []
-    return [f"nodes produce tensors on {', '.join(missing)}, which the timer does not watch (only the devices of "
-            f"the model's parameters and inputs are): their device time is not in any node's time"]
 
 
 def _check_count(label: str, value: Any, minimum: int) -> None:
@@ -471,21 +235,6 @@ def _check_count(label: str, value: Any, minimum: int) -> None:
         raise TypeError(f"{label} must be an integer, got {value!r}")
     if value < minimum:
         raise ValueError(f"{label} must be >= {minimum}, got {value}")
-
-
-def _check_devices(held: list[torch.Tensor], inputs: tuple) -> None:
-    """Inputs on another device than a model whose tensors all sit on one device."""
-    held_devices = {t.device for t in held}
-    if len(held_devices) != 1:
-        return
-    (device,) = held_devices
-    for i, value in enumerate(inputs):
-        for d in tensor_devices([value]):
-            if d != device:
-                raise ValueError(
-                    f"input {i} is on {d} but the model's parameters and buffers are on {device}; "
-                    f"move the inputs there first (x.to('{device}')) or the model to {d}"
-                )
 
 
 def _refuse_ambiguous_keywords(inputs: set[str], explicit: set[str]) -> None:
@@ -499,48 +248,3 @@ def _refuse_ambiguous_keywords(inputs: set[str], explicit: set[str]) -> None:
         )
 
 
-def _fresh(values: tuple) -> tuple:
-    """Clone tensors (recursively) so in-place ops in the model never touch the caller's."""
-    return clone_tensors(tuple(values))
-
-
-def _describe_run(
-    model: nn.Module,
-    name: str | None,
-    timer: Timer,
-    devices: set[torch.device],
-    inputs: tuple,
-    warmup: int,
-    iters: int,
-    no_grad: bool,
-    captured: Capture,
-) -> dict[str, Any]:
-    cuda = sorted((d for d in devices if d.type == "cuda"), key=_index_key)
-    device = ", ".join(map(str, cuda)) if cuda else ("cpu" if devices else "none")
-    meta: dict[str, Any] = {
-        "model": name or type(model).__name__,
-        "timer": getattr(timer, "name", type(timer).__name__),
-        "device": device,
-        "warmup": warmup,
-        "iters": iters,
-        "threads": torch.get_num_threads(),
-        "no_grad": no_grad,
-        "capture": captured.kind,
-        "capture_reason": captured.reason,
-        "training": model.training,
-        "inputs": [describe_value(v) for v in inputs],
-        "torch": torch.__version__,
-        "fxprof": __version__,
-        "python": platform.python_version(),
-        "machine": platform.machine(),
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-    }
-    meta.update(captured.notes)  # what the capture found (nested_compile...)
-    if cuda and torch.cuda.is_available():
-        with contextlib.suppress(Exception):
-            meta["gpu"] = torch.cuda.get_device_name(cuda[0])
-    # the floating dtypes of the parameters and buffers ("float32"; "bfloat16, float32" if mixed):
-    # fxprof.compare warns when two profiles differ in it
-    floats = {str(t.dtype).removeprefix("torch.") for t in [*model.parameters(), *model.buffers()] if t.is_floating_point()}
-    meta["dtype"] = ", ".join(sorted(floats)) or "none"
-    return meta

@@ -30,6 +30,12 @@ import pandas as pd
 import torch
 from torch import fx, nn
 
+from .api import profile
+from .errors import TimerUnavailableError
+from .measure.interpreter import ProfilingInterpreter
+from .measure.tracer import trace
+from .vocab import CUDA_TIMERS
+
 __all__ = ["selfcheck", "SelfCheck", "SPIN_TOLERANCE_MS", "SPIN_TOLERANCE_REL", "GPU_TOLERANCE_REL"]
 
 #: a spin node passes when its median is within this many ms plus this share of its known cost
@@ -147,13 +153,11 @@ def _hand_timed(ms: float, n: int) -> tuple[float, float]:
 
 
 def _cpu_rows(iters: int, timers: Mapping[str, Any]) -> list[dict]:
-    import fxprof
-
     rows = []
     x = torch.ones(8)
     expected = CpuSpins()(x)
     for label, timer in timers.items():
-        prof = fxprof.profile(CpuSpins(), x, warmup=2, iters=iters, timer=timer, anatomy=False, name="selfcheck")
+        prof = profile(CpuSpins(), x, warmup=2, iters=iters, timer=timer, anatomy=False, name="selfcheck")
         df = prof.df
         for node, known in CPU_KNOWN.items():
             # the fastest run: a busy machine only ever adds time (a preempted spin ends late),
@@ -171,14 +175,13 @@ def _cpu_rows(iters: int, timers: Mapping[str, Any]) -> list[dict]:
                 ok = fastest <= ref + CHEAP_CPU_MS
                 what = f"cheap: fastest run <= stopwatch's + {CHEAP_CPU_MS} ms"
             rows.append(_row(label, node, known, fastest, ok, what, str(df.loc[node, "bound"]), "", median=med, reference=ref))
-        out = fxprof.ProfilingInterpreter(fxprof.trace(CpuSpins())).run(x)
+        out = ProfilingInterpreter(trace(CpuSpins())).run(x)
         rows.append(_row(label, "(output)", 0.0, 0.0, torch.equal(out, expected), "profiling changes no output"))
     return rows
 
 
 def _gpu_rows(iters: int, timers: Mapping[str, Any]) -> list[dict]:
-    import fxprof
-    from .timers import sleep_cycles_per_ms
+    from .measure.timers import sleep_cycles_per_ms
 
     per_ms = sleep_cycles_per_ms(None)
     cycles = int(2.0 * per_ms)
@@ -195,7 +198,7 @@ def _gpu_rows(iters: int, timers: Mapping[str, Any]) -> list[dict]:
     model = GpuChecks(cycles)
     rows = []
     for label, timer in timers.items():
-        prof = fxprof.profile(model, x, warmup=3, iters=iters, timer=timer, name="selfcheck", memory=False)
+        prof = profile(model, x, warmup=3, iters=iters, timer=timer, name="selfcheck", memory=False)
         df = prof.df
         sleep_ms = float(df.loc["sleep_kernel", "median_ms"])
         if label == "cpu":
@@ -227,15 +230,13 @@ def selfcheck(device: str = "cpu", iters: int = 20, timers: Mapping[str, Any] | 
     """Run the checks for ``device`` (``"cpu"`` or ``"cuda"``), print them to ``file`` (None:
     silent) and return a :class:`SelfCheck`. ``timers`` replaces the timers to check
     (``{label: timer name or Timer}``), e.g. to see a broken timer fail."""
-    import fxprof
-
     device = str(device)
     if device.startswith("cuda"):
         if not torch.cuda.is_available():
-            raise fxprof.TimerUnavailableError(
+            raise TimerUnavailableError(
                 "selfcheck --device cuda needs a CUDA GPU, but torch.cuda.is_available() is False; run it with --device cpu"
             )
-        timers = timers or {name: name for name in ("cuda", "sync", "kernel", "cpu")}
+        timers = timers or {name: name for name in (*CUDA_TIMERS, "cpu")}
         rows = _gpu_rows(iters, timers)
     elif device == "cpu":
         timers = timers or {"cpu": "cpu"}
@@ -244,7 +245,7 @@ def selfcheck(device: str = "cpu", iters: int = 20, timers: Mapping[str, Any] | 
         raise ValueError(f"unknown device {device!r} for selfcheck; choose 'cpu' or 'cuda'")
     table = pd.DataFrame(rows)
     passed = bool(table["ok"].all())
-    from .render import render_table
+    from .views.text import render_table
 
     lines = [f"fxprof selfcheck on {device}: torch {torch.__version__}, {iters} timed runs per timer"]
     for label, group in table.groupby("timer", sort=False, observed=True):

@@ -14,8 +14,8 @@ import torch
 from torch import fx, nn
 
 import fxprof
-from fxprof.bound import LAUNCH_IDLE_SHARE, bound_verdicts
-from fxprof.timers import Timer
+from fxprof.core.bound import LAUNCH_IDLE_SHARE, bound_verdicts
+from fxprof.measure.timers import Timer
 
 from conftest import FakeClock
 

@@ -19,16 +19,9 @@ import torch
 from torch import nn
 
 import fxprof
-from fxprof.api import _attach_kernel_times
-from fxprof.bridge import (
-    KINETO_LINE,
-    attribute_device_activity,
-    events_from_kineto,
-    kernel_ms_per_sample,
-    kineto_quiet,
-    memory_by_range,
-)
-from fxprof.recording import Recording
+from fxprof.measure.loop import _attach_kernel_times
+from fxprof.measure.bridge import KINETO_LINE, attribute_device_activity, events_from_kineto, kernel_ms_per_sample, kineto_quiet, memory_by_range
+from fxprof.core.recording import Recording
 
 THREAD = 7001
 US = 1000  # ns

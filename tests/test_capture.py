@@ -11,8 +11,8 @@ from torch import nn
 from torch.profiler import record_function
 
 import fxprof
-from fxprof.capture import capture_model
-from fxprof.interpreter import Recorder
+from fxprof.measure.capture import capture_model
+from fxprof.measure.recorder import Recorder
 
 torch._logging.set_logs(dynamo=logging.ERROR)  # graph-break warnings are expected here
 

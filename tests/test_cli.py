@@ -347,7 +347,7 @@ def test_the_progress_bar_names_each_phase_with_its_own_count(resnet18, small_im
     each with its own count, never "timed" while warming up."""
     import io
 
-    from fxprof.progress import Progress
+    from fxprof.views.progress import Progress
 
     buffer = io.StringIO()
     with Progress(file=buffer, force=True) as bar:

@@ -10,8 +10,8 @@ import torch
 from torch import nn
 
 import fxprof
-from fxprof.compare import ComparabilityWarning
-from fxprof.export import chrome_trace_events
+from fxprof.core.compare import ComparabilityWarning
+from fxprof.views.trace import chrome_trace_events
 
 from conftest import FakeCostModel, FakeTimer, Work
 

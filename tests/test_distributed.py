@@ -21,18 +21,10 @@ import torch
 import torch.distributed as dist
 
 import fxprof
-from fxprof.export import chrome_trace_events
-from fxprof import cli
-from fxprof.distributed import (
-    RANK_TABLE_COLUMNS,
-    STRAGGLER_MARGIN,
-    barrier_skew,
-    merge,
-    profile_parts,
-    straggler,
-    with_ranks,
-)
-from fxprof.profile import TABLE_COLUMNS
+from fxprof.views.trace import chrome_trace_events
+from fxprof.cli import app as cli
+from fxprof.core.ranks import RANK_TABLE_COLUMNS, STRAGGLER_MARGIN, barrier_skew, merge, profile_parts, straggler, with_ranks
+from fxprof.core.profile import TABLE_COLUMNS
 
 from conftest import FakeCostModel, Work
 from distributed_worker import SLOW_MS
@@ -165,7 +157,7 @@ def test_collectives_are_communication_in_the_comm_roll_up():
          "target": ["x", "torch.ops._c10d_functional.all_reduce", "torch.ops._c10d_functional.wait_tensor", "fc", "output"]},
         index=["x", "all_reduce", "wait", "fc", "output"],
     )
-    from fxprof.distributed import comm_labels
+    from fxprof.core.ranks import comm_labels
 
     assert comm_labels(table).tolist() == ["(graph)", "communication", "communication", "computation", "(graph)"]
 
@@ -296,7 +288,7 @@ def test_torchrun_cli_prints_once_and_writes_one_file(torchrun_two):
     df = prof.df
     assert df.loc["all_reduce", "kind"] == "all_reduce" and df.loc["wait_tensor", "kind"] == "wait_tensor"
     # symbolic tracing of the functional all_reduce gives three c10d nodes; all are communication
-    from fxprof.distributed import comm_labels
+    from fxprof.core.ranks import comm_labels
 
     labels = comm_labels(df)
     assert set(labels.index[labels == "communication"]) == {"all_reduce", "_wrap_tensor_autograd_default", "wait_tensor"}
@@ -345,9 +337,9 @@ def test_torchrun_resnet18_command(tmp_path):
 def test_the_rank_columns_are_of_the_same_values_as_the_table():
     """Per-rank medians are of per-run values (calls in a run summed), as median_ms is; a node
     with no finite time has no slowest rank instead of breaking the table."""
-    from fxprof.distributed import with_ranks
-    from fxprof.nodes import NodeInfo
-    from fxprof.profile import Profile
+    from fxprof.core.ranks import with_ranks
+    from fxprof.core.nodes import NodeInfo
+    from fxprof.core.profile import Profile
 
     nodes = [NodeInfo("l", "call_function", "torch.relu", "", "", ""), NodeInfo("q", "call_function", "torch.relu", "", "", "")]
     runs = 4  # 2 ranks x 2 runs; l twice a run (1 ms and 2 ms on rank 1), q never timed (NaN)

@@ -9,7 +9,9 @@ import torch
 from torch import nn
 
 import fxprof
-from fxprof.environment import differences, env_line, environment
+from fxprof.core.environment import differences
+from fxprof.views.text import env_line
+from fxprof.measure.environment import environment
 
 
 def test_environment_records_the_numerics_settings():
@@ -38,7 +40,7 @@ def test_profile_keeps_the_environment_and_prints_it():
 def test_warmup_ms_warms_up_for_at_least_that_long():
     import time
 
-    from fxprof.api import _warm_up
+    from fxprof.measure.loop import _warm_up
 
     runs, steps = [], []
     t0 = time.perf_counter()

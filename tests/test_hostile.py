@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 import fxprof
-from fxprof import cli
+from fxprof.cli import app as cli
 
 from conftest import FakeCostModel, Work
 
@@ -303,7 +303,7 @@ def test_malformed_csv_is_refused_at_load(prof, tmp_path, edit, message):
 
 
 def test_the_published_schema_is_the_one_in_force():
-    from fxprof.validate import SCHEMA
+    from fxprof.io.validate import SCHEMA
 
     doc = pathlib.Path(__file__).parents[1] / "docs" / "format.md"
     text = doc.read_text()
@@ -314,7 +314,7 @@ def test_the_published_schema_is_the_one_in_force():
 def test_every_saved_profile_passes_the_schema(prof, tmp_path):
     import jsonschema
 
-    from fxprof.validate import SCHEMA
+    from fxprof.io.validate import SCHEMA
 
     prof.save(tmp_path / "p.json")
     jsonschema.validate(json.loads((tmp_path / "p.json").read_text()), SCHEMA)
@@ -431,15 +431,15 @@ def test_sigterm_saves_what_was_measured(tmp_path):
 
 
 def test_a_second_interrupt_while_saving_does_not_lose_the_profile(prof, tmp_path, monkeypatch, capsys):
-    import fxprof.io
+    import fxprof.io.jsonfile
 
-    real_dump = fxprof.io.json.dump
+    real_dump = fxprof.io.jsonfile.json.dump
 
     def interrupted_dump(*args, **kwargs):
         signal.raise_signal(signal.SIGINT)  # the user presses Ctrl-C again, mid-write
         return real_dump(*args, **kwargs)
 
-    monkeypatch.setattr(fxprof.io.json, "dump", interrupted_dump)
+    monkeypatch.setattr(fxprof.io.jsonfile.json, "dump", interrupted_dump)
     out = tmp_path / "p.json"
     args = cli.build_parser().parse_args(["profile", "m", "--json", str(out)])
     cli._emit(prof, args)
@@ -449,7 +449,7 @@ def test_a_second_interrupt_while_saving_does_not_lose_the_profile(prof, tmp_pat
 
 
 def test_huge_iters_stop_cleanly_within_the_memory_budget(monkeypatch):
-    from fxprof import budget
+    from fxprof.measure import budget
 
     monkeypatch.setattr(budget, "available_bytes", lambda: 40 * budget.BYTES_PER_SAMPLE * 3 * 2)
     model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())  # 4 nodes a run
@@ -462,7 +462,7 @@ def test_huge_iters_stop_cleanly_within_the_memory_budget(monkeypatch):
 
 def test_a_budget_that_fits_every_run_exactly_stops_nothing():
     """Asked after the last run, the budget has nothing left to stop: the profile is complete."""
-    from fxprof.budget import SampleBudget
+    from fxprof.measure.budget import SampleBudget
 
     budget = SampleBudget(10)
     budget.limit = 100  # samples: exactly 10 runs of 10

@@ -16,7 +16,7 @@ from torch import fx, nn
 
 import fxprof
 from fxprof import NodeExecutionError, ProfilingInterpreter
-from fxprof.recording import Recorder
+from fxprof.measure.recorder import Recorder
 
 from conftest import FakeClock, FakeTimer
 

@@ -16,10 +16,10 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 import fxprof  # noqa: E402
-from fxprof.html import render_html  # noqa: E402
-from fxprof.nodes import NodeInfo  # noqa: E402
-from fxprof.plot import MISSING_MATPLOTLIB  # noqa: E402
-from fxprof.profile import RUN_COLUMNS, SAMPLE_COLUMNS  # noqa: E402
+from fxprof.views.notebook import render_html  # noqa: E402
+from fxprof.core.nodes import NodeInfo  # noqa: E402
+from fxprof.views.plot import MISSING_MATPLOTLIB  # noqa: E402
+from fxprof.core.profile import RUN_COLUMNS, SAMPLE_COLUMNS  # noqa: E402
 
 from conftest import FakeCostModel, FakeTimer, Work  # noqa: E402
 

@@ -11,6 +11,7 @@ from torch import nn
 from torch.profiler import record_function
 
 import fxprof
+import fxprof.measure.loop
 
 from conftest import requires_cuda
 
@@ -166,7 +167,7 @@ def test_an_interrupt_in_the_untimed_passes_keeps_every_timed_run(monkeypatch):
             raise KeyboardInterrupt
         return run
 
-    monkeypatch.setattr(fxprof.api, "anatomy_pass", interrupted_pass)
+    monkeypatch.setattr(fxprof.measure.loop, "anatomy_pass", interrupted_pass)
     with pytest.raises(KeyboardInterrupt) as info:
         fxprof.profile(nn.Linear(4, 4), torch.ones(2, 4), warmup=1, iters=6)
     kept = info.value.profile
@@ -235,7 +236,7 @@ def test_a_model_on_the_meta_device_is_refused_before_anything_runs(capsys):
     cpu, median 29.6 ms" of pure Python overhead."""
     import torchvision
 
-    from fxprof import cli
+    from fxprof.cli import app as cli
 
     model = torchvision.models.resnet18(weights=None).eval().to("meta")
     with pytest.raises(ValueError, match="meta device, which holds no data and computes nothing"):

@@ -15,8 +15,9 @@ from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 import fxprof
-from fxprof.nodes import NodeInfo, describe_graph
-from fxprof.profile import Profile
+from fxprof.core.nodes import NodeInfo
+from fxprof.measure.graph import describe_graph
+from fxprof.core.profile import Profile
 
 torch._logging.set_logs(dynamo=logging.ERROR)  # graph-break warnings are expected here
 

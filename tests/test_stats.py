@@ -13,8 +13,8 @@ import torch
 from torch import nn
 
 import fxprof
-from fxprof.render import spread_flags
-from fxprof.stats import outlier_fence, outlier_mask
+from fxprof.views.text import spread_flags
+from fxprof.core.stats import outlier_fence, outlier_mask
 
 from conftest import FakeTimer, Work
 

@@ -15,10 +15,11 @@ import pytest
 import torch
 
 import fxprof
-from fxprof.columnar import SampleColumns
-from fxprof.nodes import NodeInfo
-from fxprof.profile import SAMPLE_COLUMNS
-from fxprof.recording import Recorder, Recording
+from fxprof.core.columnar import SampleColumns
+from fxprof.core.nodes import NodeInfo
+from fxprof.core.profile import SAMPLE_COLUMNS
+from fxprof.measure.recorder import Recorder
+from fxprof.core.recording import Recording
 
 from conftest import FakeCostModel, FakeTimer, Work
 

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 import fxprof
-from fxprof.render import render_compare
-from fxprof.tables import format_ms, render_fitted, shorten, terminal_width
+from fxprof.views.text import render_compare
+from fxprof.views.tables import format_ms, render_fitted, shorten, terminal_width
 
 from conftest import FakeCostModel, FakeTimer, Work
 
@@ -99,7 +99,7 @@ def test_zero_top_means_every_row_everywhere(clock):
     assert prof.summary(top=0) == prof.summary(top=None)
     assert "more nodes" in prof.summary(top=3)
     assert prof._repr_html_().count("<tr>") == 1 + 8
-    from fxprof.html import render_html
+    from fxprof.views.notebook import render_html
 
     assert render_html(prof, top=0).count("<tr>") == 1 + 8
 

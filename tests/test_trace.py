@@ -9,8 +9,8 @@ import pytest
 import torch
 
 import fxprof
-from fxprof.export import KINETO_BASE_INTERVAL_S, chrome_trace_events, kineto_base_ns, merge_chrome_traces
-from fxprof.runs import parse_runs
+from fxprof.views.trace import KINETO_BASE_INTERVAL_S, chrome_trace_events, kineto_base_ns, merge_chrome_traces
+from fxprof.core.runs import parse_runs
 
 from conftest import FakeCostModel, FakeTimer, Work
 

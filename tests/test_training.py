@@ -17,12 +17,12 @@ import torch
 from torch import nn
 
 import fxprof
-from fxprof.compare import compare
-from fxprof.export import chrome_trace_events
-from fxprof.nodes import NodeInfo
-from fxprof.profile import Profile
-from fxprof.recording import Recording
-from fxprof.training import default_loss
+from fxprof.core.compare import compare
+from fxprof.views.trace import chrome_trace_events
+from fxprof.core.nodes import NodeInfo
+from fxprof.core.profile import Profile
+from fxprof.core.recording import Recording
+from fxprof.measure.training import default_loss
 
 from conftest import requires_cuda
 

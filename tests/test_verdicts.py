@@ -10,7 +10,7 @@ import torch
 
 import fxprof
 from fxprof.cli import main
-from fxprof.compare import ALPHA, MIN_EFFECT, ComparabilityWarning, comparability
+from fxprof.core.compare import ALPHA, MIN_EFFECT, ComparabilityWarning, comparability
 
 from conftest import FakeTimer, Work
 from test_stats import BASE_MS, RUNS, Chain
@@ -176,7 +176,7 @@ def test_cli_compare_shows_p_values_verdicts_interval_and_warnings(clock, tmp_pa
 
 
 def test_cli_defaults_match_the_library():
-    from fxprof.cli import build_parser
+    from fxprof.cli.app import build_parser
 
     args = build_parser().parse_args(["compare", "a", "b"])
     assert args.alpha == ALPHA and args.min_effect == MIN_EFFECT and args.keep_outliers is False
@@ -188,7 +188,7 @@ def test_batched_p_values_equal_one_scipy_call_per_node():
     import numpy as np
     from scipy.stats import mannwhitneyu
 
-    from fxprof.stats import node_p_values
+    from fxprof.core.stats import node_p_values
 
     rng = np.random.default_rng(0)
     pairs = []
@@ -212,8 +212,8 @@ def test_the_test_is_of_the_same_values_as_the_ratio_when_a_node_runs_twice_a_ru
     import numpy as np
     import pandas as pd
 
-    from fxprof.nodes import NodeInfo
-    from fxprof.profile import Profile
+    from fxprof.core.nodes import NodeInfo
+    from fxprof.core.profile import Profile
 
     nodes = [NodeInfo("l", "call_function", "torch.relu", "", "", "")]
     rng = np.random.default_rng(0)
@@ -234,8 +234,8 @@ def test_the_test_is_of_the_same_values_as_the_ratio_when_a_node_runs_twice_a_ru
 def test_three_runs_a_side_cannot_tell_and_say_so(clock):
     """issue 26 #7: with 3 runs a side the smallest possible p-value is 0.1, so b exactly 3x a
     was called "same" on every node; it is "too few runs" now, in the table and the header."""
-    from fxprof.render import render_compare
-    from fxprof.stats import smallest_p_value
+    from fxprof.views.text import render_compare
+    from fxprof.core.stats import smallest_p_value
 
     def three(scale):
         costs = [[base * scale * f for f in (1.0, 1.02, 0.98)] for base in BASE_MS]

@@ -25,9 +25,10 @@ import torch
 from torch.profiler import ProfilerActivity
 
 import fxprof
-from fxprof.bridge import times_from_events
-from fxprof.interpreter import ProfilingInterpreter, Recorder
-from fxprof.timers import CpuTimer, CudaEventTimer
+from fxprof.measure.bridge import times_from_events
+from fxprof.measure.interpreter import ProfilingInterpreter
+from fxprof.measure.recorder import Recorder
+from fxprof.measure.timers import CpuTimer, CudaEventTimer
 
 from common import MODELS, build, env, print_table, spearman, write_json
 

@@ -1,4 +1,4 @@
-"""Memory per sample: what fxprof.budget.BYTES_PER_SAMPLE should be.
+"""Memory per sample: what fxprof.measure.budget.BYTES_PER_SAMPLE should be.
 
     python tests/benchmarks/memory.py [--iters 2000] [--nodes 20]
 
@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 import fxprof
-from fxprof import budget
+from fxprof.measure import budget
 
 
 def main() -> None:

@@ -29,8 +29,8 @@ import torch
 import torchvision
 
 import fxprof
-from fxprof.models import parse_input
-from fxprof.training import default_loss, make_optimizer
+from fxprof.cli.models import parse_input
+from fxprof.measure.training import default_loss, make_optimizer
 
 from common import env, print_table, write_json
 

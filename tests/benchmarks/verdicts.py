@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 import fxprof
-from fxprof.compare import MIN_EFFECT
+from fxprof.core.compare import MIN_EFFECT
 
 from common import build, env, print_table, write_json
 

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import textwrap
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 import numpy as np
 import pandas as pd
 
+from ..vocab import EVENT_TIMERS
 from .tables import format_ms, hidden_note, render_fitted
 
 if TYPE_CHECKING:
-    from .profile import Profile
+    from ..core.profile import Profile
 
 __all__ = ["render_summary", "render_body", "render_compare", "render_header", "render_table", "DEFAULT_COLUMNS", "GROUP_COLUMNS", "HIGH_SPREAD", "HIGH_TAIL", "spread_flags"]
 
@@ -46,7 +47,7 @@ def render_header(profile: "Profile") -> str:
     ]
     lines = [" | ".join(parts)]
     inputs = meta.get("inputs")
-    from .distributed import rank_inputs
+    from ..core.ranks import rank_inputs
 
     if inputs and len(profile.ranks) > 1 and rank_inputs(meta):
         lines.append("inputs: differ between ranks (see below)")  # rank 0's alone would pass for every rank's
@@ -59,7 +60,6 @@ def render_header(profile: "Profile") -> str:
         lines.append(f"note: {meta['capture_note']}")
     if meta.get("nested_compile_note"):
         lines.append(f"note: {meta['nested_compile_note']}")
-    from .environment import env_line  # what the numbers depend on, and what could not be timed right
 
     if env_line(meta):
         lines.append(env_line(meta))
@@ -89,7 +89,7 @@ def render_header(profile: "Profile") -> str:
     else:
         lines.append("no timed runs recorded")
     if profile.ranks:  # torch.distributed: the ranks, their barrier skew, the straggler
-        from .distributed import rank_header
+        from .ranks import rank_header
 
         lines.extend(rank_header(profile))
     if meta.get("backward") and profile.num_runs:
@@ -103,7 +103,7 @@ def render_header(profile: "Profile") -> str:
 
 def _outlier_lines(profile: "Profile") -> list[str]:
     """Which runs the statistics leave out (or keep), and the rule."""
-    from .stats import OUTLIER_FENCE_IQR, OUTLIER_MIN_RATIO, outlier_fence
+    from ..core.stats import OUTLIER_FENCE_IQR, OUTLIER_MIN_RATIO, outlier_fence
 
     outliers = profile.outlier_runs
     if not outliers:
@@ -232,7 +232,7 @@ def spread_notes(flags: pd.Series) -> list[str]:
 
 
 def is_device_timer(profile: "Profile") -> bool:
-    return profile.meta.get("timer") in ("cuda", "kernel")
+    return profile.meta.get("timer") in EVENT_TIMERS
 
 
 def render_body(
@@ -251,8 +251,8 @@ def render_body(
     ``sort`` orders rows (descending unless ``ascending``; None keeps graph order), ``top``
     keeps the first rows (None or 0: all), ``columns`` picks columns (of the node table, or of
     the roll-up with ``group_by``), ``width`` fits the text to that many characters."""
-    from .profile import sort_table
-    from .rollup import group_by as roll_up
+    from ..core.profile import sort_table
+    from ..core.rollup import group_by as roll_up
 
     if group_by is not None:
         groups = roll_up(table, group_by, depth=depth)
@@ -284,7 +284,7 @@ def render_body(
 
 def _render_groups(groups: pd.DataFrame, key: str, depth: int, top: int | None, sort: str | None = "pct",
                    ascending: bool = False, columns: Iterable[str] | None = None, width: int | None = None) -> str:
-    from .profile import sort_table
+    from ..core.profile import sort_table
 
     groups = sort_table(groups, sort, ascending, what="a roll-up")
     if columns is None:
@@ -350,7 +350,7 @@ def render_compare(
     if width:  # prose lines wrap; only the table is fitted
         lines = [textwrap.fill(line, width, subsequent_indent="  ") for line in lines]
     lines.append("")
-    from .profile import sort_table
+    from ..core.profile import sort_table
 
     diff = sort_table(diff, sort, ascending, what="a comparison")
     if columns is None:
@@ -371,3 +371,27 @@ def render_compare(
             more = f", ... ({len(names) - 20} more)" if len(names) > 20 else ""
             lines.append(f"only in {side}: {', '.join(names[:20])}{more}")
     return "\n".join(lines)
+
+
+def env_line(meta: Mapping[str, Any]) -> str:
+    """One header line: what the numbers depend on (empty when ``meta`` has no ``env``)."""
+    env = meta.get("env")
+    if not env:
+        return ""
+    parts = []
+    if env.get("cuda"):
+        gpus = [d for d in env.get("devices", []) if d.startswith("cuda")]
+        if gpus:
+            parts.append("; ".join(gpus))
+            parts.append(f"CUDA {env['cuda']}, cuDNN {env.get('cudnn') or '?'}")
+            parts.append(f"TF32 matmul {'on' if env.get('tf32_matmul') else 'off'}, cuDNN {'on' if env.get('tf32_cudnn') else 'off'}")
+            parts.append(f"cudnn.benchmark {'on' if env.get('cudnn_benchmark') else 'off'}"
+                         + (", deterministic" if env.get("cudnn_deterministic") else ""))
+    parts.append(f"matmul precision {env.get('float32_matmul_precision', '?')}")
+    parts.append(f"autocast {env.get('autocast', '?')}")
+    if env.get("deterministic_algorithms"):
+        parts.append("deterministic algorithms")
+    warm = meta.get("warmup_runs")
+    if warm is not None and meta.get("warmup_ms"):
+        parts.append(f"warm-up {warm} runs / {meta['warmup_ms']:g} ms asked")
+    return "env: " + " | ".join(parts)

@@ -33,12 +33,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..vocab import EVENT_TIMERS
+
 __all__ = ["bound_verdicts", "LAUNCH_IDLE_SHARE", "DEVICE_TIMERS", "VERDICTS"]
 
 #: a node is launch-bound when the device idled for more than this share of its stream time
 LAUNCH_IDLE_SHARE = 0.5
 #: timers whose samples carry device timelines (the verdict is empty for the others)
-DEVICE_TIMERS = ("cuda", "kernel")
+DEVICE_TIMERS = EVENT_TIMERS  # the timers with a device timeline of their own
 VERDICTS = ("", "sync", "launch", "device")
 
 

@@ -29,9 +29,10 @@ from typing import Any
 import torch
 from torch import fx
 
-from ._tree import clone_tensors, tensors_in
+from .tree import clone_tensors, tensors_in
 from .interpreter import resolve_call
-from .recording import Recording, append_marks
+from ..core.recording import Recording
+from .recorder import append_marks
 from .timers import Timer
 
 __all__ = ["isolated_pass", "HOLD_FACTOR", "HOLD_MARGIN_MS"]

@@ -31,15 +31,16 @@ from typing import Any, Callable, Iterator
 import torch
 from torch import fx, nn
 
-from .errors import TraceError
+from ..errors import TraceError
 from .interpreter import ProfilingInterpreter, Recorder
-from .nodes import NodeInfo, describe_graph, normalize_scope
+from ..core.nodes import NodeInfo
+from .graph import describe_graph, normalize_scope
 from .state import preserved_buffers
+from ..vocab import CAPTURES
 from .tracer import trace
 
 __all__ = ["CAPTURES", "Capture", "capture_model", "explain_trace_failure"]
 
-CAPTURES = ("auto", "symbolic", "dynamo", "export")
 
 # A pass over one graph: (graph module, graph label, inputs) -> (output, {node: record})
 PassFn = Callable[[fx.GraphModule, str, tuple], "tuple[Any, dict[str, dict[str, Any]]]"]
@@ -76,7 +77,7 @@ def explain_trace_failure(exc: BaseException) -> str:
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _FX_DIR = os.path.join(_TORCH_DIR, "fx") + os.sep
-_HERE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # the fxprof package
 # "from user code:\n   File "x.py", line 12, in forward" (dynamo and export errors)
 _USER_CODE = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
 
@@ -382,7 +383,7 @@ class _DynamoSession:
 
 
 _TORCH_PRIVATE = os.path.join(os.path.dirname(torch.__file__), "_")
-_FXPROF_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_FXPROF_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
 def _is_internal(filename: str) -> bool:

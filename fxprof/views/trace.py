@@ -33,11 +33,12 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence, Union
 
 import numpy as np
 
-from .io import atomic_write
-from .runs import parse_runs, run_labels
+from ..io import atomic_write
+from ..vocab import CUDA_TIMERS
+from ..core.runs import parse_runs, run_labels
 
 if TYPE_CHECKING:
-    from .profile import Profile
+    from ..core.profile import Profile
 
 __all__ = ["chrome_trace_events", "write_chrome_trace", "trace_runs", "merge_chrome_traces", "epoch_ns", "kineto_base_ns"]
 
@@ -53,20 +54,6 @@ def kineto_base_ns(epoch_ns: int) -> int:
     """The ``baseTimeNanoseconds`` torch.profiler writes for a trace taken at ``epoch_ns``."""
     interval = KINETO_BASE_INTERVAL_S * 1_000_000_000
     return (int(epoch_ns) // interval) * interval
-
-
-def epoch_ns(timer: Any, host_ns: int, tries: int = 5) -> int:
-    """The Unix-epoch time (ns, ``time.time_ns()``'s clock, which Kineto uses) of a reading
-    ``host_ns`` of ``timer.host_ns()``. The offset between the two clocks is read ``tries``
-    times, and the reading pair with the shortest gap is kept."""
-    best = None
-    for _ in range(max(tries, 1)):
-        a = timer.host_ns()
-        wall = time.time_ns()
-        b = timer.host_ns()
-        if best is None or b - a < best[0]:
-            best = (b - a, wall - (a + b) // 2)
-    return int(host_ns) + best[1]
 
 
 def trace_runs(profile: "Profile", runs: Runs = "representative") -> dict[int, str]:
@@ -104,7 +91,7 @@ class _Spans:
     def __init__(self, profile: "Profile", runs: Runs):
         _check_timeline(profile)
         meta = profile.meta
-        self.device_track = meta.get("timer") in ("cuda", "sync", "kernel")
+        self.device_track = meta.get("timer") in CUDA_TIMERS
         self.labels = trace_runs(profile, runs)
         offset_ms = _offset_us(meta) / 1000.0
         table = profile.runs
@@ -189,7 +176,7 @@ def chrome_trace_events(profile: "Profile", runs: Runs = "representative") -> li
     """The trace events of a profile: metadata, one span per chosen run, then one span per node
     per chosen run per track (see :func:`trace_runs` for ``runs``)."""
     if len(profile.ranks) > 1:  # torch.distributed ranks: one trace process per rank
-        from .distributed import trace_events
+        from .ranks import trace_events
 
         return trace_events(profile, runs)
     spans = _Spans(profile, runs)

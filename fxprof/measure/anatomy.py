@@ -15,25 +15,12 @@ import torch
 from torch import fx
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from ._tree import tensors_in
+from .tree import tensors_in
+from ..vocab import ANATOMY_COLUMNS
 from .bridge import RANGE_PREFIX, events_from_kineto, kineto_quiet, memory_by_range
 
 __all__ = ["ANATOMY_COLUMNS", "anatomy_pass", "memory_pass", "describe_shape"]
 
-#: per-node columns from the anatomy passes: name -> pandas dtype
-ANATOMY_COLUMNS: dict[str, str] = {
-    "input_shapes": "str",
-    "output_shape": "str",
-    "dtype": "str",
-    "out_bytes": "Int64",
-    "flops": "Int64",
-    "mem_delta_bytes": "Int64",
-    "mem_peak_bytes": "Int64",
-    "skip_reason": "str",
-    # kept in Profile.anatomy (and saved), used by the ``bound`` verdict, not table columns:
-    "device_ops": "Int64",  # aten ops the node ran that do work (views, metadata, empty: not)
-    "syncs": "Int64",  # CUDA synchronizations the node made (torch.cuda sync debug mode)
-}
 
 
 def describe_shape(value: Any) -> str:

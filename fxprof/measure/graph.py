@@ -7,66 +7,17 @@ its module scope and its innermost ``record_function`` range.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from typing import Any, Callable
 
 import torch
 from torch import fx
 
+from ..core.nodes import NodeInfo
+from ..vocab import SCOPE_SOURCES
 from .tracer import RANGE_ENTER_TARGETS, RANGE_EXIT_TARGETS
 
 __all__ = ["NodeInfo", "describe_graph", "target_name", "op_kind", "normalize_scope", "infer_scopes", "SCOPE_SOURCES"]
-
-#: where a node's ``scope`` came from (the ``scope_source`` column):
-#: ``recorded``: the graph says so (the called module, or the node's ``nn_module_stack``);
-#: ``frame``: dynamo code with no module stack (resumed after a graph break): the module whose
-#: ``forward`` was running; ``inferred``: from the modules that feed the node and consume it
-#: (graphs that other tools made without metadata); "": no scope (the root, graph plumbing).
-SCOPE_SOURCES = ("recorded", "frame", "inferred", "")
-
-
-@dataclasses.dataclass(frozen=True)
-class NodeInfo:
-    """What fxprof knows about a node before running it.
-
-    Attributes:
-        name: the fx node name (unique in its graph).
-        op: ``placeholder``, ``get_attr``, ``call_module``, ``call_function``,
-            ``call_method`` or ``output``.
-        target: the target as text: a module path (``layer1.0.conv1``), a qualified function
-            (``operator.add``, ``torch.flatten``), a method name (``size``) or an attribute path.
-        module_type: the class name of the called module for ``call_module`` nodes, else "".
-        scope: the path of the innermost module the node runs in (``layer1.0`` for the
-            residual add of a BasicBlock, ``layer1.0.conv1`` for that conv); "" at the root.
-        range: the innermost ``record_function`` label the node runs under, else "".
-        kind: the operation, the same whether it came from a module or a function: a
-            ``Conv2d`` module, ``torch.conv2d``, ``F.conv2d`` and ``aten.conv2d.default`` are
-            all ``conv2d``; ``operator.add``, ``x.add_`` and ``aten.add.Tensor`` are ``add``.
-        graph: which captured graph the node belongs to (``g0``, ``g1``... when a model is
-            captured in several pieces, e.g. by ``capture="dynamo"`` at graph breaks); "" when
-            there is one graph.
-        scope_source: how ``scope`` was found: ``recorded``, ``frame``, ``inferred`` or ""
-            (see :data:`SCOPE_SOURCES`).
-        phase: the part of a training step the node belongs to: ``forward``, ``loss``,
-            ``backward`` or ``optimizer`` (see :mod:`fxprof.training`); ``forward`` when only
-            the forward pass is profiled.
-        forward_node: for a backward node, the forward node it differentiates (the one with
-            the same autograd ``seq_nr``); else "".
-    """
-
-    name: str
-    op: str
-    target: str
-    module_type: str
-    scope: str
-    range: str
-    kind: str = ""
-    graph: str = ""
-    scope_source: str = ""
-    phase: str = "forward"
-    forward_node: str = ""
-
 
 def target_name(node: fx.Node) -> str:
     """A readable, stable name for a node's target."""

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ..vocab import GROUP_KEYS, PHASES
+
 __all__ = ["group_by", "GROUP_KEYS", "ROOT", "scope_at_depth"]
 
-GROUP_KEYS = ("op", "module_type", "range", "scope", "graph", "phase", "comm")
 #: the phases of a training step (fxprof.training), in the order they run
-PHASES = ("forward", "loss", "backward", "optimizer")
 #: the label of nodes that sit at the model's root (no enclosing module) in scope roll-ups
 ROOT = "(root)"
 #: the label of graph plumbing: inputs (under dynamo these include the lifted parameters),
@@ -42,7 +42,7 @@ def _labels(table: pd.DataFrame, key: str, depth: int) -> pd.Series:
     if key == "phase":
         return _phases(table)
     if key == "comm":  # collectives vs the rest (fxprof.distributed)
-        from .distributed import comm_labels
+        from .ranks import comm_labels
 
         return comm_labels(table)
     if key == "scope":

@@ -12,7 +12,7 @@ import sys
 import torch
 from torch import nn
 
-from .errors import FxprofError
+from ..errors import FxprofError
 
 __all__ = ["load_model", "parse_input", "make_input", "build_inputs", "resolve_modules", "DEFAULT_IMAGE_INPUT"]
 

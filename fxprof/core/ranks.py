@@ -1,7 +1,8 @@
-"""Per-rank profiles under ``torch.distributed``: aligned runs, gathered on one rank, the slow rank named.
+"""Profiles of several ranks: the merge, per-rank statistics and the straggler rule (no torch).
 
-Under an initialized process group (``torchrun``, or ``init_process_group`` by hand: gloo on
-the CPU, NCCL on GPUs) :func:`fxprof.profile` on every rank:
+The measuring side lives in :mod:`fxprof.measure.ranks`. Under an initialized process group
+(``torchrun``, or ``init_process_group`` by hand: gloo on the CPU, NCCL on GPUs)
+:func:`fxprof.profile` on every rank:
 
 - checks that every rank asked for the same runs (``warmup``, ``warmup_ms``, ``iters``,
   ``mode``), so that no rank waits forever for a barrier another rank never reaches;
@@ -31,16 +32,11 @@ runs. Medians, and most runs, so that a few runs disturbed by something else nam
 
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
-import os
-import platform
-import time
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 import pandas as pd
-import torch
 
 from .nodes import NodeInfo
 
@@ -48,9 +44,8 @@ if TYPE_CHECKING:
     from .profile import Profile
 
 __all__ = [
-    "gather",
-    "RankSync",
-    "rank_sync",
+    "merge",
+    "with_ranks",
     "straggler",
     "by_rank",
     "rank_table",
@@ -97,94 +92,6 @@ _COLLECTIVE_PREFIXES = (
 )
 
 
-def _dist() -> Any:
-    import torch.distributed as dist
-
-    return dist
-
-
-def is_initialized() -> bool:
-    """True when a default ``torch.distributed`` process group exists."""
-    dist = _dist()
-    return bool(dist.is_available() and dist.is_initialized())
-
-
-# ----------------------------------------------------------------- while profiling
-class RankSync:
-    """This rank's part in aligned runs: a barrier before each timed run, and its waits.
-
-    :func:`fxprof.profile` makes one when a process group is initialized and calls
-    :meth:`barrier` before each timed run, outside the run's marks.
-    """
-
-    def __init__(self, group: Any = None):
-        dist = _dist()
-        self.group = group
-        self.rank = dist.get_rank(group)
-        self.world_size = dist.get_world_size(group)
-        self.backend = str(dist.get_backend(group))
-        #: milliseconds this rank waited in each barrier, in order
-        self.waits_ms: list[float] = []
-
-    def check_same(self, **settings: Any) -> None:
-        """Raise ValueError on every rank unless every rank passed the same ``settings``
-        (every rank must reach the same number of barriers and collectives)."""
-        gathered: list[Any] = [None] * self.world_size
-        _dist().all_gather_object(gathered, settings, group=self.group)
-        differ = {key for s in gathered for key in settings if s.get(key) != settings[key]}
-        if differ:
-            per_rank = "; ".join(f"rank {r}: " + ", ".join(f"{k}={s.get(k)!r}" for k in sorted(differ)) for r, s in enumerate(gathered))
-            raise ValueError(
-                f"fxprof.profile was called with different {', '.join(sorted(differ))} on different ranks "
-                f"({per_rank}); every rank must run the same number of runs, or the barriers before the "
-                f"runs would never line up. Pass the same values on every rank."
-            )
-
-    def barrier(self, proceed: bool = True) -> bool:
-        """Wait for every rank; record the wait (host clock) in :attr:`waits_ms`. Returns True
-        when every rank passed ``proceed=True``: the barrier is an all-reduce (minimum) of that
-        flag, so a rank that must stop (its memory budget) stops every rank at the same run."""
-        t0 = time.perf_counter_ns()
-        agreed = self.agree(proceed, every=True)
-        self.waits_ms.append((time.perf_counter_ns() - t0) / 1e6)
-        return agreed
-
-    def agree(self, mine: bool, every: bool) -> bool:
-        """Whether every rank (``every``) or any rank says yes to ``mine``; every rank must call
-        this at the same point. How fxprof keeps the ranks' run counts equal when a rank decides
-        on its own (warm-up by time, the memory budget): a rank that stopped alone would leave
-        the others waiting forever at the next barrier or collective."""
-        dist = _dist()
-        on_gpu = self.backend == "nccl" and torch.cuda.is_available()
-        flag = torch.tensor([1 if mine else 0], dtype=torch.int32,
-                            device=torch.device("cuda", torch.cuda.current_device()) if on_gpu else torch.device("cpu"))
-        dist.all_reduce(flag, op=dist.ReduceOp.MIN if every else dist.ReduceOp.MAX, group=self.group)
-        return bool(flag.item())
-
-    def meta(self) -> dict[str, Any]:
-        """What a rank's profile says about its place in the job."""
-        return {
-            "rank": self.rank,
-            "world_size": self.world_size,
-            "backend": self.backend,
-            "local_rank": int(os.environ.get("LOCAL_RANK", self.rank)),
-            "hostname": platform.node(),
-        }
-
-    def attach(self, profile: "Profile") -> "Profile":
-        """``profile`` with this rank on its runs and the barrier waits in ``barrier_ms``."""
-        runs = profile.num_runs
-        waits = (self.waits_ms + [np.nan] * runs)[:runs]
-        return with_ranks(profile, [self.rank] * runs, waits)
-
-
-def rank_sync() -> RankSync | None:
-    """A :class:`RankSync` when a ``torch.distributed`` process group is initialized, else None."""
-    if not is_initialized():
-        return None
-    return RankSync()
-
-
 # ------------------------------------------------------------------------ building
 def _anatomy_records(profile: "Profile") -> dict[str, dict[str, Any]]:
     frame = profile.anatomy
@@ -206,38 +113,6 @@ def with_ranks(profile: "Profile", run_ranks: Sequence[int], barrier_ms: Sequenc
     waits = [np.nan if v is None else float(v) for v in (barrier_ms if barrier_ms is not None else [None] * len(runs))]
     runs["barrier_ms"] = np.asarray(waits, dtype=np.float64)
     return Profile(profile.nodes, profile._columns, runs, profile.meta, _anatomy_records(profile))
-
-
-def gather(profile: "Profile", dst: int = 0, group: Any = None) -> "Profile | None":
-    """Collect every rank's profile on rank ``dst``; call it on every rank.
-
-    Returns, on ``dst``, one profile holding every rank's samples and runs (a ``rank`` column in
-    both; :attr:`Profile.ranks`), and None on the other ranks. Without an initialized process
-    group the process is rank 0 of a world of one and ``profile`` comes back as it is.
-
-    When every rank profiled the same graph (data parallel), nodes are shared and the per-node
-    table's statistics are over all ranks. When the ranks' graphs differ (pipeline stages), each
-    rank's node names get an ``rN:`` prefix and ``meta["rank_graphs"]`` says so.
-
-    The profiles travel with ``torch.distributed.gather_object`` (pickle, between the job's own
-    processes; nothing is pickled to disk). With NCCL, each rank must have called
-    ``torch.cuda.set_device`` first, as ``gather_object`` requires.
-    """
-    if not is_initialized():
-        return profile
-    if profile.meta.get("mode") == "isolated":
-        raise ValueError(ISOLATED_UNDER_RANKS)
-    dist = _dist()
-    rank = dist.get_rank(group)
-    if not profile.ranks:  # made before the group existed: no barriers, but this rank
-        profile = with_ranks(profile, [rank] * profile.num_runs)
-        profile.meta.setdefault("rank", rank)
-    parts = profile_parts(profile)
-    received: list[Any] | None = [None] * dist.get_world_size(group) if rank == dst else None
-    dist.gather_object(parts, received, dst=dst if group is None else dist.get_global_rank(group, dst), group=group)
-    if rank != dst:
-        return None
-    return merge(received)  # type: ignore[arg-type]
 
 
 def profile_parts(profile: "Profile") -> tuple[list[NodeInfo], pd.DataFrame, pd.DataFrame, dict[str, Any], dict[str, dict[str, Any]]]:
@@ -506,37 +381,6 @@ def barrier_skew(profile: "Profile") -> dict[str, float] | None:
     return {"median_ms": float(skew.median()), "max_ms": float(skew.max())}
 
 
-def rank_header(profile: "Profile") -> list[str]:
-    """Header lines for a profile with ranks: the ranks, the barrier skew, the straggler."""
-    meta = profile.meta
-    ranks = profile.ranks
-    lines = [f"ranks: {len(ranks)} of world size {meta.get('world_size', len(ranks))} "
-             f"({meta.get('backend', '?')}); node statistics are over all ranks, "
-             f"rank_min_ms/rank_max_ms/slowest_rank compare the ranks' medians"]
-    skew = barrier_skew(profile)
-    if skew is not None:
-        lines.append(f"barrier before each run: the ranks arrived a median {skew['median_ms']:.3f} ms apart "
-                     f"(max {skew['max_ms']:.3f} ms)")
-    found = straggler(profile)
-    differ = rank_inputs(meta)
-    if differ:
-        lines.append("inputs differ between ranks: " + "; ".join(f"rank {r}: {', '.join(v) or 'none'}" for r, v in differ.items())
-                     + "; the ranks did different work, so no straggler is named (compare busy times knowing that)")
-    elif found is not None:
-        lines.append(
-            f"straggler: rank {found['rank']}: busy {found['busy_ms']:.3f} ms per run (median; run time "
-            f"minus collectives), {found['ratio']:.2f}x the other ranks' {found['others_ms']:.3f} ms, "
-            f"busiest in {found['slowest_runs']} of {found['runs']} runs (rule: median above "
-            f"{1 + STRAGGLER_MARGIN:.2f}x the others' and busiest in {STRAGGLER_RUNS:.0%} of runs or more)"
-        )
-    elif len(ranks) > 1 and not profile.runs.empty and not differ:
-        lines.append(f"straggler: none (no rank's median busy time, run minus collectives, is above "
-                     f"{1 + STRAGGLER_MARGIN:.2f}x the other ranks' while busiest in {STRAGGLER_RUNS:.0%} of runs)")
-    if meta.get("rank_graphs"):
-        lines.append(f"note: {meta['rank_graphs']}")
-    return lines
-
-
 def rank_profile(profile: "Profile", rank: int) -> "Profile":
     """One rank's samples and runs of a gathered profile, as a plain (rank-less) profile."""
     from .profile import RUN_COLUMNS, SAMPLE_COLUMNS, Profile
@@ -546,83 +390,6 @@ def rank_profile(profile: "Profile", rank: int) -> "Profile":
     samples = profile.samples
     samples = samples[samples["run"].isin(runs["run"])][list(SAMPLE_COLUMNS)]
     return Profile(profile.nodes, samples, runs[list(RUN_COLUMNS)], {**profile.meta, "rank": rank}, _anatomy_records(profile))
-
-
-def trace_events(profile: "Profile", runs: Any = "representative") -> list[dict[str, Any]]:
-    """Chrome trace events of a profile with ranks: one trace process per rank (pid rank + 1),
-    each with the runs ``runs`` picks among that rank's (see :func:`fxprof.export.trace_runs`).
-    Runs named by number are each rank's own run numbers (``rank_run``: 0 to iters - 1 on every
-    rank), as under ``torchrun`` every rank counted them.
-
-    Each rank's runs start at its own first run's start; the barrier before that run lines the
-    ranks up to within the barrier skew shown in the header.
-    """
-    from .export import chrome_trace_events
-    from .runs import parse_runs
-
-    selection = parse_runs(runs)
-    events: list[dict[str, Any]] = []
-    for rank in profile.ranks:
-        one = rank_profile(profile, rank)
-        chosen: Any = runs
-        if selection[0] == "list":  # the rank's own run numbers -> this profile's run numbers
-            mine = profile.runs[profile.runs["rank"] == rank]
-            own = dict(zip(mine["rank_run"].astype(int), mine["run"].astype(int)))
-            missing = [r for r in selection[1] if r not in own]
-            if missing:
-                raise ValueError(f"rank {rank} has no run(s) {', '.join(map(str, missing))}; its runs are 0..{len(own) - 1}")
-            chosen = [own[r] for r in selection[1]]
-        for event in chrome_trace_events(one, chosen):
-            event = {**event, "pid": rank + 1}
-            if event.get("ph") == "M" and event.get("name") == "process_name":
-                event["args"] = {"name": f"fxprof: {profile.meta.get('model', 'model')} rank {rank}"}
-                events.append(event)
-                events.append({"ph": "M", "name": "process_sort_index", "pid": rank + 1, "tid": 0, "args": {"sort_index": rank}})
-                continue
-            events.append(event)
-    return events
-
-
-# -------------------------------------------------------------------------- the CLI
-def launched() -> bool:
-    """True when this process was started by ``torchrun`` (or set up like it: WORLD_SIZE and RANK)."""
-    return "WORLD_SIZE" in os.environ and "RANK" in os.environ
-
-
-@contextlib.contextmanager
-def process_group_from_env(device: str) -> Iterator[str]:
-    """Under ``torchrun``: initialize the default process group from the environment (NCCL for
-    a CUDA ``device``, gloo otherwise), yield the device this rank should use
-    (``cuda:LOCAL_RANK`` for a plain ``cuda``), and destroy the group on the way out.
-    Elsewhere: yield ``device`` unchanged."""
-    dist = _dist()
-    if not launched() or dist.is_initialized():
-        yield device
-        return
-    if not dist.is_available():
-        raise RuntimeError("this torch build has no torch.distributed; run fxprof without torchrun")
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    try:
-        parsed = torch.device(device)
-    except RuntimeError:  # the command reports a bad --device itself
-        parsed = torch.device("cpu")
-    backend = "gloo"
-    if parsed.type == "cuda" and torch.cuda.is_available():
-        if parsed.index is None:
-            device = f"cuda:{local_rank}"
-        torch.cuda.set_device(torch.device(device))
-        backend = "nccl"
-    dist.init_process_group(backend=backend)
-    try:
-        yield device
-    finally:
-        with contextlib.suppress(Exception):
-            dist.destroy_process_group()
-
-
-def this_rank() -> int:
-    """This process's rank (0 without a process group)."""
-    return _dist().get_rank() if is_initialized() else 0
 
 
 def comm_labels(table: pd.DataFrame) -> pd.Series:

@@ -9,7 +9,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .anatomy import ANATOMY_COLUMNS
+from ..vocab import ANATOMY_COLUMNS
 from .columnar import SampleColumns
 from .recording import Recording
 from .nodes import NodeInfo
@@ -170,7 +170,7 @@ class Profile:
 
     def by_rank(self) -> pd.DataFrame:
         """One row per (node, rank); see :func:`fxprof.distributed.by_rank`."""
-        from .distributed import by_rank
+        from .ranks import by_rank
 
         return by_rank(self)
 
@@ -355,7 +355,7 @@ class Profile:
         table["gflops_per_s"] = flops / median / 1e6
         table["cum_pct"] = table["pct"].cumsum()
         if "rank" in self._runs.columns:  # torch.distributed ranks: per-rank spread
-            from .distributed import RANK_TABLE_COLUMNS, rank_spread
+            from .ranks import RANK_TABLE_COLUMNS, rank_spread
 
             table = table.join(rank_spread(self, runs), how="left")
             return table[[*TABLE_COLUMNS, *RANK_TABLE_COLUMNS]].astype({**COLUMNS, **RANK_TABLE_COLUMNS})
@@ -372,7 +372,7 @@ class Profile:
         """Roll node times up by ``key``; see :func:`fxprof.rollup.group_by`. ``"rank"`` gives
         one row per ``torch.distributed`` rank (:func:`fxprof.distributed.rank_table`)."""
         if key == "rank":
-            from .distributed import rank_table
+            from .ranks import rank_table
 
             return rank_table(self)
         from .rollup import group_by
@@ -408,7 +408,7 @@ class Profile:
             width: fit the table to this many characters (long names shortened, then the
                 least important columns dropped, with a note); None: no limit.
         """
-        from .render import render_summary
+        from ..views.text import render_summary
 
         return render_summary(self, sort=sort, top=top, columns=columns, group_by=group_by, depth=depth,
                               ascending=ascending, width=width)
@@ -418,7 +418,7 @@ class Profile:
 
     def _repr_html_(self) -> str:
         """Jupyter's rich display: the header and the top nodes, shares as bars (see :mod:`fxprof.html`)."""
-        from .html import render_html
+        from ..views.notebook import render_html
 
         return render_html(self)
 
@@ -438,7 +438,7 @@ class Profile:
         :class:`~fxprof.errors.ProfileWriteError` if the path is not writable; the profile
         itself is untouched.
         """
-        from .io import write_csv
+        from ..io import write_csv
 
         write_csv(self.df, path)
 
@@ -453,7 +453,7 @@ class Profile:
         slowest run by ``total_ms``), ``"all"``, ``"median"``, ``"first:N"``, ``"last:N"``,
         ``"0-4"``, ``"0,5,9"``, or run numbers. Written atomically.
         """
-        from .export import write_chrome_trace
+        from ..views.trace import write_chrome_trace
 
         write_chrome_trace(self, path, runs=runs)
 
@@ -465,7 +465,7 @@ class Profile:
 
         Lossless: :func:`fxprof.load` gives back an equal profile from either. Written atomically.
         """
-        from .io import save_profile
+        from ..io import save_profile
 
         save_profile(self, path)
 

@@ -1,7 +1,7 @@
 """The binary profile file: every sample as numpy columns in a zip, with a JSON header. Never pickle.
 
 ``Profile.save("p.npz")`` writes this format (any other extension writes the JSON of
-:mod:`fxprof.io`); :func:`fxprof.load`, ``fxprof show`` and ``fxprof compare`` read both,
+:mod:`fxprof.io.jsonfile`); :func:`fxprof.load`, ``fxprof show`` and ``fxprof compare`` read both,
 telling them apart by content. The file is an uncompressed zip (numpy's ``.npz`` layout, so
 ``numpy.load(path)`` opens it too) holding:
 
@@ -30,16 +30,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from .anatomy import ANATOMY_COLUMNS
-from .columnar import SampleColumns
-from .errors import ProfileFormatError
-from .io import atomic_write
-from .nodes import NodeInfo
-from .profile import NODE_COLUMNS, RUN_COLUMNS
+from ..core.columnar import SampleColumns
+from ..core.profile import RUN_COLUMNS
+from ..errors import ProfileFormatError
+from .atomic import atomic_write
+from .header import decode_anatomy, decode_nodes, encode_header
 from .validate import check_profile
 
 if TYPE_CHECKING:
-    from .profile import Profile
+    from ..core.profile import Profile
 
 __all__ = ["save_npz", "load_npz", "NPZ_FORMAT_NAME", "NPZ_FORMAT_VERSION"]
 
@@ -58,18 +57,8 @@ def save_npz(profile: "Profile", path: str | os.PathLike) -> None:
     """Write ``profile`` as binary columns plus a JSON header, atomically."""
     columns: SampleColumns = profile._columns
     runs = profile.runs
-    header = {
-        "format": NPZ_FORMAT_NAME,
-        "version": NPZ_FORMAT_VERSION,
-        "meta": profile.meta,
-        "nodes": [{"name": n.name, **{col: getattr(n, col) for col in NODE_COLUMNS}} for n in profile.nodes],
-        "anatomy": {
-            col: [None if pd.isna(v) else (v if isinstance(v, str) else int(v)) for v in profile.anatomy[col]]
-            for col in ANATOMY_COLUMNS
-        },
-        "samples": len(columns),
-        "runs": len(runs),
-    }
+    header = {"format": NPZ_FORMAT_NAME, "version": NPZ_FORMAT_VERSION, **encode_header(profile),
+              "samples": len(columns), "runs": len(runs)}
     arrays: dict[str, np.ndarray] = {f"samples/{col}": getattr(columns, col) for col in _SAMPLE_ARRAYS if col not in _OPTIONAL}
     if columns.kernel_ms is not None:
         arrays["samples/kernel_ms"] = columns.kernel_ms
@@ -136,23 +125,19 @@ def _read(path: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
 
 def _build(path: str, header: dict[str, Any], arrays: dict[str, np.ndarray]) -> "Profile":
     """The Profile from a read header and arrays, after checking that they fit together."""
-    from .profile import Profile
+    from ..core.profile import Profile
 
     try:
-        nodes = [NodeInfo(**{"name": n["name"], **{c: n.get(c, "") for c in NODE_COLUMNS}}) for n in header["nodes"]]
+        nodes = decode_nodes(header["nodes"])
         samples = {col: _array(arrays, f"samples/{col}", kind, header["samples"], optional=col in _OPTIONAL)
                    for col, kind in _SAMPLE_ARRAYS.items()}
         runs = {col: _array(arrays, f"runs/{col}", "i" if col == "run" else "f", header["runs"]) for col in RUN_COLUMNS}
         columns = SampleColumns([n.name for n in nodes], samples["node"], samples["run"], samples["time_ms"], samples["host_ms"],
                                 samples["start_ms"], samples["host_start_ms"], samples["kernel_ms"], copy=False)
-        anatomy_columns = header.get("anatomy") or {}
-        anatomy = {
-            n.name: {col: values[i] for col, values in anatomy_columns.items() if col in ANATOMY_COLUMNS}
-            for i, n in enumerate(nodes)
-        }
+        anatomy = decode_anatomy(header.get("anatomy"), nodes)
         profile = Profile(nodes, columns, pd.DataFrame(runs), header.get("meta") or {}, anatomy)
         if "runs/rank" in arrays:  # torch.distributed ranks (fxprof.gather)
-            from .distributed import with_ranks
+            from ..core.ranks import with_ranks
 
             ranked = {col: _array(arrays, f"runs/{col}", "f" if col == "barrier_ms" else "i", header["runs"])
                       for col in _RANK_ARRAYS}

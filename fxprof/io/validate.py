@@ -26,10 +26,10 @@ from typing import TYPE_CHECKING, Any, Mapping
 import numpy as np
 import pandas as pd
 
-from .errors import ProfileFormatError
+from ..errors import ProfileFormatError
 
 if TYPE_CHECKING:
-    from .profile import Profile
+    from ..core.profile import Profile
 
 __all__ = ["SCHEMA", "parse_json", "check_document", "check_profile", "parse_table"]
 

@@ -36,9 +36,10 @@ import torch
 from torch import fx
 
 from .bridge import RANGE_PREFIX
-from .errors import NodeExecutionError, describe_value
-from .nodes import target_name
-from .recording import Recorder, Recording, append_marks
+from ..errors import NodeExecutionError, describe_value
+from .graph import target_name
+from ..core.recording import Recording
+from .recorder import Recorder, append_marks
 from .timers import Timer
 
 __all__ = ["ProfilingInterpreter", "Recorder", "Recording", "append_marks", "resolve_call"]

@@ -38,22 +38,22 @@ from typing import Any, Callable
 import torch
 from torch import fx, nn
 
-from ._tree import tensors_in
-from .capture import CAPTURES, Capture, PassFn
-from .errors import TraceError
+from .tree import tensors_in
+from ..vocab import CAPTURES, OPTIMIZERS, PHASES
+from .capture import Capture, PassFn
+from ..errors import TraceError
 from .interpreter import ProfilingInterpreter
-from .nodes import NodeInfo, _is_torch_nn_leaf, describe_graph, normalize_scope
-from .recording import Recorder
+from ..core.nodes import NodeInfo
+from .graph import _is_torch_nn_leaf, describe_graph, normalize_scope
+from .recorder import Recorder
 
 __all__ = ["PHASES", "TrainingCapture", "capture_training", "default_loss", "make_optimizer", "OPTIMIZERS"]
 
 #: the phases of a training step, in the order they run
-PHASES = ("forward", "loss", "backward", "optimizer")
 #: scope labels of nodes that belong to no module of the model
 LOSS_SCOPE = "(loss)"
 OPTIMIZER_SCOPE = "(optimizer)"
 #: the optimizers ``make_optimizer`` (and the CLI's ``--optimizer``) can build
-OPTIMIZERS = ("sgd", "adamw")
 
 
 def default_loss(output: Any) -> torch.Tensor:

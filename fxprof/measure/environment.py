@@ -2,34 +2,22 @@
 
 :func:`environment` reads the settings that change what the same model costs (TF32, matmul
 precision, cuDNN autotuning, autocast) and the devices it ran on; :func:`fxprof.profile` keeps
-them in ``profile.meta["env"]`` and the summary header prints them. :func:`differences` lists
-what two profiles disagree on, and :func:`fxprof.compare` warns about it: a TF32 run against a
+them in ``profile.meta["env"]`` and the summary header prints them. :func:`fxprof.core.environment.differences`
+lists what two profiles disagree on, and :func:`fxprof.compare` warns about it: a TF32 run against a
 full-precision one is not a like-for-like comparison.
 """
 
 from __future__ import annotations
 
 import warnings
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable
 
 import torch
 
-__all__ = ["environment", "differences", "env_line", "ENV_KEYS"]
+from ..vocab import ENV_KEYS
 
-#: keys of ``meta["env"]`` that change the numbers (compared by :func:`differences`)
-ENV_KEYS = (
-    "devices",
-    "cuda",
-    "cudnn",
-    "tf32_matmul",
-    "tf32_cudnn",
-    "float32_matmul_precision",
-    "cudnn_benchmark",
-    "cudnn_deterministic",
-    "deterministic_algorithms",
-    "autocast",
-    "threads",
-)
+__all__ = ["environment"]
+
 
 
 def _quiet(fn: Any, default: Any = None) -> Any:
@@ -87,44 +75,4 @@ def _device_key(device: torch.device) -> tuple[str, int]:
     """Sort devices by type, then by index (``cuda:2`` before ``cuda:10``)."""
     return (device.type, -1 if device.index is None else device.index)
 
-
-def differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
-    """``"key: a-value vs b-value"`` for every environment setting two metas disagree on.
-
-    Takes ``profile.meta`` dicts; settings one side did not record are not compared.
-    """
-    env_a, env_b = dict(a.get("env") or {}), dict(b.get("env") or {})
-    for side, meta in ((env_a, a), (env_b, b)):  # top-level facts every profile has
-        for key in ("torch", "timer", "device"):
-            if key in meta:
-                side.setdefault(key, meta[key])
-    out = []
-    for key in ("torch", "timer", "device", *ENV_KEYS):
-        if key in env_a and key in env_b and env_a[key] != env_b[key]:
-            out.append(f"{key}: {env_a[key]!r} vs {env_b[key]!r}")
-    return out
-
-
-def env_line(meta: Mapping[str, Any]) -> str:
-    """One header line: what the numbers depend on (empty when ``meta`` has no ``env``)."""
-    env = meta.get("env")
-    if not env:
-        return ""
-    parts = []
-    if env.get("cuda"):
-        gpus = [d for d in env.get("devices", []) if d.startswith("cuda")]
-        if gpus:
-            parts.append("; ".join(gpus))
-            parts.append(f"CUDA {env['cuda']}, cuDNN {env.get('cudnn') or '?'}")
-            parts.append(f"TF32 matmul {'on' if env.get('tf32_matmul') else 'off'}, cuDNN {'on' if env.get('tf32_cudnn') else 'off'}")
-            parts.append(f"cudnn.benchmark {'on' if env.get('cudnn_benchmark') else 'off'}"
-                         + (", deterministic" if env.get("cudnn_deterministic") else ""))
-    parts.append(f"matmul precision {env.get('float32_matmul_precision', '?')}")
-    parts.append(f"autocast {env.get('autocast', '?')}")
-    if env.get("deterministic_algorithms"):
-        parts.append("deterministic algorithms")
-    warm = meta.get("warmup_runs")
-    if warm is not None and meta.get("warmup_ms"):
-        parts.append(f"warm-up {warm} runs / {meta['warmup_ms']:g} ms asked")
-    return "env: " + " | ".join(parts)
 

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any, Union
 import numpy as np
 import pandas as pd
 
-from .compare import compare
-from .profile import Profile, sort_table
-from .rollup import group_by
+from ..core.compare import compare
+from ..core.profile import Profile, sort_table
+from ..core.rollup import group_by
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

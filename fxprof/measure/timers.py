@@ -38,12 +38,12 @@ import numpy as np
 
 import torch
 
-from ._tree import tensors_in
-from .errors import TimerUnavailableError
+from ..vocab import TIMER_NAMES
+from .tree import tensors_in
+from ..errors import TimerUnavailableError
 
 __all__ = ["Timer", "CpuTimer", "CudaEventTimer", "KernelTimer", "SyncTimer", "TIMER_NAMES", "resolve_timer"]
 
-TIMER_NAMES = ("auto", "cpu", "cuda", "sync", "kernel")
 
 
 class Timer:
@@ -316,3 +316,17 @@ def resolve_timer(timer: str | Timer, module: torch.nn.Module, inputs: Iterable[
     built = {"cuda": CudaEventTimer, "sync": SyncTimer, "kernel": KernelTimer}[timer](devices=cuda_devices)
     built.check()
     return built
+
+
+def epoch_ns(timer: Any, host_ns: int, tries: int = 5) -> int:
+    """The Unix-epoch time (ns, ``time.time_ns()``'s clock, which Kineto uses) of a reading
+    ``host_ns`` of ``timer.host_ns()``. The offset between the two clocks is read ``tries``
+    times, and the reading pair with the shortest gap is kept."""
+    best = None
+    for _ in range(max(tries, 1)):
+        a = timer.host_ns()
+        wall = time.time_ns()
+        b = timer.host_ns()
+        if best is None or b - a < best[0]:
+            best = (b - a, wall - (a + b) // 2)
+    return int(host_ns) + best[1]

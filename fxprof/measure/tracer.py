@@ -27,7 +27,7 @@ from typing import Any, Iterable, Iterator
 import torch
 from torch import fx, nn
 
-from .errors import TraceError
+from ..errors import TraceError
 
 __all__ = ["ProfilerTracer", "trace", "RANGE_ENTER_TARGETS", "RANGE_EXIT_TARGETS"]
 

@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from .render import default_columns, is_device_timer, render_header, spread_flags, spread_notes
+from .text import default_columns, is_device_timer, render_header, spread_flags, spread_notes
 from .tables import display_name, formatter_for
 
 if TYPE_CHECKING:
-    from .profile import Profile
+    from ..core.profile import Profile
 
 __all__ = ["render_html", "html_columns", "TOP"]
 

@@ -18,7 +18,7 @@ import threading
 import traceback
 from typing import Any, Iterator, Sequence
 
-from . import __version__
+from ..vocab import CAPTURES, CUDA_TIMERS, GROUP_KEYS, MODES, OPTIMIZERS, TIMER_NAMES, __version__
 
 DESCRIPTION = """\
 Time every node of a PyTorch model's torch.fx graph, on the CPU or the GPU.
@@ -87,7 +87,6 @@ examples:
   fxprof selfcheck --device cuda        # every GPU timer: measured vs known, PASS or FAIL
 """
 
-GROUP_KEYS = ("op", "module_type", "range", "scope", "graph", "phase", "comm", "rank")
 #: a roll-up's columns beyond ``GROUP_COLUMNS`` in a training step (see fxprof.rollup)
 PHASE_COLUMNS = ("forward_ms", "loss_ms", "backward_ms", "optimizer_ms", "bwd_fwd_ratio")
 
@@ -158,7 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--device", default="cpu", help="device for the model and inputs: cpu, cuda, cuda:1 (default: cpu)")
     m.add_argument("--dtype", default="float32", help="dtype of the model and of float inputs: float32, float16, bfloat16, float64 (default: float32)")
     c = p.add_argument_group("capture (how the graph is made)")
-    c.add_argument("--capture", default="auto", choices=["auto", "symbolic", "dynamo", "export"],
+    c.add_argument("--capture", default="auto", choices=CAPTURES,
                    help="auto tries symbolic tracing, then dynamo (default: auto)")
     c.add_argument("--leaf-module", action="append", metavar="CLASS|PATH",
                    help="keep a module as one node: a class (mypkg.layers:Router, mypkg.layers.Router) or a "
@@ -174,14 +173,14 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--warmup-ms", type=float, default=None, metavar="MS",
                    help="also warm up for at least this many ms (default: 200 on CUDA, 0 on the CPU)")
     r.add_argument("--iters", type=int, default=20, metavar="N", help="timed runs (default: 20)")
-    r.add_argument("--timer", default="auto", choices=["auto", "cpu", "cuda", "sync", "kernel"],
+    r.add_argument("--timer", default="auto", choices=TIMER_NAMES,
                    help="auto: cuda events on a GPU, else the CPU clock; kernel: also CUDA kernel time per node (default: auto)")
-    r.add_argument("--mode", default="timed", choices=["timed", "isolated"],
+    r.add_argument("--mode", default="timed", choices=MODES,
                    help="timed: whole runs; isolated: each node re-run --iters times on its real inputs (default: timed)")
     r.add_argument("--backward", action="store_true",
                    help="profile training steps: forward, loss (sum of the outputs) and backward, every node of both "
                         "graphs timed; the model runs in train mode (see docs/training.md)")
-    r.add_argument("--optimizer", choices=["sgd", "adamw"],
+    r.add_argument("--optimizer", choices=OPTIMIZERS,
                    help="with --backward, also zero_grad and step of this optimizer over the model's parameters "
                         "(the model is restored afterwards)")
     r.add_argument("--threads", type=int, default=None, metavar="N", help="torch CPU threads (default: torch's choice); recorded in the profile")
@@ -267,7 +266,7 @@ def _columns(text: str | None) -> list[str] | None:
 
 
 def _bad(message: str) -> Exception:
-    from .errors import FxprofError  # light: errors.py imports no torch
+    from ..errors import FxprofError  # light: errors.py imports no torch
 
     return FxprofError(message)
 
@@ -308,7 +307,7 @@ def check_args(args: argparse.Namespace) -> None:
         if args.trace_runs and not args.trace:
             raise _bad("--trace-runs chooses the runs of --trace; add --trace PATH")
         if args.trace_runs:
-            from .runs import parse_runs
+            from ..core.runs import parse_runs
 
             try:
                 chosen = parse_runs(args.trace_runs)
@@ -329,7 +328,7 @@ def check_args(args: argparse.Namespace) -> None:
             raise _bad(f"--backward takes the forward and backward graphs from AOTAutograd; --capture {args.capture} "
                        f"cannot give a backward graph. Use --capture auto")
         device = args.device.lower()
-        if args.timer in ("cuda", "sync", "kernel") and not device.startswith("cuda"):
+        if args.timer in CUDA_TIMERS and not device.startswith("cuda"):
             raise _bad(f"--timer {args.timer} times a CUDA device, but --device is {args.device}; add --device cuda")
         parse_concrete(args.concrete or [])
         if _this_rank_writes():  # under torchrun only rank 0 writes
@@ -353,22 +352,22 @@ def _this_rank_writes() -> bool:
 def _check_view(args: argparse.Namespace) -> None:
     """--sort and --columns name columns of the table they apply to."""
     if args.command == "compare":
-        from .compare import COMPARE_COLUMNS
+        from ..core.compare import COMPARE_COLUMNS
 
         allowed = list(COMPARE_COLUMNS)
         sortable = [*allowed, "node"]
     elif args.group_by == "rank":
         return  # a fixed table; check_args refuses --sort and --columns with it
     elif args.group_by is not None:
-        from .render import GROUP_COLUMNS
+        from ..views.text import GROUP_COLUMNS
 
         # a training step's roll-up has a column per phase: only a profile of one has them
         training = args.command == "show" or args.backward
         allowed = [*GROUP_COLUMNS, *(PHASE_COLUMNS if training else ())]
         sortable = [*allowed, args.group_by]
     else:
-        from .distributed import RANK_TABLE_COLUMNS
-        from .profile import TABLE_COLUMNS
+        from ..core.ranks import RANK_TABLE_COLUMNS
+        from ..core.profile import TABLE_COLUMNS
 
         # the per-rank columns: only a gathered profile (saved, or being made under torchrun) has them
         ranked = args.command == "show" or ("WORLD_SIZE" in os.environ and "RANK" in os.environ)
@@ -436,7 +435,7 @@ def _check_writable(path: str) -> None:
     import stat
     import tempfile
 
-    from .errors import ProfileWriteError
+    from ..errors import ProfileWriteError
 
     target = os.path.realpath(path)
     directory = os.path.dirname(target)
@@ -459,7 +458,7 @@ def _check_writable(path: str) -> None:
 
 def _view(args: argparse.Namespace, stream: Any = None) -> dict:
     """How the table is shown: sorting, rows, columns, and the width of ``stream`` (stdout)."""
-    from .tables import terminal_width
+    from ..views.tables import terminal_width
 
     view = dict(sort=args.sort, top=args.top, columns=_columns(args.columns), ascending=args.ascending,
                 width=terminal_width(stream))
@@ -472,7 +471,7 @@ def _view(args: argparse.Namespace, stream: Any = None) -> dict:
 
 # ---------------------------------------------------------------------- commands
 def _cmd_profile(args: argparse.Namespace) -> int:
-    from .progress import Progress
+    from ..views.progress import Progress
 
     # shown at once, before torch is imported; under torchrun only rank 0 shows one
     with Progress(enabled=not args.quiet and _this_rank_writes()) as bar:
@@ -480,7 +479,7 @@ def _cmd_profile(args: argparse.Namespace) -> int:
         _check_view(args)
         import torch  # noqa: F401  (what the bar was waiting for)
 
-        from .distributed import is_initialized, launched, process_group_from_env
+        from ..measure.ranks import is_initialized, launched, process_group_from_env
 
         bar.step()
         if launched() and not is_initialized():  # under torchrun: one process group around the command
@@ -492,8 +491,8 @@ def _cmd_profile(args: argparse.Namespace) -> int:
 def _profile(args: argparse.Namespace, bar: Any) -> int:
     import torch
 
-    from .api import profile
-    from .distributed import gather, is_initialized
+    from ..api import profile
+    from ..measure.ranks import gather, is_initialized
     from .models import _DTYPES, build_inputs, load_model, resolve_modules
 
     dtype = _DTYPES.get(args.dtype.lower())
@@ -529,7 +528,7 @@ def _profile(args: argparse.Namespace, bar: Any) -> int:
     options: dict[str, Any] = dict(warmup=args.warmup, warmup_ms=args.warmup_ms, iters=args.iters, timer=args.timer,
                                    name=args.model, progress=bar, capture=args.capture, mode=args.mode)
     if args.backward:
-        from .training import make_optimizer
+        from ..measure.training import make_optimizer
 
         options.update(backward=True, optimizer=make_optimizer(args.optimizer, model) if args.optimizer else None)
     else:
@@ -614,8 +613,8 @@ def _rescue(prof: Any) -> str:
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
-    from .io import read_any
-    from .render import render_body
+    from ..io import read_any
+    from ..views.text import render_body
 
     _check_view(args)
     loaded = read_any(args.file)
@@ -631,9 +630,9 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    from .compare import compare
-    from .io import read_any, write_csv
-    from .render import render_compare
+    from ..core.compare import compare
+    from ..io import read_any, write_csv
+    from ..views.text import render_compare
 
     _check_view(args)
     keep = True if args.keep_outliers else None
@@ -646,7 +645,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _cmd_selfcheck(args: argparse.Namespace) -> int:
-    from .selfcheck import selfcheck
+    from ..selfcheck import selfcheck
 
     return 0 if selfcheck(device=args.device, iters=args.iters).passed else 1
 
@@ -715,7 +714,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "handler", None):
         parser.print_help()
         return 2
-    from .errors import FxprofError
+    from ..errors import FxprofError
 
     try:
         with _sigterm_as_interrupt():

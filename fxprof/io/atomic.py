@@ -1,0 +1,91 @@
+"""Atomic writes: every file fxprof writes appears whole or not at all.
+
+A file is written to a temporary file beside the target, flushed and fsynced, then renamed over
+it. A failed write leaves any earlier file intact and never a truncated one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import sys
+import tempfile
+from typing import Any, Callable
+
+from ..errors import ProfileWriteError
+
+__all__ = ["atomic_write"]
+
+
+def atomic_write(path: str | os.PathLike, write: Callable[[Any], None], binary: bool = False) -> None:
+    """Call ``write(file)`` on a temporary file (text, or bytes if ``binary``), then move it to
+    ``path`` in one step.
+
+    Only regular files are replaced that way. A symbolic link keeps being a link: its target
+    is replaced. A device (``/dev/null``), FIFO or socket is written through, never replaced.
+    ``"-"`` writes to standard output.
+    """
+    path = os.fspath(path)
+    if path == "-":
+        _write_through(path, write, stream=sys.stdout.buffer if binary else sys.stdout)
+        return
+    target = os.path.realpath(path)  # write through a symlink; never replace the link
+    try:
+        kind = os.stat(target).st_mode
+    except OSError:
+        kind = None
+    if kind is not None and not stat.S_ISREG(kind) and not stat.S_ISDIR(kind):
+        _write_through(path, write, binary=binary)
+        return
+    directory = os.path.dirname(target)
+    tmp = None
+    try:
+        if os.path.isdir(path):
+            raise IsADirectoryError(f"Is a directory: {path!r}")
+        fd, tmp = tempfile.mkstemp(prefix=".fxprof-", suffix=".tmp", dir=directory)
+        os.chmod(tmp, _file_mode(target))  # mkstemp makes 0600; give what open() would give
+        with (os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8", newline="")) as handle:
+            write(handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, target)
+        tmp = None
+    except OSError as exc:
+        raise _write_error(path, exc) from exc
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+def _write_error(path: str, exc: OSError) -> ProfileWriteError:
+    error = ProfileWriteError(
+        f"cannot write {path!r}: {exc.strerror or exc}. Nothing was lost: the profile is still "
+        f"in memory; call the method again with a writable path."
+    )
+    error.reason = exc.strerror or str(exc)  # type: ignore[attr-defined]
+    return error
+
+
+def _write_through(path: str, write: Callable[[Any], None], stream: Any = None, binary: bool = False) -> None:
+    """Write into what is at ``path`` (a device, FIFO, socket) or into ``stream``, in place."""
+    try:
+        if stream is not None:
+            write(stream)
+            stream.flush()
+            return
+        with (open(path, "wb") if binary else open(path, "w", encoding="utf-8", newline="")) as handle:
+            write(handle)
+    except OSError as exc:
+        raise _write_error(path, exc) from exc
+
+
+def _file_mode(path: str) -> int:
+    """The existing file's mode, else what a plain ``open(path, "w")`` would create."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask

@@ -1,0 +1,51 @@
+"""The per-node CSV: a profile's table (``Profile.df``) as text, read back with the same dtypes."""
+
+from __future__ import annotations
+
+import os
+
+import pandas as pd
+
+from ..core.profile import COLUMNS, TABLE_COLUMNS
+from ..errors import ProfileFormatError
+from .atomic import atomic_write
+from .validate import parse_table
+
+__all__ = ["write_csv", "read_csv"]
+
+
+def write_csv(table: pd.DataFrame, path: str | os.PathLike) -> None:
+    """Write a per-node table; floats are written with full precision (exact round trip)."""
+    atomic_write(path, lambda handle: table.to_csv(handle, index=True, index_label="node"))
+
+
+def read_csv(path: str | os.PathLike) -> pd.DataFrame:
+    """Read a per-node table written by :meth:`Profile.to_csv`.
+
+    Returns the same index (``node``), columns and dtypes the profile's :attr:`~Profile.df`
+    has. Raises :class:`~fxprof.errors.ProfileFormatError` for a file that is not such a table,
+    or whose values no profile can hold (negative or infinite times, fractional counts, a
+    node listed twice); see :func:`fxprof.validate.parse_table`.
+    """
+    path = os.fspath(path)
+    try:  # every cell as text: numbers are parsed and checked one by one (exact round trip)
+        table = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except FileNotFoundError:
+        raise
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError, OverflowError) as exc:
+        raise ProfileFormatError(f"{path!r} is not a CSV table fxprof can read: {exc}") from exc
+    for col, default in (("phase", "forward"), ("forward_node", "")):  # tables from before training steps
+        if col not in table.columns:
+            table[col] = default
+    expected = ["node", *TABLE_COLUMNS]
+    missing = [c for c in expected if c not in table.columns]
+    if missing:
+        listed = ", ".join(missing[:6]) + (f" and {len(missing) - 6} more" if len(missing) > 6 else "")
+        raise ProfileFormatError(
+            f"{path!r} is not an fxprof per-node CSV: it lacks the column(s) {listed}. "
+            f"Such tables are written by Profile.to_csv() or 'fxprof profile --csv'."
+        )
+    from ..core.ranks import RANK_TABLE_COLUMNS  # a gathered profile's per-rank columns, when there
+
+    ranked = {c: kind for c, kind in RANK_TABLE_COLUMNS.items() if c in table.columns}
+    return parse_table(table, {**COLUMNS, **ranked}, repr(path))[[*TABLE_COLUMNS, *ranked]]

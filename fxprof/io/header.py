@@ -1,0 +1,51 @@
+"""The header every saved profile carries, JSON or ``.npz``: meta, nodes and anatomy, one codec.
+
+Both file formats store a profile's descriptive part the same way (the ``.npz`` header is the
+JSON document without its samples and runs); this module writes and reads that part, so the two
+cannot drift apart. Fields missing from older files get the same defaults in both.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+import pandas as pd
+
+from ..core.nodes import NodeInfo
+from ..core.profile import NODE_COLUMNS
+from ..vocab import ANATOMY_COLUMNS
+
+if TYPE_CHECKING:
+    from ..core.profile import Profile
+
+__all__ = ["encode_header", "decode_nodes", "decode_anatomy", "NODE_DEFAULTS"]
+
+#: what a node field missing from a file means: files from before training steps hold forward
+#: passes (``phase``); every other missing field is empty
+NODE_DEFAULTS: dict[str, str] = {"phase": "forward"}
+
+
+def encode_header(profile: "Profile") -> dict[str, Any]:
+    """``{"meta", "nodes", "anatomy"}`` of ``profile`` as JSON-ready values."""
+    return {
+        "meta": profile.meta,
+        "nodes": [{"name": n.name, **{col: getattr(n, col) for col in NODE_COLUMNS}} for n in profile.nodes],
+        "anatomy": {
+            col: [None if pd.isna(v) else (v if isinstance(v, str) else int(v)) for v in profile.anatomy[col]]
+            for col in ANATOMY_COLUMNS
+        },
+    }
+
+
+def decode_nodes(records: Sequence[Mapping[str, Any]]) -> list[NodeInfo]:
+    """The nodes of a header's ``nodes`` list (raises KeyError/TypeError on damaged records)."""
+    return [NodeInfo(**{"name": n["name"], **{c: n.get(c, NODE_DEFAULTS.get(c, "")) for c in NODE_COLUMNS}}) for n in records]
+
+
+def decode_anatomy(columns: Mapping[str, Sequence[Any]] | None, nodes: Sequence[NodeInfo]) -> dict[str, dict[str, Any]]:
+    """Per node name, the anatomy values of a header's ``anatomy`` columns (unknown columns ignored)."""
+    columns = columns or {}
+    return {
+        n.name: {col: values[i] for col, values in columns.items() if col in ANATOMY_COLUMNS}
+        for i, n in enumerate(nodes)
+    }

@@ -1,0 +1,77 @@
+"""fxprof's vocabulary: the names every layer shares. Imports nothing (no torch, no pandas).
+
+What may be asked for (timers, captures, modes, group keys, phases) and what a profile's tables
+hold (column names and their pandas dtypes) are written here once; the measurement code, the
+files, the views and the command line's ``choices=`` all read them from here.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "__version__", "TIMER_NAMES", "CUDA_TIMERS", "EVENT_TIMERS", "CAPTURES", "MODES", "OPTIMIZERS",
+    "GROUP_KEYS", "PHASES", "SCOPE_SOURCES", "ANATOMY_COLUMNS", "TIME_COLUMNS", "ENV_KEYS",
+]
+
+__version__ = "0.1.0"
+
+#: ``timer=`` values: ``auto`` picks ``cuda`` for tensors on a GPU, else ``cpu``
+TIMER_NAMES = ("auto", "cpu", "cuda", "sync", "kernel")
+#: timers that need a CUDA GPU; their ``time_ms`` is device time (its own track in a Chrome trace)
+CUDA_TIMERS = ("cuda", "sync", "kernel")
+#: timers whose marks are CUDA events on the stream: the device has a timeline of its own beside
+#: the host's, so the ``bound`` verdict and the ``host_mean_ms`` column mean something.
+#: ``sync`` is not one: it reads the host clock after synchronizing, one timeline.
+EVENT_TIMERS = ("cuda", "kernel")
+
+#: ``capture=`` values (see fxprof.measure.capture)
+CAPTURES = ("auto", "symbolic", "dynamo", "export")
+#: ``mode=`` values: every node in whole runs, or each node re-run on its own inputs
+MODES = ("timed", "isolated")
+#: ``optimizer=`` names for a training step
+OPTIMIZERS = ("sgd", "adamw")
+
+#: ``group_by`` keys; ``rank`` only for a profile gathered from several ranks
+GROUP_KEYS = ("op", "module_type", "range", "scope", "graph", "phase", "comm", "rank")
+#: the parts of a training step, in order
+PHASES = ("forward", "loss", "backward", "optimizer")
+
+#: where a node's ``scope`` came from (the ``scope_source`` column):
+#: ``recorded``: the graph says so (the called module, or the node's ``nn_module_stack``);
+#: ``frame``: dynamo code with no module stack (resumed after a graph break): the module whose
+#: ``forward`` was running; ``inferred``: from the modules that feed the node and consume it
+#: (graphs that other tools made without metadata); "": no scope (the root, graph plumbing).
+SCOPE_SOURCES = ("recorded", "frame", "inferred", "")
+
+#: per-node columns from the anatomy passes: name -> pandas dtype
+ANATOMY_COLUMNS: dict[str, str] = {
+    "input_shapes": "str",
+    "output_shape": "str",
+    "dtype": "str",
+    "out_bytes": "Int64",
+    "flops": "Int64",
+    "mem_delta_bytes": "Int64",
+    "mem_peak_bytes": "Int64",
+    "skip_reason": "str",
+    # kept in Profile.anatomy (and saved), used by the ``bound`` verdict, not table columns:
+    "device_ops": "Int64",  # aten ops the node ran that do work (views, metadata, empty: not)
+    "syncs": "Int64",  # CUDA synchronizations the node made (torch.cuda sync debug mode)
+}
+
+#: per-sample float columns of a recording, in order (``kernel_ms`` is kept apart: only
+#: ``timer="kernel"`` has it)
+TIME_COLUMNS = ("time_ms", "host_ms", "start_ms", "host_start_ms")
+
+#: keys of ``meta["env"]`` that change the numbers (compared by ``fxprof.core.environment.differences``)
+ENV_KEYS = (
+    "devices",
+    "cuda",
+    "cudnn",
+    "tf32_matmul",
+    "tf32_cudnn",
+    "float32_matmul_precision",
+    "cudnn_benchmark",
+    "cudnn_deterministic",
+    "deterministic_algorithms",
+    "autocast",
+    "threads",
+)

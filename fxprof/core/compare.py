@@ -143,7 +143,8 @@ def compare(
         _, adjusted = node_p_values(pairs)
         out.loc[both, "p_value"] = adjusted
         # sizes whose most extreme outcome still gives p >= alpha: no verdict is possible at all
-        too_few.loc[both] = [smallest_p_value(_finite(x), _finite(y)) >= alpha for x, y in pairs]
+        if both:
+            too_few.loc[both] = np.array([smallest_p_value(_finite(x), _finite(y)) >= alpha for x, y in pairs], dtype=bool)
     # a node that took no time in a and some in b has no finite ratio, but it did get slower
     effect = out["ratio"].mask(in_a & in_b & (out["a_ms"] == 0) & (out["b_ms"] > 0), np.inf)
     out["verdict"] = _verdicts(out["p_value"], effect, alpha, min_effect, too_few)

@@ -639,6 +639,8 @@ def _omitted_defaults(model: nn.Module, args: tuple, kwargs: dict) -> dict[str, 
     ``concrete_args``: the run uses exactly those values. Left symbolic, a ``mask=None`` would
     be a traced value, ``if mask is not None`` would take the wrong branch, and the graph
     would fail on ``None`` (the Hugging Face ``attention_mask`` pattern)."""
+    if hasattr(type(model).forward, "__wrapped__"):  # a decorated forward: tracing binds the wrapper's (*args, **kwargs)
+        return {}
     try:
         signature = inspect.signature(model.forward)
         bound = signature.bind_partial(*args, **kwargs)

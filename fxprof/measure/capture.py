@@ -23,10 +23,9 @@ import operator
 import os
 import re
 import sys
-import threading
 import traceback
 import warnings
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import torch
 from torch import fx, nn
@@ -37,6 +36,7 @@ from ..core.nodes import NodeInfo
 from .graph import describe_graph, normalize_scope
 from .state import preserved_buffers
 from ..vocab import CAPTURES
+from .dispatch import ActiveSession, GraphRunner
 from .tracer import trace
 
 __all__ = ["CAPTURES", "Capture", "capture_model", "explain_trace_failure"]
@@ -317,13 +317,13 @@ class _DynamoSession:
         self.prefixes: dict[tuple[int, int], str] = {}  # (id(runner), site) -> "g0@1"
         self.locating = True  # until the timed runs: the last untimed run's order is kept
 
-    def label(self, runner: "_GraphRunner") -> str:
+    def label(self, runner: "GraphRunner") -> str:
         key = id(runner)
         if key not in self.labels:
             self.labels[key] = f"g{len(self.labels)}"
         return self.labels[key]
 
-    def site(self, runner: "_GraphRunner") -> tuple[int, str]:
+    def site(self, runner: "GraphRunner") -> tuple[int, str]:
         """The site of this call of ``runner`` and its name prefix (``g0``, ``g0@1``)."""
         key = id(runner)
         k = self.calls.get(key, 0)
@@ -339,9 +339,9 @@ class _DynamoSession:
             site = sites[k]
         return site, self.prefixes[(key, site)]
 
-    def _locate(self, runner: "_GraphRunner") -> int:
+    def _locate(self, runner: "GraphRunner") -> int:
         label = self.label(runner)
-        frame = sys._getframe(3)  # _locate <- site <- run_graph <- _GraphRunner.__call__
+        frame = sys._getframe(3)  # _locate <- site <- run_graph <- GraphRunner.__call__
         while frame is not None and _is_internal(frame.f_code.co_filename):
             frame = frame.f_back
         local_paths: dict[str, str] = {}
@@ -367,7 +367,7 @@ class _DynamoSession:
                                              resolve=_Resolver(self.root, local_paths), frame_scope=enclosing))
         return keys.index(place)
 
-    def run_graph(self, runner: "_GraphRunner", args: tuple) -> Any:
+    def run_graph(self, runner: "GraphRunner", args: tuple) -> Any:
         site, prefix = self.site(runner)
         if self.make_pass is not None:
             out, records = self.make_pass(runner.gm, prefix, args)
@@ -445,27 +445,15 @@ def _accumulate(into: dict[str, dict[str, Any]], records: dict[str, dict[str, An
                 seen[col] = value
 
 
-_STATE = threading.local()
-
-
-class _GraphRunner:
-    """What the backend hands to dynamo for one graph: runs it plainly unless a session is on."""
-
-    def __init__(self, gm: fx.GraphModule):
-        self.gm = gm
-
-    def __call__(self, *args: Any) -> Any:
-        session = getattr(_STATE, "session", None)
-        if session is None:
-            return self.gm(*args)
-        return session.run_graph(self, args)
+#: the dynamo session this thread's graphs report to (see fxprof.measure.dispatch)
+_ACTIVE = ActiveSession(per_thread=True)
 
 
 def fxprof_backend(gm: fx.GraphModule, example_inputs: list) -> Callable[..., Any]:
     """The one torch.compile backend fxprof uses. Being a single object, the graphs dynamo
     compiled for it are reused by later profiles of the same model instead of piling up
     (dynamo stops compiling a function after a few recompiles and would then run it eagerly)."""
-    return _GraphRunner(gm)
+    return GraphRunner(gm, _ACTIVE)
 
 
 class DynamoCapture(Capture):
@@ -510,14 +498,8 @@ class DynamoCapture(Capture):
     def module(self) -> nn.Module:
         return self.model
 
-    @contextlib.contextmanager
-    def _active(self) -> Iterator[None]:
-        previous = getattr(_STATE, "session", None)
-        _STATE.session = self.session
-        try:
-            yield
-        finally:
-            _STATE.session = previous
+    def _active(self) -> contextlib.AbstractContextManager[None]:
+        return _ACTIVE.active(self.session)
 
     def run(self, recorder: Recorder, args: tuple, kwargs: dict) -> Any:
         self.session.recorder, self.session.make_pass = recorder, None

@@ -4,7 +4,7 @@
 pass. The model and its loss are captured together by ``torch.compile`` with fxprof's
 training backend, which hands every graph to AOTAutograd (``aot_autograd``): AOTAutograd
 splits it into a forward graph and a backward graph of aten ops, and both run through the
-:class:`~fxprof.interpreter.ProfilingInterpreter` with the profile's recorder and timer, so
+:class:`~fxprof.measure.interpreter.ProfilingInterpreter` with the profile's recorder and timer, so
 forward and backward nodes sit on one timeline in one run. The backward graph runs inside
 ``loss.backward()`` (on autograd's device thread for CUDA tensors, which is why the training
 session is a process-wide value, not a thread-local one).
@@ -28,9 +28,9 @@ None, so every run does the same work and its gradients are the eager gradients.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
-import threading
 import types
 import weakref
 from typing import Any, Callable
@@ -41,6 +41,7 @@ from torch import fx, nn
 from .tree import tensors_in
 from ..vocab import CAPTURES, OPTIMIZERS, PHASES
 from .capture import Capture, PassFn
+from .dispatch import ActiveSession, GraphRunner
 from ..errors import TraceError
 from .interpreter import ProfilingInterpreter
 from ..core.nodes import NodeInfo
@@ -125,8 +126,9 @@ def _step_class(model_type: type) -> type:
 
 
 # ------------------------------------------------------------------ the backend
-_SESSION: "_TrainingSession | None" = None
-_SESSION_LOCK = threading.Lock()
+#: the training session every runner reports to: one for the process, since AOTAutograd runs
+#: backward graphs on autograd's threads (see fxprof.measure.dispatch)
+_ACTIVE = ActiveSession(per_thread=False, busy="another training profile is running in this process; profile one at a time")
 
 
 class _Pair:
@@ -152,20 +154,14 @@ def _boxed(runner: "_GraphRunner") -> Callable[[list], Any]:
     return make_boxed_func(runner)
 
 
-class _GraphRunner:
+class _GraphRunner(GraphRunner):
     """What AOTAutograd calls for one forward or backward graph. Runs the graph plainly unless
     a training session is active, then through the session (timed, or an untimed pass)."""
 
     def __init__(self, gm: fx.GraphModule, pair: _Pair, which: str):
-        self.gm = gm
+        super().__init__(gm, _ACTIVE)
         self.pair = pair
         self.which = which
-
-    def __call__(self, *args: Any) -> Any:
-        session = _SESSION
-        if session is None:
-            return self.gm(*args)
-        return session.run_graph(self, args)
 
 
 def training_backend(gm: fx.GraphModule, example_inputs: list) -> Callable[..., Any]:
@@ -396,8 +392,8 @@ class TrainingCapture(Capture):
         return self.model
 
     @property
-    def _active(self) -> "_Activation":
-        return _Activation(self.session)
+    def _active(self) -> contextlib.AbstractContextManager[None]:
+        return _ACTIVE.active(self.session)
 
     def run(self, recorder: Recorder, args: tuple, kwargs: dict) -> Any:
         self.session.recorder, self.session.make_pass = recorder, None
@@ -437,24 +433,6 @@ class TrainingCapture(Capture):
         self.session.interpreters.clear()
         self.session.recorder = None
         self.saved.restore()
-
-
-class _Activation:
-    """Make a session the one the runners dispatch to, for one step (one at a time)."""
-
-    def __init__(self, session: _TrainingSession):
-        self.session = session
-
-    def __enter__(self) -> None:
-        global _SESSION
-        if not _SESSION_LOCK.acquire(blocking=False):
-            raise RuntimeError("another training profile is running in this process; profile one at a time")
-        _SESSION = self.session
-
-    def __exit__(self, *exc: Any) -> None:
-        global _SESSION
-        _SESSION = None
-        _SESSION_LOCK.release()
 
 
 def _timed(recorder: Recorder, name: str, call: Callable[[], Any]) -> None:

@@ -36,7 +36,7 @@ from ..core.nodes import NodeInfo
 from .graph import describe_graph, normalize_scope
 from .state import preserved_buffers
 from ..vocab import CAPTURES
-from .dispatch import ActiveSession, GraphRunner
+from .dispatch import ActiveSession, GraphRunner, GraphSession
 from .tracer import trace
 
 __all__ = ["CAPTURES", "Capture", "capture_model", "explain_trace_failure"]
@@ -287,7 +287,7 @@ def _bind_inputs(gm: fx.GraphModule, args: tuple, kwargs: dict[str, Any]) -> tup
 
 
 # ------------------------------------------------------------------------ dynamo
-class _DynamoSession:
+class _DynamoSession(GraphSession):
     """What the shared backend dispatches to while one profile() runs.
 
     Dynamo compiles frames, not models: a graph of a block's ``forward`` (split by a graph
@@ -303,12 +303,9 @@ class _DynamoSession:
     """
 
     def __init__(self, model: nn.Module | None = None) -> None:
-        self.recorder: Recorder | None = None
-        self.make_pass: PassFn | None = None
-        self.records: dict[str, dict[str, Any]] = {}
+        super().__init__()
         self.labels: dict[int, str] = {}  # id(runner) -> g0, g1... in the order first run
         self.nodes: list[NodeInfo] = []
-        self.interpreters: dict[tuple[int, int], ProfilingInterpreter] = {}
         self.root = model
         self.paths = {id(m): p for p, m in model.named_modules()} if model is not None else {}
         self.calls: dict[int, int] = {}  # id(runner) -> calls so far in this model run
@@ -341,7 +338,7 @@ class _DynamoSession:
 
     def _locate(self, runner: "GraphRunner") -> int:
         label = self.label(runner)
-        frame = sys._getframe(3)  # _locate <- site <- run_graph <- GraphRunner.__call__
+        frame = sys._getframe(4)  # _locate <- site <- place <- run_graph <- GraphRunner.__call__
         while frame is not None and _is_internal(frame.f_code.co_filename):
             frame = frame.f_back
         local_paths: dict[str, str] = {}
@@ -367,19 +364,12 @@ class _DynamoSession:
                                              resolve=_Resolver(self.root, local_paths), frame_scope=enclosing))
         return keys.index(place)
 
-    def run_graph(self, runner: "GraphRunner", args: tuple) -> Any:
+    def place(self, runner: "GraphRunner") -> tuple[tuple[int, int], str]:
         site, prefix = self.site(runner)
-        if self.make_pass is not None:
-            out, records = self.make_pass(runner.gm, prefix, args)
-            _accumulate(self.records, records)
-            return out
-        if self.recorder is None:
-            return runner.gm(*args)
-        interp = self.interpreters.get((id(runner), site))
-        if interp is None or interp.recorder is not self.recorder:
-            interp = ProfilingInterpreter(runner.gm, recorder=self.recorder, prefix=f"{prefix}:")
-            self.interpreters[(id(runner), site)] = interp
-        return interp.run(*args)
+        return (id(runner), site), prefix
+
+    def add_records(self, records: dict[str, dict[str, Any]]) -> None:
+        _accumulate(self.records, records)  # a graph called several times a run: its calls add up
 
 
 _TORCH_PRIVATE = os.path.join(os.path.dirname(torch.__file__), "_")
@@ -515,18 +505,13 @@ class DynamoCapture(Capture):
         return out
 
     def run_pass(self, make_pass: PassFn, args: tuple, kwargs: dict) -> dict[str, dict[str, Any]]:
-        self.session.make_pass, self.session.records = make_pass, {}
         self.session.calls.clear()
-        try:
-            with self._active():
-                self.compiled(*args, **kwargs)
-        finally:
-            self.session.make_pass = None
-        return self.session.records
+        with self.session.collecting(make_pass) as records, self._active():
+            self.compiled(*args, **kwargs)
+        return records
 
     def close(self) -> None:
-        self.session.interpreters.clear()
-        self.session.recorder = None
+        self.session.close()
 
 
 # ------------------------------------------------------------------------- entry

@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import Any, Iterator
+from typing import Any, Callable, Hashable, Iterator
 
 from torch import fx
 
-__all__ = ["ActiveSession", "GraphRunner"]
+from .interpreter import ProfilingInterpreter
+
+__all__ = ["ActiveSession", "GraphRunner", "GraphSession"]
 
 
 class ActiveSession:
@@ -73,3 +75,54 @@ class GraphRunner:
         if session is None:
             return self.gm(*args)
         return session.run_graph(self, args)
+
+
+class GraphSession:
+    """What graph runners dispatch to while one profile runs, whatever the backend.
+
+    A call goes, in this order, to the untimed pass being collected (``make_pass``: its records
+    are added with :meth:`add_records`), to a :class:`ProfilingInterpreter` bound to the
+    profile's ``recorder`` (one per place, made again when the recorder changes), or, with
+    neither, to the plain graph. Subclasses say where a call belongs (:meth:`place`): dynamo's
+    captures by the module that ran the graph, training steps by forward/backward pair.
+    """
+
+    def __init__(self) -> None:
+        self.recorder: Any = None
+        self.make_pass: Callable[..., Any] | None = None
+        self.records: dict[str, dict[str, Any]] = {}
+        self.interpreters: dict[Hashable, ProfilingInterpreter] = {}
+
+    def place(self, runner: GraphRunner) -> tuple[Hashable, str]:
+        """The key of this call's interpreter and its node-name prefix (``g0``, ``fw0``...)."""
+        raise NotImplementedError
+
+    def add_records(self, records: dict[str, dict[str, Any]]) -> None:
+        self.records.update(records)
+
+    def run_graph(self, runner: GraphRunner, args: tuple) -> Any:
+        key, prefix = self.place(runner)
+        if self.make_pass is not None:
+            out, records = self.make_pass(runner.gm, prefix, args)
+            self.add_records(records)
+            return out
+        if self.recorder is None:
+            return runner.gm(*args)
+        interp = self.interpreters.get(key)
+        if interp is None or interp.recorder is not self.recorder:
+            interp = ProfilingInterpreter(runner.gm, recorder=self.recorder, prefix=f"{prefix}:")
+            self.interpreters[key] = interp
+        return interp.run(*args)
+
+    @contextlib.contextmanager
+    def collecting(self, make_pass: Callable[..., Any]) -> Iterator[dict[str, dict[str, Any]]]:
+        """Route calls to the untimed pass ``make_pass`` for the block; yields its records."""
+        self.make_pass, self.records = make_pass, {}
+        try:
+            yield self.records
+        finally:
+            self.make_pass = None
+
+    def close(self) -> None:
+        self.interpreters.clear()
+        self.recorder = None

@@ -41,9 +41,8 @@ from torch import fx, nn
 from .tree import tensors_in
 from ..vocab import CAPTURES, OPTIMIZERS, PHASES
 from .capture import Capture, PassFn
-from .dispatch import ActiveSession, GraphRunner
+from .dispatch import ActiveSession, GraphRunner, GraphSession
 from ..errors import TraceError
-from .interpreter import ProfilingInterpreter
 from ..core.nodes import NodeInfo
 from .graph import _is_torch_nn_leaf, describe_graph, normalize_scope
 from .recorder import Recorder
@@ -175,20 +174,17 @@ def training_backend(gm: fx.GraphModule, example_inputs: list) -> Callable[..., 
     return aot_autograd(fw_compiler=pair.compile_forward, bw_compiler=pair.compile_backward)(gm, example_inputs)
 
 
-class _TrainingSession:
+class _TrainingSession(GraphSession):
     """What the runners dispatch to while one profile runs: labels, node descriptions,
     interpreters bound to the recorder, or the untimed pass and its records."""
 
     def __init__(self, model_type: type):
+        super().__init__()
         self.model_type = model_type
-        self.recorder: Recorder | None = None
-        self.make_pass: PassFn | None = None
-        self.records: dict[str, dict[str, Any]] = {}
         self.pairs: dict[int, int] = {}  # id(pair) -> index, in the order first run
         self.described: set[int] = set()  # id(runner)
         self.nodes: list[NodeInfo] = []
         self.forward_infos: dict[int, dict[str, NodeInfo]] = {}  # id(pair) -> fx name -> info
-        self.interpreters: dict[int, ProfilingInterpreter] = {}
 
     def label(self, runner: _GraphRunner) -> str:
         index = self.pairs.setdefault(id(runner.pair), len(self.pairs))
@@ -205,19 +201,8 @@ class _TrainingSession:
             self.nodes.extend(infos)
         return label
 
-    def run_graph(self, runner: _GraphRunner, args: tuple) -> Any:
-        label = self.label(runner)
-        if self.make_pass is not None:
-            out, records = self.make_pass(runner.gm, label, args)
-            self.records.update(records)
-            return out
-        if self.recorder is None:
-            return runner.gm(*args)
-        interp = self.interpreters.get(id(runner))
-        if interp is None or interp.recorder is not self.recorder:
-            interp = ProfilingInterpreter(runner.gm, recorder=self.recorder, prefix=f"{label}:")
-            self.interpreters[id(runner)] = interp
-        return interp.run(*args)
+    def place(self, runner: GraphRunner) -> tuple[int, str]:
+        return id(runner), self.label(runner)
 
 
 # ------------------------------------------------------------------ node descriptions
@@ -419,19 +404,14 @@ class TrainingCapture(Capture):
     def run_pass(self, make_pass: PassFn, args: tuple, kwargs: dict) -> dict[str, dict[str, Any]]:
         """An untimed pass over the forward and the backward graphs (no optimizer step)."""
         self.saved.clear_grads()
-        self.session.make_pass, self.session.records = make_pass, {}
-        try:
-            with self._active:
-                loss = self.compiled(*args, **kwargs)
-                _check_loss(loss)
-                loss.backward()
-        finally:
-            self.session.make_pass = None
-        return self.session.records
+        with self.session.collecting(make_pass) as records, self._active:
+            loss = self.compiled(*args, **kwargs)
+            _check_loss(loss)
+            loss.backward()
+        return records
 
     def close(self) -> None:
-        self.session.interpreters.clear()
-        self.session.recorder = None
+        self.session.close()
         self.saved.restore()
 
 

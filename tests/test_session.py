@@ -389,3 +389,38 @@ def test_resnet18_training_loop_with_a_short_last_batch():
     (prof,) = s.profiles
     assert prof.meta["run_steps"] == [2, 3, 4] and prof.meta["untimed_first_batches"] == [{"step": 5, "signature": 1}]
     assert len(prof.df) == 71 and (prof.df["calls"] == 3).all()
+
+
+# ---------------------------------------------------------------- torch.distributed
+@pytest.mark.skipif(not (torch.distributed.is_available() and torch.distributed.is_gloo_available()), reason="needs gloo")
+def test_every_rank_steps_its_own_session_and_rank_0_gets_the_gathered_cycles(tmp_path):
+    import json
+    import os
+    import pathlib
+
+    here = pathlib.Path(__file__).resolve().parent
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(here.parent), os.environ.get("PYTHONPATH")])),
+               OMP_NUM_THREADS="1", WORLD_SIZE="2", FXPROF_TEST_STORE=str(tmp_path / "store"))
+    if os.path.exists("/sys/class/net/lo"):
+        env["GLOO_SOCKET_IFNAME"] = "lo"
+    procs = [subprocess.Popen([sys.executable, str(here / "session_worker.py"), str(tmp_path)], env={**env, "RANK": str(r)},
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+             for r in range(2)]
+    try:
+        results = [p.communicate(timeout=600) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    for r, (p, (_, err)) in enumerate(zip(procs, results)):
+        assert p.returncode == 0, f"rank {r}:\n{err[-3000:]}"
+    records = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    assert records[0]["ready"] == [0, 1] and records[1]["ready"] == [] and records[1]["profiles"] == 0
+    assert all(rec["restored"] for rec in records)
+    for cycle, steps in ((0, [2, 3]), (1, [6, 7])):
+        prof = fxprof.load(tmp_path / f"cycle{cycle}.json")
+        assert prof.ranks == [0, 1] and prof.num_runs == 4
+        runs = session_runs(prof)
+        assert runs["step"].tolist() == steps * 2 and runs["rank"].tolist() == [0, 0, 1, 1]
+        # rank 1 naps 50 ms in every forward: the table says which rank is slow
+        assert prof.df.loc["nap", "slowest_rank"] == 1

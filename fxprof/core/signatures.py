@@ -22,13 +22,34 @@ __all__ = ["session_runs", "by_signature"]
 
 def session_runs(profile: "Profile") -> pd.DataFrame:
     """:attr:`Profile.runs` with each run's ``step``, ``signature`` and ``inputs`` (from a
-    session's ``meta``; a profile from :func:`fxprof.profile` gets none of them)."""
+    session's ``meta``; a profile from :func:`fxprof.profile` gets none of them). In a profile
+    gathered over ``torch.distributed`` ranks, each run's entries are its own rank's (the
+    ``rank_run``-th of that rank's lists; signature numbers are per rank)."""
     runs = profile.runs
-    steps, sigs = profile.meta.get("run_steps"), profile.meta.get("run_signatures")
-    if steps is None or sigs is None or len(steps) != len(runs):
+    meta = profile.meta
+    if meta.get("run_steps") is None or meta.get("run_signatures") is None:
         return runs
-    inputs = {s["id"]: "; ".join(s["inputs"]) for s in profile.meta.get("signatures", [])}
-    return runs.assign(step=steps, signature=sigs, inputs=[inputs.get(s, "") for s in sigs])
+    if "rank_run" in runs.columns:  # gathered: per-rank lists where the ranks differ
+        per_rank = {int(m.get("rank", i)): m for i, m in enumerate(meta.get("per_rank", []))}
+        steps, sigs, inputs = [], [], []
+        for rank, own in zip(runs["rank"].astype(int), runs["rank_run"].astype(int)):
+            m = per_rank.get(rank, {})
+            rank_steps, rank_sigs = m.get("run_steps", meta["run_steps"]), m.get("run_signatures", meta["run_signatures"])
+            if own >= len(rank_steps) or own >= len(rank_sigs):
+                return runs
+            steps.append(rank_steps[own])
+            sigs.append(rank_sigs[own])
+            inputs.append(_inputs(m.get("signatures", meta.get("signatures", []))).get(rank_sigs[own], ""))
+        return runs.assign(step=steps, signature=sigs, inputs=inputs)
+    steps, sigs = meta["run_steps"], meta["run_signatures"]
+    if len(steps) != len(runs) or len(sigs) != len(runs):
+        return runs
+    described = _inputs(meta.get("signatures", []))
+    return runs.assign(step=steps, signature=sigs, inputs=[described.get(s, "") for s in sigs])
+
+
+def _inputs(signatures: list) -> dict[int, str]:
+    return {s["id"]: "; ".join(s["inputs"]) for s in signatures}
 
 
 def by_signature(profile: "Profile", key: str | None = None, depth: int = 1) -> pd.DataFrame:

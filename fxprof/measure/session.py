@@ -44,7 +44,8 @@ a session times the forward nodes only (``meta["notes"]`` says so).
 
 Under ``torch.distributed`` every rank steps its own session; at the end of each cycle the
 cycle's profiles are gathered on rank 0 (:func:`fxprof.gather`): ``on_ready`` gets the gathered
-profile there, and nothing on the other ranks.
+profile there, and nothing on the other ranks. A rank whose loop fails hands its own runs to its
+own ``on_ready`` (gathering would wait for ranks that are not failing).
 """
 
 from __future__ import annotations
@@ -382,7 +383,9 @@ class Session:
                               f"steps or fewer distinct shapes help", stacklevel=3)
             return
         profile = self._profile(cycle, incomplete, error)
-        if is_initialized() and self.gather:
+        if is_initialized() and self.gather and error is None:
+            # a collective: every rank reaches it at the same step. A rank that failed does not
+            # (the others would wait for it forever): it keeps its own runs instead
             profile = gather(profile)
             if profile is None:  # not rank 0: the gathered profile is there
                 return

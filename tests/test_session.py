@@ -325,6 +325,8 @@ def test_bad_arguments_say_what_to_do():
         fxprof.session(SmallCNN(), capture="export")
     with pytest.raises(TypeError, match="takes an nn.Module"):
         fxprof.session(lambda x: x)
+    with pytest.warns(UserWarning, match="times the forward nodes only"):
+        fxprof.session(SmallCNN(), backward=True)
     s = fxprof.session(SmallCNN())
     with pytest.raises(RuntimeError, match="outside the session's with-block"):
         s.step()

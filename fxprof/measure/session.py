@@ -222,6 +222,12 @@ class Session:
             raise TypeError(f"schedule must be fxprof.schedule(...) or torch.profiler.schedule(...), got {plan!r}")
         if on_ready is not None and not callable(on_ready):
             raise TypeError(f"on_ready must be a function taking a Profile, got {on_ready!r}")
+        if backward:
+            import warnings
+
+            warnings.warn("fxprof.session(backward=True): a session times the forward nodes only (backward runs in "
+                          "autograd, eagerly, outside the table); for backward node times profile training steps with "
+                          "fxprof.profile(model, x, backward=True)", stacklevel=3)
         self.model = model
         self.schedule = plan
         self.on_ready = on_ready
@@ -501,8 +507,8 @@ def session(model: nn.Module, schedule: Callable[[int], Any] | None = None, on_r
             ends (and on exit with an unfinished cycle's runs, ``meta["incomplete"]`` True).
         capture: ``"auto"``, ``"symbolic"`` or ``"dynamo"``, as for :func:`fxprof.profile`.
         timer: as for :func:`fxprof.profile` (``"auto"``: CUDA events for a model on a GPU).
-        backward: accepted for symmetry with :func:`fxprof.profile`; a session times forward
-            nodes only, and its profiles say so.
+        backward: a session times forward nodes only; ``True`` warns so, and its profiles say it
+            (``fxprof.profile(model, x, backward=True)`` times backward nodes).
         name: the model's name in the profiles (default: its class name).
         gather: under ``torch.distributed``, gather each cycle's profiles on rank 0.
         leaf_modules, trace_into: as for :func:`fxprof.profile` (symbolic capture).

@@ -355,6 +355,11 @@ def test_saved_cycle_profiles_load_and_show(tmp_path):
     shown = subprocess.run([sys.executable, "-m", "fxprof", "show", str(paths[0])], capture_output=True, text=True, timeout=300)
     assert shown.returncode == 0, shown.stderr
     assert "session cycle 0: steps 1-2" in shown.stdout and "conv" in shown.stdout
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", fxprof.ComparabilityWarning)  # two cycles of one loop compare cleanly
+        fxprof.compare(s.profiles[0], s.profiles[1])
     compared = subprocess.run([sys.executable, "-m", "fxprof", "compare", str(paths[0]), str(paths[1])],
                               capture_output=True, text=True, timeout=300)
     assert compared.returncode == 0, compared.stderr

@@ -379,6 +379,21 @@ def test_dynamo_capture_in_a_session():
     assert prof.df["calls"].gt(0).sum() > 5 and "forward" not in model.__dict__
 
 
+def test_dynamo_with_varying_lengths_times_the_graph_that_serves_them():
+    torch.manual_seed(0)
+    model = TinyTransformer().train()
+    with fxprof.session(model, schedule=fxprof.schedule(warmup=2, active=5), capture="dynamo") as s:
+        for ids, mask, y in _text_batches([8, 12, 8, 12, 8, 12, 16]):
+            nn.functional.cross_entropy(s.model(ids, mask), y).backward()
+            s.step()
+    (prof,) = s.profiles
+    # length 8 compiled a static graph (g0); length 12 made dynamo recompile with dynamic shapes (g1),
+    # which served every later length: the timed runs ran g1 only, and the profile says g0 is left out
+    assert prof.meta["captures"] == 2 and prof.meta["run_signatures"] == [0, 1, 0, 1]
+    assert {n.graph for n in prof.nodes} == {"g1"} and "left out: g0" in prof.meta["capture_note"]
+    assert "recompiles for new shapes included" in prof.summary()
+
+
 # ---------------------------------------------------------------------- resnet18
 @pytest.mark.slow
 def test_resnet18_training_loop_with_a_short_last_batch():

@@ -464,9 +464,13 @@ class Session:
 
     def _capture_words(self) -> str:
         kinds = sorted({c.kind for c in self._captures.values()})
-        return (f"{len(self._signatures)} input signature(s) seen, {self._capture_count()} capture(s) "
-                f"({', '.join(kinds)}; {'one per mode, train/eval' if len(self._captures) > 1 else 'one for every signature'}"
-                f"{', each graph dynamo compiled counted' if 'dynamo' in kinds else ''})")
+        if "dynamo" in kinds:
+            how = "dynamo: every graph it compiled so far, recompiles for new shapes included"
+        elif len(self._captures) > 1:
+            how = f"{', '.join(kinds)}: one graph per mode, train and eval, for every signature"
+        else:
+            how = f"{', '.join(kinds)}: one graph for every signature"
+        return f"{len(self._signatures)} input signature(s) seen, {self._capture_count()} capture(s) ({how})"
 
     def _warmup_steps(self) -> int:
         return int(getattr(self.schedule, "warmup", 0))

@@ -90,6 +90,7 @@ def test_training_loop_gives_one_profile_per_cycle_and_trains_exactly_as_eager()
     hook_calls = []
     handle = model.register_forward_hook(lambda m, i, o: hook_calls.append(i[0].shape[0]))
     ready = []
+    params = [id(p) for p in model.parameters()]
     with fxprof.session(model, schedule=fxprof.schedule(wait=1, warmup=1, active=3, repeat=2), on_ready=ready.append) as s:
         assert s.model is model
         losses = _train(model, loader, s)
@@ -103,7 +104,7 @@ def test_training_loop_gives_one_profile_per_cycle_and_trains_exactly_as_eager()
     assert "forward" not in model.__dict__ and type(model).forward is SmallCNN.forward
     assert hook_calls == [x.shape[0] for x, _ in loader]
     handle.remove()
-    assert model.training
+    assert model.training and [id(p) for p in model.parameters()] == params
 
     # cycles: wait 0, warmup 1, active 2-4 | wait 5, warmup 6, active 7-9
     assert [p.meta["step"] for p in ready] == [4, 9] and s.profiles == ready

@@ -1,6 +1,6 @@
 """The examples of docs/session.md: a training loop and a text loop, each under fxprof.session.
 
-Run: python docs/scripts/session_example.py OUTDIR   (CPU; saves each cycle as OUTDIR/stepN.npz)
+Run: python docs/scripts/session_example.py OUTDIR   (CPU, 1 thread; saves each cycle as OUTDIR/stepN.npz)
 """
 import sys
 
@@ -12,6 +12,7 @@ import fxprof
 
 out = sys.argv[1] if len(sys.argv) > 1 else "."
 torch.manual_seed(0)
+torch.set_num_threads(1)  # on a shared 2-core machine, a second intra-op thread waits for a free core
 
 # ---- E1: resnet18 trained on a synthetic loader of 11 batches, the last one short
 model = torchvision.models.resnet18(weights=None, num_classes=10).train()

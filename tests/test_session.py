@@ -331,6 +331,13 @@ def test_bad_arguments_say_what_to_do():
     s = fxprof.session(SmallCNN())
     with pytest.raises(RuntimeError, match="outside the session's with-block"):
         s.step()
+    model = SmallCNN()
+    with pytest.raises(ValueError, match="the schedule returned 'record' for step 0"):
+        with fxprof.session(model, schedule=lambda step: "record"):
+            pass
+    assert "forward" not in model.__dict__
+    with fxprof.session(model):  # nothing was left locked
+        pass
 
 
 # ------------------------------------------------------------------ files and CLI

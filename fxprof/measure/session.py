@@ -268,8 +268,13 @@ class Session:
         self._saved_forward = model.__dict__.get("forward")
         self._eager = model.forward  # what the model runs when the session is not timing it
         model.forward = self._forward  # instance attribute: nn.Module.__call__ (and its hooks) calls it
+        try:
+            self._enter_step(0)  # a schedule that fails at step 0 leaves nothing behind
+        except BaseException:
+            self._restore()
+            PROFILING.release()
+            raise
         self._open = True
-        self._enter_step(0)
         return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:

@@ -326,8 +326,6 @@ def test_bad_arguments_say_what_to_do():
         fxprof.session(SmallCNN(), capture="export")
     with pytest.raises(TypeError, match="takes an nn.Module"):
         fxprof.session(lambda x: x)
-    with pytest.warns(UserWarning, match="times the forward nodes only"):
-        fxprof.session(SmallCNN(), backward=True)
     s = fxprof.session(SmallCNN())
     with pytest.raises(RuntimeError, match="outside the session's with-block"):
         s.step()
@@ -400,6 +398,54 @@ def test_dynamo_with_varying_lengths_times_the_graph_that_serves_them():
     assert prof.meta["captures"] == 2 and prof.meta["run_signatures"] == [0, 1, 0, 1]
     assert {n.graph for n in prof.nodes} == {"g1"} and "left out: g0" in prof.meta["capture_note"]
     assert "recompiles for new shapes included" in prof.summary()
+
+
+def test_backward_true_times_the_loops_own_backward():
+    torch.manual_seed(0)
+    model = SmallCNN().train()
+    twin = copy.deepcopy(model)
+    loader = _loader(6, size=8)  # step 5's batch is short: a new signature, a recompile, untimed
+    with fxprof.session(model, schedule=fxprof.schedule(warmup=1, active=5), backward=True) as s:
+        losses = _train(model, loader, s)
+    eager = _train(twin, loader)
+    assert losses == pytest.approx(eager, rel=1e-5)  # AOTAutograd's aten ops: the eager losses
+    for (name, a), b in zip(model.state_dict().items(), twin.state_dict().values()):
+        assert torch.allclose(a.float(), b.float(), rtol=1e-4, atol=1e-6), name
+    assert "forward" not in model.__dict__
+    (prof,) = s.profiles
+    assert prof.meta["capture"] == "aot" and prof.meta["run_steps"] == [1, 2, 3, 4]
+    assert prof.meta["untimed_first_batches"] == [{"step": 5, "signature": 1}]
+    table = prof.df
+    assert set(table["phase"]) == {"forward", "backward"}
+    assert (table["calls"] == 4).all()  # every forward and backward node, once in every run
+    backward = table[table["phase"] == "backward"]
+    assert "convolution_backward" in set(backward["kind"]) and "conv" in set(backward["scope"])
+    assert prof.group_by("phase").loc["backward", "median_ms"] > 0
+    # a run spans the forward's start to the backward's end: the nodes fit inside it
+    assert (prof.runs["total_ms"] >= prof.samples.groupby("run")["time_ms"].sum().to_numpy()).all()
+
+
+def test_backward_true_error_between_forward_and_backward_keeps_the_completed_runs():
+    model = SmallCNN().train()
+    ready = []
+    with pytest.raises(RuntimeError, match="loss went bad"):
+        with fxprof.session(model, schedule=fxprof.schedule(warmup=1, active=4), backward=True, on_ready=ready.append) as s:
+            for step, (x, y) in enumerate(_loader(5, last=4, size=8)):
+                loss = nn.functional.cross_entropy(s.model(x), y)
+                if step == 3:
+                    raise RuntimeError("loss went bad")  # the forward ran, its backward never will
+                loss.backward()
+                s.step()
+    (prof,) = ready
+    assert prof.meta["incomplete"] and prof.meta["run_steps"] == [1, 2] and prof.num_runs == 2
+    assert (prof.df["calls"] == 2).all()
+    # nothing left behind: the forward, and fxprof's training lock (a second session can time backward)
+    assert "forward" not in model.__dict__
+    with fxprof.session(model, schedule=fxprof.schedule(warmup=0, active=2), backward=True) as s:
+        for x, y in _loader(3, last=4, size=8):
+            nn.functional.cross_entropy(s.model(x), y).backward()
+            s.step()
+    assert s.profiles[0].meta["run_steps"] == [1]
 
 
 # ---------------------------------------------------------------------- resnet18

@@ -39,8 +39,10 @@ only as the user's own loop changes them). A cycle that was under way goes to ``
 with the runs that completed, marked ``meta["incomplete"] = True``.
 
 Gradients flow through the instrumented forward as through the eager one (the interpreter calls
-the same modules and functions on the same tensors). Backward is run by autograd, eagerly:
-a session times the forward nodes only (``meta["notes"]`` says so).
+the same modules and functions on the same tensors). Backward is run by autograd, eagerly, and a
+session times the forward nodes only (``meta["notes"]`` says so), unless ``backward=True``: then
+the forward is captured with AOTAutograd and its backward graph is timed node by node when the
+loop's own ``loss.backward()`` runs it (:mod:`fxprof.measure.loop_training`).
 
 Under ``torch.distributed`` every rank steps its own session; at the end of each cycle the
 cycle's profiles are gathered on rank 0 (:func:`fxprof.gather`): ``on_ready`` gets the gathered
@@ -222,12 +224,6 @@ class Session:
             raise TypeError(f"schedule must be fxprof.schedule(...) or torch.profiler.schedule(...), got {plan!r}")
         if on_ready is not None and not callable(on_ready):
             raise TypeError(f"on_ready must be a function taking a Profile, got {on_ready!r}")
-        if backward:
-            import warnings
-
-            warnings.warn("fxprof.session(backward=True): a session times the forward nodes only (backward runs in "
-                          "autograd, eagerly, outside the table); for backward node times profile training steps with "
-                          "fxprof.profile(model, x, backward=True)", stacklevel=3)
         self.model = model
         self.schedule = plan
         self.on_ready = on_ready
@@ -253,6 +249,7 @@ class Session:
         self._recorder: Recorder | None = None
         self._cycle: _Cycle | None = None
         self._cycles = 0
+        self._pending: tuple | None = None  # the last timed run, until it has ended
         self._saved_forward: Any = None
         self._had_forward = False
 
@@ -280,6 +277,7 @@ class Session:
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         try:
             self._restore()
+            self._settle(force=exc is None, abort=exc is not None)
             if self._cycle is not None and self._cycle.runs:
                 self._finish(incomplete=True, error=exc)
             self._cycle = None
@@ -302,6 +300,7 @@ class Session:
         the next step's action."""
         if not self._open:
             raise RuntimeError("step() called outside the session's with-block")
+        self._settle(force=True)
         ending = self._action
         next_action = _action(self.schedule, self.step_num + 1)
         if self._cycle is not None and ending.startswith("active"):
@@ -328,6 +327,7 @@ class Session:
             self._inside.on = False
 
     def _instrumented(self, action: str, args: tuple, kwargs: dict) -> Any:
+        self._settle(force=True)  # a forward whose backward never came is over
         key = signature_of(args, kwargs, self.model.training)
         sig = self._signatures.get(key)
         if sig is None:
@@ -350,6 +350,7 @@ class Session:
                 cycle.untimed_first.append({"step": self.step_num, "signature": sig})
             recorder.recording = Recording()  # thrown away
             out = captured.run(recorder, call_args, call_kwargs)
+            self._pending = None
             self._warm.add(sig)
             return out
         if captured not in cycle.captures:
@@ -359,17 +360,42 @@ class Session:
             captured.start_timing()
         recorder.recording = cycle.recording
         out = captured.run(recorder, call_args, call_kwargs)
-        if cycle.recording.runs > before:
-            cycle.run_steps.append(self.step_num)
-            cycle.run_signatures.append(sig)
-            cycle.last_inputs = _describe_inputs(args, kwargs)
+        # a training capture's run ends with the loop's backward: it is counted when it has
+        self._pending = (captured, cycle, before, self.step_num, sig, _describe_inputs(args, kwargs))
+        self._settle()
         return out
+
+    def _settle(self, force: bool = False, abort: bool = False) -> None:
+        """Count the last timed run once it has ended; with ``force``, end a run still waiting
+        for a backward (the step is over); with ``abort``, drop it (the loop failed)."""
+        pending = self._pending
+        if force or abort:  # an untimed run still waiting for its backward: nothing to keep
+            for other in self._captures.values():
+                if getattr(other, "run_open", False) and (pending is None or other is not pending[0]):
+                    other.abort()  # type: ignore[attr-defined]
+        if pending is None:
+            return
+        captured, cycle, before, step, sig, inputs = pending
+        if getattr(captured, "run_open", False):
+            if not (force or abort):
+                return
+            captured.abort() if abort else captured.settle()  # type: ignore[attr-defined]
+        self._pending = None
+        if cycle.recording.runs > before:
+            cycle.run_steps.append(step)
+            cycle.run_signatures.append(sig)
+            cycle.last_inputs = inputs
 
     def _capture_for(self, args: tuple, kwargs: dict) -> Capture:
         """The capture of the model in its current mode (made on first use: symbolic tracing
         bakes ``self.training`` into the graph, so train and eval get one each)."""
         mode = self.model.training
         captured = self._captures.get(mode)
+        if captured is None and self.backward:
+            from .loop_training import LoopTrainingCapture
+
+            captured = LoopTrainingCapture(self.model, self._eager)
+            self._captures[mode] = captured
         if captured is None:
             captured = capture_model(self.model, args, kwargs, self.capture, leaf_modules=self.leaf_modules,
                                      trace_into=self.trace_into)
@@ -448,8 +474,13 @@ class Session:
             steps = ", ".join(str(u["step"]) for u in cycle.untimed_first)
             notes.append(f"{len(cycle.untimed_first)} active step(s) ({steps}) had a batch of an input signature never run "
                          f"before: run untimed (captured/warmed up), timed from that signature's next occurrence")
-        notes.append("a session times the forward only: backward runs in autograd, eagerly, and is not in this table"
-                     + (" (backward=True asked for more: a session cannot time backward nodes yet)" if self.backward else ""))
+        if self.backward:
+            notes.append("backward=True: each run is the forward (fw graphs) and the loop's own backward (bw graphs), "
+                         "from the forward's start to the backward's end; the loss and the loop's code between them "
+                         "are in the run but in no node (coverage)")
+        else:
+            notes.append("a session times the forward only: backward runs in autograd, eagerly, and is not in this "
+                         "table (backward=True times it)")
         if incomplete:
             cause = f"{type(error).__name__} at step {self.step_num}" if error is not None else f"the loop ended at step {self.step_num}"
             notes.append(f"incomplete cycle: {cause}; {rec.recording.runs} run(s) of {cycle.active_steps + 1 if error is not None else cycle.active_steps} "
@@ -463,6 +494,8 @@ class Session:
         for captured in self._captures.values():
             if isinstance(captured, DynamoCapture):
                 count += len(captured.session.labels)  # every graph dynamo compiled (recompiles too)
+            elif captured.kind == "aot":
+                count += len(captured.session.pairs)  # type: ignore[attr-defined]  # forward/backward pairs
             else:
                 count += 1
         return count
@@ -471,6 +504,8 @@ class Session:
         kinds = sorted({c.kind for c in self._captures.values()})
         if "dynamo" in kinds:
             how = "dynamo: every graph it compiled so far, recompiles for new shapes included"
+        elif "aot" in kinds:
+            how = "aot: every forward/backward pair dynamo and AOTAutograd compiled so far, recompiles included"
         elif len(self._captures) > 1:
             how = f"{', '.join(kinds)}: one graph per mode, train and eval, for every signature"
         else:
@@ -516,8 +551,11 @@ def session(model: nn.Module, schedule: Callable[[int], Any] | None = None, on_r
             ends (and on exit with an unfinished cycle's runs, ``meta["incomplete"]`` True).
         capture: ``"auto"``, ``"symbolic"`` or ``"dynamo"``, as for :func:`fxprof.profile`.
         timer: as for :func:`fxprof.profile` (``"auto"``: CUDA events for a model on a GPU).
-        backward: a session times forward nodes only; ``True`` warns so, and its profiles say it
-            (``fxprof.profile(model, x, backward=True)`` times backward nodes).
+        backward: also time the backward nodes, inside the loop's own ``loss.backward()``: the
+            forward is captured with AOTAutograd (``torch.compile``), whose backward graph runs
+            through fxprof's interpreter (see :mod:`fxprof.measure.loop_training`). Each run is
+            then one forward and its backward; the ``phase`` column says which. Default False:
+            forward nodes only, backward eager.
         name: the model's name in the profiles (default: its class name).
         gather: under ``torch.distributed``, gather each cycle's profiles on rank 0.
         leaf_modules, trace_into: as for :func:`fxprof.profile` (symbolic capture).

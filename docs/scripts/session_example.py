@@ -79,3 +79,20 @@ with __import__("pandas").option_context("display.width", 200, "display.max_colu
     print(fxprof.by_signature(prof).round(2).to_string())
     print("### E4")
     print(fxprof.by_signature(prof, "module_type")[["nodes", "median_ms", "pct"]].round(2).to_string())
+
+
+# ---- E7: backward=True: the loop's own loss.backward() timed too (AOTAutograd graphs)
+model = torchvision.models.resnet18(weights=None, num_classes=10).train()
+opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+with fxprof.session(model, schedule=fxprof.schedule(warmup=1, active=3), backward=True) as s:
+    for x, y in loader[:4]:
+        loss = nn.functional.cross_entropy(s.model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        s.step()
+prof = s.profiles[0]
+print("### E7")
+print(prof.summary(top=6))
+print("### E8")
+print(prof.group_by("scope")[["nodes", "forward_ms", "backward_ms", "bwd_fwd_ratio", "pct"]].round(2).head(8).to_string())

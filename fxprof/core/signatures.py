@@ -74,6 +74,6 @@ def by_signature(profile: "Profile", key: str | None = None, depth: int = 1) -> 
         })
     parts = []
     for sig, rows in runs.groupby("signature", sort=True):
-        table = profile._build_table(tuple(int(r) for r in rows["run"]))
+        table = profile.table_of_runs(rows["run"])
         parts.append(pd.concat({sig: group_by(table, key, depth)}, names=["signature"]))
     return pd.concat(parts)

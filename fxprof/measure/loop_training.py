@@ -13,6 +13,7 @@ user's loss and whatever the loop did between forward and backward: that is outs
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Callable
 
 import torch
@@ -21,7 +22,7 @@ from torch import nn
 from ..core.nodes import NodeInfo
 from .capture import Capture
 from .recorder import Recorder
-from .training import _Activation, _GraphRunner, _TrainingSession, training_backend
+from .training import _ACTIVE, _GraphRunner, _TrainingSession, training_backend
 from .tree import tensors_in
 
 __all__ = ["LoopTrainingCapture"]
@@ -82,8 +83,8 @@ class LoopTrainingCapture(Capture):
         self.model = model
         self.compiled = torch.compile(forward, backend=training_backend)
         self.session = _LoopSession(type(model))
-        self._activation: _Activation | None = _Activation(self.session)
-        self._activation.__enter__()  # the runners dispatch here until the session ends
+        self._activation: contextlib.ExitStack | None = contextlib.ExitStack()
+        self._activation.enter_context(_ACTIVE.active(self.session))  # the runners dispatch here until the session ends
 
     @property
     def nodes(self) -> list[NodeInfo]:
@@ -130,8 +131,7 @@ class LoopTrainingCapture(Capture):
 
     def close(self) -> None:
         self.session.abort_run()
-        self.session.interpreters.clear()
-        self.session.recorder = None
+        self.session.close()
         if self._activation is not None:
-            self._activation.__exit__(None, None, None)
+            self._activation.close()
             self._activation = None

@@ -63,7 +63,7 @@ from torch.utils import _pytree as pytree
 
 from ..core.nodes import NodeInfo
 from ..core.profile import Profile
-from ..errors import describe_value
+from .tree import describe_value
 from ..vocab import CAPTURES
 from .capture import Capture, DynamoCapture, capture_model, fxprof_backend
 from .environment import environment

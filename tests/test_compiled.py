@@ -80,6 +80,7 @@ def compiled_run(small, inductor_cache):
 
     model, x = small
     before = {"state": {k: v.clone() for k, v in model.state_dict().items()}, "out": model(x).detach(),
+              "recursion_limit": sys.getrecursionlimit(),
               "kernel_profile": config.cpp.enable_kernel_profile, "fx_graph_cache": config.fx_graph_cache}
     prof = fxprof.profile(torch.compile(model), x, warmup=2, iters=6)
     return prof, before
@@ -258,6 +259,7 @@ def test_profiling_leaves_model_config_and_loggers_as_they_were(compiled_run, sm
     model, x = small
     assert config.cpp.enable_kernel_profile == before["kernel_profile"]
     assert config.fx_graph_cache == before["fx_graph_cache"]
+    assert sys.getrecursionlimit() == before["recursion_limit"]  # inductor raises it when it compiles
     from fxprof.measure.compiled import _TraceCatcher
 
     assert not [h for h in logging.getLogger("torch.__trace").handlers if isinstance(h, _TraceCatcher)]

@@ -248,8 +248,23 @@ class Profile:
         if self._runs.empty or self.meta.get("mode") == "isolated":
             return math.nan
         run_mean = float(np.mean(self.kept_totals()))
+        if len(self.ranks) > 1:  # gathered: each node's mean is over its own rank's runs only
+            return self._per_run_node_sum() / run_mean if run_mean > 0 else math.nan
         node_sum = float(self._columns.node_stats(self.kept_runs())["mean_ms"].sum())  # per model run
         return node_sum / run_mean if run_mean > 0 else math.nan
+
+    def _per_run_node_sum(self) -> float:
+        """Mean over the kept runs of each run's summed node time: with several ranks, and
+        graphs that differ between them, summing per-node means would add every rank's nodes
+        into one run (a coverage of 166%)."""
+        columns = self._columns
+        kept = self.kept_runs()
+        runs = self._runs["run"].to_numpy(dtype=np.int64) if kept is None else np.asarray(kept, dtype=np.int64)
+        if not len(runs):
+            return math.nan
+        times = np.nan_to_num(np.asarray(columns.time_ms, dtype=np.float64))
+        sums = np.bincount(np.asarray(columns.run, dtype=np.int64), weights=times, minlength=int(runs.max()) + 1)
+        return float(sums[runs].mean())
 
     @property
     def launch_bound_pct(self) -> float:
@@ -329,6 +344,10 @@ class Profile:
             return None
         left_out = set(outliers)
         return tuple(int(r) for r in self._runs["run"] if int(r) not in left_out)
+
+    def table_of_runs(self, runs: Iterable[int]) -> pd.DataFrame:
+        """The per-node table (:meth:`to_dataframe`'s columns, graph order) of ``runs`` alone."""
+        return self._build_table(tuple(int(r) for r in runs))
 
     def _build_table(self, runs: tuple[int, ...] | None) -> pd.DataFrame:
         stats = self._columns.node_stats(runs)

@@ -242,6 +242,17 @@ class CompiledSession:
         return {"self": ""}
 
 
+@contextlib.contextmanager
+def _recursion_limit_kept() -> Iterator[None]:
+    """Inductor raises Python's recursion limit for good when it compiles (to 2000); fxprof's
+    compile puts it back afterwards, so profiling leaves the process as it found it."""
+    limit = sys.getrecursionlimit()
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(limit)
+
+
 def _dynamo_graph_breaks() -> int | None:
     """Dynamo's running count of graph breaks (``torch._dynamo.utils.counters``), or None."""
     try:
@@ -371,7 +382,7 @@ def profile_compiled(model: nn.Module, args: tuple, kwargs: dict, compile: Any, 
         return compiled(*a, **k)
 
     breaks_before = _dynamo_graph_breaks()
-    with preserved_buffers(root), _inductor_settings(), _catch_trace() as caught, grad:
+    with _recursion_limit_kept(), preserved_buffers(root), _inductor_settings(), _catch_trace() as caught, grad:
         t0 = time.perf_counter()
         call()
         sync()

@@ -54,6 +54,8 @@ class RunPlan:
     anatomy: bool = True
     memory: bool | None = None
     no_grad: bool = True
+    #: training steps: gradients on even when the caller is inside torch.no_grad()
+    backward: bool = False
 
 
 def measure(captured: Capture, call_args: tuple, call_kwargs: dict[str, Any], timer: Timer, plan: RunPlan,
@@ -74,7 +76,7 @@ def measure(captured: Capture, call_args: tuple, call_kwargs: dict[str, Any], ti
         a, k = _fresh((call_args, call_kwargs))
         captured.run(recorder, a, k)
 
-    grad_context = torch.no_grad() if plan.no_grad else contextlib.nullcontext()
+    grad_context = torch.enable_grad() if plan.backward else torch.no_grad() if plan.no_grad else contextlib.nullcontext()
     with grad_context, preserved_buffers(captured.module):
         if captured.kind in ("dynamo", "aot"):
             bar.phase(f"compiling ({captured.kind})")

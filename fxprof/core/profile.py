@@ -374,6 +374,7 @@ class Profile:
         depth: int = 1,
         ascending: bool = False,
         width: int | None = None,
+        bookkeeping: bool = False,
     ) -> str:
         """The hotspot table as text: a header of what was measured, then one row a node.
 
@@ -392,11 +393,14 @@ class Profile:
                 ``"scope"``.
             width: fit the table to this many characters (long names shortened, then the
                 least important columns dropped, with a note); None: no limit.
+            bookkeeping: rank the enter/exit nodes of ``record_function`` ranges with the rest.
+                By default a sorted table leaves them out and states their count and share on
+                a line of its own (their time counts in every share either way).
         """
         from ..views.text import render_summary
 
         return render_summary(self, sort=sort, top=top, columns=columns, group_by=group_by, depth=depth,
-                              ascending=ascending, width=width)
+                              ascending=ascending, width=width, bookkeeping=bookkeeping)
 
     def __str__(self) -> str:
         return self.summary()

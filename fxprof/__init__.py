@@ -55,6 +55,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "plot_distribution": ("views.plot", "plot_distribution"),
     "plot_groups": ("views.plot", "plot_groups"),
     "plot_top": ("views.plot", "plot_top"),
+    "show_report": ("views.report", "show_report"),  # plotly itself is imported on first use
 }
 
 __all__ = [
@@ -67,6 +68,7 @@ __all__ = [
     "plot_groups",
     "plot_distribution",
     "plot_compare",
+    "show_report",
     "trace",
     "load",
     "read_csv",
@@ -143,6 +145,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, imported e
     from .io import load_profile as load, read_csv
     from .core.nodes import NodeInfo
     from .views.plot import plot_compare, plot_distribution, plot_groups, plot_top
+    from .views.report import show_report
     from .core.profile import Profile
     from .measure.timers import CpuTimer, CudaEventTimer, KernelTimer, SyncTimer, Timer
     from .measure.tracer import ProfilerTracer, trace

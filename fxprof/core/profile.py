@@ -446,6 +446,13 @@ class Profile:
 
         write_chrome_trace(self, path, runs=runs)
 
+    def to_html(self, path: str | os.PathLike) -> None:
+        """Write a self-contained interactive HTML report (module tree, distributions, run totals,
+        the sortable node table; needs ``pip install 'fxprof[report]'``); see :mod:`fxprof.views.report`."""
+        from ..views.report import write_report
+
+        write_report(self, path)
+
     def save(self, path: str | os.PathLike) -> None:
         """Save the whole profile (raw samples, nodes, anatomy, metadata), chosen by extension:
         ``.npz`` writes compact binary columns with a JSON header (:mod:`fxprof.store`; 40 bytes

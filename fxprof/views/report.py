@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Union
 import numpy as np
 import pandas as pd
 
-from ..core.compare import compare, compare_blocks
+from ..core.compare import MIN_EFFECT, compare, compare_blocks
 from ..core.profile import Profile
 from ..core.rollup import PLUMBING, group_by, is_bookkeeping
 from ..vocab import __version__
@@ -66,6 +66,8 @@ TREE_DEPTH = 5
 #: the label of the box that holds a module's record_function enter/exit nodes
 BOOKKEEPING = "(range bookkeeping)"
 
+#: the node table's first columns (``range`` and ``phase`` when they vary); every other column follows
+_FIRST_COLUMNS = ("phase", "kind", "scope", "range", "median_ms", "mean_ms", "iqr_ms", "pct", "cum_pct")
 _MODULE = "#e8edf3"
 _BOOKKEEPING = "#cfcfcf"
 _OTHER = "#b8b8b8"
@@ -340,18 +342,21 @@ def compare_figure(diff: pd.DataFrame, n: int = TOP_CHANGES, label_a: str = "a",
     top = float(np.nanmax(shown[["a_ms", "b_ms"]].to_numpy(dtype=float))) if len(shown) else 1.0
     fig.update_xaxes(title_text="median time (ms)", gridcolor="#eee", range=[0, (top if np.isfinite(top) and top > 0 else 1.0) * 1.35])
     return _layout(fig, f"the {len(shown)} largest changes per node", 120 + 34 * max(len(shown), 1), barmode="group",
-                   legend={"orientation": "h", "y": 1.02, "x": 1, "xanchor": "right", "yanchor": "bottom"})
+                   legend={"orientation": "h", "y": 1.0, "x": 0.5, "xanchor": "center", "yanchor": "bottom"})
 
 
-def blocks_figure(blocks: pd.DataFrame, n: int = 20, label_a: str = "a", label_b: str = "b") -> "go.Figure":
+def blocks_figure(blocks: pd.DataFrame, n: int = 20, label_a: str = "a", label_b: str = "b",
+                  min_effect: float = MIN_EFFECT) -> "go.Figure":
     """The change per block (:func:`fxprof.core.compare.compare_blocks`), largest first, as
     bars of ``delta_ms`` (b minus a), green where time was saved, red where it grew, labelled
-    with the change in words and how many of the block's nodes were judged faster/slower."""
+    with the change in words and how many of the block's nodes were judged faster/slower. A
+    block has no test of its own: it is called faster or slower when its summed time moved by
+    at least ``min_effect`` (as a node's verdict needs), else ``1.02x the time``."""
     go = _go()
     shown = blocks.head(n)
     words = []
     for ratio, fast, slow in zip(shown["ratio"], shown["faster"], shown["slower"]):
-        verdict = "faster" if ratio < 1 else "slower"
+        verdict = "faster" if ratio <= 1 / (1 + min_effect) else "slower" if ratio >= 1 + min_effect else ""
         counted = ", ".join(t for t in (f"{fast} faster" if fast else "", f"{slow} slower" if slow else "") if t)
         words.append(change_label(ratio, verdict) + (f" ({counted})" if counted else ""))
     fig = go.Figure(go.Bar(
@@ -594,9 +599,10 @@ def render_report(profile: Profile, title: str | None = None) -> str:
                              "A trend is drift (clocks, heat, other work on the machine); crosses are outlier runs.",
                              _figure_html(runs_figure(profile), "fx-runs")))
         nav += [("dist", "distributions"), ("runs", "runs")]
-    body.append(_section("table", "Every node", "Every column of profile.df, in graph order; times with units "
-                         "(the CSV and profile.df keep milliseconds at full precision).",
-                         table_html(table, "fx-nodes", "nodes")))
+    first = [c for c in _FIRST_COLUMNS if c in table.columns and (c not in ("range", "phase") or (table[c] != table[c].iloc[0]).any())]
+    body.append(_section("table", "Every node", "Every column of profile.df, in graph order, the times and shares first; times "
+                         "with units (the CSV and profile.df keep milliseconds at full precision).",
+                         table_html(table[first + [c for c in table.columns if c not in first]], "fx-nodes", "nodes")))
     nav.append(("table", "table"))
     return _page(title or f"fxprof: {model}", header, nav, body)
 
@@ -644,7 +650,8 @@ def render_compare_report(
     blocks = compare_blocks(diff, depth=2)
     body.append(_section("blocks", "The blocks that moved most",
                          "Summed median node times per module scope (two levels deep, as layer1.0), the largest change first.",
-                         _figure_html(blocks_figure(blocks, label_a=label_a, label_b=label_b), "fx-blocks"),
+                         _figure_html(blocks_figure(blocks, label_a=label_a, label_b=label_b,
+                                                    min_effect=diff.attrs.get("min_effect", MIN_EFFECT)), "fx-blocks"),
                          table_html(blocks, "fx-blocks-table", "blocks")))
     nav = [("nodes", "nodes"), ("blocks", "blocks")]
     if isinstance(a, Profile) and isinstance(b, Profile) and a.num_runs and b.num_runs:

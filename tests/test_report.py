@@ -395,3 +395,29 @@ def test_resnet18_training_step_report_renders_offline_in_chromium(tmp_path):
                           backward=True, warmup=1, iters=3)
     seen, log = _in_chromium(render_report(prof), tmp_path, "convolution_backward")
     _check_rendered(seen, log, ["fx-tree", "fx-kinds", "fx-phases", "fx-dist", "fx-runs"], {"fx-nodes": len(prof.df)})
+
+
+def _empty() -> fxprof.Profile:
+    from fxprof.core.profile import RUN_COLUMNS, SAMPLE_COLUMNS
+    import pandas as pd
+
+    return fxprof.Profile([], pd.DataFrame({c: [] for c in SAMPLE_COLUMNS}), pd.DataFrame({c: [] for c in RUN_COLUMNS}))
+
+
+def test_an_empty_profile_and_an_isolated_one_make_a_page():
+    empty = render_report(_empty())
+    assert _tables(empty)["fx-nodes"][1:] == [] and 'id="fx-tree"' in empty and 'id="fx-runs"' not in empty
+    assert "fx-diff" in render_compare_report(_empty(), _empty())
+    torch.manual_seed(0)
+    iso = fxprof.profile(torchvision.models.squeezenet1_1(weights=None).eval(), torch.randn(1, 3, 32, 32),
+                         mode="isolated", iters=3, warmup=1)
+    page = render_report(iso)  # no whole runs: no distributions nor run totals, the tree and the table still
+    assert 'id="fx-tree"' in page and 'id="fx-runs"' not in page
+    assert len(_tables(page)["fx-nodes"]) == len(iso.df) + 1
+
+
+@needs_chromium
+def test_an_empty_profile_report_loads_without_errors_in_chromium(tmp_path):
+    seen, log = _in_chromium(render_report(_empty()), tmp_path, "x")
+    assert seen["errors"] == [] and seen["resources"] == [] and seen["tables"] == {"fx-nodes": 0}
+    assert seen["figures"]["fx-tree"]["svg"] >= 1

@@ -599,7 +599,7 @@ def render_report(profile: Profile, title: str | None = None) -> str:
                              "A trend is drift (clocks, heat, other work on the machine); crosses are outlier runs.",
                              _figure_html(runs_figure(profile), "fx-runs")))
         nav += [("dist", "distributions"), ("runs", "runs")]
-    first = [c for c in _FIRST_COLUMNS if c in table.columns and (c not in ("range", "phase") or (table[c] != table[c].iloc[0]).any())]
+    first = [c for c in _FIRST_COLUMNS if c in table.columns and (c not in ("range", "phase") or table[c].nunique() > 1)]
     body.append(_section("table", "Every node", "Every column of profile.df, in graph order, the times and shares first; times "
                          "with units (the CSV and profile.df keep milliseconds at full precision).",
                          table_html(table[first + [c for c in table.columns if c not in first]], "fx-nodes", "nodes")))

@@ -16,7 +16,10 @@ import signal
 import sys
 import threading
 import traceback
-from typing import Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
+
+if TYPE_CHECKING:
+    from ..views.options import ViewOptions
 
 from ..vocab import CAPTURES, CUDA_TIMERS, GROUP_KEYS, MODES, OPTIMIZERS, TIMER_NAMES, __version__
 
@@ -99,7 +102,7 @@ examples:
   fxprof selfcheck --device cuda        # every GPU timer: measured vs known, PASS or FAIL
 """
 
-#: a roll-up's columns beyond ``GROUP_COLUMNS`` in a training step (see fxprof.rollup)
+#: a roll-up's columns beyond ``GROUP_COLUMNS`` in a training step (see fxprof.core.rollup)
 PHASE_COLUMNS = ("forward_ms", "loss_ms", "backward_ms", "optimizer_ms", "bwd_fwd_ratio")
 
 
@@ -418,7 +421,7 @@ def _check_view(args: argparse.Namespace) -> None:
         allowed = [*GROUP_COLUMNS, *(PHASE_COLUMNS if training else ())]
         sortable = [*allowed, args.group_by]
     else:
-        from ..core.ranks import RANK_TABLE_COLUMNS
+        from ..core.rankstats import RANK_TABLE_COLUMNS
         from ..core.profile import TABLE_COLUMNS
 
         # the per-rank columns: only a gathered profile (saved, or being made under torchrun) has them
@@ -508,16 +511,15 @@ def _check_writable(path: str) -> None:
         raise ProfileWriteError(f"cannot write {path!r}: cannot create files in the folder {directory!r} ({exc.strerror or exc})") from exc
 
 
-def _view(args: argparse.Namespace, stream: Any = None) -> dict:
+def _view(args: argparse.Namespace, stream: Any = None) -> "ViewOptions":
     """How the table is shown: sorting, rows, columns, and the width of ``stream`` (stdout)."""
+    from ..views.options import ViewOptions
     from ..views.tables import terminal_width
 
-    view = dict(sort=args.sort, top=args.top, columns=_columns(args.columns), ascending=args.ascending,
-                width=terminal_width(stream))
+    view = ViewOptions.of(sort=args.sort, top=args.top, columns=_columns(args.columns), ascending=args.ascending,
+                          width=terminal_width(stream))
     if args.command != "compare":
-        view.update(group_by=args.group_by, depth=args.depth or 1)
-        if args.sort is None:
-            view["sort"] = "pct"
+        view = view.but(group_by=args.group_by, depth=args.depth or 1, sort="pct" if args.sort is None else args.sort)
     return view
 
 
@@ -618,6 +620,8 @@ def _emit(prof: Any, args: argparse.Namespace) -> tuple[list[str], list[int]]:
     profile first; then print the summary. If the profile could not be saved where asked, save
     it where it can be. Ctrl-C and SIGTERM wait until this is done. Returns what failed, as
     messages, and the signals that arrived meanwhile."""
+    from ..views.text import render_summary
+
     prof.keep_outliers = args.keep_outliers
     runs = args.trace_runs or "representative"
     outputs = [("json", args.json, prof.save), ("csv", args.csv, prof.to_csv),
@@ -636,7 +640,7 @@ def _emit(prof: Any, args: argparse.Namespace) -> tuple[list[str], list[int]]:
             except Exception as exc:  # one output failing must not cost the others
                 failures.append(f"cannot write --{label} {path!r}: {getattr(exc, 'reason', None) or exc}")
         try:
-            _print(prof.summary(**_view(args, report)), report)
+            _print(render_summary(prof, _view(args, report)), report)
         except Exception as exc:  # a table that cannot be shown must not cost the profile
             failures.append(f"cannot show the table: {exc}")
         if failures and not any(line.startswith("wrote json") for line in written):
@@ -667,7 +671,7 @@ def _rescue(prof: Any) -> str:
 
 def _cmd_show(args: argparse.Namespace) -> int:
     from ..io import read_any
-    from ..views.text import render_body
+    from ..views.text import render_body, render_summary
 
     _check_view(args)
     loaded = read_any(args.file)
@@ -675,10 +679,10 @@ def _cmd_show(args: argparse.Namespace) -> int:
         if args.group_by == "rank":
             raise _bad("--group-by rank needs a saved profile (.json or .npz); a CSV holds no runs")
         _print(f"fxprof: per-node table from {args.file} (a CSV holds no raw samples and no run header)\n")
-        _print(render_body(loaded, **_view(args)))
+        _print(render_body(loaded, _view(args)))
     else:
         loaded.keep_outliers = args.keep_outliers
-        _print(loaded.summary(**_view(args)))
+        _print(render_summary(loaded, _view(args)))
     return 0
 
 
@@ -701,7 +705,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
         write_compare_report(a, b, args.html, label_a=args.a, label_b=args.b, diff=diff)
     report = sys.stderr if "-" in (args.csv, args.html) else sys.stdout
-    _print(render_compare(diff, args.a, args.b, **_view(args, report)), report)
+    _print(render_compare(diff, args.a, args.b, _view(args, report)), report)
     if args.html is not None:
         _print(f"wrote html: {'standard output' if args.html == '-' else args.html}", report)
     return 0

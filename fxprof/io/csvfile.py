@@ -25,7 +25,7 @@ def read_csv(path: str | os.PathLike) -> pd.DataFrame:
     Returns the same index (``node``), columns and dtypes the profile's :attr:`~Profile.df`
     has. Raises :class:`~fxprof.errors.ProfileFormatError` for a file that is not such a table,
     or whose values no profile can hold (negative or infinite times, fractional counts, a
-    node listed twice); see :func:`fxprof.validate.parse_table`.
+    node listed twice); see :func:`fxprof.io.validate.parse_table`.
     """
     path = os.fspath(path)
     try:  # every cell as text: numbers are parsed and checked one by one (exact round trip)
@@ -45,7 +45,7 @@ def read_csv(path: str | os.PathLike) -> pd.DataFrame:
             f"{path!r} is not an fxprof per-node CSV: it lacks the column(s) {listed}. "
             f"Such tables are written by Profile.to_csv() or 'fxprof profile --csv'."
         )
-    from ..core.ranks import RANK_TABLE_COLUMNS  # a gathered profile's per-rank columns, when there
+    from ..core.rankstats import RANK_TABLE_COLUMNS  # a gathered profile's per-rank columns, when there
 
     ranked = {c: kind for c, kind in RANK_TABLE_COLUMNS.items() if c in table.columns}
     return parse_table(table, {**COLUMNS, **ranked}, repr(path))[[*TABLE_COLUMNS, *ranked]]

@@ -55,7 +55,7 @@ _RANK_ARRAYS = {"rank": np.int64, "rank_run": np.int64, "barrier_ms": np.float64
 
 def save_npz(profile: "Profile", path: str | os.PathLike) -> None:
     """Write ``profile`` as binary columns plus a JSON header, atomically."""
-    columns: SampleColumns = profile._columns
+    columns: SampleColumns = profile.columns
     runs = profile.runs
     header = {"format": NPZ_FORMAT_NAME, "version": NPZ_FORMAT_VERSION, **encode_header(profile),
               "samples": len(columns), "runs": len(runs)}

@@ -272,13 +272,13 @@ def check_profile(profile: "Profile", source: str) -> None:
     error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(meta_schema).iter_errors(profile.meta))
     if error is not None:
         raise _damaged(source, f"{_path(['meta', *error.absolute_path])}: {error.message}")
-    columns = profile._columns  # the samples as arrays: no DataFrame of 10M rows just to check them
+    columns = profile.columns  # the samples as arrays: no DataFrame of 10M rows just to check them
 
     def sample_column(name: str) -> Any:
         return getattr(columns, name, None) if name in columns.__slots__ and name != "names" else None
 
     def run_column(name: str) -> Any:
-        return profile._runs[name].to_numpy(dtype=np.float64, na_value=np.nan) if name in profile._runs.columns else None
+        return profile.stored_runs[name].to_numpy(dtype=np.float64, na_value=np.nan) if name in profile.stored_runs.columns else None
 
     for group, column in (("samples", sample_column), ("runs", run_column)):
         for name, rule in SCHEMA["properties"][group]["properties"].items():
@@ -299,7 +299,7 @@ def check_profile(profile: "Profile", source: str) -> None:
     if runs and len(sample_runs) and sample_runs.max() >= runs:
         i = int(np.flatnonzero(sample_runs >= runs)[0])
         raise _damaged(source, f"samples.run[{i}] has run index {sample_runs[i]}, but the profile has {runs} runs (0 to {runs - 1})")
-    if runs and not np.array_equal(profile._runs["run"].to_numpy(), np.arange(runs)):
+    if runs and not np.array_equal(profile.stored_runs["run"].to_numpy(), np.arange(runs)):
         raise _damaged(source, "runs.run must be 0, 1, 2... in order (one entry per run)")
     known = {n.name for n in profile.nodes}
     present = np.flatnonzero(np.bincount(columns.node, minlength=len(columns.names)))  # codes with samples

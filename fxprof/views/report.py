@@ -45,6 +45,7 @@ from ..core.profile import Profile
 from ..core.rollup import PLUMBING, group_by, is_bookkeeping
 from ..vocab import __version__
 from .tables import change_label, display_name, format_ms, formatter_for
+from .options import ViewOptions
 from .text import ranked, render_compare, render_header
 
 if TYPE_CHECKING:
@@ -630,7 +631,7 @@ def render_compare_report(
     _go()
     if diff is None:
         diff = compare(a, b, warn=False, **compare_options)
-    text = render_compare(diff, label_a, label_b, top=1)
+    text = render_compare(diff, label_a, label_b, ViewOptions(sort=None, top=1))
     head = text.split("\n\n", 1)[0].splitlines()
     both = diff[diff["status"] == "both"]
     counts = diff["verdict"].value_counts() if "verdict" in diff.columns else pd.Series(dtype=int)

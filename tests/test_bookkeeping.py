@@ -63,6 +63,7 @@ def test_the_text_ranking_leaves_them_out_and_states_their_cost(ranged):
     assert f"record_function bookkeeping: 6 enter/exit nodes of 3 range(s), {share:.1f}% of node time" in text
     in_order = ranged.summary(sort=None, top=0)  # graph order is no ranking: every node is there
     assert "_record_function_exit" in in_order and "bookkeeping" not in in_order
+    assert "_record_function_exit" in ranged.summary(sort="node", top=0)  # by name: no ranking either
     assert "_record_function_exit" in ranged.summary(top=0, bookkeeping=True)
 
 
@@ -76,3 +77,16 @@ def test_the_notebook_view_and_the_plots_leave_them_out(ranged):
     ax = fxprof.plot_distribution(ranged, n=50)
     assert not any(t.get_text().startswith("_record_function") for t in ax.get_yticklabels())
     plt.close("all")
+
+
+def test_the_command_line_states_them_and_ranks_them_when_asked(ranged, tmp_path, capsys):
+    from fxprof.cli import main
+
+    saved = tmp_path / "ranged.json"
+    ranged.save(saved)
+    assert main(["show", str(saved), "--top", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "record_function bookkeeping: 6 enter/exit nodes of 3 range(s)" in out and "_record_function_exit" not in out
+    assert main(["show", str(saved), "--top", "0", "--rank-bookkeeping"]) == 0
+    out = capsys.readouterr().out
+    assert "_record_function_exit" in out and "bookkeeping" not in out

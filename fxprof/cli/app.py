@@ -152,6 +152,9 @@ def build_parser() -> argparse.ArgumentParser:
                                 "path), graph, phase (training step), comm (collectives vs computation), rank "
                                 "(one row per torch.distributed rank)")
             t.add_argument("--depth", type=int, metavar="N", help="module depth for --group-by scope (1: layer1, 2: layer1.0; default: 1)")
+            t.add_argument("--rank-bookkeeping", action="store_true",
+                           help="rank the enter/exit nodes of record_function ranges with the other nodes; by default a "
+                                "sorted table leaves them out and states their count and share on a line of its own")
         t.add_argument("--keep-outliers", action="store_true",
                        help="keep outlier runs (far slower than the rest) in the statistics; by default they are left "
                             "out and the header says which")
@@ -519,7 +522,8 @@ def _view(args: argparse.Namespace, stream: Any = None) -> "ViewOptions":
     view = ViewOptions.of(sort=args.sort, top=args.top, columns=_columns(args.columns), ascending=args.ascending,
                           width=terminal_width(stream))
     if args.command != "compare":
-        view = view.but(group_by=args.group_by, depth=args.depth or 1, sort="pct" if args.sort is None else args.sort)
+        view = view.but(group_by=args.group_by, depth=args.depth or 1, sort="pct" if args.sort is None else args.sort,
+                        bookkeeping=args.rank_bookkeeping)
     return view
 
 

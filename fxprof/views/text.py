@@ -267,12 +267,12 @@ def ranked(table: pd.DataFrame, sort: str | None, ascending: bool = False, bookk
     A sorted table is a ranking: unless ``bookkeeping``, the enter/exit nodes of
     ``record_function`` ranges (:func:`fxprof.core.rollup.is_bookkeeping`) leave it, and the
     returned line states their count and summed share (their time still counts in every
-    share). ``cum_pct`` then runs over the ranked nodes. In graph order (``sort=None``) every
-    node stays."""
+    share). ``cum_pct`` then runs over the ranked nodes. In graph order (``sort=None``) or by
+    name (``sort="node"``) every node stays: neither is a ranking."""
     from ..core.profile import sort_table
     from ..core.rollup import bookkeeping_note, is_bookkeeping
 
-    if sort is None or bookkeeping or "kind" not in table.columns:
+    if sort is None or sort == (table.index.name or "node") or bookkeeping or "kind" not in table.columns:
         return sort_table(table, sort, ascending), ""
     mask = is_bookkeeping(table)
     if not mask.any():

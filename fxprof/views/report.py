@@ -42,7 +42,7 @@ import pandas as pd
 
 from ..core.compare import MIN_EFFECT, compare, compare_blocks
 from ..core.profile import Profile
-from ..core.rollup import PLUMBING, group_by, is_bookkeeping
+from ..core.rollup import PLUMBING, bookkeeping_note, group_by, is_bookkeeping
 from ..vocab import __version__
 from .tables import change_label, display_name, format_ms, formatter_for
 from .options import ViewOptions
@@ -111,7 +111,7 @@ def _layout(fig: "go.Figure", title: str, height: int, **extra: Any) -> "go.Figu
 def kind_colors(table: pd.DataFrame) -> dict[str, str]:
     """A colour per op kind, the kinds with the most time first (colourblind-safe palette,
     then a second one); kinds beyond both are grey, record_function bookkeeping light grey."""
-    go = _go()  # noqa: F841  (plotly present: its palettes are used)
+    _go()  # plotly present (its palettes), or the message that says how to install it
     from plotly.colors import qualitative
 
     palette = list(qualitative.Safe[:-1]) + list(qualitative.Pastel[:-1])
@@ -580,7 +580,7 @@ def render_report(profile: Profile, title: str | None = None) -> str:
     if (table["range"] != "").any():
         extra.append(_section("ranges", "Time by record_function range",
                               "Each range's nodes, its enter and exit nodes included.",
-                              _figure_html(groups_figure(profile, "range"), "fx-ranges"), _note(_bookkeeping_line(table))))
+                              _figure_html(groups_figure(profile, "range"), "fx-ranges"), _note(bookkeeping_note(table))))
         nav.append(("ranges", "ranges"))
     if "phase" in table.columns and table["phase"].nunique() > 1:
         extra.append(_section("phases", "Time by training phase", "", _figure_html(groups_figure(profile, "phase"), "fx-phases")))
@@ -606,12 +606,6 @@ def render_report(profile: Profile, title: str | None = None) -> str:
                          table_html(table[first + [c for c in table.columns if c not in first]], "fx-nodes", "nodes")))
     nav.append(("table", "table"))
     return _page(title or f"fxprof: {model}", header, nav, body)
-
-
-def _bookkeeping_line(table: pd.DataFrame) -> str:
-    from ..core.rollup import bookkeeping_note
-
-    return bookkeeping_note(table)
 
 
 def render_compare_report(

@@ -24,8 +24,8 @@ from fxprof.core.compare import compare_blocks
 from fxprof.core.rollup import is_bookkeeping
 from fxprof.views.text import render_header
 from fxprof.views.report import (
-    BOOKKEEPING, MISSING_PLOTLY, Report, compare_figure, distribution_figure, groups_figure, render_compare_report,
-    render_report, runs_figure, tree_figure,
+    BOOKKEEPING, MISSING_PLOTLY, Report, compare_figure, distribution_figure, groups_figure, ranks_figure,
+    render_compare_report, render_report, runs_figure, tree_figure,
 )
 
 pytest.importorskip("plotly")
@@ -421,3 +421,40 @@ def test_an_empty_profile_report_loads_without_errors_in_chromium(tmp_path):
     seen, _ = _in_chromium(render_report(_empty()), tmp_path, "x")
     assert seen["errors"] == [] and seen["resources"] == [] and seen["tables"] == {"fx-nodes": 0}
     assert seen["figures"]["fx-tree"]["svg"] >= 1
+
+
+@pytest.fixture(scope="module")
+def two_ranks(r18, r18_again) -> fxprof.Profile:
+    """Two real resnet18 profiles as the ranks of one gathered profile (what gather() merges)."""
+    from fxprof.core.ranks import merge, profile_parts, with_ranks
+
+    parts = []
+    for rank, prof in enumerate((r18, r18_again)):
+        tagged = with_ranks(prof, [rank] * prof.num_runs, [0.05 * (rank + 1)] * prof.num_runs)
+        tagged.meta.update(rank=rank, world_size=2, backend="gloo")
+        parts.append(profile_parts(tagged))
+    return merge(parts)
+
+
+def test_ranks_get_a_figure_and_a_table(two_ranks, tmp_path):
+    assert two_ranks.ranks == [0, 1]
+    fig = ranks_figure(two_ranks)
+    table = two_ranks.group_by("rank")
+    compute = fig.data[0]
+    assert [y.split(" (")[0] for y in compute.y] == ["rank 0", "rank 1"]
+    assert list(compute.x) == pytest.approx(list(table["compute_ms"]))
+    assert [t.name for t in fig.data] == ["computation", "communication", "barrier wait"]
+    straggler = table.index[table["straggler"] == "yes"]
+    assert [y for y in compute.y if "straggler" in y] == [f"rank {r} (straggler)" for r in straggler]
+    page = render_report(two_ranks)
+    assert 'id="fx-ranks"' in page and len(_tables(page)["fx-ranks-table"]) == 3
+    two_ranks.save(tmp_path / "ranks.json")  # a saved gathered profile makes the same figure
+    loaded = ranks_figure(fxprof.load(tmp_path / "ranks.json"))
+    assert list(loaded.data[0].x) == pytest.approx(list(compute.x))
+
+
+@needs_chromium
+def test_a_gathered_profile_report_renders_offline_in_chromium(two_ranks, tmp_path):
+    seen, log = _in_chromium(render_report(two_ranks), tmp_path, "layer")
+    _check_rendered(seen, log, ["fx-tree", "fx-ranks", "fx-dist", "fx-runs"],
+                    {"fx-ranks-table": 2, "fx-nodes": len(two_ranks.df)})

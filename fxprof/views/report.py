@@ -53,7 +53,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MISSING_PLOTLY", "Report", "show_report", "render_report", "render_compare_report", "write_report",
-    "write_compare_report", "tree_figure", "distribution_figure", "runs_figure", "groups_figure", "compare_figure",
+    "write_compare_report", "tree_figure", "distribution_figure", "runs_figure", "groups_figure", "ranks_figure", "compare_figure",
     "blocks_figure", "kind_colors",
 ]
 
@@ -322,6 +322,29 @@ def groups_figure(profile: ProfileOrTable, key: str = "op", n: int = 15, depth: 
     return _layout(fig, f"node time by {label}{more}", 90 + 26 * max(len(shown), 1), showlegend=False)
 
 
+def ranks_figure(profile: Profile) -> "go.Figure | None":
+    """One bar per ``torch.distributed`` rank (:meth:`Profile.group_by` ``"rank"``): its median
+    computation, communication (collectives) and barrier wait per run, stacked, the straggler
+    named. None for a profile without ranks."""
+    go = _go()
+    if not profile.ranks:
+        return None
+    ranks = profile.group_by("rank")
+    names = [f"rank {r}" + (" (straggler)" if str(ranks.at[r, "straggler"]) == "yes" else "") for r in ranks.index]
+    fig = go.Figure()
+    for column, label, color in (("compute_ms", "computation", _SIDES[0]), ("comm_ms", "communication", _SIDES[1]),
+                                 ("barrier_ms", "barrier wait", "#9aa5b1")):
+        values = ranks[column].fillna(0.0)
+        if column == "barrier_ms" and not (values > 0).any():
+            continue
+        fig.add_trace(go.Bar(y=names, x=values, name=label, orientation="h", marker={"color": color},
+                             hovertemplate=f"%{{y}}: {label} %{{x:.4g}} ms (median per run)<extra></extra>"))
+    fig.update_yaxes(autorange="reversed", automargin=True)
+    fig.update_xaxes(title_text="median per run (ms)", gridcolor="#eee")
+    return _layout(fig, f"time per rank ({len(ranks)} ranks)", 120 + 34 * len(ranks), barmode="stack",
+                   legend={"orientation": "h", "y": 1.0, "x": 0.5, "xanchor": "center", "yanchor": "bottom"})
+
+
 def compare_figure(diff: pd.DataFrame, n: int = TOP_CHANGES, label_a: str = "a", label_b: str = "b") -> "go.Figure":
     """The ``n`` largest changes of a comparison (:func:`fxprof.compare`'s order): each node's
     median time in ``a`` and ``b`` side by side, ``b``'s bar labelled with the change in words
@@ -587,8 +610,8 @@ def render_report(profile: Profile, title: str | None = None) -> str:
         nav.append(("phases", "phases"))
     if profile.ranks:
         ranks = profile.group_by("rank")
-        extra.append(_section("ranks", "Time by rank", "Medians over each rank's runs; the straggler is marked.",
-                              table_html(ranks, "fx-ranks-table", "ranks")))
+        extra.append(_section("ranks", "Time by rank", "Medians over each rank's runs; the straggler is named.",
+                              _figure_html(ranks_figure(profile), "fx-ranks"), table_html(ranks, "fx-ranks-table", "ranks")))
         nav.append(("ranks", "ranks"))
     body += extra
     if profile.num_runs:

@@ -308,7 +308,7 @@ PROBE = """<script>
                            marks: d.querySelectorAll('g.slice, g.point, path.point, path.box').length};
     });
     document.querySelectorAll('table.fx-table').forEach(function (t) { out.tables[t.id] = t.tBodies[0].rows.length; });
-    var table = document.querySelector('table.fx-table');
+    var tables = document.querySelectorAll('table.fx-table'), table = tables[tables.length - 1];  // every node
     var heads = Array.prototype.slice.call(table.tHead.rows[0].cells);
     var col = heads.findIndex(function (th) { return ['median_ms', 'delta_ms'].indexOf(th.getAttribute('title')) >= 0; });
     if (col < 0) col = heads.findIndex(function (th) { return th.getAttribute('data-num') === '1'; });
@@ -316,7 +316,7 @@ PROBE = """<script>
     out.sorted_column = heads[col].getAttribute('title');
     out.sorted = Array.prototype.map.call(table.tBodies[0].rows, function (r) {
       var v = r.cells[col].getAttribute('data-v'); return v === '' ? null : parseFloat(v); });
-    var input = document.querySelector('.fx-filter input');
+    var input = document.querySelector('.fx-filter input[data-table="' + table.id + '"]');
     input.value = FILTER;
     input.dispatchEvent(new Event('input'));
     var shown = Array.prototype.filter.call(table.tBodies[0].rows, function (r) { return r.style.display !== 'none'; });

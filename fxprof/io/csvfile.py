@@ -37,6 +37,12 @@ def read_csv(path: str | os.PathLike) -> pd.DataFrame:
     for col, default in (("phase", "forward"), ("forward_node", "")):  # tables from before training steps
         if col not in table.columns:
             table[col] = default
+    if "scope_source" not in table.columns:  # tables from before inferred scopes: the source was not recorded
+        table["scope_source"] = ""
+    if "calls_per_run" not in table.columns and "calls" in table.columns:
+        # tables from before per-run statistics: every graph ran once a run, so a node that ran
+        # was called once a run (0.0 for one that never ran, as Profile.df has it)
+        table["calls_per_run"] = ["0.0" if cell.strip() in ("0", "+0", "-0") else "1.0" for cell in table["calls"]]
     expected = ["node", *TABLE_COLUMNS]
     missing = [c for c in expected if c not in table.columns]
     if missing:

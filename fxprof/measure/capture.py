@@ -59,6 +59,9 @@ _PLAIN_WORDS = [
     ("co_varnames is too small",
      "the model's forward is wrapped (a decorator taking *args/**kwargs) in a way symbolic "
      "tracing cannot bind its inputs to"),
+    ("maximum recursion depth exceeded",
+     "the model nests modules (or calls) deeper than Python's recursion limit lets tracing follow; "
+     "raise it before profiling (sys.setrecursionlimit) or flatten the nesting"),
     ("symbolically trace a dynamo-optimized function",
      "the model holds a torch.compile'd submodule, which symbolic tracing cannot enter "
      "(leaf_modules=[its path] keeps it as one node, run compiled)"),
@@ -494,7 +497,7 @@ class DynamoCapture(Capture):
         self.session.recorder, self.session.make_pass = recorder, None
         self.session.calls.clear()
         with self._active(), recorder.run():
-            out = self.compiled(*args, **kwargs)
+            out = self._call(args, kwargs)
         if not self.session.labels:
             raise TraceError(
                 "capture='dynamo' captured no graph: torch.compile ran the whole model as plain "
@@ -506,11 +509,37 @@ class DynamoCapture(Capture):
     def run_pass(self, make_pass: PassFn, args: tuple, kwargs: dict) -> dict[str, dict[str, Any]]:
         self.session.calls.clear()
         with self.session.collecting(make_pass) as records, self._active():
-            self.compiled(*args, **kwargs)
+            self._call(args, kwargs)
         return records
+
+    def _call(self, args: tuple, kwargs: dict) -> Any:
+        try:
+            return self.compiled(*args, **kwargs)
+        except Exception as exc:
+            if not _recursion_in(exc):
+                raise
+            depth = max((len(path.split(".")) for path, _ in self.model.named_modules() if path), default=0)
+            raise TraceError(
+                f"capture='dynamo' ran past Python's recursion limit ({sys.getrecursionlimit()}) on "
+                f"{type(self.model).__name__}, whose modules nest {depth} deep: dynamo follows each level "
+                f"by recursion. Raise the limit before profiling (sys.setrecursionlimit({max(20000, depth * 100)}); "
+                f"from the command line: python -c \"import sys; sys.setrecursionlimit({max(20000, depth * 100)}); "
+                f"from fxprof.cli import main; sys.exit(main())\" profile ...), or flatten the nesting"
+            ) from exc
 
     def close(self) -> None:
         self.session.close()
+
+
+def _recursion_in(exc: BaseException) -> bool:
+    """A RecursionError in ``exc``'s chain (dynamo wraps it in InternalTorchDynamoError)."""
+    seen = 0
+    current: BaseException | None = exc
+    while current is not None and seen < 50:
+        if isinstance(current, RecursionError) or "maximum recursion depth exceeded" in str(current)[:2000]:
+            return True
+        current, seen = current.__cause__ or current.__context__, seen + 1
+    return False
 
 
 # ------------------------------------------------------------------------- entry

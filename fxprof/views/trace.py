@@ -60,7 +60,8 @@ def trace_runs(profile: "Profile", runs: Runs = "representative") -> dict[int, s
     ``"slowest"``, joined by ``/`` when one run is several; ``""`` for runs picked by number or
     position). ``runs``: see :func:`fxprof.core.runs.parse_runs` (None is ``"representative"``)."""
     table = profile.runs
-    return run_labels(parse_runs(runs), table["run"].tolist(), table["total_ms"].to_numpy(dtype=np.float64).tolist())
+    # runs are 0..n-1 (checked on load): a range past them is refused before it is expanded
+    return run_labels(parse_runs(runs, limit=len(table)), table["run"].tolist(), table["total_ms"].to_numpy(dtype=np.float64).tolist())
 
 
 def _offset_us(meta: dict[str, Any]) -> float:

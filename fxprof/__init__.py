@@ -59,6 +59,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "plot_distribution": ("views.plot", "plot_distribution"),
     "plot_groups": ("views.plot", "plot_groups"),
     "plot_top": ("views.plot", "plot_top"),
+    "show_report": ("views.report", "show_report"),  # plotly itself is imported on first use
 }
 
 __all__ = [
@@ -75,6 +76,7 @@ __all__ = [
     "plot_groups",
     "plot_distribution",
     "plot_compare",
+    "show_report",
     "trace",
     "load",
     "read_csv",
@@ -153,6 +155,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, imported e
     from .io import load_profile as load, read_csv
     from .core.nodes import NodeInfo
     from .views.plot import plot_compare, plot_distribution, plot_groups, plot_top
+    from .views.report import show_report
     from .views.trace import merge_chrome_traces
     from .core.profile import Profile
     from .measure.timers import CpuTimer, CudaEventTimer, KernelTimer, SyncTimer, Timer

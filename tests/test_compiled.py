@@ -285,6 +285,13 @@ def test_compiled_profiles_save_load_and_render_like_eager_ones(compiled_run, tm
     names = {e.get("name") for e in json.loads((tmp_path / "t.json").read_text())["traceEvents"]}
     assert set(prof.df.index) <= names
     assert "origins" in prof._repr_html_()
+    try:
+        import plotly  # noqa: F401  (the interactive report needs it)
+    except ImportError:
+        return
+    prof.to_html(tmp_path / "r.html")
+    page = (tmp_path / "r.html").read_text()
+    assert all(name in page for name in prof.df.index)
 
 
 def test_a_graph_break_inside_a_block_gives_graphs_charged_to_the_right_modules(inductor_cache):

@@ -13,6 +13,7 @@ from torch import nn
 from .core.profile import Profile
 from .core.ranks import ISOLATED_UNDER_RANKS
 from .measure.capture import Capture, capture_model
+from .measure.compiled import is_compiled, profile_compiled_model
 from .measure.environment import environment
 from .measure.loop import DEFAULT_GPU_WARMUP_MS, RunPlan, check_devices, describe_run, measure
 from .measure.ranks import is_initialized, rank_sync
@@ -45,6 +46,7 @@ def profile(
     loss_fn: Callable[[Any], torch.Tensor] | None = None,
     optimizer: torch.optim.Optimizer | None = None,
     trace_into: Iterable[type | str] | str = (),
+    compile: bool | dict[str, Any] | None = None,
     **kwargs: Any,
 ) -> Profile:
     """Profile ``model(*args, **kwargs)`` node by node.
@@ -105,6 +107,14 @@ def profile(
         optimizer: with ``backward``, also ``optimizer.zero_grad()`` and ``optimizer.step()``
             in every run, each timed as a node of phase ``optimizer``. Parameters, ``.grad``,
             optimizer state and the RNG are restored when profiling ends.
+        compile: profile the compiled program instead of the eager graph: ``True`` compiles
+            ``model`` with ``torch.compile`` (inductor), a dict passes ``mode``, ``dynamic``,
+            ``fullgraph`` and ``options`` to it. A model that already is ``torch.compile(m)``
+            (an ``OptimizedModule``) is profiled this way with its own options (``compile=False``
+            profiles its eager graph instead, through ``capture``). Rows are then
+            the kernels it runs (generated and extern), each charged to the eager nodes it
+            computes (``origins``) and their module (``scope``); compile time, graph breaks and
+            recompiles are in ``meta["compiled"]``. See :mod:`fxprof.measure.compiled`.
 
     Returns:
         A :class:`~fxprof.Profile`. Buffers the runs changed (batch-norm running statistics in
@@ -128,7 +138,7 @@ def profile(
                                 ("concrete_args", concrete_args), ("leaf_modules", leaf_modules), ("name", name),
                                 ("anatomy", anatomy), ("memory", memory), ("progress", progress), ("capture", capture),
                                  ("warmup_ms", warmup_ms), ("backward", backward), ("loss_fn", loss_fn), ("optimizer", optimizer),
-                                 ("trace_into", trace_into))
+                                 ("trace_into", trace_into), ("compile", compile))
                 if v is not _DEFAULTS[k]}
     _check_count("warmup", warmup, minimum=0)
     _check_count("iters", iters, minimum=1)
@@ -146,6 +156,8 @@ def profile(
         if kwargs:
             raise TypeError(f"unknown option(s) {', '.join(map(repr, kwargs))} of fxprof.profile (model inputs go in model_kwargs)")
         kwargs = dict(model_kwargs)
+    if compile or (compile is None and is_compiled(model)):  # the compiled program's kernels (fxprof.measure.compiled)
+        return profile_compiled_model(model, args, kwargs, compile, explicit, mode, warmup, iters, no_grad, name)
 
     PROFILING.acquire()  # one profile at a time in this process (see fxprof.measure.state)
     restore_rng = contextlib.ExitStack()  # dropout in training mode draws in every run: the caller's sequence is kept

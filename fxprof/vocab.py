@@ -8,7 +8,7 @@ files, the views and the command line's ``choices=`` all read them from here.
 from __future__ import annotations
 
 __all__ = [
-    "__version__", "TIMER_NAMES", "CUDA_TIMERS", "EVENT_TIMERS", "CAPTURES", "MODES", "OPTIMIZERS",
+    "__version__", "TIMER_NAMES", "CUDA_TIMERS", "EVENT_TIMERS", "CAPTURES", "COMPILE_MODES", "MODES", "OPTIMIZERS",
     "GROUP_KEYS", "PHASES", "RANGE_KIND", "SCOPE_SOURCES", "ANATOMY_COLUMNS", "TIME_COLUMNS", "ENV_KEYS",
 ]
 
@@ -25,6 +25,8 @@ EVENT_TIMERS = ("cuda", "kernel")
 
 #: ``capture=`` values (see fxprof.measure.capture)
 CAPTURES = ("auto", "symbolic", "dynamo", "export")
+#: torch.compile modes for ``compile={"mode": ...}`` and ``--compile-mode`` (fxprof.measure.compiled)
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 #: ``mode=`` values: every node in whole runs, or each node re-run on its own inputs
 MODES = ("timed", "isolated")
 #: ``optimizer=`` names for a training step
@@ -43,8 +45,9 @@ PHASES = ("forward", "loss", "backward", "optimizer")
 #: ``recorded``: the graph says so (the called module, or the node's ``nn_module_stack``);
 #: ``frame``: dynamo code with no module stack (resumed after a graph break): the module whose
 #: ``forward`` was running; ``inferred``: from the modules that feed the node and consume it
-#: (graphs that other tools made without metadata); "": no scope (the root, graph plumbing).
-SCOPE_SOURCES = ("recorded", "frame", "inferred", "")
+#: (graphs that other tools made without metadata); ``common``: a compiled kernel whose origins
+#: lie in several modules, charged to the innermost module holding them all; "": no scope.
+SCOPE_SOURCES = ("recorded", "frame", "inferred", "common", "")
 
 #: per-node columns from the anatomy passes: name -> pandas dtype
 ANATOMY_COLUMNS: dict[str, str] = {

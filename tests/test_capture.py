@@ -59,7 +59,9 @@ def test_auto_falls_back_to_dynamo_and_says_why(toy):
     df = prof.df
     assert df.index.is_unique
     assert set(df["graph"]) == {"g0", "g1"}
-    assert all(name.startswith(f"{g}:") for name, g in zip(df.index, df["graph"]))
+    # rows named from module path and op; dynamo's own name (graph-prefixed) kept in raw_name
+    assert all(raw.startswith(f"{g}:") for raw, g in zip(df["raw_name"], df["graph"]))
+    assert {"a", "b"} <= set(df.index) and not any(":" in name for name in df.index)
     # scopes and module types recovered from dynamo's module stack: roll-ups work as usual
     linear = df[df["kind"] == "linear"]
     assert sorted(linear["scope"]) == ["a", "b"] and set(linear["module_type"]) == {"Linear"}

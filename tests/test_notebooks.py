@@ -46,7 +46,7 @@ def kernel_env(tmp_path, monkeypatch) -> dict[str, str]:
 def test_the_notebooks_are_there():
     assert [p.name for p in NOTEBOOKS] == [
         "01_resnet18_hotspots.ipynb", "02_before_after.ipynb", "03_custom_model_ranges.ipynb",
-        "04_training_step.ipynb"]
+        "04_training_step.ipynb", "05_compiled.ipynb"]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
@@ -59,7 +59,11 @@ def test_committed_notebook_has_the_outputs_of_one_clean_run(path):
     assert not errors, f"{path.name} was saved with an error: {errors[0].get('ename')}"
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+#: notebooks that compile a model with inductor (about a minute here): slow
+_RUN = [pytest.param(p, marks=pytest.mark.slow) if p.stem == "05_compiled" else p for p in NOTEBOOKS]
+
+
+@pytest.mark.parametrize("path", _RUN, ids=lambda p: p.stem)
 def test_notebook_runs_top_to_bottom(path, kernel_env):
     nb = nbformat.read(path, as_version=4)
     client = nbclient.NotebookClient(

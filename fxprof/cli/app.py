@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 if TYPE_CHECKING:
     from ..views.options import ViewOptions
 
-from ..vocab import CAPTURES, CUDA_TIMERS, GROUP_KEYS, MODES, OPTIMIZERS, TIMER_NAMES, __version__
+from ..vocab import CAPTURES, COMPILE_MODES, CUDA_TIMERS, GROUP_KEYS, MODES, OPTIMIZERS, TIMER_NAMES, __version__
 
 DESCRIPTION = """\
 Time every node of a PyTorch model's torch.fx graph, on the CPU or the GPU.
@@ -191,6 +191,11 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--concrete", action="append", metavar="NAME=VALUE",
                    help="fix a forward argument for tracing (concrete_args), a Python literal: use_cache=False, "
                         "mode='fast', n=3; repeat for several")
+    c.add_argument("--compile", action="store_true",
+                   help="profile the compiled program: torch.compile (inductor) the model and time every kernel it "
+                        "runs, each charged to the layers it computes (see docs/compiled.md)")
+    c.add_argument("--compile-mode", choices=COMPILE_MODES, metavar="MODE",
+                   help=f"torch.compile mode for --compile: {', '.join(COMPILE_MODES)} (default: default)")
     r = p.add_argument_group("running")
     r.add_argument("--warmup", type=int, default=5, metavar="N", help="untimed warm-up runs (default: 5)")
     r.add_argument("--warmup-ms", type=float, default=None, metavar="MS",
@@ -243,6 +248,10 @@ def build_parser() -> argparse.ArgumentParser:
                      "verdict, a_pct, b_pct, delta_pct, or node (default: the largest absolute change first)",
                   "columns to show, comma-separated (default: status,kind,scope,a_ms,b_ms,delta_ms,ratio,p_value,"
                   "verdict,a_pct,b_pct,delta_pct)", groups=False)
+    k.add_argument("--by", choices=("node", "scope"), default="node",
+                   help="line the two up node by node (default) or per module path: 'scope' compares an eager "
+                        "profile with a compiled one (--compile) block by block, with the speed-up and what fused")
+    k.add_argument("--depth", type=int, default=1, metavar="N", help="module depth for --by scope (1: layer1, 2: layer1.0; default: 1)")
     v = k.add_argument_group("verdicts")
     v.add_argument("--alpha", type=float, default=0.05, help="significance level of the adjusted p-values (default: 0.05)")
     v.add_argument("--min-effect", type=float, default=0.10,
@@ -383,6 +392,16 @@ def check_args(args: argparse.Namespace) -> None:
         if args.backward and args.capture in ("symbolic", "export"):
             raise _bad(f"--backward takes the forward and backward graphs from AOTAutograd; --capture {args.capture} "
                        f"cannot give a backward graph. Use --capture auto")
+        if args.compile_mode and not args.compile:
+            raise _bad("--compile-mode chooses how --compile compiles: add --compile")
+        if args.compile:
+            given = [o for o, on in (("--capture", args.capture != "auto"), ("--timer", args.timer != "auto"),
+                                     ("--mode", args.mode != "timed"), ("--backward", args.backward),
+                                     ("--warmup-ms", args.warmup_ms is not None), ("--leaf-module", args.leaf_module),
+                                     ("--trace-into", args.trace_into), ("--concrete", args.concrete)) if on]
+            if given:
+                raise _bad(f"{', '.join(given)} cannot be used with --compile (the compiled program's kernels are timed "
+                           f"by torch.profiler in whole runs); drop them, or drop --compile to profile the eager graph")
         device = args.device.lower()
         if args.timer in CUDA_TIMERS and not device.startswith("cuda"):
             raise _bad(f"--timer {args.timer} times a CUDA device, but --device is {args.device}; add --device cuda")
@@ -397,6 +416,10 @@ def check_args(args: argparse.Namespace) -> None:
             raise _bad(f"bad --alpha {args.alpha}: a significance level between 0 and 1, e.g. 0.05")
         if not math.isfinite(args.min_effect) or args.min_effect < 0:
             raise _bad(f"bad --min-effect {args.min_effect}: a fraction >= 0, e.g. 0.10 for 10%")
+        if args.by == "scope" and args.html is not None:
+            raise _bad("--html draws the node-by-node comparison; --by scope has none: drop one of them")
+        if args.depth < 1:
+            raise _bad(f"bad --depth {args.depth}: a module depth >= 1")
         if args.html is not None:
             _check_plotly("--html")
         _check_outputs({"--csv": args.csv, "--html": args.html}, inputs=[args.a, args.b])
@@ -427,7 +450,12 @@ def _this_rank_writes() -> bool:
 
 def _check_view(args: argparse.Namespace) -> None:
     """--sort and --columns name columns of the table they apply to."""
-    if args.command == "compare":
+    if args.command == "compare" and args.by == "scope":
+        from ..core.blocks import BLOCK_COLUMNS
+
+        allowed = list(BLOCK_COLUMNS)
+        sortable = [*allowed, "scope"]
+    elif args.command == "compare":
         from ..core.compare import COMPARE_COLUMNS
 
         allowed = list(COMPARE_COLUMNS)
@@ -680,7 +708,10 @@ def _profile(args: argparse.Namespace, bar: Any) -> int:
         raise _bad(f"{', '.join(both)} given by both --input and --concrete; give each input once")
     options: dict[str, Any] = dict(warmup=args.warmup, warmup_ms=args.warmup_ms, iters=args.iters, timer=args.timer,
                                    name=args.model, progress=bar, capture=args.capture, mode=args.mode)
-    if args.backward:
+    if args.compile:  # the compiled program's kernels: no capture, timer or progress options
+        options = dict(warmup=args.warmup, iters=args.iters, name=args.model,
+                       compile={"mode": args.compile_mode} if args.compile_mode else True)
+    elif args.backward:
         from ..measure.training import make_optimizer
 
         options.update(backward=True, optimizer=make_optimizer(args.optimizer, model) if args.optimizer else None)
@@ -806,6 +837,17 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     for side in (a, b):
         if args.keep_outliers and hasattr(side, "keep_outliers"):
             side.keep_outliers = True  # the report's run totals, as the table's statistics
+    if args.by == "scope":
+        from ..views.text import render_blocks
+
+        blocks = compare(a, b, by="scope", depth=args.depth, keep_outliers=keep)
+        if args.csv is not None:
+            from ..io.atomic import atomic_write
+
+            atomic_write(args.csv, lambda handle: blocks.to_csv(handle, index=True))
+        report = sys.stderr if args.csv == "-" else sys.stdout
+        _print(render_blocks(blocks, args.a, args.b, _view(args, report)), report)
+        return 0
     diff = compare(a, b, alpha=args.alpha, min_effect=args.min_effect, keep_outliers=keep, warn=False)
     if args.csv is not None:
         write_csv(diff, args.csv)

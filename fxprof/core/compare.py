@@ -76,8 +76,14 @@ def compare(
     min_effect: float = MIN_EFFECT,
     keep_outliers: bool | None = None,
     warn: bool = True,
+    by: str = "node",
+    depth: int = 1,
 ) -> pd.DataFrame:
     """Per-node comparison of ``a`` and ``b`` (profiles, or per-node tables from ``read_csv``).
+
+    ``by="scope"`` lines them up per module path instead (cut to ``depth`` parts), for two
+    profiles whose rows do not match one to one, such as the eager graph and the compiled
+    program's kernels: see :func:`fxprof.core.blocks.compare_blocks` for its columns.
 
     Nodes are matched by name. Returns a DataFrame indexed by ``node``, sorted by the absolute
     change in time (largest first), with columns:
@@ -114,6 +120,12 @@ def compare(
     """
     from .stats import node_p_values, ratio_interval, smallest_p_value
 
+    if by == "scope":
+        from .blocks import compare_blocks
+
+        return compare_blocks(a, b, depth=depth, keep_outliers=keep_outliers)
+    if by != "node":
+        raise ValueError(f"compare by 'node' (default) or 'scope', got {by!r}")
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be between 0 and 1, got {alpha!r}")
     if not min_effect >= 0:

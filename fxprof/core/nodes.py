@@ -41,6 +41,10 @@ class NodeInfo:
             the forward pass is profiled.
         forward_node: for a backward node, the forward node it differentiates (the one with
             the same autograd ``seq_nr``); else "".
+        origins: for a kernel of a compiled model (:mod:`fxprof.core.compiled`), the nodes of
+            the eager (dynamo) graph it computes, comma separated; else "".
+        raw_name: the name the node had where it came from, when fxprof gave it a readable one
+            (a generated kernel's profiler range, ``graph_0_cpp_fused_add_relu_0``); else "".
     """
 
     name: str
@@ -54,3 +58,5 @@ class NodeInfo:
     scope_source: str = ""
     phase: str = "forward"
     forward_node: str = ""
+    origins: str = ""
+    raw_name: str = ""

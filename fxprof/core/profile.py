@@ -22,7 +22,7 @@ SAMPLE_COLUMNS = ("node", "run", "time_ms", "host_ms", "start_ms", "host_start_m
 RUN_COLUMNS = ("run", "total_ms", "host_ms", "start_ms")
 
 #: descriptive columns of the per-node table, taken from NodeInfo
-NODE_COLUMNS = ("op", "target", "kind", "module_type", "scope", "range", "graph", "scope_source", "phase", "forward_node")
+NODE_COLUMNS = ("op", "target", "kind", "module_type", "scope", "range", "graph", "scope_source", "phase", "forward_node", "origins", "raw_name")
 
 #: every column of the per-node table, in order, with its pandas dtype.
 #: Times are milliseconds, shares percent, sizes bytes.
@@ -289,7 +289,9 @@ class Profile:
         - ``op``, ``target``, ``kind``, ``module_type``, ``scope``, ``range``, ``graph``,
           ``scope_source`` (``recorded``, ``frame``, ``inferred`` or ""), ``phase``
           (``forward``, ``loss``, ``backward``, ``optimizer``), ``forward_node`` (the forward
-          node a backward node differentiates): see :class:`~fxprof.core.nodes.NodeInfo`.
+          node a backward node differentiates), ``origins`` and ``raw_name`` (a compiled
+          model's kernels: the eager nodes each computes, and its generated name): see
+          :class:`~fxprof.core.nodes.NodeInfo`.
         - ``calls``: samples of this node (one per call, in every run in which it executed).
         - ``calls_per_run``: calls per model run (1.0 unless the node's graph runs several
           times in one model call, as dynamo graphs of a repeated block do).

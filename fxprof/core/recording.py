@@ -92,6 +92,13 @@ class Recording:
                 found.append(index)
         return np.asarray(found, dtype=np.int32)
 
+    def rename(self, names: dict[str, str]) -> None:
+        """Give nodes new names (``{old: new}``; others keep theirs): their samples keep their ids."""
+        self.names = [names.get(n, n) for n in self.names]
+        if len(set(self.names)) != len(self.names):
+            raise ValueError("renaming would give two nodes one name")
+        self._ids = {n: i for i, n in enumerate(self.names)}
+
     def add(self, node_id: np.ndarray, run: Any, time_ms: Any, host_ms: Any, start_ms: Any, host_start_ms: Any) -> None:
         """Append samples (equal-length columns; ``run`` may be one int for all)."""
         count = len(node_id)

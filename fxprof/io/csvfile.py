@@ -34,7 +34,8 @@ def read_csv(path: str | os.PathLike) -> pd.DataFrame:
         raise
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError, OverflowError) as exc:
         raise ProfileFormatError(f"{path!r} is not a CSV table fxprof can read: {exc}") from exc
-    for col, default in (("phase", "forward"), ("forward_node", "")):  # tables from before training steps
+    # tables from before training steps, and from before compiled models
+    for col, default in (("phase", "forward"), ("forward_node", ""), ("origins", ""), ("raw_name", "")):
         if col not in table.columns:
             table[col] = default
     if "scope_source" not in table.columns:  # tables from before inferred scopes: the source was not recorded

@@ -33,7 +33,7 @@ from torch import fx, nn
 from ..errors import TraceError
 from .interpreter import ProfilingInterpreter, Recorder
 from ..core.nodes import NodeInfo
-from .graph import describe_graph, normalize_scope
+from .graph import describe_graph, normalize_scope, readable_node_names
 from .state import preserved_buffers
 from ..vocab import CAPTURES
 from .dispatch import ActiveSession, GraphRunner, GraphSession
@@ -169,6 +169,11 @@ class Capture:
 
     def start_timing(self) -> None:
         """Called when the timed runs begin."""
+
+    def readable_names(self, nodes: list[NodeInfo]) -> dict[str, str]:
+        """``{name: readable name}`` for the profile's nodes where the capture's own names mean
+        nothing to a reader (dynamo's value names); ``{}`` keeps them."""
+        return {}
 
     def run_pass(self, make_pass: PassFn, args: tuple, kwargs: dict) -> dict[str, dict[str, Any]]:
         """One untimed pass (shapes/FLOPs, memory) over every graph; records keyed by node."""
@@ -481,6 +486,11 @@ class DynamoCapture(Capture):
                 f"guard on, avoids it"
             )
         return kept, "; ".join(notes)
+
+    def readable_names(self, nodes: list[NodeInfo]) -> dict[str, str]:
+        """Dynamo names values (``g0:out_49``, ``g0:x_3``): rows are named from their module
+        path and op instead (``layer4_1_conv1``, ``layer1_0_add``), the raw name kept."""
+        return readable_node_names(nodes, self.model)
 
     def start_timing(self) -> None:
         """Called when the timed runs begin: graphs first seen after this were recompiles."""

@@ -17,7 +17,8 @@ from ..core.nodes import NodeInfo
 from ..vocab import SCOPE_SOURCES
 from .tracer import RANGE_ENTER_TARGETS, RANGE_EXIT_TARGETS
 
-__all__ = ["NodeInfo", "describe_graph", "target_name", "op_kind", "normalize_scope", "infer_scopes", "SCOPE_SOURCES"]
+__all__ = ["NodeInfo", "describe_graph", "target_name", "op_kind", "normalize_scope", "infer_scopes", "SCOPE_SOURCES",
+           "module_kinds", "readable_node_names"]
 
 def target_name(node: fx.Node) -> str:
     """A readable, stable name for a node's target."""
@@ -375,3 +376,23 @@ def describe_graph(
             )
         )
     return infos
+
+
+def module_kinds(root: torch.nn.Module) -> dict[str, str]:
+    """Module path -> the op the module performs when it is one node (``conv2d`` for a
+    ``Conv2d``, ``relu`` for a ``ReLU``): the ``torch.nn`` leaves of ``root``."""
+    out = {}
+    for path, module in root.named_modules():
+        cls = type(module)
+        if path and _is_torch_nn_leaf(cls):
+            out[path] = _MODULE_KINDS.get(cls.__name__) or _snake(cls.__name__)
+    return out
+
+
+def readable_node_names(nodes: list[NodeInfo], root: torch.nn.Module | None) -> dict[str, str]:
+    """``{name: readable}`` for nodes named by dynamo's value names (``g0:out_49``): from the
+    module path and op, unique over all the graphs (``layer4_1_conv1``, ``layer1_0_add``,
+    ``flatten``); see :func:`fxprof.core.compiled.readable_names`."""
+    from ..core.compiled import readable_names
+
+    return readable_names(nodes, module_kinds(root) if root is not None else {})

@@ -17,6 +17,7 @@ An error or Ctrl-C anywhere hands back what was measured as ``exc.profile`` (:fu
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as _dt
 import platform
 import warnings
@@ -203,6 +204,11 @@ def _merge(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]]) -> dict[s
 def _build(captured: Capture, recorder: Recorder, meta: dict[str, Any], records: dict[str, dict[str, Any]],
            ranks: RankSync | None = None) -> Profile:
     nodes, note = captured.nodes_in(recorder.recording.recorded_names())
+    names = captured.readable_names(nodes)
+    if names:  # rows named for a reader; the capture's own name kept in raw_name
+        nodes = [dataclasses.replace(n, name=names[n.name], raw_name=n.name) if n.name in names else n for n in nodes]
+        recorder.recording.rename(names)
+        records = {names.get(k, k): v for k, v in records.items()}
     if note:
         meta = {**meta, "capture_note": f"{meta['capture_note']}; {note}" if meta.get("capture_note") else note}
     origin = getattr(recorder.recording, "origin_ns", None)

@@ -15,7 +15,7 @@ from .tables import format_ms, hidden_note, render_fitted
 if TYPE_CHECKING:
     from ..core.profile import Profile
 
-__all__ = ["render_summary", "render_body", "render_compare", "render_header", "render_table", "DEFAULT_COLUMNS", "GROUP_COLUMNS", "HIGH_SPREAD", "HIGH_TAIL", "spread_flags", "ranked"]
+__all__ = ["render_summary", "render_body", "render_compare", "render_blocks", "render_header", "render_table", "DEFAULT_COLUMNS", "GROUP_COLUMNS", "HIGH_SPREAD", "HIGH_TAIL", "spread_flags", "ranked"]
 
 #: the node table's default columns: the operation in plain words, where it runs, its times
 DEFAULT_COLUMNS = ("kind", "scope", "range", "median_ms", "mean_ms", "iqr_ms", "pct", "cum_pct")
@@ -54,7 +54,9 @@ def render_header(profile: "Profile") -> str:
         lines.append("inputs: differ between ranks (see below)")  # rank 0's alone would pass for every rank's
     elif inputs:
         lines.append("inputs: " + ", ".join(inputs))
-    if meta.get("capture") and meta.get("capture") not in ("symbolic", "graphmodule"):
+    if meta.get("capture") == "compiled":
+        lines.append(compiled_line(meta.get("compiled") or {}))
+    elif meta.get("capture") and meta.get("capture") not in ("symbolic", "graphmodule"):
         reason = meta.get("capture_reason")
         lines.append(f"capture: {meta['capture']}" + (f" ({reason})" if reason and reason != "asked for" else ""))
     if meta.get("capture_note"):
@@ -71,6 +73,9 @@ def render_header(profile: "Profile") -> str:
             f"mode isolated: each node re-run {meta.get('iters', '?')} times back to back on its real "
             f"inputs (steady-state cost, no whole runs); {skipped} node(s) skipped, see skip_reason"
         )
+    elif profile.num_runs and meta.get("capture") == "compiled":
+        lines.extend(compiled_run_lines(profile))
+        lines.extend(_outlier_lines(profile))
     elif profile.num_runs:
         totals = np.asarray(profile.kept_totals())
         q25, med, q75 = np.percentile(totals, [25, 50, 75])
@@ -100,6 +105,41 @@ def render_header(profile: "Profile") -> str:
     elif meta.get("incomplete"):
         lines.append(f"INCOMPLETE: {profile.num_runs} of {meta.get('requested_iters', '?')} requested runs completed")
     return "\n".join(lines)
+
+
+def compiled_line(compiled: Mapping[str, Any]) -> str:
+    """What program a compiled profile describes: backend, mode, compile time, graphs."""
+    options = compiled.get("options") or {}
+    extra = f", options {', '.join(f'{k}={v}' for k, v in options.items())}" if options else ""
+    dynamic = compiled.get("dynamic")
+    return (
+        f"compiled program: torch.compile backend {compiled.get('backend', '?')}, mode {compiled.get('mode', '?')}"
+        f"{extra}{'' if dynamic is None else f', dynamic={dynamic}'}; compiled in {compiled.get('compile_s', float('nan')):.2f} s "
+        f"(not in any run); {compiled.get('graphs', '?')} graph(s), {compiled.get('graph_breaks', '?')} graph break(s), "
+        f"{compiled.get('recompiles', '?')} recompile(s); rows are its {compiled.get('kernels', '?')} kernels"
+    )
+
+
+def compiled_run_lines(profile: "Profile") -> list[str]:
+    """The run line of a compiled profile: kernel time against the profiled runs and against
+    the compiled model's own (unprofiled) run time."""
+    totals = np.asarray(profile.kept_totals())
+    q25, med, q75 = np.percentile(totals, [25, 50, 75])
+    samples = profile.kept_samples()
+    kernel_ms = float(samples.groupby("run", observed=True)["time_ms"].sum().median()) if len(samples) else float("nan")
+    lines = [
+        f"run: median {format_ms(med)} (IQR {format_ms(q75 - q25)}) over {len(totals)} profiled runs; kernels account "
+        f"for {profile.coverage * 100:.1f}% of it (coverage), the rest is the compiled program's own Python "
+        f"(guards, wrappers, allocations) and the profiler's"
+    ]
+    plain = (profile.meta.get("compiled") or {}).get("unprofiled_median_ms")
+    if plain:
+        lines.append(
+            f"kernels: {format_ms(kernel_ms)} a run (median over the runs of their summed times), "
+            f"{kernel_ms / plain * 100:.1f}% of the compiled model's own median run time ({format_ms(plain)}, "
+            f"{(profile.meta.get('compiled') or {}).get('unprofiled_runs', '?')} unprofiled runs)"
+        )
+    return lines
 
 
 def _outlier_lines(profile: "Profile") -> list[str]:
@@ -176,6 +216,8 @@ def default_columns(table: pd.DataFrame, device_timer: bool, base: Iterable[str]
     for several ranks; host time, kernel time and ``bound`` with the GPU timers, after the
     last time column of ``base``."""
     columns = [c for c in base if c != "range" or (table["range"] != "").any()]
+    if "origins" in table.columns and (table["origins"] != "").any() and "scope" in columns:  # a compiled model's kernels
+        columns.insert(columns.index("scope") + 1, "origins")
     if "rank_max_ms" in table.columns and (table["rank_max_ms"] > table["rank_min_ms"]).any():  # several ranks
         columns[columns.index("iqr_ms") + 1:columns.index("iqr_ms") + 1] = ["rank_min_ms", "rank_max_ms", "slowest_rank"]
     if "phase" in table.columns and (table["phase"] != "forward").any():  # a training step
@@ -299,6 +341,34 @@ def _render_groups(groups: pd.DataFrame, key: str, depth: int, top: int | None, 
     hidden = len(groups) - len(shown)
     if hidden > 0:
         lines.append(f"... {hidden} more groups ({groups['pct'].iloc[len(shown):].sum():.1f}% of node time)")
+    return "\n".join(lines)
+
+
+def render_blocks(blocks: pd.DataFrame, label_a: str = "a", label_b: str = "b",
+                  view: ViewOptions = ViewOptions(sort=None)) -> str:
+    """A per-block comparison (``fxprof.compare(a, b, by="scope")``) as text: the totals and
+    speed-up, then one row a block (``compare``'s order unless ``view.sort``; ``view.columns``
+    chosen, ``view.top`` rows, fitted to ``view.width``)."""
+    from ..core.profile import sort_table
+
+    top, sort, ascending, columns, width = view.top, view.sort, view.ascending, view.columns, view.width
+    attrs = dict(blocks.attrs)
+    blocks = sort_table(blocks, sort, ascending, what="a comparison by scope")
+    if columns is not None:
+        blocks = blocks[_known_columns(blocks, columns, "comparison columns")]
+    lines = [
+        f"fxprof compare by scope (depth {attrs.get('depth', 1)}): a = {label_a}",
+        f"                b = {label_b}",
+        f"summed median time: a {format_ms(attrs.get('a_total_ms', float('nan')))}, "
+        f"b {format_ms(attrs.get('b_total_ms', float('nan')))}, speed-up a/b {attrs.get('speedup', float('nan')):.2f}x"
+        + (f"; median run a/b {attrs['run_speedup']:.2f}x" if attrs.get("run_speedup") else ""),
+        "",
+    ]
+    count = _rows(top)
+    shown = blocks if count is None else blocks.head(count)
+    lines.append(render_table(shown, width, keep={c for c in ("a_ms", "b_ms", "speedup") if c in shown.columns}))
+    if len(blocks) > len(shown):
+        lines.append(f"... {len(blocks) - len(shown)} more blocks")
     return "\n".join(lines)
 
 

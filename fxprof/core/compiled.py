@@ -1,0 +1,260 @@
+"""A compiled model's kernels as profile rows: which eager nodes each computes, and its times.
+
+Plain data and pure functions (no torch): :mod:`fxprof.measure.compiled` compiles the model,
+reads inductor's provenance (kernel -> post-grad nodes -> the dynamo graph's nodes) and the
+profiler's events, and hands them here as :class:`Kernel` and :class:`Span` records. This
+module charges every span (one kernel call in one run) to its kernel, and describes each kernel
+as a :class:`~fxprof.core.nodes.NodeInfo` row: a readable name, its ``origins`` (the eager
+nodes it computes, named as fxprof names them), the innermost module holding all of them
+(``scope``; ``scope_source`` is ``common`` when they span several modules) and ``kind``
+(``fused`` for a generated kernel of several origins, else the op).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Iterable, Mapping, Sequence
+
+from .nodes import NodeInfo
+
+__all__ = ["Kernel", "Span", "common_scope", "readable_names", "charge_spans", "kernel_nodes", "extern_op",
+           "strip_graph_prefix", "unmatched_nodes", "UNMATCHED"]
+
+#: the ``op`` of a generated kernel's row and of an extern call's (``mm``, convolution...)
+GENERATED, EXTERN = "kernel", "extern"
+#: the ``op`` of a row for profiler events inside a compiled graph that no kernel claims
+UNMATCHED = "unmatched"
+
+
+@dataclasses.dataclass(frozen=True)
+class Kernel:
+    """One kernel call site in a compiled graph's generated code, in call order.
+
+    Attributes:
+        graph: the compile id of the graph (``"0/0"``: frame 0, its first compile), as the
+            profiler's ``Torch-Compiled Region: 0/0`` range names it.
+        key: inductor's provenance key, unique in the graph: ``cpp_fused_add_relu_0:3``,
+            ``extern_kernels.addmm:4``, ``triton_poi_fused_add_0:1``.
+        generated: True for a kernel inductor generated (C++ or Triton), False for an extern
+            call (a library op: ``mm``, convolution...).
+        range_name: the profiler name of a generated kernel (``graph_0_cpp_fused_add_relu_0``,
+            or the Triton kernel's name); "" for an extern call.
+        origins: the dynamo graph's nodes the kernel computes (raw names, graph order).
+    """
+
+    graph: str
+    key: str
+    generated: bool
+    range_name: str
+    origins: tuple[str, ...]
+
+    @property
+    def base(self) -> str:
+        """The key without inductor's handle: ``cpp_fused_add_relu_0``, ``extern_kernels.addmm``."""
+        return self.key.rsplit(":", 1)[0] if re.search(r":\d+$", self.key) else self.key
+
+
+@dataclasses.dataclass(frozen=True)
+class Span:
+    """One profiler event directly inside a compiled graph's call, in one timed run.
+    Times in milliseconds, ``start_ms`` from the run's start; ``call``: which call of the graph
+    in that run (0 unless the graph runs several times per model call)."""
+
+    graph: str
+    run: int
+    name: str
+    start_ms: float
+    duration_ms: float
+    call: int = 0
+
+
+def extern_op(base: str) -> str:
+    """The op an extern call runs, as the profiler's event ends: ``extern_kernels.addmm`` ->
+    ``addmm``, ``torch.ops.mkldnn._convolution_pointwise.default`` -> ``_convolution_pointwise``."""
+    name = base
+    for prefix in ("extern_kernels.", "torch.ops."):
+        if name.startswith(prefix):
+            name = name[len(prefix):]
+    parts = name.split(".")
+    if len(parts) > 1 and parts[-1] in ("default", "Tensor", "Scalar", "out", "int", "self"):
+        parts = parts[:-1]
+    return parts[-1]
+
+
+_GRAPH_PREFIX = re.compile(r"^graph_\d+_")
+
+
+def strip_graph_prefix(name: str) -> str:
+    """``graph_0_cpp_fused_add_relu_0`` -> ``cpp_fused_add_relu_0`` (the C++ kernel profile's
+    ranges carry inductor's graph number; older releases name the kernel alone)."""
+    return _GRAPH_PREFIX.sub("", name)
+
+
+def charge_spans(kernels: Sequence[Kernel], spans: Iterable[Span]) -> tuple[list[tuple[str, Span]], list[Span]]:
+    """Charge every span to the kernel it timed: ``(charged, unmatched)``.
+
+    ``charged`` pairs each matched span with its kernel's ``graph + key``. Within one call of a
+    graph, a generated kernel is known by its name (with or without inductor's ``graph_N_``
+    prefix); an extern call by its op, in call order (the k-th ``aten::addmm`` of a call is the
+    k-th ``extern_kernels.addmm`` of the graph's code), counted per call of the graph.
+    """
+    by_graph: dict[str, list[Kernel]] = {}
+    for k in kernels:
+        by_graph.setdefault(k.graph, []).append(k)
+    generated = {g: {strip_graph_prefix(k.range_name or k.base): k for k in ks if k.generated} for g, ks in by_graph.items()}
+    externs = {g: [k for k in ks if not k.generated] for g, ks in by_graph.items()}
+    charged: list[tuple[str, Span]] = []
+    unmatched: list[Span] = []
+    cursor: dict[tuple[str, int, int], int] = {}  # (graph, run, call) -> next extern to match
+    for span in sorted(spans, key=lambda s: (s.run, s.start_ms)):
+        kernel = generated.get(span.graph, {}).get(strip_graph_prefix(span.name))
+        if kernel is None:
+            op = span.name.split("::")[-1]
+            queue = externs.get(span.graph, [])
+            where = (span.graph, span.run, span.call)
+            for i in range(cursor.get(where, 0), len(queue)):
+                if extern_op(queue[i].base) == op:
+                    kernel, cursor[where] = queue[i], i + 1
+                    break
+        if kernel is None:
+            unmatched.append(span)
+        else:
+            charged.append((kernel.graph + "|" + kernel.key, span))
+    return charged, unmatched
+
+
+def common_scope(scopes: Iterable[str]) -> str:
+    """The innermost module path that contains all of ``scopes`` ("" is the root):
+    ``layer1.0.conv1`` and ``layer1.0.bn1`` -> ``layer1.0``."""
+    paths = [s.split(".") if s else [] for s in scopes]
+    if not paths:
+        return ""
+    common: list[str] = []
+    for parts in zip(*paths):
+        if len(set(parts)) != 1:
+            break
+        common.append(parts[0])
+    return ".".join(common)
+
+
+def _module_own_op(info: NodeInfo, module_kinds: Mapping[str, str]) -> bool:
+    """Is ``info`` the op of the module it runs in (a ``conv2d`` in a ``Conv2d``)?"""
+    return bool(info.scope) and module_kinds.get(info.scope) == info.kind
+
+
+def _unique(base: str, taken: dict[str, int]) -> str:
+    base = re.sub(r"\W+", "_", base) or "node"
+    if base not in taken:
+        taken[base] = 0
+        return base
+    while True:
+        taken[base] += 1
+        name = f"{base}_{taken[base]}"
+        if name not in taken:
+            taken[name] = 0
+            return name
+
+
+def readable_names(nodes: Sequence[NodeInfo], module_kinds: Mapping[str, str] | None = None,
+                   taken: dict[str, int] | None = None) -> dict[str, str]:
+    """A readable, unique name per node, from its module path and op: ``layer4_1_conv1`` (the
+    module's own op), ``layer1_0_add`` (an op inside a module), ``flatten`` (at the root); a
+    repeat gets ``_1``, ``_2``... ``module_kinds`` maps a module path to the op that module
+    performs (``conv2d`` for a ``Conv2d``). Returns ``{node.name: readable}``; ``taken``
+    (shared between calls) keeps names unique across several graphs."""
+    module_kinds = module_kinds or {}
+    taken = {} if taken is None else taken
+    out: dict[str, str] = {}
+    for info in nodes:
+        scope = info.scope.replace(".", "_")
+        if info.op in ("placeholder", "output", "get_attr"):
+            base = info.name.split(":")[-1]
+        elif _module_own_op(info, module_kinds):
+            base = scope
+        else:
+            base = "_".join(p for p in (scope, info.kind or info.name) if p)
+        out[info.name] = _unique(base, taken)
+    return out
+
+
+def kernel_nodes(
+    kernels: Sequence[Kernel],
+    origins: Mapping[str, Mapping[str, NodeInfo]],
+    names: Mapping[str, Mapping[str, str]],
+    module_types: Mapping[str, str],
+    root_type: str = "",
+) -> list[NodeInfo]:
+    """One row per kernel, named from what it computes.
+
+    ``origins[graph][raw]`` is the eager node ``raw`` of that graph, ``names[graph][raw]`` its
+    readable name; ``module_types`` maps a module path to its class name (``root_type`` is the
+    root's). A kernel's ``scope`` is the innermost module holding all its origins; when they lie
+    in different modules, ``scope_source`` is ``common``. ``kind``: ``fused`` for a generated
+    kernel of several ops, else the op (``conv2d``, ``addmm`` for an extern call with no
+    origin in the graph). The row's name is its origin's readable name for a single origin, else
+    the scope and the ops (``layer1_0_batch_norm_relu``), unique in the profile; ``raw_name``
+    keeps the generated name, ``target`` the key without its handle.
+    """
+    taken: dict[str, int] = {}
+    for graph_names in names.values():
+        for n in graph_names.values():
+            taken.setdefault(n, 0)
+    rows: list[NodeInfo] = []
+    used: set[str] = set()
+    for k in kernels:
+        graph_nodes = origins.get(k.graph, {})
+        order = {name: i for i, name in enumerate(graph_nodes)}
+        found = sorted((graph_nodes[o] for o in k.origins if o in graph_nodes), key=lambda f: order[f.name])
+        work = [f for f in found if f.op not in ("placeholder", "output", "get_attr")] or found
+        scopes = {f.scope for f in work}
+        scope = common_scope(sorted(scopes))
+        kinds = list(dict.fromkeys(f.kind for f in work))
+        readable = [names.get(k.graph, {}).get(f.name, f.name) for f in work]
+        if len(work) > 1 and k.generated:
+            kind = "fused"
+        elif len(kinds) == 1:
+            kind = kinds[0]
+        else:
+            kind = extern_op(k.base) if not k.generated else "fused"
+        if len(work) == 1:
+            base = readable[0]
+        else:
+            base = "_".join(p for p in (scope.replace(".", "_"), "_".join(kinds[:3]) + ("_etc" if len(kinds) > 3 else "")) if p)
+            base = base or strip_graph_prefix(k.range_name or k.base)
+        name = base if base not in used else _unique(base, taken)
+        while name in used:
+            name = _unique(base, taken)
+        used.add(name)
+        rows.append(NodeInfo(
+            name=name,
+            op=GENERATED if k.generated else EXTERN,
+            target=k.base,
+            module_type=module_types.get(scope, "") if scope else root_type,
+            scope=scope,
+            range="",
+            kind=kind,
+            graph=k.graph,
+            scope_source=("common" if len(scopes) > 1 else (work[0].scope_source or ("recorded" if scope else "")))
+            if work else "",
+            origins=",".join(readable),
+            raw_name=k.range_name or k.key,
+        ))
+    return rows
+
+
+def unmatched_nodes(spans: Iterable[Span], taken: set[str]) -> tuple[list[NodeInfo], dict[tuple[str, str], str]]:
+    """Rows for events inside a compiled graph's call that no kernel claims (one per graph and
+    event name: ``unmatched_aten_copy``), and ``{(graph, event name): row name}``."""
+    rows: list[NodeInfo] = []
+    names: dict[tuple[str, str], str] = {}
+    counter: dict[str, int] = {n: 0 for n in taken}
+    for span in spans:
+        key = (span.graph, span.name)
+        if key in names:
+            continue
+        name = _unique("unmatched_" + span.name.replace("::", "_"), counter)
+        names[key] = name
+        rows.append(NodeInfo(name=name, op=UNMATCHED, target=span.name, module_type="", scope="", range="",
+                             kind=span.name.split("::")[-1], graph=span.graph, raw_name=span.name))
+    return rows, names

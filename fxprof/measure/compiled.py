@@ -1,0 +1,592 @@
+"""Compiled mode: time the kernels a ``torch.compile``d model runs, charged to its FX nodes.
+
+``fxprof.profile(torch.compile(model), x)`` (or ``compile=True``) profiles the program the user
+deploys, not an eager stand-in:
+
+1. **compile** with the user's own backend and options (read from the ``OptimizedModule``:
+   mode, options and ``dynamic`` stay as given), through a thin backend of ours that keeps each
+   graph dynamo hands over (the eager graph, with its module stacks) before passing it on. While
+   fxprof compiles, inductor's config is patched in a context (restored after, also on errors):
+   ``cpp.enable_kernel_profile`` (every generated C++ kernel becomes a profiler range),
+   ``trace.provenance_tracking_level`` (inductor records which post-grad nodes each kernel
+   computes, and which dynamo nodes those came from) and no FX-graph/AOT cache (a cache hit
+   generates no code, so no provenance). Inductor's provenance and generated code are read from
+   its structured trace (``torch.__trace`` logger; a handler of ours, removed after).
+2. **warm up** (the first call compiles: its time is ``meta["compiled"]["compile_s"]``, kept
+   out of every run).
+3. **timed runs**, interleaved with unprofiled ones (:func:`_interleaved_runs`): each of the
+   ``iters`` cycles runs the model once with the profiler off, timed by the host clock (the
+   compiled model's own run time, ``unprofiled_median_ms``, which the kernel times are held
+   against), once to start the profiler, and once recorded in an ``fxprof::run`` range. Every event
+   directly inside a compiled graph's call (``## Call CompiledFxGraph``) is one kernel call: a
+   generated kernel's range, or an extern op (``aten::addmm``...); on a GPU, the device
+   kernels each launched (correlation ids, as in :mod:`fxprof.measure.bridge`). Each is
+   charged to its kernel (:func:`fxprof.core.compiled.charge_spans`).
+
+Rows are kernels (see :mod:`fxprof.core.compiled` for the columns). Nothing is left changed:
+inductor's config, the loggers and the model (buffers restored as for eager profiles).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+import statistics
+import sys
+import time
+import types
+import warnings
+from typing import Any, Iterator
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import fx, nn
+
+from ..core.compiled import Kernel, Span, charge_spans, kernel_nodes, readable_names, strip_graph_prefix, unmatched_nodes
+from ..core.nodes import NodeInfo
+from ..core.profile import Profile
+from ..errors import TraceError
+from ..vocab import COMPILE_MODES
+from .bridge import Event, events_from_kineto, kineto_quiet
+from .capture import _Resolver
+from .graph import describe_graph, module_kinds
+from .state import preserved_buffers
+from .tree import clone_tensors
+
+__all__ = ["is_compiled", "compile_options", "profile_compiled", "CompiledSession", "spans_from_events",
+           "COMPILE_MODES", "describe_meta", "profile_compiled_model"]
+
+_COMPILE_KEYS = ("mode", "dynamic", "fullgraph", "options", "backend")
+RUN_RANGE = "fxprof::run"
+_REGION = re.compile(r"Torch-Compiled Region: (\d+/\d+)")
+_CALL = "## Call CompiledFxGraph"
+_RECORD = re.compile(r'RAIIAtenRecordFunctionHandle\s+\w+\("([^"]+)"')
+
+
+def is_compiled(model: Any) -> bool:
+    """Is ``model`` what ``torch.compile(module)`` returns (an ``OptimizedModule``)?"""
+    optimized = getattr(getattr(torch, "_dynamo", None), "eval_frame", None)
+    cls = getattr(optimized, "OptimizedModule", None)
+    return cls is not None and isinstance(model, cls)
+
+
+def compile_options(compile: Any) -> dict[str, Any]:
+    """``compile=True`` / ``{"mode": ..., "dynamic": ..., "fullgraph": ..., "options": ...}``
+    checked, as ``torch.compile`` keywords; raises ValueError/TypeError naming what is wrong."""
+    if compile is True:
+        return {}
+    if not isinstance(compile, dict):
+        raise TypeError(f"compile must be True or a dict of torch.compile options ({', '.join(_COMPILE_KEYS)}), got {compile!r}")
+    unknown = sorted(set(compile) - set(_COMPILE_KEYS))
+    if unknown:
+        raise ValueError(f"unknown compile option(s) {', '.join(map(repr, unknown))}; choose from {', '.join(_COMPILE_KEYS)}")
+    mode = compile.get("mode")
+    if mode is not None and mode not in COMPILE_MODES:
+        raise ValueError(f"unknown compile mode {mode!r}; choose one of {', '.join(COMPILE_MODES)}")
+    if compile.get("backend", "inductor") != "inductor":
+        raise ValueError(f"compiled mode times inductor's kernels; backend {compile['backend']!r} generates none "
+                         f"(profile its graphs eagerly with capture='dynamo')")
+    return {k: v for k, v in compile.items() if k != "backend"}
+
+
+def _innermost_backend(callback: Any) -> Any:
+    """The backend a dynamo callback wraps (what ``torch.compile(backend=...)`` was given)."""
+    seen = 0
+    while hasattr(callback, "_torchdynamo_orig_backend") and seen < 16:
+        callback = callback._torchdynamo_orig_backend
+        seen += 1
+    return callback
+
+
+def _mode_of(config: dict[str, Any], dynamic: Any) -> str:
+    """The torch.compile mode whose options are ``config`` ("default" when none matches)."""
+    try:
+        from torch._inductor import list_mode_options
+    except ImportError:  # pragma: no cover
+        return "unknown"
+    for mode in COMPILE_MODES[1:]:
+        try:
+            wanted = list_mode_options(mode, dynamic)
+        except Exception:
+            continue
+        if wanted and all(config.get(k) == v for k, v in wanted.items()):
+            return mode
+    return "default"
+
+
+def _read_compiled(optimized: nn.Module) -> tuple[nn.Module, Any, dict[str, Any]]:
+    """The original module, the user's backend and what it was compiled with."""
+    ctx = getattr(optimized, "dynamo_ctx", None)
+    backend = _innermost_backend(getattr(ctx, "callback", None))
+    name = getattr(backend, "compiler_name", None) or getattr(backend, "__name__", type(backend).__name__)
+    if name != "inductor":
+        raise TraceError(
+            f"compiled mode times the kernels inductor generates; this model was compiled with backend "
+            f"{name!r}, which generates none. Profile its graphs with capture='dynamo' on the original "
+            f"module (model._orig_mod), or compile it with the default backend (inductor)."
+        )
+    config = dict(getattr(backend, "config", {}) or {})
+    dynamic = getattr(backend, "dynamic", None)
+    described = {
+        "backend": "inductor",
+        "mode": _mode_of(config, dynamic),
+        "options": {k: v for k, v in config.items() if isinstance(v, (bool, int, float, str))},
+        "dynamic": dynamic,
+        "fullgraph": bool(getattr(ctx, "fullgraph", False)),
+    }
+    return optimized._orig_mod, backend, described
+
+
+@contextlib.contextmanager
+def _inductor_settings() -> Iterator[None]:
+    """Kernel ranges, provenance, no caches: set for fxprof's compile, restored after."""
+    from torch._inductor import config as inductor_config
+
+    patches: dict[str, Any] = {"cpp.enable_kernel_profile": True, "fx_graph_cache": False}
+    trace = getattr(inductor_config, "trace", None)
+    if hasattr(trace, "provenance_tracking_level"):
+        patches["trace.provenance_tracking_level"] = 1
+    elif hasattr(trace, "provenance_tracking"):
+        patches["trace.provenance_tracking"] = True
+    else:
+        raise TraceError(
+            f"compiled mode reads inductor's provenance tracking (which FX nodes each kernel computes), "
+            f"which torch {torch.__version__} does not have; upgrade torch, or profile the eager graphs "
+            f"with capture='dynamo'"
+        )
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(inductor_config.patch(patches))
+        functorch_config = getattr(getattr(torch, "_functorch", None), "config", None)
+        if functorch_config is not None and hasattr(functorch_config, "enable_autograd_cache"):
+            stack.enter_context(functorch_config.patch({"enable_autograd_cache": False}))
+        yield
+
+
+class _TraceCatcher(logging.Handler):
+    """Keeps inductor's generated code and provenance per compiled graph (``"0/0"``) from
+    torch's structured trace while installed."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.code: dict[str, str] = {}
+        self.provenance: dict[str, dict[str, Any]] = {}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        meta = getattr(record, "metadata", None)
+        if not isinstance(meta, dict):
+            return
+        graph = f"{meta.get('frame_id')}/{meta.get('frame_compile_id')}"
+        try:
+            if "inductor_output_code" in meta:
+                self.code[graph] = self.code.get(graph, "") + str(getattr(record, "payload", "") or "")
+            artifact = meta.get("artifact")
+            if isinstance(artifact, dict) and artifact.get("name") == "inductor_provenance_tracking_node_mappings":
+                import json
+
+                self.provenance[graph] = json.loads(getattr(record, "payload", "") or "{}")
+        except Exception:  # a malformed record costs that graph's provenance, never the run
+            pass
+
+
+@contextlib.contextmanager
+def _catch_trace() -> Iterator[_TraceCatcher]:
+    logger = logging.getLogger("torch.__trace")
+    catcher = _TraceCatcher()
+    logger.addHandler(catcher)
+    try:
+        yield catcher
+    finally:
+        logger.removeHandler(catcher)
+
+
+class CompiledSession:
+    """The graphs dynamo compiled for this profile, with what fxprof needs of each."""
+
+    def __init__(self, root: nn.Module, backend: Any):
+        self.root = root
+        self.backend = backend
+        self.paths = {id(m): p for p, m in root.named_modules()}
+        self.graphs: dict[str, fx.GraphModule] = {}
+        self.nodes: dict[str, dict[str, NodeInfo]] = {}
+        self.flops: dict[str, dict[str, int | None]] = {}
+        self.order: list[str] = []
+
+    def __call__(self, gm: fx.GraphModule, example_inputs: list) -> Any:
+        graph = _compile_id()
+        self.order.append(graph)
+        self.graphs[graph] = gm
+        local = self._frame_modules()
+        resolver = _Resolver(self.root, local)
+        self.nodes[graph] = {n.name: n for n in describe_graph(gm, graph=graph, prefix="", resolve=resolver, infer=False,
+                                                               frame_scope=local.get("self", ""))}
+        self.flops[graph] = _graph_flops(gm, example_inputs)
+        return self.backend(gm, example_inputs)
+
+    def _frame_modules(self) -> dict[str, str]:
+        """The model paths of the modules local to the frame dynamo is compiling (its ``self``
+        above all): a graph's module paths (``L['self'].fc``) are relative to them, which
+        matters for a graph after a break inside a block. Dynamo's frame conversion holds
+        that frame in a local named ``frame``."""
+        frame = sys._getframe(1)
+        while frame is not None:
+            candidate = frame.f_locals.get("frame")
+            f_locals = getattr(candidate, "f_locals", None)
+            if isinstance(f_locals, dict):
+                found = {n: self.paths[id(v)] for n, v in f_locals.items() if isinstance(v, nn.Module) and id(v) in self.paths}
+                if found:
+                    return found
+            frame = frame.f_back
+        return {"self": ""}
+
+
+@contextlib.contextmanager
+def _recursion_limit_kept() -> Iterator[None]:
+    """Inductor raises Python's recursion limit for good when it compiles (to 2000); fxprof's
+    compile puts it back afterwards, so profiling leaves the process as it found it."""
+    limit = sys.getrecursionlimit()
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(limit)
+
+
+def _dynamo_graph_breaks() -> int | None:
+    """Dynamo's running count of graph breaks (``torch._dynamo.utils.counters``), or None."""
+    try:
+        from torch._dynamo.utils import counters
+
+        return int(sum(counters["graph_break"].values()))
+    except Exception:  # pragma: no cover - a release without the counter
+        return None
+
+
+def _compile_id() -> str:
+    try:
+        cid = torch._guards.CompileContext.current_compile_id()
+        return f"{cid.frame_id}/{cid.frame_compile_id}"
+    except Exception:  # pragma: no cover - releases without compile ids
+        return "0/0"
+
+
+def _graph_flops(gm: fx.GraphModule, example_inputs: list) -> dict[str, int | None]:
+    """FLOPs per node of a dynamo graph, counted on ``meta`` tensors shaped like dynamo's
+    example inputs (no real work); ``{}`` when the graph does not run on them (dynamic shapes,
+    data-dependent ops)."""
+    from .anatomy import anatomy_pass
+
+    try:
+        inputs = tuple(torch.empty([int(d) for d in t.shape], dtype=t.dtype, device="meta") if isinstance(t, torch.Tensor)
+                       else t for t in example_inputs)
+        _, records = anatomy_pass(count_flops=True)(gm, "", inputs)
+        return {name.split(":")[-1]: rec.get("flops") for name, rec in records.items()}
+    except Exception:
+        return {}
+
+
+def _kernels(graph: str, code: str, provenance: dict[str, Any]) -> list[Kernel]:
+    """The kernels of one compiled graph, in call order, with their dynamo origins."""
+    ranges = {strip_graph_prefix(name): name for name in _RECORD.findall(code)}
+    kernel_to_post = provenance.get("cppCodeToPost") or provenance.get("triton_kernel_to_post_grad") or {}
+    post_to_pre = provenance.get("postToPre") or {}
+    out = []
+    for key, post in kernel_to_post.items():
+        base = key.rsplit(":", 1)[0]
+        generated = not (base.startswith("extern_kernels.") or base.startswith("torch.ops.") or "." in base)
+        pre: list[str] = []
+        for p in post:
+            for q in post_to_pre.get(p, []):
+                if q not in pre:
+                    pre.append(q)
+        out.append(Kernel(graph=graph, key=key, generated=generated, range_name=ranges.get(base, base if generated else ""),
+                          origins=tuple(pre)))
+    out.sort(key=lambda k: int(k.key.rsplit(":", 1)[1]) if re.search(r":\d+$", k.key) else 0)
+    return out
+
+
+def spans_from_events(events: list[Event], device: bool = False) -> tuple[list[Span], list[tuple[int, int]]]:
+    """Kernel calls from the profiler's events: ``(spans, runs)``, runs as ``(start_ns, end_ns)``
+    of each ``fxprof::run`` range in order.
+
+    On the CPU, every event directly inside a ``## Call CompiledFxGraph`` range is one span
+    (a generated kernel's range or an extern op). With ``device``, a span is a device
+    activity, its time the device's: a kernel is named as launched (a Triton kernel by its
+    name); the host event directly inside the call that launched it (by correlation id) names
+    an extern op's kernels, which are summed into one span per op call.
+    """
+    runs = sorted((e.start_ns, e.end_ns, e.thread) for e in events if e.name == RUN_RANGE)
+    host = sorted((e for e in events if e.kind in ("other", "range", "runtime") and e.device_type == "CPU"),
+                  key=lambda e: (e.start_ns, -e.end_ns))
+    by_corr: dict[int, list[Event]] = {}
+    if device:
+        for e in events:
+            if e.kind == "device" and e.correlation:
+                by_corr.setdefault(e.correlation, []).append(e)
+    spans: list[Span] = []
+    calls: dict[tuple[int, str], int] = {}
+    for run, (r0, r1, thread) in enumerate(runs):
+        inside = [e for e in host if e.thread == thread and e.start_ns >= r0 and e.end_ns <= r1 and e.name != RUN_RANGE]
+        regions = [e for e in inside if _REGION.search(e.name)]
+        for call in (e for e in inside if e.name.startswith(_CALL)):
+            holding = [g for g in regions if g.start_ns <= call.start_ns and call.end_ns <= g.end_ns]
+            # the innermost: a graph after a break inside a block runs within the caller's region
+            region = max(holding, key=lambda g: (g.start_ns, -g.end_ns)) if holding else None
+            graph = _REGION.search(region.name).group(1) if region is not None else "0/0"
+            index = calls.get((run, graph), 0)
+            calls[(run, graph)] = index + 1
+            children = [e for e in inside if call.start_ns <= e.start_ns and e.end_ns <= call.end_ns and e is not call]
+            direct: list[Event] = []
+            for e in children:  # sorted by start: a direct child starts after the last one ended
+                if not direct or e.start_ns >= direct[-1].end_ns:
+                    direct.append(e)
+            if not device:
+                spans.extend(Span(graph, run, e.name, (e.start_ns - r0) / 1e6, (e.end_ns - e.start_ns) / 1e6, index)
+                             for e in direct if e.kind != "runtime")
+                continue
+            for parent in direct:
+                launches = [e for e in children if e.kind == "runtime" and parent.start_ns <= e.start_ns <= parent.end_ns]
+                work = [d for e in launches for d in by_corr.get(e.correlation, [])]
+                if not work:
+                    continue
+                if parent.kind == "runtime":  # a generated (Triton) kernel launched straight from the call
+                    spans.extend(Span(graph, run, d.name, (d.start_ns - r0) / 1e6, (d.end_ns - d.start_ns) / 1e6, index)
+                                 for d in work)
+                else:  # an extern op: its kernels, summed
+                    start = min(d.start_ns for d in work)
+                    spans.append(Span(graph, run, parent.name, (start - r0) / 1e6,
+                                      sum(d.end_ns - d.start_ns for d in work) / 1e6, index))
+    return spans, [(r0, r1) for r0, r1, _ in runs]
+
+
+def profile_compiled(model: nn.Module, args: tuple, kwargs: dict, compile: Any, warmup: int, iters: int,
+                     no_grad: bool, name: str | None, meta_base: dict[str, Any]) -> Profile:
+    """Compile (or take the compiled) ``model``, time its kernels, return a Profile of them."""
+    if is_compiled(model):
+        root, backend, described = _read_compiled(model)
+    else:
+        options = compile_options(compile)
+        user = torch.compile(model, **options)
+        root, backend, described = _read_compiled(user)
+        described["mode"] = options.get("mode") or "default"
+    session = CompiledSession(root, backend)
+    on_cuda = any(t.is_cuda for t in [*root.parameters(), *root.buffers()]) or any(
+        isinstance(a, torch.Tensor) and a.is_cuda for a in (*args, *kwargs.values()))
+    compiled = torch.compile(root, backend=session, dynamic=described["dynamic"], fullgraph=described["fullgraph"])
+    grad = torch.no_grad() if no_grad else contextlib.nullcontext()
+    sync = torch.cuda.synchronize if on_cuda else (lambda: None)
+
+    def call(fresh: tuple | None = None) -> Any:
+        a, k = fresh if fresh is not None else clone_tensors((args, kwargs))
+        return compiled(*a, **k)
+
+    breaks_before = _dynamo_graph_breaks()
+    with _recursion_limit_kept(), preserved_buffers(root), _inductor_settings(), _catch_trace() as caught, grad:
+        t0 = time.perf_counter()
+        call()
+        sync()
+        compile_s = time.perf_counter() - t0
+        if not session.order:
+            raise TraceError("torch.compile compiled no graph of this model (dynamo ran it as plain Python): "
+                             "there are no kernels to time; profile it eagerly instead")
+        compiled_first = len(session.order)
+        breaks = _dynamo_graph_breaks()
+        described["graph_breaks"] = None if breaks is None or breaks_before is None else breaks - breaks_before
+        for _ in range(warmup):
+            call()
+            sync()
+        plain, events = _interleaved_runs(call, sync, iters, args, kwargs, on_cuda)
+    spans, runs = spans_from_events(events, device=on_cuda)
+    if not spans:
+        raise TraceError(
+            f"torch.profiler recorded no kernel call inside the compiled graphs' calls ('{_CALL} ...' ranges) in "
+            f"{len(runs)} run(s): torch {torch.__version__} may name those ranges differently. Nothing to charge; "
+            f"profile the eager graphs with capture='dynamo'"
+        )
+    kernels = [k for g in session.order for k in _kernels(g, caught.code.get(g, ""), caught.provenance.get(g, {}))]
+    if not kernels:
+        raise TraceError(
+            "inductor reported no kernels for this model's compiled graphs (its provenance tracking gave "
+            "nothing), so fxprof cannot say what the compiled program runs; profile it eagerly with "
+            "capture='dynamo'"
+        )
+    return _build(root, session, kernels, spans, runs, plain, compile_s, described, compiled_first, meta_base, name)
+
+
+def _interleaved_runs(call: Any, sync: Any, iters: int, args: tuple, kwargs: dict, on_cuda: bool) -> tuple[list[float], list[Event]]:
+    """``iters`` cycles of three calls, on ``torch.profiler``'s own schedule (wait 1, warm-up 1,
+    active 1): the waiting call runs with the profiler off, timed by the host clock (the
+    compiled model's own run time); the warm-up call lets the profiler start; the active call
+    is recorded, in an ``fxprof::run`` range. Interleaved, a drift of the machine reaches the
+    unprofiled and the profiled runs alike. Returns the unprofiled times (ms) and the events."""
+    from torch.profiler import ProfilerActivity, profile, record_function, schedule
+
+    events: list[Event] = []
+
+    def collect(done: Any) -> None:
+        events.extend(events_from_kineto(done.profiler.kineto_results.events()))
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_cuda else [])
+    quiet = warnings.catch_warnings()  # each cycle's events are collected: its note about clearing them is moot
+    quiet.__enter__()
+    warnings.filterwarnings("ignore", message=".*Profiler clears events at the end of each cycle")
+    plain: list[float] = []
+    try:
+        prof = profile(activities=activities, schedule=schedule(wait=1, warmup=1, active=1, repeat=iters),
+                       on_trace_ready=collect)
+        with kineto_quiet():
+            prof.__enter__()
+    except BaseException:
+        quiet.__exit__(None, None, None)
+        raise
+    try:
+        for _ in range(iters):
+            fresh = clone_tensors((args, kwargs))
+            t0 = time.perf_counter_ns()
+            call(fresh)
+            sync()
+            plain.append((time.perf_counter_ns() - t0) / 1e6)
+            with kineto_quiet():
+                prof.step()  # -> warm-up: the profiler starts
+            call()
+            sync()
+            with kineto_quiet():
+                prof.step()  # -> active
+            fresh = clone_tensors((args, kwargs))  # outside the run's range
+            with record_function(RUN_RANGE):
+                call(fresh)
+                sync()
+            with kineto_quiet():
+                prof.step()  # the cycle's events reach collect()
+    finally:
+        with kineto_quiet():
+            prof.__exit__(None, None, None)
+        quiet.__exit__(None, None, None)
+    return plain, events
+
+
+def _build(root: nn.Module, session: CompiledSession, kernels: list[Kernel], spans: list[Span], runs: list[tuple[int, int]],
+           plain: list[float], compile_s: float, described: dict[str, Any], compiled_first: int, meta: dict[str, Any],
+           name: str | None) -> Profile:
+    module_types = {p: type(m).__name__ for p, m in root.named_modules() if p}
+    kinds = module_kinds(root)
+    taken: dict[str, int] = {}
+    names = {g: readable_names(list(session.nodes[g].values()), kinds, taken) for g in session.order}
+    rows = kernel_nodes(kernels, session.nodes, names, module_types, type(root).__name__)
+    charged, unmatched = charge_spans(kernels, spans)
+    extra, extra_names = unmatched_nodes(unmatched, {r.name for r in rows})
+    row_of = {k.graph + "|" + k.key: r.name for k, r in zip(kernels, rows)}
+    nodes = rows + extra
+    samples = [(row_of[key], s) for key, s in charged] + [(extra_names[(s.graph, s.name)], s) for s in unmatched]
+    frame = pd.DataFrame({
+        "node": [n for n, _ in samples],
+        "run": np.asarray([s.run for _, s in samples], dtype=np.int64),
+        "time_ms": [s.duration_ms for _, s in samples],
+        "host_ms": [s.duration_ms for _, s in samples],
+        "start_ms": [s.start_ms for _, s in samples],
+        "host_start_ms": [s.start_ms for _, s in samples],
+    })
+    totals = [(r1 - r0) / 1e6 for r0, r1 in runs]
+    run_frame = pd.DataFrame({
+        "run": np.arange(len(runs), dtype=np.int64),
+        "total_ms": totals,
+        "host_ms": totals,
+        "start_ms": [(r0 - runs[0][0]) / 1e6 for r0, _ in runs] if runs else [],
+    })
+    anatomy = {row: {"flops": f} for row, f in _kernel_flops(kernels, rows, session.flops).items()}
+    frames = [g.split("/")[0] for g in session.order]
+    meta = dict(meta)
+    meta.update(
+        model=name or type(root).__name__,
+        capture="compiled",
+        capture_reason="",
+        compiled={
+            **described,
+            "torch": torch.__version__,
+            "compile_s": round(compile_s, 3),
+            "graphs": len(session.order),
+            # dynamo's own count of the breaks in the first call; each splits the frames that
+            # hold it, so graphs - 1 can be more (a break inside a block splits its caller too)
+            "graph_breaks": described["graph_breaks"] if described.get("graph_breaks") is not None
+            else max(0, len(set(frames[:compiled_first])) - 1),
+            # a frame compiled again (guards failed, or new shapes)
+            "recompiles": len(frames) - len(set(frames)),
+            "kernels": len(kernels),
+            "unprofiled_median_ms": statistics.median(plain) if plain else None,
+            "unprofiled_runs": len(plain),
+            "unprofiled_ms": [round(v, 6) for v in plain],  # each unprofiled run, in order
+            "kernel_source": "torch.profiler: inductor C++ kernel ranges and extern ops" if not any(
+                k.range_name.startswith("triton") for k in kernels) else "torch.profiler: CUPTI device kernels",
+        },
+    )
+    if unmatched:
+        meta.setdefault("notes", []).append(
+            f"{len(extra)} kind(s) of profiler event inside compiled graphs matched no kernel of inductor's code: "
+            f"kept as 'unmatched' rows")
+    profile = Profile(nodes, frame, run_frame, meta, anatomy)
+    return profile
+
+
+def _kernel_flops(kernels: list[Kernel], rows: list[NodeInfo], flops: dict[str, dict[str, int | None]]) -> dict[str, int]:
+    """Each kernel's FLOPs: the sum of its origins'. An origin that several kernels share (a
+    convolution and the layout copy of its input) is counted once, to the extern call if one
+    computes it (the library op does the arithmetic), else to the last kernel, so the kernels'
+    FLOPs add up to the graph's."""
+    owner: dict[tuple[str, str], int] = {}
+    for i, k in enumerate(kernels):
+        for o in k.origins:
+            held = owner.get((k.graph, o))
+            if held is None or not k.generated or kernels[held].generated:
+                owner[(k.graph, o)] = i
+    out: dict[str, int] = {}
+    for i, (k, row) in enumerate(zip(kernels, rows)):
+        counted = flops.get(k.graph, {})
+        if not counted:
+            continue
+        out[row.name] = int(sum(counted.get(o) or 0 for o in k.origins if owner.get((k.graph, o)) == i))
+    return out
+
+
+def describe_meta(model: nn.Module, args: tuple, kwargs: dict, warmup: int, iters: int, no_grad: bool) -> dict[str, Any]:
+    """The run's description, as :func:`fxprof.measure.loop.describe_run` gives eager profiles."""
+    from .environment import environment
+    from .loop import describe_run
+    from .timers import tensor_devices
+
+    root = model._orig_mod if is_compiled(model) else model
+    inputs = (*args, *kwargs.values())
+    devices = tensor_devices([*root.parameters(), *root.buffers(), *inputs])
+    stub = types.SimpleNamespace(kind="compiled", reason="", notes={})
+    meta = describe_run(root, None, types.SimpleNamespace(name="profiler"), devices, inputs, warmup, iters, no_grad, stub)
+    meta.update(env=environment(devices), mode="timed")
+    return meta
+
+
+
+#: fxprof.profile options that compiled mode does not take (each refused by name when given)
+_NOT_COMPILED = ("timer", "concrete_args", "leaf_modules", "capture", "warmup_ms", "backward", "loss_fn", "optimizer",
+                 "trace_into", "memory", "progress")
+
+
+def profile_compiled_model(model: nn.Module, args: tuple, kwargs: dict, compile: Any, explicit: set[str], mode: str,
+                           warmup: int, iters: int, no_grad: bool, name: str | None) -> Profile:
+    """:func:`fxprof.profile` for a compiled model (an ``OptimizedModule``, or ``compile=``)."""
+    from .state import PROFILING
+
+    refused = sorted(explicit & set(_NOT_COMPILED)) + (["mode"] if mode != "timed" else [])
+    if refused:
+        raise ValueError(
+            f"{', '.join(map(repr, refused))} cannot be used when profiling a compiled model (its kernels are "
+            f"timed by torch.profiler in whole timed runs); leave them out, or profile the eager model "
+            f"(model._orig_mod) for them"
+        )
+    if is_compiled(model) and compile not in (None, False, True):
+        raise ValueError("compile= options apply to an eager model; this one is already compiled (its own "
+                         "options are kept): leave compile= out")
+    PROFILING.acquire()
+    try:
+        meta = describe_meta(model, args, kwargs, warmup, iters, no_grad)
+        return profile_compiled(model, args, kwargs, True if compile in (None, False) else compile, warmup, iters,
+                                no_grad, name, meta)
+    finally:
+        PROFILING.release()

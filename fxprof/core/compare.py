@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, Union
 import numpy as np
 import pandas as pd
 
+from .roofline import peaks_differ
+
 if TYPE_CHECKING:
     from .profile import Profile
 
@@ -40,7 +42,9 @@ COMPARED_META = ("model", "device", "gpu", "timer", "dtype", "threads", "inputs"
 IGNORED_META = ("created", "iters", "requested_iters", "incomplete", "warmup", "capture_reason", "capture_note",
                 "epoch_ns", "warmup_ms", "warmup_runs", "profiler_warmup_runs", "notes",
                 # a gathered profile's bookkeeping (when, and each rank's own meta)
-                "gathered", "per_rank", "ranks")
+                "gathered", "per_rank", "ranks",
+                # the roofline's machine peaks: compared as roofs (peaks_differ), not key by key
+                "peaks")
 
 
 class ComparabilityWarning(UserWarning):
@@ -215,6 +219,9 @@ def comparability(a: ProfileOrTable, b: ProfileOrTable, diff: pd.DataFrame | Non
         va, vb = ma.get(key, _MISSING), mb.get(key, _MISSING)
         if va != vb:
             problems.append(f"{key}: a {_show(va)}, b {_show(vb)}")
+    roofs = peaks_differ(a.meta.get("peaks"), b.meta.get("peaks"))
+    if roofs:
+        problems.append(f"peaks: {roofs}")
     return problems
 
 

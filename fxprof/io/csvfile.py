@@ -34,7 +34,9 @@ def read_csv(path: str | os.PathLike) -> pd.DataFrame:
         raise
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError, OverflowError) as exc:
         raise ProfileFormatError(f"{path!r} is not a CSV table fxprof can read: {exc}") from exc
-    for col, default in (("phase", "forward"), ("forward_node", "")):  # tables from before training steps
+    # tables from before training steps (phase, forward_node) and before the roofline (empty: not measured)
+    for col, default in (("phase", "forward"), ("forward_node", ""), ("bytes", ""), ("intensity", ""), ("roof_ms", ""),
+                         ("roof_pct", ""), ("headroom_ms", ""), ("limit", "")):
         if col not in table.columns:
             table[col] = default
     expected = ["node", *TABLE_COLUMNS]

@@ -55,6 +55,9 @@ _LAZY: dict[str, tuple[str, str]] = {
     "plot_distribution": ("views.plot", "plot_distribution"),
     "plot_groups": ("views.plot", "plot_groups"),
     "plot_top": ("views.plot", "plot_top"),
+    "plot_roofline": ("views.plot", "plot_roofline"),
+    "machine_peaks": ("measure.peaks", "machine_peaks"),
+    "Peaks": ("core.roofline", "Peaks"),
 }
 
 __all__ = [
@@ -67,6 +70,9 @@ __all__ = [
     "plot_groups",
     "plot_distribution",
     "plot_compare",
+    "plot_roofline",
+    "machine_peaks",
+    "Peaks",
     "trace",
     "load",
     "read_csv",
@@ -142,7 +148,9 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, imported e
     from .core.recording import Recording
     from .io import load_profile as load, read_csv
     from .core.nodes import NodeInfo
-    from .views.plot import plot_compare, plot_distribution, plot_groups, plot_top
+    from .views.plot import plot_compare, plot_distribution, plot_groups, plot_roofline, plot_top
+    from .measure.peaks import machine_peaks
+    from .core.roofline import Peaks
     from .core.profile import Profile
     from .measure.timers import CpuTimer, CudaEventTimer, KernelTimer, SyncTimer, Timer
     from .measure.tracer import ProfilerTracer, trace

@@ -43,6 +43,7 @@ def profile(
     loss_fn: Callable[[Any], torch.Tensor] | None = None,
     optimizer: torch.optim.Optimizer | None = None,
     trace_into: Iterable[type | str] | str = (),
+    peaks: Any = "auto",
     **kwargs: Any,
 ) -> Profile:
     """Profile ``model(*args, **kwargs)`` node by node.
@@ -89,6 +90,14 @@ def profile(
             record each node's allocation delta and peak on the model's devices (default:
             when the model runs on CUDA; ``True`` on the CPU measures the CPU allocator).
             Nothing is reset: your own peak-memory statistics are left as they were.
+        peaks: the machine's roofs for the roofline columns (``bytes``, ``intensity``,
+            ``roof_ms``, ``roof_pct``, ``headroom_ms``, ``limit``; with ``anatomy``):
+            ``"auto"`` (default: :func:`fxprof.machine_peaks` for the model's device, the
+            dtype of its busiest node and this thread count: measured once, a few seconds, then
+            cached; the environment variable ``FXPROF_PEAKS`` overrides it: ``off``,
+            ``quick`` or ``TFLOPS,GBPS``), ``None`` (no roofline), ``(tflops, gbps)`` or
+            ``"TFLOPS,GBPS"`` (yours, e.g. a datasheet's), or a :class:`fxprof.core.roofline.Peaks`.
+            Kept in ``profile.meta["peaks"]``. See docs/roofline.md.
         progress: show a progress bar on stderr naming each phase (tracing, warm-up, timed
             runs, anatomy pass) with its own count (tqdm; silent when stderr is not a
             terminal); or a :class:`fxprof.progress.Progress` to report to (left open).
@@ -123,7 +132,7 @@ def profile(
                                 ("concrete_args", concrete_args), ("leaf_modules", leaf_modules), ("name", name),
                                 ("anatomy", anatomy), ("memory", memory), ("progress", progress), ("capture", capture),
                                  ("warmup_ms", warmup_ms), ("backward", backward), ("loss_fn", loss_fn), ("optimizer", optimizer),
-                                 ("trace_into", trace_into))
+                                 ("trace_into", trace_into), ("peaks", peaks))
                 if v is not _DEFAULTS[k]}
     _check_count("warmup", warmup, minimum=0)
     _check_count("iters", iters, minimum=1)
@@ -135,6 +144,10 @@ def profile(
         raise ValueError(f"unknown capture {capture!r}; choose one of {', '.join(CAPTURES)}")
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
+    if not (peaks is None or peaks is False or (isinstance(peaks, str) and peaks in ("auto", "quick"))):
+        from .measure.peaks import resolve_peaks
+
+        peaks = resolve_peaks(peaks)  # the user's numbers, checked before anything runs
     if model_kwargs is not None:
         if kwargs:
             raise TypeError(f"unknown option(s) {', '.join(map(repr, kwargs))} of fxprof.profile (model inputs go in model_kwargs)")
@@ -190,7 +203,7 @@ def profile(
                              memory=bool(on_cuda if memory is None else memory))
             meta = {**meta, **ranks.meta()}
         plan = RunPlan(warmup=warmup, iters=iters, warmup_ms=float(warmup_ms), mode=mode, anatomy=anatomy, memory=memory,
-                       no_grad=no_grad)
+                       no_grad=no_grad, peaks=peaks)
         return measure(captured, call_args, call_kwargs, chosen, plan, meta, devices, ranks, bar)
     finally:
         captured.close()

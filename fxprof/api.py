@@ -97,7 +97,8 @@ def profile(
             cached; the environment variable ``FXPROF_PEAKS`` overrides it: ``off``,
             ``quick`` or ``TFLOPS,GBPS``), ``None`` (no roofline), ``(tflops, gbps)`` or
             ``"TFLOPS,GBPS"`` (yours, e.g. a datasheet's), or a :class:`fxprof.core.roofline.Peaks`.
-            Kept in ``profile.meta["peaks"]``. See docs/roofline.md.
+            Kept in ``profile.meta["peaks"]``. A :class:`~fxprof.timers.Timer` of your own gets
+            only peaks you give (its clock may not be seconds). See docs/roofline.md.
         progress: show a progress bar on stderr naming each phase (tracing, warm-up, timed
             runs, anatomy pass) with its own count (tqdm; silent when stderr is not a
             terminal); or a :class:`fxprof.progress.Progress` to report to (left open).

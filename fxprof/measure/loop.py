@@ -29,7 +29,7 @@ from torch import nn
 
 from ..core.profile import Profile
 from ..errors import describe_value
-from ..vocab import __version__
+from ..vocab import TIMER_NAMES, __version__
 from .anatomy import anatomy_pass, memory_pass
 from .bridge import KernelProfiler, kernel_ms_per_sample
 from .budget import SampleBudget
@@ -245,9 +245,12 @@ def _with_peaks(meta: dict[str, Any], plan: RunPlan, records: dict[str, dict[str
                 bar: Any) -> dict[str, Any]:
     """``meta`` with ``peaks``: the roofs of the roofline columns, measured (or cached) for the
     profile's device, the dtype of the node that does the most FLOPs and the thread count, or
-    as given. Only when the anatomy pass counted bytes; a failure costs a warning, never the runs."""
+    as given. Measured for fxprof's own timers only: a :class:`Timer` of the user's may count
+    something else than time (a fake clock), so it gets the peaks it is given. Only when the anatomy pass counted bytes; a failure costs a warning, never the runs."""
     if not plan.anatomy or plan.peaks is None or plan.peaks is False:
         return meta
+    if isinstance(plan.peaks, str) and meta.get("timer") not in TIMER_NAMES:
+        return meta  # a Timer of the user's may count something else than seconds: their peaks only
     from .peaks import resolve_peaks
 
     cuda = sorted((d for d in devices if d.type == "cuda"), key=_index_key)

@@ -114,8 +114,12 @@ def test_machine_peaks_are_cached_per_threads(own_cache):
     entries = json.loads(own_cache.read_text())["peaks"]
     assert len(entries) == 2 and any("float64" in k for k in entries)
     began = time.perf_counter()
-    machine_peaks("cpu", torch.float32, threads=1, sizes="quick", refresh=True)
+    refreshed = machine_peaks("cpu", torch.float32, threads=1, sizes="quick", refresh=True)
     assert time.perf_counter() - began > 0.1  # measured again (the quick budget alone is 0.1 s a kernel)
+    # a busy machine only lowers a roof: the cache keeps the better of the two measurements
+    assert refreshed.details["measurements"] == 2
+    assert refreshed.flops_per_s >= first.flops_per_s and refreshed.bytes_per_s >= first.bytes_per_s
+    assert machine_peaks("cpu", torch.float32, threads=1, sizes="quick") == refreshed
 
 
 def test_a_cache_that_cannot_be_written_costs_a_warning(tmp_path, monkeypatch):

@@ -258,7 +258,9 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--dtype", default="float32", help="the GEMMs' dtype: float32, float16, bfloat16, float64 (default: float32)")
     e.add_argument("--threads", type=int, default=None, metavar="N", help="CPU threads (default: torch's choice, as fxprof profile)")
     e.add_argument("--quick", action="store_true", help="small GEMMs and buffers: a rough figure in a fraction of a second")
-    e.add_argument("--refresh", action="store_true", help="measure again even if cached")
+    e.add_argument("--refresh", action="store_true",
+                   help="measure again even if cached; the cache keeps the better of the new and earlier figures "
+                        "(a busy machine only lowers a roof)")
     e.set_defaults(handler=_cmd_peaks)
     # options that take a value: their value may start with '-' (--input -1x3 is a bad shape)
     actions = [a for sp in (p, s, k, q, e) for a in sp._actions if a.option_strings]
@@ -719,7 +721,8 @@ def _cmd_peaks(args: argparse.Namespace) -> int:
     for name, rate in details.get("bandwidth_bytes_per_s", {}).items():
         _print(f"    {name:<22} {rate / 1e9:.4g} GB/s")
     if "seconds" in details:
-        _print(f"  measured in {details['seconds']:.1f} s; cached in {cache_path()}")
+        tries = f", best of {details['measurements']} measurements" if details.get("measurements", 1) > 1 else ""
+        _print(f"  measured in {details['seconds']:.1f} s{tries}; cached in {cache_path()}")
     return 0
 
 

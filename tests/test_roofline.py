@@ -104,7 +104,7 @@ def test_machine_peaks_are_cached_per_threads(own_cache):
     assert first.flops_per_s > 1e9 and first.bytes_per_s > 1e9 and 0 < first.overhead_s < 1e-3
     assert first.threads == 1 and first.dtype == "float32" and first.source == "measured"
     assert set(first.details["bandwidth_bytes_per_s"]) == {"copy", "add", "triad"}
-    assert first.flops_per_s == max(first.details["gemm_flops_per_s"].values())  # the best kernel is the roof
+    assert first.flops_per_s == max(first.details["compute_flops_per_s"].values())  # the best kernel is the roof
     began = time.perf_counter()
     again = machine_peaks("cpu", torch.float32, threads=1, sizes="quick")
     assert time.perf_counter() - began < 0.05 and again == first
@@ -155,8 +155,11 @@ class KnownCost(nn.Module):
 
 
 def test_known_cost_nodes_get_the_expected_verdicts(own_cache):
-    """On this CPU, one thread: a 1024^3 matmul is compute-limited near the GEMM peak, an add of
-    two 32 MiB tensors memory-limited near the measured bandwidth, a one-element add overhead."""
+    """On this CPU, one thread: a 1024^3 matmul is compute-limited at a sizeable fraction of the
+    compute peak, an add of two 32 MiB tensors memory-limited near the measured bandwidth, a
+    one-element add overhead. (The compute peak is the best GEMM or convolution: here oneDNN's
+    convolutions reach about twice the rate of the BLAS's matrix products, so a matmul gets about
+    half of it.)"""
     torch.manual_seed(0)
     n = 8 * 2**20
     inputs = (torch.randn(1024, 1024), torch.randn(1024, 1024), torch.randn(n), torch.randn(n), torch.empty(n), torch.ones(1), torch.ones(1))
@@ -175,7 +178,7 @@ def test_known_cost_nodes_get_the_expected_verdicts(own_cache):
     # run, because a shared machine (other processes on these 2 cores) lengthens medians, while
     # the peaks are the best of many tries; roof_pct itself is against the median
     best_pct = df["roof_ms"] / df["min_ms"] * 100
-    assert 25 < best_pct[mm] < 130, df.loc[mm]
+    assert 15 < best_pct[mm] < 130, df.loc[mm]
     assert 25 < best_pct[big] < 130, df.loc[big]
     assert 0 < df.loc[mm, "roof_pct"] <= best_pct[mm] and 0 < df.loc[big, "roof_pct"] <= best_pct[big]
     assert best_pct[tiny] < 1

@@ -46,7 +46,7 @@ class Peaks:
     """What this device can do at best: the roofs of the roofline.
 
     Attributes:
-        flops_per_s: achievable compute rate (the best of several large GEMMs in ``dtype``).
+        flops_per_s: achievable compute rate (the best of several large GEMMs and convolutions in ``dtype``).
         bytes_per_s: achievable memory bandwidth, bytes read plus written (the best of copy,
             add and triad over buffers far larger than the caches).
         overhead_s: the least time one op takes whatever its size (the median of a one-element

@@ -2,8 +2,10 @@
 
 :func:`machine_peaks` times, on this device, in the dtype and with the thread count asked for:
 
-- compute: several large GEMMs (square and oblong); the best rate is the roof. A peak must be
-  a roof (no node may run meaningfully above it), so it is the best of several kernels, not one.
+- compute: several large GEMMs (square and oblong) and convolutions (on the CPU they run in
+  oneDNN, GEMMs in the BLAS: here a 7x7 convolution ran at twice the best GEMM's rate); the
+  best rate is the roof. A peak must be a roof (no node may run meaningfully above it), so it
+  is the best of several kernels, not one.
 - bandwidth: ``copy`` (``out.copy_(x)``: 2 bytes a byte), ``add`` (``torch.add(x, y, out=z)``)
   and ``triad`` (``torch.add(x, y, alpha=s, out=z)``, STREAM's a = b + s c), each counted as
   bytes read plus written, on buffers far larger than the caches, allocated and touched before
@@ -36,17 +38,22 @@ from ..core.roofline import Peaks, parse_peaks
 __all__ = ["machine_peaks", "resolve_peaks", "cache_path", "Peaks", "FULL", "QUICK"]
 
 #: default sizes: GEMM shapes (m, k, n) and the elements of each bandwidth buffer, per device type
+#: convolutions are (batch, in channels, out channels, kernel, stride, input height = width)
 FULL = {
-    "cpu": {"gemms": ((2048, 2048, 2048), (1024, 1024, 1024), (4096, 1024, 1024), (1024, 4096, 1024)), "elements": 32 * 2**20,
-            "rounds": 3, "seconds": 0.5},
-    "cuda": {"gemms": ((8192, 8192, 8192), (4096, 4096, 4096), (16384, 4096, 4096), (4096, 16384, 4096)), "elements": 256 * 2**20,
-             "rounds": 5, "seconds": 0.2},
+    "cpu": {"gemms": ((2048, 2048, 2048), (1024, 1024, 1024), (4096, 1024, 1024), (1024, 4096, 1024)),
+            "convs": ((1, 3, 64, 7, 2, 224), (1, 64, 64, 3, 1, 56), (1, 256, 256, 3, 1, 14)),
+            "elements": 32 * 2**20, "rounds": 3, "seconds": 0.5},
+    "cuda": {"gemms": ((8192, 8192, 8192), (4096, 4096, 4096), (16384, 4096, 4096), (4096, 16384, 4096)),
+             "convs": ((64, 3, 64, 7, 2, 224), (64, 64, 64, 3, 1, 56), (64, 256, 256, 3, 1, 14)),
+             "elements": 256 * 2**20, "rounds": 5, "seconds": 0.2},
 }
 #: small sizes for a quick look (tests): GEMMs still large enough to use the vector units, the
 #: buffers still four times a 32 MiB L3 (float32 copy); less exact than ``FULL``
 QUICK = {
-    "cpu": {"gemms": ((1024, 1024, 1024), (1024, 512, 512)), "elements": 8 * 2**20, "rounds": 3, "seconds": 0.1},
-    "cuda": {"gemms": ((4096, 4096, 4096), (2048, 2048, 2048)), "elements": 64 * 2**20, "rounds": 3, "seconds": 0.05},
+    "cpu": {"gemms": ((1024, 1024, 1024), (1024, 512, 512)), "convs": ((1, 3, 64, 7, 2, 112), (1, 64, 64, 3, 1, 28)),
+            "elements": 8 * 2**20, "rounds": 3, "seconds": 0.1},
+    "cuda": {"gemms": ((4096, 4096, 4096), (2048, 2048, 2048)), "convs": ((16, 64, 64, 3, 1, 56),),
+             "elements": 64 * 2**20, "rounds": 3, "seconds": 0.05},
 }
 
 _CACHE_VERSION = 1
@@ -172,14 +179,25 @@ def _measure(device: torch.device, dtype: torch.dtype, plan: dict[str, Any]) -> 
     began = time.perf_counter()
     clock = _Clock(device)
     rounds, budget = int(plan["rounds"]), float(plan["seconds"])
-    gemm_rates: dict[str, float] = {}
+    compute: dict[str, float] = {}
     for m, k, n in plan["gemms"]:
         a = torch.randn(m, k, device=device).to(dtype)
         b = torch.randn(k, n, device=device).to(dtype)
         c = torch.empty(m, n, device=device, dtype=dtype)
         seconds = clock.best(lambda: torch.mm(a, b, out=c), rounds, budget)
-        gemm_rates[f"mm {m}x{k}x{n}"] = 2.0 * m * k * n / seconds
+        compute[f"mm {m}x{k}x{n}"] = 2.0 * m * k * n / seconds
         del a, b, c
+    # convolutions too: on the CPU they run in oneDNN, matrix products in the BLAS, and the two
+    # need not reach the same rate (here a 7x7 convolution ran at twice the best GEMM's)
+    for batch, c_in, c_out, kernel, stride, size in plan.get("convs", ()):
+        x = torch.randn(batch, c_in, size, size, device=device).to(dtype)
+        w = torch.randn(c_out, c_in, kernel, kernel, device=device).to(dtype)
+        out_size = (size + 2 * (kernel // 2) - kernel) // stride + 1
+        seconds = clock.best(lambda: torch.nn.functional.conv2d(x, w, stride=stride, padding=kernel // 2), rounds, budget)
+        # FlopCounterMode's count: 2 x multiply-adds
+        flops = 2.0 * batch * c_out * c_in * kernel * kernel * out_size * out_size
+        compute[f"conv {batch}x{c_in}x{size}x{size} {c_out}x{kernel}x{kernel}/{stride}"] = flops / seconds
+        del x, w
     elements = int(plan["elements"])
     x, y, z = (torch.empty(elements, device=device, dtype=dtype).fill_(v) for v in (1.0, 2.0, 0.0))  # touched: no page faults later
     size = x.element_size() * elements
@@ -199,11 +217,11 @@ def _measure(device: torch.device, dtype: torch.dtype, plan: dict[str, Any]) -> 
     if device.type == "cuda":
         torch.cuda.empty_cache()
     return {
-        "flops_per_s": max(gemm_rates.values()),
+        "flops_per_s": max(compute.values()),
         "bytes_per_s": max(bandwidth.values()),
         "overhead_s": floor,
         "details": {
-            "gemm_flops_per_s": gemm_rates,
+            "compute_flops_per_s": compute,
             "bandwidth_bytes_per_s": bandwidth,
             "buffer_bytes": size,
             "op_floor": "median of a one-element add (a fresh output)",

@@ -59,7 +59,11 @@ torch.manual_seed(0)
 ml = torchvision.models.resnet18(weights=None).eval().to(memory_format=torch.channels_last)
 x = torch.randn(1, 3, 224, 224).contiguous(memory_format=torch.channels_last)
 pl = fxprof.profile(ml, x, warmup=5, iters=20, name="resnet18 channels_last")
-print("### W2"); print(pl.summary(sort="headroom_ms", top=6))
+cols = ["median_ms", "roof_ms", "roof_pct", "headroom_ms", "limit"]
+print("### W2 maxpool, contiguous then channels_last"); print(p.df.loc[["maxpool"], cols].to_string()); print(pl.df.loc[["maxpool"], cols].to_string())
+diff = fxprof.compare(p, pl, warn=False)
+print("### W2b the compare of the two runs, maxpool and the largest changes"); print(diff.head(6)[["kind", "a_ms", "b_ms", "ratio", "verdict"]].to_string())
+print("run medians (ms):", round(float(torch.tensor(p.kept_totals()).median()), 2), round(float(torch.tensor(pl.kept_totals()).median()), 2))
 n = 8 * 2**20
 u, v, out = torch.randn(n), torch.randn(n), torch.empty(n)
 print("### W3 add of two 32 MiB tensors, (median, best) ms: fresh output", median_and_best_ms(lambda: u + v),

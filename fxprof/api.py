@@ -69,20 +69,20 @@ def profile(
         timer: ``"auto"`` (``"cuda"`` if any parameter, buffer or input is on CUDA, else
             ``"cpu"``), ``"cpu"``, ``"cuda"``, ``"sync"``, ``"kernel"`` (CUDA events plus the
             device activity each node launched, matched by correlation id in
-            ``torch.profiler``'s trace), or a :class:`~fxprof.timers.Timer`. The CUDA timers
+            ``torch.profiler``'s trace), or a :class:`~fxprof.measure.timers.Timer`. The CUDA timers
             watch every CUDA device the model's tensors are on.
         no_grad: run under ``torch.no_grad()`` (default True).
         capture: how to get the graph(s): ``"auto"`` (symbolic tracing, falling back to
             ``"dynamo"`` when it fails, and saying why in ``profile.meta``), ``"symbolic"``
             (:func:`fxprof.trace`), ``"dynamo"`` (``torch.compile`` with fxprof's backend: one
             graph per region between graph breaks; node names get a ``g0:`` prefix) or
-            ``"export"`` (``torch.export``, aten-level nodes). See :mod:`fxprof.capture`.
+            ``"export"`` (``torch.export``, aten-level nodes). See :mod:`fxprof.measure.capture`.
         concrete_args, leaf_modules, trace_into: passed to :func:`fxprof.trace` (symbolic
             capture); ``trace_into`` names ``torch.nn`` modules to trace inside (or ``"all"``).
         mode: ``"timed"`` (whole runs, every node timed in place) or ``"isolated"`` (after
             warm-up, each node re-run ``iters`` times back to back on its real inputs for a
             steady-state cost; nodes that are impure, random or modify their inputs are
-            skipped, with the reason in the ``skip_reason`` column). See :mod:`fxprof.isolated`.
+            skipped, with the reason in the ``skip_reason`` column). See :mod:`fxprof.measure.isolated`.
         name: the model's name in the profile (default: its class name).
         anatomy: after the timed runs, run once more untimed to record each node's input and
             output shapes, dtype, output bytes and FLOPs (``FlopCounterMode``).
@@ -101,12 +101,12 @@ def profile(
             only peaks you give (its clock may not be seconds). See docs/roofline.md.
         progress: show a progress bar on stderr naming each phase (tracing, warm-up, timed
             runs, anatomy pass) with its own count (tqdm; silent when stderr is not a
-            terminal); or a :class:`fxprof.progress.Progress` to report to (left open).
+            terminal); or a :class:`fxprof.views.progress.Progress` to report to (left open).
         backward: profile training steps instead of forward passes: each run is forward, loss
             and backward (and ``optimizer`` step), with the nodes of the forward and backward
             graphs (from AOTAutograd) all timed; the table's ``phase`` column says which, and
             backward nodes are charged to the module of the forward op they differentiate.
-            Runs with gradients on (``no_grad`` is ignored). See :mod:`fxprof.training`.
+            Runs with gradients on (``no_grad`` is ignored). See :mod:`fxprof.measure.training`.
         loss_fn: with ``backward``, ``loss_fn(output) -> scalar tensor`` (default: the sum of
             the output's floating-point values).
         optimizer: with ``backward``, also ``optimizer.zero_grad()`` and ``optimizer.step()``
@@ -120,7 +120,7 @@ def profile(
         Under an initialized ``torch.distributed`` process group, every rank must call this with
         the same ``warmup``/``warmup_ms``/``iters``/``mode``; each timed run starts after a barrier (outside
         the marks) and the profile carries this rank (collect the ranks with
-        :func:`fxprof.gather`; see :mod:`fxprof.distributed`).
+        :func:`fxprof.gather`; see :mod:`fxprof.core.ranks`).
 
     Raises:
         ValueError: ``warmup``/``iters`` out of range, or inputs that do not fit the graph.
@@ -154,11 +154,11 @@ def profile(
             raise TypeError(f"unknown option(s) {', '.join(map(repr, kwargs))} of fxprof.profile (model inputs go in model_kwargs)")
         kwargs = dict(model_kwargs)
 
-    PROFILING.acquire()  # one profile at a time in this process (see fxprof.state)
+    PROFILING.acquire()  # one profile at a time in this process (see fxprof.measure.state)
     bar, own_bar = as_progress(progress)
     try:
         bar.phase("tracing" if capture in ("auto", "symbolic") else f"capturing ({capture})")
-        if backward:  # training steps: forward and backward graphs (see fxprof.training)
+        if backward:  # training steps: forward and backward graphs (see fxprof.measure.training)
             from .measure.training import capture_training
 
             captured: Capture = capture_training(model, capture, mode, loss_fn, optimizer)

@@ -211,3 +211,49 @@ def test_an_unrecognised_trace_failure_still_names_the_cause_and_the_options():
         assert option in message
     prof = fxprof.profile(UsesLen(), torch.randn(4, 2), warmup=0, iters=1)  # auto takes it
     assert prof.meta["capture"] == "dynamo"
+
+
+# ---------------------------------------------------------------- issue 26: hostile module names, deep nesting
+class _OddNames(nn.Module):
+    NAMES = ("a\nb", "q'uote", 'd"q', "t\tab", "r\u202etl", "br]ack[et", "plain")
+
+    def __init__(self):
+        super().__init__()
+        for name in self.NAMES:
+            self.add_module(name, nn.Linear(4, 4))
+
+    def forward(self, x):
+        for module in self.children():
+            x = module(x)
+        return x
+
+
+def test_modules_whose_names_hold_newlines_quotes_tabs_or_bidi_keep_their_scope_under_dynamo():
+    """Issue 26 (lower harm): such modules lost their scope under dynamo (its paths escape them)."""
+    prof = fxprof.profile(_OddNames(), torch.randn(2, 4), warmup=0, iters=1, capture="dynamo", anatomy=False)
+    linear = prof.df[prof.df["kind"] == "linear"]
+    assert sorted(linear["scope"]) == sorted(_OddNames.NAMES)
+    assert (linear["scope_source"] == "recorded").all()
+
+
+def test_normalize_scope_reads_every_spelling_of_a_path():
+    from fxprof.measure.graph import normalize_scope
+
+    assert normalize_scope("L['self'].a\\nb") == "a\nb"
+    assert normalize_scope("L['self']._modules[\"q'uote\"]") == "q'uote"
+    assert normalize_scope("L['self'].r\\u202etl.inner") == "r\u202etl.inner"
+    assert normalize_scope("L['self'].layer1._modules['0'].conv1") == "layer1.0.conv1"
+    assert normalize_scope("getattr(L['self'].blocks, '0').fc") == "blocks.0.fc"
+    assert normalize_scope("L['self'].x['a]b']") == "x.a]b"
+    assert normalize_scope("layer1.0") == "layer1.0" and normalize_scope("L['self']") == ""
+
+
+def test_a_model_nested_too_deep_for_dynamo_gets_a_hint():
+    """Issue 26 (lower harm): a Sequential nested 200 deep failed in dynamo with a bare RecursionError."""
+    model = nn.Linear(4, 4)
+    for _ in range(200):
+        model = nn.Sequential(model)
+    with pytest.raises(fxprof.TraceError, match=r"recursion limit \(\d+\) on Sequential, whose modules nest 200 deep.*sys\.setrecursionlimit"):
+        fxprof.profile(model, torch.randn(2, 4), warmup=0, iters=1, capture="dynamo")
+    with pytest.raises(fxprof.TraceError, match="deeper than Python's recursion limit"):
+        fxprof.profile(model, torch.randn(2, 4), warmup=0, iters=1, capture="symbolic")

@@ -3,7 +3,7 @@
 Beyond the bare ratio, :func:`compare` says per node whether the change is beyond noise (a
 Mann-Whitney U test on the two sets of samples, corrected for testing many nodes, plus a minimum
 effect), gives a confidence interval for the whole run's ratio, and warns when the two profiles
-were not measured under the same conditions. The statistics are in :mod:`fxprof.stats`; the
+were not measured under the same conditions. The statistics are in :mod:`fxprof.core.stats`; the
 reasoning is in docs/methodology.md.
 """
 
@@ -171,8 +171,8 @@ def _samples_by_node(profile: "Profile", keep_outliers: bool | None) -> dict[str
     """Each node's values in the runs the statistics use: the same values its ``median_ms`` is
     of (one a run, calls within a run summed; :meth:`SampleColumns.per_run`), so the test and
     the ratio speak of the same thing. Grouped by one stable sort, no DataFrame."""
-    columns = profile._columns
-    node, times, _, _, _ = columns.per_run(profile._kept_runs(keep_outliers))
+    columns = profile.columns
+    node, times, _, _, _ = columns.per_run(profile.kept_runs(keep_outliers))
     counts = np.bincount(node, minlength=len(columns.names))
     if not counts.any():  # no samples (an empty or isolated-mode profile)
         return {}

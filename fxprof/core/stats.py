@@ -23,6 +23,7 @@ import inspect
 from typing import Any, Sequence
 
 import numpy as np
+import pandas as pd
 
 __all__ = [
     "OUTLIER_FENCE_IQR",
@@ -140,3 +141,13 @@ def _seed(seed: int) -> dict[str, Any]:
 
     name = "rng" if "rng" in inspect.signature(bootstrap).parameters else "random_state"
     return {name: np.random.default_rng(seed)}
+
+
+def shares(table: pd.DataFrame) -> pd.Series:
+    """Percent of the summed median node times (robust: one slow sample barely moves a median);
+    of the summed means when every median is 0. NaN (nodes that never ran) count as 0."""
+    for col in ("median_ms", "mean_ms"):
+        total = float(table[col].sum())  # NaN (nodes that never ran) are skipped
+        if total > 0:
+            return (table[col] / total * 100.0).fillna(0.0)
+    return pd.Series(0.0, index=table.index)

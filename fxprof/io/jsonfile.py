@@ -64,8 +64,8 @@ def save_json(profile: "Profile", path: str | os.PathLike) -> None:
 def load_json(path: str | os.PathLike) -> "Profile":
     """Load a profile saved as JSON by :meth:`Profile.save`.
 
-    A JSON file is checked against the published schema (:data:`fxprof.validate.SCHEMA`) and
-    the built profile by :func:`fxprof.validate.check_profile`; anything malformed is a
+    A JSON file is checked against the published schema (:data:`fxprof.io.validate.SCHEMA`) and
+    the built profile by :func:`fxprof.io.validate.check_profile`; anything malformed is a
     :class:`~fxprof.errors.ProfileFormatError` saying what and where.
     """
     from ..core.profile import Profile

@@ -22,10 +22,9 @@ import inspect
 import os
 import re
 import sys
-import threading
 import traceback
 import warnings
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import torch
 from torch import fx, nn
@@ -36,6 +35,7 @@ from ..core.nodes import NodeInfo
 from .graph import describe_graph, normalize_scope
 from .state import preserved_buffers
 from ..vocab import CAPTURES
+from .dispatch import ActiveSession, GraphRunner, GraphSession
 from .tracer import trace
 
 __all__ = ["CAPTURES", "Capture", "capture_model", "explain_trace_failure"]
@@ -59,6 +59,9 @@ _PLAIN_WORDS = [
     ("co_varnames is too small",
      "the model's forward is wrapped (a decorator taking *args/**kwargs) in a way symbolic "
      "tracing cannot bind its inputs to"),
+    ("maximum recursion depth exceeded",
+     "the model nests modules (or calls) deeper than Python's recursion limit lets tracing follow; "
+     "raise it before profiling (sys.setrecursionlimit) or flatten the nesting"),
     ("symbolically trace a dynamo-optimized function",
      "the model holds a torch.compile'd submodule, which symbolic tracing cannot enter "
      "(leaf_modules=[its path] keeps it as one node, run compiled)"),
@@ -286,7 +289,7 @@ def _bind_inputs(gm: fx.GraphModule, args: tuple, kwargs: dict[str, Any]) -> tup
 
 
 # ------------------------------------------------------------------------ dynamo
-class _DynamoSession:
+class _DynamoSession(GraphSession):
     """What the shared backend dispatches to while one profile() runs.
 
     Dynamo compiles frames, not models: a graph of a block's ``forward`` (split by a graph
@@ -302,12 +305,9 @@ class _DynamoSession:
     """
 
     def __init__(self, model: nn.Module | None = None) -> None:
-        self.recorder: Recorder | None = None
-        self.make_pass: PassFn | None = None
-        self.records: dict[str, dict[str, Any]] = {}
+        super().__init__()
         self.labels: dict[int, str] = {}  # id(runner) -> g0, g1... in the order first run
         self.nodes: list[NodeInfo] = []
-        self.interpreters: dict[tuple[int, int], ProfilingInterpreter] = {}
         self.root = model
         self.paths = {id(m): p for p, m in model.named_modules()} if model is not None else {}
         self.calls: dict[int, int] = {}  # id(runner) -> calls so far in this model run
@@ -316,13 +316,13 @@ class _DynamoSession:
         self.prefixes: dict[tuple[int, int], str] = {}  # (id(runner), site) -> "g0@1"
         self.locating = True  # until the timed runs: the last untimed run's order is kept
 
-    def label(self, runner: "_GraphRunner") -> str:
+    def label(self, runner: "GraphRunner") -> str:
         key = id(runner)
         if key not in self.labels:
             self.labels[key] = f"g{len(self.labels)}"
         return self.labels[key]
 
-    def site(self, runner: "_GraphRunner") -> tuple[int, str]:
+    def site(self, runner: "GraphRunner") -> tuple[int, str]:
         """The site of this call of ``runner`` and its name prefix (``g0``, ``g0@1``)."""
         key = id(runner)
         k = self.calls.get(key, 0)
@@ -338,9 +338,9 @@ class _DynamoSession:
             site = sites[k]
         return site, self.prefixes[(key, site)]
 
-    def _locate(self, runner: "_GraphRunner") -> int:
+    def _locate(self, runner: "GraphRunner") -> int:
         label = self.label(runner)
-        frame = sys._getframe(3)  # _locate <- site <- run_graph <- _GraphRunner.__call__
+        frame = sys._getframe(4)  # _locate <- site <- place <- run_graph <- GraphRunner.__call__
         while frame is not None and _is_internal(frame.f_code.co_filename):
             frame = frame.f_back
         local_paths: dict[str, str] = {}
@@ -366,19 +366,12 @@ class _DynamoSession:
                                              resolve=_Resolver(self.root, local_paths), frame_scope=enclosing))
         return keys.index(place)
 
-    def run_graph(self, runner: "_GraphRunner", args: tuple) -> Any:
+    def place(self, runner: "GraphRunner") -> tuple[tuple[int, int], str]:
         site, prefix = self.site(runner)
-        if self.make_pass is not None:
-            out, records = self.make_pass(runner.gm, prefix, args)
-            _accumulate(self.records, records)
-            return out
-        if self.recorder is None:
-            return runner.gm(*args)
-        interp = self.interpreters.get((id(runner), site))
-        if interp is None or interp.recorder is not self.recorder:
-            interp = ProfilingInterpreter(runner.gm, recorder=self.recorder, prefix=f"{prefix}:")
-            self.interpreters[(id(runner), site)] = interp
-        return interp.run(*args)
+        return (id(runner), site), prefix
+
+    def add_records(self, records: dict[str, dict[str, Any]]) -> None:
+        _accumulate(self.records, records)  # a graph called several times a run: its calls add up
 
 
 _TORCH_PRIVATE = os.path.join(os.path.dirname(torch.__file__), "_")
@@ -444,27 +437,15 @@ def _accumulate(into: dict[str, dict[str, Any]], records: dict[str, dict[str, An
                 seen[col] = value
 
 
-_STATE = threading.local()
-
-
-class _GraphRunner:
-    """What the backend hands to dynamo for one graph: runs it plainly unless a session is on."""
-
-    def __init__(self, gm: fx.GraphModule):
-        self.gm = gm
-
-    def __call__(self, *args: Any) -> Any:
-        session = getattr(_STATE, "session", None)
-        if session is None:
-            return self.gm(*args)
-        return session.run_graph(self, args)
+#: the dynamo session this thread's graphs report to (see fxprof.measure.dispatch)
+_ACTIVE = ActiveSession(per_thread=True)
 
 
 def fxprof_backend(gm: fx.GraphModule, example_inputs: list) -> Callable[..., Any]:
     """The one torch.compile backend fxprof uses. Being a single object, the graphs dynamo
     compiled for it are reused by later profiles of the same model instead of piling up
     (dynamo stops compiling a function after a few recompiles and would then run it eagerly)."""
-    return _GraphRunner(gm)
+    return GraphRunner(gm, _ACTIVE)
 
 
 class DynamoCapture(Capture):
@@ -509,20 +490,14 @@ class DynamoCapture(Capture):
     def module(self) -> nn.Module:
         return self.model
 
-    @contextlib.contextmanager
-    def _active(self) -> Iterator[None]:
-        previous = getattr(_STATE, "session", None)
-        _STATE.session = self.session
-        try:
-            yield
-        finally:
-            _STATE.session = previous
+    def _active(self) -> contextlib.AbstractContextManager[None]:
+        return _ACTIVE.active(self.session)
 
     def run(self, recorder: Recorder, args: tuple, kwargs: dict) -> Any:
         self.session.recorder, self.session.make_pass = recorder, None
         self.session.calls.clear()
         with self._active(), recorder.run():
-            out = self.compiled(*args, **kwargs)
+            out = self._call(args, kwargs)
         if not self.session.labels:
             raise TraceError(
                 "capture='dynamo' captured no graph: torch.compile ran the whole model as plain "
@@ -532,18 +507,39 @@ class DynamoCapture(Capture):
         return out
 
     def run_pass(self, make_pass: PassFn, args: tuple, kwargs: dict) -> dict[str, dict[str, Any]]:
-        self.session.make_pass, self.session.records = make_pass, {}
         self.session.calls.clear()
+        with self.session.collecting(make_pass) as records, self._active():
+            self._call(args, kwargs)
+        return records
+
+    def _call(self, args: tuple, kwargs: dict) -> Any:
         try:
-            with self._active():
-                self.compiled(*args, **kwargs)
-        finally:
-            self.session.make_pass = None
-        return self.session.records
+            return self.compiled(*args, **kwargs)
+        except Exception as exc:
+            if not _recursion_in(exc):
+                raise
+            depth = max((len(path.split(".")) for path, _ in self.model.named_modules() if path), default=0)
+            raise TraceError(
+                f"capture='dynamo' ran past Python's recursion limit ({sys.getrecursionlimit()}) on "
+                f"{type(self.model).__name__}, whose modules nest {depth} deep: dynamo follows each level "
+                f"by recursion. Raise the limit before profiling (sys.setrecursionlimit({max(20000, depth * 100)}); "
+                f"from the command line: python -c \"import sys; sys.setrecursionlimit({max(20000, depth * 100)}); "
+                f"from fxprof.cli import main; sys.exit(main())\" profile ...), or flatten the nesting"
+            ) from exc
 
     def close(self) -> None:
-        self.session.interpreters.clear()
-        self.session.recorder = None
+        self.session.close()
+
+
+def _recursion_in(exc: BaseException) -> bool:
+    """A RecursionError in ``exc``'s chain (dynamo wraps it in InternalTorchDynamoError)."""
+    seen = 0
+    current: BaseException | None = exc
+    while current is not None and seen < 50:
+        if isinstance(current, RecursionError) or "maximum recursion depth exceeded" in str(current)[:2000]:
+            return True
+        current, seen = current.__cause__ or current.__context__, seen + 1
+    return False
 
 
 # ------------------------------------------------------------------------- entry

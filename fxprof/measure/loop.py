@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import platform
-import time
 import warnings
 from dataclasses import dataclass
 from typing import Any, Iterator
@@ -28,7 +27,6 @@ import torch
 from torch import nn
 
 from ..core.profile import Profile
-from ..errors import describe_value
 from ..vocab import TIMER_NAMES, __version__
 from .anatomy import anatomy_pass, memory_pass
 from .bridge import KernelProfiler, kernel_ms_per_sample
@@ -39,7 +37,7 @@ from .ranks import RankSync
 from .recorder import Recorder
 from .state import preserved_buffers
 from .timers import Timer, _index_key, epoch_ns, tensor_devices
-from .tree import clone_tensors
+from .tree import clone_tensors, describe_value
 
 __all__ = ["RunPlan", "measure", "describe_run", "check_devices", "DEFAULT_GPU_WARMUP_MS"]
 
@@ -216,7 +214,7 @@ def _build(captured: Capture, recorder: Recorder, meta: dict[str, Any], records:
 
 
 def _untimed_passes(captured: Capture, inputs: tuple, devices: set[torch.device], anatomy: bool, memory: bool | None,
-                    bar: Progress | None = None) -> dict[str, dict[str, Any]]:
+                    bar: Any = None) -> dict[str, dict[str, Any]]:
     """Shapes/FLOPs and CUDA memory passes. A failure here costs a warning, never the timings."""
     records: dict[str, dict[str, Any]] = {}
     cuda = sorted((d for d in devices if d.type == "cuda"), key=_index_key)
@@ -316,7 +314,7 @@ class _NoProfiler:
 @contextlib.contextmanager
 def _kernel_profiler(enabled: bool, iters: int) -> Iterator[Any]:
     """torch.profiler with CUDA activity around the timed runs of ``timer="kernel"`` (see
-    :class:`fxprof.bridge.KernelProfiler`); a stand-in that does nothing otherwise."""
+    :class:`fxprof.measure.bridge.KernelProfiler`); a stand-in that does nothing otherwise."""
     if not enabled:
         yield _NoProfiler()
         return

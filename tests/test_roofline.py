@@ -114,7 +114,9 @@ def test_machine_peaks_are_cached_per_threads(own_cache):
     entries = json.loads(own_cache.read_text())["peaks"]
     assert len(entries) == 2 and any("float64" in k for k in entries)
     began = time.perf_counter()
+    rng = torch.get_rng_state()
     refreshed = machine_peaks("cpu", torch.float32, threads=1, sizes="quick", refresh=True)
+    assert torch.equal(rng, torch.get_rng_state())  # measuring leaves the user's random stream alone
     assert time.perf_counter() - began > 0.1  # measured again (the quick budget alone is 0.1 s a kernel)
     # a busy machine only lowers a roof: the cache keeps the better of the two measurements
     assert refreshed.details["measurements"] == 2

@@ -180,9 +180,11 @@ def _measure(device: torch.device, dtype: torch.dtype, plan: dict[str, Any]) -> 
     clock = _Clock(device)
     rounds, budget = int(plan["rounds"]), float(plan["seconds"])
     compute: dict[str, float] = {}
+    gen = torch.Generator(device=device)  # its own: the user's random stream is left where it was
+    gen.manual_seed(0)
     for m, k, n in plan["gemms"]:
-        a = torch.randn(m, k, device=device).to(dtype)
-        b = torch.randn(k, n, device=device).to(dtype)
+        a = torch.randn(m, k, device=device, generator=gen).to(dtype)
+        b = torch.randn(k, n, device=device, generator=gen).to(dtype)
         c = torch.empty(m, n, device=device, dtype=dtype)
         seconds = clock.best(lambda: torch.mm(a, b, out=c), rounds, budget)
         compute[f"mm {m}x{k}x{n}"] = 2.0 * m * k * n / seconds
@@ -190,8 +192,8 @@ def _measure(device: torch.device, dtype: torch.dtype, plan: dict[str, Any]) -> 
     # convolutions too: on the CPU they run in oneDNN, matrix products in the BLAS, and the two
     # need not reach the same rate (here a 7x7 convolution ran at twice the best GEMM's)
     for batch, c_in, c_out, kernel, stride, size in plan.get("convs", ()):
-        x = torch.randn(batch, c_in, size, size, device=device).to(dtype)
-        w = torch.randn(c_out, c_in, kernel, kernel, device=device).to(dtype)
+        x = torch.randn(batch, c_in, size, size, device=device, generator=gen).to(dtype)
+        w = torch.randn(c_out, c_in, kernel, kernel, device=device, generator=gen).to(dtype)
         out_size = (size + 2 * (kernel // 2) - kernel) // stride + 1
         seconds = clock.best(lambda: torch.nn.functional.conv2d(x, w, stride=stride, padding=kernel // 2), rounds, budget)
         # FlopCounterMode's count: 2 x multiply-adds

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import warnings
 from typing import Any, Callable, Iterable
@@ -10,11 +11,12 @@ import torch
 from torch import nn
 
 from .core.profile import Profile
+from .core.ranks import ISOLATED_UNDER_RANKS
 from .measure.capture import Capture, capture_model
 from .measure.environment import environment
 from .measure.loop import DEFAULT_GPU_WARMUP_MS, RunPlan, check_devices, describe_run, measure
-from .measure.ranks import rank_sync
-from .measure.state import PROFILING
+from .measure.ranks import is_initialized, rank_sync
+from .measure.state import PROFILING, preserved_autocast, preserved_rng
 from .measure.timers import Timer, resolve_timer, tensor_devices
 from .views.progress import Progress, as_progress
 from .vocab import CAPTURES, MODES
@@ -106,7 +108,8 @@ def profile(
             and backward (and ``optimizer`` step), with the nodes of the forward and backward
             graphs (from AOTAutograd) all timed; the table's ``phase`` column says which, and
             backward nodes are charged to the module of the forward op they differentiate.
-            Runs with gradients on (``no_grad`` is ignored). See :mod:`fxprof.measure.training`.
+            Runs with gradients on (``no_grad`` is ignored; inside ``torch.no_grad()`` too), and is
+            refused inside ``torch.inference_mode()``. See :mod:`fxprof.measure.training`.
         loss_fn: with ``backward``, ``loss_fn(output) -> scalar tensor`` (default: the sum of
             the output's floating-point values).
         optimizer: with ``backward``, also ``optimizer.zero_grad()`` and ``optimizer.step()``
@@ -116,7 +119,9 @@ def profile(
     Returns:
         A :class:`~fxprof.Profile`. Buffers the runs changed (batch-norm running statistics in
         training mode) are restored afterwards, so the model is left bit-identical; fxprof
-        never writes parameters (a model whose forward writes its own parameters would).
+        never writes parameters (a model whose forward writes its own parameters would). The random
+        number generators (CPU, and CUDA when in use) are put back as well. Tensor inputs are cloned
+        as new leaves: a backward never reaches the caller's tensors (``x.grad`` stays as it was).
         Under an initialized ``torch.distributed`` process group, every rank must call this with
         the same ``warmup``/``warmup_ms``/``iters``/``mode``; each timed run starts after a barrier (outside
         the marks) and the profile carries this rank (collect the ranks with
@@ -145,6 +150,8 @@ def profile(
         raise ValueError(f"unknown capture {capture!r}; choose one of {', '.join(CAPTURES)}")
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
+    if mode == "isolated" and is_initialized():
+        raise ValueError(ISOLATED_UNDER_RANKS)
     if not (peaks is None or peaks is False or (isinstance(peaks, str) and peaks in ("auto", "quick"))):
         from .measure.peaks import resolve_peaks
 
@@ -155,11 +162,21 @@ def profile(
         kwargs = dict(model_kwargs)
 
     PROFILING.acquire()  # one profile at a time in this process (see fxprof.measure.state)
+    restore_rng = contextlib.ExitStack()  # dropout in training mode draws in every run: the caller's sequence is kept
+    restore_rng.enter_context(preserved_rng())
+    restore_rng.enter_context(preserved_autocast())  # a node that fails inside an autocast region leaves it entered
     bar, own_bar = as_progress(progress)
     try:
         bar.phase("tracing" if capture in ("auto", "symbolic") else f"capturing ({capture})")
         if backward:  # training steps: forward and backward graphs (see fxprof.measure.training)
             from .measure.training import capture_training
+
+            if torch.is_inference_mode_enabled():
+                raise ValueError(
+                    "backward=True was called inside torch.inference_mode(), where no gradient can be computed "
+                    "(tensors made there can never take part in autograd); call fxprof.profile outside the "
+                    "inference_mode() block. (Inside torch.no_grad() fxprof turns gradients on for the steps itself.)"
+                )
 
             captured: Capture = capture_training(model, capture, mode, loss_fn, optimizer)
             no_grad = False
@@ -171,6 +188,7 @@ def profile(
     except BaseException:
         if own_bar:
             bar.close()
+        restore_rng.close()
         PROFILING.release()
         raise
     bar.step()
@@ -183,6 +201,12 @@ def profile(
         check_devices(held, inputs)
         chosen = resolve_timer(timer, captured.module, inputs)
         devices = tensor_devices(held + list(inputs))
+        if any(d.type == "meta" for d in devices):
+            raise ValueError(
+                "the model's tensors are on the meta device, which holds no data and computes nothing: "
+                "every node's time would be Python overhead, not the model's. Profile on a real device "
+                "(device='cpu' or 'cuda'); shapes and FLOPs need a real run as well"
+            )
         if getattr(chosen, "name", None) == "cpu" and any(d.type == "cuda" for d in devices):
             warnings.warn(
                 "timer='cpu' on CUDA tensors measures only the time to launch kernels (CUDA is "
@@ -204,10 +228,11 @@ def profile(
                              memory=bool(on_cuda if memory is None else memory))
             meta = {**meta, **ranks.meta()}
         plan = RunPlan(warmup=warmup, iters=iters, warmup_ms=float(warmup_ms), mode=mode, anatomy=anatomy, memory=memory,
-                       no_grad=no_grad, peaks=peaks)
+                       no_grad=no_grad, backward=backward, peaks=peaks)
         return measure(captured, call_args, call_kwargs, chosen, plan, meta, devices, ranks, bar)
     finally:
         captured.close()
+        restore_rng.close()
         PROFILING.release()
         if own_bar:
             bar.close()

@@ -229,7 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
     k = command("compare", "compare two saved profiles or tables node by node",
                 "Match the nodes of A and B by name and print each node's median time in both, the ratio B/A, "
                 "a p-value (Mann-Whitney U on the two sets of samples, Benjamini-Hochberg over the nodes) and a "
-                "verdict (faster, slower, same: significant and at least --min-effect), and the change in share, "
+                "verdict (faster, slower, same: significant and at least --min-effect; too few runs: no outcome could be significant), and the change in share, "
                 "largest change first, with totals, the whole run's ratio with a 95% bootstrap interval, and "
                 "warnings when the two were not measured alike (model, graph, device, timer, dtype, threads, "
                 "inputs, versions). Nodes present in only one file are listed. P-values need saved profiles "

@@ -256,8 +256,23 @@ class Profile:
         if self._runs.empty or self.meta.get("mode") == "isolated":
             return math.nan
         run_mean = float(np.mean(self.kept_totals()))
+        if len(self.ranks) > 1:  # gathered: each node's mean is over its own rank's runs only
+            return self._per_run_node_sum() / run_mean if run_mean > 0 else math.nan
         node_sum = float(self._columns.node_stats(self.kept_runs())["mean_ms"].sum())  # per model run
         return node_sum / run_mean if run_mean > 0 else math.nan
+
+    def _per_run_node_sum(self) -> float:
+        """Mean over the kept runs of each run's summed node time: with several ranks, and
+        graphs that differ between them, summing per-node means would add every rank's nodes
+        into one run (a coverage of 166%)."""
+        columns = self._columns
+        kept = self.kept_runs()
+        runs = self._runs["run"].to_numpy(dtype=np.int64) if kept is None else np.asarray(kept, dtype=np.int64)
+        if not len(runs):
+            return math.nan
+        times = np.nan_to_num(np.asarray(columns.time_ms, dtype=np.float64))
+        sums = np.bincount(np.asarray(columns.run, dtype=np.int64), weights=times, minlength=int(runs.max()) + 1)
+        return float(sums[runs].mean())
 
     @property
     def launch_bound_pct(self) -> float:

@@ -64,6 +64,15 @@ STRAGGLER_MARGIN = 0.10
 #: ... and it was the busiest rank in at least this fraction of the runs
 STRAGGLER_RUNS = 0.75
 
+#: why ``mode="isolated"`` is refused under a process group (a deliberate limit): an isolated
+#: profile has no runs, and runs are what carry a rank through :func:`gather`
+ISOLATED_UNDER_RANKS = (
+    "mode='isolated' cannot be used under torch.distributed (torchrun): it re-runs each node on its own, "
+    "so it has no timed runs, and the gathered profile keeps each rank's samples by its runs; every rank "
+    "refuses it before running. Use mode='timed' (--mode timed) under torchrun, or profile one process "
+    "without torchrun for isolated times"
+)
+
 
 # ------------------------------------------------------------------------ building
 def _anatomy_records(profile: Profile) -> dict[str, dict[str, Any]]:
@@ -97,6 +106,8 @@ def merge(parts: Sequence[tuple[list[NodeInfo], pd.DataFrame, pd.DataFrame, dict
     """One profile from each rank's ``(nodes, samples, runs, meta, anatomy)``, in rank order.
     Runs are renumbered so that every (rank, run) has its own run number; ``rank_run`` keeps the
     rank's own."""
+    if any(p[3].get("mode") == "isolated" for p in parts):
+        raise ValueError(ISOLATED_UNDER_RANKS)
     same_graph = all([n for n in p[0]] == [n for n in parts[0][0]] for p in parts)
     nodes: list[NodeInfo] = []
     samples, runs = [], []
@@ -253,14 +264,26 @@ def rank_table(profile: Profile) -> pd.DataFrame:
     return out
 
 
+def rank_inputs(meta: dict[str, Any]) -> dict[int, list[str]]:
+    """Each rank's inputs when the ranks of a gathered profile were given different inputs
+    (shapes, dtypes), else ``{}``."""
+    per_rank = meta.get("per_rank") or []
+    if not any("inputs" in m for m in per_rank):
+        return {}
+    found = {int(m.get("rank", i)): list(m.get("inputs") or []) for i, m in enumerate(per_rank)}
+    return found if len({tuple(v) for v in found.values()}) > 1 else {}
+
+
 def straggler(profile: Profile) -> dict[str, Any] | None:
     """The rank that holds the others up, by the rule in this module's docstring, or None.
+    None as well when the ranks were given different inputs (:func:`rank_inputs`): their busy
+    times are then not of the same work, and a rank with a larger batch is no straggler.
 
     Returns ``{"rank", "busy_ms", "others_ms", "ratio", "slowest_runs", "runs"}``: the rank's
     median busy time per run, the median of the other ranks' medians, their ratio, and in how
     many of the runs (that every rank completed) it was the busiest rank.
     """
-    if len(profile.ranks) < 2 or profile.runs.empty:
+    if len(profile.ranks) < 2 or profile.runs.empty or rank_inputs(profile.meta):
         return None
     per_run = _per_run(profile)["busy_ms"].unstack("rank").dropna()
     if per_run.empty:

@@ -19,6 +19,8 @@ scipy is imported on first use, so ``import fxprof`` works where it is missing.
 
 from __future__ import annotations
 
+import functools
+
 import inspect
 from typing import Any, Sequence
 
@@ -107,6 +109,19 @@ def node_p_values(pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.nd
     if tested.any():
         adjusted[tested] = false_discovery_control(raw[tested], method="bh")
     return raw, adjusted
+
+
+@functools.lru_cache(maxsize=256)
+def smallest_p_value(n_a: int, n_b: int) -> float:
+    """The smallest two-sided Mann-Whitney U p-value that samples of sizes ``n_a`` and ``n_b``
+    can give at all (every value of one side above every value of the other, no ties): with 3
+    samples a side it is 0.1, so no change of any size can reach a 0.05 level."""
+    from scipy.stats import mannwhitneyu
+
+    if n_a < 2 or n_b < 2:
+        return float("nan")
+    return float(mannwhitneyu(np.arange(n_a, dtype=np.float64), np.arange(n_a, n_a + n_b, dtype=np.float64),
+                              alternative="two-sided").pvalue)
 
 
 def ratio_interval(a: Sequence[float], b: Sequence[float], confidence: float = 0.95,

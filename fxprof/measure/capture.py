@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import operator
 import os
 import re
 import sys
@@ -603,14 +604,25 @@ def _nested_compile_notes(model: nn.Module, captured: Capture) -> dict[str, Any]
 def _capture(model: nn.Module, args: tuple, kwargs: dict, capture: str, concrete_args: Any, leaf_modules: Any, trace_into: Any = ()) -> Capture:
     if isinstance(model, fx.GraphModule) and capture in ("auto", "symbolic"):
         return GraphCapture(model, "graphmodule", "a GraphModule was given: used as is")
+    specialised: set[str] = set()
+    if capture in ("symbolic", "auto"):
+        omitted = _omitted_defaults(model, args, kwargs)
+        specialised = set(omitted) - set(concrete_args or {})
+        concrete_args = {**omitted, **(concrete_args or {})} or None
     if capture == "symbolic":
-        return _symbolic(model, concrete_args, leaf_modules, trace_into=trace_into)
+        return _symbolic(model, concrete_args, leaf_modules, trace_into=trace_into, specialised=specialised)
     if capture == "export":
         return _export(model, args, kwargs)
     if capture == "dynamo":
         return DynamoCapture(model, "asked for")
     try:
-        return _symbolic(model, concrete_args, leaf_modules, reason="symbolic tracing succeeded", trace_into=trace_into)
+        traced = _symbolic(model, concrete_args, leaf_modules, reason="symbolic tracing succeeded", trace_into=trace_into,
+                           specialised=specialised, warn_hooks=False)
+        hooks = hooks_symbolic_tracing_loses(model, traced.gm)
+        if hooks:
+            return DynamoCapture(model, f"symbolic tracing would lose {'; '.join(hooks)} (it calls forward directly); "
+                                        f"used dynamo, which runs them")
+        return traced
     except TraceError as exc:
         cause = explain_trace_failure(exc.__cause__ or exc) or _first_line(exc.__cause__ or exc)
         where = where_tracing_stopped(exc.__cause__ or exc) or _forward_location(model)
@@ -618,12 +630,79 @@ def _capture(model: nn.Module, args: tuple, kwargs: dict, capture: str, concrete
         return DynamoCapture(model, f"symbolic tracing failed{at} ({cause}); fell back to dynamo")
 
 
+def _omitted_defaults(model: nn.Module, args: tuple, kwargs: dict) -> dict[str, Any]:
+    """The ``forward`` parameters the inputs leave out, at their (non-tensor) defaults, for
+    ``concrete_args``: the run uses exactly those values. Left symbolic, a ``mask=None`` would
+    be a traced value, ``if mask is not None`` would take the wrong branch, and the graph
+    would fail on ``None`` (the Hugging Face ``attention_mask`` pattern)."""
+    if hasattr(type(model).forward, "__wrapped__"):  # a decorated forward: tracing binds the wrapper's (*args, **kwargs)
+        return {}
+    try:
+        signature = inspect.signature(model.forward)
+        bound = signature.bind_partial(*args, **kwargs)
+    except (TypeError, ValueError):  # inputs that do not fit are reported when binding them
+        return {}
+    return {
+        name: p.default
+        for name, p in signature.parameters.items()
+        if name not in bound.arguments
+        and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        and (p.default is None or type(p.default) in (bool, int, float))
+    }
+
+
+def _drop_default_guards(gm: fx.GraphModule, names: set[str]) -> None:
+    """Remove the checks ``concrete_args`` adds for parameters fxprof specialised itself
+    (``_assert_is_none(mask_1)``; ``eq`` then ``_assert`` for numbers): fxprof passes exactly
+    those defaults, and the checks would be profiled as nodes of the model."""
+    from torch.fx._symbolic_trace import _assert_is_none
+
+    graph = gm.graph
+    for ph in [n for n in graph.nodes if n.op == "placeholder" and re.sub(r"_\d+$", "", str(n.target)) in names]:
+        for user in list(ph.users):
+            if user.op == "call_function" and user.target is _assert_is_none and not user.users:
+                graph.erase_node(user)
+            elif (user.op == "call_function" and user.target is operator.eq and len(user.users) == 1
+                  and next(iter(user.users)).target is torch._assert):
+                graph.erase_node(next(iter(user.users)))
+                graph.erase_node(user)
+    gm.recompile()
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
-def _symbolic(model: nn.Module, concrete_args: Any, leaf_modules: Any, reason: str = "asked for", trace_into: Any = ()) -> GraphCapture:
+def hooks_symbolic_tracing_loses(model: nn.Module, gm: fx.GraphModule) -> list[str]:
+    """Forward hooks and pre-hooks that a symbolic graph of ``model`` does not run, one phrase
+    each: the root module's (tracing starts at its ``forward``, past ``__call__``), and those of
+    modules traced through (their hooks ran once while tracing: tensor ops they return are in
+    the graph, but the hook itself never runs again, so its Python effects are gone). Leaf
+    modules are called as modules in every run, hooks included."""
+    if isinstance(model, fx.GraphModule):
+        return []
+    from torch.nn.modules import module as _module
+
+    leaves = {str(n.target) for n in gm.graph.nodes if n.op == "call_module"}
+    traced = {""}
+    for node in gm.graph.nodes:
+        for value in (node.meta.get("nn_module_stack") or {}).values():
+            traced.add(str(value[0] if isinstance(value, (tuple, list)) else value))
+    found = []
+    global_hooks = len(_module._global_forward_hooks) + len(_module._global_forward_pre_hooks)
+    if global_hooks:
+        found.append(f"{global_hooks} global module forward hook(s) (register_module_forward_hook) on the root module")
+    for path, module in model.named_modules():
+        count = len(module._forward_hooks) + len(module._forward_pre_hooks)
+        if count and path not in leaves and path in traced:
+            where = f"the root module ({type(module).__name__})" if not path else f"{path} ({type(module).__name__})"
+            found.append(f"{count} forward hook(s)/pre-hook(s) on {where}")
+    return found
+
+
+def _symbolic(model: nn.Module, concrete_args: Any, leaf_modules: Any, reason: str = "asked for", trace_into: Any = (),
+              specialised: set[str] = frozenset(), warn_hooks: bool = True) -> GraphCapture:  # type: ignore[assignment]
     try:
         with preserved_buffers(model, report=True) as changed:  # tracing may run buffer updates once
             gm = trace(model, concrete_args=concrete_args, leaf_modules=leaf_modules, trace_into=trace_into)
@@ -640,6 +719,16 @@ def _symbolic(model: nn.Module, concrete_args: Any, leaf_modules: Any, reason: s
             f"does it as a leaf (leaf_modules=[...]); or fix the argument that steers it "
             f"(concrete_args={{...}})."
         ) from cause
+    if specialised and not isinstance(model, fx.GraphModule):
+        _drop_default_guards(gm, specialised)
+    hooks = hooks_symbolic_tracing_loses(model, gm) if warn_hooks else []
+    if hooks:
+        warnings.warn(
+            f"fxprof: symbolic tracing does not run {'; '.join(hooks)}: the root's hooks are left out of the graph, "
+            f"and a traced-through module's hooks ran once while tracing (tensor ops they return are kept, their "
+            f"Python effects are not repeated). capture='dynamo' (or 'auto') runs them in every run.",
+            stacklevel=4,
+        )
     if changed:
         warnings.warn(
             f"fxprof: {type(model).__name__}'s forward changes buffer(s) {', '.join(changed)}; symbolic tracing ran "

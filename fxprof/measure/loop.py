@@ -53,6 +53,8 @@ class RunPlan:
     anatomy: bool = True
     memory: bool | None = None
     no_grad: bool = True
+    #: training steps: gradients on even when the caller is inside torch.no_grad()
+    backward: bool = False
     peaks: Any = "auto"  # see fxprof.measure.peaks.resolve_peaks
 
 
@@ -74,7 +76,7 @@ def measure(captured: Capture, call_args: tuple, call_kwargs: dict[str, Any], ti
         a, k = _fresh((call_args, call_kwargs))
         captured.run(recorder, a, k)
 
-    grad_context = torch.no_grad() if plan.no_grad else contextlib.nullcontext()
+    grad_context = torch.enable_grad() if plan.backward else torch.no_grad() if plan.no_grad else contextlib.nullcontext()
     with grad_context, preserved_buffers(captured.module):
         if captured.kind in ("dynamo", "aot"):
             bar.phase(f"compiling ({captured.kind})")
@@ -244,7 +246,8 @@ def _with_peaks(meta: dict[str, Any], plan: RunPlan, records: dict[str, dict[str
     """``meta`` with ``peaks``: the roofs of the roofline columns, measured (or cached) for the
     profile's device, the dtype of the node that does the most FLOPs and the thread count, or
     as given. Measured for fxprof's own timers only: a :class:`Timer` of the user's may count
-    something else than time (a fake clock), so it gets the peaks it is given. Only when the anatomy pass counted bytes; a failure costs a warning, never the runs."""
+    something else than time (a fake clock), so it gets the peaks it is given. Only when the
+    anatomy pass counted bytes; a failure costs a warning, never the runs."""
     if not plan.anatomy or plan.peaks is None or plan.peaks is False:
         return meta
     if isinstance(plan.peaks, str) and meta.get("timer") not in TIMER_NAMES:

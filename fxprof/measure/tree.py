@@ -25,9 +25,14 @@ def tensors_in(value: Any) -> list[torch.Tensor]:
 
 
 def clone_tensors(value: Any) -> Any:
-    """``value`` with every tensor cloned, keeping the structure (namedtuples included)."""
+    """``value`` with every tensor cloned, keeping the structure (namedtuples included).
+
+    Each clone is a new leaf, cut from the original's autograd graph (it requires grad when the
+    original does): a backward through the clone fills the clone's ``.grad``, never the
+    caller's tensor."""
     if isinstance(value, torch.Tensor):
-        return value.clone()
+        clone = value.detach().clone()
+        return clone.requires_grad_() if value.requires_grad else clone
     if isinstance(value, tuple) and hasattr(value, "_fields"):
         return type(value)(*(clone_tensors(v) for v in value))
     if isinstance(value, (list, tuple)):

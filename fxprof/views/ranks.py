@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..core.ranks import STRAGGLER_MARGIN, STRAGGLER_RUNS, barrier_skew, straggler
+from ..core.ranks import STRAGGLER_MARGIN, STRAGGLER_RUNS, barrier_skew, rank_inputs, straggler
 
 if TYPE_CHECKING:
     from ..core.profile import Profile
@@ -24,14 +24,18 @@ def rank_header(profile: "Profile") -> list[str]:
         lines.append(f"barrier before each run: the ranks arrived a median {skew['median_ms']:.3f} ms apart "
                      f"(max {skew['max_ms']:.3f} ms)")
     found = straggler(profile)
-    if found is not None:
+    differ = rank_inputs(meta)
+    if differ:
+        lines.append("inputs differ between ranks: " + "; ".join(f"rank {r}: {', '.join(v) or 'none'}" for r, v in differ.items())
+                     + "; the ranks did different work, so no straggler is named (compare busy times knowing that)")
+    elif found is not None:
         lines.append(
             f"straggler: rank {found['rank']}: busy {found['busy_ms']:.3f} ms per run (median; run time "
             f"minus collectives), {found['ratio']:.2f}x the other ranks' {found['others_ms']:.3f} ms, "
             f"busiest in {found['slowest_runs']} of {found['runs']} runs (rule: median above "
             f"{1 + STRAGGLER_MARGIN:.2f}x the others' and busiest in {STRAGGLER_RUNS:.0%} of runs or more)"
         )
-    elif len(ranks) > 1 and not profile.runs.empty:
+    elif len(ranks) > 1 and not profile.runs.empty and not differ:
         lines.append(f"straggler: none (no rank's median busy time, run minus collectives, is above "
                      f"{1 + STRAGGLER_MARGIN:.2f}x the other ranks' while busiest in {STRAGGLER_RUNS:.0%} of runs)")
     if meta.get("rank_graphs"):

@@ -52,7 +52,11 @@ def render_header(profile: "Profile") -> str:
     ]
     lines = [" | ".join(parts)]
     inputs = meta.get("inputs")
-    if inputs:
+    from ..core.ranks import rank_inputs
+
+    if inputs and len(profile.ranks) > 1 and rank_inputs(meta):
+        lines.append("inputs: differ between ranks (see below)")  # rank 0's alone would pass for every rank's
+    elif inputs:
         lines.append("inputs: " + ", ".join(inputs))
     if meta.get("capture") and meta.get("capture") not in ("symbolic", "graphmodule"):
         reason = meta.get("capture_reason")
@@ -360,7 +364,9 @@ def render_compare(diff: pd.DataFrame, label_a: str = "a", label_b: str = "b",
         counts = diff["verdict"].value_counts()
         lines.append(
             f"verdicts: {int(counts.get('slower', 0))} slower, {int(counts.get('faster', 0))} faster, "
-            f"{int(counts.get('same', 0))} same ({diff.attrs.get('test', '')})"
+            f"{int(counts.get('same', 0))} same"
+            + (f", {int(counts.get('too few runs', 0))} too few runs to tell" if counts.get("too few runs", 0) else "")
+            + f" ({diff.attrs.get('test', '')})"
         )
     elif diff.attrs.get("test"):
         lines.append(f"verdicts: none ({diff.attrs['test']})")

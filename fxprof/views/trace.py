@@ -61,7 +61,11 @@ def trace_runs(profile: "Profile", runs: Runs = "representative") -> dict[int, s
     position). ``runs``: see :func:`fxprof.core.runs.parse_runs` (None is ``"representative"``)."""
     table = profile.runs
     # runs are 0..n-1 (checked on load): a range past them is refused before it is expanded
-    return run_labels(parse_runs(runs, limit=len(table)), table["run"].tolist(), table["total_ms"].to_numpy(dtype=np.float64).tolist())
+    numbers = table["run"].tolist()
+    # run numbers past the last one are refused before a range is expanded; one rank's runs of a
+    # gathered profile keep their numbers in the whole profile, so the bound is the largest
+    limit = int(max(numbers)) + 1 if numbers else 0
+    return run_labels(parse_runs(runs, limit=limit), numbers, table["total_ms"].to_numpy(dtype=np.float64).tolist())
 
 
 def _offset_us(meta: dict[str, Any]) -> float:

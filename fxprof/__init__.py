@@ -47,6 +47,9 @@ _LAZY: dict[str, tuple[str, str]] = {
     "load": ("io", "load_profile"),
     "read_csv": ("io", "read_csv"),
     "profile": ("api", "profile"),
+    "session": ("measure.session", "session"),
+    "schedule": ("measure.session", "schedule"),
+    "by_signature": ("core.signatures", "by_signature"),
     "compare": ("core.compare", "compare"),
     "ComparabilityWarning": ("core.compare", "ComparabilityWarning"),
     "selfcheck": ("selfcheck", "selfcheck"),
@@ -64,6 +67,9 @@ _LAZY: dict[str, tuple[str, str]] = {
 __all__ = [
     "__version__",
     "profile",
+    "session",
+    "schedule",
+    "by_signature",
     "compare",
     "selfcheck",
     "gather",
@@ -134,6 +140,8 @@ sys.modules[__name__].__class__ = _Package
 
 if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, imported eagerly
     from .api import profile
+    from .core.signatures import by_signature
+    from .measure.session import schedule, session
     from .core.compare import ComparabilityWarning, compare
     from .measure.ranks import gather
     from .selfcheck import selfcheck

@@ -43,3 +43,18 @@ def test_training_benchmark_runs_and_reports_both_ratios(tmp_path):
     assert row["fxprof_backward_sum_ms"] > 0 and row["eager_backward_ms"] > 0
     assert row["backward_ratio"] == row["fxprof_backward_sum_ms"] / row["eager_backward_ms"]
     assert row["run_overhead"] == row["fxprof_run_ms"] / row["eager_step_ms"]
+
+
+@pytest.mark.slow
+def test_session_benchmark_reports_every_phase_against_the_plain_loop(tmp_path):
+    out = tmp_path / "session.json"
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "benchmarks" / "session.py"), "--input", "2x3x32x32",
+         "--repeats", "1", "--calls", "1", "--json", str(out)],
+        capture_output=True, text=True, timeout=900,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    (row,) = json.loads(out.read_text())["session"]
+    for phase in ("wait", "warmup", "active"):
+        assert row[f"{phase}_ms"] > 0 and row[f"{phase}_ratio"] == row[f"{phase}_ms"] / row["plain_ms"]
+    assert "## training step in a session" in result.stdout and "wait_ratio" in result.stdout

@@ -47,6 +47,9 @@ IGNORED_META = ("created", "iters", "requested_iters", "incomplete", "warmup", "
                 "epoch_ns", "warmup_ms", "warmup_runs", "profiler_warmup_runs", "notes",
                 # a gathered profile's bookkeeping (when, and each rank's own meta)
                 "gathered", "per_rank", "ranks",
+                # a session's cycle bookkeeping (which steps of the user's loop; the inputs are compared)
+                "step", "cycle", "first_step", "run_steps", "run_signatures", "untimed_first_batches",
+                "signatures_seen", "captures",
                 # the roofline's machine peaks: compared as roofs (peaks_differ), not key by key
                 "peaks")
 

@@ -359,6 +359,10 @@ class Profile:
         left_out = set(outliers)
         return tuple(int(r) for r in self._runs["run"] if int(r) not in left_out)
 
+    def table_of_runs(self, runs: Iterable[int]) -> pd.DataFrame:
+        """The per-node table (:meth:`to_dataframe`'s columns, graph order) of ``runs`` alone."""
+        return self._build_table(tuple(int(r) for r in runs))
+
     def _build_table(self, runs: tuple[int, ...] | None) -> pd.DataFrame:
         stats = self._columns.node_stats(runs)
         info = pd.DataFrame(

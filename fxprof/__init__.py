@@ -62,6 +62,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "plot_roofline": ("views.plot", "plot_roofline"),
     "machine_peaks": ("measure.peaks", "machine_peaks"),
     "Peaks": ("core.roofline", "Peaks"),
+    "show_report": ("views.report", "show_report"),  # plotly itself is imported on first use
 }
 
 __all__ = [
@@ -81,6 +82,7 @@ __all__ = [
     "plot_roofline",
     "machine_peaks",
     "Peaks",
+    "show_report",
     "trace",
     "load",
     "read_csv",
@@ -159,6 +161,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, imported e
     from .io import load_profile as load, read_csv
     from .core.nodes import NodeInfo
     from .views.plot import plot_compare, plot_distribution, plot_groups, plot_roofline, plot_top
+    from .views.report import show_report
     from .views.trace import merge_chrome_traces
     from .measure.peaks import machine_peaks
     from .core.roofline import Peaks

@@ -442,6 +442,7 @@ class Profile:
         depth: int = 1,
         ascending: bool = False,
         width: int | None = None,
+        bookkeeping: bool = False,
     ) -> str:
         """The hotspot table as text: a header of what was measured, then one row a node.
 
@@ -460,11 +461,14 @@ class Profile:
                 ``"scope"``.
             width: fit the table to this many characters (long names shortened, then the
                 least important columns dropped, with a note); None: no limit.
+            bookkeeping: rank the enter/exit nodes of ``record_function`` ranges with the rest.
+                By default a sorted table leaves them out and states their count and share on
+                a line of its own (their time counts in every share either way).
         """
         from ..views.options import ViewOptions
         from ..views.text import render_summary
 
-        return render_summary(self, ViewOptions.of(sort, top, columns, group_by, depth, ascending, width))
+        return render_summary(self, ViewOptions.of(sort, top, columns, group_by, depth, ascending, width, bookkeeping))
 
     def _repr_html_(self) -> str:
         """Jupyter's rich display: the header and the top nodes, shares as bars (see :mod:`fxprof.views.notebook`)."""
@@ -497,6 +501,13 @@ class Profile:
         from ..views.trace import write_chrome_trace
 
         write_chrome_trace(self, path, runs=runs)
+
+    def to_html(self, path: str | os.PathLike) -> None:
+        """Write a self-contained interactive HTML report (module tree, distributions, run totals,
+        the sortable node table; needs ``pip install 'fxprof[report]'``); see :mod:`fxprof.views.report`."""
+        from ..views.report import write_report
+
+        write_report(self, path)
 
     def save(self, path: str | os.PathLike) -> None:
         """Save the whole profile (raw samples, nodes, anatomy, metadata), chosen by extension:

@@ -59,6 +59,9 @@ _LAZY: dict[str, tuple[str, str]] = {
     "plot_distribution": ("views.plot", "plot_distribution"),
     "plot_groups": ("views.plot", "plot_groups"),
     "plot_top": ("views.plot", "plot_top"),
+    "plot_roofline": ("views.plot", "plot_roofline"),
+    "machine_peaks": ("measure.peaks", "machine_peaks"),
+    "Peaks": ("core.roofline", "Peaks"),
     "show_report": ("views.report", "show_report"),  # plotly itself is imported on first use
 }
 
@@ -76,6 +79,9 @@ __all__ = [
     "plot_groups",
     "plot_distribution",
     "plot_compare",
+    "plot_roofline",
+    "machine_peaks",
+    "Peaks",
     "show_report",
     "trace",
     "load",
@@ -154,9 +160,11 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, imported e
     from .core.recording import Recording
     from .io import load_profile as load, read_csv
     from .core.nodes import NodeInfo
-    from .views.plot import plot_compare, plot_distribution, plot_groups, plot_top
+    from .views.plot import plot_compare, plot_distribution, plot_groups, plot_roofline, plot_top
     from .views.report import show_report
     from .views.trace import merge_chrome_traces
+    from .measure.peaks import machine_peaks
+    from .core.roofline import Peaks
     from .core.profile import Profile
     from .measure.timers import CpuTimer, CudaEventTimer, KernelTimer, SyncTimer, Timer
     from .measure.tracer import ProfilerTracer, trace

@@ -47,6 +47,7 @@ def profile(
     optimizer: torch.optim.Optimizer | None = None,
     trace_into: Iterable[type | str] | str = (),
     compile: bool | dict[str, Any] | None = None,
+    peaks: Any = "auto",
     **kwargs: Any,
 ) -> Profile:
     """Profile ``model(*args, **kwargs)`` node by node.
@@ -93,6 +94,15 @@ def profile(
             record each node's allocation delta and peak on the model's devices (default:
             when the model runs on CUDA; ``True`` on the CPU measures the CPU allocator).
             Nothing is reset: your own peak-memory statistics are left as they were.
+        peaks: the machine's roofs for the roofline columns (``bytes``, ``intensity``,
+            ``roof_ms``, ``roof_pct``, ``headroom_ms``, ``limit``; with ``anatomy``):
+            ``"auto"`` (default: :func:`fxprof.machine_peaks` for the model's device, the
+            dtype of its busiest node and this thread count: measured once, a few seconds, then
+            cached; the environment variable ``FXPROF_PEAKS`` overrides it: ``off``,
+            ``quick`` or ``TFLOPS,GBPS``), ``None`` (no roofline), ``(tflops, gbps)`` or
+            ``"TFLOPS,GBPS"`` (yours, e.g. a datasheet's), or a :class:`fxprof.core.roofline.Peaks`.
+            Kept in ``profile.meta["peaks"]``. A :class:`~fxprof.timers.Timer` of your own gets
+            only peaks you give (its clock may not be seconds). See docs/roofline.md.
         progress: show a progress bar on stderr naming each phase (tracing, warm-up, timed
             runs, anatomy pass) with its own count (tqdm; silent when stderr is not a
             terminal); or a :class:`fxprof.views.progress.Progress` to report to (left open).
@@ -138,7 +148,7 @@ def profile(
                                 ("concrete_args", concrete_args), ("leaf_modules", leaf_modules), ("name", name),
                                 ("anatomy", anatomy), ("memory", memory), ("progress", progress), ("capture", capture),
                                  ("warmup_ms", warmup_ms), ("backward", backward), ("loss_fn", loss_fn), ("optimizer", optimizer),
-                                 ("trace_into", trace_into), ("compile", compile))
+                                 ("trace_into", trace_into), ("compile", compile), ("peaks", peaks))
                 if v is not _DEFAULTS[k]}
     _check_count("warmup", warmup, minimum=0)
     _check_count("iters", iters, minimum=1)
@@ -152,6 +162,10 @@ def profile(
         raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
     if mode == "isolated" and is_initialized():
         raise ValueError(ISOLATED_UNDER_RANKS)
+    if not (peaks is None or peaks is False or (isinstance(peaks, str) and peaks in ("auto", "quick"))):
+        from .measure.peaks import resolve_peaks
+
+        peaks = resolve_peaks(peaks)  # the user's numbers, checked before anything runs
     if model_kwargs is not None:
         if kwargs:
             raise TypeError(f"unknown option(s) {', '.join(map(repr, kwargs))} of fxprof.profile (model inputs go in model_kwargs)")
@@ -226,7 +240,7 @@ def profile(
                              memory=bool(on_cuda if memory is None else memory))
             meta = {**meta, **ranks.meta()}
         plan = RunPlan(warmup=warmup, iters=iters, warmup_ms=float(warmup_ms), mode=mode, anatomy=anatomy, memory=memory,
-                       no_grad=no_grad, backward=backward)
+                       no_grad=no_grad, backward=backward, peaks=peaks)
         return measure(captured, call_args, call_kwargs, chosen, plan, meta, devices, ranks, bar)
     finally:
         captured.close()

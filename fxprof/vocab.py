@@ -55,6 +55,10 @@ ANATOMY_COLUMNS: dict[str, str] = {
     "output_shape": "str",
     "dtype": "str",
     "out_bytes": "Int64",
+    # bytes the node reads and writes: its tensor inputs (a called module's parameters and
+    # buffers too) and outputs, each tensor once; 0 for nodes that run no aten op doing work
+    # (views, getitem, placeholders). A lower bound: see docs/roofline.md
+    "bytes": "Int64",
     "flops": "Int64",
     "mem_delta_bytes": "Int64",
     "mem_peak_bytes": "Int64",

@@ -22,6 +22,18 @@ def _no_terminal_width_in_children():
         os.unsetenv("COLUMNS")
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _peaks_cache_in_tmp(tmp_path_factory):
+    """Machine peaks (the roofline's roofs) are cached in a folder of this session, never the
+    user's, and measured with the quick sizes (a fraction of a second, once per thread count):
+    ``fxprof.profile``'s default ``peaks="auto"`` reads ``FXPROF_PEAKS``. CLI runs in child
+    processes inherit both. Tests of the full measurement and of the cache set their own."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))
+        patch.setenv("FXPROF_PEAKS", "quick")
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _no_terminal_width(monkeypatch):
     monkeypatch.delenv("COLUMNS", raising=False)

@@ -46,7 +46,7 @@ def kernel_env(tmp_path, monkeypatch) -> dict[str, str]:
 def test_the_notebooks_are_there():
     assert [p.name for p in NOTEBOOKS] == [
         "01_resnet18_hotspots.ipynb", "02_before_after.ipynb", "03_custom_model_ranges.ipynb",
-        "04_training_step.ipynb", "05_compiled.ipynb"]
+        "04_training_step.ipynb", "05_compiled.ipynb", "06_roofline.ipynb"]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)

@@ -33,6 +33,7 @@ commands:
   compare A B     compare two saved profiles or tables node by node
   report FILE     write a saved profile as one interactive HTML file (opens offline)
   selfcheck       check fxprof's timers against nodes of known cost on this machine
+  peaks           measure (or show the cached) compute rate and memory bandwidth of this machine
 
 Run `fxprof COMMAND --help` for a command's options and examples.
 """
@@ -54,6 +55,8 @@ examples:
   fxprof profile model.py:make_model --leaf-module model.Router --concrete use_cache=False
   fxprof profile mypkg.nets:encoder --trace-into torch.nn.TransformerEncoderLayer
   fxprof profile resnet18 --sort median_ms --ascending --top 0    # every node, fastest first
+  fxprof profile resnet18 --sort headroom_ms             # most time above the roofline first
+  fxprof profile resnet18 --peaks 0.1,20 --sort headroom_ms       # your roofs: 0.1 TFLOP/s, 20 GB/s
   fxprof profile resnet18 --group-by scope --depth 2 --sort flops # time per block
   fxprof profile resnet18 --columns kind,median_ms,pct,flops,output_shape
   fxprof profile resnet18 --trace r18.trace.json --trace-runs last:3   # open in ui.perfetto.dev
@@ -103,6 +106,13 @@ SELFCHECK_EXAMPLES = """\
 examples:
   fxprof selfcheck                      # the CPU timer, on this machine
   fxprof selfcheck --device cuda        # every GPU timer: measured vs known, PASS or FAIL
+"""
+
+PEAKS_EXAMPLES = """\
+examples:
+  fxprof peaks                          # this CPU, float32, torch's thread count (cached after the first time)
+  fxprof peaks --threads 1 --refresh    # measure again, one thread
+  fxprof peaks --device cuda --dtype bfloat16
 """
 
 #: a roll-up's columns beyond ``GROUP_COLUMNS`` in a training step (see fxprof.core.rollup)
@@ -212,6 +222,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --backward, also zero_grad and step of this optimizer over the model's parameters "
                         "(the model is restored afterwards)")
     r.add_argument("--threads", type=int, default=None, metavar="N", help="torch CPU threads (default: torch's choice); recorded in the profile")
+    r.add_argument("--peaks", default=None, metavar="TFLOPS,GBPS|auto|quick|off",
+                   help="the roofs of the roofline columns (roof_ms, roof_pct, headroom_ms, limit): your compute rate "
+                        "in TFLOP/s and bandwidth in GB/s (e.g. a datasheet's: 0.1,20; optionally ,US for the per-op "
+                        "floor), or auto: measured on this machine once, then cached (see 'fxprof peaks'); quick: "
+                        "small measurement; off: none (default: auto, or the FXPROF_PEAKS environment variable)")
     table_options(p, node_sort, node_columns)
     o = p.add_argument_group("outputs (checked before anything runs; '-' is standard output)")
     o.add_argument("--csv", metavar="PATH", help="write the per-node table as CSV (full precision, ms)")
@@ -283,8 +298,22 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="what to check (default: cpu)")
     q.add_argument("--iters", type=int, default=20, metavar="N", help="timed runs per timer (default: 20)")
     q.set_defaults(handler=_cmd_selfcheck)
+
+    e = command("peaks", "measure this machine's compute rate and memory bandwidth (the roofline's roofs)",
+                "Measure (once; then read from the cache) the best rate of several large GEMMs and convolutions in --dtype, the best "
+                "bandwidth of copy, add and triad over buffers far larger than the caches (bytes read plus written), "
+                "and the least time of one op, with --threads threads. fxprof profile uses them for the roofline "
+                "columns (roof_ms, roof_pct, headroom_ms, limit).", PEAKS_EXAMPLES)
+    e.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1 (default: cpu)")
+    e.add_argument("--dtype", default="float32", help="the compute kernels' dtype: float32, float16, bfloat16, float64 (default: float32)")
+    e.add_argument("--threads", type=int, default=None, metavar="N", help="CPU threads (default: torch's choice, as fxprof profile)")
+    e.add_argument("--quick", action="store_true", help="small kernels and buffers: a rough figure in about a second")
+    e.add_argument("--refresh", action="store_true",
+                   help="measure again even if cached; the cache keeps the better of the new and earlier figures "
+                        "(a busy machine only lowers a roof)")
+    e.set_defaults(handler=_cmd_peaks)
     # options that take a value: their value may start with '-' (--input -1x3 is a bad shape)
-    actions = [a for sp in (p, s, k, h, q) for a in sp._actions if a.option_strings]
+    actions = [a for sp in (p, s, k, h, q, e) for a in sp._actions if a.option_strings]
     parser.value_options = {o for a in actions if a.nargs is None for o in a.option_strings}  # type: ignore[attr-defined]
     parser.all_options = {o for a in actions for o in a.option_strings}  # type: ignore[attr-defined]
     return parser
@@ -326,6 +355,10 @@ def check_args(args: argparse.Namespace) -> None:
     FxprofError naming the option and what to do. Column names are checked by
     :func:`_check_view` as each command starts, still before anything runs."""
     command = args.command
+    if command == "peaks":
+        if args.threads is not None and args.threads < 1:
+            raise _bad(f"bad --threads {args.threads}: must be >= 1")
+        return
     if command == "selfcheck":
         if args.iters < 1:
             raise _bad(f"bad --iters {args.iters}: must be >= 1")
@@ -371,6 +404,13 @@ def check_args(args: argparse.Namespace) -> None:
                 raise _bad("--backward works with --mode timed only (whole training steps); drop --mode isolated")
         if args.optimizer and not args.backward:
             raise _bad("--optimizer applies to training steps: add --backward")
+        if args.peaks is not None and args.peaks.strip().lower() not in ("auto", "quick", "off"):
+            from ..core.roofline import parse_peaks
+
+            try:
+                parse_peaks(args.peaks)
+            except ValueError as exc:
+                raise _bad(f"bad --peaks {args.peaks!r}: {str(exc).removeprefix(f'bad peaks {args.peaks!r}: ')}") from exc
         if args.trace_runs and not args.trace:
             raise _bad("--trace-runs chooses the runs of --trace; add --trace PATH")
         if args.trace_runs:
@@ -707,8 +747,9 @@ def _profile(args: argparse.Namespace, bar: Any) -> int:
     if both:
         raise _bad(f"{', '.join(both)} given by both --input and --concrete; give each input once")
     options: dict[str, Any] = dict(warmup=args.warmup, warmup_ms=args.warmup_ms, iters=args.iters, timer=args.timer,
-                                   name=args.model, progress=bar, capture=args.capture, mode=args.mode)
-    if args.compile:  # the compiled program's kernels: no capture, timer or progress options
+                                   name=args.model, progress=bar, capture=args.capture, mode=args.mode,
+                                   peaks=_peaks_option(args.peaks))
+    if args.compile:  # the compiled program's kernels: no capture, timer, progress or roofline options
         options = dict(warmup=args.warmup, iters=args.iters, name=args.model,
                        compile={"mode": args.compile_mode} if args.compile_mode else True)
     elif args.backward:
@@ -876,6 +917,47 @@ def _cmd_report(args: argparse.Namespace) -> int:
     write_report(loaded, args.output)
     if args.output != "-":
         _print(f"wrote html: {args.output}")
+    return 0
+
+
+def _peaks_option(text: str | None) -> Any:
+    """--peaks as fxprof.profile's ``peaks=``: auto (default; FXPROF_PEAKS may override), quick,
+    off, or the user's TFLOPS,GBPS."""
+    if text is None or text.strip().lower() == "auto":
+        return "auto"
+    if text.strip().lower() == "off":
+        return None
+    return text.strip().lower() if text.strip().lower() == "quick" else text
+
+
+def _cmd_peaks(args: argparse.Namespace) -> int:
+    import torch
+
+    from ..measure.peaks import cache_path, machine_peaks
+    from .models import _DTYPES
+
+    dtype = _DTYPES.get(args.dtype.lower())
+    if dtype is None or not dtype.is_floating_point:
+        raise _bad(f"bad --dtype {args.dtype!r}: use float32, float16, bfloat16 or float64")
+    try:
+        device = torch.device(args.device)
+    except RuntimeError as exc:
+        raise _bad(f"bad --device {args.device!r}: {exc}") from exc
+    found = machine_peaks(device, dtype, args.threads, sizes="quick" if args.quick else "full", refresh=args.refresh)
+    _print(f"fxprof peaks: {found.device_name} ({found.device}), {found.dtype}"
+           + (f", {found.threads} thread(s)" if found.threads else "") + f", torch {found.torch}")
+    _print(f"  compute    {found.flops_per_s / 1e12:.4g} TFLOP/s   (best GEMM or convolution)")
+    _print(f"  bandwidth  {found.bytes_per_s / 1e9:.4g} GB/s      (best of copy, add, triad; bytes read + written)")
+    _print(f"  op floor   {found.overhead_s * 1e6:.3g} us          (one-element add: nodes whose roof is below it are 'overhead')")
+    _print(f"  ridge      {found.ridge:.3g} FLOP/byte  (below: memory-limited at the roof; above: compute-limited)")
+    details = found.details
+    for name, rate in details.get("compute_flops_per_s", {}).items():
+        _print(f"    {name:<30} {rate / 1e12:.4g} TFLOP/s")
+    for name, rate in details.get("bandwidth_bytes_per_s", {}).items():
+        _print(f"    {name:<30} {rate / 1e9:.4g} GB/s")
+    if "seconds" in details:
+        tries = f", best of {details['measurements']} measurements" if details.get("measurements", 1) > 1 else ""
+        _print(f"  measured in {details['seconds']:.1f} s{tries}; cached in {cache_path()}")
     return 0
 
 

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, Union
 import numpy as np
 import pandas as pd
 
+from .roofline import peaks_differ
+
 if TYPE_CHECKING:
     from .profile import Profile
 
@@ -47,7 +49,9 @@ IGNORED_META = ("created", "iters", "requested_iters", "incomplete", "warmup", "
                 "gathered", "per_rank", "ranks",
                 # a session's cycle bookkeeping (which steps of the user's loop; the inputs are compared)
                 "step", "cycle", "first_step", "run_steps", "run_signatures", "untimed_first_batches",
-                "signatures_seen", "captures")
+                "signatures_seen", "captures",
+                # the roofline's machine peaks: compared as roofs (peaks_differ), not key by key
+                "peaks")
 
 
 class ComparabilityWarning(UserWarning):
@@ -281,6 +285,9 @@ def comparability(a: ProfileOrTable, b: ProfileOrTable, diff: pd.DataFrame | Non
         va, vb = ma.get(key, _MISSING), mb.get(key, _MISSING)
         if va != vb:
             problems.append(f"{key}: a {_show(va)}, b {_show(vb)}")
+    roofs = peaks_differ(a.meta.get("peaks"), b.meta.get("peaks"))
+    if roofs:
+        problems.append(f"peaks: {roofs}")
     return problems
 
 

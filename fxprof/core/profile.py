@@ -14,6 +14,7 @@ from .columnar import SampleColumns
 from .recording import Recording
 from .stats import shares
 from .nodes import NodeInfo
+from .roofline import roofline_columns
 
 __all__ = ["Profile", "sort_table", "COLUMNS", "SAMPLE_COLUMNS", "RUN_COLUMNS", "NODE_COLUMNS", "TABLE_COLUMNS", "LAUNCH_IDLE_SHARE"]
 
@@ -46,6 +47,13 @@ COLUMNS: dict[str, str] = {
     "flops": "Int64",
     "flops_pct": "float64",
     "gflops_per_s": "float64",
+    # the roofline (fxprof.core.roofline: against the peaks in meta["peaks"])
+    "bytes": "Int64",
+    "intensity": "float64",
+    "roof_ms": "float64",
+    "roof_pct": "float64",
+    "headroom_ms": "float64",
+    "limit": "str",
     "input_shapes": "str",
     "output_shape": "str",
     "dtype": "str",
@@ -315,6 +323,13 @@ class Profile:
         - ``flops``: floating-point operations per model run (``FlopCounterMode``; 0 for ops
           without a formula); ``flops_pct``: share of the model's FLOPs; ``gflops_per_s``:
           flops over the median time.
+        - ``bytes``: bytes the node reads and writes (tensor inputs, a called module's
+          parameters, outputs; 0 for views and plumbing): a lower bound (docs/roofline.md).
+        - ``intensity`` (FLOPs per byte), ``roof_ms`` (the least time the node could take at
+          the machine peaks in ``meta["peaks"]``), ``roof_pct`` (roof over median, percent),
+          ``headroom_ms`` (median minus roof), ``limit`` (``compute``, ``memory`` or
+          ``overhead``): see :func:`fxprof.core.roofline.roofline_columns`. NaN and "" without
+          peaks or without the anatomy pass.
         - ``input_shapes``, ``output_shape``, ``dtype``, ``out_bytes``: what the node received
           and returned; ``mem_delta_bytes``, ``mem_peak_bytes``: CUDA allocator readings
           (``<NA>`` on the CPU).
@@ -331,7 +346,8 @@ class Profile:
         # The table depends on the samples and anatomy (both fixed), the nodes, the timer and
         # which runs the statistics keep.
         runs = self.kept_runs(keep_outliers)
-        key = (tuple(self.nodes), self.meta.get("timer"), runs)
+        peaks = self.meta.get("peaks")
+        key = (tuple(self.nodes), self.meta.get("timer"), runs, dict(peaks) if isinstance(peaks, dict) else peaks)
         if self._table_cache is None or self._table_cache[0] != key:
             self._table_cache = (key, self._build_table(runs))
         return sort_table(self._table_cache[1], sort, ascending)
@@ -367,6 +383,7 @@ class Profile:
         table["flops_pct"] = flops / flops_sum * 100.0 if flops_sum > 0 else flops * 0.0
         median = table["median_ms"].where(table["median_ms"] > 0)
         table["gflops_per_s"] = flops / median / 1e6
+        table = table.join(roofline_columns(table, self.meta.get("peaks")))  # see fxprof.core.roofline
         table["cum_pct"] = table["pct"].cumsum()
         if "rank" in self._runs.columns:  # torch.distributed ranks: per-rank spread
             from .rankstats import RANK_TABLE_COLUMNS, rank_spread

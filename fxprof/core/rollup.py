@@ -124,7 +124,9 @@ def group_by(table: pd.DataFrame, key: str = "op", depth: int = 1) -> pd.DataFra
         descending, with columns ``nodes`` (node count), ``mean_ms`` and ``median_ms`` (sums
         of the nodes' mean and median times), ``pct`` (sum of the nodes' ``pct``: share of the
         summed median node time, so one slow sample cannot reorder groups; sums to 100),
-        ``cum_pct``, ``flops`` (sum; ``<NA>`` if not counted) and ``flops_pct``.
+        ``cum_pct``, ``flops`` (sum; ``<NA>`` if not counted), ``flops_pct``, ``roof_ms`` and
+        ``headroom_ms`` (sums of the nodes' least times at the machine peaks and of their time
+        above them; NaN without peaks).
         A training-step table (more than one phase) also has, after ``mean_ms``, one
         ``<phase>_ms`` column per phase (``forward_ms``, ``backward_ms``...: the group's mean
         time in that phase; they add up to ``mean_ms``) and ``bwd_fwd_ratio`` (backward over
@@ -141,6 +143,9 @@ def group_by(table: pd.DataFrame, key: str = "op", depth: int = 1) -> pd.DataFra
             "pct": grouped["pct"].sum(),
             "flops": grouped["flops"].sum(min_count=1).astype("Int64"),
             "flops_pct": grouped["flops_pct"].sum(min_count=1),
+            # the roofline (fxprof.core.roofline): summed least times and time above the roof
+            "roof_ms": grouped["roof_ms"].sum(min_count=1) if "roof_ms" in table.columns else float("nan"),
+            "headroom_ms": grouped["headroom_ms"].sum(min_count=1) if "headroom_ms" in table.columns else float("nan"),
         }
     )
     if key != "phase":

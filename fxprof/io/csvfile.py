@@ -34,8 +34,10 @@ def read_csv(path: str | os.PathLike) -> pd.DataFrame:
         raise
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError, OverflowError) as exc:
         raise ProfileFormatError(f"{path!r} is not a CSV table fxprof can read: {exc}") from exc
-    # tables from before training steps, and from before compiled models
-    for col, default in (("phase", "forward"), ("forward_node", ""), ("origins", ""), ("raw_name", "")):
+    # tables from before training steps (phase, forward_node), before compiled models (origins, raw_name) and
+    # before the roofline (empty: not measured)
+    for col, default in (("phase", "forward"), ("forward_node", ""), ("origins", ""), ("raw_name", ""), ("bytes", ""),
+                         ("intensity", ""), ("roof_ms", ""), ("roof_pct", ""), ("headroom_ms", ""), ("limit", "")):
         if col not in table.columns:
             table[col] = default
     if "scope_source" not in table.columns:  # tables from before inferred scopes: the source was not recorded

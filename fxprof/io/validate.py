@@ -70,6 +70,18 @@ SCHEMA: dict[str, Any] = {
                 "inputs": {"type": "array", "items": _TEXT},
                 "mode": {"enum": ["timed", "isolated"]},
                 "epoch_ns": {**_NONNEG_INT, "description": "Unix time (ns) of the first timed run's start"},
+                "peaks": {
+                    "type": "object",
+                    "description": "the machine's roofs the roofline columns are against (fxprof.core.roofline.Peaks)",
+                    "required": ["flops_per_s", "bytes_per_s"],
+                    "properties": {
+                        **{k: {"type": "number", "exclusiveMinimum": 0} for k in ("flops_per_s", "bytes_per_s")},
+                        "overhead_s": {"type": "number", "minimum": 0},
+                        **{k: _TEXT for k in ("device", "device_name", "dtype", "torch", "source")},
+                        "threads": {"type": ["integer", "null"], "minimum": 1},
+                        "details": {"type": "object"},
+                    },
+                },
             },
         },
         "nodes": {
@@ -117,7 +129,7 @@ SCHEMA: dict[str, Any] = {
             "properties": {
                 **{k: _anatomy({"type": ["string", "null"]}, k) for k in ("input_shapes", "output_shape", "dtype", "skip_reason")},
                 **{k: _anatomy({**_NONNEG_INT, "type": ["integer", "null"]}, k)
-                   for k in ("out_bytes", "flops", "mem_peak_bytes")},
+                   for k in ("out_bytes", "bytes", "flops", "mem_peak_bytes")},
                 "mem_delta_bytes": _anatomy({"type": ["integer", "null"], "minimum": -_INT64_MAX - 1, "maximum": _INT64_MAX},
                                             "mem_delta_bytes"),
             },
@@ -342,14 +354,15 @@ def check_profile(profile: "Profile", source: str) -> None:
 
 # -------------------------------------------------------------------------- CSV
 _NA = ("", "nan", "NaN", "<NA>")
-#: per-node table columns that are never negative (others: mem_delta_bytes may be)
-_SIGNED = {"mem_delta_bytes"}
+#: per-node table columns that may be negative (every other number never is): a node that ran
+#: above its roof (data in a cache the bandwidth roof does not see) has a negative headroom
+_SIGNED = {"mem_delta_bytes", "headroom_ms"}
 
 
 def parse_table(raw: pd.DataFrame, columns: Mapping[str, str], source: str) -> pd.DataFrame:
     """Turn a per-node table read as text (every cell a string) into typed columns.
 
-    Numbers must be finite and not negative (``mem_delta_bytes`` may be negative), integer
+    Numbers must be finite and not negative (``mem_delta_bytes`` and ``headroom_ms`` may be negative), integer
     columns whole numbers within int64, and every node must appear once. Returns the table
     indexed by ``node`` with ``columns``' dtypes.
     """

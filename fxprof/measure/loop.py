@@ -28,7 +28,7 @@ import torch
 from torch import nn
 
 from ..core.profile import Profile
-from ..vocab import __version__
+from ..vocab import TIMER_NAMES, __version__
 from .anatomy import anatomy_pass, memory_pass
 from .bridge import KernelProfiler, kernel_ms_per_sample
 from .budget import SampleBudget
@@ -56,6 +56,7 @@ class RunPlan:
     no_grad: bool = True
     #: training steps: gradients on even when the caller is inside torch.no_grad()
     backward: bool = False
+    peaks: Any = "auto"  # see fxprof.measure.peaks.resolve_peaks
 
 
 def measure(captured: Capture, call_args: tuple, call_kwargs: dict[str, Any], timer: Timer, plan: RunPlan,
@@ -103,6 +104,7 @@ def measure(captured: Capture, call_args: tuple, call_kwargs: dict[str, Any], ti
                 meta = _timed_runs(one_run, recorder, iters, kernel_time, ranks, meta, bar)
             stage = "untimed passes"
             records = _merge(records, _untimed_passes(captured, (call_args, call_kwargs), devices, plan.anatomy, plan.memory, bar))
+            meta = _with_peaks(meta, plan, records, devices, bar)
             meta["notes"] = meta.get("notes", []) + _unwatched_devices(records, timer)
             switches = getattr(captured.module, "meta", {}).get("fxprof_dropped_stream_switches")
             if switches:
@@ -243,6 +245,43 @@ def _untimed_passes(captured: Capture, inputs: tuple, devices: set[torch.device]
         for node, values in found.items():
             records.setdefault(node, {}).update(values)
     return records
+
+
+def _with_peaks(meta: dict[str, Any], plan: RunPlan, records: dict[str, dict[str, Any]], devices: set[torch.device],
+                bar: Any) -> dict[str, Any]:
+    """``meta`` with ``peaks``: the roofs of the roofline columns, measured (or cached) for the
+    profile's device, the dtype of the node that does the most FLOPs and the thread count, or
+    as given. Measured for fxprof's own timers only: a :class:`Timer` of the user's may count
+    something else than time (a fake clock), so it gets the peaks it is given. Only when the
+    anatomy pass counted bytes; a failure costs a warning, never the runs."""
+    if not plan.anatomy or plan.peaks is None or plan.peaks is False:
+        return meta
+    if isinstance(plan.peaks, str) and meta.get("timer") not in TIMER_NAMES:
+        return meta  # a Timer of the user's may count something else than seconds: their peaks only
+    from .peaks import resolve_peaks
+
+    cuda = sorted((d for d in devices if d.type == "cuda"), key=_index_key)
+    device = cuda[0] if cuda else torch.device("cpu")
+    try:
+        bar.phase("machine peaks")
+        found = resolve_peaks(plan.peaks, device, _busiest_dtype(records), int(meta.get("threads") or torch.get_num_threads()))
+    except Exception as exc:
+        warnings.warn(f"fxprof: the machine peaks could not be measured ({type(exc).__name__}: {exc}); the roofline "
+                      f"columns are left empty (give them with peaks=(TFLOPS, GBPS))", stacklevel=4)
+        return meta
+    return {**meta, "peaks": found.to_dict()} if found is not None else meta
+
+
+def _busiest_dtype(records: dict[str, dict[str, Any]]) -> torch.dtype:
+    """The floating dtype of the node with the most FLOPs (float32 if none counts any)."""
+    best, chosen = -1, torch.float32
+    for record in records.values():
+        flops = record.get("flops") or 0
+        names = [n for n in str(record.get("dtype") or "").split(",") if n]
+        dtype = getattr(torch, names[0], None) if names else None
+        if isinstance(dtype, torch.dtype) and dtype.is_floating_point and flops > best:
+            best, chosen = flops, dtype
+    return chosen
 
 
 #: default ``warmup_ms`` on CUDA: long enough for a GPU to leave its idle clocks (a choice, to be

@@ -34,9 +34,18 @@ HTML_COLUMNS = ("kind", "scope", "range", "median_ms", "iqr_ms", "pct", "cum_pct
 _CELL = "padding:1px 8px;white-space:nowrap"
 
 
+#: the roofline columns the notebook shows, after ``iqr_ms``, when the profile has machine peaks
+HTML_ROOFLINE = ("headroom_ms", "roof_pct", "limit")
+
+
 def html_columns(table: pd.DataFrame, device_timer: bool) -> list[str]:
-    """The notebook table's columns: :func:`~fxprof.views.text.default_columns` from :data:`HTML_COLUMNS`."""
-    return default_columns(table, device_timer, HTML_COLUMNS)
+    """The notebook table's columns: :func:`~fxprof.views.text.default_columns` from
+    :data:`HTML_COLUMNS`, and :data:`HTML_ROOFLINE` when the table has roofline verdicts."""
+    columns = default_columns(table, device_timer, HTML_COLUMNS)
+    if "limit" in table.columns and (table["limit"] != "").any():
+        at = columns.index("iqr_ms") + 1
+        columns[at:at] = list(HTML_ROOFLINE)
+    return columns
 
 
 def render_html(profile: "Profile", top: int | None = TOP, sort: str | None = "pct") -> str:

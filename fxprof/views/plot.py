@@ -24,7 +24,7 @@ from .text import ranked
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-__all__ = ["plot_top", "plot_groups", "plot_distribution", "plot_compare", "MISSING_MATPLOTLIB"]
+__all__ = ["plot_top", "plot_groups", "plot_distribution", "plot_compare", "plot_roofline", "MISSING_MATPLOTLIB"]
 
 MISSING_MATPLOTLIB = "fxprof's plots need matplotlib: pip install 'fxprof[plot]'"
 
@@ -171,4 +171,87 @@ def plot_compare(
     ax.set_title(f"{label_a} vs {label_b}: the {len(diff)} largest changes per node")
     ax.legend(loc="lower right")
     ax.margins(x=0.15)
+    return ax
+
+
+_LIMIT_COLORS = {"compute": "#4c72b0", "memory": "#dd8452", "overhead": "#8c8c8c"}
+
+
+def plot_roofline(profile: Profile, label: int = 8, ax: "Axes | None" = None, without_flops: int = 8) -> "Axes":
+    """The roofline: each node's arithmetic intensity (FLOPs per byte, x) against its achieved
+    rate (FLOPs over its median time, y), log-log, under the two roofs of the profile's machine
+    peaks (``meta["peaks"]``): the bandwidth slope and the compute ceiling, meeting at the ridge.
+
+    One dot per node that does FLOPs, sized by its median time and coloured by its ``limit``;
+    the ``label`` nodes with the most ``headroom_ms`` (time above their roof) are named with
+    their ``roof_pct``. Nodes without FLOPs (pooling, batch norm, ReLU, adds: no formula in
+    ``FlopCounterMode``) have no place on those axes; when ``ax`` is None a second panel shows
+    the ``without_flops`` of them with the most headroom: the bandwidth each achieved (bytes over
+    median) against the bandwidth roof. Returns the roofline's Axes (``ax.figure`` holds both).
+    Raises ValueError for a profile without peaks or byte counts.
+    """
+    from ..core.roofline import Peaks
+
+    if not isinstance(profile, Profile):
+        raise TypeError(f"plot_roofline takes a Profile (its machine peaks are in its meta), got {type(profile).__name__}")
+    if not profile.meta.get("peaks"):
+        raise ValueError("this profile has no machine peaks (meta['peaks']): profile with peaks='auto' (the default) "
+                         "or peaks=(TFLOPS, GBPS), with anatomy=True")
+    peaks = Peaks.from_dict(profile.meta["peaks"])
+    table = profile.df
+    if table["bytes"].isna().all():
+        raise ValueError("this profile has no byte counts: profile with anatomy=True")
+    ran = table["median_ms"] > 0
+    placed = table[(table["flops"].astype("float64") > 0) & (table["bytes"].astype("float64") > 0) & ran]
+    others = table[~table.index.isin(placed.index) & ran & (table["bytes"].astype("float64") > 0)]
+    side = None
+    if ax is None:
+        plt = _pyplot()
+        if without_flops and len(others):
+            fig, (ax, side) = plt.subplots(1, 2, figsize=(12, 6), width_ratios=(3, 1.3), layout="constrained")
+        else:
+            fig, ax = plt.subplots(figsize=(9, 6), layout="constrained")
+    x = placed["intensity"].to_numpy(dtype=float)
+    y = (placed["flops"].astype("float64") / (placed["median_ms"] / 1e3)).to_numpy(dtype=float)
+    lo = min([peaks.ridge / 100, *(x / 2)])
+    hi = max([peaks.ridge * 100, *(x * 2)])
+    xs = np.geomspace(lo, hi, 200)
+    ax.plot(xs, np.minimum(xs * peaks.bytes_per_s, peaks.flops_per_s), color="black", linewidth=1.5)
+    ax.annotate(f"{peaks.bytes_per_s / 1e9:.3g} GB/s", (lo * 1.5, lo * 1.5 * peaks.bytes_per_s), fontsize="small", va="bottom")
+    ax.annotate(f"{peaks.flops_per_s / 1e9:.4g} GFLOP/s ({peaks.dtype or 'peak'})", (hi / 1.5, peaks.flops_per_s),
+                fontsize="small", ha="right", va="bottom")
+    ax.axvline(peaks.ridge, color="gray", linestyle=":", linewidth=0.8)
+    times = placed["median_ms"].to_numpy(dtype=float)
+    sizes = 20 + 400 * times / times.max() if len(times) and times.max() > 0 else 20
+    ax.scatter(x, y, s=sizes, c=[_LIMIT_COLORS.get(v, "#8c8c8c") for v in placed["limit"]], alpha=0.7,
+               edgecolors="white", linewidths=0.5)
+    for limit, color in _LIMIT_COLORS.items():
+        if (placed["limit"] == limit).any():
+            ax.scatter([], [], c=color, label=limit, s=40)
+    top = placed.sort_values("headroom_ms", ascending=False).head(label)
+    for i, (node, row) in enumerate(top.iterrows()):
+        ax.annotate(f"{node} ({row['roof_pct']:.0f}%)", (row["intensity"], row["flops"] / (row["median_ms"] / 1e3)),
+                    fontsize="x-small", xytext=(5, 4 if i % 2 == 0 else -10), textcoords="offset points")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOPs per byte read and written)")
+    ax.set_ylabel("achieved FLOP/s (FLOPs over median time)")
+    ax.set_title(f"{_name(profile)}: {len(placed)} nodes with FLOPs (dot area: median time; label: roof_pct)")
+    if len(others):
+        ax.text(0.01, 0.99, f"{len(others)} nodes without FLOPs ({others['pct'].sum():.1f}% of node time)"
+                + (": right" if side is not None else " not shown"), transform=ax.transAxes, fontsize="x-small", va="top")
+    if len(placed):
+        ax.legend(title="limit", fontsize="small", loc="lower right")
+    if side is not None:
+        worst = others.sort_values("headroom_ms", ascending=False).head(without_flops)
+        rate = worst["bytes"].astype("float64") / (worst["median_ms"] / 1e3) / 1e9
+        bars = side.barh(list(worst.index), rate, color=[_LIMIT_COLORS.get(v, "#8c8c8c") for v in worst["limit"]])
+        side.bar_label(bars, labels=[f"{p:.0f}%" if p >= 1 else f"{p:.2g}%" for p in worst["roof_pct"]], padding=3, fontsize="x-small")
+        side.axvline(peaks.bytes_per_s / 1e9, color="black", linewidth=1.5)
+        side.invert_yaxis()
+        side.set_xscale("log")
+        side.set_xlabel("achieved GB/s (bytes over median time)")
+        side.set_title(f"no FLOPs: most headroom\n(line: {peaks.bytes_per_s / 1e9:.3g} GB/s roof; label: roof_pct)", fontsize="small")
+        side.tick_params(axis="y", labelsize="x-small")
+        side.margins(x=0.3)
     return ax

@@ -106,6 +106,8 @@ FORMATTERS: dict[str, Callable[[Any], str]] = {
     "delta_pct": _format_float("+.1f"),
     "ratio": _format_float(".3f"),
     "gflops_per_s": _format_float(".3g"),
+    "intensity": _format_float(".3g"),
+    "roof_pct": _format_float(".3g"),
     "p_value": _format_float(".2g"),
     "vs_median": _format_float(".2f"),
     "bwd_fwd_ratio": _format_float(".2f"),

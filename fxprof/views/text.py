@@ -21,6 +21,10 @@ __all__ = ["render_summary", "render_body", "render_compare", "render_blocks", "
 DEFAULT_COLUMNS = ("kind", "scope", "range", "median_ms", "mean_ms", "iqr_ms", "pct", "cum_pct")
 #: shown by default with the CUDA event timer, after mean_ms
 DEVICE_COLUMNS = ("host_mean_ms", "bound")
+#: shown by default when the table is sorted by a roofline column (``--sort headroom_ms``)
+ROOFLINE_SHOWN = ("roof_ms", "headroom_ms", "roof_pct", "limit")
+#: the roofline columns a sort brings into view
+ROOFLINE_SORTS = ("bytes", "intensity", "roof_ms", "roof_pct", "headroom_ms", "limit")
 #: a node whose interquartile range exceeds this fraction of its median is flagged "high"
 HIGH_SPREAD = 0.25
 #: a node whose mean exceeds its median by this fraction (a few very slow samples) is flagged "tail"
@@ -28,7 +32,7 @@ HIGH_TAIL = 0.5
 #: when a table is too wide, these columns go first, in this order (then others, from the right)
 DROP_FIRST = ("status", "a_pct", "b_pct", "cum_pct", "mean_ms", "target", "op", "range", "host_mean_ms", "iqr_ms", "flops_pct", "p_value", "scope", "kind")
 #: columns of a roll-up table (``Profile.group_by``)
-GROUP_COLUMNS = ("nodes", "mean_ms", "median_ms", "pct", "cum_pct", "flops", "flops_pct")
+GROUP_COLUMNS = ("nodes", "mean_ms", "median_ms", "pct", "cum_pct", "flops", "flops_pct", "roof_ms", "headroom_ms")
 #: columns of a comparison shown by default (any column of ``fxprof.compare`` may be chosen);
 #: ``phase`` joins them for training steps
 COMPARE_DEFAULT = ("status", "kind", "scope", "a_ms", "b_ms", "delta_ms", "ratio", "p_value", "verdict", "a_pct", "b_pct", "delta_pct")
@@ -66,6 +70,9 @@ def render_header(profile: "Profile") -> str:
 
     if env_line(meta):
         lines.append(env_line(meta))
+    if meta.get("peaks"):
+        lines.append(peaks_line(meta["peaks"]))
+        lines.extend(_above_roof(profile))
     lines.extend(f"note: {note}" for note in meta.get("notes", ()))
     if meta.get("mode") == "isolated":
         skipped = int((profile.anatomy["skip_reason"] != "").sum())
@@ -140,6 +147,33 @@ def compiled_run_lines(profile: "Profile") -> list[str]:
             f"{(profile.meta.get('compiled') or {}).get('unprofiled_runs', '?')} unprofiled runs)"
         )
     return lines
+
+
+def peaks_line(peaks: Mapping[str, Any]) -> str:
+    """The roofs the roofline columns are against (``roof_ms``, ``roof_pct``, ``limit``)."""
+    from ..core.roofline import Peaks
+
+    try:
+        return f"roofline: {Peaks.from_dict(peaks).describe()}"
+    except (TypeError, ValueError) as exc:
+        return f"roofline: unreadable peaks in the profile ({exc})"
+
+
+#: a node whose median is below this fraction of its roof time "runs above the roof"
+ABOVE_ROOF_PCT = 110.0
+
+
+def _above_roof(profile: "Profile") -> list[str]:
+    """Nodes faster than the roofs allow: the peaks are no roof for them (a busy machine when
+    they were measured, or data in a cache the bandwidth roof does not see)."""
+    table = profile.df
+    above = table[table["roof_pct"] > ABOVE_ROOF_PCT]
+    if above.empty:
+        return []
+    worst = above["roof_pct"].idxmax()
+    return [f"roofline: {len(above)} node(s) ran above their roof (roof_pct > {ABOVE_ROOF_PCT:g}; {worst} at "
+            f"{above.loc[worst, 'roof_pct']:.0f}%): their data sat in a cache, or the peaks were measured on a busy "
+            f"machine (measure again: fxprof peaks --refresh)"]
 
 
 def _outlier_lines(profile: "Profile") -> list[str]:
@@ -283,7 +317,12 @@ def render_body(table: pd.DataFrame, view: ViewOptions = ViewOptions(), device_t
         return _render_groups(groups, group_by, depth, top, sort, ascending, columns, width)
     table, aside = ranked(table, sort, ascending, view.bookkeeping)
     explicit = columns is not None
-    columns = _known_columns(table, columns if explicit else default_columns(table, device_timer), "columns")
+    roofline = not explicit and sort in ROOFLINE_SORTS and "limit" in table.columns and (table["limit"] != "").any()
+    chosen = default_columns(table, device_timer)
+    if roofline:  # the nodes with the most time above their roof: say how far, and which roof
+        at = chosen.index("iqr_ms") + 1 if "iqr_ms" in chosen else len(chosen)
+        chosen[at:at] = [c for c in ROOFLINE_SHOWN if c not in chosen]
+    columns = _known_columns(table, columns if explicit else chosen, "columns")
 
     flags = spread_flags(table)
     count = _rows(top)
@@ -296,15 +335,24 @@ def render_body(table: pd.DataFrame, view: ViewOptions = ViewOptions(), device_t
     if (flags != "").any():
         rows["spread"] = flags.loc[shown.index]
 
-    keep = {"pct", "spread"} | ({sort} if sort else set())
+    keep = {"pct", "spread"} | ({sort} if sort else set()) | ({"limit", "roof_pct"} if roofline else set())
     lines = [render_table(rows, width, keep=keep)]
     hidden = len(table) - len(shown)
     if hidden > 0:
         rest = float(table["pct"].iloc[len(shown):].sum())
         lines.append(f"... {hidden} more nodes ({rest:.1f}% of node time)")
-    notes = ([aside] if aside else []) + spread_notes(flags)
+    notes = ([aside] if aside else []) + spread_notes(flags) + (roofline_notes(table) if roofline else [])
     lines.extend(textwrap.fill(note, width, subsequent_indent="  ") if width else note for note in notes)
     return "\n".join(lines)
+
+
+def roofline_notes(table: pd.DataFrame) -> list[str]:
+    """What the roofline columns say, in one footer line."""
+    by_limit = table.groupby("limit", observed=True)["headroom_ms"].sum()
+    parts = [f"{limit} {format_ms(by_limit[limit])}" for limit in ("compute", "memory", "overhead") if limit in by_limit.index]
+    return [f"roofline: roof = the least time at the machine peaks, max(flops / compute rate, bytes / bandwidth); "
+            f"roof_pct = roof over median (100: at the roof); headroom = median - roof; time above the roof by limit: "
+            f"{', '.join(parts)} (docs/roofline.md)"]
 
 
 def ranked(table: pd.DataFrame, sort: str | None, ascending: bool = False, bookkeeping: bool = False) -> tuple[pd.DataFrame, str]:
@@ -332,7 +380,8 @@ def _render_groups(groups: pd.DataFrame, key: str, depth: int, top: int | None, 
 
     groups = sort_table(groups, sort, ascending, what="a roll-up")
     if columns is None:
-        columns = [c for c in groups.columns if not (c in ("flops", "flops_pct") and groups["flops"].isna().all())]
+        columns = [c for c in groups.columns if not (c in ("flops", "flops_pct") and groups["flops"].isna().all())
+                   and not (c in ("roof_ms", "headroom_ms") and groups[c].isna().all())]
     columns = _known_columns(groups, columns, "roll-up columns")
     count = _rows(top)
     shown = groups if count is None else groups.head(count)

@@ -1,0 +1,341 @@
+"""Machine peaks, measured: the compute rate and memory bandwidth a node can at best reach.
+
+:func:`machine_peaks` times, on this device, in the dtype and with the thread count asked for:
+
+- compute: several large GEMMs (square and oblong) and convolutions (on the CPU they run in
+  oneDNN, GEMMs in the BLAS: here a 7x7 convolution ran at twice the best GEMM's rate); the
+  best rate is the roof. A peak must be a roof (no node may run meaningfully above it), so it
+  is the best of several kernels, not one.
+- bandwidth: ``copy`` (``out.copy_(x)``: 2 bytes a byte), ``add`` (``torch.add(x, y, out=z)``)
+  and ``triad`` (``torch.add(x, y, alpha=s, out=z)``, STREAM's a = b + s c), each counted as
+  bytes read plus written, on buffers far larger than the caches, allocated and touched before
+  timing (a fresh ``clone()`` measures page faults: 3 GB/s where ``copy_`` does 19 here).
+- the per-op floor: the median time of a one-element add, the least any node costs.
+
+Each kernel runs in interleaved rounds and the fastest round counts (noise only slows a kernel
+down). The result is cached per machine, device name, dtype, threads, matmul precision and
+torch version in the user's cache directory (``$XDG_CACHE_HOME/fxprof/peaks.json``, else
+``~/.cache/fxprof/peaks.json``): a second call costs nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import platform
+import statistics
+import tempfile
+import time
+import warnings
+from typing import Any, Callable, Iterator
+
+import torch
+
+from ..core.roofline import Peaks, parse_peaks
+
+__all__ = ["machine_peaks", "resolve_peaks", "cache_path", "Peaks", "FULL", "QUICK"]
+
+#: default sizes: GEMM shapes (m, k, n) and the elements of each bandwidth buffer, per device type
+#: convolutions are (batch, in channels, out channels, kernel, stride, input height = width)
+FULL = {
+    "cpu": {"gemms": ((2048, 2048, 2048), (1024, 1024, 1024), (4096, 1024, 1024), (1024, 4096, 1024)),
+            "convs": ((1, 3, 64, 7, 2, 224), (1, 64, 64, 3, 1, 56), (1, 256, 256, 3, 1, 14)),
+            "elements": 32 * 2**20, "rounds": 3, "seconds": 0.5},
+    "cuda": {"gemms": ((8192, 8192, 8192), (4096, 4096, 4096), (16384, 4096, 4096), (4096, 16384, 4096)),
+             "convs": ((64, 3, 64, 7, 2, 224), (64, 64, 64, 3, 1, 56), (64, 256, 256, 3, 1, 14)),
+             "elements": 256 * 2**20, "rounds": 5, "seconds": 0.2},
+}
+#: small sizes for a quick look (tests): GEMMs still large enough to use the vector units, the
+#: buffers still four times a 32 MiB L3 (float32 copy); less exact than ``FULL``
+QUICK = {
+    "cpu": {"gemms": ((1024, 1024, 1024), (1024, 512, 512)), "convs": ((1, 3, 64, 7, 2, 112), (1, 64, 64, 3, 1, 28)),
+            "elements": 8 * 2**20, "rounds": 3, "seconds": 0.1},
+    "cuda": {"gemms": ((4096, 4096, 4096), (2048, 2048, 2048)), "convs": ((16, 64, 64, 3, 1, 56),),
+             "elements": 64 * 2**20, "rounds": 3, "seconds": 0.05},
+}
+
+_CACHE_VERSION = 1
+
+
+def cache_path() -> str:
+    """Where measured peaks are kept: ``$XDG_CACHE_HOME/fxprof/peaks.json`` (else
+    ``~/.cache/fxprof/peaks.json``; ``%LOCALAPPDATA%\\fxprof`` on Windows). Written by hand, not
+    with platformdirs: one path is not worth a dependency."""
+    base = os.environ.get("XDG_CACHE_HOME") or (os.environ.get("LOCALAPPDATA") if os.name == "nt" else None)
+    if not base:
+        base = os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "fxprof", "peaks.json")
+
+
+def machine_peaks(
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype = torch.float32,
+    threads: int | None = None,
+    *,
+    sizes: str = "full",
+    cache: bool = True,
+    refresh: bool = False,
+) -> Peaks:
+    """The achievable compute rate and memory bandwidth of ``device``, measured (or cached).
+
+    Args:
+        device: ``"cpu"``, ``"cuda"``, ``"cuda:1"``...
+        dtype: the GEMMs' dtype (``torch.float32``, ``float16``, ``bfloat16``, ``float64``). On a
+            GPU, float32 GEMMs run as TF32 when ``torch.backends.cuda.matmul.allow_tf32`` (or
+            ``torch.set_float32_matmul_precision``) allows it; the peaks then say ``tfloat32``.
+        threads: CPU threads to measure with (default: ``torch.get_num_threads()``, the count a
+            profile uses); restored afterwards.
+        sizes: ``"full"`` (default; about 2-5 s on a 2-core CPU the first time) or ``"quick"``
+            (small GEMMs and buffers: a rough roof, for tests and a first look). Quick and full
+            peaks are cached apart.
+        cache: read and write the cache (:func:`cache_path`).
+        refresh: measure again even if cached. The cache then keeps the better of the new and
+            the earlier figures (a busy machine only lowers a roof; ``details["measurements"]``
+            counts the tries); delete the cache file to forget them.
+
+    Returns:
+        :class:`~fxprof.core.roofline.Peaks` with ``flops_per_s``, ``bytes_per_s``,
+        ``overhead_s`` and, in ``details``, every kernel's rate, the sizes and the seconds the
+        measurement took.
+    """
+    device = torch.device(device)
+    if device.type not in ("cpu", "cuda"):
+        raise ValueError(f"machine_peaks measures 'cpu' or 'cuda' devices, not {device.type!r}")
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"machine_peaks(device={str(device)!r}): torch.cuda.is_available() is False on this machine; use device='cpu'")
+        device = torch.device("cuda", torch.cuda.current_device() if device.index is None else device.index)
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise ValueError(f"machine_peaks: dtype must be a floating torch.dtype (torch.float32, torch.float16...), got {dtype!r}")
+    if sizes not in ("full", "quick"):
+        raise ValueError(f"machine_peaks: sizes must be 'full' or 'quick', got {sizes!r}")
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+        raise ValueError(f"machine_peaks: threads must be an integer >= 1, got {threads!r}")
+    threads = threads or torch.get_num_threads()
+    label = _dtype_label(dtype, device)
+    name = _device_name(device)
+    key = "|".join([platform.node(), name, str(device) if device.type == "cuda" else "cpu", label,
+                    f"threads={threads}" if device.type == "cpu" else "", torch.__version__, sizes])
+    cached = _cached(key) if cache else None
+    if cached is not None and not refresh:
+        return cached
+    with _threads(threads if device.type == "cpu" else None):
+        measured = _measure(device, dtype, (FULL if sizes == "full" else QUICK)[device.type])
+    peaks = Peaks(**{**measured, "device": str(device), "device_name": name, "dtype": label,
+                     "threads": threads if device.type == "cpu" else None, "torch": torch.__version__})
+    if cached is not None:  # noise only lowers a roof: keep the best of this and earlier measurements
+        tries = int(cached.details.get("measurements", 1)) + 1
+        peaks = dataclasses.replace(peaks, flops_per_s=max(peaks.flops_per_s, cached.flops_per_s),
+                                    bytes_per_s=max(peaks.bytes_per_s, cached.bytes_per_s),
+                                    overhead_s=min(peaks.overhead_s, cached.overhead_s),
+                                    details={**peaks.details, "measurements": tries})
+    if cache:
+        _write_cache(key, peaks.to_dict())
+    return peaks
+
+
+def _cached(key: str) -> Peaks | None:
+    found = _read_cache().get(key)
+    if found is None:
+        return None
+    try:
+        return Peaks.from_dict(found)
+    except (TypeError, ValueError):  # a damaged entry is measured again
+        return None
+
+
+def resolve_peaks(peaks: Any, device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32,
+                  threads: int | None = None) -> Peaks | None:
+    """What ``fxprof.profile(peaks=...)`` asked for: ``"auto"`` (measured or cached for
+    ``device``, ``dtype`` and ``threads``; the environment variable ``FXPROF_PEAKS`` may say
+    ``off``, ``quick`` or ``TFLOPS,GBPS`` instead), ``"quick"``, ``None``/``False`` (no
+    roofline), a :class:`~fxprof.core.roofline.Peaks`, ``(tflops, gbps)`` or ``"TFLOPS,GBPS"``.
+    Given numbers are checked without measuring anything."""
+    if isinstance(peaks, str) and peaks == "auto":
+        peaks = os.environ.get(ENV, "").strip() or "auto"
+        if peaks.lower() in ("off", "none", "0", "false"):
+            return None
+    if peaks is None or peaks is False:
+        return None
+    if isinstance(peaks, Peaks):
+        return peaks
+    if isinstance(peaks, str) and peaks in ("auto", "quick"):
+        return machine_peaks(device, dtype, threads, sizes="full" if peaks == "auto" else "quick")
+    if isinstance(peaks, str):
+        return parse_peaks(peaks)
+    if isinstance(peaks, (tuple, list)) and len(peaks) in (2, 3) and not any(isinstance(v, (str, bool)) for v in peaks):
+        return parse_peaks(",".join(map(str, peaks)))
+    raise ValueError(f"peaks must be 'auto', 'quick', None, (TFLOPS, GBPS), 'TFLOPS,GBPS' or a fxprof Peaks; got {peaks!r}")
+
+
+#: the environment variable that overrides ``peaks="auto"``: ``off``, ``quick``, ``TFLOPS,GBPS``
+ENV = "FXPROF_PEAKS"
+
+
+# ---------------------------------------------------------------------- measuring
+def _measure(device: torch.device, dtype: torch.dtype, plan: dict[str, Any]) -> dict[str, Any]:
+    began = time.perf_counter()
+    clock = _Clock(device)
+    rounds, budget = int(plan["rounds"]), float(plan["seconds"])
+    compute: dict[str, float] = {}
+    gen = torch.Generator(device=device)  # its own: the user's random stream is left where it was
+    gen.manual_seed(0)
+    for m, k, n in plan["gemms"]:
+        a = torch.randn(m, k, device=device, generator=gen).to(dtype)
+        b = torch.randn(k, n, device=device, generator=gen).to(dtype)
+        c = torch.empty(m, n, device=device, dtype=dtype)
+        seconds = clock.best(lambda: torch.mm(a, b, out=c), rounds, budget)
+        compute[f"mm {m}x{k}x{n}"] = 2.0 * m * k * n / seconds
+        del a, b, c
+    # convolutions too: on the CPU they run in oneDNN, matrix products in the BLAS, and the two
+    # need not reach the same rate (here a 7x7 convolution ran at twice the best GEMM's)
+    for batch, c_in, c_out, kernel, stride, size in plan.get("convs", ()):
+        x = torch.randn(batch, c_in, size, size, device=device, generator=gen).to(dtype)
+        w = torch.randn(c_out, c_in, kernel, kernel, device=device, generator=gen).to(dtype)
+        out_size = (size + 2 * (kernel // 2) - kernel) // stride + 1
+        seconds = clock.best(lambda: torch.nn.functional.conv2d(x, w, stride=stride, padding=kernel // 2), rounds, budget)
+        # FlopCounterMode's count: 2 x multiply-adds
+        flops = 2.0 * batch * c_out * c_in * kernel * kernel * out_size * out_size
+        compute[f"conv {batch}x{c_in}x{size}x{size} {c_out}x{kernel}x{kernel}/{stride}"] = flops / seconds
+        del x, w
+    elements = int(plan["elements"])
+    x, y, z = (torch.empty(elements, device=device, dtype=dtype).fill_(v) for v in (1.0, 2.0, 0.0))  # touched: no page faults later
+    size = x.element_size() * elements
+    kernels: dict[str, tuple[Callable[[], Any], int]] = {
+        "copy": (lambda: z.copy_(x), 2 * size),
+        "add": (lambda: torch.add(x, y, out=z), 3 * size),
+        "triad": (lambda: torch.add(x, y, alpha=3.0, out=z), 3 * size),
+    }
+    best = {name: float("inf") for name in kernels}
+    for _ in range(rounds):  # interleaved, so that one noisy moment does not decide a kernel
+        for name, (fn, _moved) in kernels.items():
+            best[name] = min(best[name], clock.best(fn, 2, budget / rounds))
+    bandwidth = {name: moved / best[name] for name, (_fn, moved) in kernels.items()}
+    del x, y, z
+    one = torch.ones(1, device=device, dtype=dtype)
+    floor = clock.median(lambda: one + one, 200)
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    return {
+        "flops_per_s": max(compute.values()),
+        "bytes_per_s": max(bandwidth.values()),
+        "overhead_s": floor,
+        "details": {
+            "compute_flops_per_s": compute,
+            "bandwidth_bytes_per_s": bandwidth,
+            "buffer_bytes": size,
+            "op_floor": "median of a one-element add (a fresh output)",
+            "seconds": round(time.perf_counter() - began, 3),
+        },
+    }
+
+
+class _Clock:
+    """Times a callable: the host clock on the CPU, CUDA events on a GPU (after a warm-up call)."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.cuda = device.type == "cuda"
+        self.device = device
+
+    def once(self, fn: Callable[[], Any]) -> float:
+        if self.cuda:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            return start.elapsed_time(end) / 1e3
+        began = time.perf_counter()
+        fn()
+        return time.perf_counter() - began
+
+    def best(self, fn: Callable[[], Any], reps: int, seconds: float = 0.0) -> float:
+        """The fastest of at least ``reps`` calls, and of as many more as fit in ``seconds``
+        (at most 100): on a shared machine, more tries catch a quiet moment."""
+        fn()  # warm-up: first-call costs (workspace, packing, lazy init) stay out
+        if self.cuda:
+            torch.cuda.synchronize(self.device)
+        end = time.perf_counter() + seconds
+        times = [self.once(fn) for _ in range(reps)]
+        while time.perf_counter() < end and len(times) < 100:
+            times.append(self.once(fn))
+        return min(times)
+
+    def median(self, fn: Callable[[], Any], reps: int) -> float:
+        fn()
+        if self.cuda:  # back to back on the stream: the launch-limited rate of one tiny kernel
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            torch.cuda.synchronize(self.device)
+            start.record()
+            for _ in range(reps):
+                fn()
+            end.record()
+            end.synchronize()
+            return start.elapsed_time(end) / 1e3 / reps
+        times = []
+        for _ in range(reps):
+            began = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - began)
+        return statistics.median(times)
+
+
+@contextlib.contextmanager
+def _threads(threads: int | None) -> Iterator[None]:
+    before = torch.get_num_threads()
+    if threads is not None and threads != before:
+        torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        if torch.get_num_threads() != before:
+            torch.set_num_threads(before)
+
+
+def _dtype_label(dtype: torch.dtype, device: torch.device) -> str:
+    label = str(dtype).removeprefix("torch.")
+    if device.type == "cuda" and dtype == torch.float32 and torch.backends.cuda.matmul.allow_tf32:
+        return "tfloat32"
+    return label
+
+
+def _device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    with contextlib.suppress(OSError):
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine() or "cpu"
+
+
+# -------------------------------------------------------------------------- cache
+def _read_cache() -> dict[str, Any]:
+    try:
+        with open(cache_path(), encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict) or data.get("version") != _CACHE_VERSION or not isinstance(data.get("peaks"), dict):
+        return {}
+    return data["peaks"]
+
+
+def _write_cache(key: str, record: dict[str, Any]) -> None:
+    """Add one entry, atomically (a temporary file renamed over the cache). A cache that cannot
+    be written costs a warning: the peaks were measured and are returned all the same."""
+    path = cache_path()
+    entries = _read_cache()
+    entries[key] = record
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".peaks-", suffix=".tmp", dir=os.path.dirname(path))
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump({"version": _CACHE_VERSION, "peaks": entries}, handle, indent=1)
+        os.replace(tmp, path)
+    except OSError as exc:
+        warnings.warn(f"fxprof: cannot cache the machine peaks in {path!r} ({exc.strerror or exc}); they will be measured again next time",
+                      stacklevel=3)

@@ -58,6 +58,79 @@ def test_recorder_lands_marks_in_numpy_columns_with_integer_node_ids(clock, fake
         rec.time_ms[0] = 3.0  # views are read-only: samples never change after their run
 
 
+def _chain(length: int) -> torch.fx.GraphModule:
+    graph = torch.fx.Graph()
+    value = graph.placeholder("x")
+    for i in range(length - 2):
+        value = graph.call_function(torch.relu if i % 2 else torch.add, (value,) if i % 2 else (value, 1.0))
+    graph.output(value)
+    return torch.fx.GraphModule(torch.nn.Module(), graph)
+
+
+@pytest.mark.parametrize("timer", ["cpu", "fake"])
+def test_compiled_plan_writes_marks_into_reused_buffers_and_samples_match_the_generic_loop(clock, timer):
+    """The plan's marks land in preallocated buffers (int64 for the CPU clock, reused every run)
+    and become the same samples, in the same order, as the generic loop's tuples."""
+    from array import array
+
+    from fxprof.measure.interpreter import ProfilingInterpreter
+    from fxprof.measure.timers import CpuTimer
+
+    gm = _chain(12)
+    make_timer = (lambda: CpuTimer()) if timer == "cpu" else (lambda: FakeTimer(clock))
+    lean = ProfilingInterpreter(gm, make_timer())
+
+    class Generic(ProfilingInterpreter):
+        def run_node(self, n):  # any override takes fx.Interpreter's loop and the tuple path
+            return super().run_node(n)
+
+    generic = Generic(gm, make_timer())
+    assert lean.lean and not generic.lean
+    x = torch.zeros(1, 8)
+    for _ in range(3):
+        torch.testing.assert_close(lean.run(x), gm(x))
+        generic.run(x)
+    pool = lean.recorder._free[lean._slots]
+    assert len(pool) == 1  # one buffer pair, handed out and returned every run: nothing allocated per run
+    marks, host = pool[0]
+    assert isinstance(marks, array if timer == "cpu" else list) and len(marks) == 2 * 12
+    assert (host is None) == (timer == "cpu")  # the CPU clock: one reading is mark and host time
+    a, b = lean.recording, generic.recording
+    assert len(a) == len(b) == 36 and a.runs == b.runs == 3
+    assert a.node == b.node and a.run.tolist() == b.run.tolist()
+    assert (a.time_ms >= 0).all() and (np.diff(a.start_ms[:12]) >= 0).all()  # in the order the nodes ran
+    if timer == "cpu":
+        assert (a.host_ms == a.time_ms).all() and (a.host_start_ms == a.start_ms).all()
+    else:  # a clock that never moves: every sample is exactly zero, in both paths
+        assert a.time_ms.tolist() == b.time_ms.tolist() == [0.0] * 36
+
+
+def test_plan_and_tuple_marks_of_one_run_keep_the_order_the_nodes_ran(clock, fake_timer):
+    """Two graphs in one run, one through its compiled plan and one through the tuple path:
+    the samples are in execution order."""
+    from fxprof.measure.interpreter import ProfilingInterpreter
+
+    recorder = Recorder(fake_timer)
+    first = ProfilingInterpreter(_chain(4), recorder=recorder, prefix="g0:")
+
+    class Generic(ProfilingInterpreter):
+        def run_node(self, n):
+            clock.advance(1.0)
+            return super().run_node(n)
+
+    second = Generic(_chain(3), recorder=recorder, prefix="g1:")
+    x = torch.zeros(2)
+    with recorder.run():
+        y = first.run(x)
+        z = second.run(y)
+        first.run(z)
+    rec = recorder.recording
+    names = rec.node
+    assert names[:4] == ["g0:x", "g0:add", "g0:relu", "g0:output"] and names[4:7] == ["g1:x", "g1:add", "g1:output"]
+    assert names[7:] == names[:4] and rec.runs == 1
+    assert (np.diff(rec.start_ms) >= 0).all()
+
+
 def test_recording_from_plain_columns_fills_what_is_missing_with_nan():
     rec = Recording(node=["a", "b"], run=[0, 0], time_ms=[1.0, 2.0], run_total_ms=[3.0])
     assert np.isnan(rec.host_ms).all() and rec.runs == 1 and not rec.has_kernel_ms

@@ -108,9 +108,44 @@ class Recording:
             self._kernel[self._size:end] = np.nan
         self._size = end
 
+    def add_clock_marks(self, node_id: np.ndarray, run: int, marks: np.ndarray, start_ns: int, host_start_ns: int) -> None:
+        """Append samples from one clock's raw readings (the CPU timer, whose marks are the
+        host clock): ``marks`` is an ``(n, 2)`` int64 array of each node's start and end in
+        nanoseconds, ``start_ns``/``host_start_ns`` the run's first readings. Written straight
+        into the columns (no temporary per column): the same values as :meth:`add` would get
+        from ``(end - start) / 1e6``."""
+        count = len(node_id)
+        if not count:
+            return
+        begin, end = self._size, self._size + count
+        if end > len(self._node):
+            self._grow(end)
+        self._node[begin:end] = node_id
+        self._run[begin:end] = run
+        first = marks[:, 0]
+        times = self._times
+        time_ms = times["time_ms"][begin:end]
+        np.subtract(marks[:, 1], first, out=time_ms, casting="unsafe")
+        np.divide(time_ms, 1e6, out=time_ms)
+        times["host_ms"][begin:end] = time_ms
+        start_ms = times["start_ms"][begin:end]
+        np.subtract(first, start_ns, out=start_ms, casting="unsafe")
+        np.divide(start_ms, 1e6, out=start_ms)
+        if host_start_ns == start_ns:  # one reading began the run
+            times["host_start_ms"][begin:end] = start_ms
+        else:
+            host_start_ms = times["host_start_ms"][begin:end]
+            np.subtract(first, host_start_ns, out=host_start_ms, casting="unsafe")
+            np.divide(host_start_ms, 1e6, out=host_start_ms)
+        if self._kernel is not None:
+            self._kernel[begin:end] = np.nan
+        self._size = end
+
     def add_run(self, total_ms: float, host_ms: float, start_ms: float) -> None:
-        for col, value in zip(_RUN_COLUMNS, (total_ms, host_ms, start_ms)):
-            self._runs[col].append(float(value))
+        runs = self._runs
+        runs["run_total_ms"].append(float(total_ms))
+        runs["run_host_ms"].append(float(host_ms))
+        runs["run_start_ms"].append(float(start_ms))
 
     def reserve(self, samples: int) -> None:
         """Make room for ``samples`` samples in all, when their number is known ahead (the timed

@@ -444,9 +444,10 @@ class Profile:
 
     def save(self, path: str | os.PathLike) -> None:
         """Save the whole profile (raw samples, nodes, anatomy, metadata), chosen by extension:
-        ``.npz`` writes compact binary columns with a JSON header (:mod:`fxprof.store`; 40 bytes
-        a sample, fast to write and read), any other path versioned JSON (text, about 70 bytes
-        a sample).
+        ``.npz`` writes compact binary columns with a JSON header (:mod:`fxprof.io.npzfile`; 40
+        bytes a sample, fastest to write and read), ``.json`` versioned JSON (text, its sample
+        columns as number arrays, :mod:`fxprof.io.jsonfile`); ``"-"``, a device or a FIFO get
+        JSON. Any other file name is a ValueError that names the two formats.
 
         Lossless: :func:`fxprof.load` gives back an equal profile from either. Written atomically.
         """

@@ -205,6 +205,12 @@ def test_samples_frame_keeps_columns_and_names_nodes_categorically(clock):
 
 
 # ----------------------------------------------------------------- .npz file
+def test_num_samples_counts_the_samples_without_the_long_frame(real_prof, monkeypatch):
+    expected = len(real_prof.samples)
+    monkeypatch.setattr(SampleColumns, "frame", lambda self: pytest.fail("num_samples built the long-form frame"))
+    assert real_prof.num_samples == expected == 71 * 3
+
+
 def test_npz_save_load_is_lossless_and_compact(real_prof, tmp_path):
     path = tmp_path / "p.npz"
     real_prof.save(path)

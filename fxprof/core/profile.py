@@ -230,6 +230,12 @@ class Profile:
         return len(self._runs)
 
     @property
+    def num_samples(self) -> int:
+        """How many samples the profile holds (``len(profile.samples)``, without building that
+        DataFrame: a long-form frame of millions of rows costs hundreds of MB)."""
+        return len(self._columns)
+
+    @property
     def coverage(self) -> float:
         """Summed mean node time over mean run time (1.0 means every moment is in a node), over
         the runs the statistics keep (outlier runs left out unless :attr:`keep_outliers`).

@@ -231,13 +231,16 @@ def _record_kind(record: Any) -> Any:
 def column_arrays(data: Mapping[str, Any], group: str, source: str) -> dict[str, np.ndarray]:
     """The ``samples`` or ``runs`` columns of a version 2 document as numpy arrays (int64 for
     integer columns, float64 with NaN for null otherwise), checked against :data:`SCHEMA`'s
-    item rules; equal lengths. Fast where the values are plain numbers: one numpy conversion
+    item rules; equal lengths. Each parsed list in ``data`` is replaced by None once its array
+    is made, so the document's Python numbers and the arrays never all exist at once. Fast where the values are plain numbers: one numpy conversion
     a column, and the item-by-item check of version 1 only for a column that holds nulls or
     something else, or (integer columns, or a float column holding exact 0 or 1) that may hide
     a boolean."""
     rules = SCHEMA["properties"][group]["properties"]
     out: dict[str, np.ndarray] = {}
-    for name, values in data[group].items():
+    columns = data[group]
+    for name in list(columns):
+        values = columns[name]
         if name not in rules:
             continue
         rule = rules[name]["items"]
@@ -258,6 +261,7 @@ def column_arrays(data: Mapping[str, Any], group: str, source: str) -> dict[str,
         else:
             array = array.astype(np.float64, copy=False) if plain else np.array(values, dtype=np.float64)
         out[name] = array
+        columns[name] = values = None  # the parsed list goes as soon as its array exists (peak memory)
     lengths = {k: len(v) for k, v in out.items()}
     if len(set(lengths.values())) > 1:
         listed = ", ".join(f"{k} {n}" for k, n in lengths.items())

@@ -90,11 +90,6 @@ def test_compiled_plan_writes_marks_into_reused_buffers_and_samples_match_the_ge
     for _ in range(3):
         torch.testing.assert_close(lean.run(x), gm(x))
         generic.run(x)
-    pool = lean.recorder._free[lean._slots]
-    assert len(pool) == 1  # one buffer pair, handed out and returned every run: nothing allocated per run
-    marks, host = pool[0]
-    assert isinstance(marks, array if timer == "cpu" else list) and len(marks) == 2 * 12
-    assert (host is None) == (timer == "cpu")  # the CPU clock: one reading is mark and host time
     a, b = lean.recording, generic.recording
     assert len(a) == len(b) == 36 and a.runs == b.runs == 3
     assert a.node == b.node and a.run.tolist() == b.run.tolist()
@@ -103,6 +98,20 @@ def test_compiled_plan_writes_marks_into_reused_buffers_and_samples_match_the_ge
         assert (a.host_ms == a.time_ms).all() and (a.host_start_ms == a.start_ms).all()
     else:  # a clock that never moves: every sample is exactly zero, in both paths
         assert a.time_ms.tolist() == b.time_ms.tolist() == [0.0] * 36
+    pool = lean.recorder._free[lean._slots]
+    marks, host = pool[0]
+    assert isinstance(marks, array if timer == "cpu" else list) and len(marks) == 2 * 12
+    assert (host is None) == (timer == "cpu")  # the CPU clock: one reading is mark and host time
+    # buffers are handed out and returned: the CPU clock's runs are written up to 64 at a
+    # time, so at most that many buffers exist however many runs there are
+    from fxprof.measure.recorder import _BATCH_RUNS
+
+    assert len(pool) == (3 if timer == "cpu" else 1)
+    for _ in range(3 * _BATCH_RUNS):
+        lean.run(x)
+    assert len(lean.recording) == 36 + 3 * _BATCH_RUNS * 12 and lean.recording.runs == 3 + 3 * _BATCH_RUNS
+    assert len(pool) <= _BATCH_RUNS and all(len(m) == 24 for m, _ in pool)
+    assert lean.recording.run[-12:].tolist() == [2 + 3 * _BATCH_RUNS] * 12  # the last run, whole
 
 
 def test_plan_and_tuple_marks_of_one_run_keep_the_order_the_nodes_ran(clock, fake_timer):

@@ -52,6 +52,12 @@ def append_marks(rec: Recording, timer: Timer, marks: list[tuple[str, Any, Any, 
     )
 
 
+#: the plain CPU clock's runs are written into the recording this many at a time (or sooner,
+#: at :data:`_BATCH_SAMPLES` held-back samples, or whenever the recording is read)
+_BATCH_RUNS = 64
+_BATCH_SAMPLES = 1 << 18
+
+
 class PlanSlots:
     """The nodes a compiled plan marks, in the order it marks them (slot ``k`` of a buffer
     holds node ``names[k // 2]``'s start mark at ``2k`` and end mark at ``2k + 1``)."""
@@ -105,10 +111,20 @@ class Recorder:
         self._pieces: list[tuple[int, PlanSlots, Any, Any]] = []
         self._free: dict[PlanSlots, list[tuple[Any, Any]]] = {}
         self._ids: tuple[Recording | None, dict[PlanSlots, np.ndarray]] = (None, {})
+        # completed runs of the plain CPU clock held back to be written many at once:
+        # (plan, mark buffer, run, start reading), in order, for self._batch_rec
+        self._batch: list[tuple[PlanSlots, Any, int, int]] = []
+        self._batch_samples = 0
+        self._batch_rec: Recording | None = None
 
     def reset(self) -> None:
         """Forget every recorded run (used after warm-up)."""
+        self._settle()  # the old recording gets what it was owed, should anyone still hold it
         self.recording = Recording()
+
+    def _settle(self) -> None:
+        if self._batch_rec is not None:
+            self._batch_rec._settled()
 
     def plan_buffers(self, plan: PlanSlots) -> tuple[Any, Any]:
         """Buffers for one call of ``plan`` in the current run: ``(marks, host)``, two slots a
@@ -153,6 +169,20 @@ class Recorder:
         if rec.origin_ns is None:
             rec.origin_ns = host_start
         run, marks, done = rec.runs, self._marks, 0
+        pieces = self._pieces
+        if self._plain_clock and len(pieces) == 1 and not marks and (self._batch_rec is None or self._batch_rec is rec):
+            # the usual run (one graph, the CPU clock): held back, written with the next ones
+            _, plan, mark_buf, _ = pieces.pop()
+            self._plan_ids(rec, plan)  # names get their ids now, in the order they ran
+            self._batch.append((plan, mark_buf, run, start))
+            self._batch_samples += len(plan)
+            self._batch_rec = rec
+            rec.defer(len(plan), self._write_batch)
+            rec.add_run(timer.elapsed_ms(start, end), (host_end - host_start) / 1e6, (host_start - rec.origin_ns) / 1e6)
+            if len(self._batch) >= _BATCH_RUNS or self._batch_samples >= _BATCH_SAMPLES:
+                rec._settled()
+            return
+        self._settle()  # held-back runs first: samples stay in the order they ran
         try:
             for before, plan, mark_buf, host_buf in self._pieces:  # in the order the nodes ran
                 if before > done:
@@ -163,6 +193,25 @@ class Recorder:
             rec.add_run(timer.elapsed_ms(start, end), (host_end - host_start) / 1e6, (host_start - rec.origin_ns) / 1e6)
         finally:
             self._release()
+
+    def _write_batch(self) -> None:
+        """Write the held-back runs into their recording: a few numpy operations for up to
+        :data:`_BATCH_RUNS` runs of one graph, instead of for each run."""
+        batch, rec = self._batch, self._batch_rec
+        self._batch, self._batch_samples, self._batch_rec = [], 0, None
+        first = 0
+        while first < len(batch):
+            plan = batch[first][0]
+            last = first
+            while last < len(batch) and batch[last][0] is plan:
+                last += 1
+            group, count = batch[first:last], len(plan)
+            marks = np.concatenate([np.frombuffer(buf, dtype=np.int64) for _, buf, _, _ in group]).reshape(-1, 2)
+            runs = np.repeat(np.array([r for _, _, r, _ in group], dtype=np.int32), count)
+            starts = np.repeat(np.array([s for _, _, _, s in group], dtype=np.int64), count)
+            rec.add_clock_marks(np.tile(self._plan_ids(rec, plan), len(group)), runs, marks, starts, starts)
+            self._free.setdefault(plan, []).extend((buf, None) for _, buf, _, _ in group)
+            first = last
 
     def _release(self) -> None:
         """Return this run's buffers to the pool and forget its tuple marks."""

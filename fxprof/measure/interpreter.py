@@ -15,10 +15,9 @@ which values die after which node. The plan is compiled into one Python function
     <free the values whose last use this was>                          untimed
 
 (with the CPU clock, one reading serves as mark and host time: ``t0 = mark()`` ... ``t1 = mark()``).
-The marks go straight into preallocated buffers (``mb``/``hb``, :meth:`Recorder.plan_buffers`,
-int64 columns for the CPU clock), slot ``k`` for the plan's ``k``-th node: no tuple or list
-entry is made per node, and after the run the buffers become samples in a few numpy
-operations.
+The marks go straight into preallocated buffers (``mb``/``hb``, :meth:`Recorder.plan_buffers`),
+slot ``k`` for the plan's ``k``-th node: no tuple is made and no list grows per node, and
+after the run the buffers become samples in a few numpy operations.
 
 Reading a placeholder, an attribute (a parameter read costs nothing in the model) or the
 output is not work the model does: those nodes get marks around nothing. Only the raw marks

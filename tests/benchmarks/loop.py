@@ -13,7 +13,11 @@ on a 1x8 tensor), where fxprof's own cost is not hidden by the work:
 2. **loop**: a chain of 10,002 nodes: the GraphModule's forward, and the wall time of
    ``fxprof.profile(gm, x, warmup=1, iters=k, anatomy=False)`` for several ``k`` in one round;
    the slope of that time over ``k`` (least squares, per round) is what each extra timed run
-   adds, tracing, compiling the plan and warm-up apart. Target: <= 1.15x the forward.
+   adds, tracing, compiling the plan and warm-up apart. Each ``fxprof.profile`` call also
+   traces and compiles a 10,000-node graph (seconds, and noisy on a shared machine), so the
+   slope scatters; the second figure is steadier: the timed phase's own wall time per run
+   (``meta["timed_wall_ms"] / iters`` of the largest ``k``: every cost between runs is in
+   it). Target: <= 1.15x the forward.
 
 No timing here is asserted by a test: on a shared machine only ratios taken in one process mean
 anything, and they are for people to read (docs/performance.md), with the machine's load.
@@ -81,22 +85,28 @@ def run_part(length: int, rounds: int, calls: int) -> dict[str, Any]:
             "ratio": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios), "target": TARGETS["run"]}
 
 
-def loop_part(length: int, rounds: int, iters: list[int], calls: int) -> dict[str, Any]:
+def loop_part(length: int, rounds: int, iters: list[int], calls: int) -> list[dict[str, Any]]:
     gm, x = chain(length), torch.zeros(1, 8)
     fxprof.profile(gm, x, warmup=1, iters=2, anatomy=False)  # imports, first calls
-    forward, slopes = [], []
+    forward, slopes, per_run = [], [], []
     for _ in range(rounds):
         forward.append(_median_call_ms(lambda: gm(x), calls))
         walls = []
         for k in iters:
             t0 = time.perf_counter()
-            fxprof.profile(gm, x, warmup=1, iters=k, anatomy=False)
+            prof = fxprof.profile(gm, x, warmup=1, iters=k, anatomy=False)
             walls.append((time.perf_counter() - t0) * 1e3)
         slopes.append(float(np.polyfit(iters, walls, 1)[0]))
-    ratios = [s / f for s, f in zip(slopes, forward)]
-    return {"part": "loop", "nodes": length, "graphmodule_ms": statistics.median(forward),
-            "fxprof_ms": statistics.median(slopes), "ratio": statistics.median(ratios), "ratio_min": min(ratios),
-            "ratio_max": max(ratios), "target": TARGETS["loop"]}
+        # the timed runs' own wall time, from their first start to the loop's end, per run:
+        # every between-run cost is in it, tracing, warm-up and building the Profile are not
+        per_run.append(prof.meta["timed_wall_ms"] / prof.num_runs)
+    rows = []
+    for label, values in (("loop (slope of profile's wall time)", slopes), ("loop (timed phase per run)", per_run)):
+        ratios = [v / f for v, f in zip(values, forward)]
+        rows.append({"part": label, "nodes": length, "graphmodule_ms": statistics.median(forward),
+                     "fxprof_ms": statistics.median(values), "ratio": statistics.median(ratios), "ratio_min": min(ratios),
+                     "ratio_max": max(ratios), "target": TARGETS["loop"]})
+    return rows
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -104,14 +114,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--short", type=int, default=202, help="nodes of the chain of part 1")
     parser.add_argument("--long", type=int, default=10_002, help="nodes of the chain of part 2")
-    parser.add_argument("--iters", default="2,22,42", help="iters values of part 2, comma-separated")
+    parser.add_argument("--iters", default="2,122", help="iters values of part 2, comma-separated (the last also gives the timed phase per run)")
     parser.add_argument("--json")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     load = os.getloadavg()
     with torch.no_grad():
         rows = [run_part(args.short, args.rounds, 50),
-                loop_part(args.long, args.rounds, [int(k) for k in args.iters.split(",")], 5)]
+                *loop_part(args.long, args.rounds, [int(k) for k in args.iters.split(",")], 5)]
     for row in rows:
         row["met"] = "yes" if row["ratio"] <= row["target"] else "NO"
     info = {**env(), "load_before": " ".join(f"{v:.2f}" for v in load),

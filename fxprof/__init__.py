@@ -51,6 +51,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "ComparabilityWarning": ("core.compare", "ComparabilityWarning"),
     "selfcheck": ("selfcheck", "selfcheck"),
     "gather": ("measure.ranks", "gather"),
+    "merge_chrome_traces": ("views.trace", "merge_chrome_traces"),
     "plot_compare": ("views.plot", "plot_compare"),  # matplotlib itself is imported on first use
     "plot_distribution": ("views.plot", "plot_distribution"),
     "plot_groups": ("views.plot", "plot_groups"),
@@ -64,6 +65,7 @@ __all__ = [
     "selfcheck",
     "gather",
     "plot_top",
+    "merge_chrome_traces",
     "plot_groups",
     "plot_distribution",
     "plot_compare",
@@ -92,7 +94,7 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """Import a public name (or a submodule, ``fxprof.render``) the first time it is used."""
+    """Import a public name (or a submodule, ``fxprof.views.text``) the first time it is used."""
     if name in _LAZY:
         module, attr = _LAZY[name]
         value = getattr(importlib.import_module(f".{module}", __name__), attr)
@@ -143,6 +145,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, imported e
     from .io import load_profile as load, read_csv
     from .core.nodes import NodeInfo
     from .views.plot import plot_compare, plot_distribution, plot_groups, plot_top
+    from .views.trace import merge_chrome_traces
     from .core.profile import Profile
     from .measure.timers import CpuTimer, CudaEventTimer, KernelTimer, SyncTimer, Timer
     from .measure.tracer import ProfilerTracer, trace

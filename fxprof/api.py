@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import warnings
 from typing import Any, Callable, Iterable
@@ -10,11 +11,12 @@ import torch
 from torch import nn
 
 from .core.profile import Profile
+from .core.ranks import ISOLATED_UNDER_RANKS
 from .measure.capture import Capture, capture_model
 from .measure.environment import environment
 from .measure.loop import DEFAULT_GPU_WARMUP_MS, RunPlan, check_devices, describe_run, measure
-from .measure.ranks import rank_sync
-from .measure.state import PROFILING
+from .measure.ranks import is_initialized, rank_sync
+from .measure.state import PROFILING, preserved_autocast, preserved_rng
 from .measure.timers import Timer, resolve_timer, tensor_devices
 from .views.progress import Progress, as_progress
 from .vocab import CAPTURES, MODES
@@ -68,20 +70,20 @@ def profile(
         timer: ``"auto"`` (``"cuda"`` if any parameter, buffer or input is on CUDA, else
             ``"cpu"``), ``"cpu"``, ``"cuda"``, ``"sync"``, ``"kernel"`` (CUDA events plus the
             device activity each node launched, matched by correlation id in
-            ``torch.profiler``'s trace), or a :class:`~fxprof.timers.Timer`. The CUDA timers
+            ``torch.profiler``'s trace), or a :class:`~fxprof.measure.timers.Timer`. The CUDA timers
             watch every CUDA device the model's tensors are on.
         no_grad: run under ``torch.no_grad()`` (default True).
         capture: how to get the graph(s): ``"auto"`` (symbolic tracing, falling back to
             ``"dynamo"`` when it fails, and saying why in ``profile.meta``), ``"symbolic"``
             (:func:`fxprof.trace`), ``"dynamo"`` (``torch.compile`` with fxprof's backend: one
             graph per region between graph breaks; node names get a ``g0:`` prefix) or
-            ``"export"`` (``torch.export``, aten-level nodes). See :mod:`fxprof.capture`.
+            ``"export"`` (``torch.export``, aten-level nodes). See :mod:`fxprof.measure.capture`.
         concrete_args, leaf_modules, trace_into: passed to :func:`fxprof.trace` (symbolic
             capture); ``trace_into`` names ``torch.nn`` modules to trace inside (or ``"all"``).
         mode: ``"timed"`` (whole runs, every node timed in place) or ``"isolated"`` (after
             warm-up, each node re-run ``iters`` times back to back on its real inputs for a
             steady-state cost; nodes that are impure, random or modify their inputs are
-            skipped, with the reason in the ``skip_reason`` column). See :mod:`fxprof.isolated`.
+            skipped, with the reason in the ``skip_reason`` column). See :mod:`fxprof.measure.isolated`.
         name: the model's name in the profile (default: its class name).
         anatomy: after the timed runs, run once more untimed to record each node's input and
             output shapes, dtype, output bytes and FLOPs (``FlopCounterMode``).
@@ -91,12 +93,13 @@ def profile(
             Nothing is reset: your own peak-memory statistics are left as they were.
         progress: show a progress bar on stderr naming each phase (tracing, warm-up, timed
             runs, anatomy pass) with its own count (tqdm; silent when stderr is not a
-            terminal); or a :class:`fxprof.progress.Progress` to report to (left open).
+            terminal); or a :class:`fxprof.views.progress.Progress` to report to (left open).
         backward: profile training steps instead of forward passes: each run is forward, loss
             and backward (and ``optimizer`` step), with the nodes of the forward and backward
             graphs (from AOTAutograd) all timed; the table's ``phase`` column says which, and
             backward nodes are charged to the module of the forward op they differentiate.
-            Runs with gradients on (``no_grad`` is ignored). See :mod:`fxprof.training`.
+            Runs with gradients on (``no_grad`` is ignored; inside ``torch.no_grad()`` too), and is
+            refused inside ``torch.inference_mode()``. See :mod:`fxprof.measure.training`.
         loss_fn: with ``backward``, ``loss_fn(output) -> scalar tensor`` (default: the sum of
             the output's floating-point values).
         optimizer: with ``backward``, also ``optimizer.zero_grad()`` and ``optimizer.step()``
@@ -106,11 +109,13 @@ def profile(
     Returns:
         A :class:`~fxprof.Profile`. Buffers the runs changed (batch-norm running statistics in
         training mode) are restored afterwards, so the model is left bit-identical; fxprof
-        never writes parameters (a model whose forward writes its own parameters would).
+        never writes parameters (a model whose forward writes its own parameters would). The random
+        number generators (CPU, and CUDA when in use) are put back as well. Tensor inputs are cloned
+        as new leaves: a backward never reaches the caller's tensors (``x.grad`` stays as it was).
         Under an initialized ``torch.distributed`` process group, every rank must call this with
         the same ``warmup``/``warmup_ms``/``iters``/``mode``; each timed run starts after a barrier (outside
         the marks) and the profile carries this rank (collect the ranks with
-        :func:`fxprof.gather`; see :mod:`fxprof.distributed`).
+        :func:`fxprof.gather`; see :mod:`fxprof.core.ranks`).
 
     Raises:
         ValueError: ``warmup``/``iters`` out of range, or inputs that do not fit the graph.
@@ -135,17 +140,29 @@ def profile(
         raise ValueError(f"unknown capture {capture!r}; choose one of {', '.join(CAPTURES)}")
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
+    if mode == "isolated" and is_initialized():
+        raise ValueError(ISOLATED_UNDER_RANKS)
     if model_kwargs is not None:
         if kwargs:
             raise TypeError(f"unknown option(s) {', '.join(map(repr, kwargs))} of fxprof.profile (model inputs go in model_kwargs)")
         kwargs = dict(model_kwargs)
 
-    PROFILING.acquire()  # one profile at a time in this process (see fxprof.state)
+    PROFILING.acquire()  # one profile at a time in this process (see fxprof.measure.state)
+    restore_rng = contextlib.ExitStack()  # dropout in training mode draws in every run: the caller's sequence is kept
+    restore_rng.enter_context(preserved_rng())
+    restore_rng.enter_context(preserved_autocast())  # a node that fails inside an autocast region leaves it entered
     bar, own_bar = as_progress(progress)
     try:
         bar.phase("tracing" if capture in ("auto", "symbolic") else f"capturing ({capture})")
-        if backward:  # training steps: forward and backward graphs (see fxprof.training)
+        if backward:  # training steps: forward and backward graphs (see fxprof.measure.training)
             from .measure.training import capture_training
+
+            if torch.is_inference_mode_enabled():
+                raise ValueError(
+                    "backward=True was called inside torch.inference_mode(), where no gradient can be computed "
+                    "(tensors made there can never take part in autograd); call fxprof.profile outside the "
+                    "inference_mode() block. (Inside torch.no_grad() fxprof turns gradients on for the steps itself.)"
+                )
 
             captured: Capture = capture_training(model, capture, mode, loss_fn, optimizer)
             no_grad = False
@@ -157,6 +174,7 @@ def profile(
     except BaseException:
         if own_bar:
             bar.close()
+        restore_rng.close()
         PROFILING.release()
         raise
     bar.step()
@@ -169,6 +187,12 @@ def profile(
         check_devices(held, inputs)
         chosen = resolve_timer(timer, captured.module, inputs)
         devices = tensor_devices(held + list(inputs))
+        if any(d.type == "meta" for d in devices):
+            raise ValueError(
+                "the model's tensors are on the meta device, which holds no data and computes nothing: "
+                "every node's time would be Python overhead, not the model's. Profile on a real device "
+                "(device='cpu' or 'cuda'); shapes and FLOPs need a real run as well"
+            )
         if getattr(chosen, "name", None) == "cpu" and any(d.type == "cuda" for d in devices):
             warnings.warn(
                 "timer='cpu' on CUDA tensors measures only the time to launch kernels (CUDA is "
@@ -190,10 +214,11 @@ def profile(
                              memory=bool(on_cuda if memory is None else memory))
             meta = {**meta, **ranks.meta()}
         plan = RunPlan(warmup=warmup, iters=iters, warmup_ms=float(warmup_ms), mode=mode, anatomy=anatomy, memory=memory,
-                       no_grad=no_grad)
+                       no_grad=no_grad, backward=backward)
         return measure(captured, call_args, call_kwargs, chosen, plan, meta, devices, ranks, bar)
     finally:
         captured.close()
+        restore_rng.close()
         PROFILING.release()
         if own_bar:
             bar.close()

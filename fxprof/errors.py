@@ -7,8 +7,6 @@ purpose.
 
 from __future__ import annotations
 
-from typing import Any
-
 __all__ = [
     "FxprofError",
     "TraceError",
@@ -57,22 +55,3 @@ class ProfileWriteError(FxprofError, OSError):
     """A profile could not be written. The in-memory profile is untouched."""
 
 
-def describe_value(value: Any) -> str:
-    """A one-line description of a node input: shape, dtype and device for tensors."""
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        return (
-            f"Tensor(shape={list(value.shape)}, dtype={str(value.dtype).replace('torch.', '')}, "
-            f"device={value.device})"
-        )
-    if isinstance(value, (list, tuple)):
-        inner = ", ".join(describe_value(v) for v in value[:4])
-        more = ", ..." if len(value) > 4 else ""
-        open_, close = ("[", "]") if isinstance(value, list) else ("(", ")")
-        return f"{open_}{inner}{more}{close}"
-    if isinstance(value, dict):
-        inner = ", ".join(f"{k!r}: {describe_value(v)}" for k, v in list(value.items())[:4])
-        return "{" + inner + (", ..." if len(value) > 4 else "") + "}"
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."

@@ -211,3 +211,116 @@ def test_an_unrecognised_trace_failure_still_names_the_cause_and_the_options():
         assert option in message
     prof = fxprof.profile(UsesLen(), torch.randn(4, 2), warmup=0, iters=1)  # auto takes it
     assert prof.meta["capture"] == "dynamo"
+
+
+# ---------------------------------------------------------------- issue 26: hostile module names, deep nesting
+class _OddNames(nn.Module):
+    NAMES = ("a\nb", "q'uote", 'd"q', "t\tab", "r\u202etl", "br]ack[et", "plain")
+
+    def __init__(self):
+        super().__init__()
+        for name in self.NAMES:
+            self.add_module(name, nn.Linear(4, 4))
+
+    def forward(self, x):
+        for module in self.children():
+            x = module(x)
+        return x
+
+
+def test_modules_whose_names_hold_newlines_quotes_tabs_or_bidi_keep_their_scope_under_dynamo():
+    """Issue 26 (lower harm): such modules lost their scope under dynamo (its paths escape them)."""
+    prof = fxprof.profile(_OddNames(), torch.randn(2, 4), warmup=0, iters=1, capture="dynamo", anatomy=False)
+    linear = prof.df[prof.df["kind"] == "linear"]
+    assert sorted(linear["scope"]) == sorted(_OddNames.NAMES)
+    assert (linear["scope_source"] == "recorded").all()
+
+
+def test_normalize_scope_reads_every_spelling_of_a_path():
+    from fxprof.measure.graph import normalize_scope
+
+    assert normalize_scope("L['self'].a\\nb") == "a\nb"
+    assert normalize_scope("L['self']._modules[\"q'uote\"]") == "q'uote"
+    assert normalize_scope("L['self'].r\\u202etl.inner") == "r\u202etl.inner"
+    assert normalize_scope("L['self'].layer1._modules['0'].conv1") == "layer1.0.conv1"
+    assert normalize_scope("getattr(L['self'].blocks, '0').fc") == "blocks.0.fc"
+    assert normalize_scope("L['self'].x['a]b']") == "x.a]b"
+    assert normalize_scope("layer1.0") == "layer1.0" and normalize_scope("L['self']") == ""
+
+
+def test_a_model_nested_too_deep_for_dynamo_gets_a_hint():
+    """Issue 26 (lower harm): a Sequential nested 200 deep failed in dynamo with a bare RecursionError."""
+    model = nn.Linear(4, 4)
+    for _ in range(200):
+        model = nn.Sequential(model)
+    with pytest.raises(fxprof.TraceError, match=r"recursion limit \(\d+\) on Sequential, whose modules nest 200 deep.*sys\.setrecursionlimit"):
+        fxprof.profile(model, torch.randn(2, 4), warmup=0, iters=1, capture="dynamo")
+    with pytest.raises(fxprof.TraceError, match="deeper than Python's recursion limit"):
+        fxprof.profile(model, torch.randn(2, 4), warmup=0, iters=1, capture="symbolic")
+
+
+class _MaskedEncoder(nn.Module):
+    """The Hugging Face pattern: an optional attention mask that defaults to None."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(50, 8)
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, ids, attention_mask=None, scale=1.0):
+        h = self.fc(self.emb(ids)) * scale
+        if attention_mask is not None:
+            h = h * attention_mask.unsqueeze(-1)
+        return h
+
+
+@pytest.mark.parametrize("capture", ["auto", "symbolic"])
+def test_an_omitted_keyword_that_defaults_to_none_is_traced_as_none(capture):
+    """issue 26 #14: symbolic tracing took ``attention_mask is not None`` as true for an omitted
+    mask, and the run failed with "node 'unsqueeze' ... check the shapes"."""
+    torch.manual_seed(0)
+    model = _MaskedEncoder().eval()
+    ids = torch.randint(0, 50, (2, 5))
+    prof = fxprof.profile(model, ids, warmup=0, iters=2, capture=capture)
+    names = [n.name for n in prof.nodes]
+    assert prof.meta["capture"] == "symbolic"
+    assert "unsqueeze" not in names and "fc" in names
+    # fxprof passes exactly the defaults: no guard nodes of its own in the profile
+    assert not {"_assert_is_none", "eq", "_assert"} & set(names)
+    # given, the mask is traced and used
+    masked = fxprof.profile(model, ids, attention_mask=torch.ones(2, 5), warmup=0, iters=2, capture=capture)
+    assert "unsqueeze" in [n.name for n in masked.nodes]
+    # the user's own concrete_args still win
+    half = fxprof.profile(model, ids, scale=0.5, warmup=0, iters=1, capture=capture, concrete_args={"scale": 0.5}, anatomy=False)
+    assert half.meta["capture"] == "symbolic"
+
+
+def test_forward_hooks_of_the_root_and_traced_modules_make_auto_use_dynamo_and_symbolic_warn():
+    """issue 26 #5: symbolic tracing starts at the root's forward (its hooks vanish: a hook
+    returning ``out * 0`` was simply gone) and runs a traced-through module's hooks only once,
+    while tracing. Auto capture now uses dynamo, which runs them every run; symbolic says so."""
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(weights=None).eval()
+    x = torch.randn(1, 3, 32, 32)
+    calls = []
+    handles = [
+        model.register_forward_hook(lambda mod, inp, out: out * 0),
+        model.layer1.register_forward_pre_hook(lambda mod, inp: calls.append("layer1")),
+        model.fc.register_forward_hook(lambda mod, inp, out: calls.append("fc")),  # a leaf: runs either way
+    ]
+    try:
+        prof = fxprof.profile(model, x, warmup=1, iters=2, anatomy=False)
+        assert prof.meta["capture"] == "dynamo"
+        reason = prof.meta["capture_reason"]
+        assert "the root module (ResNet)" in reason and "layer1 (Sequential)" in reason and "fc" not in reason
+        # tracing ran the pre-hook once; dynamo runs it in every run (compile, warm-up, 2 timed)
+        assert calls.count("layer1") == 1 + 4 and calls.count("fc") == 4
+        calls.clear()
+        with pytest.warns(UserWarning, match=r"symbolic tracing does not run .*root module \(ResNet\).*layer1"):
+            sym = fxprof.profile(model, x, warmup=0, iters=1, anatomy=False, capture="symbolic")
+        assert sym.meta["capture"] == "symbolic" and calls.count("layer1") == 1  # at trace time only
+    finally:
+        for h in handles:
+            h.remove()
+    plain = fxprof.profile(model, x, warmup=0, iters=1, anatomy=False)
+    assert plain.meta["capture"] == "symbolic"  # no hooks left: symbolic as before

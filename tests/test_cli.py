@@ -273,6 +273,21 @@ def test_each_command_has_its_own_examples():
     (["profile", "resnet18", "--input", "ids=2x8:int64", "--input", "ids=2x8"], "'ids' is given twice"),
     (["profile", "resnet18", "--leaf-module", "layer9"], "bad --leaf-module 'layer9'"),
     (["profile", "resnet18", "--trace-into", "torch.nn.Conv3x3"], "bad --trace-into 'torch.nn.Conv3x3'"),
+    (["profile", "resnet18", "--warmup-ms", "inf"], "bad --warmup-ms inf: a number of milliseconds >= 0"),  # issue 26 #17
+    (["profile", "resnet18", "--warmup-ms", "nan"], "bad --warmup-ms nan: a number of milliseconds >= 0"),
+    (["profile", "resnet18", "--warmup-ms", "-1"], "bad --warmup-ms -1.0: must be >= 0"),
+    (["compare", "a.json", "b.json", "--min-effect", "nan"], "bad --min-effect nan"),
+    # issue 26, lower harm: each was accepted, or failed late or with a bare MemoryError/RecursionError
+    (["profile", "resnet18", "--json", "{tmp}/" + "x" * 300 + ".json"], "File name too long; give a shorter"),
+    (["profile", "resnet18", "--threads", "100000"], "bad --threads 100000: at most"),
+    (["profile", "resnet18", "--concrete", "n=" + "-" * 100_000 + "1"], "its value is 100,001 characters long"),
+    (["profile", "resnet18", "--concrete", "n=" + "-" * 9_000 + "1"], "nested too deeply to read as a literal"),
+    (["profile", "resnet18", "--leaf-module", "layer1", "--trace-into", "layer1"], "'layer1' given to both --leaf-module"),
+    (["profile", "resnet18", "--no-input", "--input", "2x8"], "--no-input calls the model with no inputs"),
+    (["profile", "resnet18", "--input", "99999999999999999999x8"], "8e+20 elements; a tensor holds at most 2**63 - 1"),
+    (["profile", "resnet18", "--input", "-1x8"], "expected dimensions (>= 0)"),
+    (["profile", "resnet18", "--leaf-module", "torch.nn.Conv2d", "--trace-into", "torch.nn:Conv2d"],
+     "torch.nn.modules.conv.Conv2d given to both --leaf-module"),
     (["compare", "a.json", "b.json", "--sort", "ratoi"], "did you mean 'ratio'"),
     (["compare", "a.json", "b.json", "--columns", "kind,speed"], "bad --columns speed"),
 ])
@@ -362,7 +377,8 @@ def test_the_progress_bar_names_each_phase_with_its_own_count(resnet18, small_im
 @pytest.mark.parametrize("argv, message", [
     (["--group-by", "op", "--sort", "backward_ms"], "bad --sort 'backward_ms'"),  # a training step's column
     (["--columns", "kind,rank_min_ms"], "bad --columns rank_min_ms"),  # a gathered profile's column
-    (["--trace", "t.json", "--trace-runs", "5"], "--iters 2 makes runs 0 to 1"),
+    (["--trace", "t.json", "--trace-runs", "5"], "run 5 is past the last run: 2 run(s) make runs 0 to 1; --iters 2"),
+    (["--trace", "t.json", "--trace-runs", "0-99999999999"], "run 99999999999 is past the last run: 2 run(s) make runs 0 to 1"),
 ])
 def test_options_only_some_profiles_have_are_refused_before_anything_runs(argv, message, capsys, tmp_path, monkeypatch):
     """Refused up front: accepted, they failed only after the runs, when the table was printed."""
@@ -372,3 +388,149 @@ def test_options_only_some_profiles_have_are_refused_before_anything_runs(argv, 
     assert main(["profile", "no_such_model_is_built", "--iters", "2", *argv]) == 2
     err = capsys.readouterr().err
     assert message in err and "unknown model" not in err
+
+
+# ---------------------------------------------------------------- issue 26: files and hostile options
+TINY = ("import torch\nfrom torch import nn\n"
+        "def tiny():\n    return nn.Sequential(nn.Linear(8, 4), nn.ReLU())\n")
+
+
+@pytest.fixture
+def model_files(tmp_path, monkeypatch):
+    """A model file and a package in the current folder, as a user has them."""
+    (tmp_path / "mymodel.py").write_text(TINY)
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "nets.py").write_text(TINY)
+    os.link(tmp_path / "mymodel.py", tmp_path / "hardlink.json")
+    os.symlink(tmp_path / "pkg" / "nets.py", tmp_path / "symlink.json")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+@pytest.mark.parametrize("args, message", [
+    (["mymodel:tiny", "--json", "mymodel.py"], "writing it would destroy it"),
+    (["mymodel:tiny", "--csv", "./mymodel.py"], "writing it would destroy it"),
+    (["mymodel:tiny", "--trace", "hardlink.json"], "writing it would destroy it"),
+    (["mymodel.py:tiny", "--json", "{tmp}/mymodel.py"], "writing it would destroy it"),
+    (["pkg.nets:tiny", "--json", "pkg/nets.py"], "writing it would destroy it"),
+    (["pkg.nets:tiny", "--csv", "pkg/__init__.py"], "writing it would destroy it"),
+    (["pkg.nets:tiny", "--trace", "symlink.json"], "writing it would destroy it"),
+    (["resnet18", "--json", "mymodel.py"], "is an existing source file (.py)"),
+])
+def test_no_output_option_overwrites_the_model_source(args, message, model_files, capsys):
+    """Issue 26 #1: `--json mymodel.py` with the `mymodel:tiny` spelling overwrote the source."""
+    from fxprof.cli import main
+
+    before = {p: p.read_bytes() for p in model_files.rglob("*.py")}
+    code = main(["profile", *[a.format(tmp=model_files) for a in args], "--input", "2x8", "--iters", "1", "--warmup", "0"])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "", err
+    assert message in err
+    assert {p: p.read_bytes() for p in model_files.rglob("*.py")} == before
+
+
+def test_the_loaded_models_class_files_are_checked_too(model_files, capsys):
+    """A class file MODEL does not name (imported by the factory's module), hard-linked under
+    another name: only the loaded model tells which files it came from."""
+    from fxprof.cli import main
+
+    (model_files / "blocks26.py").write_text("from torch import nn\nclass Block(nn.Linear):\n    pass\n")
+    (model_files / "uses.py").write_text("from blocks26 import Block\ndef build():\n    return Block(8, 4)\n")
+    os.link(model_files / "blocks26.py", model_files / "blocks.json")
+    code = main(["profile", "uses:build", "--json", "blocks.json", "--input", "2x8", "--iters", "1", "--warmup", "0", "--quiet"])
+    assert code == 2 and "'blocks.json' is an input of this command" in capsys.readouterr().err
+    assert (model_files / "blocks26.py").read_text().startswith("from torch import nn")
+
+
+def test_an_output_beside_the_model_source_is_written(model_files):
+    result = subprocess.run([sys.executable, "-m", "fxprof", "profile", "pkg.nets:tiny", "--input", "2x8", "--iters", "1",
+                             "--warmup", "0", "--json", "nets.json"], capture_output=True, text=True, timeout=300,
+                            cwd=model_files)
+    assert result.returncode == 0, result.stderr
+    assert fxprof.load(model_files / "nets.json").num_runs == 1
+    assert (model_files / "pkg" / "nets.py").read_text() == TINY
+
+
+def test_show_and_compare_read_fxprofs_own_older_csv():
+    """Issue 26 #13: a per-node CSV from before scope_source/calls_per_run was refused."""
+    old = str(pathlib.Path(__file__).parent / "golden" / "table_before_scope_source.csv")
+    shown = run("show", old, "--columns", "kind,calls_per_run,median_ms")
+    assert shown.returncode == 0, shown.stderr
+    assert "per-node table from" in shown.stdout and "conv2d" in shown.stdout
+    compared = run("compare", old, old)
+    assert compared.returncode == 0, compared.stderr
+    assert "6 nodes in both" in compared.stdout
+
+
+def _in(folder, *args, entry="module"):
+    cmd = [sys.executable, "-m", "fxprof", *args] if entry == "module" else [FXPROF, *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=folder, stdin=subprocess.DEVNULL)
+
+
+TINY_RUN = ["--input", "2x8", "--iters", "2", "--warmup", "0", "--top", "2"]
+
+
+@pytest.mark.parametrize("name", ["profile.py", "sympy.py"])
+@pytest.mark.parametrize("entry", ["module", "script"])
+def test_a_model_file_named_like_a_standard_or_installed_module_shadows_nothing(tmp_path, name, entry):
+    """Issue 26 #19: profile.py became sys.modules['profile'] (cProfile then imported it); torch
+    imports sympy. Run from the file's own folder and from another one."""
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / name).write_text(TINY)
+    for folder, path in ((tmp_path / "models", name), (tmp_path, f"models/{name}")):
+        result = _in(folder, "profile", f"{path}:tiny", *TINY_RUN, entry=entry)
+        assert result.returncode == 0, result.stderr
+        assert "fxprof: " in result.stdout and "timer cpu" in result.stdout
+
+
+def test_a_model_file_keeps_its_own_name_when_it_is_free(tmp_path):
+    (tmp_path / "mymodel26.py").write_text(TINY + "class Block(nn.Linear):\n    pass\n"
+                                           "def blocks():\n    return nn.Sequential(Block(8, 8), nn.ReLU())\n")
+    result = _in(tmp_path, "profile", "mymodel26.py:blocks", *TINY_RUN, "--leaf-module", "mymodel26.Block")
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("source, message", [
+    ("import sys\n" + TINY.replace("    return", "    sys.exit(0)\n    return"),
+     "tiny() called sys.exit(0); a model file must not exit when it is imported or its factory called"),
+    ("import sys\nsys.exit('no GPU here')\n" + TINY, "importing 'm.py' called sys.exit('no GPU here')"),
+    ("import argparse\nargparse.ArgumentParser().add_argument('--data', required=True)\n"
+     "p = argparse.ArgumentParser(); p.add_argument('--data', required=True); p.parse_args()\n" + TINY,
+     "importing 'm.py' called sys.exit(2)"),
+])
+def test_a_model_file_that_exits_is_an_error_not_fxprofs_exit(tmp_path, source, message):
+    """Issue 26 #18: a factory calling sys.exit(0) made fxprof exit 0 with no output."""
+    (tmp_path / "m.py").write_text(source)
+    result = _in(tmp_path, "profile", "m.py:tiny", *TINY_RUN)
+    assert result.returncode == 2 and result.stdout == ""
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("fxprof: error: bad model 'm.py:tiny': ") and message in last
+    assert 'if __name__ == "__main__"' in last
+
+
+def test_a_model_file_that_parses_its_arguments_on_import_sees_none_of_fxprofs(tmp_path):
+    """Issue 26 #18: the file's argparse took fxprof's arguments and printed its own usage."""
+    (tmp_path / "m.py").write_text("import argparse, sys\np = argparse.ArgumentParser(); p.add_argument('--lr', type=float, "
+                                   "default=0.1)\nargs = p.parse_args()\nassert sys.argv == ['m.py']\n" + TINY)
+    result = _in(tmp_path, "profile", "m.py:tiny", *TINY_RUN)
+    assert result.returncode == 0, result.stderr
+    assert "usage:" not in result.stderr
+
+
+def test_a_model_without_inputs_and_an_empty_batch_can_be_profiled(tmp_path):
+    """Issue 26, lower harm: no way to say "no inputs"; --input 0x8 was refused though the API
+    takes empty batches. An allocation too large is one line, without torch's C++ frames."""
+    (tmp_path / "m.py").write_text(TINY + "class Const(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+                                   "        self.w = nn.Parameter(torch.ones(4, 4))\n"
+                                   "    def forward(self):\n        return self.w.relu().sum()\n"
+                                   "def const():\n    return Const()\n")
+    result = _in(tmp_path, "profile", "m.py:const", "--no-input", "--iters", "2", "--warmup", "0", "--top", "0")
+    assert result.returncode == 0, result.stderr
+    assert "relu" in result.stdout and "sum" in result.stdout
+    result = _in(tmp_path, "profile", "m.py:tiny", "--input", "0x8", "--iters", "2", "--warmup", "0")
+    assert result.returncode == 0, result.stderr
+    assert "Tensor(shape=[0, 8]" in result.stdout
+    result = _in(tmp_path, "profile", "m.py:tiny", "--input", "1000000x1000000", "--iters", "1", "--warmup", "0")
+    assert result.returncode == 2 and "frame #" not in result.stderr and "Exception raised from" not in result.stderr
+    assert result.stderr.startswith("fxprof: error: cannot put the model and inputs on cpu as float32")

@@ -107,7 +107,7 @@ def test_chrome_trace_shows_the_fastest_median_and_slowest_run_by_default(clock,
     assert doc["traceEvents"] == chrome_trace_events(prof)
     # runs named explicitly, and wrong names
     assert {e["args"]["run"] for e in chrome_trace_events(prof, runs=[3]) if e["ph"] == "X"} == {3}
-    with pytest.raises(ValueError, match="no run"):
+    with pytest.raises(ValueError, match="past the last run"):
         prof.to_chrome_trace(path, runs=[7])
     with pytest.raises(ValueError, match="representative, all"):
         prof.to_chrome_trace(path, runs="some")

@@ -354,3 +354,68 @@ def test_the_rank_columns_are_of_the_same_values_as_the_table():
     assert (df.loc["l", "rank_min_ms"], df.loc["l", "rank_max_ms"], df.loc["l", "slowest_rank"]) == (2.0, 4.0, 1)
     assert pd.isna(df.loc["q", "slowest_rank"])
     assert prof.by_rank().loc[("l", 1), "median_ms"] == pytest.approx(4.0)
+
+
+@needs_gloo
+def test_torchrun_isolated_mode_is_refused_on_every_rank_before_running(tmp_path):
+    """issue 26 #2: under torchrun, --mode isolated ran, then the gather failed with "Cannot
+    convert non-finite values (NA or inf) to integer" (an isolated profile has no runs to carry
+    its rank): --json was not written and rank 1's samples were lost. A deliberate limit now,
+    said on every rank before anything runs."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+           "-m", "fxprof", "profile", f"{WORKER}:straggler_model", "--input", "4x16", "--mode", "isolated",
+           "--iters", "3", "--json", "d1.json"]
+    result = subprocess.run(cmd, env=_env(FXPROF_TEST_SLOW_RANK="-1"), capture_output=True, text=True, timeout=600,
+                            stdin=subprocess.DEVNULL, cwd=tmp_path)
+    assert result.returncode != 0
+    assert result.stderr.count("fxprof: error: mode='isolated' cannot be used under torch.distributed") == 2
+    assert "non-finite" not in result.stderr
+    assert not (tmp_path / "d1.json").exists()
+
+
+def test_isolated_profiles_cannot_be_merged_and_say_why(resnet18, small_image):
+    prof = fxprof.profile(resnet18, small_image, warmup=0, iters=2, anatomy=False, mode="isolated")
+    parts = [profile_parts(prof)]
+    parts.append((parts[0][0], parts[0][1], parts[0][2], {**parts[0][3], "rank": 1}, parts[0][4]))
+    with pytest.raises(ValueError, match="mode='isolated' cannot be used under torch.distributed"):
+        merge(parts)
+
+
+def test_ranks_with_different_graphs_have_a_coverage_of_their_own_runs(clock, fake_timer):
+    """issue 26 #8: with different graphs on the ranks, each node's mean is over its own rank's
+    runs, and summing them put every rank's nodes into one run: "nodes account for 166.1%"."""
+    from test_stats import Chain
+
+    from conftest import FakeTimer
+
+    a = _rank_profile(clock, fake_timer, 0, BASE)  # runs of 4, 3, 5, 4 ms
+    chain = Chain(clock, [[2.0] * 4 for _ in range(3)])  # another graph: runs of 6 ms
+    b = fxprof.profile(chain, torch.ones(1, 2), timer=FakeTimer(clock), warmup=0, iters=4, leaf_modules=[Work], anatomy=False)
+    b.meta.update(rank=1, world_size=2, backend="gloo")
+    prof = merge([profile_parts(a), profile_parts(with_ranks(b, [1] * 4))])
+    assert prof.meta["rank_graphs"]
+    # the fake clock moves only inside nodes: every moment of every run is in a node
+    assert prof.coverage == pytest.approx(1.0)
+    assert "nodes account for 100.0% of it" in prof.summary()
+
+
+def test_ranks_given_different_inputs_are_said_to_differ_and_name_no_straggler(clock, fake_timer):
+    """issue 26 #9: ranks with batch 2 and 64 showed rank 0's input only and named the rank with
+    the larger batch the straggler."""
+    parts = []
+    for rank, (batch, head) in enumerate([(2, BASE), (64, [c * 2 for c in BASE])]):
+        model = FakeCostModel(clock)
+        model.head.costs_ms = head
+        prof = fxprof.profile(model, torch.ones(batch, 3), timer=fake_timer, warmup=0, iters=4, anatomy=False,
+                              leaf_modules=[Work], name="FakeCostModel")
+        prof.meta.update(rank=rank, world_size=2, backend="gloo")
+        parts.append(profile_parts(with_ranks(prof, [rank] * 4)))
+    merged = merge(parts)
+    text = merged.summary()
+    assert "inputs: differ between ranks" in text
+    assert "rank 0: Tensor(shape=[2, 3]" in text and "rank 1: Tensor(shape=[64, 3]" in text
+    assert straggler(merged) is None and "straggler: rank" not in text
+    assert merged.group_by("rank")["straggler"].tolist() == ["", ""]
+    # the same inputs on both ranks: the straggler is named as before
+    same = _merged(clock, fake_timer, [BASE, [c * 2 for c in BASE]])
+    assert "inputs: Tensor(shape=[2, 3]" in same.summary() and straggler(same)["rank"] == 1

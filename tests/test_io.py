@@ -163,3 +163,38 @@ def test_written_files_get_ordinary_permissions(prof, tmp_path):
         assert existing.stat().st_mode & 0o777 == 0o664
     finally:
         os.umask(umask)
+
+
+OLD_CSV = os.path.join(os.path.dirname(__file__), "golden", "table_before_scope_source.csv")
+
+
+def test_own_csv_from_before_scope_source_and_calls_per_run_loads():
+    """Issue 26 #13: written by fxprof 0.1.0 at commit d5b313c (before per-run statistics), a
+    Sequential(Conv2d, ReLU, Flatten, Linear) at 1x3x8x8, 3 runs: it was refused ("lacks the
+    column(s) scope_source, calls_per_run")."""
+    table = fxprof.read_csv(OLD_CSV)
+    from fxprof.core.profile import TABLE_COLUMNS
+
+    assert list(table.columns) == list(TABLE_COLUMNS)
+    assert table.shape[0] == 6 and table.index[0] == "input_1"
+    assert table["calls_per_run"].tolist() == [1.0] * 6 and table["calls"].tolist() == [3] * 6
+    assert (table["scope_source"] == "").all() and (table["phase"] == "forward").all()
+    assert table.loc["_0", "median_ms"] == 0.016945 and table.loc["_0", "flops"] == 7776
+
+
+def test_csv_node_that_never_ran_gets_zero_calls_per_run(tmp_path):
+    lines = open(OLD_CSV).read().splitlines()
+    header = lines[0].split(",")
+    cells = lines[2].split(",")
+    cells[header.index("calls")] = "0"
+    (tmp_path / "t.csv").write_text("\n".join([lines[0], lines[1], ",".join(cells), *lines[3:]]) + "\n")
+    assert fxprof.read_csv(tmp_path / "t.csv")["calls_per_run"].tolist() == [1.0, 0.0, 1.0, 1.0, 1.0, 1.0]
+
+
+def test_csv_with_an_empty_node_name_is_refused(prof, tmp_path):
+    """Issue 26 (lower harm): an empty node name in a CSV was accepted; JSON refuses it."""
+    prof.to_csv(tmp_path / "t.csv")
+    header, first, *rest = (tmp_path / "t.csv").read_text().splitlines()
+    (tmp_path / "t.csv").write_text("\n".join([header, first, "," + rest[0].split(",", 1)[1], *rest[1:]]) + "\n")
+    with pytest.raises(fxprof.ProfileFormatError, match="the node name on line 3 is empty"):
+        fxprof.read_csv(tmp_path / "t.csv")

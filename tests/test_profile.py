@@ -294,14 +294,14 @@ def test_a_profile_keeps_what_was_recorded_when_the_recording_goes_on():
     pd.testing.assert_frame_equal(prof.samples, before)
     assert prof.num_runs == 3 and len(interp.recording) == 53 * len(nodes)
     with pytest.raises(ValueError):  # read-only: nothing outside changes a profile's samples
-        prof._columns.time_ms[0] = 1.0
+        prof.columns.time_ms[0] = 1.0
 
 
 def test_the_timed_runs_reserve_exactly_the_room_they_need(resnet18, small_image):
     """After the first timed run the recording makes room for all of them, so the profile's
     columns (the recording's own) carry no growth room: 40 bytes a sample."""
     prof = fxprof.profile(resnet18, small_image, warmup=0, iters=20, anatomy=False)  # beyond the first 1024
-    columns = prof._columns
+    columns = prof.columns
     for array in (columns.node, columns.run, columns.time_ms, columns.host_ms):
         assert array.base is not None and len(array.base) == len(columns) == 20 * len(prof.nodes)
     assert columns.nbytes == 40 * len(columns)

@@ -211,3 +211,36 @@ def test_a_bad_warmup_ms_is_refused_before_anything_runs():
         with pytest.raises(ValueError, match="warmup_ms must be a number of milliseconds >= 0"):
             fxprof.profile(model, torch.ones(2, 4), iters=50, warmup_ms=bad)
     assert runs == []
+
+
+@pytest.mark.parametrize("mode", ["timed", "isolated"])
+def test_forward_profiles_of_a_dropout_model_in_training_mode_leave_the_rng_where_it_was(mode):
+    """issue 26 #10: forward-only profiles of a train-mode dropout model advanced the global
+    RNG (backward profiles already restored it): the caller's next random draw changed."""
+    import torchvision
+
+    torch.manual_seed(0)
+    model = torchvision.models.mobilenet_v3_small(weights=None).train()
+    x = torch.randn(2, 3, 32, 32)
+    state = torch.get_rng_state()
+    expected = torch.rand(4)  # what the caller draws next without a profile in between
+    torch.set_rng_state(state)
+    prof = fxprof.profile(model, x, warmup=1, iters=2, mode=mode)
+    assert len(prof.samples) > 0
+    assert torch.equal(torch.get_rng_state(), state)
+    assert torch.equal(torch.rand(4), expected)
+
+
+def test_a_model_on_the_meta_device_is_refused_before_anything_runs(capsys):
+    """issue 26 #6: on device="meta" nothing is computed, yet the profile printed "timer cpu on
+    cpu, median 29.6 ms" of pure Python overhead."""
+    import torchvision
+
+    from fxprof.cli import app as cli
+
+    model = torchvision.models.resnet18(weights=None).eval().to("meta")
+    with pytest.raises(ValueError, match="meta device, which holds no data and computes nothing"):
+        fxprof.profile(model, torch.randn(1, 3, 32, 32, device="meta"))
+    assert cli.main(["profile", "resnet18", "--input", "1x3x32x32", "--device", "meta", "--iters", "2"]) != 0
+    captured = capsys.readouterr()
+    assert "meta device, which holds no data" in captured.err and "median" not in captured.out

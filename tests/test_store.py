@@ -262,7 +262,7 @@ class _Boom:
 
 
 @pytest.mark.parametrize("case, message", [
-    ("pickle", "damaged fxprof profile: ValueError: Object arrays cannot be loaded"),
+    ("pickle", "damaged fxprof profile: ValueError: the column samples/time_ms holds object"),
     ("version", "version 99 fxprof binary profile; this fxprof reads version 1"),
     ("short", "the column samples/time_ms has 3 values, the header says"),
     ("node_range", "node code is outside the node list"),
@@ -304,6 +304,87 @@ def test_damaged_npz_is_a_clear_error_and_nothing_is_executed(clock, tmp_path, c
         _rewrite(good, bad, change)
     with pytest.raises(fxprof.ProfileFormatError, match=message):
         fxprof.load(bad)
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda h: h["anatomy"]["flops"].__setitem__(0, -5), r"header\.anatomy\.flops\[0\]: -5 is less than the minimum of 0"),
+    (lambda h: h["nodes"][1].__setitem__("op", 7), r"header\.nodes\[1\]\.op: 7 is not of type 'string'"),
+    (lambda h: h["nodes"][1].__setitem__("name", ""), r"header\.nodes\[1\]\.name: '' should be non-empty"),
+    (lambda h: h["anatomy"]["output_shape"].__setitem__(0, {"a": 1}), r"header\.anatomy\.output_shape\[0\]"),
+    (lambda h: h["anatomy"]["out_bytes"].__setitem__(0, 2**64), r"header\.anatomy\.out_bytes\[0\]: 18446744073709551616 is greater"),
+    (lambda h: h["anatomy"]["out_bytes"].__setitem__(0, 2**70), r"/bad\.npz' holds an integer with 22 digits"),
+    (lambda h: h["anatomy"]["flops"].pop(), r"header\.anatomy\.flops has 7 values for 8 nodes"),
+    (lambda h: h["nodes"][2].__setitem__("name", h["nodes"][1]["name"]), "appears more than once in nodes"),
+    (lambda h: h.__setitem__("samples", -1), r"header\.samples: -1 is less than the minimum of 0"),
+])
+def test_npz_header_gets_the_schema_json_gets(clock, tmp_path, change, message):
+    """Issue 26 #11: a binary profile's header loaded whatever it held (negative FLOPs, a
+    non-string op, an empty name, a dict shape; a huge integer was a bare OverflowError)."""
+    good = tmp_path / "good.npz"
+    _fake_profile(clock).save(good)
+
+    def edit(name, data):
+        if name != "header.json":
+            return data
+        header = json.loads(data)
+        change(header)
+        return json.dumps(header)
+
+    _rewrite(good, tmp_path / "bad.npz", edit)
+    with pytest.raises(fxprof.ProfileFormatError, match=message):
+        fxprof.load(tmp_path / "bad.npz")
+
+
+def _bomb(good, out, megabytes):
+    """``good`` with samples/time_ms replaced by ``megabytes`` of deflated zeros, as the header declares."""
+    n = megabytes * 2**20 // 8
+    with zipfile.ZipFile(good) as src, zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as dst:
+        header = json.loads(src.read("header.json"))
+        header["samples"] = n
+        dst.writestr("header.json", json.dumps(header))
+        with dst.open("samples/time_ms.npy", "w", force_zip64=True) as member:
+            np.lib.format.write_array_header_1_0(member, {"descr": "<f8", "fortran_order": False, "shape": (n,)})
+            chunk = bytes(2**20)
+            for _ in range(megabytes):
+                member.write(chunk)
+
+
+def test_npz_zip_bomb_is_refused_before_anything_large_is_read(clock, tmp_path):
+    """Issue 26 #12: members were read before their sizes were checked (1.9 MB made 2.5 GB)."""
+    import tracemalloc
+
+    good = tmp_path / "good.npz"
+    _fake_profile(clock).save(good)
+    _bomb(good, tmp_path / "bomb.npz", 300)
+    assert (tmp_path / "bomb.npz").stat().st_size < 2 * 2**20
+    tracemalloc.start()
+    try:
+        with pytest.raises(fxprof.ProfileFormatError, match=r"unpack to 314,5\d\d,\d\d\d bytes from .* a zip bomb"):
+            fxprof.load(tmp_path / "bomb.npz")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 20 * 2**20, peak
+
+
+def test_npz_column_declaring_more_than_its_member_holds_is_refused(clock, tmp_path):
+    """Issue 26 #12: a member declaring 10^11 items was a bare MemoryError."""
+    good = tmp_path / "good.npz"
+    _fake_profile(clock).save(good)
+    n = 10**11
+
+    def edit(name, data):
+        if name == "header.json":
+            return json.dumps({**json.loads(data), "samples": n})
+        if name == "samples/node.npy":
+            buffer = io.BytesIO()
+            np.lib.format.write_array_header_1_0(buffer, {"descr": "<i4", "fortran_order": False, "shape": (n,)})
+            return buffer.getvalue() + bytes(64)
+        return data
+
+    _rewrite(good, tmp_path / "bad.npz", edit)
+    with pytest.raises(fxprof.ProfileFormatError, match="samples/node declares 100000000000 values of 4 bytes, but its member holds 64"):
+        fxprof.load(tmp_path / "bad.npz")
 
 
 def test_old_json_profiles_still_load(tmp_path):

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import fxprof
+from fxprof.views.options import ViewOptions
 from fxprof.views.text import render_compare
 from fxprof.views.tables import format_ms, render_fitted, shorten, terminal_width
 
@@ -128,10 +129,10 @@ def test_compare_sorts_and_picks_columns(clock):
     a = _profile(clock)
     b = _profile(clock, stem_ms=(0.05,), head_ms=(1.0,))
     diff = fxprof.compare(a, b)
-    text = render_compare(diff, "a", "b", sort="ratio", columns=["kind", "a_ms", "b_ms", "ratio"])
+    text = render_compare(diff, "a", "b", ViewOptions.of(sort="ratio", columns=["kind", "a_ms", "b_ms", "ratio"]))
     header = next(line for line in text.splitlines() if line.startswith("node "))
     assert header.split() == ["node", "kind", "a", "b", "ratio"]
     assert _rows(text)[0] == "stem"  # ratio 2.7, the largest
     assert "+" in render_compare(diff, "a", "b")  # signed deltas with units
     with pytest.raises(ValueError, match="cannot sort a comparison by 'speed'"):
-        render_compare(diff, sort="speed")
+        render_compare(diff, view=ViewOptions(sort="speed"))

@@ -89,5 +89,24 @@ def test_bad_run_choices_say_what_is_accepted(spec, message):
 
 
 def test_runs_the_profile_does_not_have_are_refused(clock):
-    with pytest.raises(ValueError, match="no run.s. 9; its runs are 0..3"):
+    with pytest.raises(ValueError, match=r"run 9 is past the last run: 4 run\(s\) make runs 0 to 3"):
         chrome_trace_events(_fake(clock), runs="9")
+
+
+def test_a_huge_range_is_refused_before_it_is_expanded(clock):
+    """Issue 26 #16: 0-99999999999 was expanded first (a MemoryError; 0-20000000 cost 1.7 GB, 4 s)."""
+    import time
+    import tracemalloc
+
+    tracemalloc.start()
+    start = time.perf_counter()
+    try:
+        with pytest.raises(ValueError, match="run 99999999999 is past the last run: 4 run"):
+            chrome_trace_events(_fake(clock), runs="0-99999999999")
+        with pytest.raises(ValueError, match="run 20000000 is past the last run: 5 run"):
+            parse_runs("1,0-20000000", limit=5)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 5 * 2**20 and time.perf_counter() - start < 1.0
+    assert parse_runs("0-2,4", limit=5) == ("list", (0, 1, 2, 4))

@@ -162,3 +162,43 @@ def test_other_threads_ranges_run_for_real_while_tracing(resnet18):
         stop.set()
         worker.join()
     assert errors == []
+
+
+class _Autocast(nn.Module):
+    """A bfloat16 autocast region inside forward (the first linear), the second in float32."""
+
+    def __init__(self, fail: bool = False):
+        super().__init__()
+        self.a = nn.Linear(16, 16)
+        self.b = nn.Linear(16, 16)
+        self.fail = fail
+
+    def forward(self, x):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = self.a(x)
+            if self.fail:
+                y = y @ torch.ones(3, 3)  # wrong shapes: fails inside the region
+        return self.b(y.float())
+
+
+def test_autocast_inside_forward_is_kept_in_the_symbolic_graph():
+    """issue 26 #4: symbolic tracing ran torch.autocast's __enter__ at trace time and left no
+    node, so the default capture ran (and timed) the region in float32."""
+    torch.manual_seed(0)
+    model = _Autocast().eval()
+    x = torch.randn(4, 16)
+    gm = fxprof.trace(model)
+    targets = [n.target for n in gm.graph.nodes if n.op == "call_function"]
+    assert torch.amp.autocast_mode._enter_autocast in targets and torch.amp.autocast_mode._exit_autocast in targets
+    assert torch.equal(gm(x), model(x))
+    prof = fxprof.profile(model, x, warmup=0, iters=2)
+    assert prof.meta["capture"] == "symbolic"
+    assert prof.df.loc["a", "dtype"] == "bfloat16" and prof.df.loc["b", "dtype"] == "float32"
+    assert not torch.is_autocast_enabled("cpu")
+    # a failure inside the region does not leave the caller's process in autocast
+    with pytest.raises(fxprof.NodeExecutionError):
+        fxprof.profile(_Autocast(fail=True).eval(), x, warmup=0, iters=2, capture="symbolic")
+    assert not torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.bfloat16
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert model.a(x).dtype == torch.bfloat16
+    assert model.a(x).dtype == torch.float32

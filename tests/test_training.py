@@ -304,3 +304,37 @@ def test_cuda_training_step_times_backward_on_the_device():
     after = _snapshot(model)
     assert all(torch.equal(after[k], v) for k, v in before.items())
     assert 0 < prof.coverage <= 1.05
+
+
+def test_the_callers_input_that_requires_grad_is_left_untouched():
+    """issue 26 #3: the input clones were still in the autograd graph, so every run (warm-up,
+    timed, anatomy) added its gradient into the caller's x.grad (6x one step's after 5 runs)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    x = torch.randn(3, 4, requires_grad=True)
+    before = x.detach().clone()
+    prof = fxprof.profile(model, x, backward=True, warmup=2, iters=3)
+    assert prof.num_runs == 3
+    assert x.grad is None and torch.equal(x.detach(), before)
+    # a .grad the caller already had stays that very tensor, with its value
+    x.grad = torch.ones_like(x)
+    fxprof.profile(model, x, backward=True, warmup=1, iters=2, anatomy=False)
+    assert torch.equal(x.grad, torch.ones_like(x))
+
+
+def test_backward_inside_no_grad_profiles_the_step_and_inside_inference_mode_says_why():
+    """issue 26 #15: backward=True inside torch.no_grad() / inference_mode() failed with "no
+    parameter of the model reaches it (frozen parameters...)", which was not the cause."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    x = torch.randn(3, 4)
+    with torch.no_grad():
+        prof = fxprof.profile(model, x, backward=True, warmup=1, iters=2, anatomy=False)
+        assert not torch.is_grad_enabled()  # the caller's mode is back
+    phases = set(prof.df["phase"])
+    assert {"forward", "backward"} <= phases
+    assert all(p.grad is None for p in model.parameters())
+    with torch.inference_mode():
+        with pytest.raises(ValueError, match=r"inside torch.inference_mode\(\), where no gradient can be computed") as info:
+            fxprof.profile(model, x, backward=True, warmup=1, iters=2, anatomy=False)
+    assert "frozen" not in str(info.value)

@@ -234,3 +234,34 @@ def test_the_test_is_of_the_same_values_as_the_ratio_when_a_node_runs_twice_a_ru
     diff = fxprof.compare(prof(1), prof(2), warn=False)
     assert diff.loc["l", "ratio"] == pytest.approx(2.0, rel=0.05)
     assert diff.loc["l", "p_value"] < 1e-6 and diff.loc["l", "verdict"] == "slower"
+
+
+def test_three_runs_a_side_cannot_tell_and_say_so(clock):
+    """issue 26 #7: with 3 runs a side the smallest possible p-value is 0.1, so b exactly 3x a
+    was called "same" on every node; it is "too few runs" now, in the table and the header."""
+    from fxprof.views.text import render_compare
+    from fxprof.core.stats import smallest_p_value
+
+    def three(scale):
+        costs = [[base * scale * f for f in (1.0, 1.02, 0.98)] for base in BASE_MS]
+        return fxprof.profile(Chain(clock, costs), torch.ones(1, 2), warmup=0, iters=3, timer=FakeTimer(clock),
+                              leaf_modules=[Work], anatomy=False, name="chain")
+
+    diff = fxprof.compare(three(1.0), three(3.0))
+    assert (_body(diff)["ratio"].round(6) == 3.0).all()
+    assert (_body(diff)["verdict"] == "too few runs").all()
+    assert smallest_p_value(3, 3) == pytest.approx(0.1) and smallest_p_value(4, 4) < ALPHA
+    assert "0 same, 14 too few runs to tell" in render_compare(diff)  # the 12 blocks, input and output
+
+
+def test_a_node_from_zero_to_some_time_is_slower(clock):
+    """issue 26 #7: 0 ms in a, 5 ms in b, p far below alpha, was "same" (its ratio is NaN)."""
+    a_costs = _costs(PATTERN_A)
+    b_costs = _costs(PATTERN_B)
+    a_costs[11] = [0.0] * RUNS
+    b_costs[11] = [5.0 * (1 + 0.02 * (p - 2)) for p in PATTERN_B]
+    diff = fxprof.compare(_profile(clock, a_costs), _profile(clock, b_costs))
+    row = diff.loc["blocks_11"]
+    assert row["a_ms"] == 0.0 and row["b_ms"] > 4.5 and row["p_value"] < 1e-6
+    assert row["verdict"] == "slower"
+    assert (_body(diff).drop("blocks_11")["verdict"] == "same").all()

@@ -10,13 +10,17 @@ from __future__ import annotations
 import argparse
 import contextlib
 import difflib
+import math
 import os
 import re
 import signal
 import sys
 import threading
 import traceback
-from typing import Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
+
+if TYPE_CHECKING:
+    from ..views.options import ViewOptions
 
 from ..vocab import CAPTURES, CUDA_TIMERS, GROUP_KEYS, MODES, OPTIMIZERS, TIMER_NAMES, __version__
 
@@ -58,8 +62,10 @@ examples:
                                                          # every rank, gathered on rank 0
 
 MODEL is a torchvision model name (built with weights=None: nothing is downloaded), or
-'package.module:factory' or 'path/to/file.py:factory' (the current folder and the file's folder
-are importable) whose factory returns an nn.Module or fx.GraphModule.
+'package.module:factory' (the current folder is importable first) or 'path/to/file.py:factory'
+(loaded under a private name; its folder is importable after installed modules, so a file named
+profile.py hides nothing) whose factory returns an nn.Module or fx.GraphModule. The file sees
+sys.argv as [its path]; a sys.exit in it is an error.
 """
 
 SHOW_EXAMPLES = """\
@@ -87,7 +93,7 @@ examples:
   fxprof selfcheck --device cuda        # every GPU timer: measured vs known, PASS or FAIL
 """
 
-#: a roll-up's columns beyond ``GROUP_COLUMNS`` in a training step (see fxprof.rollup)
+#: a roll-up's columns beyond ``GROUP_COLUMNS`` in a training step (see fxprof.core.rollup)
 PHASE_COLUMNS = ("forward_ms", "loss_ms", "backward_ms", "optimizer_ms", "bwd_fwd_ratio")
 
 
@@ -154,6 +160,8 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--input", action="append", metavar="[NAME=]SHAPE[:DTYPE]",
                    help="an input: 1x3x224x224, 2x128:int64, or a keyword input ids=2x128:int64; repeat for several "
                         "(default: 1x3x224x224)")
+    m.add_argument("--no-input", action="store_true",
+                   help="call the model with no inputs at all (a model whose forward takes none)")
     m.add_argument("--device", default="cpu", help="device for the model and inputs: cpu, cuda, cuda:1 (default: cpu)")
     m.add_argument("--dtype", default="float32", help="dtype of the model and of float inputs: float32, float16, bfloat16, float64 (default: float32)")
     c = p.add_argument_group("capture (how the graph is made)")
@@ -206,7 +214,7 @@ def build_parser() -> argparse.ArgumentParser:
     k = command("compare", "compare two saved profiles or tables node by node",
                 "Match the nodes of A and B by name and print each node's median time in both, the ratio B/A, "
                 "a p-value (Mann-Whitney U on the two sets of samples, Benjamini-Hochberg over the nodes) and a "
-                "verdict (faster, slower, same: significant and at least --min-effect), and the change in share, "
+                "verdict (faster, slower, same: significant and at least --min-effect; too few runs: no outcome could be significant), and the change in share, "
                 "largest change first, with totals, the whole run's ratio with a 95% bootstrap interval, and "
                 "warnings when the two were not measured alike (model, graph, device, timer, dtype, threads, "
                 "inputs, versions). Nodes present in only one file are listed. P-values need saved profiles "
@@ -291,10 +299,21 @@ def check_args(args: argparse.Namespace) -> None:
         if args.group_by == "rank" and (args.sort or args.columns):
             raise _bad("--group-by rank shows a fixed table (one row per rank); drop --sort and --columns")
     if command == "profile":
+        if args.warmup_ms is not None and not math.isfinite(args.warmup_ms):  # inf warmed up forever; nan failed later
+            raise _bad(f"bad --warmup-ms {args.warmup_ms}: a number of milliseconds >= 0, e.g. 200")
         for label, value, minimum in (("--warmup", args.warmup, 0), ("--iters", args.iters, 1), ("--threads", args.threads, 1),
                                       ("--warmup-ms", args.warmup_ms, 0)):
             if value is not None and value < minimum:
                 raise _bad(f"bad {label} {value}: must be >= {minimum}")
+        if args.threads is not None and args.threads > _max_threads():
+            raise _bad(f"bad --threads {args.threads}: at most {_max_threads()} on this machine ({os.cpu_count()} cores; "
+                       f"torch starts a thread each)")
+        if args.no_input and args.input:
+            raise _bad("--no-input calls the model with no inputs; drop it or the --input options")
+        both = sorted(set(args.leaf_module or []) & set(args.trace_into or []))
+        if both:
+            raise _bad(f"{', '.join(map(repr, both))} given to both --leaf-module (keep it whole) and --trace-into "
+                       f"(trace inside it); give each module to one of them")
         if args.mode == "isolated":
             if args.trace:
                 raise _bad("--mode isolated has no timeline to trace (each node is re-run on its own); drop --trace or use --mode timed")
@@ -309,13 +328,11 @@ def check_args(args: argparse.Namespace) -> None:
         if args.trace_runs:
             from ..core.runs import parse_runs
 
-            try:
-                chosen = parse_runs(args.trace_runs)
+            try:  # checked against --iters before a range is expanded (0-99999999999 was a MemoryError)
+                parse_runs(args.trace_runs, limit=args.iters)
             except ValueError as exc:
-                raise _bad(f"bad --trace-runs {args.trace_runs!r}: {exc}") from exc
-            if chosen[0] == "list" and max(chosen[1]) >= args.iters:
-                raise _bad(f"bad --trace-runs {args.trace_runs!r}: --iters {args.iters} makes runs 0 to {args.iters - 1} "
-                           f"(each rank's own run numbers under torchrun)")
+                hint = " (each rank's own run numbers under torchrun)" if "past the last run" in str(exc) else ""
+                raise _bad(f"bad --trace-runs {args.trace_runs!r}: {exc}; --iters {args.iters}{hint}") from exc
         symbolic_only = [o for o, v in (("--leaf-module", args.leaf_module), ("--trace-into", args.trace_into),
                                         ("--concrete", args.concrete)) if v]
         if symbolic_only and args.capture in ("dynamo", "export"):
@@ -332,15 +349,19 @@ def check_args(args: argparse.Namespace) -> None:
             raise _bad(f"--timer {args.timer} times a CUDA device, but --device is {args.device}; add --device cuda")
         parse_concrete(args.concrete or [])
         if _this_rank_writes():  # under torchrun only rank 0 writes
-            model_file = args.model.rpartition(":")[0] if ":" in args.model else None
             _check_outputs({"--csv": args.csv, "--json": args.json, "--trace": args.trace},
-                           inputs=[model_file] if model_file and os.path.isfile(model_file) else [])
+                           inputs=model_sources(args.model))
     if command == "compare":
         if not 0.0 < args.alpha < 1.0:
             raise _bad(f"bad --alpha {args.alpha}: a significance level between 0 and 1, e.g. 0.05")
-        if args.min_effect < 0:
+        if not math.isfinite(args.min_effect) or args.min_effect < 0:
             raise _bad(f"bad --min-effect {args.min_effect}: a fraction >= 0, e.g. 0.10 for 10%")
         _check_outputs({"--csv": args.csv}, inputs=[args.a, args.b])
+
+
+def _max_threads() -> int:
+    """The most --threads accepted: 4 per core, at least 1024 (100000 was a MemoryError)."""
+    return max(1024, 4 * (os.cpu_count() or 1))
 
 
 def _this_rank_writes() -> bool:
@@ -366,7 +387,7 @@ def _check_view(args: argparse.Namespace) -> None:
         allowed = [*GROUP_COLUMNS, *(PHASE_COLUMNS if training else ())]
         sortable = [*allowed, args.group_by]
     else:
-        from ..core.ranks import RANK_TABLE_COLUMNS
+        from ..core.rankstats import RANK_TABLE_COLUMNS
         from ..core.profile import TABLE_COLUMNS
 
         # the per-rank columns: only a gathered profile (saved, or being made under torchrun) has them
@@ -382,6 +403,14 @@ def _check_view(args: argparse.Namespace) -> None:
         raise _bad(f"bad --columns {', '.join(unknown)}{hints}: {what} has {', '.join(allowed)}")
 
 
+#: the longest --concrete value read
+_MAX_LITERAL = 10_000
+
+
+def _short(text: str) -> str:
+    return repr(text if len(text) <= 60 else text[:57] + "...")
+
+
 def parse_concrete(items: Sequence[str]) -> dict[str, Any]:
     """``["use_cache=False", "mode='fast'"]`` -> ``{"use_cache": False, "mode": "fast"}``."""
     import ast
@@ -391,8 +420,14 @@ def parse_concrete(items: Sequence[str]) -> dict[str, Any]:
         name, eq, text = item.partition("=")
         if not eq or not name.strip().isidentifier():
             raise _bad(f"bad --concrete {item!r}: expected NAME=VALUE, e.g. use_cache=False")
+        if len(text) > _MAX_LITERAL:
+            raise _bad(f"bad --concrete {name.strip()}=...: its value is {len(text):,} characters long; a fixed argument "
+                       f"is a short literal (at most {_MAX_LITERAL:,} characters)")
         try:
             out[name.strip()] = ast.literal_eval(text.strip())
+        except (RecursionError, MemoryError):  # Python's parser and literal_eval recurse on nesting
+            raise _bad(f"bad --concrete {_short(item)}: the value is nested too deeply to read as a literal; "
+                       f"write None, True, 3, 0.5, 'text' or a shallow tuple") from None
         except (ValueError, SyntaxError) as exc:
             raise _bad(f"bad --concrete {item!r}: {text!r} is not a Python literal; write None, True, 3, 0.5 or 'text'") from exc
     return out
@@ -411,10 +446,8 @@ def _check_outputs(outputs: dict[str, str | None], inputs: Sequence[str] = ()) -
             if _same_file(given[first], given[second]):
                 where = "standard output" if given[first] == "-" else repr(given[first])
                 raise _bad(f"{first} and {second} both write {where}; give each output its own path")
+    _check_not_inputs(given, inputs)
     for flag, path in given.items():
-        for source in inputs:
-            if path != "-" and _same_file(path, source):
-                raise _bad(f"{flag} {path!r} is an input of this command; writing it would destroy it. Give another path")
         if path != "-":
             _check_writable(path)
         if flag == "--json":
@@ -424,6 +457,54 @@ def _check_outputs(outputs: dict[str, str | None], inputs: Sequence[str] = ()) -
                 profile_format(path)
             except ValueError as exc:
                 raise _bad(f"--json: {exc}") from None
+
+
+#: file names that hold code or notebooks: never an output, whatever the command was given
+_SOURCE_SUFFIXES = (".py", ".pyw", ".pyi", ".pyx", ".ipynb")
+
+
+def model_sources(model: str) -> list[str]:
+    """The files MODEL names as its source, found without running any of them: the file of
+    ``path/to/file.py:factory``, or for ``package.module:factory`` the module's file and its
+    packages' ``__init__.py``, looked up as the import will (the current folder first).
+    ``importlib.machinery.PathFinder`` finds them without importing (no user code runs)."""
+    from importlib.machinery import PathFinder
+
+    where = model.rpartition(":")[0] if ":" in model else ""
+    if not where:
+        return []
+    if os.path.isfile(where):
+        return [where]
+    found: list[str] = []
+    search: list[str] | None = [os.getcwd(), *(p or os.curdir for p in sys.path)]
+    parts = where.split(".")
+    for i in range(len(parts)):
+        if search is None or not all(part.isidentifier() for part in parts):
+            break
+        try:
+            spec = PathFinder.find_spec(".".join(parts[: i + 1]), search)
+        except (ImportError, ValueError, OSError):
+            break
+        if spec is None:
+            break
+        if spec.origin and os.path.isfile(spec.origin):
+            found.append(spec.origin)
+        search = list(spec.submodule_search_locations) if spec.submodule_search_locations is not None else None
+    return found
+
+
+def _check_not_inputs(outputs: dict[str, str | None], inputs: Sequence[str]) -> None:
+    """No output on an input of the command (the model's source included) or on any existing
+    source file."""
+    for flag, path in outputs.items():
+        if path is None or path == "-":
+            continue
+        for source in inputs:
+            if _same_file(path, source):
+                raise _bad(f"{flag} {path!r} is an input of this command; writing it would destroy it. Give another path")
+        if os.path.isfile(path) and os.path.realpath(path).lower().endswith(_SOURCE_SUFFIXES):
+            raise _bad(f"{flag} {path!r} is an existing source file ({os.path.splitext(path)[1]}); fxprof never "
+                       f"writes its outputs over code. Give another path, e.g. one ending in .json, .csv or .npz")
 
 
 def _same_file(a: str, b: str) -> bool:
@@ -461,18 +542,26 @@ def _check_writable(path: str) -> None:
         os.unlink(probe)
     except OSError as exc:
         raise ProfileWriteError(f"cannot write {path!r}: cannot create files in the folder {directory!r} ({exc.strerror or exc})") from exc
+    if not os.path.lexists(target):  # the name itself (too long, not allowed here) fails only at the end otherwise
+        try:
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            return
+        except OSError as exc:
+            raise ProfileWriteError(f"cannot write {path!r}: {exc.strerror or exc}; give a shorter or plainer file name") from exc
+        os.close(fd)
+        os.unlink(target)
 
 
-def _view(args: argparse.Namespace, stream: Any = None) -> dict:
+def _view(args: argparse.Namespace, stream: Any = None) -> "ViewOptions":
     """How the table is shown: sorting, rows, columns, and the width of ``stream`` (stdout)."""
+    from ..views.options import ViewOptions
     from ..views.tables import terminal_width
 
-    view = dict(sort=args.sort, top=args.top, columns=_columns(args.columns), ascending=args.ascending,
-                width=terminal_width(stream))
+    view = ViewOptions.of(sort=args.sort, top=args.top, columns=_columns(args.columns), ascending=args.ascending,
+                          width=terminal_width(stream))
     if args.command != "compare":
-        view.update(group_by=args.group_by, depth=args.depth or 1)
-        if args.sort is None:
-            view["sort"] = "pct"
+        view = view.but(group_by=args.group_by, depth=args.depth or 1, sort="pct" if args.sort is None else args.sort)
     return view
 
 
@@ -513,20 +602,28 @@ def _profile(args: argparse.Namespace, bar: Any) -> int:
         raise _bad(f"--device {args.device} asked for, but torch.cuda.is_available() is False on this machine; use --device cpu")
     if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
         raise _bad(f"--device {args.device}: this machine has {torch.cuda.device_count()} CUDA device(s) (cuda:0...)")
-    build_inputs(args.input, dtype, device, parse_only=True)  # bad shapes fail before the model is built
+    if not args.no_input:
+        build_inputs(args.input, dtype, device, parse_only=True)  # bad shapes fail before the model is built
     if args.threads is not None:
         torch.set_num_threads(args.threads)
 
     bar.phase("building the model")
     model = load_model(args.model)
+    if _this_rank_writes():  # the files the model came from, now that they are known (checked by name before)
+        _check_not_inputs({"--csv": args.csv, "--json": args.json, "--trace": args.trace}, _loaded_sources(model))
     model = model.train() if args.backward else model.eval()  # a training step runs in train mode
     leaf = resolve_modules("--leaf-module", args.leaf_module or [], model)
     into = "all" if "all" in (args.trace_into or []) else resolve_modules("--trace-into", args.trace_into or [], model)
+    both = [m for m in leaf if into != "all" and m in into]  # two spellings of one class or path
+    if both:
+        names = ", ".join(m if isinstance(m, str) else f"{m.__module__}.{m.__qualname__}" for m in both)
+        raise _bad(f"{names} given to both --leaf-module (keep it whole) and --trace-into (trace inside it); "
+                   f"give each module to one of them")
     try:
         model = model.to(device=device, dtype=dtype)
-        positional, keywords = build_inputs(args.input, dtype, device)
-    except (RuntimeError, AssertionError) as exc:
-        raise _bad(f"cannot put the model and inputs on {device} as {args.dtype}: {exc}") from exc
+        positional, keywords = ([], {}) if args.no_input else build_inputs(args.input, dtype, device)
+    except (RuntimeError, AssertionError, MemoryError) as exc:
+        raise _bad(f"cannot put the model and inputs on {device} as {args.dtype}: {_first_line(exc)}") from exc
     bar.step()
     concrete = parse_concrete(args.concrete or [])
     both = sorted(set(concrete) & set(keywords))
@@ -568,11 +665,23 @@ def _profile(args: argparse.Namespace, bar: Any) -> int:
     return 0
 
 
+def _loaded_sources(model: Any) -> list[str]:
+    """The source files of the model's class and of every module class inside it."""
+    found = set()
+    for module in model.modules():
+        path = getattr(sys.modules.get(type(module).__module__), "__file__", None)
+        if path:
+            found.add(path)
+    return sorted(found)
+
+
 def _emit(prof: Any, args: argparse.Namespace) -> tuple[list[str], list[int]]:
     """Write every output asked for, each on its own (one failing loses no other), the whole
     profile first; then print the summary. If the profile could not be saved where asked, save
     it where it can be. Ctrl-C and SIGTERM wait until this is done. Returns what failed, as
     messages, and the signals that arrived meanwhile."""
+    from ..views.text import render_summary
+
     prof.keep_outliers = args.keep_outliers
     runs = args.trace_runs or "representative"
     outputs = [("json", args.json, prof.save), ("csv", args.csv, prof.to_csv),
@@ -590,7 +699,7 @@ def _emit(prof: Any, args: argparse.Namespace) -> tuple[list[str], list[int]]:
             except Exception as exc:  # one output failing must not cost the others
                 failures.append(f"cannot write --{label} {path!r}: {getattr(exc, 'reason', None) or exc}")
         try:
-            _print(prof.summary(**_view(args, report)), report)
+            _print(render_summary(prof, _view(args, report)), report)
         except Exception as exc:  # a table that cannot be shown must not cost the profile
             failures.append(f"cannot show the table: {exc}")
         if failures and not any(line.startswith("wrote json") for line in written):
@@ -621,7 +730,7 @@ def _rescue(prof: Any) -> str:
 
 def _cmd_show(args: argparse.Namespace) -> int:
     from ..io import read_any
-    from ..views.text import render_body
+    from ..views.text import render_body, render_summary
 
     _check_view(args)
     loaded = read_any(args.file)
@@ -629,10 +738,10 @@ def _cmd_show(args: argparse.Namespace) -> int:
         if args.group_by == "rank":
             raise _bad("--group-by rank needs a saved profile (.json or .npz); a CSV holds no runs")
         _print(f"fxprof: per-node table from {args.file} (a CSV holds no raw samples and no run header)\n")
-        _print(render_body(loaded, **_view(args)))
+        _print(render_body(loaded, _view(args)))
     else:
         loaded.keep_outliers = args.keep_outliers
-        _print(loaded.summary(**_view(args)))
+        _print(render_summary(loaded, _view(args)))
     return 0
 
 
@@ -647,7 +756,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     if args.csv is not None:
         write_csv(diff, args.csv)
     report = sys.stderr if args.csv == "-" else sys.stdout
-    _print(render_compare(diff, args.a, args.b, **_view(args, report)), report)
+    _print(render_compare(diff, args.a, args.b, _view(args, report)), report)
     return 0
 
 
@@ -655,6 +764,11 @@ def _cmd_selfcheck(args: argparse.Namespace) -> int:
     from ..selfcheck import selfcheck
 
     return 0 if selfcheck(device=args.device, iters=args.iters).passed else 1
+
+
+def _first_line(exc: BaseException) -> str:
+    """An error's message without the C++ frames torch appends ("Exception raised from ...")."""
+    return str(exc).split("Exception raised from")[0].strip() or type(exc).__name__
 
 
 class _Terminated(KeyboardInterrupt):
@@ -736,7 +850,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # every failure is one line; --debug shows the traceback
         if args.debug:
             traceback.print_exc()
-        text = str(exc).strip()
+        text = _first_line(exc) if str(exc).strip() else ""
         if isinstance(exc, OSError) and not isinstance(exc, FxprofError) and exc.filename:
             text = f"cannot read {exc.filename!r}: {exc.strerror}"
         elif not isinstance(exc, (FxprofError, ValueError, TypeError, OSError, ImportError)):

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import importlib
 import importlib.util
+import math
 import os
 import re
 import sys
+from typing import Iterator
 
 import torch
 from torch import nn
@@ -17,6 +20,7 @@ from ..errors import FxprofError
 __all__ = ["load_model", "parse_input", "make_input", "build_inputs", "resolve_modules", "DEFAULT_IMAGE_INPUT"]
 
 DEFAULT_IMAGE_INPUT = "1x3x224x224"
+_INT64_MAX = 2**63 - 1
 
 _DTYPES = {
     "float32": torch.float32, "float": torch.float32, "fp32": torch.float32,
@@ -31,36 +35,51 @@ _DTYPES = {
 def load_model(spec: str) -> nn.Module:
     """A torchvision model name (``resnet18``), ``package.module:factory`` or ``file.py:factory``.
 
-    torchvision models are built with ``weights=None`` (nothing is downloaded). The current
-    folder is importable (as with ``python -m``), and so is a file's own folder (as with
-    ``python file.py``), whichever entry point runs this.
+    torchvision models are built with ``weights=None`` (nothing is downloaded). For
+    ``package.module:factory`` the current folder is importable first (as with ``python -m``).
+    A file is loaded under a private module name; its folder (and the current folder) are
+    importable *after* the standard library and installed packages, so that a file named
+    ``profile.py`` or ``sympy.py`` (or a sibling so named) never hides the module of that name
+    from torch or fxprof. The file is also registered under its own name (``mymodel``, so that
+    ``--leaf-module mymodel.Block`` names the classes the factory uses) only when no other
+    module has that name. While the file is imported and the factory called, ``sys.argv`` holds
+    only the file's path (as ``python file.py`` would give it), and a ``sys.exit`` from either
+    is an error that says so, not fxprof's exit.
     """
     if ":" not in spec:
         return _torchvision_model(spec)
-    _importable(os.getcwd())
     where, _, factory_name = spec.rpartition(":")
     if not where or not factory_name.isidentifier():
         raise FxprofError(f"bad model {spec!r}: expected 'package.module:factory' or 'path/to/file.py:factory'")
     if where.endswith(".py") or os.sep in where or "/" in where:
         if not os.path.isfile(where):
             raise FxprofError(f"bad model {spec!r}: no such file {where!r}")
-        _importable(os.path.dirname(os.path.abspath(where)))
-        module_name = "_fxprof_user_" + re.sub(r"\W", "_", os.path.splitext(os.path.basename(where))[0])
+        folder = os.path.dirname(os.path.abspath(where))
+        _importable(folder, first=False)
+        _importable(os.getcwd(), first=False)
+        own_name = os.path.splitext(os.path.basename(where))[0]
+        module_name = "_fxprof_user_" + re.sub(r"\W", "_", own_name)
         loader_spec = importlib.util.spec_from_file_location(module_name, where)
         if loader_spec is None or loader_spec.loader is None:
             raise FxprofError(f"bad model {spec!r}: cannot import {where!r}")
         module = importlib.util.module_from_spec(loader_spec)
         sys.modules[module_name] = module
-        # also under its own name (if free), so that `--leaf-module mymodel.Block` names the
-        # very classes the factory uses, not a second import of the file
-        sys.modules.setdefault(os.path.splitext(os.path.basename(where))[0], module)
+        if _free_module_name(own_name, folder):
+            sys.modules[own_name] = module
         try:
-            loader_spec.loader.exec_module(module)
+            with _as_script(spec, f"importing {where!r}", where):
+                loader_spec.loader.exec_module(module)
+        except FxprofError:
+            raise
         except Exception as exc:  # a syntax error, a failing import inside the file...
             raise FxprofError(f"bad model {spec!r}: importing {where!r} raised {type(exc).__name__}: {exc}") from exc
     else:
+        _importable(os.getcwd())
         try:
-            module = importlib.import_module(where)
+            with _as_script(spec, f"importing {where!r}", where):
+                module = importlib.import_module(where)
+        except FxprofError:
+            raise
         except ImportError as exc:
             raise FxprofError(f"bad model {spec!r}: cannot import module {where!r} ({exc})") from exc
         except Exception as exc:
@@ -69,7 +88,10 @@ def load_model(spec: str) -> nn.Module:
     if factory is None:
         raise FxprofError(f"bad model {spec!r}: {where!r} has no attribute {factory_name!r}")
     try:
-        model = factory() if callable(factory) and not isinstance(factory, nn.Module) else factory
+        with _as_script(spec, f"{factory_name}()", where):
+            model = factory() if callable(factory) and not isinstance(factory, nn.Module) else factory
+    except FxprofError:
+        raise
     except Exception as exc:
         raise FxprofError(f"bad model {spec!r}: {factory_name}() raised {type(exc).__name__}: {exc}") from exc
     if not isinstance(model, nn.Module):
@@ -78,6 +100,38 @@ def load_model(spec: str) -> nn.Module:
             "or fx.GraphModule"
         )
     return model
+
+
+@contextlib.contextmanager
+def _as_script(spec: str, what: str, where: str) -> Iterator[None]:
+    """Run user code with ``sys.argv`` as ``[where]`` (a file that parses its arguments on
+    import sees none, not fxprof's), and turn its ``sys.exit`` into an error naming it."""
+    saved = sys.argv
+    sys.argv = [where]
+    try:
+        yield
+    except SystemExit as exc:
+        raise FxprofError(
+            f"bad model {spec!r}: {what} called sys.exit({exc.code!r}); a model file must not exit when it is "
+            f"imported or its factory called. Put its script part under `if __name__ == \"__main__\":`"
+        ) from None
+    finally:
+        sys.argv = saved
+
+
+def _free_module_name(name: str, folder: str) -> bool:
+    """True if no standard, installed or already imported module is called ``name`` (the
+    file's own folder aside). ``PathFinder`` looks without importing anything."""
+    from importlib.machinery import PathFinder
+
+    if not name.isidentifier() or name in sys.modules or name in sys.stdlib_module_names or name in sys.builtin_module_names:
+        return False
+    here = os.path.realpath(folder)
+    elsewhere = [p for p in sys.path if os.path.realpath(p or os.curdir) != here]
+    try:
+        return PathFinder.find_spec(name, elsewhere) is None
+    except (ImportError, ValueError, OSError):
+        return False
 
 
 def _torchvision_model(name: str) -> nn.Module:
@@ -109,11 +163,13 @@ def parse_input(spec: str) -> tuple[tuple[int, ...], torch.dtype | None]:
         shape = tuple(int(d) for d in shape_text.lower().split("x"))
     except ValueError:
         shape = ()
-    if not shape or any(d <= 0 for d in shape):
+    if not shape or any(d < 0 for d in shape):  # 0 is an empty batch, which the API takes too
         raise FxprofError(
-            f"bad --input {spec!r}: expected dimensions joined by 'x' with an optional ':dtype', "
+            f"bad --input {spec!r}: expected dimensions (>= 0) joined by 'x' with an optional ':dtype', "
             f"e.g. 1x3x224x224 or 2x128:int64"
         )
+    if math.prod(shape) > _INT64_MAX or max(shape) > _INT64_MAX:
+        raise FxprofError(f"bad --input {spec!r}: {math.prod(shape):.3g} elements; a tensor holds at most 2**63 - 1")
     dtype = None
     if dtype_text:
         dtype = _DTYPES.get(dtype_text.lower())
@@ -135,11 +191,14 @@ def make_input(shape: tuple[int, ...], dtype: torch.dtype | None, default_dtype:
     return value.to(device)
 
 
-def _importable(folder: str) -> None:
-    """Put ``folder`` on the import path (first), once."""
+def _importable(folder: str, first: bool = True) -> None:
+    """Put ``folder`` on the import path (first, or last), once."""
     folder = os.path.abspath(folder)
     if folder not in (os.path.abspath(p or os.curdir) for p in sys.path):
-        sys.path.insert(0, folder)
+        if first:
+            sys.path.insert(0, folder)
+        else:
+            sys.path.append(folder)
 
 
 def build_inputs(specs: list[str] | None, dtype: torch.dtype, device: torch.device,

@@ -76,7 +76,7 @@ class SampleColumns:
 
     @classmethod
     def from_recording(cls, recording: Any, names: Sequence[str]) -> "SampleColumns":
-        """From a :class:`~fxprof.recording.Recording`, re-coding its node ids to ``names``.
+        """From a :class:`~fxprof.core.recording.Recording`, re-coding its node ids to ``names``.
 
         The columns are the recording's own, not copies (read-only views): a recording only
         ever appends, so what it held when the profile was built never changes, and building a
@@ -149,7 +149,7 @@ class SampleColumns:
         Computed once per ``runs``; the samples never change."""
         key = None if runs is None else tuple(int(r) for r in runs)
         if self._stats is None or self._stats[0] != key:
-            self._stats = (key, self._compute_stats(key))
+            self._stats = (key, self.compute_stats(key))
         return self._stats[1]
 
     def per_run(self, runs: Sequence[int] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None, np.ndarray]:
@@ -173,7 +173,7 @@ class SampleColumns:
             kernel_ms = _summed(inverse, kernel_ms, len(unique)) if kernel_ms is not None else None
         return node, time_ms, host_ms, kernel_ms, calls
 
-    def _compute_stats(self, runs: tuple[int, ...] | None) -> pd.DataFrame:
+    def compute_stats(self, runs: tuple[int, ...] | None) -> pd.DataFrame:
         groups = len(self.names)
         node, time_ms, host_ms, kernel_ms, calls = self.per_run(runs)
         present = np.flatnonzero(calls)

@@ -3,7 +3,7 @@
 Beyond the bare ratio, :func:`compare` says per node whether the change is beyond noise (a
 Mann-Whitney U test on the two sets of samples, corrected for testing many nodes, plus a minimum
 effect), gives a confidence interval for the whole run's ratio, and warns when the two profiles
-were not measured under the same conditions. The statistics are in :mod:`fxprof.stats`; the
+were not measured under the same conditions. The statistics are in :mod:`fxprof.core.stats`; the
 reasoning is in docs/methodology.md.
 """
 
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from .profile import Profile
 
 __all__ = ["compare", "comparability", "ComparabilityWarning", "COMPARE_COLUMNS", "COMPARED_META", "IGNORED_META",
-           "ALPHA", "MIN_EFFECT"]
+           "ALPHA", "MIN_EFFECT", "TOO_FEW"]
 
 COMPARE_COLUMNS = ("status", "op", "kind", "scope", "phase", "a_ms", "b_ms", "delta_ms", "ratio", "p_value", "verdict",
                    "a_pct", "b_pct", "delta_pct")
@@ -30,6 +30,10 @@ ALPHA = 0.05
 #: (ratio >= 1 + MIN_EFFECT, or <= 1 / (1 + MIN_EFFECT)); see docs/methodology.md for the A/A
 #: measurements behind the choice
 MIN_EFFECT = 0.10
+
+#: the verdict of a node whose sample sizes cannot give p < alpha however far apart they are
+#: (3 runs a side: the smallest two-sided p-value is 0.1)
+TOO_FEW = "too few runs"
 
 #: ``profile.meta`` keys compared first (a difference is a comparability warning). Every other
 #: key either profile has is compared too (environment and numeric settings, nested dicts key by
@@ -86,7 +90,10 @@ def compare(
       table (a CSV holds no samples; compare saved ``.json`` profiles);
     - ``verdict``: ``"slower"`` or ``"faster"`` when ``p_value < alpha`` **and** the median moved
       by at least ``min_effect`` (``ratio >= 1 + min_effect``, or ``<= 1 / (1 + min_effect)``),
-      else ``"same"``; ``""`` where there is no p-value;
+      else ``"same"``; ``"too few runs"`` when the two sides have so few samples that no
+      outcome could give ``p_value < alpha`` (3 runs a side: the smallest possible p is 0.1), so
+      "same" would claim what the test cannot tell; ``""`` where there is no p-value. A node
+      with 0 ms in ``a`` and more in ``b`` (no finite ratio) counts as slower;
     - ``a_pct``, ``b_pct``, ``delta_pct``: each side's share of its own node time, and the
       change in share in percentage points.
 
@@ -102,7 +109,7 @@ def compare(
     ``warnings`` (see :func:`comparability`), ``test``, ``alpha`` and ``min_effect``. Unless
     ``warn=False``, each comparability problem is also raised as a :class:`ComparabilityWarning`.
     """
-    from .stats import node_p_values, ratio_interval
+    from .stats import node_p_values, ratio_interval, smallest_p_value
 
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be between 0 and 1, got {alpha!r}")
@@ -126,14 +133,21 @@ def compare(
     out["ratio"] = (out["b_ms"] / out["a_ms"].where(out["a_ms"] > 0)).where(in_a & in_b)
 
     out["p_value"] = np.nan
+    too_few = pd.Series(False, index=index)
     with_samples = not isinstance(a, pd.DataFrame) and not isinstance(b, pd.DataFrame)
     if with_samples:
         both = list(index[in_a & in_b])
         sa, sb = _samples_by_node(a, keep_outliers), _samples_by_node(b, keep_outliers)
         empty = np.empty(0)
-        _, adjusted = node_p_values([(sa.get(n, empty), sb.get(n, empty)) for n in both])
+        pairs = [(sa.get(n, empty), sb.get(n, empty)) for n in both]
+        _, adjusted = node_p_values(pairs)
         out.loc[both, "p_value"] = adjusted
-    out["verdict"] = _verdicts(out["p_value"], out["ratio"], alpha, min_effect)
+        # sizes whose most extreme outcome still gives p >= alpha: no verdict is possible at all
+        if both:
+            too_few.loc[both] = np.array([smallest_p_value(_finite(x), _finite(y)) >= alpha for x, y in pairs], dtype=bool)
+    # a node that took no time in a and some in b has no finite ratio, but it did get slower
+    effect = out["ratio"].mask(in_a & in_b & (out["a_ms"] == 0) & (out["b_ms"] > 0), np.inf)
+    out["verdict"] = _verdicts(out["p_value"], effect, alpha, min_effect, too_few)
     out["a_pct"] = ia["pct"].astype("float64")
     out["b_pct"] = ib["pct"].astype("float64")
     out["delta_pct"] = out["b_pct"].fillna(0.0) - out["a_pct"].fillna(0.0)
@@ -167,8 +181,8 @@ def _samples_by_node(profile: "Profile", keep_outliers: bool | None) -> dict[str
     """Each node's values in the runs the statistics use: the same values its ``median_ms`` is
     of (one a run, calls within a run summed; :meth:`SampleColumns.per_run`), so the test and
     the ratio speak of the same thing. Grouped by one stable sort, no DataFrame."""
-    columns = profile._columns
-    node, times, _, _, _ = columns.per_run(profile._kept_runs(keep_outliers))
+    columns = profile.columns
+    node, times, _, _, _ = columns.per_run(profile.kept_runs(keep_outliers))
     counts = np.bincount(node, minlength=len(columns.names))
     if not counts.any():  # no samples (an empty or isolated-mode profile)
         return {}
@@ -177,11 +191,18 @@ def _samples_by_node(profile: "Profile", keep_outliers: bool | None) -> dict[str
     return {str(columns.names[code]): part for code, part in enumerate(parts) if counts[code]}
 
 
-def _verdicts(p_value: pd.Series, ratio: pd.Series, alpha: float, min_effect: float) -> pd.Series:
+def _finite(values: np.ndarray) -> int:
+    return int(np.isfinite(np.asarray(values, dtype=np.float64)).sum())
+
+
+def _verdicts(p_value: pd.Series, ratio: pd.Series, alpha: float, min_effect: float,
+              too_few: pd.Series | None = None) -> pd.Series:
     significant = p_value < alpha
     slower = significant & (ratio >= 1.0 + min_effect)
     faster = significant & (ratio <= 1.0 / (1.0 + min_effect))
     verdict = np.where(slower, "slower", np.where(faster, "faster", "same"))
+    if too_few is not None:
+        verdict = np.where(too_few.to_numpy(dtype=bool), TOO_FEW, verdict)
     return pd.Series(np.where(p_value.isna(), "", verdict), index=p_value.index, dtype=str)
 
 

@@ -37,7 +37,7 @@ class NodeInfo:
         scope_source: how ``scope`` was found: ``recorded``, ``frame``, ``inferred`` or ""
             (see :data:`SCOPE_SOURCES`).
         phase: the part of a training step the node belongs to: ``forward``, ``loss``,
-            ``backward`` or ``optimizer`` (see :mod:`fxprof.training`); ``forward`` when only
+            ``backward`` or ``optimizer`` (see :mod:`fxprof.measure.training`); ``forward`` when only
             the forward pass is profiled.
         forward_node: for a backward node, the forward node it differentiates (the one with
             the same autograd ``seq_nr``); else "".

@@ -12,6 +12,7 @@ import pandas as pd
 from ..vocab import ANATOMY_COLUMNS
 from .columnar import SampleColumns
 from .recording import Recording
+from .stats import shares
 from .nodes import NodeInfo
 
 __all__ = ["Profile", "sort_table", "COLUMNS", "SAMPLE_COLUMNS", "RUN_COLUMNS", "NODE_COLUMNS", "TABLE_COLUMNS", "LAUNCH_IDLE_SHARE"]
@@ -55,7 +56,7 @@ COLUMNS: dict[str, str] = {
 }
 TABLE_COLUMNS = tuple(COLUMNS)
 
-#: the ``bound`` rule lives in :mod:`fxprof.bound` (stated with its evidence in docs/anatomy.md)
+#: the ``bound`` rule lives in :mod:`fxprof.core.bound` (stated with its evidence in docs/anatomy.md)
 from .bound import LAUNCH_IDLE_SHARE  # noqa: E402
 
 
@@ -64,13 +65,13 @@ class Profile:
 
     The raw samples are the single source of truth for times; :attr:`df`, :meth:`summary`,
     :meth:`group_by`, the CSV and every statistic are derived from them. The samples are kept
-    as numpy columns (see :mod:`fxprof.columnar`) and never change, so the per-node table is
+    as numpy columns (see :mod:`fxprof.core.columnar`) and never change, so the per-node table is
     computed once and cached (recomputed only if :attr:`nodes` or ``meta["timer"]`` change). Per-node
     facts measured once in untimed passes (shapes, FLOPs, memory) are kept in
     :attr:`anatomy`.
 
     Attributes:
-        nodes: one :class:`~fxprof.nodes.NodeInfo` per graph node, in graph order.
+        nodes: one :class:`~fxprof.core.nodes.NodeInfo` per graph node, in graph order.
         meta: what was measured and how: ``model``, ``timer``, ``device``, ``warmup``,
             ``iters``, ``threads``, ``inputs``, ``torch``, ``fxprof``, ``created``...
     """
@@ -98,7 +99,7 @@ class Profile:
             _with_columns(samples.iloc[:0], SAMPLE_COLUMNS, required=("node", "run", "time_ms", "host_ms"))
             self._columns = SampleColumns.from_frame(samples, names)
         self._table_cache: tuple[Any, pd.DataFrame] | None = None
-        # torch.distributed ranks (fxprof.distributed): each run carries its rank, the rank's own
+        # torch.distributed ranks (fxprof.core.ranks): each run carries its rank, the rank's own
         # run number and the barrier wait before it; run numbers stay unique across ranks
         ranked = ("rank", "rank_run", "barrier_ms") if "rank" in runs.columns else ()
         self._runs = _with_columns(runs, RUN_COLUMNS + ranked, required=("run", "total_ms"))
@@ -163,16 +164,23 @@ class Profile:
     @property
     def ranks(self) -> list[int]:
         """The ``torch.distributed`` ranks whose runs this profile holds (``[]`` for a profile
-        made without a process group). See :mod:`fxprof.distributed`."""
+        made without a process group). See :mod:`fxprof.core.ranks`."""
         if "rank" not in self._runs.columns:
             return []
         return sorted({int(r) for r in self._runs["rank"].dropna()})
 
-    def by_rank(self) -> pd.DataFrame:
-        """One row per (node, rank); see :func:`fxprof.distributed.by_rank`."""
-        from .ranks import by_rank
 
-        return by_rank(self)
+    @property
+    def columns(self) -> SampleColumns:
+        """The samples as read-only numpy columns (:class:`~fxprof.core.columnar.SampleColumns`):
+        what :attr:`samples` is made from, without building a DataFrame of every sample."""
+        return self._columns
+
+    @property
+    def stored_runs(self) -> pd.DataFrame:
+        """The per-run table as stored (:attr:`runs` without its derived ``outlier`` column);
+        read it, do not change it."""
+        return self._runs
 
     @property
     def runs(self) -> pd.DataFrame:
@@ -187,7 +195,7 @@ class Profile:
     @property
     def outlier_runs(self) -> list[int]:
         """Runs whose total time is above ``max(Q3 + 3 IQR, 1.2 x median)`` of all run totals
-        (:func:`fxprof.stats.outlier_fence`; none with fewer than 5 runs). Unless
+        (:func:`fxprof.core.stats.outlier_fence`; none with fewer than 5 runs). Unless
         :attr:`keep_outliers` is set, their samples are left out of every derived statistic."""
         if self.meta.get("mode") == "isolated":
             return []
@@ -246,8 +254,23 @@ class Profile:
         if self._runs.empty or self.meta.get("mode") == "isolated":
             return math.nan
         run_mean = float(np.mean(self.kept_totals()))
-        node_sum = float(self._columns.node_stats(self._kept_runs())["mean_ms"].sum())  # per model run
+        if len(self.ranks) > 1:  # gathered: each node's mean is over its own rank's runs only
+            return self._per_run_node_sum() / run_mean if run_mean > 0 else math.nan
+        node_sum = float(self._columns.node_stats(self.kept_runs())["mean_ms"].sum())  # per model run
         return node_sum / run_mean if run_mean > 0 else math.nan
+
+    def _per_run_node_sum(self) -> float:
+        """Mean over the kept runs of each run's summed node time: with several ranks, and
+        graphs that differ between them, summing per-node means would add every rank's nodes
+        into one run (a coverage of 166%)."""
+        columns = self._columns
+        kept = self.kept_runs()
+        runs = self._runs["run"].to_numpy(dtype=np.int64) if kept is None else np.asarray(kept, dtype=np.int64)
+        if not len(runs):
+            return math.nan
+        times = np.nan_to_num(np.asarray(columns.time_ms, dtype=np.float64))
+        sums = np.bincount(np.asarray(columns.run, dtype=np.int64), weights=times, minlength=int(runs.max()) + 1)
+        return float(sums[runs].mean())
 
     @property
     def launch_bound_pct(self) -> float:
@@ -272,7 +295,7 @@ class Profile:
         - ``op``, ``target``, ``kind``, ``module_type``, ``scope``, ``range``, ``graph``,
           ``scope_source`` (``recorded``, ``frame``, ``inferred`` or ""), ``phase``
           (``forward``, ``loss``, ``backward``, ``optimizer``), ``forward_node`` (the forward
-          node a backward node differentiates): see :class:`~fxprof.nodes.NodeInfo`.
+          node a backward node differentiates): see :class:`~fxprof.core.nodes.NodeInfo`.
         - ``calls``: samples of this node (one per call, in every run in which it executed).
         - ``calls_per_run``: calls per model run (1.0 unless the node's graph runs several
           times in one model call, as dynamo graphs of a repeated block do).
@@ -289,7 +312,7 @@ class Profile:
           idled for more than half of the node's stream time waiting for the host to launch
           it, ``"device"`` when work queued ahead hid the launch, ``"sync"`` when the node
           synchronized with the device, empty for nodes that launch no device work. See
-          :mod:`fxprof.bound`.
+          :mod:`fxprof.core.bound`.
         - ``pct``: the node's share of the summed **median** node times (sums to 100): one slow
           sample cannot move it (the share of summed means if every median is 0).
         - ``cum_pct``: running sum of ``pct`` in the table's order.
@@ -311,13 +334,13 @@ class Profile:
         """
         # The table depends on the samples and anatomy (both fixed), the nodes, the timer and
         # which runs the statistics keep.
-        runs = self._kept_runs(keep_outliers)
+        runs = self.kept_runs(keep_outliers)
         key = (tuple(self.nodes), self.meta.get("timer"), runs)
         if self._table_cache is None or self._table_cache[0] != key:
             self._table_cache = (key, self._build_table(runs))
         return sort_table(self._table_cache[1], sort, ascending)
 
-    def _kept_runs(self, keep_outliers: bool | None = None) -> tuple[int, ...] | None:
+    def kept_runs(self, keep_outliers: bool | None = None) -> tuple[int, ...] | None:
         """The runs the statistics use, or None for all of them (no outliers, or kept)."""
         keep = self.keep_outliers if keep_outliers is None else keep_outliers
         outliers = [] if keep else self.outlier_runs
@@ -337,7 +360,7 @@ class Profile:
         table = info.join(stats, how="left").join(self._anatomy, how="left")
         table["calls"] = table["calls"].fillna(0).astype(np.int64)
         table["calls_per_run"] = table["calls_per_run"].fillna(0.0)
-        table["pct"] = _shares(table)
+        table["pct"] = shares(table)
         table["bound"] = self._bound(table)
         flops = table["flops"].astype("float64")
         flops_sum = float(flops.sum())
@@ -346,7 +369,7 @@ class Profile:
         table["gflops_per_s"] = flops / median / 1e6
         table["cum_pct"] = table["pct"].cumsum()
         if "rank" in self._runs.columns:  # torch.distributed ranks: per-rank spread
-            from .ranks import RANK_TABLE_COLUMNS, rank_spread
+            from .rankstats import RANK_TABLE_COLUMNS, rank_spread
 
             table = table.join(rank_spread(self, runs), how="left")
             return table[[*TABLE_COLUMNS, *RANK_TABLE_COLUMNS]].astype({**COLUMNS, **RANK_TABLE_COLUMNS})
@@ -359,9 +382,34 @@ class Profile:
             return pd.Series("", index=table.index, dtype=str)
         return bound_verdicts(self._samples, table)
 
+
+    def __str__(self) -> str:
+        return self.summary()
+
+
+    def __repr__(self) -> str:
+        model = self.meta.get("model", "model")
+        med = float(np.median(self.total_ms)) if self.num_runs else math.nan
+        return (
+            f"<fxprof.Profile {model}: {len(self.nodes)} nodes x {self.num_runs} runs, "
+            f"timer {self.meta.get('timer', '?')}, median run {med:.3f} ms>"
+        )
+
+    # ------------------------------------------------------------ delegations
+    # The README's conveniences. Each is one call into the layer that does the work (tables
+    # and roll-ups here in core; text, notebook HTML and traces in views; files in io). The
+    # imports of views and io below are the only ones in core that climb: they are lazy, and
+    # listed as the exceptions of the import-linter contract in pyproject.toml.
+
+    def by_rank(self) -> pd.DataFrame:
+        """One row per (node, rank); see :func:`fxprof.core.ranks.by_rank`."""
+        from .ranks import by_rank
+
+        return by_rank(self)
+
     def group_by(self, key: str = "op", depth: int = 1) -> pd.DataFrame:
-        """Roll node times up by ``key``; see :func:`fxprof.rollup.group_by`. ``"rank"`` gives
-        one row per ``torch.distributed`` rank (:func:`fxprof.distributed.rank_table`)."""
+        """Roll node times up by ``key``; see :func:`fxprof.core.rollup.group_by`. ``"rank"`` gives
+        one row per ``torch.distributed`` rank (:func:`fxprof.core.ranks.rank_table`)."""
         if key == "rank":
             from .ranks import rank_table
 
@@ -370,7 +418,6 @@ class Profile:
 
         return group_by(self.df, key, depth=depth)
 
-    # ----------------------------------------------------------------- rendering
     def summary(
         self,
         sort: str | None = "pct",
@@ -399,29 +446,17 @@ class Profile:
             width: fit the table to this many characters (long names shortened, then the
                 least important columns dropped, with a note); None: no limit.
         """
+        from ..views.options import ViewOptions
         from ..views.text import render_summary
 
-        return render_summary(self, sort=sort, top=top, columns=columns, group_by=group_by, depth=depth,
-                              ascending=ascending, width=width)
-
-    def __str__(self) -> str:
-        return self.summary()
+        return render_summary(self, ViewOptions.of(sort, top, columns, group_by, depth, ascending, width))
 
     def _repr_html_(self) -> str:
-        """Jupyter's rich display: the header and the top nodes, shares as bars (see :mod:`fxprof.html`)."""
+        """Jupyter's rich display: the header and the top nodes, shares as bars (see :mod:`fxprof.views.notebook`)."""
         from ..views.notebook import render_html
 
         return render_html(self)
 
-    def __repr__(self) -> str:
-        model = self.meta.get("model", "model")
-        med = float(np.median(self.total_ms)) if self.num_runs else math.nan
-        return (
-            f"<fxprof.Profile {model}: {len(self.nodes)} nodes x {self.num_runs} runs, "
-            f"timer {self.meta.get('timer', '?')}, median run {med:.3f} ms>"
-        )
-
-    # ------------------------------------------------------------------- export
     def to_csv(self, path: str | os.PathLike) -> None:
         """Write the per-node table (:attr:`df`) to ``path`` atomically.
 
@@ -438,7 +473,7 @@ class Profile:
 
         Open it in https://ui.perfetto.dev or chrome://tracing. Timestamps are on the clock
         and epoch of torch.profiler's traces, so the two can be merged
-        (:func:`fxprof.export.merge_chrome_traces`). Each span's args hold the node's kind,
+        (:func:`fxprof.views.trace.merge_chrome_traces`). Each span's args hold the node's kind,
         scope, shapes and FLOPs. With the CUDA timers there is a host track and a device
         track. ``runs``: ``"representative"`` (default: the fastest, the median and the
         slowest run by ``total_ms``), ``"all"``, ``"median"``, ``"first:N"``, ``"last:N"``,
@@ -478,16 +513,6 @@ def sort_table(table: pd.DataFrame, sort: str | None, ascending: bool = False, w
         table = table.copy()
         table["cum_pct"] = table["pct"].cumsum()
     return table
-
-
-def _shares(table: pd.DataFrame) -> pd.Series:
-    """Percent of the summed median node times (robust: one slow sample barely moves a median);
-    of the summed means when every median is 0. NaN (nodes that never ran) count as 0."""
-    for col in ("median_ms", "mean_ms"):
-        total = float(table[col].sum())  # NaN (nodes that never ran) are skipped
-        if total > 0:
-            return (table[col] / total * 100.0).fillna(0.0)
-    return pd.Series(0.0, index=table.index)
 
 
 def _with_columns(frame: pd.DataFrame, columns: Sequence[str], required: Sequence[str]) -> pd.DataFrame:

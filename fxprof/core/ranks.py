@@ -33,15 +33,15 @@ runs. Medians, and most runs, so that a few runs disturbed by something else nam
 from __future__ import annotations
 
 import datetime as _dt
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
 
 from .nodes import NodeInfo
-
-if TYPE_CHECKING:
-    from .profile import Profile
+from .profile import RUN_COLUMNS, SAMPLE_COLUMNS, Profile
+from .rankstats import COLLECTIVE_KINDS, RANK_TABLE_COLUMNS, _plumbing, comm_labels, is_communication, rank_spread, rank_stats
+from .stats import shares
 
 __all__ = [
     "merge",
@@ -52,6 +52,7 @@ __all__ = [
     "rank_spread",
     "is_communication",
     "COLLECTIVE_KINDS",
+    "comm_labels",
     "STRAGGLER_MARGIN",
     "STRAGGLER_RUNS",
     "RANK_TABLE_COLUMNS",
@@ -63,28 +64,18 @@ STRAGGLER_MARGIN = 0.10
 #: ... and it was the busiest rank in at least this fraction of the runs
 STRAGGLER_RUNS = 0.75
 
-#: per-node columns a profile with ranks adds to :attr:`Profile.df`, with their dtypes
-RANK_TABLE_COLUMNS: dict[str, str] = {"rank_min_ms": "float64", "rank_max_ms": "float64", "slowest_rank": "Int64"}
-
-#: ``kind`` values of collective operations, in every spelling the captures produce: the
-#: functional collectives of dynamo/export graphs (``all_reduce`` then ``wait_tensor``), the
-#: in-place ``torch.distributed`` calls, and point-to-point operations
-COLLECTIVE_KINDS = frozenset({
-    "all_reduce", "all_reduce_coalesced", "all_gather", "all_gather_into_tensor",
-    "all_gather_into_tensor_coalesced", "all_gather_object", "reduce_scatter", "reduce_scatter_tensor",
-    "reduce_scatter_tensor_coalesced", "all_to_all", "all_to_all_single", "broadcast", "reduce",
-    "gather", "scatter", "barrier", "send", "recv", "isend", "irecv", "batch_isend_irecv",
-    "wait_tensor", "wait", "_wrap_tensor_autograd",
-})
-#: targets (as :class:`~fxprof.nodes.NodeInfo` spells them) of collective operations
-_COLLECTIVE_PREFIXES = (
-    "torch.ops._c10d_functional.", "torch.ops.c10d_functional.", "torch.ops._c10d_functional_autograd.",
-    "torch.ops.c10d.", "torch.distributed.",
+#: why ``mode="isolated"`` is refused under a process group (a deliberate limit): an isolated
+#: profile has no runs, and runs are what carry a rank through :func:`gather`
+ISOLATED_UNDER_RANKS = (
+    "mode='isolated' cannot be used under torch.distributed (torchrun): it re-runs each node on its own, "
+    "so it has no timed runs, and the gathered profile keeps each rank's samples by its runs; every rank "
+    "refuses it before running. Use mode='timed' (--mode timed) under torchrun, or profile one process "
+    "without torchrun for isolated times"
 )
 
 
 # ------------------------------------------------------------------------ building
-def _anatomy_records(profile: "Profile") -> dict[str, dict[str, Any]]:
+def _anatomy_records(profile: Profile) -> dict[str, dict[str, Any]]:
     frame = profile.anatomy
     return {
         node: {col: value for col, value in row.items() if not (value is pd.NA or (isinstance(value, float) and np.isnan(value)))}
@@ -92,35 +83,31 @@ def _anatomy_records(profile: "Profile") -> dict[str, dict[str, Any]]:
     }
 
 
-def with_ranks(profile: "Profile", run_ranks: Sequence[int], barrier_ms: Sequence[float | None] | None = None,
-               rank_runs: Sequence[int] | None = None) -> "Profile":
+def with_ranks(profile: Profile, run_ranks: Sequence[int], barrier_ms: Sequence[float | None] | None = None,
+               rank_runs: Sequence[int] | None = None) -> Profile:
     """A copy of ``profile`` whose runs carry a ``rank``, the rank's own run number ``rank_run``
     (default: the run number) and ``barrier_ms``; samples get their rank through their run."""
-    from .profile import RUN_COLUMNS, Profile
-
     runs = profile.runs[list(RUN_COLUMNS)].copy()
     runs["rank"] = np.asarray(run_ranks, dtype=np.int64)
     runs["rank_run"] = np.asarray(rank_runs if rank_runs is not None else runs["run"], dtype=np.int64)
     waits = [np.nan if v is None else float(v) for v in (barrier_ms if barrier_ms is not None else [None] * len(runs))]
     runs["barrier_ms"] = np.asarray(waits, dtype=np.float64)
-    return Profile(profile.nodes, profile._columns, runs, profile.meta, _anatomy_records(profile))
+    return Profile(profile.nodes, profile.columns, runs, profile.meta, _anatomy_records(profile))
 
 
-def profile_parts(profile: "Profile") -> tuple[list[NodeInfo], pd.DataFrame, pd.DataFrame, dict[str, Any], dict[str, dict[str, Any]]]:
+def profile_parts(profile: Profile) -> tuple[list[NodeInfo], pd.DataFrame, pd.DataFrame, dict[str, Any], dict[str, dict[str, Any]]]:
     """What :func:`gather` sends of one rank's profile: ``(nodes, samples, runs, meta, anatomy)``."""
-    from .profile import RUN_COLUMNS, SAMPLE_COLUMNS
-
     runs = profile.runs
     return (list(profile.nodes), profile.samples[list(SAMPLE_COLUMNS)], runs[[*RUN_COLUMNS, *(c for c in ("rank", "rank_run", "barrier_ms") if c in runs.columns)]],
             dict(profile.meta), _anatomy_records(profile))
 
 
-def merge(parts: Sequence[tuple[list[NodeInfo], pd.DataFrame, pd.DataFrame, dict[str, Any], dict[str, dict[str, Any]]]]) -> "Profile":
+def merge(parts: Sequence[tuple[list[NodeInfo], pd.DataFrame, pd.DataFrame, dict[str, Any], dict[str, dict[str, Any]]]]) -> Profile:
     """One profile from each rank's ``(nodes, samples, runs, meta, anatomy)``, in rank order.
     Runs are renumbered so that every (rank, run) has its own run number; ``rank_run`` keeps the
     rank's own."""
-    from .profile import Profile
-
+    if any(p[3].get("mode") == "isolated" for p in parts):
+        raise ValueError(ISOLATED_UNDER_RANKS)
     same_graph = all([n for n in p[0]] == [n for n in parts[0][0]] for p in parts)
     nodes: list[NodeInfo] = []
     samples, runs = [], []
@@ -172,19 +159,7 @@ def _merged_meta(metas: Sequence[dict[str, Any]], same_graph: bool) -> dict[str,
     return base
 
 
-# ------------------------------------------------------------------------- analysis
-def is_communication(table: pd.DataFrame) -> pd.Series:
-    """Which rows of a per-node table are collective operations (by ``kind`` or ``target``)."""
-    by_kind = table["kind"].isin(COLLECTIVE_KINDS)
-    by_target = table["target"].astype(str).str.startswith(_COLLECTIVE_PREFIXES)
-    return by_kind | by_target
-
-
-def _plumbing(table: pd.DataFrame) -> pd.Series:
-    return table["op"].isin(["placeholder", "get_attr", "output"]) | (table["kind"] == "guards_fn")
-
-
-def node_frame(profile: "Profile") -> pd.DataFrame:
+def node_frame(profile: Profile) -> pd.DataFrame:
     """The profile's nodes as a DataFrame (index ``node``) with ``op``, ``kind``, ``target``, ``scope``."""
     return pd.DataFrame(
         {"op": [n.op for n in profile.nodes], "kind": [n.kind for n in profile.nodes],
@@ -193,36 +168,7 @@ def node_frame(profile: "Profile") -> pd.DataFrame:
     )
 
 
-def _rank_stats(profile: "Profile", runs: Sequence[int] | None) -> dict[int, pd.DataFrame]:
-    """Per rank: the per-node statistics (:meth:`SampleColumns.node_stats`'s columns) over that
-    rank's runs among ``runs`` (None: all): the same values, the same rules (calls within a
-    run summed, outlier runs left out) as the profile's own table."""
-    table = profile.runs
-    if "rank" not in table.columns:
-        table = table.assign(rank=int(profile.meta.get("rank", 0)))
-    kept = None if runs is None else set(int(r) for r in runs)
-    out: dict[int, pd.DataFrame] = {}
-    for rank, rows in table.groupby("rank", observed=True)["run"]:
-        chosen = tuple(int(r) for r in rows if kept is None or int(r) in kept)
-        out[int(rank)] = profile._columns._compute_stats(chosen)  # not cached: the profile's own key stays
-    return out
-
-
-def rank_spread(profile: "Profile", runs: Sequence[int] | None = None) -> pd.DataFrame:
-    """Per node: the smallest and largest per-rank median time and the rank with the largest
-    (index ``node``; columns :data:`RANK_TABLE_COLUMNS`); ``<NA>`` for a node with no time."""
-    medians = pd.DataFrame({rank: stats["median_ms"] for rank, stats in _rank_stats(profile, runs).items()})
-    timed = medians.notna().any(axis=1)
-    slowest = pd.Series(pd.NA, index=medians.index, dtype="Int64")
-    if timed.any():
-        slowest[timed] = medians[timed].idxmax(axis=1).astype("int64")
-    out = pd.DataFrame({"rank_min_ms": medians.min(axis=1), "rank_max_ms": medians.max(axis=1), "slowest_rank": slowest},
-                       index=medians.index)
-    out.index.name = "node"
-    return out
-
-
-def by_rank(profile: "Profile") -> pd.DataFrame:
+def by_rank(profile: Profile) -> pd.DataFrame:
     """One row per (node, rank), graph order then rank order, over the runs the profile's
     statistics use (outlier runs left out unless kept).
 
@@ -232,12 +178,10 @@ def by_rank(profile: "Profile") -> pd.DataFrame:
     median node time, as ``df``'s ``pct``) and ``vs_median`` (the rank's median over the
     median of the ranks' medians for that node: 1.0 is a typical rank).
     """
-    from .profile import _shares
-
     parts = []
-    for rank, stats in _rank_stats(profile, profile._kept_runs()).items():
+    for rank, stats in rank_stats(profile, profile.kept_runs()).items():
         stats = stats[["calls", "mean_ms", "median_ms", "min_ms", "max_ms", "host_mean_ms"]].copy()
-        stats["pct"] = _shares(stats)
+        stats["pct"] = shares(stats)
         parts.append(stats.assign(rank=rank).set_index("rank", append=True))
     stats = pd.concat(parts)
     typical = stats.groupby(level="node", observed=True)["median_ms"].transform("median")
@@ -252,7 +196,7 @@ def by_rank(profile: "Profile") -> pd.DataFrame:
     return stats.set_index(["node", "rank"])[columns]
 
 
-def _per_run(profile: "Profile") -> pd.DataFrame:
+def _per_run(profile: Profile) -> pd.DataFrame:
     """Per (rank, run): summed computation, communication and plumbing node time, the run's
     time (``run_ms``; NaN in isolated mode) and ``busy_ms`` (the run's time minus communication)."""
     samples = profile.samples
@@ -282,7 +226,7 @@ def _per_run(profile: "Profile") -> pd.DataFrame:
     return table
 
 
-def rank_table(profile: "Profile") -> pd.DataFrame:
+def rank_table(profile: Profile) -> pd.DataFrame:
     """One row per rank (index ``rank``), for ``group_by("rank")``.
 
     Columns (times are medians over the rank's runs, in ms): ``runs``, ``run_ms`` (whole run),
@@ -320,14 +264,26 @@ def rank_table(profile: "Profile") -> pd.DataFrame:
     return out
 
 
-def straggler(profile: "Profile") -> dict[str, Any] | None:
+def rank_inputs(meta: dict[str, Any]) -> dict[int, list[str]]:
+    """Each rank's inputs when the ranks of a gathered profile were given different inputs
+    (shapes, dtypes), else ``{}``."""
+    per_rank = meta.get("per_rank") or []
+    if not any("inputs" in m for m in per_rank):
+        return {}
+    found = {int(m.get("rank", i)): list(m.get("inputs") or []) for i, m in enumerate(per_rank)}
+    return found if len({tuple(v) for v in found.values()}) > 1 else {}
+
+
+def straggler(profile: Profile) -> dict[str, Any] | None:
     """The rank that holds the others up, by the rule in this module's docstring, or None.
+    None as well when the ranks were given different inputs (:func:`rank_inputs`): their busy
+    times are then not of the same work, and a rank with a larger batch is no straggler.
 
     Returns ``{"rank", "busy_ms", "others_ms", "ratio", "slowest_runs", "runs"}``: the rank's
     median busy time per run, the median of the other ranks' medians, their ratio, and in how
     many of the runs (that every rank completed) it was the busiest rank.
     """
-    if len(profile.ranks) < 2 or profile.runs.empty:
+    if len(profile.ranks) < 2 or profile.runs.empty or rank_inputs(profile.meta):
         return None
     per_run = _per_run(profile)["busy_ms"].unstack("rank").dropna()
     if per_run.empty:
@@ -345,7 +301,7 @@ def straggler(profile: "Profile") -> dict[str, Any] | None:
             "slowest_runs": slowest_runs, "runs": len(per_run)}
 
 
-def barrier_skew(profile: "Profile") -> dict[str, float] | None:
+def barrier_skew(profile: Profile) -> dict[str, float] | None:
     """How far apart the ranks reached the barrier before each run: per run, the largest minus
     the smallest wait over the ranks; returns its median and maximum (ms), or None."""
     runs = profile.runs
@@ -358,10 +314,8 @@ def barrier_skew(profile: "Profile") -> dict[str, float] | None:
     return {"median_ms": float(skew.median()), "max_ms": float(skew.max())}
 
 
-def rank_profile(profile: "Profile", rank: int) -> "Profile":
+def rank_profile(profile: Profile, rank: int) -> Profile:
     """One rank's samples and runs of a gathered profile, as a plain (rank-less) profile."""
-    from .profile import RUN_COLUMNS, SAMPLE_COLUMNS, Profile
-
     runs = profile.runs
     runs = runs[runs["rank"] == rank]
     samples = profile.samples
@@ -369,7 +323,3 @@ def rank_profile(profile: "Profile", rank: int) -> "Profile":
     return Profile(profile.nodes, samples, runs[list(RUN_COLUMNS)], {**profile.meta, "rank": rank}, _anatomy_records(profile))
 
 
-def comm_labels(table: pd.DataFrame) -> pd.Series:
-    """``communication``, ``computation`` or ``(graph)`` (plumbing) per row of a per-node table."""
-    labels = pd.Series(np.where(is_communication(table), "communication", "computation"), index=table.index, dtype=str)
-    return labels.mask(_plumbing(table), "(graph)")

@@ -8,7 +8,7 @@ from ..vocab import GROUP_KEYS, PHASES
 
 __all__ = ["group_by", "GROUP_KEYS", "ROOT", "scope_at_depth"]
 
-#: the phases of a training step (fxprof.training), in the order they run
+#: the phases of a training step (fxprof.measure.training), in the order they run
 #: the label of nodes that sit at the model's root (no enclosing module) in scope roll-ups
 ROOT = "(root)"
 #: the label of graph plumbing: inputs (under dynamo these include the lifted parameters),
@@ -41,8 +41,8 @@ def _labels(table: pd.DataFrame, key: str, depth: int) -> pd.Series:
         return table["graph"].where(table["graph"] != "", "(single graph)")
     if key == "phase":
         return _phases(table)
-    if key == "comm":  # collectives vs the rest (fxprof.distributed)
-        from .ranks import comm_labels
+    if key == "comm":  # collectives vs the rest (fxprof.core.ranks)
+        from .rankstats import comm_labels
 
         return comm_labels(table)
     if key == "scope":
@@ -86,7 +86,7 @@ def group_by(table: pd.DataFrame, key: str = "op", depth: int = 1) -> pd.DataFra
         ``"range"``: the innermost ``record_function`` label; ``(no range)`` outside ranges.
         ``"graph"``: the captured graph (``g0``, ``g1``... with ``capture="dynamo"``).
         ``"phase"``: the part of a training step: ``forward``, ``loss``, ``backward``,
-            ``optimizer`` (see :mod:`fxprof.training`).
+            ``optimizer`` (see :mod:`fxprof.measure.training`).
         ``"scope"``: the module path cut to ``depth`` parts (depth 1: ``layer1``; depth 2:
             ``layer1.0``). A module's group includes the functional nodes inside it (a
             BasicBlock's residual ``add`` counts to its block); nodes at the root are ``(root)``.
@@ -94,7 +94,7 @@ def group_by(table: pd.DataFrame, key: str = "op", depth: int = 1) -> pd.DataFra
             carry the parameters) is ``(graph)`` in scope and module-type roll-ups, so that a
             module's node count is the same whichever capture made the graph.
         ``"comm"``: ``communication`` (collective operations: ``all_reduce``, ``wait_tensor``...,
-            see :func:`fxprof.distributed.is_communication`), ``computation`` (the rest) and
+            see :func:`fxprof.core.ranks.is_communication`), ``computation`` (the rest) and
             ``(graph)`` (plumbing).
 
     Returns:

@@ -20,9 +20,11 @@ __all__ = ["parse_runs", "select_runs", "run_labels", "NAMED"]
 NAMED = ("representative", "all", "median")
 
 
-def parse_runs(spec: Any) -> tuple:
+def parse_runs(spec: Any, limit: int | None = None) -> tuple:
     """A run selection, checked: ``("representative",)``, ``("all",)``, ``("median",)``, ``("first", n)``, ``("last", n)``
-    or ``("list", (i, j, ...))``. Takes a text spec, an int, or an iterable of ints.
+    or ``("list", (i, j, ...))``. Takes a text spec, an int, or an iterable of ints. With
+    ``limit`` (the number of runs), a run number ``>= limit`` is refused before a range is
+    expanded: ``0-99999999999`` costs nothing.
 
     Raises ValueError saying what is accepted."""
     if spec is None:
@@ -30,9 +32,9 @@ def parse_runs(spec: Any) -> tuple:
     if isinstance(spec, bool):
         raise ValueError(f"runs must be a spec or run indices, not {spec!r}")
     if isinstance(spec, int):
-        return _indices([spec])
+        return _indices([spec], limit)
     if not isinstance(spec, str):
-        return _indices(list(spec))
+        return _indices(list(spec), limit)
     text = spec.strip().lower()
     if text in NAMED:
         return (text,)
@@ -49,15 +51,19 @@ def parse_runs(spec: Any) -> tuple:
         a, b = int(lo), int(hi) if dash else int(lo)
         if b < a:
             raise ValueError(f"the range {part.strip()} runs backwards; write {b}-{a}")
+        if limit is not None and b >= limit:
+            raise ValueError(f"run {b} is past the last run: {limit} run(s) make runs 0 to {limit - 1}")
         indices.extend(range(a, b + 1))
-    return _indices(indices)
+    return _indices(indices, limit)
 
 
-def _indices(values: Iterable[Any]) -> tuple:
+def _indices(values: Iterable[Any], limit: int | None = None) -> tuple:
     out = []
     for v in values:
         if isinstance(v, bool) or not isinstance(v, int) or v < 0:
             raise ValueError(f"run indices are integers >= 0, got {v!r}")
+        if limit is not None and v >= limit:
+            raise ValueError(f"run {v} is past the last run: {limit} run(s) make runs 0 to {limit - 1}")
         out.append(v)
     if not out:
         raise ValueError("no runs chosen")

@@ -19,10 +19,13 @@ scipy is imported on first use, so ``import fxprof`` works where it is missing.
 
 from __future__ import annotations
 
+import functools
+
 import inspect
 from typing import Any, Sequence
 
 import numpy as np
+import pandas as pd
 
 __all__ = [
     "OUTLIER_FENCE_IQR",
@@ -121,6 +124,19 @@ def _finite(values: Any) -> np.ndarray:
     return array if finite.all() else array[finite]
 
 
+@functools.lru_cache(maxsize=256)
+def smallest_p_value(n_a: int, n_b: int) -> float:
+    """The smallest two-sided Mann-Whitney U p-value that samples of sizes ``n_a`` and ``n_b``
+    can give at all (every value of one side above every value of the other, no ties): with 3
+    samples a side it is 0.1, so no change of any size can reach a 0.05 level."""
+    from scipy.stats import mannwhitneyu
+
+    if n_a < 2 or n_b < 2:
+        return float("nan")
+    return float(mannwhitneyu(np.arange(n_a, dtype=np.float64), np.arange(n_a, n_a + n_b, dtype=np.float64),
+                              alternative="two-sided").pvalue)
+
+
 def ratio_interval(a: Sequence[float], b: Sequence[float], confidence: float = 0.95,
                    resamples: int = 2000, seed: int = 0) -> tuple[float, float, float]:
     """``median(b) / median(a)`` and its percentile-bootstrap confidence interval.
@@ -153,3 +169,13 @@ def _seed(seed: int) -> dict[str, Any]:
 
     name = "rng" if "rng" in inspect.signature(bootstrap).parameters else "random_state"
     return {name: np.random.default_rng(seed)}
+
+
+def shares(table: pd.DataFrame) -> pd.Series:
+    """Percent of the summed median node times (robust: one slow sample barely moves a median);
+    of the summed means when every median is 0. NaN (nodes that never ran) count as 0."""
+    for col in ("median_ms", "mean_ms"):
+        total = float(table[col].sum())  # NaN (nodes that never ran) are skipped
+        if total > 0:
+            return (table[col] / total * 100.0).fillna(0.0)
+    return pd.Series(0.0, index=table.index)

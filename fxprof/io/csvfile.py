@@ -25,7 +25,7 @@ def read_csv(path: str | os.PathLike) -> pd.DataFrame:
     Returns the same index (``node``), columns and dtypes the profile's :attr:`~Profile.df`
     has. Raises :class:`~fxprof.errors.ProfileFormatError` for a file that is not such a table,
     or whose values no profile can hold (negative or infinite times, fractional counts, a
-    node listed twice); see :func:`fxprof.validate.parse_table`.
+    node listed twice); see :func:`fxprof.io.validate.parse_table`.
     """
     path = os.fspath(path)
     try:  # every cell as text: numbers are parsed and checked one by one (exact round trip)
@@ -37,6 +37,12 @@ def read_csv(path: str | os.PathLike) -> pd.DataFrame:
     for col, default in (("phase", "forward"), ("forward_node", "")):  # tables from before training steps
         if col not in table.columns:
             table[col] = default
+    if "scope_source" not in table.columns:  # tables from before inferred scopes: the source was not recorded
+        table["scope_source"] = ""
+    if "calls_per_run" not in table.columns and "calls" in table.columns:
+        # tables from before per-run statistics: every graph ran once a run, so a node that ran
+        # was called once a run (0.0 for one that never ran, as Profile.df has it)
+        table["calls_per_run"] = ["0.0" if cell.strip() in ("0", "+0", "-0") else "1.0" for cell in table["calls"]]
     expected = ["node", *TABLE_COLUMNS]
     missing = [c for c in expected if c not in table.columns]
     if missing:
@@ -45,7 +51,7 @@ def read_csv(path: str | os.PathLike) -> pd.DataFrame:
             f"{path!r} is not an fxprof per-node CSV: it lacks the column(s) {listed}. "
             f"Such tables are written by Profile.to_csv() or 'fxprof profile --csv'."
         )
-    from ..core.ranks import RANK_TABLE_COLUMNS  # a gathered profile's per-rank columns, when there
+    from ..core.rankstats import RANK_TABLE_COLUMNS  # a gathered profile's per-rank columns, when there
 
     ranked = {c: kind for c, kind in RANK_TABLE_COLUMNS.items() if c in table.columns}
     return parse_table(table, {**COLUMNS, **ranked}, repr(path))[[*TABLE_COLUMNS, *ranked]]

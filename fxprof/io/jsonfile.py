@@ -46,8 +46,8 @@ _SAMPLE_TIMES = ("time_ms", "host_ms", "start_ms", "host_start_ms")
 
 # ------------------------------------------------------------------------- JSON
 def _profile_to_dict(profile: "Profile") -> dict[str, Any]:
-    columns: SampleColumns = profile._columns
-    runs = profile.runs
+    columns: SampleColumns = profile.columns
+    runs = profile.stored_runs
     header = encode_header(profile)
     samples: dict[str, np.ndarray] = {"node": columns.node, "run": columns.run}
     samples.update({col: getattr(columns, col) for col in _SAMPLE_TIMES})
@@ -84,8 +84,8 @@ def _floats(values: list[Any]) -> list[float]:
 def load_json(path: str | os.PathLike) -> "Profile":
     """Load a profile saved as JSON by :meth:`Profile.save`.
 
-    A JSON file is checked against the published schema (:data:`fxprof.validate.SCHEMA`) and
-    the built profile by :func:`fxprof.validate.check_profile`; anything malformed is a
+    A JSON file is checked against the published schema (:data:`fxprof.io.validate.SCHEMA`) and
+    the built profile by :func:`fxprof.io.validate.check_profile`; anything malformed is a
     :class:`~fxprof.errors.ProfileFormatError` saying what and where.
     """
     from ..core.profile import Profile

@@ -55,7 +55,7 @@ _RANK_ARRAYS = {"rank": np.int64, "rank_run": np.int64, "barrier_ms": np.float64
 
 def save_npz(profile: "Profile", path: str | os.PathLike) -> None:
     """Write ``profile`` as binary columns plus a JSON header, atomically."""
-    columns: SampleColumns = profile._columns
+    columns: SampleColumns = profile.columns
     runs = profile.runs
     header = {"format": NPZ_FORMAT_NAME, "version": NPZ_FORMAT_VERSION, **encode_header(profile),
               "samples": len(columns), "runs": len(runs)}
@@ -90,17 +90,38 @@ def load_npz(path: str | os.PathLike) -> "Profile":
     return profile
 
 
+#: a file may unpack to at most this many times its size on disk, plus _SLACK bytes. fxprof
+#: writes its members uncompressed (ratio 1); re-compressing one gives under 2x (the time
+#: columns hardly compress); a zip bomb is 100x to 1000x.
+_MAX_RATIO = 20
+_SLACK = 16 * 2**20
+
+
 def _read(path: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """The header and every array of the file, checked only for being readable."""
+    """The header and the known arrays of the file. Nothing large is read before it is known to
+    fit: the members' declared sizes against the file's size, the header against the schema,
+    and each column's declared shape and dtype (its ``.npy`` header) against the header's counts
+    and against the member's size. Unknown members are never read."""
+    from .validate import check_npz_header, parse_json
+
+    source = repr(path)
     try:
         with zipfile.ZipFile(path) as archive:
-            names = set(archive.namelist())
-            if _HEADER not in names:
+            infos = {info.filename: info for info in archive.infolist()}
+            if _HEADER not in infos:
                 raise ProfileFormatError(
                     f"{path!r} is a zip but not a saved fxprof profile (no {_HEADER}). "
                     f"Save profiles with Profile.save('name.npz') or Profile.save('name.json')."
                 )
-            header = json.loads(archive.read(_HEADER).decode("utf-8"))
+            on_disk = os.path.getsize(path)
+            declared = sum(info.file_size for info in infos.values())
+            if declared > _SLACK + _MAX_RATIO * on_disk:
+                raise ProfileFormatError(
+                    f"{path!r} is not a profile fxprof reads: its {len(infos)} member(s) unpack to {declared:,} bytes from "
+                    f"{on_disk:,} on disk (more than {_MAX_RATIO}x; a zip bomb?). fxprof writes .npz members "
+                    f"uncompressed; re-save the profile with Profile.save('name.npz')."
+                )
+            header = parse_json(archive.read(_HEADER).decode("utf-8"), source)
             if not isinstance(header, dict) or header.get("format") != NPZ_FORMAT_NAME:
                 raise ProfileFormatError(f"{path!r} is not a saved fxprof profile (its {_HEADER} has no \"format\": \"{NPZ_FORMAT_NAME}\")")
             version = header.get("version")
@@ -109,18 +130,48 @@ def _read(path: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
                     f"{path!r} is a version {version!r} fxprof binary profile; this fxprof reads version "
                     f"{NPZ_FORMAT_VERSION}. Upgrade fxprof (or re-save the profile with this version)."
                 )
+            check_npz_header(header, source)
+            known = {**{f"samples/{col}": (kind, header["samples"]) for col, kind in _SAMPLE_ARRAYS.items()},
+                     **{f"runs/{col}": ("i" if col in ("run", "rank", "rank_run") else "f", header["runs"])
+                        for col in (*RUN_COLUMNS, *_RANK_ARRAYS)}}
             arrays = {}
-            for name in sorted(names - {_HEADER}):
-                if name.endswith(".npy"):
-                    with archive.open(name) as member:
-                        arrays[name[: -len(".npy")]] = np.lib.format.read_array(member, allow_pickle=False)
+            for name, (kind, length) in known.items():
+                info = infos.get(name + ".npy")
+                if info is None:
+                    continue
+                _check_member(archive, info, name, kind, length)
+                with archive.open(info) as member:
+                    arrays[name] = np.lib.format.read_array(member, allow_pickle=False)
     except ProfileFormatError:
         raise
-    except (zipfile.BadZipFile, json.JSONDecodeError, UnicodeDecodeError, ValueError, OSError, EOFError) as exc:
+    except (zipfile.BadZipFile, json.JSONDecodeError, UnicodeDecodeError, ValueError, OSError, EOFError, OverflowError) as exc:
         if isinstance(exc, (FileNotFoundError, IsADirectoryError, PermissionError)):
             raise
         raise ProfileFormatError(f"{path!r} is a damaged fxprof profile: {type(exc).__name__}: {exc}") from exc
     return header, arrays
+
+
+def _check_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, name: str, kind: str, length: int) -> None:
+    """A column's ``.npy`` header (read alone: a few hundred bytes) against what the profile's
+    header says it holds, and its data against the member's declared size; raises ValueError."""
+    fmt = np.lib.format
+    with archive.open(info) as member:
+        version = fmt.read_magic(member)
+        if version == (1, 0):
+            shape, fortran, dtype = fmt.read_array_header_1_0(member)
+        elif version == (2, 0):
+            shape, fortran, dtype = fmt.read_array_header_2_0(member)
+        else:
+            raise ValueError(f"the column {name} is an .npy of version {version}; fxprof reads versions 1.0 and 2.0")
+        offset = member.tell()
+    words = "integer" if kind == "i" else "float"
+    if dtype.hasobject or len(shape) != 1 or dtype.kind not in (kind, "u" if kind == "i" else kind) or dtype.itemsize > 8:
+        raise ValueError(f"the column {name} holds {dtype} of shape {shape}, not a 1-d {words} column")
+    if shape[0] != length:
+        raise ValueError(f"the column {name} has {shape[0]} values, the header says {length}")
+    if offset + length * dtype.itemsize != info.file_size:
+        raise ValueError(f"the column {name} declares {length} values of {dtype.itemsize} bytes, but its member holds "
+                         f"{info.file_size - offset} bytes of data")
 
 
 def _build(path: str, header: dict[str, Any], arrays: dict[str, np.ndarray]) -> "Profile":
@@ -146,7 +197,7 @@ def _build(path: str, header: dict[str, Any], arrays: dict[str, np.ndarray]) -> 
         return profile
     except ProfileFormatError:
         raise
-    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError) as exc:
         raise ProfileFormatError(f"{path!r} is a damaged fxprof profile: {type(exc).__name__}: {exc}") from exc
 
 

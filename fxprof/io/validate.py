@@ -31,7 +31,8 @@ from ..errors import ProfileFormatError
 if TYPE_CHECKING:
     from ..core.profile import Profile
 
-__all__ = ["SCHEMA", "SCHEMA_V1", "parse_json", "check_skeleton", "column_arrays", "check_document", "check_profile", "parse_table"]
+__all__ = ["SCHEMA", "SCHEMA_V1", "NPZ_HEADER_SCHEMA", "parse_json", "check_skeleton", "column_arrays", "check_document",
+           "check_npz_header", "check_profile", "parse_table"]
 
 _INT64_MAX = 2**63 - 1
 _NONNEG_INT = {"type": "integer", "minimum": 0, "maximum": _INT64_MAX}
@@ -295,6 +296,38 @@ def check_document(data: Any, source: str) -> None:
         raise _damaged(source, f"samples.node[{stray}]: {_show(data['samples']['node'][stray])} is not one of the names in nodes")
 
 
+#: what a binary (.npz) profile's ``header.json`` may hold: ``meta``, ``nodes`` and ``anatomy``
+#: exactly as the JSON format says; ``samples`` and ``runs`` are the columns' lengths
+NPZ_HEADER_SCHEMA: dict[str, Any] = {
+    "$schema": SCHEMA["$schema"],
+    "type": "object",
+    "required": ["format", "version", "nodes", "samples", "runs"],
+    "properties": {
+        **{k: SCHEMA["properties"][k] for k in ("meta", "nodes", "anatomy")},
+        "samples": {**_NONNEG_INT, "description": "the number of samples: the length of every samples/ column"},
+        "runs": {**_NONNEG_INT, "description": "the number of runs: the length of every runs/ column"},
+    },
+}
+
+
+def check_npz_header(header: Any, source: str) -> None:
+    """Check a binary profile's parsed ``header.json`` against :data:`NPZ_HEADER_SCHEMA`:
+    the same rules as the JSON format's ``meta``, ``nodes`` and ``anatomy`` (names unique and
+    not empty, strings where strings belong, sizes and FLOPs whole numbers >= 0 within int64),
+    and one anatomy value per node. ``format`` and ``version`` are checked by the caller."""
+    import jsonschema
+
+    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(NPZ_HEADER_SCHEMA).iter_errors(header))
+    if error is not None:
+        where = _path(["header", *error.absolute_path])
+        raise _damaged(source, f"{where}: {error.message}")
+    nodes = [n["name"] for n in header["nodes"]]
+    _check_unique(nodes, source)
+    for name, values in (header.get("anatomy") or {}).items():
+        if name in SCHEMA["properties"]["anatomy"]["properties"] and len(values) != len(nodes):
+            raise _damaged(source, f"header.anatomy.{name} has {len(values)} values for {len(nodes)} nodes")
+
+
 def _path(parts: Any) -> str:
     text = ""
     for part in parts:
@@ -365,13 +398,13 @@ def check_profile(profile: "Profile", source: str) -> None:
     error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(meta_schema).iter_errors(profile.meta))
     if error is not None:
         raise _damaged(source, f"{_path(['meta', *error.absolute_path])}: {error.message}")
-    columns = profile._columns  # the samples as arrays: no DataFrame of 10M rows just to check them
+    columns = profile.columns  # the samples as arrays: no DataFrame of 10M rows just to check them
 
     def sample_column(name: str) -> Any:
         return getattr(columns, name, None) if name in columns.__slots__ and name != "names" else None
 
     def run_column(name: str) -> Any:
-        return profile._runs[name].to_numpy(dtype=np.float64, na_value=np.nan) if name in profile._runs.columns else None
+        return profile.stored_runs[name].to_numpy(dtype=np.float64, na_value=np.nan) if name in profile.stored_runs.columns else None
 
     for group, column in (("samples", sample_column), ("runs", run_column)):
         for name, rule in SCHEMA["properties"][group]["properties"].items():
@@ -392,7 +425,7 @@ def check_profile(profile: "Profile", source: str) -> None:
     if runs and len(sample_runs) and sample_runs.max() >= runs:
         i = int(np.flatnonzero(sample_runs >= runs)[0])
         raise _damaged(source, f"samples.run[{i}] has run index {sample_runs[i]}, but the profile has {runs} runs (0 to {runs - 1})")
-    if runs and not np.array_equal(profile._runs["run"].to_numpy(), np.arange(runs)):
+    if runs and not np.array_equal(profile.stored_runs["run"].to_numpy(), np.arange(runs)):
         raise _damaged(source, "runs.run must be 0, 1, 2... in order (one entry per run)")
     known = {n.name for n in profile.nodes}
     present = np.flatnonzero(np.bincount(columns.node, minlength=len(columns.names)))  # codes with samples
@@ -414,6 +447,10 @@ def parse_table(raw: pd.DataFrame, columns: Mapping[str, str], source: str) -> p
     columns whole numbers within int64, and every node must appear once. Returns the table
     indexed by ``node`` with ``columns``' dtypes.
     """
+    empty = np.flatnonzero((raw["node"].str.strip() == "").to_numpy())
+    if len(empty):
+        raise ProfileFormatError(f"{source}: the node name on line {int(empty[0]) + 2} is empty; every row of a per-node "
+                                 f"table names its node (as a saved profile's nodes do)")
     duplicated = raw["node"][raw["node"].duplicated()]
     if len(duplicated):
         name = duplicated.iloc[0]

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import operator
 import os
 import re
 import sys
-import threading
 import traceback
 import warnings
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import torch
 from torch import fx, nn
@@ -36,6 +36,7 @@ from ..core.nodes import NodeInfo
 from .graph import describe_graph, normalize_scope
 from .state import preserved_buffers
 from ..vocab import CAPTURES
+from .dispatch import ActiveSession, GraphRunner, GraphSession
 from .tracer import trace
 
 __all__ = ["CAPTURES", "Capture", "capture_model", "explain_trace_failure"]
@@ -59,6 +60,9 @@ _PLAIN_WORDS = [
     ("co_varnames is too small",
      "the model's forward is wrapped (a decorator taking *args/**kwargs) in a way symbolic "
      "tracing cannot bind its inputs to"),
+    ("maximum recursion depth exceeded",
+     "the model nests modules (or calls) deeper than Python's recursion limit lets tracing follow; "
+     "raise it before profiling (sys.setrecursionlimit) or flatten the nesting"),
     ("symbolically trace a dynamo-optimized function",
      "the model holds a torch.compile'd submodule, which symbolic tracing cannot enter "
      "(leaf_modules=[its path] keeps it as one node, run compiled)"),
@@ -286,7 +290,7 @@ def _bind_inputs(gm: fx.GraphModule, args: tuple, kwargs: dict[str, Any]) -> tup
 
 
 # ------------------------------------------------------------------------ dynamo
-class _DynamoSession:
+class _DynamoSession(GraphSession):
     """What the shared backend dispatches to while one profile() runs.
 
     Dynamo compiles frames, not models: a graph of a block's ``forward`` (split by a graph
@@ -302,12 +306,9 @@ class _DynamoSession:
     """
 
     def __init__(self, model: nn.Module | None = None) -> None:
-        self.recorder: Recorder | None = None
-        self.make_pass: PassFn | None = None
-        self.records: dict[str, dict[str, Any]] = {}
+        super().__init__()
         self.labels: dict[int, str] = {}  # id(runner) -> g0, g1... in the order first run
         self.nodes: list[NodeInfo] = []
-        self.interpreters: dict[tuple[int, int], ProfilingInterpreter] = {}
         self.root = model
         self.paths = {id(m): p for p, m in model.named_modules()} if model is not None else {}
         self.calls: dict[int, int] = {}  # id(runner) -> calls so far in this model run
@@ -316,13 +317,13 @@ class _DynamoSession:
         self.prefixes: dict[tuple[int, int], str] = {}  # (id(runner), site) -> "g0@1"
         self.locating = True  # until the timed runs: the last untimed run's order is kept
 
-    def label(self, runner: "_GraphRunner") -> str:
+    def label(self, runner: "GraphRunner") -> str:
         key = id(runner)
         if key not in self.labels:
             self.labels[key] = f"g{len(self.labels)}"
         return self.labels[key]
 
-    def site(self, runner: "_GraphRunner") -> tuple[int, str]:
+    def site(self, runner: "GraphRunner") -> tuple[int, str]:
         """The site of this call of ``runner`` and its name prefix (``g0``, ``g0@1``)."""
         key = id(runner)
         k = self.calls.get(key, 0)
@@ -338,9 +339,9 @@ class _DynamoSession:
             site = sites[k]
         return site, self.prefixes[(key, site)]
 
-    def _locate(self, runner: "_GraphRunner") -> int:
+    def _locate(self, runner: "GraphRunner") -> int:
         label = self.label(runner)
-        frame = sys._getframe(3)  # _locate <- site <- run_graph <- _GraphRunner.__call__
+        frame = sys._getframe(4)  # _locate <- site <- place <- run_graph <- GraphRunner.__call__
         while frame is not None and _is_internal(frame.f_code.co_filename):
             frame = frame.f_back
         local_paths: dict[str, str] = {}
@@ -366,19 +367,12 @@ class _DynamoSession:
                                              resolve=_Resolver(self.root, local_paths), frame_scope=enclosing))
         return keys.index(place)
 
-    def run_graph(self, runner: "_GraphRunner", args: tuple) -> Any:
+    def place(self, runner: "GraphRunner") -> tuple[tuple[int, int], str]:
         site, prefix = self.site(runner)
-        if self.make_pass is not None:
-            out, records = self.make_pass(runner.gm, prefix, args)
-            _accumulate(self.records, records)
-            return out
-        if self.recorder is None:
-            return runner.gm(*args)
-        interp = self.interpreters.get((id(runner), site))
-        if interp is None or interp.recorder is not self.recorder:
-            interp = ProfilingInterpreter(runner.gm, recorder=self.recorder, prefix=f"{prefix}:")
-            self.interpreters[(id(runner), site)] = interp
-        return interp.run(*args)
+        return (id(runner), site), prefix
+
+    def add_records(self, records: dict[str, dict[str, Any]]) -> None:
+        _accumulate(self.records, records)  # a graph called several times a run: its calls add up
 
 
 _TORCH_PRIVATE = os.path.join(os.path.dirname(torch.__file__), "_")
@@ -444,27 +438,15 @@ def _accumulate(into: dict[str, dict[str, Any]], records: dict[str, dict[str, An
                 seen[col] = value
 
 
-_STATE = threading.local()
-
-
-class _GraphRunner:
-    """What the backend hands to dynamo for one graph: runs it plainly unless a session is on."""
-
-    def __init__(self, gm: fx.GraphModule):
-        self.gm = gm
-
-    def __call__(self, *args: Any) -> Any:
-        session = getattr(_STATE, "session", None)
-        if session is None:
-            return self.gm(*args)
-        return session.run_graph(self, args)
+#: the dynamo session this thread's graphs report to (see fxprof.measure.dispatch)
+_ACTIVE = ActiveSession(per_thread=True)
 
 
 def fxprof_backend(gm: fx.GraphModule, example_inputs: list) -> Callable[..., Any]:
     """The one torch.compile backend fxprof uses. Being a single object, the graphs dynamo
     compiled for it are reused by later profiles of the same model instead of piling up
     (dynamo stops compiling a function after a few recompiles and would then run it eagerly)."""
-    return _GraphRunner(gm)
+    return GraphRunner(gm, _ACTIVE)
 
 
 class DynamoCapture(Capture):
@@ -509,20 +491,14 @@ class DynamoCapture(Capture):
     def module(self) -> nn.Module:
         return self.model
 
-    @contextlib.contextmanager
-    def _active(self) -> Iterator[None]:
-        previous = getattr(_STATE, "session", None)
-        _STATE.session = self.session
-        try:
-            yield
-        finally:
-            _STATE.session = previous
+    def _active(self) -> contextlib.AbstractContextManager[None]:
+        return _ACTIVE.active(self.session)
 
     def run(self, recorder: Recorder, args: tuple, kwargs: dict) -> Any:
         self.session.recorder, self.session.make_pass = recorder, None
         self.session.calls.clear()
         with self._active(), recorder.run():
-            out = self.compiled(*args, **kwargs)
+            out = self._call(args, kwargs)
         if not self.session.labels:
             raise TraceError(
                 "capture='dynamo' captured no graph: torch.compile ran the whole model as plain "
@@ -532,18 +508,39 @@ class DynamoCapture(Capture):
         return out
 
     def run_pass(self, make_pass: PassFn, args: tuple, kwargs: dict) -> dict[str, dict[str, Any]]:
-        self.session.make_pass, self.session.records = make_pass, {}
         self.session.calls.clear()
+        with self.session.collecting(make_pass) as records, self._active():
+            self._call(args, kwargs)
+        return records
+
+    def _call(self, args: tuple, kwargs: dict) -> Any:
         try:
-            with self._active():
-                self.compiled(*args, **kwargs)
-        finally:
-            self.session.make_pass = None
-        return self.session.records
+            return self.compiled(*args, **kwargs)
+        except Exception as exc:
+            if not _recursion_in(exc):
+                raise
+            depth = max((len(path.split(".")) for path, _ in self.model.named_modules() if path), default=0)
+            raise TraceError(
+                f"capture='dynamo' ran past Python's recursion limit ({sys.getrecursionlimit()}) on "
+                f"{type(self.model).__name__}, whose modules nest {depth} deep: dynamo follows each level "
+                f"by recursion. Raise the limit before profiling (sys.setrecursionlimit({max(20000, depth * 100)}); "
+                f"from the command line: python -c \"import sys; sys.setrecursionlimit({max(20000, depth * 100)}); "
+                f"from fxprof.cli import main; sys.exit(main())\" profile ...), or flatten the nesting"
+            ) from exc
 
     def close(self) -> None:
-        self.session.interpreters.clear()
-        self.session.recorder = None
+        self.session.close()
+
+
+def _recursion_in(exc: BaseException) -> bool:
+    """A RecursionError in ``exc``'s chain (dynamo wraps it in InternalTorchDynamoError)."""
+    seen = 0
+    current: BaseException | None = exc
+    while current is not None and seen < 50:
+        if isinstance(current, RecursionError) or "maximum recursion depth exceeded" in str(current)[:2000]:
+            return True
+        current, seen = current.__cause__ or current.__context__, seen + 1
+    return False
 
 
 # ------------------------------------------------------------------------- entry
@@ -607,14 +604,25 @@ def _nested_compile_notes(model: nn.Module, captured: Capture) -> dict[str, Any]
 def _capture(model: nn.Module, args: tuple, kwargs: dict, capture: str, concrete_args: Any, leaf_modules: Any, trace_into: Any = ()) -> Capture:
     if isinstance(model, fx.GraphModule) and capture in ("auto", "symbolic"):
         return GraphCapture(model, "graphmodule", "a GraphModule was given: used as is")
+    specialised: set[str] = set()
+    if capture in ("symbolic", "auto"):
+        omitted = _omitted_defaults(model, args, kwargs)
+        specialised = set(omitted) - set(concrete_args or {})
+        concrete_args = {**omitted, **(concrete_args or {})} or None
     if capture == "symbolic":
-        return _symbolic(model, concrete_args, leaf_modules, trace_into=trace_into)
+        return _symbolic(model, concrete_args, leaf_modules, trace_into=trace_into, specialised=specialised)
     if capture == "export":
         return _export(model, args, kwargs)
     if capture == "dynamo":
         return DynamoCapture(model, "asked for")
     try:
-        return _symbolic(model, concrete_args, leaf_modules, reason="symbolic tracing succeeded", trace_into=trace_into)
+        traced = _symbolic(model, concrete_args, leaf_modules, reason="symbolic tracing succeeded", trace_into=trace_into,
+                           specialised=specialised, warn_hooks=False)
+        hooks = hooks_symbolic_tracing_loses(model, traced.gm)
+        if hooks:
+            return DynamoCapture(model, f"symbolic tracing would lose {'; '.join(hooks)} (it calls forward directly); "
+                                        f"used dynamo, which runs them")
+        return traced
     except TraceError as exc:
         cause = explain_trace_failure(exc.__cause__ or exc) or _first_line(exc.__cause__ or exc)
         where = where_tracing_stopped(exc.__cause__ or exc) or _forward_location(model)
@@ -622,12 +630,79 @@ def _capture(model: nn.Module, args: tuple, kwargs: dict, capture: str, concrete
         return DynamoCapture(model, f"symbolic tracing failed{at} ({cause}); fell back to dynamo")
 
 
+def _omitted_defaults(model: nn.Module, args: tuple, kwargs: dict) -> dict[str, Any]:
+    """The ``forward`` parameters the inputs leave out, at their (non-tensor) defaults, for
+    ``concrete_args``: the run uses exactly those values. Left symbolic, a ``mask=None`` would
+    be a traced value, ``if mask is not None`` would take the wrong branch, and the graph
+    would fail on ``None`` (the Hugging Face ``attention_mask`` pattern)."""
+    if hasattr(type(model).forward, "__wrapped__"):  # a decorated forward: tracing binds the wrapper's (*args, **kwargs)
+        return {}
+    try:
+        signature = inspect.signature(model.forward)
+        bound = signature.bind_partial(*args, **kwargs)
+    except (TypeError, ValueError):  # inputs that do not fit are reported when binding them
+        return {}
+    return {
+        name: p.default
+        for name, p in signature.parameters.items()
+        if name not in bound.arguments
+        and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        and (p.default is None or type(p.default) in (bool, int, float))
+    }
+
+
+def _drop_default_guards(gm: fx.GraphModule, names: set[str]) -> None:
+    """Remove the checks ``concrete_args`` adds for parameters fxprof specialised itself
+    (``_assert_is_none(mask_1)``; ``eq`` then ``_assert`` for numbers): fxprof passes exactly
+    those defaults, and the checks would be profiled as nodes of the model."""
+    from torch.fx._symbolic_trace import _assert_is_none
+
+    graph = gm.graph
+    for ph in [n for n in graph.nodes if n.op == "placeholder" and re.sub(r"_\d+$", "", str(n.target)) in names]:
+        for user in list(ph.users):
+            if user.op == "call_function" and user.target is _assert_is_none and not user.users:
+                graph.erase_node(user)
+            elif (user.op == "call_function" and user.target is operator.eq and len(user.users) == 1
+                  and next(iter(user.users)).target is torch._assert):
+                graph.erase_node(next(iter(user.users)))
+                graph.erase_node(user)
+    gm.recompile()
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
-def _symbolic(model: nn.Module, concrete_args: Any, leaf_modules: Any, reason: str = "asked for", trace_into: Any = ()) -> GraphCapture:
+def hooks_symbolic_tracing_loses(model: nn.Module, gm: fx.GraphModule) -> list[str]:
+    """Forward hooks and pre-hooks that a symbolic graph of ``model`` does not run, one phrase
+    each: the root module's (tracing starts at its ``forward``, past ``__call__``), and those of
+    modules traced through (their hooks ran once while tracing: tensor ops they return are in
+    the graph, but the hook itself never runs again, so its Python effects are gone). Leaf
+    modules are called as modules in every run, hooks included."""
+    if isinstance(model, fx.GraphModule):
+        return []
+    from torch.nn.modules import module as _module
+
+    leaves = {str(n.target) for n in gm.graph.nodes if n.op == "call_module"}
+    traced = {""}
+    for node in gm.graph.nodes:
+        for value in (node.meta.get("nn_module_stack") or {}).values():
+            traced.add(str(value[0] if isinstance(value, (tuple, list)) else value))
+    found = []
+    global_hooks = len(_module._global_forward_hooks) + len(_module._global_forward_pre_hooks)
+    if global_hooks:
+        found.append(f"{global_hooks} global module forward hook(s) (register_module_forward_hook) on the root module")
+    for path, module in model.named_modules():
+        count = len(module._forward_hooks) + len(module._forward_pre_hooks)
+        if count and path not in leaves and path in traced:
+            where = f"the root module ({type(module).__name__})" if not path else f"{path} ({type(module).__name__})"
+            found.append(f"{count} forward hook(s)/pre-hook(s) on {where}")
+    return found
+
+
+def _symbolic(model: nn.Module, concrete_args: Any, leaf_modules: Any, reason: str = "asked for", trace_into: Any = (),
+              specialised: set[str] = frozenset(), warn_hooks: bool = True) -> GraphCapture:  # type: ignore[assignment]
     try:
         with preserved_buffers(model, report=True) as changed:  # tracing may run buffer updates once
             gm = trace(model, concrete_args=concrete_args, leaf_modules=leaf_modules, trace_into=trace_into)
@@ -644,6 +719,16 @@ def _symbolic(model: nn.Module, concrete_args: Any, leaf_modules: Any, reason: s
             f"does it as a leaf (leaf_modules=[...]); or fix the argument that steers it "
             f"(concrete_args={{...}})."
         ) from cause
+    if specialised and not isinstance(model, fx.GraphModule):
+        _drop_default_guards(gm, specialised)
+    hooks = hooks_symbolic_tracing_loses(model, gm) if warn_hooks else []
+    if hooks:
+        warnings.warn(
+            f"fxprof: symbolic tracing does not run {'; '.join(hooks)}: the root's hooks are left out of the graph, "
+            f"and a traced-through module's hooks ran once while tracing (tensor ops they return are kept, their "
+            f"Python effects are not repeated). capture='dynamo' (or 'auto') runs them in every run.",
+            stacklevel=4,
+        )
     if changed:
         warnings.warn(
             f"fxprof: {type(model).__name__}'s forward changes buffer(s) {', '.join(changed)}; symbolic tracing ran "

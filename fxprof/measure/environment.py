@@ -14,8 +14,6 @@ from typing import Any, Iterable
 
 import torch
 
-from ..vocab import ENV_KEYS
-
 __all__ = ["environment"]
 
 

@@ -95,9 +95,58 @@ def normalize_scope(path: str) -> str:
             break
         path = unwrapped
     path = _ROOT_PREFIX.sub("", path)
-    path = re.sub(r"(?:^|\.)_(?:modules|parameters|buffers)\[['\"]([^'\"]+)['\"]\]", r".\1", path)
-    path = re.sub(r"\[['\"]?([^'\"\]]+)['\"]?\]", r".\1", path)
-    return path.strip(".")
+    return ".".join(_path_parts(path))
+
+
+def _path_parts(path: str) -> list[str]:
+    """The names in a dynamo-spelled path after its root: ``a.b``, ``_modules['0']``,
+    ``['0']``, ``_modules["q'uote"]`` (a Python string literal, read with ``ast.literal_eval``)
+    and attribute names dynamo wrote with escapes (``a\\nb`` for a name holding a newline; a
+    module name can hold anything but a dot)."""
+    import ast
+
+    parts: list[str] = []
+    i = 0
+    while i < len(path):
+        if path[i] == ".":
+            i += 1
+            continue
+        if path[i] == "[":
+            end = path.find("]", i)
+            while end != -1:  # the first ']' that closes a whole literal (a name may hold ']')
+                text = path[i + 1:end]
+                try:
+                    value = ast.literal_eval(text) if text[:1] in "'\"" else text
+                except (ValueError, SyntaxError):
+                    end = path.find("]", end + 1)
+                    continue
+                break
+            if end == -1:  # not a subscript after all: the rest is one name
+                parts.append(path[i:])
+                break
+            if parts and parts[-1] in ("_modules", "_parameters", "_buffers"):
+                parts.pop()  # _modules['0'] is the submodule '0'
+            parts.append(str(value))
+            i = end + 1
+            continue
+        end = i
+        while end < len(path) and path[end] not in ".[":
+            end += 1
+        parts.append(_unescape(path[i:end]))
+        i = end
+    return [p for p in parts if p]
+
+
+def _unescape(name: str) -> str:
+    r"""``a\nb`` -> ``a`` newline ``b``, ``r\u202etl`` -> ``r`` U+202E ``tl``: dynamo writes names escaped."""
+    if "\\" not in name:
+        return name
+    import codecs
+
+    try:
+        return codecs.decode(name.encode("latin-1", "backslashreplace"), "unicode_escape")
+    except (UnicodeDecodeError, UnicodeEncodeError):
+        return name
 
 
 def _stack(node: fx.Node, resolve: Callable[[str], str] = normalize_scope) -> list[tuple[str, Any]]:

@@ -41,7 +41,8 @@ import torch
 from torch import fx
 
 from .bridge import RANGE_PREFIX
-from ..errors import NodeExecutionError, describe_value
+from ..errors import NodeExecutionError
+from .tree import describe_value
 from .graph import target_name
 from ..core.recording import Recording
 from .recorder import PlanSlots, Recorder, append_marks
@@ -84,7 +85,7 @@ class ProfilingInterpreter(fx.Interpreter):
 
     Args:
         module: the ``GraphModule`` to run.
-        timer: a :class:`~fxprof.timers.Timer`; defaults to the CPU clock.
+        timer: a :class:`~fxprof.measure.timers.Timer`; defaults to the CPU clock.
         garbage_collect_values: free intermediate values once their last user ran (as eager
             execution would), passed to ``fx.Interpreter``.
         recorder: share a :class:`Recorder` with other graphs (default: a new one).

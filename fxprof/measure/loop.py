@@ -28,7 +28,6 @@ import torch
 from torch import nn
 
 from ..core.profile import Profile
-from ..errors import describe_value
 from ..vocab import __version__
 from .anatomy import anatomy_pass, memory_pass
 from .bridge import KernelProfiler, kernel_ms_per_sample
@@ -39,7 +38,7 @@ from .ranks import RankSync
 from .recorder import Recorder
 from .state import preserved_buffers
 from .timers import Timer, _index_key, epoch_ns, tensor_devices
-from .tree import clone_tensors
+from .tree import clone_tensors, describe_value
 
 __all__ = ["RunPlan", "measure", "describe_run", "check_devices", "DEFAULT_GPU_WARMUP_MS"]
 
@@ -55,6 +54,8 @@ class RunPlan:
     anatomy: bool = True
     memory: bool | None = None
     no_grad: bool = True
+    #: training steps: gradients on even when the caller is inside torch.no_grad()
+    backward: bool = False
 
 
 def measure(captured: Capture, call_args: tuple, call_kwargs: dict[str, Any], timer: Timer, plan: RunPlan,
@@ -75,7 +76,7 @@ def measure(captured: Capture, call_args: tuple, call_kwargs: dict[str, Any], ti
         a, k = _fresh((call_args, call_kwargs))
         captured.run(recorder, a, k)
 
-    grad_context = torch.no_grad() if plan.no_grad else contextlib.nullcontext()
+    grad_context = torch.enable_grad() if plan.backward else torch.no_grad() if plan.no_grad else contextlib.nullcontext()
     with grad_context, preserved_buffers(captured.module):
         if captured.kind in ("dynamo", "aot"):
             bar.phase(f"compiling ({captured.kind})")
@@ -218,7 +219,7 @@ def _build(captured: Capture, recorder: Recorder, meta: dict[str, Any], records:
 
 
 def _untimed_passes(captured: Capture, inputs: tuple, devices: set[torch.device], anatomy: bool, memory: bool | None,
-                    bar: Progress | None = None) -> dict[str, dict[str, Any]]:
+                    bar: Any = None) -> dict[str, dict[str, Any]]:
     """Shapes/FLOPs and CUDA memory passes. A failure here costs a warning, never the timings."""
     records: dict[str, dict[str, Any]] = {}
     cuda = sorted((d for d in devices if d.type == "cuda"), key=_index_key)
@@ -282,7 +283,7 @@ class _NoProfiler:
 @contextlib.contextmanager
 def _kernel_profiler(enabled: bool, iters: int) -> Iterator[Any]:
     """torch.profiler with CUDA activity around the timed runs of ``timer="kernel"`` (see
-    :class:`fxprof.bridge.KernelProfiler`); a stand-in that does nothing otherwise."""
+    :class:`fxprof.measure.bridge.KernelProfiler`); a stand-in that does nothing otherwise."""
     if not enabled:
         yield _NoProfiler()
         return

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 import numpy as np
 import torch
 
-from ..core.ranks import merge, profile_parts, with_ranks
+from ..core.ranks import ISOLATED_UNDER_RANKS, merge, profile_parts, with_ranks
 
 if TYPE_CHECKING:
     from ..core.profile import Profile
@@ -132,6 +132,8 @@ def gather(profile: "Profile", dst: int = 0, group: Any = None) -> "Profile | No
     """
     if not is_initialized():
         return profile
+    if profile.meta.get("mode") == "isolated":
+        raise ValueError(ISOLATED_UNDER_RANKS)
     dist = _dist()
     rank = dist.get_rank(group)
     if not profile.ranks:  # made before the group existed: no barriers, but this rank

@@ -5,6 +5,9 @@ in place or by assigning a new tensor to the attribute; symbolic tracing may eve
 update once while it traces. :func:`preserved_buffers` puts back, on exit, the very tensor
 each module held under each buffer name, with its value, and can say which buffers moved.
 
+The random number generators and the autocast state are put back too (:func:`preserved_rng`,
+:func:`preserved_autocast`).
+
 Profiles in one process run one at a time (:data:`PROFILING`): two threads profiling the same
 model would otherwise snapshot each other's half-updated buffers, and threads running Python
 side by side would time each other's work (the interpreter holds the GIL between nodes).
@@ -19,7 +22,7 @@ from typing import Iterator
 import torch
 from torch import nn
 
-__all__ = ["PROFILING", "preserved_buffers"]
+__all__ = ["PROFILING", "preserved_autocast", "preserved_buffers", "preserved_rng"]
 
 #: held for the whole of one ``fxprof.profile`` call; a second thread waits for it
 PROFILING = threading.RLock()
@@ -56,6 +59,48 @@ def preserved_buffers(module: nn.Module, report: bool = False) -> Iterator[list[
                     tensor.data = value
                 if moved:
                     changed.append(f"{prefix}.{name}" if prefix else name)
+
+
+@contextlib.contextmanager
+def preserved_rng() -> Iterator[None]:
+    """Put the CPU random number generator (and every CUDA device's, when CUDA is in use) back
+    on exit: a model with dropout in training mode draws from it in every run, and profiling
+    must leave the caller's random sequence where it was."""
+    cpu = torch.get_rng_state()
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+    try:
+        yield
+    finally:
+        torch.set_rng_state(cpu)
+        if cuda is not None:
+            torch.cuda.set_rng_state_all(cuda)
+
+
+@contextlib.contextmanager
+def preserved_autocast() -> Iterator[None]:
+    """Leave ``torch.autocast`` as it was on exit: a graph that enters autocast in a node
+    (``_enter_autocast``) and fails before its ``_exit_autocast`` would otherwise leave the
+    caller's process in autocast (enabled flag, dtype and nesting, per device type)."""
+    devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    saved = [(d, torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in devices]
+    cache = torch.is_autocast_cache_enabled()
+    level = _autocast_nesting()
+    try:
+        yield
+    finally:
+        for device, enabled, dtype in saved:
+            torch.set_autocast_enabled(device, enabled)
+            torch.set_autocast_dtype(device, dtype)
+        torch.set_autocast_cache_enabled(cache)
+        while _autocast_nesting() > level:
+            if torch.autocast_decrement_nesting() == 0:
+                torch.clear_autocast_cache()
+
+
+def _autocast_nesting() -> int:
+    level = torch.autocast_increment_nesting() - 1
+    torch.autocast_decrement_nesting()
+    return level
 
 
 def _differs(a: torch.Tensor, b: torch.Tensor) -> bool:

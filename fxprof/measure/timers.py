@@ -42,7 +42,7 @@ from ..vocab import TIMER_NAMES
 from .tree import tensors_in
 from ..errors import TimerUnavailableError
 
-__all__ = ["Timer", "CpuTimer", "CudaEventTimer", "KernelTimer", "SyncTimer", "TIMER_NAMES", "resolve_timer"]
+__all__ = ["Timer", "CpuTimer", "CudaEventTimer", "KernelTimer", "SyncTimer", "TIMER_NAMES", "resolve_timer", "epoch_ns"]
 
 
 

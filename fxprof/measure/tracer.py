@@ -12,6 +12,10 @@ range becomes a pair of graph nodes::
 which are exactly the ops ``record_function`` calls when it runs. Both are side-effectful in
 torch.fx's eyes, so dead-code elimination keeps them, and running the traced module under
 ``torch.profiler.profile`` shows the user's ranges as before.
+
+``torch.autocast`` blocks are kept the same way, as ``torch.amp.autocast_mode._enter_autocast``
+and ``_exit_autocast`` nodes (what dynamo and export emit), so the region runs in the autocast
+dtype instead of float32.
 """
 
 from __future__ import annotations
@@ -45,6 +49,12 @@ RANGE_EXIT_TARGETS = (
     torch.ops.profiler._record_function_exit,
     torch.ops.profiler._record_function_exit.default,
 )
+
+#: torch.autocast and the ops that enter and leave it inside a graph (None if this torch lacks them)
+_amp = getattr(torch.amp, "autocast_mode", None)
+_ENTER_AUTOCAST = getattr(_amp, "_enter_autocast", None)
+_EXIT_AUTOCAST = getattr(_amp, "_exit_autocast", None)
+_AUTOCAST = _amp.autocast if _amp is not None and _ENTER_AUTOCAST is not None and _EXIT_AUTOCAST is not None else None
 
 # One trace at a time may patch record_function; others wait.
 _PATCH_LOCK = threading.RLock()
@@ -80,8 +90,44 @@ class ProfilerTracer(fx.Tracer):
 
     def trace(self, root: nn.Module | Any, concrete_args: dict[str, Any] | None = None) -> fx.Graph:
         self.stream_switches = 0
-        with _PATCH_LOCK, self._keep_record_function(), self._count_stream_switches():
+        with _PATCH_LOCK, self._keep_record_function(), self._keep_autocast(), self._count_stream_switches():
             return super().trace(root, concrete_args)
+
+    @contextlib.contextmanager
+    def _keep_autocast(self) -> Iterator[None]:
+        """Record ``torch.autocast`` blocks as ``_enter_autocast``/``_exit_autocast`` nodes (the
+        ops dynamo and export put in their graphs). Plain tracing runs ``__enter__`` at trace
+        time and leaves nothing, so the region would run, and be timed, in float32."""
+        autocast = _AUTOCAST
+        if autocast is None:  # pragma: no cover - every supported torch has the ops
+            yield
+            return
+        tracer, tracing_thread = self, threading.get_ident()
+        original_enter, original_exit = autocast.__enter__, autocast.__exit__
+
+        def __enter__(ctx: Any) -> Any:
+            if threading.get_ident() != tracing_thread or torch._jit_internal.is_scripting():
+                return original_enter(ctx)
+            handle = tracer.create_proxy("call_function", _ENTER_AUTOCAST,
+                                         (ctx.device, ctx.fast_dtype, ctx._enabled, ctx._cache_enabled), {})
+            ctx.__dict__.setdefault(_HANDLES, []).append(handle)
+            return ctx
+
+        def __exit__(ctx: Any, exc_type: Any, exc_value: Any, traceback: Any) -> Any:
+            handles = ctx.__dict__.get(_HANDLES)
+            if not handles or threading.get_ident() != tracing_thread:  # not one of ours
+                return original_exit(ctx, exc_type, exc_value, traceback)
+            handle = handles.pop()
+            if not handles:
+                del ctx.__dict__[_HANDLES]
+            tracer.create_proxy("call_function", _EXIT_AUTOCAST, (handle,), {})
+            return False
+
+        autocast.__enter__, autocast.__exit__ = __enter__, __exit__
+        try:
+            yield
+        finally:
+            autocast.__enter__, autocast.__exit__ = original_enter, original_exit
 
     @contextlib.contextmanager
     def _count_stream_switches(self) -> Iterator[None]:

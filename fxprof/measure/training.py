@@ -4,7 +4,7 @@
 pass. The model and its loss are captured together by ``torch.compile`` with fxprof's
 training backend, which hands every graph to AOTAutograd (``aot_autograd``): AOTAutograd
 splits it into a forward graph and a backward graph of aten ops, and both run through the
-:class:`~fxprof.interpreter.ProfilingInterpreter` with the profile's recorder and timer, so
+:class:`~fxprof.measure.interpreter.ProfilingInterpreter` with the profile's recorder and timer, so
 forward and backward nodes sit on one timeline in one run. The backward graph runs inside
 ``loss.backward()`` (on autograd's device thread for CUDA tensors, which is why the training
 session is a process-wide value, not a thread-local one).
@@ -28,9 +28,9 @@ None, so every run does the same work and its gradients are the eager gradients.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
-import threading
 import types
 import weakref
 from typing import Any, Callable
@@ -41,8 +41,8 @@ from torch import fx, nn
 from .tree import tensors_in
 from ..vocab import CAPTURES, OPTIMIZERS, PHASES
 from .capture import Capture, PassFn
+from .dispatch import ActiveSession, GraphRunner, GraphSession
 from ..errors import TraceError
-from .interpreter import ProfilingInterpreter
 from ..core.nodes import NodeInfo
 from .graph import _is_torch_nn_leaf, describe_graph, normalize_scope
 from .recorder import Recorder
@@ -125,8 +125,9 @@ def _step_class(model_type: type) -> type:
 
 
 # ------------------------------------------------------------------ the backend
-_SESSION: "_TrainingSession | None" = None
-_SESSION_LOCK = threading.Lock()
+#: the training session every runner reports to: one for the process, since AOTAutograd runs
+#: backward graphs on autograd's threads (see fxprof.measure.dispatch)
+_ACTIVE = ActiveSession(per_thread=False, busy="another training profile is running in this process; profile one at a time")
 
 
 class _Pair:
@@ -152,20 +153,14 @@ def _boxed(runner: "_GraphRunner") -> Callable[[list], Any]:
     return make_boxed_func(runner)
 
 
-class _GraphRunner:
+class _GraphRunner(GraphRunner):
     """What AOTAutograd calls for one forward or backward graph. Runs the graph plainly unless
     a training session is active, then through the session (timed, or an untimed pass)."""
 
     def __init__(self, gm: fx.GraphModule, pair: _Pair, which: str):
-        self.gm = gm
+        super().__init__(gm, _ACTIVE)
         self.pair = pair
         self.which = which
-
-    def __call__(self, *args: Any) -> Any:
-        session = _SESSION
-        if session is None:
-            return self.gm(*args)
-        return session.run_graph(self, args)
 
 
 def training_backend(gm: fx.GraphModule, example_inputs: list) -> Callable[..., Any]:
@@ -179,20 +174,17 @@ def training_backend(gm: fx.GraphModule, example_inputs: list) -> Callable[..., 
     return aot_autograd(fw_compiler=pair.compile_forward, bw_compiler=pair.compile_backward)(gm, example_inputs)
 
 
-class _TrainingSession:
+class _TrainingSession(GraphSession):
     """What the runners dispatch to while one profile runs: labels, node descriptions,
     interpreters bound to the recorder, or the untimed pass and its records."""
 
     def __init__(self, model_type: type):
+        super().__init__()
         self.model_type = model_type
-        self.recorder: Recorder | None = None
-        self.make_pass: PassFn | None = None
-        self.records: dict[str, dict[str, Any]] = {}
         self.pairs: dict[int, int] = {}  # id(pair) -> index, in the order first run
         self.described: set[int] = set()  # id(runner)
         self.nodes: list[NodeInfo] = []
         self.forward_infos: dict[int, dict[str, NodeInfo]] = {}  # id(pair) -> fx name -> info
-        self.interpreters: dict[int, ProfilingInterpreter] = {}
 
     def label(self, runner: _GraphRunner) -> str:
         index = self.pairs.setdefault(id(runner.pair), len(self.pairs))
@@ -209,19 +201,8 @@ class _TrainingSession:
             self.nodes.extend(infos)
         return label
 
-    def run_graph(self, runner: _GraphRunner, args: tuple) -> Any:
-        label = self.label(runner)
-        if self.make_pass is not None:
-            out, records = self.make_pass(runner.gm, label, args)
-            self.records.update(records)
-            return out
-        if self.recorder is None:
-            return runner.gm(*args)
-        interp = self.interpreters.get(id(runner))
-        if interp is None or interp.recorder is not self.recorder:
-            interp = ProfilingInterpreter(runner.gm, recorder=self.recorder, prefix=f"{label}:")
-            self.interpreters[id(runner)] = interp
-        return interp.run(*args)
+    def place(self, runner: GraphRunner) -> tuple[int, str]:
+        return id(runner), self.label(runner)
 
 
 # ------------------------------------------------------------------ node descriptions
@@ -396,8 +377,8 @@ class TrainingCapture(Capture):
         return self.model
 
     @property
-    def _active(self) -> "_Activation":
-        return _Activation(self.session)
+    def _active(self) -> contextlib.AbstractContextManager[None]:
+        return _ACTIVE.active(self.session)
 
     def run(self, recorder: Recorder, args: tuple, kwargs: dict) -> Any:
         self.session.recorder, self.session.make_pass = recorder, None
@@ -423,38 +404,15 @@ class TrainingCapture(Capture):
     def run_pass(self, make_pass: PassFn, args: tuple, kwargs: dict) -> dict[str, dict[str, Any]]:
         """An untimed pass over the forward and the backward graphs (no optimizer step)."""
         self.saved.clear_grads()
-        self.session.make_pass, self.session.records = make_pass, {}
-        try:
-            with self._active:
-                loss = self.compiled(*args, **kwargs)
-                _check_loss(loss)
-                loss.backward()
-        finally:
-            self.session.make_pass = None
-        return self.session.records
+        with self.session.collecting(make_pass) as records, self._active:
+            loss = self.compiled(*args, **kwargs)
+            _check_loss(loss)
+            loss.backward()
+        return records
 
     def close(self) -> None:
-        self.session.interpreters.clear()
-        self.session.recorder = None
+        self.session.close()
         self.saved.restore()
-
-
-class _Activation:
-    """Make a session the one the runners dispatch to, for one step (one at a time)."""
-
-    def __init__(self, session: _TrainingSession):
-        self.session = session
-
-    def __enter__(self) -> None:
-        global _SESSION
-        if not _SESSION_LOCK.acquire(blocking=False):
-            raise RuntimeError("another training profile is running in this process; profile one at a time")
-        _SESSION = self.session
-
-    def __exit__(self, *exc: Any) -> None:
-        global _SESSION
-        _SESSION = None
-        _SESSION_LOCK.release()
 
 
 def _timed(recorder: Recorder, name: str, call: Callable[[], Any]) -> None:

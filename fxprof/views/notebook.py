@@ -1,6 +1,6 @@
 """HTML rendering of a profile, for Jupyter (``Profile._repr_html_``), built on pandas' Styler.
 
-Renderers format; they never time anything. The header is :func:`~fxprof.render.render_header`'s
+Renderers format; they never time anything. The header is :func:`~fxprof.views.text.render_header`'s
 text, so the notebook and the terminal state the same facts. The table is made to be read on a
 notebook page: one name column (the node; a module node's scope is the node itself, so its
 ``scope`` cell is left empty), the operation in plain words (``kind``: ``conv2d``, ``add``), times
@@ -35,14 +35,14 @@ _CELL = "padding:1px 8px;white-space:nowrap"
 
 
 def html_columns(table: pd.DataFrame, device_timer: bool) -> list[str]:
-    """The notebook table's columns: :func:`~fxprof.render.default_columns` from :data:`HTML_COLUMNS`."""
+    """The notebook table's columns: :func:`~fxprof.views.text.default_columns` from :data:`HTML_COLUMNS`."""
     return default_columns(table, device_timer, HTML_COLUMNS)
 
 
 def render_html(profile: "Profile", top: int | None = TOP, sort: str | None = "pct") -> str:
     """The profile as an HTML fragment: the header, then the first ``top`` nodes by ``sort``
     (None or 0: all). The ``pct`` cell carries a bar scaled to the largest share in the table;
-    the ``spread`` column carries :func:`~fxprof.render.spread_flags` (``high``, ``tail``).
+    the ``spread`` column carries :func:`~fxprof.views.text.spread_flags` (``high``, ``tail``).
     Every name, target and header line is HTML-escaped."""
     head, *facts = render_header(profile).splitlines()
     parts = [

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from ..vocab import EVENT_TIMERS
+from .options import ViewOptions
 from .tables import format_ms, hidden_note, render_fitted
 
 if TYPE_CHECKING:
@@ -47,7 +48,11 @@ def render_header(profile: "Profile") -> str:
     ]
     lines = [" | ".join(parts)]
     inputs = meta.get("inputs")
-    if inputs:
+    from ..core.ranks import rank_inputs
+
+    if inputs and len(profile.ranks) > 1 and rank_inputs(meta):
+        lines.append("inputs: differ between ranks (see below)")  # rank 0's alone would pass for every rank's
+    elif inputs:
         lines.append("inputs: " + ", ".join(inputs))
     if meta.get("capture") and meta.get("capture") not in ("symbolic", "graphmodule"):
         reason = meta.get("capture_reason")
@@ -145,7 +150,7 @@ def _step_line(profile: "Profile") -> str:
 def render_table(table: pd.DataFrame, width: int | None = None, keep: Iterable[str] = ()) -> str:
     """A DataFrame as a text table, index first: times with units that suit their size,
     missing values empty; fitted to ``width`` columns (None: no limit) with a note of what
-    was hidden. See :mod:`fxprof.tables`."""
+    was hidden. See :mod:`fxprof.views.tables`."""
     text, dropped, shortened = render_fitted(table, width, keep=keep, drop_first=DROP_FIRST)
     note = hidden_note(dropped, shortened, width)
     if note and width:
@@ -171,26 +176,15 @@ def _rows(top: int | None) -> int | None:
     return int(top)
 
 
-def render_summary(
-    profile: "Profile",
-    sort: str | None = "pct",
-    top: int | None = None,
-    columns: Iterable[str] | None = None,
-    group_by: str | None = None,
-    depth: int = 1,
-    ascending: bool = False,
-    width: int | None = None,
-) -> str:
-    """The header and the per-node (or per-group) table, sorted, first ``top`` rows."""
+def render_summary(profile: "Profile", view: ViewOptions = ViewOptions()) -> str:
+    """The header and the per-node (or per-group) table, as ``view`` says."""
     header = render_header(profile)
+    width = view.width
     if width:  # header lines are prose: wrap them rather than hide anything
         header = "\n".join(textwrap.fill(line, width, subsequent_indent="  ") for line in header.splitlines())
-    if group_by == "rank":
+    if view.group_by == "rank":
         return header + "\n\n" + render_ranks(profile.group_by("rank"), width)
-    return header + "\n\n" + render_body(
-        profile.df, sort=sort, top=top, columns=columns, group_by=group_by, depth=depth,
-        device_timer=is_device_timer(profile), ascending=ascending, width=width,
-    )
+    return header + "\n\n" + render_body(profile.df, view, device_timer=is_device_timer(profile))
 
 
 def default_columns(table: pd.DataFrame, device_timer: bool, base: Iterable[str] = DEFAULT_COLUMNS) -> list[str]:
@@ -248,24 +242,15 @@ def is_device_timer(profile: "Profile") -> bool:
     return profile.meta.get("timer") in EVENT_TIMERS
 
 
-def render_body(
-    table: pd.DataFrame,
-    sort: str | None = "pct",
-    top: int | None = None,
-    columns: Iterable[str] | None = None,
-    group_by: str | None = None,
-    depth: int = 1,
-    device_timer: bool = False,
-    ascending: bool = False,
-    width: int | None = None,
-) -> str:
-    """A per-node table (a Profile's ``df`` or one read from CSV) rendered, or rolled up.
-
-    ``sort`` orders rows (descending unless ``ascending``; None keeps graph order), ``top``
-    keeps the first rows (None or 0: all), ``columns`` picks columns (of the node table, or of
-    the roll-up with ``group_by``), ``width`` fits the text to that many characters."""
+def render_body(table: pd.DataFrame, view: ViewOptions = ViewOptions(), device_timer: bool = False) -> str:
+    """A per-node table (a Profile's ``df`` or one read from CSV) rendered, or rolled up, as
+    ``view`` says (see :class:`~fxprof.views.options.ViewOptions`); ``device_timer``: the
+    profile's timer has a device timeline (its host columns are shown)."""
     from ..core.profile import sort_table
     from ..core.rollup import group_by as roll_up
+
+    sort, top, columns, group_by, depth = view.sort, view.top, view.columns, view.group_by, view.depth
+    ascending, width = view.ascending, view.width
 
     if group_by is not None:
         groups = roll_up(table, group_by, depth=depth)
@@ -314,25 +299,18 @@ def _render_groups(groups: pd.DataFrame, key: str, depth: int, top: int | None, 
 
 
 def render_ranks(ranks: pd.DataFrame, width: int | None = None) -> str:
-    """The per-rank table of ``group_by("rank")`` (:func:`fxprof.distributed.rank_table`)."""
+    """The per-rank table of ``group_by("rank")`` (:func:`fxprof.core.ranks.rank_table`)."""
     return "time by rank (medians over each rank's runs)\n" + render_table(ranks, width, keep={"median_ms", "vs_median"})
 
 
-def render_compare(
-    diff: pd.DataFrame,
-    label_a: str = "a",
-    label_b: str = "b",
-    top: int | None = None,
-    sort: str | None = None,
-    ascending: bool = False,
-    columns: Iterable[str] | None = None,
-    width: int | None = None,
-) -> str:
+def render_compare(diff: pd.DataFrame, label_a: str = "a", label_b: str = "b",
+                   view: ViewOptions = ViewOptions(sort=None)) -> str:
     """A comparison from :func:`fxprof.compare` as text: totals, the whole run's ratio with its
     interval, the verdict counts, comparability warnings, the table, one-sided nodes.
 
-    Rows keep ``compare``'s order (largest absolute change first) unless ``sort`` names a
-    column (descending unless ``ascending``); ``columns`` picks the columns shown."""
+    Rows keep ``compare``'s order (largest absolute change first) unless ``view.sort`` names a
+    column (descending unless ``view.ascending``); ``view.columns`` picks the columns shown."""
+    top, sort, ascending, columns, width = view.top, view.sort, view.ascending, view.columns, view.width
     both = diff[diff["status"] == "both"]
     a_total, b_total = float(diff["a_ms"].sum()), float(diff["b_ms"].sum())
     ratio = b_total / a_total if a_total > 0 else float("nan")
@@ -353,7 +331,9 @@ def render_compare(
         counts = diff["verdict"].value_counts()
         lines.append(
             f"verdicts: {int(counts.get('slower', 0))} slower, {int(counts.get('faster', 0))} faster, "
-            f"{int(counts.get('same', 0))} same ({diff.attrs.get('test', '')})"
+            f"{int(counts.get('same', 0))} same"
+            + (f", {int(counts.get('too few runs', 0))} too few runs to tell" if counts.get("too few runs", 0) else "")
+            + f" ({diff.attrs.get('test', '')})"
         )
     elif diff.attrs.get("test"):
         lines.append(f"verdicts: none ({diff.attrs['test']})")

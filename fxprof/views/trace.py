@@ -17,7 +17,7 @@ without ``epoch_ns`` (saved by an older fxprof) starts at 0. A device span is pl
 run's host start plus its offset on the stream from the run's first event, so host and device
 tracks line up per run but not to the microsecond.
 
-Which runs (:mod:`fxprof.runs`): by default the **fastest**, the **median** and the **slowest**
+Which runs (:mod:`fxprof.core.runs`): by default the **fastest**, the **median** and the **slowest**
 run by whole-run time, each labelled so in its run span; a trace of every run of a long profile
 is mostly repetition and too big for the viewers. ``runs="all"``, ``"median"``, ``"first:N"``,
 ``"last:N"``, ``"0-4"``, ``"0,5,9"`` or a list of run numbers choose others. The file is written
@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence, Union
 
 import numpy as np
@@ -40,7 +39,7 @@ from ..core.runs import parse_runs, run_labels
 if TYPE_CHECKING:
     from ..core.profile import Profile
 
-__all__ = ["chrome_trace_events", "write_chrome_trace", "trace_runs", "merge_chrome_traces", "epoch_ns", "kineto_base_ns"]
+__all__ = ["chrome_trace_events", "write_chrome_trace", "trace_runs", "merge_chrome_traces", "kineto_base_ns"]
 
 _PID = 1
 _HOST_TID = 1
@@ -59,9 +58,14 @@ def kineto_base_ns(epoch_ns: int) -> int:
 def trace_runs(profile: "Profile", runs: Runs = "representative") -> dict[int, str]:
     """The runs a trace shows, in run order, each with its label (``"fastest"``, ``"median"``,
     ``"slowest"``, joined by ``/`` when one run is several; ``""`` for runs picked by number or
-    position). ``runs``: see :func:`fxprof.runs.parse_runs` (None is ``"representative"``)."""
+    position). ``runs``: see :func:`fxprof.core.runs.parse_runs` (None is ``"representative"``)."""
     table = profile.runs
-    return run_labels(parse_runs(runs), table["run"].tolist(), table["total_ms"].to_numpy(dtype=np.float64).tolist())
+    # runs are 0..n-1 (checked on load): a range past them is refused before it is expanded
+    numbers = table["run"].tolist()
+    # run numbers past the last one are refused before a range is expanded; one rank's runs of a
+    # gathered profile keep their numbers in the whole profile, so the bound is the largest
+    limit = int(max(numbers)) + 1 if numbers else 0
+    return run_labels(parse_runs(runs, limit=limit), numbers, table["total_ms"].to_numpy(dtype=np.float64).tolist())
 
 
 def _offset_us(meta: dict[str, Any]) -> float:
@@ -95,7 +99,7 @@ class _Spans:
         self.labels = trace_runs(profile, runs)
         offset_ms = _offset_us(meta) / 1000.0
         table = profile.runs
-        columns = profile._columns
+        columns = profile.columns
         keep = np.isin(columns.run, np.fromiter(self.labels, dtype=np.int64, count=len(self.labels)))
         run = columns.run[keep]
         # each run's host start, looked up by run number
@@ -176,7 +180,6 @@ def chrome_trace_events(profile: "Profile", runs: Runs = "representative") -> li
     """The trace events of a profile: metadata, one span per chosen run, then one span per node
     per chosen run per track (see :func:`trace_runs` for ``runs``)."""
     if len(profile.ranks) > 1:  # torch.distributed ranks: one trace process per rank
-        from .ranks import trace_events
 
         return trace_events(profile, runs)
     spans = _Spans(profile, runs)
@@ -274,3 +277,37 @@ def merge_chrome_traces(paths: Sequence[str | os.PathLike], out: str | os.PathLi
     if base is not None:
         merged["baseTimeNanoseconds"] = base
     atomic_write(out, lambda handle: json.dump(merged, handle))
+
+
+def trace_events(profile: "Profile", runs: Any = "representative") -> list[dict[str, Any]]:
+    """Chrome trace events of a profile with ranks: one trace process per rank (pid rank + 1),
+    each with the runs ``runs`` picks among that rank's (see :func:`fxprof.views.trace.trace_runs`).
+    Runs named by number are each rank's own run numbers (``rank_run``: 0 to iters - 1 on every
+    rank), as under ``torchrun`` every rank counted them.
+
+    Each rank's runs start at its own first run's start; the barrier before that run lines the
+    ranks up to within the barrier skew shown in the header.
+    """
+    from ..core.ranks import rank_profile
+
+    selection = parse_runs(runs)
+    events: list[dict[str, Any]] = []
+    for rank in profile.ranks:
+        one = rank_profile(profile, rank)
+        chosen: Any = runs
+        if selection[0] == "list":  # the rank's own run numbers -> this profile's run numbers
+            mine = profile.runs[profile.runs["rank"] == rank]
+            own = dict(zip(mine["rank_run"].astype(int), mine["run"].astype(int)))
+            missing = [r for r in selection[1] if r not in own]
+            if missing:
+                raise ValueError(f"rank {rank} has no run(s) {', '.join(map(str, missing))}; its runs are 0..{len(own) - 1}")
+            chosen = [own[r] for r in selection[1]]
+        for event in chrome_trace_events(one, chosen):
+            event = {**event, "pid": rank + 1}
+            if event.get("ph") == "M" and event.get("name") == "process_name":
+                event["args"] = {"name": f"fxprof: {profile.meta.get('model', 'model')} rank {rank}"}
+                events.append(event)
+                events.append({"ph": "M", "name": "process_sort_index", "pid": rank + 1, "tid": 0, "args": {"sort_index": rank}})
+                continue
+            events.append(event)
+    return events

@@ -174,7 +174,7 @@ def measure(node_count: int, runs: int, directory: str, text_formats: bool, all_
     gc.collect()
     held = tracemalloc.get_traced_memory()[0] - before
     tracemalloc.stop()
-    row["bytes_per_sample"] = (held + _buffer_bytes(second._columns)) / samples
+    row["bytes_per_sample"] = (held + _buffer_bytes(second.columns)) / samples
     del second
     del recorder, rec
     gc.collect()
@@ -183,7 +183,7 @@ def measure(node_count: int, runs: int, directory: str, text_formats: bool, all_
     _, row["save_s"] = _timed(lambda: prof.save(path), "save_s")
     row["file_bytes_per_sample"] = os.path.getsize(path) / samples
     loaded, row["load_s"] = _timed(lambda: fxprof.load(path), "load_s")
-    assert np.array_equal(loaded._columns.time_ms, prof._columns.time_ms) and loaded.meta == prof.meta
+    assert np.array_equal(loaded.columns.time_ms, prof.columns.time_ms) and loaded.meta == prof.meta
     os.unlink(path)
 
     trace = os.path.join(directory, "t.json")

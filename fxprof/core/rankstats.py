@@ -1,0 +1,88 @@
+"""Per-rank statistics of a profile's samples, and which nodes are communication (no torch).
+
+Used by the per-node table itself (a gathered profile's ``rank_min_ms``, ``rank_max_ms`` and
+``slowest_rank`` columns) and by :mod:`fxprof.core.ranks`' analyses; it imports neither, so the
+table and the analyses do not import each other.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Sequence
+
+import numpy as np
+import pandas as pd
+
+if TYPE_CHECKING:
+    from .profile import Profile
+
+__all__ = ["RANK_TABLE_COLUMNS", "COLLECTIVE_KINDS", "is_communication", "comm_labels", "rank_stats", "rank_spread"]
+
+
+#: per-node columns a profile with ranks adds to :attr:`Profile.df`, with their dtypes
+RANK_TABLE_COLUMNS: dict[str, str] = {"rank_min_ms": "float64", "rank_max_ms": "float64", "slowest_rank": "Int64"}
+
+
+#: ``kind`` values of collective operations, in every spelling the captures produce: the
+#: functional collectives of dynamo/export graphs (``all_reduce`` then ``wait_tensor``), the
+#: in-place ``torch.distributed`` calls, and point-to-point operations
+COLLECTIVE_KINDS = frozenset({
+    "all_reduce", "all_reduce_coalesced", "all_gather", "all_gather_into_tensor",
+    "all_gather_into_tensor_coalesced", "all_gather_object", "reduce_scatter", "reduce_scatter_tensor",
+    "reduce_scatter_tensor_coalesced", "all_to_all", "all_to_all_single", "broadcast", "reduce",
+    "gather", "scatter", "barrier", "send", "recv", "isend", "irecv", "batch_isend_irecv",
+    "wait_tensor", "wait", "_wrap_tensor_autograd",
+})
+
+
+#: targets (as :class:`~fxprof.core.nodes.NodeInfo` spells them) of collective operations
+_COLLECTIVE_PREFIXES = (
+    "torch.ops._c10d_functional.", "torch.ops.c10d_functional.", "torch.ops._c10d_functional_autograd.",
+    "torch.ops.c10d.", "torch.distributed.",
+)
+
+
+# ------------------------------------------------------------------------- analysis
+def is_communication(table: pd.DataFrame) -> pd.Series:
+    """Which rows of a per-node table are collective operations (by ``kind`` or ``target``)."""
+    by_kind = table["kind"].isin(COLLECTIVE_KINDS)
+    by_target = table["target"].astype(str).str.startswith(_COLLECTIVE_PREFIXES)
+    return by_kind | by_target
+
+
+def _plumbing(table: pd.DataFrame) -> pd.Series:
+    return table["op"].isin(["placeholder", "get_attr", "output"]) | (table["kind"] == "guards_fn")
+
+
+def rank_stats(profile: "Profile", runs: Sequence[int] | None) -> dict[int, pd.DataFrame]:
+    """Per rank: the per-node statistics (:meth:`SampleColumns.node_stats`'s columns) over that
+    rank's runs among ``runs`` (None: all): the same values, the same rules (calls within a
+    run summed, outlier runs left out) as the profile's own table."""
+    table = profile.runs
+    if "rank" not in table.columns:
+        table = table.assign(rank=int(profile.meta.get("rank", 0)))
+    kept = None if runs is None else set(int(r) for r in runs)
+    out: dict[int, pd.DataFrame] = {}
+    for rank, rows in table.groupby("rank", observed=True)["run"]:
+        chosen = tuple(int(r) for r in rows if kept is None or int(r) in kept)
+        out[int(rank)] = profile.columns.compute_stats(chosen)  # not cached: the profile's own key stays
+    return out
+
+
+def rank_spread(profile: "Profile", runs: Sequence[int] | None = None) -> pd.DataFrame:
+    """Per node: the smallest and largest per-rank median time and the rank with the largest
+    (index ``node``; columns :data:`RANK_TABLE_COLUMNS`); ``<NA>`` for a node with no time."""
+    medians = pd.DataFrame({rank: stats["median_ms"] for rank, stats in rank_stats(profile, runs).items()})
+    timed = medians.notna().any(axis=1)
+    slowest = pd.Series(pd.NA, index=medians.index, dtype="Int64")
+    if timed.any():
+        slowest[timed] = medians[timed].idxmax(axis=1).astype("int64")
+    out = pd.DataFrame({"rank_min_ms": medians.min(axis=1), "rank_max_ms": medians.max(axis=1), "slowest_rank": slowest},
+                       index=medians.index)
+    out.index.name = "node"
+    return out
+
+
+def comm_labels(table: pd.DataFrame) -> pd.Series:
+    """``communication``, ``computation`` or ``(graph)`` (plumbing) per row of a per-node table."""
+    labels = pd.Series(np.where(is_communication(table), "communication", "computation"), index=table.index, dtype=str)
+    return labels.mask(_plumbing(table), "(graph)")

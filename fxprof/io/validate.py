@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -189,10 +189,18 @@ def parse_json(text: str, source: str) -> Any:
 def check_skeleton(data: Any, source: str, schema: Mapping[str, Any]) -> None:
     """Everything of a parsed JSON document but the items of its long columns, against
     ``schema`` (:data:`SCHEMA` or :data:`SCHEMA_V1`)."""
+    _check_in_bulk(data, source, schema, (*_COLUMN_GROUPS, "anatomy"))
+
+
+def _check_in_bulk(data: Mapping[str, Any], source: str, schema: Mapping[str, Any], columns: Sequence[str],
+                   prefix: Sequence[str] = ()) -> None:
+    """``data`` against ``schema`` with jsonschema, but its long parts checked in bulk by the
+    same rules: the ``columns`` groups' lists (items by :func:`_check_items` for anatomy,
+    by the callers for samples and runs), and the node records one per kind."""
     import jsonschema
 
     skeleton = dict(data)
-    for group in (*_COLUMN_GROUPS, "anatomy"):  # long columns: checked apart, in bulk, same rules
+    for group in columns:
         if isinstance(data.get(group), dict):
             skeleton[group] = {k: ([] if isinstance(v, list) else v) for k, v in data[group].items()}
     # node records are checked one per kind: the node rules test only each field's type (and
@@ -210,16 +218,24 @@ def check_skeleton(data: Any, source: str, schema: Mapping[str, Any]) -> None:
         parts = list(error.absolute_path)
         if len(parts) > 1 and parts[0] == "nodes":
             parts[1] = list(firsts.values())[parts[1]]  # the first record of that kind in the file
-        where = _path(parts)
+        where = _path([*prefix, *parts])
         raise _damaged(source, f"{where}: {error.message}" if where else error.message)
     nodes = [n["name"] for n in data["nodes"]]
     _check_unique(nodes, source)
-    rules = schema["properties"]["anatomy"]["properties"]
+    rules = SCHEMA["properties"]["anatomy"]["properties"]
+    where = ".".join([*prefix, "anatomy"])
     for name, values in (data.get("anatomy") or {}).items():
         if name in rules and isinstance(values, list):
             if len(values) != len(nodes):
-                raise _damaged(source, f"anatomy.{name} has {len(values)} values for {len(nodes)} nodes")
-            _check_items(values, rules[name]["items"], f"anatomy.{name}", source)
+                raise _damaged(source, f"{where}.{name} has {len(values)} values for {len(nodes)} nodes")
+            try:
+                _check_items(values, rules[name]["items"], f"{where}.{name}", source)
+            except ProfileFormatError:  # found in bulk; worded as jsonschema words it for this column
+                error = jsonschema.exceptions.best_match(
+                    jsonschema.Draft202012Validator({"$schema": SCHEMA["$schema"], **rules[name]}).iter_errors(values))
+                if error is None:
+                    raise
+                raise _damaged(source, f"{_path([*prefix, 'anatomy', name, *error.absolute_path])}: {error.message}") from None
 
 
 def _record_kind(record: Any) -> Any:
@@ -315,17 +331,7 @@ def check_npz_header(header: Any, source: str) -> None:
     the same rules as the JSON format's ``meta``, ``nodes`` and ``anatomy`` (names unique and
     not empty, strings where strings belong, sizes and FLOPs whole numbers >= 0 within int64),
     and one anatomy value per node. ``format`` and ``version`` are checked by the caller."""
-    import jsonschema
-
-    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(NPZ_HEADER_SCHEMA).iter_errors(header))
-    if error is not None:
-        where = _path(["header", *error.absolute_path])
-        raise _damaged(source, f"{where}: {error.message}")
-    nodes = [n["name"] for n in header["nodes"]]
-    _check_unique(nodes, source)
-    for name, values in (header.get("anatomy") or {}).items():
-        if name in SCHEMA["properties"]["anatomy"]["properties"] and len(values) != len(nodes):
-            raise _damaged(source, f"header.anatomy.{name} has {len(values)} values for {len(nodes)} nodes")
+    _check_in_bulk(header, source, NPZ_HEADER_SCHEMA, ("anatomy",), prefix=("header",))
 
 
 def _path(parts: Any) -> str:

@@ -99,10 +99,12 @@ def loop_part(length: int, rounds: int, iters: list[int], calls: int) -> list[di
         slopes.append(float(np.polyfit(iters, walls, 1)[0]))
         # the timed runs' own wall time, from their first start to the loop's end, per run:
         # every between-run cost is in it, tracing, warm-up and building the Profile are not
-        per_run.append(prof.meta["timed_wall_ms"] / prof.num_runs)
+        per_run.append(prof.meta.get("timed_wall_ms", float("nan")) / len(prof.runs))  # nan: a version without it
     rows = []
     for label, values in (("loop (slope of profile's wall time)", slopes), ("loop (timed phase per run)", per_run)):
         ratios = [v / f for v, f in zip(values, forward)]
+        if all(np.isnan(ratios)):
+            continue
         rows.append({"part": label, "nodes": length, "graphmodule_ms": statistics.median(forward),
                      "fxprof_ms": statistics.median(values), "ratio": statistics.median(ratios), "ratio_min": min(ratios),
                      "ratio_max": max(ratios), "target": TARGETS["loop"]})

@@ -47,6 +47,9 @@ _LAZY: dict[str, tuple[str, str]] = {
     "load": ("io", "load_profile"),
     "read_csv": ("io", "read_csv"),
     "profile": ("api", "profile"),
+    "session": ("measure.session", "session"),
+    "schedule": ("measure.session", "schedule"),
+    "by_signature": ("core.signatures", "by_signature"),
     "compare": ("core.compare", "compare"),
     "ComparabilityWarning": ("core.compare", "ComparabilityWarning"),
     "selfcheck": ("selfcheck", "selfcheck"),
@@ -56,11 +59,15 @@ _LAZY: dict[str, tuple[str, str]] = {
     "plot_distribution": ("views.plot", "plot_distribution"),
     "plot_groups": ("views.plot", "plot_groups"),
     "plot_top": ("views.plot", "plot_top"),
+    "show_report": ("views.report", "show_report"),  # plotly itself is imported on first use
 }
 
 __all__ = [
     "__version__",
     "profile",
+    "session",
+    "schedule",
+    "by_signature",
     "compare",
     "selfcheck",
     "gather",
@@ -69,6 +76,7 @@ __all__ = [
     "plot_groups",
     "plot_distribution",
     "plot_compare",
+    "show_report",
     "trace",
     "load",
     "read_csv",
@@ -128,6 +136,8 @@ sys.modules[__name__].__class__ = _Package
 
 if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, imported eagerly
     from .api import profile
+    from .core.signatures import by_signature
+    from .measure.session import schedule, session
     from .core.compare import ComparabilityWarning, compare
     from .measure.ranks import gather
     from .selfcheck import selfcheck
@@ -145,6 +155,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, imported e
     from .io import load_profile as load, read_csv
     from .core.nodes import NodeInfo
     from .views.plot import plot_compare, plot_distribution, plot_groups, plot_top
+    from .views.report import show_report
     from .views.trace import merge_chrome_traces
     from .core.profile import Profile
     from .measure.timers import CpuTimer, CudaEventTimer, KernelTimer, SyncTimer, Timer

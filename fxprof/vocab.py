@@ -9,7 +9,7 @@ from __future__ import annotations
 
 __all__ = [
     "__version__", "TIMER_NAMES", "CUDA_TIMERS", "EVENT_TIMERS", "CAPTURES", "MODES", "OPTIMIZERS",
-    "GROUP_KEYS", "PHASES", "SCOPE_SOURCES", "ANATOMY_COLUMNS", "TIME_COLUMNS", "ENV_KEYS",
+    "GROUP_KEYS", "PHASES", "RANGE_KIND", "SCOPE_SOURCES", "ANATOMY_COLUMNS", "TIME_COLUMNS", "ENV_KEYS",
 ]
 
 __version__ = "0.1.0"
@@ -32,6 +32,10 @@ OPTIMIZERS = ("sgd", "adamw")
 
 #: ``group_by`` keys; ``rank`` only for a profile gathered from several ranks
 GROUP_KEYS = ("op", "module_type", "range", "scope", "graph", "phase", "comm", "rank")
+#: the ``kind`` of a ``record_function`` range's enter and exit nodes: the range's own
+#: bookkeeping (opening and closing the profiler range), not the model's work. Views keep them
+#: out of the hotspot ranking by default and show their summed cost on a line of its own.
+RANGE_KIND = "record_function"
 #: the parts of a training step, in order
 PHASES = ("forward", "loss", "backward", "optimizer")
 

@@ -68,3 +68,18 @@ def test_loop_and_memory_benchmarks_run_at_tiny_sizes(tmp_path):
     assert "52 nodes x 20 runs = 1040 samples" in result.stdout
     for step in ("profile", "df", "load .npz", "trace", "compare", "load .json"):
         assert f"| {step} |" in result.stdout
+
+
+@pytest.mark.slow
+def test_session_benchmark_reports_every_phase_against_the_plain_loop(tmp_path):
+    out = tmp_path / "session.json"
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "benchmarks" / "session.py"), "--input", "2x3x32x32",
+         "--repeats", "1", "--calls", "1", "--json", str(out)],
+        capture_output=True, text=True, timeout=900,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    (row,) = json.loads(out.read_text())["session"]
+    for phase in ("wait", "warmup", "active"):
+        assert row[f"{phase}_ms"] > 0 and row[f"{phase}_ratio"] == row[f"{phase}_ms"] / row["plain_ms"]
+    assert "## training step in a session" in result.stdout and "wait_ratio" in result.stdout

@@ -1,4 +1,4 @@
-"""The ``fxprof`` command line: profile, show, compare, selfcheck.
+"""The ``fxprof`` command line: profile, show, compare, report, selfcheck.
 
 Importing this module imports no torch: ``fxprof --help`` and ``--version`` answer at once,
 and ``fxprof profile`` shows its progress bar before torch is loaded. Every option and every
@@ -31,6 +31,7 @@ commands:
   profile MODEL   trace MODEL, warm it up, time every node over --iters runs, print hotspots
   show FILE       print a saved profile (.json/.npz) or per-node table (.csv) again, re-sorted
   compare A B     compare two saved profiles or tables node by node
+  report FILE     write a saved profile as one interactive HTML file (opens offline)
   selfcheck       check fxprof's timers against nodes of known cost on this machine
 
 Run `fxprof COMMAND --help` for a command's options and examples.
@@ -41,6 +42,7 @@ examples:
   fxprof profile resnet18 --input 1x3x64x64 --json before.json
   fxprof show before.json --group-by scope --depth 2
   fxprof compare before.json after.json --sort ratio
+  fxprof report before.json -o before.html
   fxprof selfcheck
 """
 
@@ -56,6 +58,7 @@ examples:
   fxprof profile resnet18 --columns kind,median_ms,pct,flops,output_shape
   fxprof profile resnet18 --trace r18.trace.json --trace-runs last:3   # open in ui.perfetto.dev
   fxprof profile resnet18 --json run.npz --csv -          # compact profile; the table on stdout
+  fxprof profile resnet18 --input 1x3x64x64 --html r18.html   # the interactive report
   fxprof profile resnet18 --backward --optimizer sgd --input 8x3x64x64 --group-by phase
   fxprof profile raft_small --input 1x3x128x128 --input 1x3x128x128   # falls back to dynamo
   torchrun --nproc-per-node 2 -m fxprof profile resnet18 --input 1x3x64x64 --json run.json
@@ -85,6 +88,15 @@ examples:
   fxprof compare before.json after.json --sort delta_ms --ascending   # biggest savings first
   fxprof compare before.json after.json --min-effect 0.05 --alpha 0.01
   fxprof compare a.csv b.json --columns kind,a_ms,b_ms,ratio --csv diff.csv
+  fxprof compare before.json after.json --html diff.html   # the interactive comparison
+"""
+
+REPORT_EXAMPLES = """\
+examples:
+  fxprof report run.json -o run.html        # open run.html in a browser: no network needed
+  fxprof report run.npz -o run.html --keep-outliers
+
+The report needs plotly: pip install 'fxprof[report]'. For a comparison: fxprof compare A B --html OUT.
 """
 
 SELFCHECK_EXAMPLES = """\
@@ -143,6 +155,9 @@ def build_parser() -> argparse.ArgumentParser:
                                 "path), graph, phase (training step), comm (collectives vs computation), rank "
                                 "(one row per torch.distributed rank)")
             t.add_argument("--depth", type=int, metavar="N", help="module depth for --group-by scope (1: layer1, 2: layer1.0; default: 1)")
+            t.add_argument("--rank-bookkeeping", action="store_true",
+                           help="rank the enter/exit nodes of record_function ranges with the other nodes; by default a "
+                                "sorted table leaves them out and states their count and share on a line of its own")
         t.add_argument("--keep-outliers", action="store_true",
                        help="keep outlier runs (far slower than the rest) in the statistics; by default they are left "
                             "out and the header says which")
@@ -199,6 +214,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="save the whole profile (every sample) for show/compare: PATH ending in .json for JSON, "
                         "in .npz for compact binary columns")
     o.add_argument("--trace", metavar="PATH", help="write a Chrome trace, on torch.profiler's clock (open in ui.perfetto.dev)")
+    o.add_argument("--html", metavar="PATH",
+                   help="write an interactive report: module tree, distributions, run totals, the sortable node "
+                        "table; one self-contained file (needs pip install 'fxprof[report]')")
     o.add_argument("--trace-runs", metavar="RUNS",
                    help="runs in the trace: representative (the fastest, median and slowest), all, median, 3, 0-4, "
                         "0,5,9, first:N or last:N (default: representative)")
@@ -230,8 +248,23 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--min-effect", type=float, default=0.10,
                    help="smallest change in a node's median that gets a faster/slower verdict, as a fraction "
                         "(default: 0.10, i.e. 10%%)")
-    k.add_argument_group("outputs").add_argument("--csv", metavar="PATH", help="write the comparison table as CSV ('-': standard output)")
+    ko = k.add_argument_group("outputs")
+    ko.add_argument("--csv", metavar="PATH", help="write the comparison table as CSV ('-': standard output)")
+    ko.add_argument("--html", metavar="PATH",
+                    help="write an interactive comparison: the nodes and blocks that moved most, with verdicts, and the "
+                         "sortable table; one self-contained file (needs pip install 'fxprof[report]')")
     k.set_defaults(handler=_cmd_compare)
+
+    h = command("report", "write a saved profile as one interactive HTML file",
+                "Write a profile saved with --json (.json or .npz) as one self-contained HTML file: the header facts, "
+                "the module tree sized by time (click to zoom), time by op kind, range, phase and rank, per-run "
+                "distributions of the top nodes, the run totals over time, and every node in a sortable, filterable "
+                "table. plotly.js is inside the file: it opens offline, by double-click.", REPORT_EXAMPLES)
+    h.add_argument("file", metavar="FILE", help="a .json or .npz profile written by fxprof (--json, Profile.save)")
+    h.add_argument("-o", "--output", required=True, metavar="OUT.html", help="the HTML file to write ('-': standard output)")
+    h.add_argument("--keep-outliers", action="store_true",
+                   help="keep outlier runs (far slower than the rest) in the statistics; by default they are left out")
+    h.set_defaults(handler=_cmd_report)
 
     q = command("selfcheck", "check the timers against nodes of known cost on this machine",
                 "Run small graphs whose node costs are known (CPU spins; on a GPU calibrated sleep kernels, a "
@@ -242,7 +275,7 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--iters", type=int, default=20, metavar="N", help="timed runs per timer (default: 20)")
     q.set_defaults(handler=_cmd_selfcheck)
     # options that take a value: their value may start with '-' (--input -1x3 is a bad shape)
-    actions = [a for sp in (p, s, k, q) for a in sp._actions if a.option_strings]
+    actions = [a for sp in (p, s, k, h, q) for a in sp._actions if a.option_strings]
     parser.value_options = {o for a in actions if a.nargs is None for o in a.option_strings}  # type: ignore[attr-defined]
     parser.all_options = {o for a in actions for o in a.option_strings}  # type: ignore[attr-defined]
     return parser
@@ -287,6 +320,12 @@ def check_args(args: argparse.Namespace) -> None:
     if command == "selfcheck":
         if args.iters < 1:
             raise _bad(f"bad --iters {args.iters}: must be >= 1")
+        return
+    if command == "report":
+        _check_plotly("fxprof report")
+        if not _this_rank_writes():
+            return
+        _check_outputs({"--output": args.output}, inputs=[args.file])
         return
     if args.top < 0:
         raise _bad(f"bad --top {args.top}: must be >= 0 (0 shows all)")
@@ -349,14 +388,30 @@ def check_args(args: argparse.Namespace) -> None:
             raise _bad(f"--timer {args.timer} times a CUDA device, but --device is {args.device}; add --device cuda")
         parse_concrete(args.concrete or [])
         if _this_rank_writes():  # under torchrun only rank 0 writes
-            _check_outputs({"--csv": args.csv, "--json": args.json, "--trace": args.trace},
+            if args.html is not None:
+                _check_plotly("--html")
+            _check_outputs({"--csv": args.csv, "--json": args.json, "--trace": args.trace, "--html": args.html},
                            inputs=model_sources(args.model))
     if command == "compare":
         if not 0.0 < args.alpha < 1.0:
             raise _bad(f"bad --alpha {args.alpha}: a significance level between 0 and 1, e.g. 0.05")
         if not math.isfinite(args.min_effect) or args.min_effect < 0:
             raise _bad(f"bad --min-effect {args.min_effect}: a fraction >= 0, e.g. 0.10 for 10%")
-        _check_outputs({"--csv": args.csv}, inputs=[args.a, args.b])
+        if args.html is not None:
+            _check_plotly("--html")
+        _check_outputs({"--csv": args.csv, "--html": args.html}, inputs=[args.a, args.b])
+
+
+def _check_plotly(what: str) -> None:
+    """The HTML report needs plotly: say so before anything runs (found without importing it)."""
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec("plotly") is not None
+    except (ImportError, ValueError):  # a broken or blocked install
+        found = False
+    if not found:
+        raise _bad(f"{what} writes an HTML report, which needs plotly: pip install 'fxprof[report]'")
 
 
 def _max_threads() -> int:
@@ -561,7 +616,8 @@ def _view(args: argparse.Namespace, stream: Any = None) -> "ViewOptions":
     view = ViewOptions.of(sort=args.sort, top=args.top, columns=_columns(args.columns), ascending=args.ascending,
                           width=terminal_width(stream))
     if args.command != "compare":
-        view = view.but(group_by=args.group_by, depth=args.depth or 1, sort="pct" if args.sort is None else args.sort)
+        view = view.but(group_by=args.group_by, depth=args.depth or 1, sort="pct" if args.sort is None else args.sort,
+                        bookkeeping=args.rank_bookkeeping)
     return view
 
 
@@ -685,7 +741,8 @@ def _emit(prof: Any, args: argparse.Namespace) -> tuple[list[str], list[int]]:
     prof.keep_outliers = args.keep_outliers
     runs = args.trace_runs or "representative"
     outputs = [("json", args.json, prof.save), ("csv", args.csv, prof.to_csv),
-               ("trace", args.trace, lambda path: prof.to_chrome_trace(path, runs=runs))]
+               ("trace", args.trace, lambda path: prof.to_chrome_trace(path, runs=runs)),
+               ("html", args.html, prof.to_html)]
     to_stdout = any(path == "-" for _, path, _ in outputs)
     report = sys.stderr if to_stdout else sys.stdout  # standard output holds only the data then
     written, failures = [], []
@@ -704,7 +761,7 @@ def _emit(prof: Any, args: argparse.Namespace) -> tuple[list[str], list[int]]:
             failures.append(f"cannot show the table: {exc}")
         if failures and not any(line.startswith("wrote json") for line in written):
             failures.append(_rescue(prof))
-        for line in sorted(written, key=lambda line: ("wrote csv", "wrote json", "wrote trace").index(line.split(":")[0])):
+        for line in sorted(written, key=lambda line: ("wrote csv", "wrote json", "wrote trace", "wrote html").index(line.split(":")[0])):
             _print(line, report)  # in the order of the options, whatever order they were written in
     return failures, signals
 
@@ -752,11 +809,38 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
     _check_view(args)
     keep = True if args.keep_outliers else None
-    diff = compare(read_any(args.a), read_any(args.b), alpha=args.alpha, min_effect=args.min_effect, keep_outliers=keep, warn=False)
+    a, b = read_any(args.a), read_any(args.b)
+    for side in (a, b):
+        if args.keep_outliers and hasattr(side, "keep_outliers"):
+            side.keep_outliers = True  # the report's run totals, as the table's statistics
+    diff = compare(a, b, alpha=args.alpha, min_effect=args.min_effect, keep_outliers=keep, warn=False)
     if args.csv is not None:
         write_csv(diff, args.csv)
-    report = sys.stderr if args.csv == "-" else sys.stdout
+    if args.html is not None:
+        from ..views.report import write_compare_report
+
+        write_compare_report(a, b, args.html, label_a=args.a, label_b=args.b, diff=diff)
+    report = sys.stderr if "-" in (args.csv, args.html) else sys.stdout
     _print(render_compare(diff, args.a, args.b, _view(args, report)), report)
+    if args.html is not None:
+        _print(f"wrote html: {'standard output' if args.html == '-' else args.html}", report)
+    return 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from ..io import read_any
+    from ..views.report import write_report
+
+    loaded = read_any(args.file)
+    if isinstance(loaded, pd.DataFrame):
+        raise _bad(f"{args.file} is a per-node CSV table: it holds no runs and no samples, which the report draws. "
+                   f"Give a profile saved with --json (.json or .npz)")
+    loaded.keep_outliers = args.keep_outliers
+    write_report(loaded, args.output)
+    if args.output != "-":
+        _print(f"wrote html: {args.output}")
     return 0
 
 

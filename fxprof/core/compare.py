@@ -18,8 +18,8 @@ import pandas as pd
 if TYPE_CHECKING:
     from .profile import Profile
 
-__all__ = ["compare", "comparability", "ComparabilityWarning", "COMPARE_COLUMNS", "COMPARED_META", "IGNORED_META",
-           "ALPHA", "MIN_EFFECT", "TOO_FEW"]
+__all__ = ["compare", "compare_blocks", "comparability", "ComparabilityWarning", "COMPARE_COLUMNS", "COMPARED_META",
+           "IGNORED_META", "ALPHA", "MIN_EFFECT", "TOO_FEW"]
 
 COMPARE_COLUMNS = ("status", "op", "kind", "scope", "phase", "a_ms", "b_ms", "delta_ms", "ratio", "p_value", "verdict",
                    "a_pct", "b_pct", "delta_pct")
@@ -44,7 +44,10 @@ COMPARED_META = ("model", "device", "gpu", "timer", "dtype", "threads", "inputs"
 IGNORED_META = ("created", "iters", "requested_iters", "incomplete", "warmup", "capture_reason", "capture_note",
                 "epoch_ns", "warmup_ms", "warmup_runs", "profiler_warmup_runs", "notes",
                 # a gathered profile's bookkeeping (when, and each rank's own meta)
-                "gathered", "per_rank", "ranks")
+                "gathered", "per_rank", "ranks",
+                # a session's cycle bookkeeping (which steps of the user's loop; the inputs are compared)
+                "step", "cycle", "first_step", "run_steps", "run_signatures", "untimed_first_batches",
+                "signatures_seen", "captures")
 
 
 class ComparabilityWarning(UserWarning):
@@ -174,6 +177,36 @@ def compare(
     })
     if warn and problems:
         warnings.warn("fxprof.compare: the two profiles differ in: " + "; ".join(problems), ComparabilityWarning, stacklevel=2)
+    return out
+
+
+def compare_blocks(diff: pd.DataFrame, depth: int = 2) -> pd.DataFrame:
+    """A comparison (:func:`compare`) rolled up by module scope cut to ``depth`` parts
+    (2: resnet's blocks, ``layer1.0``; see :func:`fxprof.core.rollup.scope_at_depth`).
+
+    Index ``block``; columns ``nodes``, ``a_ms`` and ``b_ms`` (summed median node times of each
+    side, NaN-free: a node one side lacks adds 0 there), ``delta_ms``, ``ratio`` (b/a; NaN
+    when a is 0), and the counts of the nodes' verdicts ``faster``, ``slower``, ``same``.
+    Largest absolute change first. No test is made for a block: its nodes' verdicts are.
+    """
+    from .rollup import PLUMBING, scope_at_depth
+
+    labels = diff["scope"].map(lambda s: scope_at_depth(s, depth))
+    labels = labels.mask(diff["op"].isin(["placeholder", "get_attr", "output"]), PLUMBING).rename("block")
+    grouped = diff.groupby(labels, sort=False)
+    out = pd.DataFrame({
+        "nodes": grouped.size(),
+        "a_ms": grouped["a_ms"].sum(min_count=0),
+        "b_ms": grouped["b_ms"].sum(min_count=0),
+    })
+    out["delta_ms"] = out["b_ms"] - out["a_ms"]
+    out["ratio"] = out["b_ms"] / out["a_ms"].where(out["a_ms"] > 0)
+    verdicts = diff["verdict"] if "verdict" in diff.columns else pd.Series("", index=diff.index)
+    for verdict in ("faster", "slower", "same"):
+        out[verdict] = (verdicts == verdict).groupby(labels, sort=False).sum().astype("int64")
+    order = out["delta_ms"].abs().sort_values(ascending=False, kind="stable").index
+    out = out.loc[order]
+    out.index.name = "block"
     return out
 
 

@@ -349,6 +349,10 @@ class Profile:
         left_out = set(outliers)
         return tuple(int(r) for r in self._runs["run"] if int(r) not in left_out)
 
+    def table_of_runs(self, runs: Iterable[int]) -> pd.DataFrame:
+        """The per-node table (:meth:`to_dataframe`'s columns, graph order) of ``runs`` alone."""
+        return self._build_table(tuple(int(r) for r in runs))
+
     def _build_table(self, runs: tuple[int, ...] | None) -> pd.DataFrame:
         stats = self._columns.node_stats(runs)
         info = pd.DataFrame(
@@ -427,6 +431,7 @@ class Profile:
         depth: int = 1,
         ascending: bool = False,
         width: int | None = None,
+        bookkeeping: bool = False,
     ) -> str:
         """The hotspot table as text: a header of what was measured, then one row a node.
 
@@ -445,11 +450,14 @@ class Profile:
                 ``"scope"``.
             width: fit the table to this many characters (long names shortened, then the
                 least important columns dropped, with a note); None: no limit.
+            bookkeeping: rank the enter/exit nodes of ``record_function`` ranges with the rest.
+                By default a sorted table leaves them out and states their count and share on
+                a line of its own (their time counts in every share either way).
         """
         from ..views.options import ViewOptions
         from ..views.text import render_summary
 
-        return render_summary(self, ViewOptions.of(sort, top, columns, group_by, depth, ascending, width))
+        return render_summary(self, ViewOptions.of(sort, top, columns, group_by, depth, ascending, width, bookkeeping))
 
     def _repr_html_(self) -> str:
         """Jupyter's rich display: the header and the top nodes, shares as bars (see :mod:`fxprof.views.notebook`)."""
@@ -482,6 +490,13 @@ class Profile:
         from ..views.trace import write_chrome_trace
 
         write_chrome_trace(self, path, runs=runs)
+
+    def to_html(self, path: str | os.PathLike) -> None:
+        """Write a self-contained interactive HTML report (module tree, distributions, run totals,
+        the sortable node table; needs ``pip install 'fxprof[report]'``); see :mod:`fxprof.views.report`."""
+        from ..views.report import write_report
+
+        write_report(self, path)
 
     def save(self, path: str | os.PathLike) -> None:
         """Save the whole profile (raw samples, nodes, anatomy, metadata), chosen by extension:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..vocab import GROUP_KEYS, PHASES
+from ..vocab import GROUP_KEYS, PHASES, RANGE_KIND
 
-__all__ = ["group_by", "GROUP_KEYS", "ROOT", "scope_at_depth"]
+__all__ = ["group_by", "GROUP_KEYS", "ROOT", "scope_at_depth", "is_bookkeeping", "bookkeeping_note"]
 
 #: the phases of a training step (fxprof.measure.training), in the order they run
 #: the label of nodes that sit at the model's root (no enclosing module) in scope roll-ups
@@ -18,6 +18,28 @@ PLUMBING = "(graph)"
 
 def _plumbing(table: pd.DataFrame) -> pd.Series:
     return table["op"].isin(["placeholder", "get_attr", "output"]) | (table["kind"] == "guards_fn")
+
+
+def is_bookkeeping(table: pd.DataFrame) -> pd.Series:
+    """Per node: True for a ``record_function`` range's enter or exit node (kind
+    :data:`~fxprof.vocab.RANGE_KIND`). Their time is real (the profiler range is opened and
+    closed there) and stays in every share and roll-up; it is the range's bookkeeping, not a
+    hotspot of the model, so the views keep these nodes out of their rankings by default."""
+    if "kind" not in table.columns:
+        return pd.Series(False, index=table.index)
+    return table["kind"] == RANGE_KIND
+
+
+def bookkeeping_note(table: pd.DataFrame) -> str:
+    """One line with what the ranges' enter/exit nodes cost, or "" when there are none."""
+    mask = is_bookkeeping(table)
+    if not mask.any():
+        return ""
+    ranges = table.loc[mask, "range"].replace("", pd.NA).dropna().nunique() if "range" in table.columns else 0
+    pct = float(table.loc[mask, "pct"].sum()) if "pct" in table.columns else float("nan")
+    return (f"record_function bookkeeping: {int(mask.sum())} enter/exit nodes of {ranges} range(s), "
+            f"{pct:.1f}% of node time, counted in every share and in their range's roll-up (group by range), "
+            f"not ranked as hotspots")
 
 
 def scope_at_depth(scope: str, depth: int) -> str:

@@ -552,8 +552,13 @@ def capture_model(
     concrete_args: dict[str, Any] | None = None,
     leaf_modules: Any = (),
     trace_into: Any = (),
+    root_hooks_run: bool = False,
 ) -> Capture:
-    """Capture ``model`` as FX graph(s) by ``capture`` (see the module docstring)."""
+    """Capture ``model`` as FX graph(s) by ``capture`` (see the module docstring).
+
+    ``root_hooks_run``: the caller runs the graph from inside the model's own ``__call__`` (a
+    session replaces ``forward``), so the root module's hooks run around it and tracing loses
+    none of them."""
     if capture not in CAPTURES:
         raise ValueError(f"unknown capture {capture!r}; choose one of {', '.join(CAPTURES)}")
     if isinstance(model, torch.jit.ScriptModule):
@@ -563,7 +568,7 @@ def capture_model(
             f"capture (symbolic tracing, dynamo, export) needs. Pass the eager nn.Module instead: the model as it "
             f"was before torch.jit.script/trace (a loaded .pt file: build the model class and load its state_dict)."
         )
-    captured = _capture(model, args, kwargs, capture, concrete_args, leaf_modules, trace_into)
+    captured = _capture(model, args, kwargs, capture, concrete_args, leaf_modules, trace_into, root_hooks_run)
     captured.notes.update(_nested_compile_notes(model, captured))
     return captured
 
@@ -601,7 +606,8 @@ def _nested_compile_notes(model: nn.Module, captured: Capture) -> dict[str, Any]
     }
 
 
-def _capture(model: nn.Module, args: tuple, kwargs: dict, capture: str, concrete_args: Any, leaf_modules: Any, trace_into: Any = ()) -> Capture:
+def _capture(model: nn.Module, args: tuple, kwargs: dict, capture: str, concrete_args: Any, leaf_modules: Any, trace_into: Any = (),
+             root_hooks_run: bool = False) -> Capture:
     if isinstance(model, fx.GraphModule) and capture in ("auto", "symbolic"):
         return GraphCapture(model, "graphmodule", "a GraphModule was given: used as is")
     specialised: set[str] = set()
@@ -610,7 +616,8 @@ def _capture(model: nn.Module, args: tuple, kwargs: dict, capture: str, concrete
         specialised = set(omitted) - set(concrete_args or {})
         concrete_args = {**omitted, **(concrete_args or {})} or None
     if capture == "symbolic":
-        return _symbolic(model, concrete_args, leaf_modules, trace_into=trace_into, specialised=specialised)
+        return _symbolic(model, concrete_args, leaf_modules, trace_into=trace_into, specialised=specialised,
+                         warn_hooks=True, root_hooks_run=root_hooks_run)
     if capture == "export":
         return _export(model, args, kwargs)
     if capture == "dynamo":
@@ -618,7 +625,7 @@ def _capture(model: nn.Module, args: tuple, kwargs: dict, capture: str, concrete
     try:
         traced = _symbolic(model, concrete_args, leaf_modules, reason="symbolic tracing succeeded", trace_into=trace_into,
                            specialised=specialised, warn_hooks=False)
-        hooks = hooks_symbolic_tracing_loses(model, traced.gm)
+        hooks = hooks_symbolic_tracing_loses(model, traced.gm, root_hooks_run)
         if hooks:
             return DynamoCapture(model, f"symbolic tracing would lose {'; '.join(hooks)} (it calls forward directly); "
                                         f"used dynamo, which runs them")
@@ -674,12 +681,13 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
-def hooks_symbolic_tracing_loses(model: nn.Module, gm: fx.GraphModule) -> list[str]:
+def hooks_symbolic_tracing_loses(model: nn.Module, gm: fx.GraphModule, root_hooks_run: bool = False) -> list[str]:
     """Forward hooks and pre-hooks that a symbolic graph of ``model`` does not run, one phrase
     each: the root module's (tracing starts at its ``forward``, past ``__call__``), and those of
     modules traced through (their hooks ran once while tracing: tensor ops they return are in
     the graph, but the hook itself never runs again, so its Python effects are gone). Leaf
-    modules are called as modules in every run, hooks included."""
+    modules are called as modules in every run, hooks included. With ``root_hooks_run`` the
+    graph runs inside the root's own ``__call__`` (a session), which runs the root's hooks."""
     if isinstance(model, fx.GraphModule):
         return []
     from torch.nn.modules import module as _module
@@ -695,14 +703,14 @@ def hooks_symbolic_tracing_loses(model: nn.Module, gm: fx.GraphModule) -> list[s
         found.append(f"{global_hooks} global module forward hook(s) (register_module_forward_hook) on the root module")
     for path, module in model.named_modules():
         count = len(module._forward_hooks) + len(module._forward_pre_hooks)
-        if count and path not in leaves and path in traced:
+        if count and path not in leaves and path in traced and not (root_hooks_run and path == ""):
             where = f"the root module ({type(module).__name__})" if not path else f"{path} ({type(module).__name__})"
             found.append(f"{count} forward hook(s)/pre-hook(s) on {where}")
     return found
 
 
 def _symbolic(model: nn.Module, concrete_args: Any, leaf_modules: Any, reason: str = "asked for", trace_into: Any = (),
-              specialised: set[str] = frozenset(), warn_hooks: bool = True) -> GraphCapture:  # type: ignore[assignment]
+              specialised: set[str] = frozenset(), warn_hooks: bool = True, root_hooks_run: bool = False) -> GraphCapture:  # type: ignore[assignment]
     try:
         with preserved_buffers(model, report=True) as changed:  # tracing may run buffer updates once
             gm = trace(model, concrete_args=concrete_args, leaf_modules=leaf_modules, trace_into=trace_into)
@@ -721,7 +729,7 @@ def _symbolic(model: nn.Module, concrete_args: Any, leaf_modules: Any, reason: s
         ) from cause
     if specialised and not isinstance(model, fx.GraphModule):
         _drop_default_guards(gm, specialised)
-    hooks = hooks_symbolic_tracing_loses(model, gm) if warn_hooks else []
+    hooks = hooks_symbolic_tracing_loses(model, gm, root_hooks_run) if warn_hooks else []
     if hooks:
         warnings.warn(
             f"fxprof: symbolic tracing does not run {'; '.join(hooks)}: the root's hooks are left out of the graph, "

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from .text import default_columns, is_device_timer, render_header, spread_flags, spread_notes
+from .text import default_columns, is_device_timer, ranked, render_header, spread_flags, spread_notes
 from .tables import display_name, formatter_for
 
 if TYPE_CHECKING:
@@ -41,8 +41,9 @@ def html_columns(table: pd.DataFrame, device_timer: bool) -> list[str]:
 
 def render_html(profile: "Profile", top: int | None = TOP, sort: str | None = "pct") -> str:
     """The profile as an HTML fragment: the header, then the first ``top`` nodes by ``sort``
-    (None or 0: all). The ``pct`` cell carries a bar scaled to the largest share in the table;
-    the ``spread`` column carries :func:`~fxprof.views.text.spread_flags` (``high``, ``tail``).
+    (None or 0: all; sorted, the ``record_function`` enter/exit nodes are left out and their
+    cost stated on a line, see :func:`~fxprof.views.text.ranked`). The ``pct`` cell carries a
+    bar scaled to the largest share in the table; the ``spread`` column carries :func:`~fxprof.views.text.spread_flags` (``high``, ``tail``).
     Every name, target and header line is HTML-escaped."""
     head, *facts = render_header(profile).splitlines()
     parts = [
@@ -50,9 +51,9 @@ def render_html(profile: "Profile", top: int | None = TOP, sort: str | None = "p
         f"<div><strong>{html.escape(head)}</strong></div>",
         *(f'<div style="font-size:smaller">{html.escape(line)}</div>' for line in facts),
     ]
-    table = profile.to_dataframe(sort=sort)
+    table, aside = ranked(profile.df, sort)  # a ranking leaves the ranges' enter/exit nodes out, and says so
     if table.empty:
-        parts += ["<p>no nodes</p>", "</div>"]
+        parts += ["<p>no nodes</p>", *([f"<div>{html.escape(aside)}</div>"] if aside else []), "</div>"]
         return "\n".join(parts)
 
     columns = html_columns(table, is_device_timer(profile))
@@ -76,7 +77,7 @@ def render_html(profile: "Profile", top: int | None = TOP, sort: str | None = "p
             f"<div>... {hidden} more nodes ({rest:.1f}% of node time); "
             f"<code>profile.to_dataframe(sort=&quot;pct&quot;)</code> has them all</div>"
         )
-    parts += [f"<div>{html.escape(note)}</div>" for note in spread_notes(flags)]
+    parts += [f"<div>{html.escape(note)}</div>" for note in ([aside] if aside else []) + spread_notes(flags)]
     parts.append("</div>")
     return "\n".join(parts)
 

@@ -28,6 +28,10 @@ class ViewOptions:
         depth: the module depth for ``group_by="scope"``.
         ascending: sort ascending.
         width: fit the table to this many characters; None: no limit.
+        bookkeeping: rank the enter/exit nodes of ``record_function`` ranges with the other
+            nodes. By default a sorted node table leaves them out and states their count and
+            share on a line of its own (their time counts in every share either way; see
+            :func:`fxprof.views.text.ranked`).
     """
 
     sort: str | None = "pct"
@@ -37,6 +41,7 @@ class ViewOptions:
     depth: int = 1
     ascending: bool = False
     width: int | None = None
+    bookkeeping: bool = False
 
     def __post_init__(self) -> None:
         if self.columns is not None and not isinstance(self.columns, tuple):
@@ -44,9 +49,10 @@ class ViewOptions:
 
     @classmethod
     def of(cls, sort: str | None = "pct", top: int | None = None, columns: Iterable[str] | None = None,
-           group_by: str | None = None, depth: int = 1, ascending: bool = False, width: int | None = None) -> "ViewOptions":
+           group_by: str | None = None, depth: int = 1, ascending: bool = False, width: int | None = None,
+           bookkeeping: bool = False) -> "ViewOptions":
         """The options from keywords (the signature ``Profile.summary`` shows its users)."""
-        return cls(sort, top, None if columns is None else tuple(columns), group_by, depth, ascending, width)
+        return cls(sort, top, None if columns is None else tuple(columns), group_by, depth, ascending, width, bookkeeping)
 
     def but(self, **changes: object) -> "ViewOptions":
         """A copy with some options changed."""

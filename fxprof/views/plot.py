@@ -16,8 +16,10 @@ import numpy as np
 import pandas as pd
 
 from ..core.compare import compare
-from ..core.profile import Profile, sort_table
-from ..core.rollup import group_by
+from ..core.profile import Profile
+from ..core.rollup import group_by, is_bookkeeping
+from .tables import change_label
+from .text import ranked
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -62,18 +64,28 @@ def plot_top(profile: ProfileOrTable, n: int = 15, ax: "Axes | None" = None) -> 
     """Horizontal bars of the ``n`` nodes with the largest share (``pct``), largest on top.
 
     Each bar is labelled with the node's median time in ms (``pct`` is its share of the summed
-    median node times).
+    median node times). ``record_function`` enter/exit nodes are not ranked; their share is
+    stated under the title.
     """
-    table = sort_table(_per_node(profile), "pct").head(n)
+    full = _per_node(profile)
+    table = ranked(full, "pct")[0].head(n)
     ax = _axes(ax, len(table))
     bars = ax.barh(list(table.index), table["pct"], color=_COLORS[0])
     ax.bar_label(bars, labels=[f"{ms:.3f} ms" for ms in table["median_ms"]], padding=3, fontsize="small")
     ax.invert_yaxis()
     ax.set_xlabel("share of node time (%)")
     ax.set_ylabel("node")
-    ax.set_title(f"{_name(profile)}: top {len(table)} nodes by share of node time")
+    ax.set_title(f"{_name(profile)}: top {len(table)} nodes by share of node time" + _aside_title(full))
     ax.margins(x=0.15)
     return ax
+
+
+def _aside_title(table: pd.DataFrame) -> str:
+    """A second title line with the share of the ranges' enter/exit nodes left out of a ranking."""
+    mask = is_bookkeeping(table)
+    if not mask.any():
+        return ""
+    return f"\n(not ranked: {int(mask.sum())} record_function enter/exit nodes, {table.loc[mask, 'pct'].sum():.1f}% of node time)"
 
 
 def plot_groups(profile: ProfileOrTable, key: str = "op", depth: int = 1, n: int = 15, ax: "Axes | None" = None) -> "Axes":
@@ -108,7 +120,8 @@ def plot_distribution(profile: Profile, n: int = 10, ax: "Axes | None" = None) -
     """
     if not isinstance(profile, Profile):
         raise TypeError(f"plot_distribution needs a Profile (its per-run samples), got {type(profile).__name__}")
-    top = list(profile.to_dataframe(sort="pct").head(n).index)
+    full = profile.df
+    top = list(ranked(full, "pct")[0].head(n).index)
     samples = profile.kept_samples()
     times = [samples.loc[samples["node"] == node, "time_ms"].to_numpy() for node in top]
     ax = _axes(ax, len(top))
@@ -123,7 +136,7 @@ def plot_distribution(profile: Profile, n: int = 10, ax: "Axes | None" = None) -
     ax.set_xlabel("time per run (ms)")
     ax.set_ylabel("node")
     runs = samples["run"].nunique()
-    ax.set_title(f"{_name(profile)}: per-run times of the top {len(top)} nodes ({runs} runs)")
+    ax.set_title(f"{_name(profile)}: per-run times of the top {len(top)} nodes ({runs} runs)" + _aside_title(full))
     return ax
 
 
@@ -137,9 +150,11 @@ def plot_compare(
 ) -> "Axes":
     """Median time per node in ``a`` and ``b``, for the ``n`` largest changes (:func:`fxprof.compare`).
 
-    Two bars per node; ``b``'s bar is labelled with the ratio ``b/a`` where it is defined (not
-    for a node only one side has, whose other bar is missing, nor for one that took 0 ms in ``a``),
-    followed by the verdict when it is ``faster`` or ``slower`` (beyond noise, see :func:`fxprof.compare`).
+    Two bars per node; ``b``'s bar is labelled with the change where the ratio ``b/a`` is
+    defined (not for a node only one side has, whose other bar is missing, nor for one that took
+    0 ms in ``a``), in words (:func:`~fxprof.views.tables.change_label`): ``6.4x faster`` or
+    ``1.3x slower`` when the verdict says so (beyond noise, see :func:`fxprof.compare`), else
+    ``0.98x the time``.
     """
     diff = compare(a, b).head(n)
     ax = _axes(ax, len(diff) * 3 // 2)
@@ -147,8 +162,7 @@ def plot_compare(
     ax.barh(y - 0.2, diff["a_ms"].fillna(0.0), height=0.4, label=label_a, color=_COLORS[0])
     bars_b = ax.barh(y + 0.2, diff["b_ms"].fillna(0.0), height=0.4, label=label_b, color=_COLORS[1])
     verdicts = diff["verdict"] if "verdict" in diff.columns else pd.Series("", index=diff.index)
-    ax.bar_label(bars_b, labels=["" if np.isnan(r) else f"×{r:.2f}" + (f" {v}" if v in ("faster", "slower") else "")
-                                 for r, v in zip(diff["ratio"], verdicts)], padding=3, fontsize="small")
+    ax.bar_label(bars_b, labels=[change_label(r, v) for r, v in zip(diff["ratio"], verdicts)], padding=3, fontsize="small")
     side = {"only_a": f" (only in {label_a})", "only_b": f" (only in {label_b})", "both": ""}
     ax.set_yticks(y, [node + side[status] for node, status in diff["status"].items()])
     ax.invert_yaxis()

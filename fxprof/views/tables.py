@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterable, Sequence
 import pandas as pd
 from tabulate import tabulate
 
-__all__ = ["format_ms", "format_count", "terminal_width", "render_fitted", "display_name", "TIME_UNITS"]
+__all__ = ["format_ms", "format_count", "terminal_width", "render_fitted", "display_name", "TIME_UNITS", "change_label"]
 
 #: (unit, milliseconds per unit), largest first
 TIME_UNITS = (("s", 1000.0), ("ms", 1.0), ("us", 1e-3), ("ns", 1e-6))
@@ -61,6 +61,22 @@ def format_ms(value_ms: Any, digits: int = 3, sign: bool = False) -> str:
     decimals = max(0, digits - 1 - math.floor(math.log10(abs(scaled)))) if scaled else 0
     text = f"{scaled:.{decimals}f} {unit}"
     return f"+{text}" if sign and value > 0 else text
+
+
+def change_label(ratio: Any, verdict: str = "") -> str:
+    """A node's change (``ratio`` = b/a of the median times) in words a reader gets right:
+    ``6.4x faster`` for a ratio of 0.156 judged faster, ``1.3x slower`` for 1.3 judged slower,
+    else ``0.98x the time`` (no verdict, or ``same``: within noise); ``""`` without a ratio,
+    ``b only``/``new`` cases included. A ratio of 0 judged faster is ``all of its time saved``."""
+    if ratio is None or _isna(ratio):
+        return ""
+    r = float(ratio)
+    if verdict == "faster" and r < 1.0:
+        return f"{1.0 / r:.2g}x faster" if r > 0 else "all of its time saved"
+    if verdict == "slower" and r > 1.0:
+        return f"{r:.2g}x slower" if not math.isinf(r) else "slower"
+    note = {"same": " (same)", "too few runs": " (too few runs to tell)"}.get(verdict, "")
+    return f"{r:.2f}x the time" + note
 
 
 def format_count(value: Any) -> str:

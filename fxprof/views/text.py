@@ -15,7 +15,7 @@ from .tables import format_ms, hidden_note, render_fitted
 if TYPE_CHECKING:
     from ..core.profile import Profile
 
-__all__ = ["render_summary", "render_body", "render_compare", "render_header", "render_table", "DEFAULT_COLUMNS", "GROUP_COLUMNS", "HIGH_SPREAD", "HIGH_TAIL", "spread_flags"]
+__all__ = ["render_summary", "render_body", "render_compare", "render_header", "render_table", "DEFAULT_COLUMNS", "GROUP_COLUMNS", "HIGH_SPREAD", "HIGH_TAIL", "spread_flags", "ranked"]
 
 #: the node table's default columns: the operation in plain words, where it runs, its times
 DEFAULT_COLUMNS = ("kind", "scope", "range", "median_ms", "mean_ms", "iqr_ms", "pct", "cum_pct")
@@ -245,8 +245,9 @@ def is_device_timer(profile: "Profile") -> bool:
 def render_body(table: pd.DataFrame, view: ViewOptions = ViewOptions(), device_timer: bool = False) -> str:
     """A per-node table (a Profile's ``df`` or one read from CSV) rendered, or rolled up, as
     ``view`` says (see :class:`~fxprof.views.options.ViewOptions`); ``device_timer``: the
-    profile's timer has a device timeline (its host columns are shown)."""
-    from ..core.profile import sort_table
+    profile's timer has a device timeline (its host columns are shown). A sorted table leaves
+    out ``record_function`` enter/exit nodes unless ``view.bookkeeping`` and says what they
+    cost on a line of its own (see :func:`ranked`)."""
     from ..core.rollup import group_by as roll_up
 
     sort, top, columns, group_by, depth = view.sort, view.top, view.columns, view.group_by, view.depth
@@ -255,7 +256,7 @@ def render_body(table: pd.DataFrame, view: ViewOptions = ViewOptions(), device_t
     if group_by is not None:
         groups = roll_up(table, group_by, depth=depth)
         return _render_groups(groups, group_by, depth, top, sort, ascending, columns, width)
-    table = sort_table(table, sort, ascending)
+    table, aside = ranked(table, sort, ascending, view.bookkeeping)
     explicit = columns is not None
     columns = _known_columns(table, columns if explicit else default_columns(table, device_timer), "columns")
 
@@ -276,8 +277,28 @@ def render_body(table: pd.DataFrame, view: ViewOptions = ViewOptions(), device_t
     if hidden > 0:
         rest = float(table["pct"].iloc[len(shown):].sum())
         lines.append(f"... {hidden} more nodes ({rest:.1f}% of node time)")
-    lines.extend(textwrap.fill(note, width, subsequent_indent="  ") if width else note for note in spread_notes(flags))
+    notes = ([aside] if aside else []) + spread_notes(flags)
+    lines.extend(textwrap.fill(note, width, subsequent_indent="  ") if width else note for note in notes)
     return "\n".join(lines)
+
+
+def ranked(table: pd.DataFrame, sort: str | None, ascending: bool = False, bookkeeping: bool = False) -> tuple[pd.DataFrame, str]:
+    """A per-node table sorted for showing, and the line that says what was set aside.
+
+    A sorted table is a ranking: unless ``bookkeeping``, the enter/exit nodes of
+    ``record_function`` ranges (:func:`fxprof.core.rollup.is_bookkeeping`) leave it, and the
+    returned line states their count and summed share (their time still counts in every
+    share). ``cum_pct`` then runs over the ranked nodes. In graph order (``sort=None``) or by
+    name (``sort="node"``) every node stays: neither is a ranking."""
+    from ..core.profile import sort_table
+    from ..core.rollup import bookkeeping_note, is_bookkeeping
+
+    if sort is None or sort == (table.index.name or "node") or bookkeeping or "kind" not in table.columns:
+        return sort_table(table, sort, ascending), ""
+    mask = is_bookkeeping(table)
+    if not mask.any():
+        return sort_table(table, sort, ascending), ""
+    return sort_table(table[~mask], sort, ascending), bookkeeping_note(table)
 
 
 def _render_groups(groups: pd.DataFrame, key: str, depth: int, top: int | None, sort: str | None = "pct",

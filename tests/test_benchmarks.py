@@ -45,6 +45,31 @@ def test_training_benchmark_runs_and_reports_both_ratios(tmp_path):
     assert row["run_overhead"] == row["fxprof_run_ms"] / row["eager_step_ms"]
 
 
+def test_loop_and_memory_benchmarks_run_at_tiny_sizes(tmp_path):
+    """The issue-25 benchmarks stay runnable; their figures come from real runs
+    (docs/performance.md, section 8), never from asserts on timings here."""
+    env = {**__import__("os").environ, "PYTHONPATH": str(ROOT)}
+    out = tmp_path / "loop.json"
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "benchmarks" / "loop.py"), "--rounds", "2", "--short", "22",
+         "--long", "202", "--iters", "2,6", "--json", str(out)],
+        capture_output=True, text=True, timeout=600, cwd=ROOT / "tests" / "benchmarks", env=env,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = json.loads(out.read_text())["loop"]
+    assert [r["part"] for r in rows] == ["run", "loop (slope of profile's wall time)", "loop (timed phase per run)"]
+    # the slope over iters=2 and 6 may come out at any sign at this size (tracing noise): not checked
+    assert all(r["graphmodule_ms"] > 0 for r in rows) and rows[0]["fxprof_ms"] > 0 and rows[2]["fxprof_ms"] > 0
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "benchmarks" / "memory.py"), "--sequence", "--nodes", "52", "--iters", "20"],
+        capture_output=True, text=True, timeout=600, cwd=ROOT / "tests" / "benchmarks", env=env,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "52 nodes x 20 runs = 1040 samples" in result.stdout
+    for step in ("profile", "df", "load .npz", "trace", "compare", "load .json"):
+        assert f"| {step} |" in result.stdout
+
+
 @pytest.mark.slow
 def test_session_benchmark_reports_every_phase_against_the_plain_loop(tmp_path):
     out = tmp_path / "session.json"

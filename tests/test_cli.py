@@ -265,6 +265,7 @@ def test_each_command_has_its_own_examples():
     (["profile", "resnet18", "--capture", "dynamo", "--leaf-module", "torch.nn.Conv2d"], "--leaf-module apply to symbolic"),
     (["profile", "resnet18", "--timer", "cuda"], "--timer cuda times a CUDA device, but --device is cpu"),
     (["profile", "resnet18", "--csv", "{tmp}/x", "--json", "{tmp}/x"], "--csv and --json both write"),
+    (["profile", "resnet18", "--json", "{tmp}/run.prof"], "--json: fxprof saves a profile as JSON"),  # issue 25
     (["profile", "resnet18", "--concrete", "flag=maybe"], "is not a Python literal"),
     (["profile", "resnet18", "--concrete", "novalue"], "expected NAME=VALUE"),
     (["profile", "resnet18", "--sort", "medain_ms"], "did you mean 'median_ms'"),

@@ -433,13 +433,13 @@ def test_sigterm_saves_what_was_measured(tmp_path):
 def test_a_second_interrupt_while_saving_does_not_lose_the_profile(prof, tmp_path, monkeypatch, capsys):
     import fxprof.io.jsonfile
 
-    real_dump = fxprof.io.jsonfile.json.dump
+    real_dumps = fxprof.io.jsonfile.orjson.dumps
 
-    def interrupted_dump(*args, **kwargs):
-        signal.raise_signal(signal.SIGINT)  # the user presses Ctrl-C again, mid-write
-        return real_dump(*args, **kwargs)
+    def interrupted_dumps(*args, **kwargs):
+        signal.raise_signal(signal.SIGINT)  # the user presses Ctrl-C again, mid-save
+        return real_dumps(*args, **kwargs)
 
-    monkeypatch.setattr(fxprof.io.jsonfile.json, "dump", interrupted_dump)
+    monkeypatch.setattr(fxprof.io.jsonfile.orjson, "dumps", interrupted_dumps)
     out = tmp_path / "p.json"
     args = cli.build_parser().parse_args(["profile", "m", "--json", str(out)])
     cli._emit(prof, args)

@@ -53,7 +53,36 @@ def test_json_save_load_is_lossless(real_prof, tmp_path):
     assert back.meta == json.loads(json.dumps(real_prof.meta))
     assert back.summary() == real_prof.summary()
     data = json.loads(path.read_text())
-    assert data["format"] == "fxprof.profile" and data["version"] == 1
+    assert data["format"] == "fxprof.profile" and data["version"] == 2
+    # columns of numbers; each sample's node is its position in "nodes"
+    names = [n["name"] for n in data["nodes"]]
+    assert [names[i] for i in data["samples"]["node"]] == real_prof.samples["node"].astype(str).tolist()
+    assert "kernel_ms" not in data["samples"]  # not measured: left out, not a column of nulls
+
+
+def test_version_1_json_still_loads_to_the_same_profile(real_prof, tmp_path):
+    """A file written before version 2 (nodes by name, kernel_ms as nulls) loads to an equal profile."""
+    path = tmp_path / "p.json"
+    real_prof.save(path)
+    data = json.loads(path.read_text())
+    names = [n["name"] for n in data["nodes"]]
+    data["version"] = 1
+    data["samples"]["node"] = [names[i] for i in data["samples"]["node"]]
+    data["samples"]["kernel_ms"] = [None] * len(names and data["samples"]["run"])
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(data, allow_nan=False))
+    back = fxprof.load(old)
+    pd.testing.assert_frame_equal(back.samples, real_prof.samples, check_exact=True)
+    pd.testing.assert_frame_equal(back.df, real_prof.df, check_exact=True)
+
+
+@pytest.mark.parametrize("name", ["p.prof", "p.txt", "p.json.gz", "profile"])
+def test_a_file_name_that_names_no_format_is_refused_before_writing(real_prof, tmp_path, name):
+    with pytest.raises(ValueError, match=r"\.json.*\.npz"):
+        real_prof.save(tmp_path / name)
+    assert not (tmp_path / name).exists()
+    real_prof.save(tmp_path / "P.JSON")  # the case of the extension does not matter
+    assert fxprof.load(tmp_path / "P.JSON").num_runs == real_prof.num_runs
 
 
 def test_unwritable_path_is_a_clear_error_and_loses_nothing(prof, tmp_path):

@@ -182,13 +182,18 @@ def test_cli_defaults_match_the_library():
     assert args.alpha == ALPHA and args.min_effect == MIN_EFFECT and args.keep_outliers is False
 
 
-def test_batched_p_values_equal_one_scipy_call_per_node():
-    """node_p_values tests nodes in batches (same sizes, ties or not); each p-value must equal
-    scipy's for that node alone, whichever method scipy picks (exact without ties, else normal)."""
+@pytest.mark.parametrize("chunk", [1 << 18, 16], ids=["default-chunks", "tiny-chunks"])
+def test_batched_p_values_equal_one_scipy_call_per_node(monkeypatch, chunk):
+    """node_p_values tests nodes in batches (same sizes, ties or not), in chunks of bounded size;
+    each p-value must equal scipy's for that node alone, whichever method scipy picks (exact
+    without ties, else normal), however small the chunks."""
     import numpy as np
     from scipy.stats import mannwhitneyu
 
+    from fxprof.core import stats
     from fxprof.core.stats import node_p_values
+
+    monkeypatch.setattr(stats, "_CHUNK", chunk)
 
     rng = np.random.default_rng(0)
     pairs = []

@@ -231,8 +231,8 @@ def build_parser() -> argparse.ArgumentParser:
     o = p.add_argument_group("outputs (checked before anything runs; '-' is standard output)")
     o.add_argument("--csv", metavar="PATH", help="write the per-node table as CSV (full precision, ms)")
     o.add_argument("--json", metavar="PATH",
-                   help="save the whole profile (every sample) for show/compare: JSON, or compact binary columns "
-                        "if PATH ends in .npz")
+                   help="save the whole profile (every sample) for show/compare: PATH ending in .json for JSON, "
+                        "in .npz for compact binary columns")
     o.add_argument("--trace", metavar="PATH", help="write a Chrome trace, on torch.profiler's clock (open in ui.perfetto.dev)")
     o.add_argument("--html", metavar="PATH",
                    help="write an interactive report: module tree, distributions, run totals, the sortable node "
@@ -573,6 +573,13 @@ def _check_outputs(outputs: dict[str, str | None], inputs: Sequence[str] = ()) -
     for flag, path in given.items():
         if path != "-":
             _check_writable(path)
+        if flag == "--json":
+            from ..io import profile_format
+
+            try:
+                profile_format(path)
+            except ValueError as exc:
+                raise _bad(f"--json: {exc}") from None
 
 
 #: file names that hold code or notebooks: never an output, whatever the command was given

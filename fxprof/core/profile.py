@@ -246,6 +246,12 @@ class Profile:
         return len(self._runs)
 
     @property
+    def num_samples(self) -> int:
+        """How many samples the profile holds (``len(profile.samples)``, without building that
+        DataFrame: a long-form frame of millions of rows costs hundreds of MB)."""
+        return len(self._columns)
+
+    @property
     def coverage(self) -> float:
         """Summed mean node time over mean run time (1.0 means every moment is in a node), over
         the runs the statistics keep (outlier runs left out unless :attr:`keep_outliers`).
@@ -513,9 +519,10 @@ class Profile:
 
     def save(self, path: str | os.PathLike) -> None:
         """Save the whole profile (raw samples, nodes, anatomy, metadata), chosen by extension:
-        ``.npz`` writes compact binary columns with a JSON header (:mod:`fxprof.io.npzfile`; 40 bytes
-        a sample, fast to write and read), any other path versioned JSON (text, about 70 bytes
-        a sample).
+        ``.npz`` writes compact binary columns with a JSON header (:mod:`fxprof.io.npzfile`; 40
+        bytes a sample, fastest to write and read), ``.json`` versioned JSON (text, its sample
+        columns as number arrays, :mod:`fxprof.io.jsonfile`); ``"-"``, a device or a FIFO get
+        JSON. Any other file name is a ValueError that names the two formats.
 
         Lossless: :func:`fxprof.load` gives back an equal profile from either. Written atomically.
         """

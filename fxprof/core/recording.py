@@ -61,6 +61,9 @@ class Recording:
         self._runs = {col: [] for col in _RUN_COLUMNS}  # one float per run: lists are small
         #: host clock reading (ns) at the start of the first recorded run
         self.origin_ns = origin_ns
+        # samples a recorder holds back to write many runs at once (:meth:`defer`)
+        self._pending_count = 0
+        self._pending: Any = None
         count = len(node)
         if count:
             given = {"time_ms": time_ms, "host_ms": host_ms, "start_ms": start_ms, "host_start_ms": host_start_ms}
@@ -94,13 +97,28 @@ class Recording:
 
     def rename(self, names: dict[str, str]) -> None:
         """Give nodes new names (``{old: new}``; others keep theirs): their samples keep their ids."""
+        self._settled()  # held-back samples are written under the names they were recorded with
         self.names = [names.get(n, n) for n in self.names]
         if len(set(self.names)) != len(self.names):
             raise ValueError("renaming would give two nodes one name")
         self._ids = {n: i for i, n in enumerate(self.names)}
 
+    def defer(self, count: int, write: Any) -> None:
+        """``count`` more samples exist but are not in the columns yet: ``write()`` puts every
+        held-back sample there (through :meth:`add_clock_marks`), and is called before anything
+        reads the columns or appends after them. A recorder uses it to convert many runs' marks
+        in one go instead of a few numpy calls a run. ``len()`` counts them already."""
+        self._pending_count += count
+        self._pending = write
+
+    def _settled(self) -> None:
+        if self._pending_count:
+            write, self._pending, self._pending_count = self._pending, None, 0
+            write()
+
     def add(self, node_id: np.ndarray, run: Any, time_ms: Any, host_ms: Any, start_ms: Any, host_start_ms: Any) -> None:
         """Append samples (equal-length columns; ``run`` may be one int for all)."""
+        self._settled()
         count = len(node_id)
         if not count:
             return
@@ -115,9 +133,46 @@ class Recording:
             self._kernel[self._size:end] = np.nan
         self._size = end
 
+    def add_clock_marks(self, node_id: np.ndarray, run: Any, marks: np.ndarray, start_ns: Any, host_start_ns: Any) -> None:
+        """Append samples from one clock's raw readings (the CPU timer, whose marks are the
+        host clock): ``marks`` is an ``(n, 2)`` int64 array of each node's start and end in
+        nanoseconds, ``start_ns``/``host_start_ns`` the run's first readings (or, with ``run``,
+        one per sample, for several runs at once; the same object for both when one reading
+        began the run). Written straight into the columns (no temporary per column): the same
+        values as :meth:`add` would get from ``(end - start) / 1e6``."""
+        self._settled()
+        count = len(node_id)
+        if not count:
+            return
+        begin, end = self._size, self._size + count
+        if end > len(self._node):
+            self._grow(end)
+        self._node[begin:end] = node_id
+        self._run[begin:end] = run
+        first = marks[:, 0]
+        times = self._times
+        time_ms = times["time_ms"][begin:end]
+        np.subtract(marks[:, 1], first, out=time_ms, casting="unsafe")
+        np.divide(time_ms, 1e6, out=time_ms)
+        times["host_ms"][begin:end] = time_ms
+        start_ms = times["start_ms"][begin:end]
+        np.subtract(first, start_ns, out=start_ms, casting="unsafe")
+        np.divide(start_ms, 1e6, out=start_ms)
+        if host_start_ns is start_ns:  # one reading began the run
+            times["host_start_ms"][begin:end] = start_ms
+        else:
+            host_start_ms = times["host_start_ms"][begin:end]
+            np.subtract(first, host_start_ns, out=host_start_ms, casting="unsafe")
+            np.divide(host_start_ms, 1e6, out=host_start_ms)
+        if self._kernel is not None:
+            self._kernel[begin:end] = np.nan
+        self._size = end
+
     def add_run(self, total_ms: float, host_ms: float, start_ms: float) -> None:
-        for col, value in zip(_RUN_COLUMNS, (total_ms, host_ms, start_ms)):
-            self._runs[col].append(float(value))
+        runs = self._runs
+        runs["run_total_ms"].append(float(total_ms))
+        runs["run_host_ms"].append(float(host_ms))
+        runs["run_start_ms"].append(float(start_ms))
 
     def reserve(self, samples: int) -> None:
         """Make room for ``samples`` samples in all, when their number is known ahead (the timed
@@ -141,7 +196,7 @@ class Recording:
 
     # ------------------------------------------------------------------ reading
     def __len__(self) -> int:
-        return self._size
+        return self._size + self._pending_count
 
     @property
     def runs(self) -> int:
@@ -149,43 +204,52 @@ class Recording:
         return len(self._runs["run_total_ms"])
 
     def _view(self, array: np.ndarray) -> np.ndarray:
+        # callers settle first: writing held-back samples may replace the arrays (growth)
         view = array[: self._size]
         view.flags.writeable = False
         return view
 
     @property
     def node_id(self) -> np.ndarray:
+        self._settled()
         return self._view(self._node)
 
     @property
     def node(self) -> list[str]:
         """The node name of every sample, as a list (materialised: prefer :attr:`node_id`)."""
+        self._settled()
         names = self.names
         return [names[i] for i in self._node[: self._size].tolist()]
 
     def recorded_names(self) -> set[str]:
         """Names of the nodes that have at least one sample."""
+        self._settled()
         seen = np.bincount(self._node[: self._size], minlength=len(self.names)) > 0
         return {name for name, s in zip(self.names, seen.tolist()) if s}
 
     @property
     def run(self) -> np.ndarray:
+        self._settled()
         return self._view(self._run)
 
     @property
     def time_ms(self) -> np.ndarray:
+        self._settled()
         return self._view(self._times["time_ms"])
 
     @property
     def host_ms(self) -> np.ndarray:
+        self._settled()
         return self._view(self._times["host_ms"])
 
     @property
     def start_ms(self) -> np.ndarray:
+        self._settled()
         return self._view(self._times["start_ms"])
 
     @property
     def host_start_ms(self) -> np.ndarray:
+        self._settled()
         return self._view(self._times["host_start_ms"])
 
     @property
@@ -195,12 +259,15 @@ class Recording:
     @property
     def kernel_ms(self) -> np.ndarray:
         """CUDA kernel time per sample (``timer="kernel"``); all NaN when not measured."""
+        self._settled()
         if self._kernel is None:
             return np.full(self._size, np.nan)
+        self._settled()
         return self._view(self._kernel)
 
     @kernel_ms.setter
     def kernel_ms(self, values: Sequence[float]) -> None:
+        self._settled()
         values = np.asarray(values, dtype=np.float64)
         if len(values) != self._size:
             raise ValueError(f"kernel_ms has {len(values)} values for {self._size} samples")
@@ -222,11 +289,12 @@ class Recording:
     @property
     def nbytes(self) -> int:
         """Bytes held by the sample columns (their capacity, not only the filled part)."""
+        self._settled()
         arrays = [self._node, self._run, *self._times.values()] + ([self._kernel] if self._kernel is not None else [])
         return sum(a.nbytes for a in arrays)
 
     def __repr__(self) -> str:
-        return f"<Recording: {self._size} samples of {len(self.names)} nodes, {self.runs} runs>"
+        return f"<Recording: {len(self)} samples of {len(self.names)} nodes, {self.runs} runs>"
 
 
 def _column(values: Sequence[Any], count: int, dtype: Any, fill: Any) -> np.ndarray:

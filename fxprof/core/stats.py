@@ -86,29 +86,42 @@ def node_p_values(pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.nd
     clean: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     batches: dict[tuple[int, int, bool], list[int]] = {}
     for i, (xa, xb) in enumerate(pairs):
-        xa = np.asarray(xa, dtype=np.float64)
-        xb = np.asarray(xb, dtype=np.float64)
-        xa, xb = xa[np.isfinite(xa)], xb[np.isfinite(xb)]
+        xa, xb = _finite(xa), _finite(xb)  # the caller's arrays themselves when all finite: no copy
         if len(xa) < 2 or len(xb) < 2:
             continue
-        both = np.concatenate([xa, xb])
-        if both.min() == both.max():  # all ties: no evidence of any difference
+        if min(xa.min(), xb.min()) == max(xa.max(), xb.max()):  # all ties: no evidence of any difference
             raw[i] = 1.0
             continue
         # ties decide scipy's method only when a side has at most 8 samples (exact vs normal)
         small = min(len(xa), len(xb)) <= 8
-        ties = small and bool((np.diff(np.sort(both)) == 0).any())
+        ties = small and bool((np.diff(np.sort(np.concatenate([xa, xb]))) == 0).any())
         batches.setdefault((len(xa), len(xb), ties), []).append(i)
         clean[i] = (xa, xb)
-    for rows in batches.values():
-        a = np.stack([clean[i][0] for i in rows])
-        b = np.stack([clean[i][1] for i in rows])
-        raw[rows] = mannwhitneyu(a, b, axis=1, alternative="two-sided").pvalue
+    for (size_a, size_b, _), rows in batches.items():
+        # in chunks of about _CHUNK values: the stacked copies and scipy's ranking temporaries
+        # stay bounded however many samples the profiles hold (rows are independent: the
+        # p-values are the same as in one call)
+        step = max(1, _CHUNK // (size_a + size_b))
+        for first in range(0, len(rows), step):
+            chunk = rows[first:first + step]
+            a = np.stack([clean[i][0] for i in chunk])
+            b = np.stack([clean[i][1] for i in chunk])
+            raw[chunk] = mannwhitneyu(a, b, axis=1, alternative="two-sided").pvalue
     adjusted = np.full(len(pairs), np.nan)
     tested = ~np.isnan(raw)
     if tested.any():
         adjusted[tested] = false_discovery_control(raw[tested], method="bh")
     return raw, adjusted
+
+
+#: values (both sides) per mannwhitneyu call in :func:`node_p_values`
+_CHUNK = 1 << 18
+
+
+def _finite(values: Any) -> np.ndarray:
+    array = np.asarray(values, dtype=np.float64)
+    finite = np.isfinite(array)
+    return array if finite.all() else array[finite]
 
 
 @functools.lru_cache(maxsize=256)

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from typing import TYPE_CHECKING
 
 from .atomic import atomic_write
@@ -25,16 +26,44 @@ if TYPE_CHECKING:
     from ..core.profile import Profile
 
 __all__ = [
-    "save_profile", "load_profile", "read_any", "read_csv", "write_csv", "atomic_write",
+    "save_profile", "profile_format", "load_profile", "read_any", "read_csv", "write_csv", "atomic_write",
     "FORMAT_NAME", "FORMAT_VERSION", "NPZ_FORMAT_NAME", "NPZ_FORMAT_VERSION",
 ]
 
 _ZIP_MAGIC = b"PK\x03\x04"
 
 
+def profile_format(path: str | os.PathLike) -> str:
+    """``"npz"`` or ``"json"``: the format :func:`save_profile` writes to ``path``.
+
+    A file named ``*.npz`` gets binary columns and ``*.json`` JSON (any case). What is not a
+    regular file by name gets JSON, the text format: standard output (``"-"``), a device, a
+    FIFO (and a directory, which then fails to be written as any file would). Any other
+    name is a ValueError naming the two formats: a profile is never written in a format its
+    name does not say.
+    """
+    name = os.fspath(path)
+    lower = name.lower()
+    if lower.endswith(".npz"):
+        return "npz"
+    if lower.endswith(".json") or name == "-":
+        return "json"
+    try:
+        regular = stat.S_ISREG(os.stat(name).st_mode)
+    except OSError:
+        regular = True  # a new file
+    if not regular:
+        return "json"
+    raise ValueError(
+        f"fxprof saves a profile as JSON (a path ending in .json) or as binary columns (.npz, smaller and "
+        f"faster); {name!r} ends in neither. Name the file ....json or ....npz"
+    )
+
+
 def save_profile(profile: "Profile", path: str | os.PathLike) -> None:
-    """Save ``profile``: binary columns for a ``.npz`` path, else JSON."""
-    if os.fspath(path).lower().endswith(".npz"):
+    """Save ``profile`` in the format its path names (:func:`profile_format`): binary columns
+    for ``.npz``, JSON for ``.json``; any other file name is a ValueError."""
+    if profile_format(path) == "npz":
         save_npz(profile, path)
     else:
         save_json(profile, path)

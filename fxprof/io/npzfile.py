@@ -1,6 +1,6 @@
 """The binary profile file: every sample as numpy columns in a zip, with a JSON header. Never pickle.
 
-``Profile.save("p.npz")`` writes this format (any other extension writes the JSON of
+``Profile.save("p.npz")`` writes this format (``.json`` writes the JSON of
 :mod:`fxprof.io.jsonfile`); :func:`fxprof.load`, ``fxprof show`` and ``fxprof compare`` read both,
 telling them apart by content. The file is an uncompressed zip (numpy's ``.npz`` layout, so
 ``numpy.load(path)`` opens it too) holding:

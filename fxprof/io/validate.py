@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -31,7 +31,8 @@ from ..errors import ProfileFormatError
 if TYPE_CHECKING:
     from ..core.profile import Profile
 
-__all__ = ["SCHEMA", "NPZ_HEADER_SCHEMA", "parse_json", "check_document", "check_npz_header", "check_profile", "parse_table"]
+__all__ = ["SCHEMA", "SCHEMA_V1", "NPZ_HEADER_SCHEMA", "parse_json", "check_skeleton", "column_arrays", "check_document",
+           "check_npz_header", "check_profile", "parse_table"]
 
 _INT64_MAX = 2**63 - 1
 _NONNEG_INT = {"type": "integer", "minimum": 0, "maximum": _INT64_MAX}
@@ -48,8 +49,8 @@ def _anatomy(item: dict[str, Any], description: str) -> dict[str, Any]:
     return _column(item, description + "; one value per node, in the order of \"nodes\"; null: not measured")
 
 
-#: The JSON Schema of a saved profile (``Profile.save``), format version 1.
-SCHEMA: dict[str, Any] = {
+#: The JSON Schema of a saved profile written before version 2 (sample nodes by name); still read.
+SCHEMA_V1: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "title": "fxprof saved profile, format version 1",
     "description": "Times are milliseconds. Columns are parallel arrays: entry i of every samples column is one sample.",
@@ -137,6 +138,23 @@ SCHEMA: dict[str, Any] = {
     },
 }
 
+def _version_2(v1: dict[str, Any]) -> dict[str, Any]:
+    """Version 2 is version 1 with each sample's node given by its position in ``nodes``
+    (an integer, not the name) and ``kernel_ms`` left out when kernel time was not measured."""
+    import copy
+
+    schema = copy.deepcopy(v1)
+    schema["title"] = "fxprof saved profile, format version 2"
+    props = schema["properties"]
+    props["version"] = {"const": 2}
+    props["samples"]["properties"]["node"] = _column(_NONNEG_INT, "the node: an index into nodes (0 is nodes[0])")
+    props["samples"]["properties"]["kernel_ms"]["description"] = "CUDA kernel time (timer kernel); absent when not measured"
+    return schema
+
+
+#: The JSON Schema of a saved profile (``Profile.save``), format version 2 (what fxprof writes).
+SCHEMA: dict[str, Any] = _version_2(SCHEMA_V1)
+
 _COLUMN_GROUPS = ("samples", "runs")
 _MAX_INT_DIGITS = 20  # int64 has 19 digits
 
@@ -180,23 +198,119 @@ def parse_json(text: str, source: str) -> Any:
 
 
 # ---------------------------------------------------------------------- document
-def check_document(data: Any, source: str) -> None:
-    """Check a parsed JSON document against :data:`SCHEMA` (``format`` and ``version`` are
-    assumed checked by the caller, which words those errors itself)."""
+def check_skeleton(data: Any, source: str, schema: Mapping[str, Any]) -> None:
+    """Everything of a parsed JSON document but the items of its long columns, against
+    ``schema`` (:data:`SCHEMA` or :data:`SCHEMA_V1`)."""
+    _check_in_bulk(data, source, schema, (*_COLUMN_GROUPS, "anatomy"))
+
+
+def _check_in_bulk(data: Mapping[str, Any], source: str, schema: Mapping[str, Any], columns: Sequence[str],
+                   prefix: Sequence[str] = ()) -> None:
+    """``data`` against ``schema`` with jsonschema, but its long parts checked in bulk by the
+    same rules: the ``columns`` groups' lists (items by :func:`_check_items` for anatomy,
+    by the callers for samples and runs), and the node records one per kind."""
     import jsonschema
 
     skeleton = dict(data)
-    for group in _COLUMN_GROUPS:  # long columns: checked below with numpy, same rules
+    for group in columns:
         if isinstance(data.get(group), dict):
             skeleton[group] = {k: ([] if isinstance(v, list) else v) for k, v in data[group].items()}
-    validator = jsonschema.Draft202012Validator(SCHEMA)
+    # node records are checked one per kind: the node rules test only each field's type (and
+    # that a name is not empty), so records alike in those validate alike; 10,000 records
+    # through jsonschema one by one take seconds
+    records = data.get("nodes")
+    firsts: dict[Any, int] = {}
+    if isinstance(records, list):
+        for i, record in enumerate(records):
+            firsts.setdefault(_record_kind(record), i)
+        skeleton["nodes"] = [records[i] for i in firsts.values()]
+    validator = jsonschema.Draft202012Validator(schema)
     error = jsonschema.exceptions.best_match(validator.iter_errors(skeleton))
     if error is not None:
-        where = _path(error.absolute_path)
+        parts = list(error.absolute_path)
+        if len(parts) > 1 and parts[0] == "nodes":
+            parts[1] = list(firsts.values())[parts[1]]  # the first record of that kind in the file
+        where = _path([*prefix, *parts])
         raise _damaged(source, f"{where}: {error.message}" if where else error.message)
+    nodes = [n["name"] for n in data["nodes"]]
+    _check_unique(nodes, source)
+    rules = SCHEMA["properties"]["anatomy"]["properties"]
+    where = ".".join([*prefix, "anatomy"])
+    for name, values in (data.get("anatomy") or {}).items():
+        if name in rules and isinstance(values, list):
+            if len(values) != len(nodes):
+                raise _damaged(source, f"{where}.{name} has {len(values)} values for {len(nodes)} nodes")
+            try:
+                _check_items(values, rules[name]["items"], f"{where}.{name}", source)
+            except ProfileFormatError:  # found in bulk; worded as jsonschema words it for this column
+                error = jsonschema.exceptions.best_match(
+                    jsonschema.Draft202012Validator({"$schema": SCHEMA["$schema"], **rules[name]}).iter_errors(values))
+                if error is None:
+                    raise
+                raise _damaged(source, f"{_path([*prefix, 'anatomy', name, *error.absolute_path])}: {error.message}") from None
+
+
+def _record_kind(record: Any) -> Any:
+    """What the node rules can tell apart in a record: each field's type, and empty strings."""
+    if not isinstance(record, dict):
+        return type(record)
+    return tuple((k, type(v), v == "" if isinstance(v, str) else None) for k, v in record.items())
+
+
+def column_arrays(data: Mapping[str, Any], group: str, source: str) -> dict[str, np.ndarray]:
+    """The ``samples`` or ``runs`` columns of a version 2 document as numpy arrays (int64 for
+    integer columns, float64 with NaN for null otherwise), checked against :data:`SCHEMA`'s
+    item rules; equal lengths. Each parsed list in ``data`` is replaced by None once its array
+    is made, so the document's Python numbers and the arrays never all exist at once. Fast where the values are plain numbers: one numpy conversion
+    a column, and the item-by-item check of version 1 only for a column that holds nulls or
+    something else, or (integer columns, or a float column holding exact 0 or 1) that may hide
+    a boolean."""
+    rules = SCHEMA["properties"][group]["properties"]
+    out: dict[str, np.ndarray] = {}
+    columns = data[group]
+    for name in list(columns):
+        values = columns[name]
+        if name not in rules:
+            continue
+        rule = rules[name]["items"]
+        integer = rule["type"] == "integer"
+        where = f"{group}.{name}"
+        try:
+            array = np.array(values)
+        except (ValueError, OverflowError, TypeError):
+            array = np.array(values, dtype=object)
+        plain = array.ndim == 1 and (array.dtype.kind == "i" if integer else array.dtype.kind in "if")
+        if not plain or integer or ((array == 0) | (array == 1)).any():  # a boolean may hide (True == 1)
+            if not plain or set(map(type, values)) - ({int} if integer else {int, float}):
+                words = "an index into nodes (an integer)" if where == "samples.node" else None
+                _check_items(values, rule, where, source, words)  # the exact message; or nulls where allowed
+        if integer:
+            array = array.astype(np.int64) if plain else np.array(values, dtype=np.int64)
+            _check_range(array, rule, where, source)
+        else:
+            array = array.astype(np.float64, copy=False) if plain else np.array(values, dtype=np.float64)
+        out[name] = array
+        columns[name] = values = None  # the parsed list goes as soon as its array exists (peak memory)
+    lengths = {k: len(v) for k, v in out.items()}
+    if len(set(lengths.values())) > 1:
+        listed = ", ".join(f"{k} {n}" for k, n in lengths.items())
+        raise _damaged(source, f"the {group} columns must all have the same length, but they have {listed}")
+    if group == "samples" and len(out.get("node", ())):
+        count = len(data["nodes"])
+        stray = np.flatnonzero(out["node"] >= count)
+        if len(stray):
+            i = int(stray[0])
+            raise _damaged(source, f"samples.node[{i}]: {out['node'][i]} is not an index into nodes (it has {count})")
+    return out
+
+
+def check_document(data: Any, source: str) -> None:
+    """Check a parsed version 1 JSON document against :data:`SCHEMA_V1` (``format`` and
+    ``version`` are assumed checked by the caller, which words those errors itself)."""
+    check_skeleton(data, source, SCHEMA_V1)
     for group in _COLUMN_GROUPS:
         columns = data[group]
-        rules = SCHEMA["properties"][group]["properties"]
+        rules = SCHEMA_V1["properties"][group]["properties"]
         lengths = {k: len(v) for k, v in columns.items() if k in rules}
         if len(set(lengths.values())) > 1:
             listed = ", ".join(f"{k} {n}" for k, n in lengths.items())
@@ -204,15 +318,10 @@ def check_document(data: Any, source: str) -> None:
         for name, values in columns.items():
             if name in rules:
                 _check_items(values, rules[name]["items"], f"{group}.{name}", source)
-    nodes = [n["name"] for n in data["nodes"]]
-    _check_unique(nodes, source)
-    known = set(nodes)
+    known = {n["name"] for n in data["nodes"]}
     stray = next((i for i, name in enumerate(data["samples"]["node"]) if name not in known), None)
     if stray is not None:
         raise _damaged(source, f"samples.node[{stray}]: {_show(data['samples']['node'][stray])} is not one of the names in nodes")
-    for name, values in (data.get("anatomy") or {}).items():
-        if name in SCHEMA["properties"]["anatomy"]["properties"] and len(values) != len(nodes):
-            raise _damaged(source, f"anatomy.{name} has {len(values)} values for {len(nodes)} nodes")
 
 
 #: what a binary (.npz) profile's ``header.json`` may hold: ``meta``, ``nodes`` and ``anatomy``
@@ -234,17 +343,7 @@ def check_npz_header(header: Any, source: str) -> None:
     the same rules as the JSON format's ``meta``, ``nodes`` and ``anatomy`` (names unique and
     not empty, strings where strings belong, sizes and FLOPs whole numbers >= 0 within int64),
     and one anatomy value per node. ``format`` and ``version`` are checked by the caller."""
-    import jsonschema
-
-    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(NPZ_HEADER_SCHEMA).iter_errors(header))
-    if error is not None:
-        where = _path(["header", *error.absolute_path])
-        raise _damaged(source, f"{where}: {error.message}")
-    nodes = [n["name"] for n in header["nodes"]]
-    _check_unique(nodes, source)
-    for name, values in (header.get("anatomy") or {}).items():
-        if name in SCHEMA["properties"]["anatomy"]["properties"] and len(values) != len(nodes):
-            raise _damaged(source, f"header.anatomy.{name} has {len(values)} values for {len(nodes)} nodes")
+    _check_in_bulk(header, source, NPZ_HEADER_SCHEMA, ("anatomy",), prefix=("header",))
 
 
 def _path(parts: Any) -> str:
@@ -264,14 +363,15 @@ _JSON_TYPES = {
 _TYPE_WORDS = {"number": "a number", "integer": "an integer", "string": "a string", "null": "null"}
 
 
-def _check_items(values: list[Any], rule: Mapping[str, Any], where: str, source: str) -> None:
-    """The item rule of a column schema (type, minimum, maximum), checked in bulk."""
+def _check_items(values: list[Any], rule: Mapping[str, Any], where: str, source: str, words: str | None = None) -> None:
+    """The item rule of a column schema (type, minimum, maximum), checked in bulk; ``words``
+    says what a value must be, if not the type's name."""
     kinds = rule["type"] if isinstance(rule["type"], list) else [rule["type"]]
     allowed = tuple(t for k in kinds for t in _JSON_TYPES[k])
     found = set(map(type, values))
     if bool in found or not all(issubclass(t, allowed) for t in found):
         i = next(i for i, v in enumerate(values) if isinstance(v, bool) or not isinstance(v, allowed))
-        words = " or ".join(_TYPE_WORDS[k] for k in kinds)
+        words = words or " or ".join(_TYPE_WORDS[k] for k in kinds)
         raise _damaged(source, f"{where}[{i}]: {_show(values[i])} is not {words}")
     if "integer" in kinds and values:
         numbers = np.asarray([v for v in values if v is not None], dtype=object)

@@ -11,8 +11,13 @@ which values die after which node. The plan is compiled into one Python function
     m0 = mark(); h0 = host()                                          the node's marks
     value = call(args)                                                 the node's own work
     h1 = host(); m1 = mark()
-    append((name, m0, m1, h0, h1))                                     untimed
+    mb[2k] = m0; mb[2k+1] = m1; hb[2k] = h0; hb[2k+1] = h1            untimed
     <free the values whose last use this was>                          untimed
+
+(with the CPU clock, one reading serves as mark and host time: ``t0 = mark()`` ... ``t1 = mark()``).
+The marks go straight into preallocated buffers (``mb``/``hb``, :meth:`Recorder.plan_buffers`),
+slot ``k`` for the plan's ``k``-th node: no tuple is made and no list grows per node, and
+after the run the buffers become samples in a few numpy operations.
 
 Reading a placeholder, an attribute (a parameter read costs nothing in the model) or the
 output is not work the model does: those nodes get marks around nothing. Only the raw marks
@@ -40,7 +45,7 @@ from ..errors import NodeExecutionError
 from .tree import describe_value
 from .graph import target_name
 from ..core.recording import Recording
-from .recorder import Recorder, append_marks
+from .recorder import PlanSlots, Recorder, append_marks
 from .timers import Timer
 
 __all__ = ["ProfilingInterpreter", "Recorder", "Recording", "append_marks", "resolve_call"]
@@ -111,6 +116,7 @@ class ProfilingInterpreter(fx.Interpreter):
         self._names = {n: prefix + n.name for n in self.graph.nodes}
         self._calls: dict[fx.Node, Any] = {}  # generic loop: call_module targets, looked up once
         self._compiled: Callable[..., Any] | None = None
+        self._slots: PlanSlots | None = None  # the nodes the compiled plan marks, in order
         cls = type(self)
         #: True when runs take the compiled plan; False: fx.Interpreter's loop over run_node
         self.lean = not self.recorder.node_ranges and all(
@@ -132,7 +138,7 @@ class ProfilingInterpreter(fx.Interpreter):
     def run(self, *args: Any, initial_env: dict[fx.Node, Any] | None = None,
             enable_io_processing: bool = True) -> Any:
         if self.lean and self._compiled is None:  # once per graph, before any run's marks
-            self._compiled = _compile(self)
+            self._compiled, self._slots = _compile(self)
         if self.recorder.active:
             return self._run(args, initial_env, enable_io_processing)
         with self.recorder.run():
@@ -155,7 +161,8 @@ class ProfilingInterpreter(fx.Interpreter):
         if enable_io_processing:
             args = self.graph.process_inputs(*args)
         timer = self.timer
-        out = run(iter(args), timer.mark, timer.host_ns, self.recorder.append)
+        marks, host = self.recorder.plan_buffers(self._slots)
+        out = run(iter(args), timer.mark, timer.host_ns, marks, host)
         return self.graph.process_outputs(out) if enable_io_processing else out
 
     def run_node(self, n: fx.Node) -> Any:
@@ -194,8 +201,9 @@ class ProfilingInterpreter(fx.Interpreter):
 
 
 # ----------------------------------------------------------------- the compiled plan
-def _compile(interp: ProfilingInterpreter) -> Callable[..., Any]:
-    """The plan of ``interp``'s graph as one function ``run(inputs, mark, host, append)``.
+def _compile(interp: ProfilingInterpreter) -> tuple[Callable[..., Any], PlanSlots]:
+    """The plan of ``interp``'s graph as one function ``run(inputs, mark, host, mb, hb)``, and
+    the nodes it marks, in order (slot ``k``: ``mb[2k]``/``mb[2k+1]``, likewise ``hb``).
 
     Every node's value lives in a local variable ``v<i>`` (``i``: graph position). Callables
     and constants are bound once, as globals of the generated function; arguments that are
@@ -205,7 +213,7 @@ def _compile(interp: ProfilingInterpreter) -> Callable[..., Any]:
     nodes = list(interp.graph.nodes)
     index = {n: i for i, n in enumerate(nodes)}
     namespace: dict[str, Any] = {"_slice": slice}
-    one_clock = bool(getattr(interp.timer, "shares_host_clock", False))
+    one_clock = interp.recorder.one_clock  # the recorder reads its buffers the same way
 
     def bind(value: Any) -> str:
         name = f"_c{len(namespace)}"
@@ -257,9 +265,11 @@ def _compile(interp: ProfilingInterpreter) -> Callable[..., Any]:
     last_placeholder = placeholders[-1] if placeholders else -1
     last_uses = interp.user_to_last_uses if interp.garbage_collect_values else {}
     body: list[str] = []
+    line_node: list[int] = []  # the node each line of the body belongs to (errors name it by line)
+    slots: list[str] = []
     for i, n in enumerate(nodes):
-        v, name = f"v{i}", repr(interp._names[n])
-        body.append(f"cur = {i}")
+        v, k = f"v{i}", 2 * len(slots)
+        slots.append(interp._names[n])
         before: list[str] = []
         call = ""
         if n.op == "placeholder":
@@ -292,11 +302,15 @@ def _compile(interp: ProfilingInterpreter) -> Callable[..., Any]:
             prepare, arglist = call_args(args, kwargs)
             before += prepare
             call = f"{v} = {callee}({arglist})"
+        line_node += [i - 1] * (len(body) - len(line_node))  # frees after the previous node
         body += before
         if one_clock:
-            body += ["t0 = mark()", call, "t1 = mark()", f"app(({name}, t0, t1, t0, t1))"]
+            body += ["t0 = mark()", call, "t1 = mark()", f"mb[{k}] = t0", f"mb[{k + 1}] = t1"]
         else:
-            body += ["m0 = mark()", "h0 = host()", call, "h1 = host()", "m1 = mark()", f"app(({name}, m0, m1, h0, h1))"]
+            body += ["m0 = mark()", "h0 = host()", call, "h1 = host()", "m1 = mark()",
+                     f"mb[{k}] = m0", f"mb[{k + 1}] = m1", f"hb[{k}] = h0", f"hb[{k + 1}] = h1"]
+        body = [line for line in body if line]  # a read has no call line
+        line_node += [i] * (len(body) - len(line_node))
         if n.op == "output":
             body.append(f"return {v}")
             break
@@ -309,18 +323,24 @@ def _compile(interp: ProfilingInterpreter) -> Callable[..., Any]:
     else:
         body.append("return None")
 
-    namespace.update(_missing=_MISSING, _placeholder=_placeholder_default, _fail=_failure(interp, nodes, index))
-    lines = ["def run(it, mark, host, app):", "    cur = -1", "    try:"]
-    lines += [f"        {line}" for line in body if line]
+    line_node += [-1] * (len(body) - len(line_node))
+    # no per-node bookkeeping of which node runs: a failure is placed by the plan's line number
+    # where it surfaced (the traceback's first entry is the plan's own frame)
+    first_line = 3
+    fail = _failure(interp, nodes, index, lambda lineno: line_node[lineno - first_line]
+                    if 0 <= lineno - first_line < len(line_node) else -1)
+    namespace.update(_missing=_MISSING, _placeholder=_placeholder_default, _fail=fail)
+    lines = ["def run(it, mark, host, mb, hb):", "    try:"]
+    lines += [f"        {line}" for line in body]
     lines += ["    except Exception as e:",
-              "        err = _fail(cur, locals(), e)",
+              "        err = _fail(e.__traceback__.tb_lineno, locals(), e)",
               "        if err is e:",
               "            raise",
               "        raise err from e"]
     code = compile("\n".join(lines) + "\n", f"<fxprof plan of {type(interp.module).__name__}>", "exec")
     exec(code, namespace)
     namespace["run"].source = "\n".join(lines)  # what runs between the marks, for reading and tests
-    return namespace["run"]
+    return namespace["run"], PlanSlots(slots)
 
 
 class _Missing:
@@ -346,10 +366,12 @@ def _attr_owner(interp: fx.Interpreter, target: str) -> tuple[Any, str]:
     return owner, atom
 
 
-def _failure(interp: ProfilingInterpreter, nodes: list[fx.Node], index: dict[fx.Node, int]):
-    """The compiled plan's error handler: the node at ``cur`` failed; name it and its inputs."""
+def _failure(interp: ProfilingInterpreter, nodes: list[fx.Node], index: dict[fx.Node, int], node_at: Callable[[int], int]):
+    """The compiled plan's error handler: the node at line ``lineno`` of the plan failed
+    (``node_at`` maps the line to its node's position); name it and its inputs."""
 
-    def fail(cur: int, scope: dict[str, Any], exc: Exception) -> Exception:
+    def fail(lineno: int, scope: dict[str, Any], exc: Exception) -> Exception:
+        cur = node_at(lineno)
         if cur < 0 or isinstance(exc, NodeExecutionError):
             return exc
         n = nodes[cur]

@@ -20,6 +20,7 @@ import contextlib
 import dataclasses
 import datetime as _dt
 import platform
+import time
 import warnings
 from dataclasses import dataclass
 from typing import Any, Iterator
@@ -127,6 +128,7 @@ def _timed_runs(one_run: Any, recorder: Recorder, iters: int, kernel_time: bool,
     stopped: BaseException | None = None  # an error or Ctrl-C in a timed run
     with _kernel_profiler(kernel_time, iters) as kernel_prof:
         kernel_prof.warm_up(one_run, recorder.reset)  # CUPTI start-up, inside the profiler
+        began = time.perf_counter_ns()  # the wall time of the timed runs and all between them
         try:
             allowed = True
             for _ in range(iters):
@@ -147,6 +149,9 @@ def _timed_runs(one_run: Any, recorder: Recorder, iters: int, kernel_time: bool,
                     break
         except BaseException as exc:  # handed back by the caller, after the completed runs' kernel times
             stopped = exc
+        if recorder.timer.host_ns is time.perf_counter_ns:  # the clock the runs' host_ms are on
+            # what the loop cost beyond the runs themselves: this minus the runs' host time
+            meta["timed_wall_ms"] = (time.perf_counter_ns() - began) / 1e6
     meta = budget.describe(meta)
     if kernel_time:
         meta["profiler_warmup_runs"] = kernel_prof.warmup

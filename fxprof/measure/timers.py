@@ -73,8 +73,9 @@ class Timer:
         """Milliseconds between two marks of the run that just ended."""
         raise NotImplementedError
 
-    def elapsed_ms_many(self, starts: Sequence[Any], ends: Sequence[Any]) -> list[float]:
-        """:meth:`elapsed_ms` for many pairs (a timer may do it faster than one by one)."""
+    def elapsed_ms_many(self, starts: Sequence[Any], ends: Sequence[Any]) -> Sequence[float]:
+        """:meth:`elapsed_ms` for many pairs (a timer may do it faster than one by one); a list
+        or a float array. ``starts``/``ends`` may be int64 arrays (the CPU clock's marks)."""
         return [self.elapsed_ms(a, b) for a, b in zip(starts, ends)]
 
     #: The host clock, in nanoseconds, used for host time per node (``time.perf_counter_ns``
@@ -96,12 +97,12 @@ class CpuTimer(Timer):
     def elapsed_ms(self, start: int, end: int) -> float:
         return (end - start) / 1e6
 
-    def elapsed_ms_many(self, starts: Sequence[int], ends: Sequence[int]) -> list[float]:
+    def elapsed_ms_many(self, starts: Sequence[int], ends: Sequence[int]) -> np.ndarray:
         return _ns_to_ms(starts, ends)
 
 
-def _ns_to_ms(starts: Sequence[int], ends: Sequence[int]) -> list[float]:
-    return ((np.asarray(ends, dtype=np.int64) - np.asarray(starts, dtype=np.int64)) / 1e6).tolist()
+def _ns_to_ms(starts: Sequence[int], ends: Sequence[int]) -> np.ndarray:
+    return (np.asarray(ends, dtype=np.int64) - np.asarray(starts, dtype=np.int64)) / 1e6
 
 
 def _require_cuda(timer_name: str) -> None:
@@ -255,7 +256,7 @@ class SyncTimer(Timer):
     def elapsed_ms(self, start: int, end: int) -> float:
         return (end - start) / 1e6
 
-    def elapsed_ms_many(self, starts: Sequence[int], ends: Sequence[int]) -> list[float]:
+    def elapsed_ms_many(self, starts: Sequence[int], ends: Sequence[int]) -> np.ndarray:
         return _ns_to_ms(starts, ends)
 
     def __repr__(self) -> str:

@@ -93,6 +93,7 @@ def render_header(profile: "Profile") -> str:
             + (" and the model's Python between graphs" if meta.get("capture") == "dynamo" else "")
         )
         lines.extend(_outlier_lines(profile))
+        lines.extend(_loop_line(profile))
         launch = profile.launch_bound_pct
         if not np.isnan(launch):
             lines.append(
@@ -174,6 +175,22 @@ def _above_roof(profile: "Profile") -> list[str]:
     return [f"roofline: {len(above)} node(s) ran above their roof (roof_pct > {ABOVE_ROOF_PCT:g}; {worst} at "
             f"{above.loc[worst, 'roof_pct']:.0f}%): their data sat in a cache, or the peaks were measured on a busy "
             f"machine (measure again: fxprof peaks --refresh)"]
+
+
+def _loop_line(profile: "Profile") -> list[str]:
+    """fxprof's own time between the timed runs (turning marks into samples, the per-run
+    bookkeeping), from the loop's wall time and the runs' host time; shown when it is not
+    negligible (over 2% of the runs)."""
+    wall = profile.meta.get("timed_wall_ms")
+    runs = profile.runs
+    if not isinstance(wall, (int, float)) or "host_ms" not in runs.columns or profile.ranks:
+        return []
+    inside = float(np.nansum(runs["host_ms"].to_numpy(dtype=np.float64)))
+    between = wall - inside
+    if inside <= 0 or between <= 0.02 * inside:
+        return []
+    return [f"between runs: fxprof took {format_ms(between)} over {profile.num_runs} runs "
+            f"({between / inside * 100:.1f}% of the runs' own time), outside every run's time"]
 
 
 def _outlier_lines(profile: "Profile") -> list[str]:

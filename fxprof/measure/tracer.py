@@ -93,23 +93,37 @@ class ProfilerTracer(fx.Tracer):
         with _PATCH_LOCK, self._keep_record_function(), self._keep_autocast(), self._count_stream_switches():
             return super().trace(root, concrete_args)
 
-    @contextlib.contextmanager
-    def _keep_autocast(self) -> Iterator[None]:
+    def _keep_autocast(self) -> contextlib.AbstractContextManager[None]:
         """Record ``torch.autocast`` blocks as ``_enter_autocast``/``_exit_autocast`` nodes (the
         ops dynamo and export put in their graphs). Plain tracing runs ``__enter__`` at trace
         time and leaves nothing, so the region would run, and be timed, in float32."""
-        autocast = _AUTOCAST
-        if autocast is None:  # pragma: no cover - every supported torch has the ops
-            yield
-            return
+        if _AUTOCAST is None:  # pragma: no cover - every supported torch has the ops
+            return contextlib.nullcontext()
+        return self._context_as_nodes(_AUTOCAST, _ENTER_AUTOCAST, _EXIT_AUTOCAST,
+                                      lambda ctx: (ctx.device, ctx.fast_dtype, ctx._enabled, ctx._cache_enabled),
+                                      real=lambda ctx: torch._jit_internal.is_scripting())
+
+    def _keep_record_function(self) -> contextlib.AbstractContextManager[None]:
+        """Record ``record_function`` ranges as enter/exit nodes (the profiler's own ops)."""
+        return self._context_as_nodes(_record_function, _ENTER_OP, _EXIT_OP, lambda rf: (rf.name, rf.args))
+
+    @contextlib.contextmanager
+    def _context_as_nodes(self, cls: type, enter_op: Any, exit_op: Any, enter_args: Any,
+                          real: Any = lambda ctx: False) -> Iterator[None]:
+        """While tracing, a context manager of class ``cls`` becomes two graph nodes,
+        ``enter_op(*enter_args(ctx))`` where it is entered and ``exit_op(handle)`` where it is
+        left, instead of running once at trace time. The patch is process-wide (class
+        attributes): contexts that other threads enter while this one traces, and those
+        ``real(ctx)`` says must run, run for real. The decorator form of ``record_function``
+        reuses one instance for every call, and a helper may be re-entered while it is open: the
+        handles are a stack on the instance, emptied on exit."""
         tracer, tracing_thread = self, threading.get_ident()
-        original_enter, original_exit = autocast.__enter__, autocast.__exit__
+        original_enter, original_exit = cls.__enter__, cls.__exit__
 
         def __enter__(ctx: Any) -> Any:
-            if threading.get_ident() != tracing_thread or torch._jit_internal.is_scripting():
+            if threading.get_ident() != tracing_thread or real(ctx):
                 return original_enter(ctx)
-            handle = tracer.create_proxy("call_function", _ENTER_AUTOCAST,
-                                         (ctx.device, ctx.fast_dtype, ctx._enabled, ctx._cache_enabled), {})
+            handle = tracer.create_proxy("call_function", enter_op, enter_args(ctx), {})
             ctx.__dict__.setdefault(_HANDLES, []).append(handle)
             return ctx
 
@@ -120,14 +134,14 @@ class ProfilerTracer(fx.Tracer):
             handle = handles.pop()
             if not handles:
                 del ctx.__dict__[_HANDLES]
-            tracer.create_proxy("call_function", _EXIT_AUTOCAST, (handle,), {})
+            tracer.create_proxy("call_function", exit_op, (handle,), {})
             return False
 
-        autocast.__enter__, autocast.__exit__ = __enter__, __exit__
+        cls.__enter__, cls.__exit__ = __enter__, __exit__  # type: ignore[method-assign]
         try:
             yield
         finally:
-            autocast.__enter__, autocast.__exit__ = original_enter, original_exit
+            cls.__enter__, cls.__exit__ = original_enter, original_exit  # type: ignore[method-assign]
 
     @contextlib.contextmanager
     def _count_stream_switches(self) -> Iterator[None]:
@@ -150,42 +164,6 @@ class ProfilerTracer(fx.Tracer):
             yield
         finally:
             context.__enter__ = original
-
-    @contextlib.contextmanager
-    def _keep_record_function(self) -> Iterator[None]:
-        tracer = self
-        original_enter = _record_function.__enter__
-        original_exit = _record_function.__exit__
-        # The patch is process-wide (class attributes); ranges opened by other threads while
-        # this one traces must run for real.
-        tracing_thread = threading.get_ident()
-
-        def __enter__(rf: Any) -> Any:
-            if threading.get_ident() != tracing_thread:
-                return original_enter(rf)
-            handle = tracer.create_proxy("call_function", _ENTER_OP, (rf.name, rf.args), {})
-            # The decorator form reuses one instance for every call, and a helper may be
-            # re-entered while it is open: keep a stack on the instance, emptied on exit.
-            rf.__dict__.setdefault(_HANDLES, []).append(handle)
-            return rf
-
-        def __exit__(rf: Any, exc_type: Any, exc_value: Any, traceback: Any) -> bool:
-            handles = rf.__dict__.get(_HANDLES)
-            if not handles or threading.get_ident() != tracing_thread:  # not one of ours
-                return original_exit(rf, exc_type, exc_value, traceback)
-            handle = handles.pop()
-            if not handles:
-                del rf.__dict__[_HANDLES]
-            tracer.create_proxy("call_function", _EXIT_OP, (handle,), {})
-            return False
-
-        _record_function.__enter__ = __enter__
-        _record_function.__exit__ = __exit__
-        try:
-            yield
-        finally:
-            _record_function.__enter__ = original_enter
-            _record_function.__exit__ = original_exit
 
 
 def _modules_option(label: str, values: tuple) -> tuple[tuple[type, ...], frozenset[str]]:

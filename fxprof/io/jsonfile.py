@@ -53,7 +53,8 @@ def _profile_to_dict(profile: "Profile") -> dict[str, Any]:
     samples.update({col: getattr(columns, col) for col in _SAMPLE_TIMES})
     if columns.kernel_ms is not None:
         samples["kernel_ms"] = columns.kernel_ms
-    run_columns = {col: runs[col].to_numpy(dtype=np.int64 if col == "run" else np.float64, na_value=np.nan)
+    # (an integer column takes no na_value: pandas 2 refuses NaN for int64 even where none is)
+    run_columns = {col: runs[col].to_numpy(dtype=np.int64) if col == "run" else runs[col].to_numpy(dtype=np.float64, na_value=np.nan)
                    for col in RUN_COLUMNS}
     # a gathered profile (fxprof.gather): each run's rank, the rank's own run number, its barrier wait
     run_columns.update({col: runs[col].to_numpy(dtype=kind, na_value=np.nan) if kind is np.float64 else runs[col].to_numpy(dtype=kind)

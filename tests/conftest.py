@@ -121,3 +121,22 @@ def resnet18() -> nn.Module:
 def small_image() -> torch.Tensor:
     torch.manual_seed(0)
     return torch.randn(1, 3, 32, 32)
+
+
+class Ranged(nn.Module):
+    """Three record_function ranges around small real layers: cheap enough that the ranges'
+    exit markers cost as much as a layer, as in notebooks/03 (the bookkeeping views' model)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Linear(16, 32)
+        self.mlp = nn.Sequential(nn.Linear(32, 64), nn.GELU(), nn.Linear(64, 32))
+        self.head = nn.Linear(32, 4)
+
+    def forward(self, x):
+        with torch.profiler.record_function("embed"):
+            t = self.embed(x)
+        with torch.profiler.record_function("mlp"):
+            t = t + self.mlp(t)
+        with torch.profiler.record_function("head"):
+            return self.head(t)

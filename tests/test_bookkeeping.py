@@ -12,31 +12,12 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
-from torch import nn  # noqa: E402
-from torch.profiler import record_function  # noqa: E402
 
 import fxprof  # noqa: E402
 from fxprof.core.rollup import is_bookkeeping  # noqa: E402
 from fxprof.views.notebook import render_html  # noqa: E402
+from conftest import Ranged  # noqa: E402
 
-
-class Ranged(nn.Module):
-    """Three record_function ranges around small real layers (cheap enough that the exit
-    markers cost as much as a layer, as in notebooks/03)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.embed = nn.Linear(16, 32)
-        self.mlp = nn.Sequential(nn.Linear(32, 64), nn.GELU(), nn.Linear(64, 32))
-        self.head = nn.Linear(32, 4)
-
-    def forward(self, x):
-        with record_function("embed"):
-            t = self.embed(x)
-        with record_function("mlp"):
-            t = t + self.mlp(t)
-        with record_function("head"):
-            return self.head(t)
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,6 @@ import pytest
 import torch
 import torchvision
 from torch import nn
-from torch.profiler import record_function
 
 import fxprof
 from fxprof.cli import main
@@ -27,29 +26,12 @@ from fxprof.views.report import (
     BOOKKEEPING, MISSING_PLOTLY, Report, compare_figure, distribution_figure, groups_figure, ranks_figure,
     render_compare_report, render_report, runs_figure, tree_figure,
 )
+from conftest import Ranged  # noqa: E402
 
 pytest.importorskip("plotly")
 
 CHROMIUM = "/usr/bin/chromium"
 needs_chromium = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="no Chromium: apt-get install chromium")
-
-
-class Ranged(nn.Module):
-    """Small layers under record_function ranges (their exit markers cost as much as a layer)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.embed = nn.Linear(16, 32)
-        self.mlp = nn.Sequential(nn.Linear(32, 64), nn.GELU(), nn.Linear(64, 32))
-        self.head = nn.Linear(32, 4)
-
-    def forward(self, x):
-        with record_function("embed"):
-            t = self.embed(x)
-        with record_function("mlp"):
-            t = t + self.mlp(t)
-        with record_function("head"):
-            return self.head(t)
 
 
 class SmallNet(nn.Module):

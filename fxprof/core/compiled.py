@@ -18,7 +18,7 @@ from typing import Iterable, Mapping, Sequence
 
 from .nodes import NodeInfo
 
-__all__ = ["Kernel", "Span", "common_scope", "readable_names", "charge_spans", "kernel_nodes", "extern_op",
+__all__ = ["own_run_ms", "Kernel", "Span", "common_scope", "readable_names", "charge_spans", "kernel_nodes", "extern_op",
            "strip_graph_prefix", "unmatched_nodes", "UNMATCHED"]
 
 #: the ``op`` of a generated kernel's row and of an extern call's (``mm``, convolution...)
@@ -67,6 +67,17 @@ class Span:
     start_ms: float
     duration_ms: float
     call: int = 0
+
+
+def own_run_ms(meta: Mapping[str, object]) -> tuple[float | None, int]:
+    """The compiled model's own median run time (ms) and how many unprofiled runs it is from,
+    derived from ``meta["compiled"]["unprofiled_ms"]`` (each unprofiled run, kept in order)."""
+    runs = [float(v) for v in ((meta.get("compiled") or {}).get("unprofiled_ms") or ())]  # type: ignore[union-attr]
+    if not runs:
+        return None, 0
+    runs.sort()
+    middle = len(runs) // 2
+    return (runs[middle] if len(runs) % 2 else (runs[middle - 1] + runs[middle]) / 2.0), len(runs)
 
 
 def extern_op(base: str) -> str:

@@ -16,7 +16,7 @@ deploys, not an eager stand-in:
    out of every run).
 3. **timed runs**, interleaved with unprofiled ones (:func:`_interleaved_runs`): each of the
    ``iters`` cycles runs the model once with the profiler off, timed by the host clock (the
-   compiled model's own run time, ``unprofiled_median_ms``, which the kernel times are held
+   compiled model's own run time, ``unprofiled_ms``, whose median the kernel times are held
    against), once to start the profiler, and once recorded in an ``fxprof::run`` range. Every event
    directly inside a compiled graph's call (``## Call CompiledFxGraph``) is one kernel call: a
    generated kernel's range, or an extern op (``aten::addmm``...); on a GPU, the device
@@ -32,7 +32,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
-import statistics
 import sys
 import time
 import types
@@ -512,9 +511,8 @@ def _build(root: nn.Module, session: CompiledSession, kernels: list[Kernel], spa
             # a frame compiled again (guards failed, or new shapes)
             "recompiles": len(frames) - len(set(frames)),
             "kernels": len(kernels),
-            "unprofiled_median_ms": statistics.median(plain) if plain else None,
-            "unprofiled_runs": len(plain),
-            "unprofiled_ms": [round(v, 6) for v in plain],  # each unprofiled run, in order
+            # each unprofiled run, in order; their median is derived (fxprof.core.compiled.own_run_ms)
+            "unprofiled_ms": [round(v, 6) for v in plain],
             "kernel_source": "torch.profiler: inductor C++ kernel ranges and extern ops" if not any(
                 k.range_name.startswith("triton") for k in kernels) else "torch.profiler: CUPTI device kernels",
         },

@@ -140,12 +140,14 @@ def compiled_run_lines(profile: "Profile") -> list[str]:
         f"for {profile.coverage * 100:.1f}% of it (coverage), the rest is the compiled program's own Python "
         f"(guards, wrappers, allocations) and the profiler's"
     ]
-    plain = (profile.meta.get("compiled") or {}).get("unprofiled_median_ms")
+    from ..core.compiled import own_run_ms
+
+    plain, count = own_run_ms(profile.meta)
     if plain:
         lines.append(
             f"kernels: {format_ms(kernel_ms)} a run (median over the runs of their summed times), "
             f"{kernel_ms / plain * 100:.1f}% of the compiled model's own median run time ({format_ms(plain)}, "
-            f"{(profile.meta.get('compiled') or {}).get('unprofiled_runs', '?')} unprofiled runs)"
+            f"{count} unprofiled runs)"
         )
     return lines
 

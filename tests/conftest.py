@@ -13,6 +13,17 @@ from fxprof.measure.timers import Timer
 requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
 
+def pytest_collection_modifyitems(config, items):
+    """Every test that needs a GPU carries the ``cuda`` marker, whether it was written with
+    ``@pytest.mark.cuda`` or only ``@requires_cuda``: tests/benchmarks/gpu_run.sh runs them in
+    one serial pass (``-m cuda``), never side by side on one GPU under ``pytest -n``, where they
+    time each other's kernels and see each other's memory (issue 40)."""
+    for item in items:
+        if any(m.name == "skipif" and m.kwargs.get("reason", "").startswith("needs") and "CUDA" in m.kwargs.get("reason", "")
+               for m in item.iter_markers()):
+            item.add_marker(pytest.mark.cuda)
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _no_terminal_width_in_children():
     """Tables are not fitted to a width unless a test asks (``COLUMNS``). A pytest run leaves

@@ -255,7 +255,10 @@ def test_memory_columns_on_the_gpu():
     big = torch.empty(256 * 1024 * 1024, dtype=torch.uint8, device="cuda")
     del big
     user_peak = torch.cuda.max_memory_allocated()
-    prof = fxprof.profile(Grow(), x, warmup=1, iters=3)
+    # peaks=None: the machine peaks, measured once per device and dtype when not cached, run
+    # GEMMs of hundreds of MB (843 MB in a fresh pytest-xdist worker, issue 40); that one-time
+    # measurement is documented (docs/roofline.md), this test is about the memory pass
+    prof = fxprof.profile(Grow(), x, warmup=1, iters=3, peaks=None)
     assert torch.cuda.max_memory_allocated() == user_peak
     df = prof.df
     assert df.loc["repeat", "mem_delta_bytes"] >= 4 * x.numel() * 4

@@ -130,6 +130,33 @@ def test_without_the_anatomy_every_measured_node_gets_a_verdict():
     assert df.loc["chunk", "bound"] in ("launch", "device")  # cannot tell a view from work
 
 
+def launch_directly(x, host_ms, kernel_ms):
+    SIM.launch(host_ms, kernel_ms)  # a kernel with no aten op (torch.cuda._sleep, an extension's)
+    return x
+
+
+fx.wrap("launch_directly")
+
+
+class DirectLaunch(nn.Module):
+    def forward(self, x):
+        y = launch_directly(x, 0.01, 3.0)  # long kernel, no aten op: device work all the same
+        y = launch_directly(y, 0.01, 0.0)  # the call launches nothing
+        return y.view(-1)
+
+
+def test_a_kernel_launched_without_an_aten_op_is_device_work():
+    """issue 40: torch.cuda._sleep in a node got bound "" on an H100, because the anatomy saw
+    no aten op; its stream time says the device was busy inside it."""
+    prof = _profile(DirectLaunch())
+    df = prof.df
+    assert prof.anatomy.loc["launch_directly", "device_ops"] == 0
+    assert df.loc["launch_directly", "median_ms"] == pytest.approx(3.0, rel=0.05)
+    assert df.loc["launch_directly", "bound"] == "device"
+    for node in ("launch_directly_1", "view", "x", "output"):
+        assert df.loc[node, "bound"] == "", node
+
+
 def _table(calls, device_ops, syncs, kernel=None):
     index = pd.Index([f"n{i}" for i in range(len(calls))], name="node")
     return pd.DataFrame({"calls": calls, "device_ops": device_ops, "syncs": syncs,

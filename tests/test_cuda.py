@@ -156,27 +156,36 @@ def test_cuda_timer_does_not_synchronize_inside_a_run(monkeypatch):
 
 
 @requires_cuda
-def test_cuda_and_sync_agree_on_resnet18():
+def test_cuda_and_sync_agree_with_kernel_time_on_resnet18():
+    """The truth for a device-bound node is its kernels' time (``timer="kernel"``, CUPTI through
+    torch.profiler). Both event timers must match it there. They are not compared with each
+    other over all nodes: "sync" pays a launch and two synchronizations per node, so on
+    launch-bound nodes it reads the launch where "cuda" reads idle stream time (issue 40: sums
+    4.07 vs 5.43 ms on an H100, both right for what they measure)."""
     import torchvision
 
     model = torchvision.models.resnet18(weights=None).eval().cuda()
     x = torch.randn(64, 3, 224, 224, device="cuda")  # large enough that kernels, not launches, dominate
     with torch.no_grad():
         expected = model(x)
+    kernel = fxprof.profile(model, x, warmup=5, iters=10, timer="kernel")
     cuda = fxprof.profile(model, x, warmup=5, iters=20, timer="cuda")
     sync = fxprof.profile(model, x, warmup=5, iters=20, timer="sync")
-    # "sync" pays two synchronizations and a host round trip per node: its per-node floor,
-    # read off the nodes that launch no device work (placeholder, output, flatten: a view)
+    truth = kernel.df["kernel_median_ms"]
+    # "sync"'s per-node floor, read off the nodes that launch no device work (placeholder,
+    # output, flatten: a view)
     idle = sync.anatomy["device_ops"].fillna(0) == 0
     floor = float(sync.df.loc[idle[idle].index, "median_ms"].median())
     assert 0 <= floor < 0.2
     without_floor = (sync.df["median_ms"] - floor).clip(lower=0)
-    assert cuda.df["median_ms"].sum() == pytest.approx(without_floor.sum(), rel=0.10)
-    # the heaviest nodes agree one by one as well
-    heavy = cuda.df[cuda.df["pct"] > 4].index
+    heavy = cuda.df[(cuda.df["bound"] == "device") & (cuda.df["pct"] > 4)].index
     assert len(heavy) > 0
     for node in heavy:
-        assert cuda.df.loc[node, "median_ms"] == pytest.approx(without_floor[node], rel=0.15), node
+        assert cuda.df.loc[node, "median_ms"] == pytest.approx(truth[node], rel=0.15), node
+        assert without_floor[node] == pytest.approx(truth[node], rel=0.15), node
+    assert cuda.df.loc[heavy, "median_ms"].sum() == pytest.approx(truth[heavy].sum(), rel=0.10)
+    # stream time holds the kernels and any idle time between them: never less than the kernels
+    assert cuda.df["median_ms"].sum() >= 0.95 * truth.sum()
     with torch.no_grad():
         torch.testing.assert_close(fxprof.ProfilingInterpreter(fxprof.trace(model)).run(x), expected)
 
@@ -266,11 +275,14 @@ def test_devices_sort_by_index_not_as_strings():
 
 def test_stream_switches_dropped_by_tracing_are_said():
     # `with torch.cuda.stream(s):` runs at trace time and leaves no node: the graph issues
-    # everything on the current stream, and the profile must say so (a string stands in for
-    # the stream: on the CPU the context's body runs as usual)
+    # everything on the current stream, and the profile must say so. On a GPU a real side
+    # stream; without one a string stands in for it (StreamContext then returns at once and the
+    # body runs as usual; on a GPU a string fails in set_stream, issue 40)
+    side = torch.cuda.Stream() if torch.cuda.is_available() else "side"
+
     class SideStream(nn.Module):
         def forward(self, x):
-            with torch.cuda.StreamContext("side"):
+            with torch.cuda.StreamContext(side):
                 y = x + 1
             return y * 2
 

@@ -15,13 +15,19 @@ work than the launch takes, all of the launch when the queue was empty.
 Per node, from the medians of its samples:
 
 ``""``       the node launches no device work (a placeholder, ``getitem``, a view: no aten op
-             that does work ran in it, from the anatomy pass), or it was not measured;
+             that does work ran in it, from the anatomy pass, and its stream time holds no
+             device work either), or it was not measured;
 ``"sync"``   the node synchronized with the device (``.item()``, ``nonzero``, a boolean mask,
              ``.cpu()``: counted with ``torch.cuda.set_sync_debug_mode`` in the anatomy pass):
              the host waited for the device, so it is never ``"launch"``;
 ``"launch"`` the device was idle for more than :data:`LAUNCH_IDLE_SHARE` of the node's stream
              time: the GPU mostly waited for the host to launch it;
 ``"device"`` otherwise: the device had work queued, the launch was hidden behind it.
+
+A kernel launched directly, with no aten op (``torch.cuda._sleep``, a custom extension's or a
+Triton kernel called as a function), is device work too: without the kernel timer (which sees
+such launches through their runtime call) a node whose stream time, less the most the device can
+have idled in it, exceeds :data:`DIRECT_LAUNCH_MS` counts as launching, whatever the anatomy says.
 
 A node launched behind milliseconds of backlog is ``"device"`` however slow its launch: it
 never starved the GPU. The rule needs no ratio measured on one machine; the one threshold is
@@ -35,10 +41,13 @@ import pandas as pd
 
 from ..vocab import EVENT_TIMERS
 
-__all__ = ["bound_verdicts", "LAUNCH_IDLE_SHARE", "DEVICE_TIMERS", "VERDICTS"]
+__all__ = ["bound_verdicts", "LAUNCH_IDLE_SHARE", "DIRECT_LAUNCH_MS", "DEVICE_TIMERS", "VERDICTS"]
 
 #: a node is launch-bound when the device idled for more than this share of its stream time
 LAUNCH_IDLE_SHARE = 0.5
+#: device-busy stream time (ms) that marks a node with no aten op as launching work directly:
+#: well above an empty node's event pair and launch latency (a few microseconds)
+DIRECT_LAUNCH_MS = 0.05
 #: timers whose samples carry device timelines (the verdict is empty for the others)
 DEVICE_TIMERS = EVENT_TIMERS  # the timers with a device timeline of their own
 VERDICTS = ("", "sync", "launch", "device")
@@ -67,7 +76,10 @@ def bound_verdicts(samples: pd.DataFrame, table: pd.DataFrame) -> pd.Series:
     # launches work: the anatomy saw an aten op doing work, or device activity was attributed;
     # with neither measured (anatomy off, no kernel timer) a measured node counts as launching
     known = ops.notna() | kernel.notna()
-    launches = (ops.fillna(0) > 0) | (kernel.fillna(0) > 0) | ~known
+    # a direct launch: no aten op, no kernel timer to ask, but the device was busy inside the node
+    busy = (med["time_ms"] - med["idle_ms"]) > DIRECT_LAUNCH_MS
+    direct = kernel.isna() & busy.fillna(False)
+    launches = (ops.fillna(0) > 0) | (kernel.fillna(0) > 0) | ~known | direct
     syncs = pd.to_numeric(table.get("syncs"), errors="coerce").fillna(0) > 0 if "syncs" in table else pd.Series(False, index=table.index)
     launch = med["idle_ms"] > LAUNCH_IDLE_SHARE * med["time_ms"]
     verdict = np.where(syncs, "sync", np.where(launch, "launch", "device"))

@@ -442,7 +442,9 @@ def test_a_second_interrupt_while_saving_does_not_lose_the_profile(prof, tmp_pat
     monkeypatch.setattr(fxprof.io.jsonfile.orjson, "dumps", interrupted_dumps)
     out = tmp_path / "p.json"
     args = cli.build_parser().parse_args(["profile", "m", "--json", str(out)])
-    cli._emit(prof, args)
+    from fxprof.cli.profile import _emit
+
+    _emit(prof, args)
     err = capsys.readouterr().err
     assert "saving" in err
     assert fxprof.load(out).num_runs == prof.num_runs

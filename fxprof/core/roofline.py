@@ -134,7 +134,7 @@ class Peaks:
         (float32, 1 thread; ridge 2.9 FLOP/byte); caches L2 1 MiB 95 GB/s, L3 32 MiB 61 GB/s;
         from the cache, measured 2026-11-24 20:45 UTC on this machine (...)``. ``now`` is
         what "just measured" is called (``fxprof peaks`` says "measured now")."""
-        what = [] if self.source == "measured" else [self.source]
+        what = []  # measured or given: provenance() says
         if self.dtype:
             what.append(self.dtype)
         if self.threads:

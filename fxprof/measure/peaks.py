@@ -11,7 +11,7 @@
   bytes read plus written, on buffers far larger than the caches, allocated and touched before
   timing (a fresh ``clone()`` measures page faults: 3 GB/s where ``copy_`` does 19 here).
 - the bandwidth of each cache level (a cache-aware roofline, as Intel Advisor draws one): the
-  same kernels on a working set half the level's size (levels from
+  same kernels on a working set that fits the level well (levels from
   ``/sys/devices/system/cpu/cpu0/cache`` on Linux; a GPU's L2 from
   ``torch.cuda.get_device_properties``). A node whose data fits a level is held to it.
 - the per-op floor: the median time of a one-element add into a preallocated output, each
@@ -314,13 +314,17 @@ def cache_levels(device: torch.device | str = "cpu") -> list[tuple[str, int]]:
 def _measure_levels(device: torch.device, dtype: torch.dtype, plan: dict[str, Any],
                     clock: "_Clock | None" = None) -> list[dict[str, Any]]:
     """Per cache level: the best of copy and add (bytes read + written) on a working set half
-    the level's size, touched before timing; the fastest of many calls counts."""
+    the smallest level's size (an eighth of larger levels), touched before timing; the fastest
+    of many calls counts."""
     clock = clock or _Clock(device)
     levels = []
     rounds, budget = int(plan["rounds"]), float(plan["seconds"])
     element = torch.empty((), dtype=dtype).element_size()
-    for name, capacity in cache_levels(device):
-        elements = max(1024, capacity // 2 // 3 // element)  # three buffers (add) in half the level
+    for i, (name, capacity) in enumerate(cache_levels(device)):
+        # three buffers (add) in half the smallest level; in an eighth of a larger one (still
+        # 4x the level below on this machine: a 32 MiB L3 shared with other processes loses a
+        # 16 MiB working set to them, and measured less than a 3 MB ReLU ran at)
+        elements = max(1024, capacity // (2 if i == 0 else 8) // 3 // element)
         x, y, z = (torch.empty(elements, device=device, dtype=dtype).fill_(v) for v in (1.0, 2.0, 0.0))
         size = elements * element
         kernels = {"copy": (lambda: z.copy_(x), 2 * size), "add": (lambda: torch.add(x, y, out=z), 3 * size)}

@@ -98,6 +98,14 @@ def test_bytes_are_tensor_inputs_and_outputs():
 
 
 # ------------------------------------------------------------- peaks and their cache
+def _kept(peaks):
+    """What the cache keeps of peaks: not where they came from this time."""
+    data = peaks.to_dict()
+    data.pop("origin")
+    data["details"] = {k: v for k, v in data["details"].items() if k != "cache"}
+    return data
+
+
 def test_machine_peaks_are_cached_per_threads(own_cache):
     first = machine_peaks("cpu", torch.float32, threads=1, sizes="quick")
     assert os.path.isfile(cache_path()) and str(own_cache) == cache_path()
@@ -107,7 +115,7 @@ def test_machine_peaks_are_cached_per_threads(own_cache):
     assert first.flops_per_s == max(first.details["compute_flops_per_s"].values())  # the best kernel is the roof
     began = time.perf_counter()
     again = machine_peaks("cpu", torch.float32, threads=1, sizes="quick")
-    assert time.perf_counter() - began < 0.05 and again == first
+    assert time.perf_counter() - began < 0.05 and _kept(again) == _kept(first)
     before = torch.get_num_threads()
     other = machine_peaks("cpu", torch.float64, threads=1, sizes="quick")
     assert other.dtype == "float64" and torch.get_num_threads() == before
@@ -121,7 +129,7 @@ def test_machine_peaks_are_cached_per_threads(own_cache):
     # a busy machine only lowers a roof: the cache keeps the better of the two measurements
     assert refreshed.details["measurements"] == 2
     assert refreshed.flops_per_s >= first.flops_per_s and refreshed.bytes_per_s >= first.bytes_per_s
-    assert machine_peaks("cpu", torch.float32, threads=1, sizes="quick") == refreshed
+    assert _kept(machine_peaks("cpu", torch.float32, threads=1, sizes="quick")) == _kept(refreshed)
 
 
 def test_a_cache_that_cannot_be_written_costs_a_warning(tmp_path, monkeypatch):

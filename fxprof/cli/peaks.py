@@ -42,7 +42,8 @@ def check(args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from ..measure.peaks import cache_path, machine_peaks
+    from ..core.roofline import FLOOR_MULTIPLE
+    from ..measure.peaks import machine_peaks, peaks_source_line
     from .models import _DTYPES
 
     dtype = _DTYPES.get(args.dtype.lower())
@@ -57,14 +58,14 @@ def run(args: argparse.Namespace) -> int:
            + (f", {found.threads} thread(s)" if found.threads else "") + f", torch {found.torch}")
     _print(f"  compute    {found.flops_per_s / 1e12:.4g} TFLOP/s   (best GEMM or convolution)")
     _print(f"  bandwidth  {found.bytes_per_s / 1e9:.4g} GB/s      (best of copy, add, triad; bytes read + written)")
-    _print(f"  op floor   {found.overhead_s * 1e6:.3g} us          (one-element add: nodes whose roof is below it are 'overhead')")
+    _print(f"  op floor   {found.overhead_s * 1e6:.3g} us          (one-element add, as a node timer sees it: a node whose roof is below it and whose median is under {FLOOR_MULTIPLE:g} floors is 'overhead')")
     _print(f"  ridge      {found.ridge:.3g} FLOP/byte  (below: memory-limited at the roof; above: compute-limited)")
     details = found.details
     for name, rate in details.get("compute_flops_per_s", {}).items():
         _print(f"    {name:<30} {rate / 1e12:.4g} TFLOP/s")
     for name, rate in details.get("bandwidth_bytes_per_s", {}).items():
         _print(f"    {name:<30} {rate / 1e9:.4g} GB/s")
-    if "seconds" in details:
-        tries = f", best of {details['measurements']} measurements" if details.get("measurements", 1) > 1 else ""
-        _print(f"  measured in {details['seconds']:.1f} s{tries}; cached in {cache_path()}")
+    for level in found.caches:
+        _print(f"    {level['level'] + ' (' + format(level['bytes'] / 2**20, '.3g') + ' MiB; data that fits)':<30} {level['bytes_per_s'] / 1e9:.4g} GB/s")
+    _print("  " + peaks_source_line(found))
     return 0

@@ -15,13 +15,15 @@ recomputes the same columns without torch. The byte count is the anatomy pass's 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
 
-__all__ = ["Peaks", "ROOFLINE_COLUMNS", "LIMITS", "roofline_columns", "parse_peaks", "peaks_differ", "DEFAULT_OVERHEAD_S"]
+__all__ = ["Peaks", "ROOFLINE_COLUMNS", "LIMITS", "roofline_columns", "parse_peaks", "peaks_differ", "DEFAULT_OVERHEAD_S",
+           "FLOOR_MULTIPLE", "NO_WORK_FRACTION", "CACHE_FIT", "node_bandwidth", "roofline_notes", "ABOVE_ROOF_PCT"]
 
 #: the columns this module adds to the per-node table, with their pandas dtypes (``bytes`` itself
 #: is an anatomy column: see fxprof.vocab.ANATOMY_COLUMNS)
@@ -40,6 +42,21 @@ LIMITS = ("compute", "memory", "overhead", "")
 #: about what a one-element op costs on the CPU (measured peaks carry their own floor)
 DEFAULT_OVERHEAD_S = 1e-6
 
+#: a node is ``overhead``-limited only while its median is under this many op floors: one that
+#: takes several times the floor is not limited by it, whatever its roof (a GPU batch norm at
+#: 34-64 us against a 9.3 us floor and an 8.5 us roof is memory-limited at 13-25% of its roof)
+FLOOR_MULTIPLE = 3.0
+
+#: a node's data "fits" a cache level when it reads at most this fraction of the level's size
+CACHE_FIT = 0.75
+
+#: a node whose roof is under this fraction of the op floor does next to no work: ``overhead``
+#: whatever its median
+NO_WORK_FRACTION = 0.01
+
+#: a node whose roof_pct is above this "ran above its roof" (the header counts them)
+ABOVE_ROOF_PCT = 110.0
+
 
 @dataclass(frozen=True)
 class Peaks:
@@ -55,6 +72,13 @@ class Peaks:
             ``tfloat32`` for float32 matrix products that may use TF32 on a GPU).
         source: ``"measured"`` or ``"given"`` (the user's numbers, e.g. a datasheet's).
         details: how they were measured: each kernel's rate, sizes, seconds spent.
+        caches: the cache-aware roofs: one ``{"level": "L2", "bytes": capacity, "bytes_per_s":
+            rate}`` per cache level, the bandwidth measured with a working set that fits it. A
+            node whose data fits a level is held to that level's bandwidth (``bytes_per_s`` is
+            main memory's). Empty for given peaks and peaks cached before fxprof measured them.
+        measured_at: when they were measured (ISO 8601, UTC; "" unknown).
+        origin: where these came from this time: ``"now"`` (just measured), ``"cache"`` (read
+            from the peaks cache), "" (given, or saved before fxprof said).
     """
 
     flops_per_s: float
@@ -67,8 +91,20 @@ class Peaks:
     torch: str = ""
     source: str = "measured"
     details: dict[str, Any] = field(default_factory=dict)
+    caches: tuple = ()
+    measured_at: str = ""
+    origin: str = ""
 
     def __post_init__(self) -> None:
+        levels = []
+        for level in self.caches or ():
+            try:
+                levels.append({"level": str(level["level"]), "bytes": int(level["bytes"]), "bytes_per_s": float(level["bytes_per_s"])})
+            except (KeyError, TypeError, ValueError) as exc:
+                raise ValueError(f"peaks: a cache level needs level, bytes and bytes_per_s, got {level!r}") from exc
+            if not (levels[-1]["bytes"] > 0 and math.isfinite(levels[-1]["bytes_per_s"]) and levels[-1]["bytes_per_s"] > 0):
+                raise ValueError(f"peaks: a cache level's bytes and bytes_per_s must be positive, got {level!r}")
+        object.__setattr__(self, "caches", tuple(sorted(levels, key=lambda lv: lv["bytes"])))
         for name in ("flops_per_s", "bytes_per_s"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
@@ -84,22 +120,45 @@ class Peaks:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready, as kept in ``profile.meta["peaks"]`` and in the cache."""
-        return asdict(self)
+        data = asdict(self)
+        data["caches"] = [dict(level) for level in self.caches]
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Peaks":
         known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
         return cls(**known)
 
-    def describe(self) -> str:
-        """One line for a profile's header: ``peaks 0.118 TFLOP/s, 40.3 GB/s (measured, float32, 1 thread)``."""
-        what = [self.source]
+    def describe(self, now: str = "measured while profiling") -> str:
+        """One line for a profile's header: ``peaks 0.118 TFLOP/s, 40.3 GB/s, op floor 0.84 us
+        (float32, 1 thread; ridge 2.9 FLOP/byte); caches L2 1 MiB 95 GB/s, L3 32 MiB 61 GB/s;
+        from the cache, measured 2026-11-24 20:45 UTC on this machine (...)``. ``now`` is
+        what "just measured" is called (``fxprof peaks`` says "measured now")."""
+        what = []  # measured or given: provenance() says
         if self.dtype:
             what.append(self.dtype)
         if self.threads:
             what.append(f"{self.threads} thread{'s' if self.threads != 1 else ''}")
-        return (f"peaks {self.flops_per_s / 1e12:.3g} TFLOP/s, {self.bytes_per_s / 1e9:.3g} GB/s, "
+        line = (f"peaks {self.flops_per_s / 1e12:.3g} TFLOP/s, {self.bytes_per_s / 1e9:.3g} GB/s, "
                 f"op floor {self.overhead_s * 1e6:.3g} us ({', '.join(what)}; ridge {self.ridge:.3g} FLOP/byte)")
+        if self.caches:
+            line += "; caches " + ", ".join(f"{lv['level']} {_size(lv['bytes'])} {lv['bytes_per_s'] / 1e9:.3g} GB/s" for lv in self.caches)
+        return line + "; " + self.provenance(now)
+
+    def provenance(self, now: str = "measured now") -> str:
+        """Where these peaks come from: ``measured now (5.7 s)``, ``from the cache, measured
+        2026-11-24 20:45 UTC on this machine (fxprof peaks --refresh to measure again)``, or
+        ``given``."""
+        if self.source == "given":
+            return "given by the user"
+        when = _when(self.measured_at)
+        if self.origin == "now":
+            seconds = self.details.get("seconds")
+            return f"{now} ({seconds:.1f} s)" if isinstance(seconds, (int, float)) else now
+        if self.origin == "cache":
+            return (f"from the cache, measured {when or 'at a time not recorded (before fxprof kept it)'} on this machine "
+                    f"(fxprof peaks --refresh to measure again)")
+        return f"measured {when}" if when else "measured"
 
 
 def parse_peaks(text: str) -> Peaks:
@@ -128,8 +187,14 @@ def roofline_columns(table: pd.DataFrame, peaks: Mapping[str, Any] | Peaks | Non
     - ``headroom_ms``: median minus ``roof_ms``, the time above the roof.
     - ``limit``: ``compute`` or ``memory`` (the roof that binds: the larger of the two times);
       ``overhead`` when the roof time is below the per-op floor (``overhead_s``: the node is
-      too small for either roof to explain its time); "" when there are no peaks, no byte
-      count (anatomy off) or the node never ran.
+      too small for either roof to explain its time), unless the node takes ``FLOOR_MULTIPLE``
+      floors or more while its roof is at least ``NO_WORK_FRACTION`` of the floor (a node that
+      takes several times the floor is not limited by it, but a one-element add slowed by a
+      busy machine still is); "" when there
+      are no peaks, no byte count (anatomy off) or the node never ran.
+
+    The bandwidth a node is held to is :func:`node_bandwidth`'s: the fastest cache level its
+    data fits in (a cache-aware roofline), else main memory's.
 
     Returns a DataFrame with those columns, indexed like ``table``.
     """
@@ -143,9 +208,10 @@ def roofline_columns(table: pd.DataFrame, peaks: Mapping[str, Any] | Peaks | Non
     flops = table["flops"].astype("float64").fillna(0.0).to_numpy()
     nbytes = table["bytes"].astype("float64").to_numpy()  # NaN: not counted
     median = table["median_ms"].astype("float64").to_numpy()
+    bandwidth = node_bandwidth(table, peaks)
     with np.errstate(divide="ignore", invalid="ignore"):
         compute_ms = flops / peaks.flops_per_s * 1e3
-        memory_ms = nbytes / peaks.bytes_per_s * 1e3
+        memory_ms = nbytes / bandwidth * 1e3
         roof = np.fmax(compute_ms, memory_ms)
         roof = np.where(np.isnan(nbytes), np.nan, roof)
         intensity = np.where(nbytes > 0, flops / nbytes, np.nan)
@@ -153,7 +219,11 @@ def roofline_columns(table: pd.DataFrame, peaks: Mapping[str, Any] | Peaks | Non
     headroom = median - roof
     known = ~np.isnan(roof) & ~np.isnan(median)
     limit = np.where(compute_ms >= memory_ms, "compute", "memory").astype(object)
-    limit[roof < peaks.overhead_s * 1e3] = "overhead"
+    floor_ms = peaks.overhead_s * 1e3
+    # below the floor and not several times it, or with next to no work (under 1% of a floor: a
+    # one-element add on a busy machine): the fixed cost of an op explains the node's time
+    small = (roof < NO_WORK_FRACTION * floor_ms) | ~(median >= FLOOR_MULTIPLE * floor_ms)
+    limit[(roof < floor_ms) & small] = "overhead"
     limit[~known] = ""
     return pd.DataFrame(
         {"intensity": intensity, "roof_ms": roof, "roof_pct": pct, "headroom_ms": np.where(known, headroom, np.nan),
@@ -175,3 +245,79 @@ def peaks_differ(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None, toler
         if not (x > 0 and y > 0) or abs(y - x) / x > tolerance:
             diffs.append(f"{label} {x / scale:.3g} vs {y / scale:.3g} {unit}")
     return ("the machine peaks differ (" + ", ".join(diffs) + "): roof_ms, roof_pct and headroom_ms are against different roofs") if diffs else ""
+
+
+def _size(nbytes: float) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.3g} {unit}"
+    return f"{nbytes:.0f} B"
+
+
+def _when(iso: str) -> str:
+    """``2026-11-24T20:45:12+00:00`` -> ``2026-11-24 20:45 UTC``."""
+    match = re.match(r"(\d{4}-\d\d-\d\d)T(\d\d:\d\d)", iso or "")
+    return f"{match.group(1)} {match.group(2)} UTC" if match else ""
+
+
+def node_bandwidth(table: pd.DataFrame, peaks: Peaks) -> np.ndarray:
+    """The bandwidth (bytes/s) each node of ``table`` is held to: the best rate of the cache
+    levels its data fits in, main memory's included (a cache-aware roofline, as Intel Advisor
+    draws one). A node's data is what it reads, ``bytes - out_bytes`` (what it writes is new;
+    an in-place op reads its operand once): a ReLU whose 25.7 MB input was just written by
+    the batch norm before it finds that input in a 50 MB L2. Without cache levels, or without
+    ``out_bytes``, every node gets main memory's bandwidth. "Fits" is at most
+    :data:`CACHE_FIT` of the level: the rest holds other data (and a GPU's L2 is split in
+    partitions: layer1's ReLUs, reading 51.4 MB, ran at 95% of HBM's roof in a 50 MiB L2)."""
+    rate = np.full(len(table), float(peaks.bytes_per_s))
+    if not peaks.caches or "bytes" not in table.columns:
+        return rate
+    nbytes = table["bytes"].astype("float64").to_numpy()
+    written = table["out_bytes"].astype("float64").to_numpy() if "out_bytes" in table.columns else np.zeros(len(table))
+    reads = np.where(np.isnan(written), nbytes, np.clip(nbytes - np.nan_to_num(written), 0.0, None))
+    for level in peaks.caches:  # a level's rate counts for every node whose reads fit it (and every smaller node)
+        fits = reads <= CACHE_FIT * level["bytes"]
+        rate = np.where(fits, np.fmax(rate, level["bytes_per_s"]), rate)
+    return rate
+
+
+_SHAPE = re.compile(r"\[([\d, ]*)\]")
+
+
+def _empty_shape(text: Any) -> bool:
+    """True when a shape text (``[0, 3, 32, 32]``, ``([2, 0], [4])``) has a zero-size dimension."""
+    return isinstance(text, str) and any("0" in [d.strip() for d in group.split(",")] for group in _SHAPE.findall(text))
+
+
+def roofline_notes(table: pd.DataFrame, peaks: Mapping[str, Any] | Peaks | None = None) -> list[str]:
+    """The header's verdicts on the roofline columns: nodes on empty tensors (a degenerate input:
+    no data, no arithmetic, so no roof explains their time), then the nodes that ran above their
+    roof (``roof_pct`` over :data:`ABOVE_ROOF_PCT`) with the likely reasons."""
+    if "roof_pct" not in table.columns:
+        return []
+    lines = []
+    empty = pd.Series(False, index=table.index)
+    if "output_shape" in table.columns:  # not input_shapes: a padding argument [0, 0] is no tensor
+        empty |= table["output_shape"].map(_empty_shape).astype(bool)
+    if "op" in table.columns:
+        empty &= ~table["op"].isin(["placeholder", "output"])
+    if empty.any():
+        first = empty[empty].index[0]
+        shape = table.loc[first, "output_shape"] if "output_shape" in table.columns else ""
+        lines.append(f"roofline: {int(empty.sum())} node(s) ran on empty tensors (a zero-size dimension: {first} "
+                     f"{shape}): the input is degenerate (an empty batch?); such nodes move no data and do no "
+                     f"arithmetic, so their time is each op's fixed cost, not a cache's or a busy machine's")
+    above = table[(table["roof_pct"] > ABOVE_ROOF_PCT) & ~empty]
+    if not above.empty:
+        worst = above["roof_pct"].idxmax()
+        if peaks is not None and not isinstance(peaks, Peaks):
+            try:
+                peaks = Peaks.from_dict(peaks)
+            except (TypeError, ValueError):
+                peaks = None
+        where = ("their data sat in a cache nearer than the level they were held to" if peaks is not None and peaks.caches
+                 else "their data sat in a cache (these peaks have no cache-aware roofs: fxprof peaks --refresh measures them)")
+        lines.append(f"roofline: {len(above)} node(s) ran above their roof (roof_pct > {ABOVE_ROOF_PCT:g}; {worst} at "
+                     f"{above.loc[worst, 'roof_pct']:.0f}%): {where}, or the peaks were measured on a busy "
+                     f"machine (measure again: fxprof peaks --refresh)")
+    return lines

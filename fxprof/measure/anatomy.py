@@ -17,9 +17,10 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from .tree import tensors_in
 from ..vocab import ANATOMY_COLUMNS
+from .touched import Touched
 from .bridge import RANGE_PREFIX, events_from_kineto, kineto_quiet, memory_by_range
 
-__all__ = ["ANATOMY_COLUMNS", "anatomy_pass", "memory_pass", "describe_shape", "moved_bytes"]
+__all__ = ["ANATOMY_COLUMNS", "anatomy_pass", "memory_pass", "describe_shape"]
 
 
 
@@ -70,16 +71,21 @@ def _does_work(func: Any) -> bool:
 
 
 class _OpCounter(TorchDispatchMode):
-    """Counts the aten ops that do work, for telling nodes that launch nothing apart."""
+    """Counts the aten ops that do work, for telling nodes that launch nothing apart, and the
+    bytes they touch (:class:`fxprof.measure.touched.Touched`)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.count = 0
+        self.touched = Touched()
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[override]
+        kwargs = kwargs or {}
+        result = func(*args, **kwargs)
         if _does_work(func):
             self.count += 1
-        return func(*args, **(kwargs or {}))
+            self.touched.op(func, args, kwargs, result)
+        return result
 
 
 class _AnatomyInterpreter(fx.Interpreter):
@@ -118,57 +124,15 @@ class _AnatomyInterpreter(fx.Interpreter):
             "output_shape": describe_shape(result),
             "dtype": _dtypes(result),
             "out_bytes": sum(t.numel() * t.element_size() for t in tensors_in(result)),
-            # an ``out=`` tensor is written, not read: it counts once, as an output
-            "bytes": moved_bytes(self._held(n) + tensors_in((args, {k: v for k, v in kwargs.items() if k != "out"})),
-                                 tensors_in(result)) if counter.count else 0,
+            # what its aten ops read from tensors that existed before it and wrote to tensors it
+            # leaves behind, each region once (fxprof.measure.touched)
+            "bytes": counter.touched.total(tensors_in(result)) if counter.count else 0,
             "flops": flops,
             "device_ops": counter.count,
             "syncs": syncs if self.watch_syncs else None,
             "devices": {str(t.device) for t in tensors_in(result)},
         }
         return result
-
-
-    def _held(self, n: fx.Node) -> list[torch.Tensor]:
-        """A called module's parameters and buffers: the node reads them too (a convolution its
-        weight). Under dynamo and export they are the graph's inputs already."""
-        if n.op != "call_module":
-            return []
-        module = self.fetch_attr(n.target)
-        return [*module.parameters(), *module.buffers()]
-
-
-def _tensor_bytes(t: torch.Tensor) -> int:
-    """The bytes a kernel must touch to read or write ``t`` at least once: its logical size, or
-    the memory its strides span when that is smaller (a broadcast view, ``expand``, reads the
-    few elements it has)."""
-    logical = t.numel() * t.element_size()
-    try:
-        if t.layout != torch.strided or t.numel() == 0:
-            return logical
-        span = 1 + sum((size - 1) * abs(stride) for size, stride in zip(t.shape, t.stride()))
-        return min(logical, span * t.element_size())
-    except Exception:  # tensors without strides (some subclasses)
-        return logical
-
-
-def _unique(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
-    seen: dict[Any, torch.Tensor] = {}
-    for t in tensors:
-        try:
-            key: Any = (t.data_ptr(), tuple(t.shape), tuple(t.stride()), t.dtype)
-        except Exception:
-            key = id(t)
-        seen.setdefault(key, t)
-    return list(seen.values())
-
-
-def moved_bytes(inputs: list[torch.Tensor], outputs: list[torch.Tensor]) -> int:
-    """Bytes a node reads and writes, as fxprof counts them: each distinct tensor input once
-    (read), each distinct tensor output once (written); an in-place op's tensor counts as read
-    and written. A lower bound on memory traffic: a kernel may read its inputs more than once
-    (caches hide that, or not), and temporaries inside the node are not seen (docs/roofline.md)."""
-    return sum(_tensor_bytes(t) for t in _unique(inputs)) + sum(_tensor_bytes(t) for t in _unique(outputs))
 
 
 @contextlib.contextmanager
@@ -192,8 +156,9 @@ def anatomy_pass(count_flops: bool = True, watch_syncs: bool = False):
     ``flops`` come from ``torch.utils.flop_counter.FlopCounterMode``: only ops with a formula
     (convolutions, matrix products, attention...) count; the rest report 0, not a guess.
     ``out_bytes`` is the logical size of the tensors a node returns (a view counts in full).
-    ``bytes`` is what the node reads and writes (:func:`moved_bytes`: tensor inputs, a called
-    module's parameters and buffers, outputs), 0 for a node that runs no aten op doing work.
+    ``bytes`` is what the node's aten ops read and write (:mod:`fxprof.measure.touched`: the
+    parts of its inputs, a called module's parameters and buffers included, that they touch,
+    and its outputs), 0 for a node that runs no aten op doing work.
     ``device_ops`` counts the aten ops that do work (0: the node launches nothing: a
     placeholder, a ``getitem``, a view). With ``watch_syncs`` (CUDA), ``syncs`` counts the
     synchronizations the node makes (``.item()``, ``nonzero``, a copy to the host...), read

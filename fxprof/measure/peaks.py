@@ -10,7 +10,13 @@
   and ``triad`` (``torch.add(x, y, alpha=s, out=z)``, STREAM's a = b + s c), each counted as
   bytes read plus written, on buffers far larger than the caches, allocated and touched before
   timing (a fresh ``clone()`` measures page faults: 3 GB/s where ``copy_`` does 19 here).
-- the per-op floor: the median time of a one-element add, the least any node costs.
+- the bandwidth of each cache level (a cache-aware roofline, as Intel Advisor draws one): the
+  same kernels on a working set that fits the level well (levels from
+  ``/sys/devices/system/cpu/cpu0/cache`` on Linux; a GPU's L2 from
+  ``torch.cuda.get_device_properties``). A node whose data fits a level is held to it.
+- the per-op floor: the median time of a one-element add into a preallocated output, each
+  call timed on its own as the node timers time a node (events around it on a GPU): the least
+  a node costs as the timer sees it.
 
 Each kernel runs in interleaved rounds and the fastest round counts (noise only slows a kernel
 down). The result is cached per machine, device name, dtype, threads, matmul precision and
@@ -22,6 +28,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import datetime
+import glob
 import json
 import os
 import platform
@@ -35,7 +43,7 @@ import torch
 
 from ..core.roofline import Peaks, parse_peaks
 
-__all__ = ["machine_peaks", "resolve_peaks", "cache_path", "Peaks", "FULL", "QUICK"]
+__all__ = ["machine_peaks", "resolve_peaks", "cache_path", "cache_levels", "peaks_source_line", "Peaks", "FULL", "QUICK"]
 
 #: default sizes: GEMM shapes (m, k, n) and the elements of each bandwidth buffer, per device type
 #: convolutions are (batch, in channels, out channels, kernel, stride, input height = width)
@@ -118,22 +126,59 @@ def machine_peaks(
     name = _device_name(device)
     key = "|".join([platform.node(), name, str(device) if device.type == "cuda" else "cpu", label,
                     f"threads={threads}" if device.type == "cpu" else "", torch.__version__, sizes])
+    plan = (FULL if sizes == "full" else QUICK)[device.type]
     cached = _cached(key) if cache else None
     if cached is not None and not refresh:
-        return cached
+        if cached.caches or not cache_levels(device):
+            return dataclasses.replace(cached, origin="cache")
+        # cached before fxprof measured cache levels: measure those alone and keep them
+        with _threads(threads if device.type == "cpu" else None):
+            levels = _measure_levels(device, dtype, plan)
+        if levels:
+            cached = dataclasses.replace(cached, caches=tuple(levels))
+            _write_cache(key, cached.to_dict())
+        return dataclasses.replace(cached, origin="cache")
     with _threads(threads if device.type == "cpu" else None):
-        measured = _measure(device, dtype, (FULL if sizes == "full" else QUICK)[device.type])
+        measured = _measure(device, dtype, plan)
     peaks = Peaks(**{**measured, "device": str(device), "device_name": name, "dtype": label,
-                     "threads": threads if device.type == "cpu" else None, "torch": torch.__version__})
+                     "threads": threads if device.type == "cpu" else None, "torch": torch.__version__,
+                     "measured_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")})
     if cached is not None:  # noise only lowers a roof: keep the best of this and earlier measurements
         tries = int(cached.details.get("measurements", 1)) + 1
+        best = {lv["level"]: lv for lv in cached.caches}
+        for lv in peaks.caches:
+            if lv["level"] not in best or lv["bytes_per_s"] > best[lv["level"]]["bytes_per_s"]:
+                best[lv["level"]] = lv
         peaks = dataclasses.replace(peaks, flops_per_s=max(peaks.flops_per_s, cached.flops_per_s),
                                     bytes_per_s=max(peaks.bytes_per_s, cached.bytes_per_s),
                                     overhead_s=min(peaks.overhead_s, cached.overhead_s),
+                                    caches=tuple(best.values()),
                                     details={**peaks.details, "measurements": tries})
+    note: dict[str, Any] = {"path": cache_path(), "written": False, "error": "not asked (cache=False)"}
     if cache:
-        _write_cache(key, peaks.to_dict())
-    return peaks
+        error = _write_cache(key, peaks.to_dict())
+        note = {"path": cache_path(), "written": not error, "error": error}
+    # where they went: read by fxprof peaks, not kept in the cache itself
+    return dataclasses.replace(peaks, origin="now", details={**peaks.details, "cache": note})
+
+
+def peaks_source_line(peaks: Peaks) -> str:
+    """Where ``fxprof peaks``' figures come from, and whether they were cached: ``measured now
+    (5.7 s); cached in ~/.cache/fxprof/peaks.json``, ``measured now (5.7 s); not cached
+    (cannot write ...: Permission denied)`` or ``from the cache, measured 2026-11-24 20:45 UTC on
+    this machine (fxprof peaks --refresh to measure again)``."""
+    line = peaks.provenance("measured now")
+    tries = peaks.details.get("measurements", 1)
+    if tries and tries > 1:
+        line += f", best of {tries} measurements"
+    note = peaks.details.get("cache")
+    if peaks.origin == "cache":
+        return line + f"; cache {cache_path()}"
+    if isinstance(note, dict):
+        if note.get("written"):
+            return line + f"; cached in {note.get('path')}"
+        return line + f"; not cached ({note.get('path')}: {note.get('error')}): measured again next time"
+    return line
 
 
 def _cached(key: str) -> Peaks | None:
@@ -214,22 +259,83 @@ def _measure(device: torch.device, dtype: torch.dtype, plan: dict[str, Any]) -> 
             best[name] = min(best[name], clock.best(fn, 2, budget / rounds))
     bandwidth = {name: moved / best[name] for name, (_fn, moved) in kernels.items()}
     del x, y, z
-    one = torch.ones(1, device=device, dtype=dtype)
-    floor = clock.median(lambda: one + one, 200)
+    levels = _measure_levels(device, dtype, plan, clock)
+    one, out = torch.ones(1, device=device, dtype=dtype), torch.empty(1, device=device, dtype=dtype)
+    # the cheapest op the node timers can see: no allocation (a preallocated output), each
+    # call timed on its own as a node is (on a GPU: events around it, not a back-to-back rate,
+    # which is the host's launch rate: 9.3 us on an H100 host where cheap nodes timed 3.5 us)
+    floor = clock.each_median(lambda: torch.add(one, one, out=out), 200)
     if device.type == "cuda":
         torch.cuda.empty_cache()
     return {
         "flops_per_s": max(compute.values()),
         "bytes_per_s": max(bandwidth.values()),
         "overhead_s": floor,
+        "caches": tuple(levels),
         "details": {
             "compute_flops_per_s": compute,
             "bandwidth_bytes_per_s": bandwidth,
             "buffer_bytes": size,
-            "op_floor": "median of a one-element add (a fresh output)",
+            "op_floor": "median of a one-element add into a preallocated output, each call timed on its own",
             "seconds": round(time.perf_counter() - began, 3),
         },
     }
+
+
+def cache_levels(device: torch.device | str = "cpu") -> list[tuple[str, int]]:
+    """The data cache levels of ``device`` as ``(name, bytes)``, smallest first: on a CPU from
+    ``/sys/devices/system/cpu/cpu0/cache`` (Linux; none elsewhere), L1 left out (a torch op's
+    fixed cost hides its bandwidth); on a GPU its L2 (``get_device_properties().L2_cache_size``)."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        size = int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 0)
+        return [("L2", size)] if size > 0 else []
+    found: dict[str, int] = {}
+    for folder in sorted(glob.glob("/sys/devices/system/cpu/cpu0/cache/index*")):
+        try:
+            with open(os.path.join(folder, "level"), encoding="utf-8") as handle:
+                level = int(handle.read().strip())
+            with open(os.path.join(folder, "type"), encoding="utf-8") as handle:
+                kind = handle.read().strip()
+            with open(os.path.join(folder, "size"), encoding="utf-8") as handle:
+                text = handle.read().strip().upper()
+        except (OSError, ValueError):
+            continue
+        scale = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1:], 1)
+        try:
+            size = int(text.rstrip("KMG")) * scale
+        except ValueError:
+            continue
+        if kind in ("Data", "Unified") and level >= 2 and size > 0:
+            found[f"L{level}"] = max(found.get(f"L{level}", 0), size)
+    return sorted(found.items(), key=lambda item: item[1])
+
+
+def _measure_levels(device: torch.device, dtype: torch.dtype, plan: dict[str, Any],
+                    clock: "_Clock | None" = None) -> list[dict[str, Any]]:
+    """Per cache level: the best of copy and add (bytes read + written) on a working set half
+    the smallest level's size (an eighth of larger levels), touched before timing; the fastest
+    of many calls counts."""
+    clock = clock or _Clock(device)
+    levels = []
+    rounds, budget = int(plan["rounds"]), float(plan["seconds"])
+    element = torch.empty((), dtype=dtype).element_size()
+    for i, (name, capacity) in enumerate(cache_levels(device)):
+        # three buffers (add) in half the smallest level; in an eighth of a larger one (still
+        # 4x the level below on this machine: a 32 MiB L3 shared with other processes loses a
+        # 16 MiB working set to them, and measured less than a 3 MB ReLU ran at)
+        elements = max(1024, capacity // (2 if i == 0 else 8) // 3 // element)
+        x, y, z = (torch.empty(elements, device=device, dtype=dtype).fill_(v) for v in (1.0, 2.0, 0.0))
+        size = elements * element
+        kernels = {"copy": (lambda: z.copy_(x), 2 * size), "add": (lambda: torch.add(x, y, out=z), 3 * size)}
+        best = {k: float("inf") for k in kernels}
+        for _ in range(rounds):
+            for k, (fn, _moved) in kernels.items():
+                best[k] = min(best[k], clock.best(fn, 5, budget / rounds))
+        rate = max(moved / best[k] for k, (_fn, moved) in kernels.items())
+        levels.append({"level": name, "bytes": int(capacity), "bytes_per_s": rate})
+        del x, y, z
+    return levels
 
 
 class _Clock:
@@ -262,6 +368,13 @@ class _Clock:
         while time.perf_counter() < end and len(times) < 100:
             times.append(self.once(fn))
         return min(times)
+
+    def each_median(self, fn: Callable[[], Any], reps: int) -> float:
+        """The median of ``reps`` calls, each timed on its own (events around each on a GPU)."""
+        fn()
+        if self.cuda:
+            torch.cuda.synchronize(self.device)
+        return statistics.median(self.once(fn) for _ in range(reps))
 
     def median(self, fn: Callable[[], Any], reps: int) -> float:
         fn()
@@ -324,11 +437,14 @@ def _read_cache() -> dict[str, Any]:
     return data["peaks"]
 
 
-def _write_cache(key: str, record: dict[str, Any]) -> None:
-    """Add one entry, atomically (a temporary file renamed over the cache). A cache that cannot
-    be written costs a warning: the peaks were measured and are returned all the same."""
+def _write_cache(key: str, record: dict[str, Any]) -> str:
+    """Add one entry, atomically (a temporary file renamed over the cache); returns "" or why it
+    could not. A cache that cannot be written costs a warning: the peaks were measured and are
+    returned all the same."""
     path = cache_path()
     entries = _read_cache()
+    record = {k: v for k, v in record.items() if k != "origin"}
+    record["details"] = {k: v for k, v in record.get("details", {}).items() if k != "cache"}
     entries[key] = record
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -339,3 +455,5 @@ def _write_cache(key: str, record: dict[str, Any]) -> None:
     except OSError as exc:
         warnings.warn(f"fxprof: cannot cache the machine peaks in {path!r} ({exc.strerror or exc}); they will be measured again next time",
                       stacklevel=3)
+        return str(exc.strerror or exc)
+    return ""

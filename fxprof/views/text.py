@@ -162,21 +162,11 @@ def peaks_line(peaks: Mapping[str, Any]) -> str:
         return f"roofline: unreadable peaks in the profile ({exc})"
 
 
-#: a node whose median is below this fraction of its roof time "runs above the roof"
-ABOVE_ROOF_PCT = 110.0
-
-
 def _above_roof(profile: "Profile") -> list[str]:
-    """Nodes faster than the roofs allow: the peaks are no roof for them (a busy machine when
-    they were measured, or data in a cache the bandwidth roof does not see)."""
-    table = profile.df
-    above = table[table["roof_pct"] > ABOVE_ROOF_PCT]
-    if above.empty:
-        return []
-    worst = above["roof_pct"].idxmax()
-    return [f"roofline: {len(above)} node(s) ran above their roof (roof_pct > {ABOVE_ROOF_PCT:g}; {worst} at "
-            f"{above.loc[worst, 'roof_pct']:.0f}%): their data sat in a cache, or the peaks were measured on a busy "
-            f"machine (measure again: fxprof peaks --refresh)"]
+    """The roofline's verdicts: nodes on empty tensors, nodes above their roof (core.roofline)."""
+    from ..core.roofline import roofline_notes
+
+    return roofline_notes(profile.df, profile.meta.get("peaks"))
 
 
 def _loop_line(profile: "Profile") -> list[str]:

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from ..vocab import EVENT_TIMERS
+from .memory import memory_columns, memory_line
 from .options import ViewOptions
 from .tables import format_ms, hidden_note, render_fitted
 
@@ -36,6 +37,7 @@ GROUP_COLUMNS = ("nodes", "mean_ms", "median_ms", "pct", "cum_pct", "flops", "fl
 #: columns of a comparison shown by default (any column of ``fxprof.compare`` may be chosen);
 #: ``phase`` joins them for training steps
 COMPARE_DEFAULT = ("status", "kind", "scope", "a_ms", "b_ms", "delta_ms", "ratio", "p_value", "verdict", "a_pct", "b_pct", "delta_pct")
+
 
 
 def render_header(profile: "Profile") -> str:
@@ -74,6 +76,7 @@ def render_header(profile: "Profile") -> str:
         lines.append(peaks_line(meta["peaks"]))
         lines.extend(_above_roof(profile))
     lines.extend(f"note: {note}" for note in meta.get("notes", ()))
+    lines.extend(memory_line(profile))  # fxprof.views.memory
     if meta.get("mode") == "isolated":
         skipped = int((profile.anatomy["skip_reason"] != "").sum())
         lines.append(
@@ -280,7 +283,7 @@ def default_columns(table: pd.DataFrame, device_timer: bool, base: Iterable[str]
         columns[at:at] = list(DEVICE_COLUMNS)
         if table["kernel_mean_ms"].notna().any():
             columns.insert(at + 1, "kernel_median_ms")
-    return columns
+    return columns + memory_columns(table)
 
 
 def spread_flags(table: pd.DataFrame) -> pd.Series:

@@ -1,0 +1,54 @@
+"""The run's memory at its peak, from the memory pass (``meta["memory"]``, fxprof.measure.memory).
+
+``profile.memory`` is a :class:`MemorySummary`: the highest the run's held bytes rose
+(``peak_bytes``), the node running then (``peak_node``), and what was held at that moment by
+category (``breakdown``: ``parameters``, ``buffers``, ``activations``, ``gradients``,
+``optimizer_state``, ``temporaries``). None when the memory pass did not run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+__all__ = ["MemorySummary", "memory_summary", "CATEGORIES"]
+
+#: the breakdown's categories, in the order a reader meets them
+CATEGORIES = ("activations", "parameters", "gradients", "optimizer_state", "buffers", "temporaries")
+
+
+@dataclass(frozen=True)
+class MemorySummary:
+    peak_bytes: int
+    peak_node: str
+    breakdown: dict[str, int] = field(default_factory=dict)
+    #: bytes held before the run: parameters, buffers, inputs, optimizer state (each storage once)
+    held_bytes: int = 0
+    #: with a backward pass: all bytes autograd saved for it (None without)
+    saved_bytes: int | None = None
+
+    def largest(self, n: int = 2) -> list[tuple[str, int]]:
+        """The ``n`` largest categories at the peak, largest first (empty ones left out)."""
+        parts = [(c, int(self.breakdown.get(c, 0))) for c in CATEGORIES]
+        return sorted((p for p in parts if p[1] > 0), key=lambda p: -p[1])[:n]
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {"peak_bytes": self.peak_bytes, "peak_node": self.peak_node, "breakdown": dict(self.breakdown),
+               "held_bytes": self.held_bytes}
+        if self.saved_bytes is not None:
+            out["saved_bytes"] = self.saved_bytes
+        return out
+
+
+def memory_summary(meta: Mapping[str, Any], nodes: Sequence[Any] = ()) -> MemorySummary | None:
+    """``meta["memory"]`` as a :class:`MemorySummary`, its peak node under the name the profile
+    shows (the pass knows the capture's own name, ``raw_name``)."""
+    found = meta.get("memory")
+    if not isinstance(found, Mapping) or "peak_bytes" not in found:
+        return None
+    node = str(found.get("peak_node", ""))
+    shown = {getattr(n, "raw_name", "") or n.name: n.name for n in nodes}
+    breakdown = {c: int((found.get("breakdown") or {}).get(c, 0) or 0) for c in CATEGORIES}
+    saved = found.get("saved_bytes")
+    return MemorySummary(int(found["peak_bytes"]), shown.get(node, node), breakdown, int(found.get("held_bytes", 0) or 0),
+                         None if saved is None else int(saved))

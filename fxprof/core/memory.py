@@ -52,3 +52,20 @@ def memory_summary(meta: Mapping[str, Any], nodes: Sequence[Any] = ()) -> Memory
     saved = found.get("saved_bytes")
     return MemorySummary(int(found["peak_bytes"]), shown.get(node, node), breakdown, int(found.get("held_bytes", 0) or 0),
                          None if saved is None else int(saved))
+
+
+#: how a roll-up combines the per-node memory columns: bytes a node adds or saves add up over a
+#: group; a peak and what the run holds are the group's highest
+ROLLUP = {"mem_delta_bytes": "sum", "mem_temp_bytes": "sum", "mem_saved_bytes": "sum",
+          "mem_peak_bytes": "max", "mem_live_bytes": "max"}
+
+
+def memory_rollup(grouped: Any, table: Any) -> dict[str, Any]:
+    """The memory columns of a roll-up (``grouped``: the per-node ``table`` grouped), only those
+    the table measured."""
+    out: dict[str, Any] = {}
+    for col, how in ROLLUP.items():
+        if col in table.columns and table[col].notna().any():
+            values = grouped[col].sum(min_count=1) if how == "sum" else grouped[col].max()
+            out[col] = values.astype("Int64")
+    return out

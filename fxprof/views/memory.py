@@ -53,3 +53,6 @@ def memory_columns(table: Any) -> list[str]:
     if "mem_saved_bytes" in table.columns and table["mem_saved_bytes"].notna().any():
         shown.append("mem_saved_bytes")
     return shown
+
+#: the memory columns of a roll-up (fxprof.core.memory.ROLLUP), any of which --columns may name
+MEMORY_ROLLUP = MEMORY_COLUMNS

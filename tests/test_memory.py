@@ -191,3 +191,15 @@ def test_memory_on_the_gpu_means_what_it_means_on_the_cpu():
     assert row["mem_delta_bytes"] == pytest.approx(out, rel=0.05)
     assert row["mem_live_bytes"] == pytest.approx(_nbytes(*lin.parameters(), x) + out, rel=0.05)
     assert prof.memory is not None and prof.memory.breakdown["parameters"] > 0
+
+
+def test_compare_sets_the_nodes_and_blocks_peaks_side_by_side():
+    x = torch.randn(64, 256)
+    a = fxprof.profile(nn.Sequential(nn.Linear(256, 512)), x, warmup=0, iters=3, peaks=None)
+    b = fxprof.profile(nn.Sequential(nn.Linear(256, 1024)), x, warmup=0, iters=3, peaks=None)
+    diff = fxprof.compare(a, b, warn=False)
+    row = diff.loc["_0"]
+    assert row["a_mem_peak_bytes"] == 64 * 512 * F32 and row["b_mem_peak_bytes"] == 64 * 1024 * F32
+    assert row["delta_mem_peak_bytes"] == 64 * 512 * F32
+    blocks = fxprof.compare(a, b, by="scope", warn=False)
+    assert blocks.loc["0", "delta_mem_peak_bytes"] == 64 * 512 * F32

@@ -69,3 +69,21 @@ def memory_rollup(grouped: Any, table: Any) -> dict[str, Any]:
             values = grouped[col].sum(min_count=1) if how == "sum" else grouped[col].max()
             out[col] = values.astype("Int64")
     return out
+
+
+#: what a comparison says about memory, per node (or per block): each side's peak and the change
+MEMORY_CHANGE_COLUMNS = ("a_mem_peak_bytes", "b_mem_peak_bytes", "delta_mem_peak_bytes")
+
+
+def memory_changes(a: Any, b: Any) -> Any:
+    """``a``'s and ``b``'s ``mem_peak_bytes`` (tables on one index) and ``b - a``; ``<NA>``
+    where a side has no memory pass."""
+    import pandas as pd
+
+    def peak(t: Any) -> Any:
+        if "mem_peak_bytes" in t.columns:
+            return t["mem_peak_bytes"].astype("Int64")
+        return pd.Series(pd.NA, index=t.index, dtype="Int64")
+
+    pa, pb = peak(a), peak(b)
+    return pd.DataFrame({"a_mem_peak_bytes": pa, "b_mem_peak_bytes": pb, "delta_mem_peak_bytes": pb - pa}, index=a.index)

@@ -293,6 +293,8 @@ def account(ranges: list[tuple[str, int, int]], events: list[tuple[int, int, int
     # the level at each range's end: delta is what the node still holds minus what it freed
     end_level = _levels_at([r[2] for r in ranges], allocs)
     records: dict[str, dict[str, int]] = {}
+    packs = [when for when, _ in saved or () if when is not None]
+    last_pack = max(packs) if packs else None
     for i, (name, _, _) in enumerate(ranges):
         record = {
             "mem_delta_bytes": end_level[i] - start_level[i],
@@ -300,8 +302,8 @@ def account(ranges: list[tuple[str, int, int]], events: list[tuple[int, int, int
             "mem_peak_bytes": max(0, peak[i] - start_level[i]),
             "mem_live_bytes": base + (after[i] or 0),
         }
-        if saved is not None:
-            record["mem_saved_bytes"] = 0
+        if saved is not None and (last_pack is None or ranges[i][1] <= last_pack):
+            record["mem_saved_bytes"] = 0  # a forward node (the backward runs after the last save)
         seen = records.get(name)
         if seen is None:
             records[name] = record
@@ -323,7 +325,8 @@ def account(ranges: list[tuple[str, int, int]], events: list[tuple[int, int, int
             counted.add(id(owner))
             saved_total += owner.size
             if owner.node >= 0:
-                records[ranges[owner.node][0]]["mem_saved_bytes"] += owner.size
+                record = records[ranges[owner.node][0]]
+                record["mem_saved_bytes"] = record.get("mem_saved_bytes", 0) + owner.size
     summary: dict[str, Any] = {}
     if ranges:
         if best_t is None:

@@ -91,9 +91,11 @@ def profile(
         anatomy: after the timed runs, run once more untimed to record each node's input and
             output shapes, dtype, output bytes and FLOPs (``FlopCounterMode``).
         memory: run once more untimed, under ``torch.profiler`` with ``profile_memory``, to
-            record each node's allocation delta and peak on the model's devices (default:
-            when the model runs on CUDA; ``True`` on the CPU measures the CPU allocator).
-            Nothing is reset: your own peak-memory statistics are left as they were.
+            record each node's memory (``mem_delta_bytes``, ``mem_temp_bytes``,
+            ``mem_peak_bytes``, ``mem_live_bytes``; ``mem_saved_bytes`` with ``backward``) from
+            the CPU or CUDA allocator, and the run's peak (``profile.memory``; docs/memory.md).
+            Default (None): on; ``False`` skips the pass. Nothing is reset: your own
+            peak-memory statistics are left as they were.
         peaks: the machine's roofs for the roofline columns (``bytes``, ``intensity``,
             ``roof_ms``, ``roof_pct``, ``headroom_ms``, ``limit``; with ``anatomy``):
             ``"auto"`` (default: :func:`fxprof.machine_peaks` for the model's device, the
@@ -237,7 +239,7 @@ def profile(
             # everything that decides how many times a rank runs the model (and so its collectives)
             ranks.check_same(warmup=warmup, warmup_ms=float(warmup_ms), iters=iters, mode=mode, capture=captured.kind,
                              timer=getattr(chosen, "name", type(chosen).__name__), anatomy=bool(anatomy),
-                             memory=bool(on_cuda if memory is None else memory))
+                             memory=bool(True if memory is None else memory))
             meta = {**meta, **ranks.meta()}
         plan = RunPlan(warmup=warmup, iters=iters, warmup_ms=float(warmup_ms), mode=mode, anatomy=anatomy, memory=memory,
                        no_grad=no_grad, backward=backward, peaks=peaks)

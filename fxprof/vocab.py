@@ -60,8 +60,12 @@ ANATOMY_COLUMNS: dict[str, str] = {
     # (views, getitem, placeholders). A lower bound: see docs/roofline.md
     "bytes": "Int64",
     "flops": "Int64",
-    "mem_delta_bytes": "Int64",
-    "mem_peak_bytes": "Int64",
+    # memory per node from the untimed memory pass (fxprof.measure.memory; docs/memory.md)
+    "mem_delta_bytes": "Int64",  # allocated and still held at the node's end, minus what it freed
+    "mem_temp_bytes": "Int64",  # allocated and freed inside the node
+    "mem_peak_bytes": "Int64",  # highest allocation above the node's start while it ran
+    "mem_live_bytes": "Int64",  # all the run holds after the node (parameters, inputs, activations...)
+    "mem_saved_bytes": "Int64",  # with backward: the node's allocations autograd keeps for the backward
     "skip_reason": "str",
     # kept in Profile.anatomy (and saved), used by the ``bound`` verdict, not table columns:
     "device_ops": "Int64",  # aten ops the node ran that do work (views, metadata, empty: not)

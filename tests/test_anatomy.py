@@ -214,9 +214,9 @@ def test_anatomy_can_be_turned_off_and_memory_on_the_cpu_reads_the_cpu_allocator
     prof = fxprof.profile(nn.Linear(4, 4), torch.randn(2, 4), warmup=0, iters=1, anatomy=False)
     assert prof.df["flops"].isna().all()
     assert "flops" not in prof.summary(group_by="op")
-    assert prof.df["mem_delta_bytes"].isna().all()  # off by default on the CPU
-    mem = fxprof.profile(nn.Linear(4, 4), torch.randn(2, 4), warmup=0, iters=1, memory=True).df
-    assert mem.loc["linear", "mem_delta_bytes"] == 2 * 4 * 4  # its output, from the CPU allocator
+    assert prof.df.loc["linear", "mem_delta_bytes"] == 2 * 4 * 4  # on by default: its output, from the CPU allocator
+    off = fxprof.profile(nn.Linear(4, 4), torch.randn(2, 4), warmup=0, iters=1, memory=False)
+    assert off.df["mem_delta_bytes"].isna().all() and off.memory is None
 
 
 def _device_profile(host: list[float], device: list[float], timer: str) -> fxprof.Profile:
@@ -268,4 +268,4 @@ def test_memory_columns_on_the_gpu():
     assert df.loc["sum_1", "mem_peak_bytes"] >= 0 and df.loc["x", "mem_delta_bytes"] == 0
     assert not df["mem_peak_bytes"].isna().any()
     cpu = fxprof.profile(nn.Linear(4, 4), torch.randn(2, 4), warmup=0, iters=1)
-    assert cpu.df["mem_delta_bytes"].isna().all()
+    assert cpu.df.loc["linear", "mem_delta_bytes"] == 2 * 4 * 4  # the CPU's allocator, not the GPU's

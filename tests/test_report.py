@@ -12,6 +12,7 @@ import re
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import torch
 import torchvision
@@ -22,6 +23,7 @@ from fxprof.cli import main
 from fxprof.core.compare import compare_blocks
 from fxprof.core.rollup import is_bookkeeping
 from fxprof.views.text import render_header
+from fxprof.views.tables import display_name
 from fxprof.views.report import (
     BOOKKEEPING, MISSING_PLOTLY, Report, compare_figure, distribution_figure, groups_figure, ranks_figure,
     render_compare_report, render_report, runs_figure, tree_figure,
@@ -179,7 +181,7 @@ def test_the_page_holds_plotly_every_figure_and_every_node_and_column(r18):
         assert f'id="{div}"' in page
     rows = _tables(page)["fx-nodes"]
     header, body = rows[0], rows[1:]
-    shown = lambda c: c[:-3] if c.endswith("_ms") else c  # noqa: E731  (times carry their unit in each cell)
+    shown = display_name  # times and memory carry their unit in each cell: median, mem_peak
     assert header[:7] == ["node", "kind", "scope", "median", "mean", "iqr", "pct"]  # the times first
     assert sorted(header) == sorted(["node", *map(shown, r18.df.columns)])  # and every column
     assert [r[0] for r in body] == list(r18.df.index)
@@ -346,7 +348,7 @@ def _check_rendered(seen: dict, log: str, figures: list[str], tables: dict[str, 
 @needs_chromium
 def test_resnet18_report_renders_offline_in_chromium(r18, tmp_path):
     seen, log = _in_chromium(render_report(r18), tmp_path, "conv")
-    _check_rendered(seen, log, ["fx-tree", "fx-kinds", "fx-dist", "fx-runs"], {"fx-nodes": len(r18.df)})
+    _check_rendered(seen, log, ["fx-tree", "fx-kinds", "fx-dist", "fx-runs", "fx-memory"], {"fx-nodes": len(r18.df)})
     assert seen["sorted_column"] == "median_ms"
     text = r18.df.reset_index().apply(lambda row: "".join(map(str, row)).lower(), axis=1)
     assert len(seen["filtered"]) == int(text.str.contains("conv").sum())  # every row that says conv, nothing else
@@ -355,7 +357,7 @@ def test_resnet18_report_renders_offline_in_chromium(r18, tmp_path):
 @needs_chromium
 def test_training_step_and_ranges_reports_render_offline_in_chromium(step, ranged, tmp_path):
     seen, log = _in_chromium(render_report(step), tmp_path, "backward")
-    _check_rendered(seen, log, ["fx-tree", "fx-kinds", "fx-phases", "fx-dist", "fx-runs"], {"fx-nodes": len(step.df)})
+    _check_rendered(seen, log, ["fx-tree", "fx-kinds", "fx-phases", "fx-dist", "fx-runs", "fx-memory"], {"fx-nodes": len(step.df)})
     (tmp_path / "ranged").mkdir()
     seen, log = _in_chromium(render_report(ranged), tmp_path / "ranged", "mlp")
     _check_rendered(seen, log, ["fx-tree", "fx-kinds", "fx-ranges", "fx-dist", "fx-runs"], {"fx-nodes": len(ranged.df)})
@@ -440,3 +442,19 @@ def test_a_gathered_profile_report_renders_offline_in_chromium(two_ranks, tmp_pa
     seen, log = _in_chromium(render_report(two_ranks), tmp_path, "layer")
     _check_rendered(seen, log, ["fx-tree", "fx-ranks", "fx-dist", "fx-runs"],
                     {"fx-ranks-table": 2, "fx-nodes": len(two_ranks.df)})
+
+
+def test_the_memory_timeline_stacks_what_the_run_holds_and_marks_the_peak(step):
+    from fxprof.views.memory_plot import memory_figure
+
+    fig = memory_figure(step)
+    summary = step.memory
+    rows = step.df[step.df["mem_live_bytes"].notna()]
+    stacked = [t for t in fig.data if getattr(t, "stackgroup", None) == "held"]
+    # the stacked areas add up to what the run holds after each node, in run order
+    total = np.sum([np.asarray(t.y, dtype=float) for t in stacked], axis=0)
+    assert total == pytest.approx(rows["mem_live_bytes"].astype(float).to_numpy(), rel=1e-9)
+    assert {t.name for t in stacked} >= {"parameters", "activations and gradients"}
+    marker = next(t for t in fig.data if t.name == "run's peak")
+    assert list(marker.x) == [list(rows.index).index(summary.peak_node)] and list(marker.y) == [summary.peak_bytes]
+    assert memory_figure(fxprof.profile(SmallNet().eval(), torch.randn(1, 3, 8, 8), warmup=0, iters=1, memory=False)) is None

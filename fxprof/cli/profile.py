@@ -92,6 +92,7 @@ def add_parser(command: Any) -> argparse.ArgumentParser:
     r.add_argument("--optimizer", choices=OPTIMIZERS,
                    help="with --backward, also zero_grad and step of this optimizer over the model's parameters "
                         "(the model is restored afterwards)")
+    r.add_argument("--no-memory", action="store_true", help="skip the untimed memory pass (the mem_* columns and memory line; docs/memory.md)")
     r.add_argument("--threads", type=int, default=None, metavar="N", help="torch CPU threads (default: torch's choice); recorded in the profile")
     r.add_argument("--peaks", default=None, metavar="TFLOPS,GBPS|auto|quick|off",
                    help="the roofs of the roofline columns (roof_ms, roof_pct, headroom_ms, limit): your compute rate "
@@ -262,7 +263,7 @@ def _profile(args: argparse.Namespace, bar: Any) -> int:
         raise _bad(f"{', '.join(both)} given by both --input and --concrete; give each input once")
     options: dict[str, Any] = dict(warmup=args.warmup, warmup_ms=args.warmup_ms, iters=args.iters, timer=args.timer,
                                    name=args.model, progress=bar, capture=args.capture, mode=args.mode,
-                                   peaks=_peaks_option(args.peaks))
+                                   peaks=_peaks_option(args.peaks), memory=not args.no_memory)
     if args.compile:  # the compiled program's kernels: no capture, timer, progress or roofline options
         options = dict(warmup=args.warmup, iters=args.iters, name=args.model,
                        compile={"mode": args.compile_mode} if args.compile_mode else True)

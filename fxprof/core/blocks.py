@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Union
 import numpy as np
 import pandas as pd
 
+from .memory import MEMORY_CHANGE_COLUMNS, memory_changes
 from .rollup import group_by
 
 if TYPE_CHECKING:
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
 
 __all__ = ["compare_blocks", "BLOCK_COLUMNS"]
 
-BLOCK_COLUMNS = ("a_ms", "b_ms", "delta_ms", "speedup", "a_nodes", "b_nodes", "fused", "a_pct", "b_pct")
+BLOCK_COLUMNS = ("a_ms", "b_ms", "delta_ms", "speedup", "a_nodes", "b_nodes", "fused", "a_pct", "b_pct", *MEMORY_CHANGE_COLUMNS)
 
 
 def _table(item: Union["Profile", pd.DataFrame], keep_outliers: bool | None) -> pd.DataFrame:
@@ -68,6 +69,7 @@ def compare_blocks(a: Union["Profile", pd.DataFrame], b: Union["Profile", pd.Dat
     out["fused"] = _fusions(tb, _labels(tb, "scope", depth)).reindex(index).fillna("").astype(str)
     out["a_pct"] = ga["pct"].reindex(index).fillna(0.0)
     out["b_pct"] = gb["pct"].reindex(index).fillna(0.0)
+    out = out.join(memory_changes(ga.reindex(index), gb.reindex(index)))  # fxprof.core.memory: the blocks' peaks
     out = out.sort_values("a_ms", ascending=False, kind="stable")
     a_total, b_total = float(out["a_ms"].sum()), float(out["b_ms"].sum())
     run = None

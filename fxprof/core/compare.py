@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Union
 import numpy as np
 import pandas as pd
 
+from .memory import MEMORY_CHANGE_COLUMNS, memory_changes
 from .roofline import peaks_differ
 
 if TYPE_CHECKING:
@@ -24,7 +25,7 @@ __all__ = ["compare", "compare_blocks", "comparability", "ComparabilityWarning",
            "IGNORED_META", "ALPHA", "MIN_EFFECT", "TOO_FEW"]
 
 COMPARE_COLUMNS = ("status", "op", "kind", "scope", "phase", "a_ms", "b_ms", "delta_ms", "ratio", "p_value", "verdict",
-                   "a_pct", "b_pct", "delta_pct")
+                   "a_pct", "b_pct", "delta_pct", *MEMORY_CHANGE_COLUMNS)
 
 #: a node's change is significant when its Benjamini-Hochberg adjusted p-value is below this
 ALPHA = 0.05
@@ -170,6 +171,7 @@ def compare(
     out["a_pct"] = ia["pct"].astype("float64")
     out["b_pct"] = ib["pct"].astype("float64")
     out["delta_pct"] = out["b_pct"].fillna(0.0) - out["a_pct"].fillna(0.0)
+    out = out.join(memory_changes(ia, ib))  # fxprof.core.memory: the nodes' peaks, side by side
     order = out["delta_ms"].abs().sort_values(ascending=False, kind="stable").index
     out = out.loc[order, list(COMPARE_COLUMNS)]
 

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from ..vocab import ANATOMY_COLUMNS
+from .memory import MemorySummary, memory_summary
 from .columnar import SampleColumns
 from .recording import Recording
 from .stats import shares
@@ -59,7 +60,10 @@ COLUMNS: dict[str, str] = {
     "dtype": "str",
     "out_bytes": "Int64",
     "mem_delta_bytes": "Int64",
+    "mem_temp_bytes": "Int64",
     "mem_peak_bytes": "Int64",
+    "mem_live_bytes": "Int64",
+    "mem_saved_bytes": "Int64",
     "skip_reason": "str",
 }
 TABLE_COLUMNS = tuple(COLUMNS)
@@ -250,6 +254,11 @@ class Profile:
         """How many samples the profile holds (``len(profile.samples)``, without building that
         DataFrame: a long-form frame of millions of rows costs hundreds of MB)."""
         return len(self._columns)
+
+    @property
+    def memory(self) -> "MemorySummary | None":
+        """The run's memory peak and what was held then (:mod:`fxprof.core.memory`); None without the memory pass."""
+        return memory_summary(self.meta, self.nodes)
 
     @property
     def coverage(self) -> float:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from .memory import memory_rollup
 from ..vocab import GROUP_KEYS, PHASES, RANGE_KIND
 
 __all__ = ["group_by", "GROUP_KEYS", "ROOT", "scope_at_depth", "is_bookkeeping", "bookkeeping_note"]
@@ -146,6 +147,7 @@ def group_by(table: pd.DataFrame, key: str = "op", depth: int = 1) -> pd.DataFra
             # the roofline (fxprof.core.roofline): summed least times and time above the roof
             "roof_ms": grouped["roof_ms"].sum(min_count=1) if "roof_ms" in table.columns else float("nan"),
             "headroom_ms": grouped["headroom_ms"].sum(min_count=1) if "headroom_ms" in table.columns else float("nan"),
+            **memory_rollup(grouped, table),  # fxprof.core.memory: sums of bytes, max of peaks
         }
     )
     if key != "phase":

@@ -35,9 +35,11 @@ def read_csv(path: str | os.PathLike) -> pd.DataFrame:
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError, OverflowError) as exc:
         raise ProfileFormatError(f"{path!r} is not a CSV table fxprof can read: {exc}") from exc
     # tables from before training steps (phase, forward_node), before compiled models (origins, raw_name) and
-    # before the roofline (empty: not measured)
+    # before the roofline and the full memory columns (empty: not measured)
     for col, default in (("phase", "forward"), ("forward_node", ""), ("origins", ""), ("raw_name", ""), ("bytes", ""),
-                         ("intensity", ""), ("roof_ms", ""), ("roof_pct", ""), ("headroom_ms", ""), ("limit", "")):
+                         ("intensity", ""), ("roof_ms", ""), ("roof_pct", ""), ("headroom_ms", ""), ("limit", ""),
+                         # before memory per node on the CPU (issue 34): not measured
+                         ("mem_temp_bytes", ""), ("mem_live_bytes", ""), ("mem_saved_bytes", "")):
         if col not in table.columns:
             table[col] = default
     if "scope_source" not in table.columns:  # tables from before inferred scopes: the source was not recorded

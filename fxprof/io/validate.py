@@ -130,7 +130,8 @@ SCHEMA_V1: dict[str, Any] = {
             "properties": {
                 **{k: _anatomy({"type": ["string", "null"]}, k) for k in ("input_shapes", "output_shape", "dtype", "skip_reason")},
                 **{k: _anatomy({**_NONNEG_INT, "type": ["integer", "null"]}, k)
-                   for k in ("out_bytes", "bytes", "flops", "mem_peak_bytes")},
+                   for k in ("out_bytes", "bytes", "flops", "mem_peak_bytes", "mem_temp_bytes", "mem_live_bytes",
+                             "mem_saved_bytes")},
                 "mem_delta_bytes": _anatomy({"type": ["integer", "null"], "minimum": -_INT64_MAX - 1, "maximum": _INT64_MAX},
                                             "mem_delta_bytes"),
             },

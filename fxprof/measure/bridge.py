@@ -55,6 +55,9 @@ RUNTIME_TYPES = frozenset({"cuda_runtime", "cuda_driver", "privateuse1_runtime",
 _RUNTIME_NAME = re.compile(r"^(cuda|cu|hip|hsa)[A-Z]")
 #: a Kineto log line: ``USDT:2026-11-21 16:41:03 8071:8071 File.cpp:39] message``
 KINETO_LINE = re.compile(r"^[A-Z]+:\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d+)? \d+:\d+ [\w./-]+:\d+\] ")
+#: what the CPU allocator says when memory made before ``profile_memory`` began is freed under it
+#: (the memory pass frees the caller's tensors' copies: expected, and not followed)
+UNKNOWN_BLOCK_LINE = re.compile(r"^\[W.*CPUAllocator.*Memory block of unknown size")
 
 
 @dataclass(frozen=True)
@@ -287,9 +290,10 @@ class _Attr:
 
 
 @contextlib.contextmanager
-def kineto_quiet() -> Iterator[None]:
+def kineto_quiet(also: re.Pattern | None = None) -> Iterator[None]:
     """Keep Kineto's log lines (written by C++ straight to file descriptor 2) off the
-    terminal while the body runs; any other output written there meanwhile is passed on."""
+    terminal while the body runs (and lines matching ``also``); any other output written there
+    meanwhile is passed on."""
     try:
         sys.stderr.flush()
         saved = os.dup(2)
@@ -307,7 +311,8 @@ def kineto_quiet() -> Iterator[None]:
             os.close(saved)
             tmp.seek(0)
             text = tmp.read().decode("utf-8", errors="replace")
-            kept = [line for line in text.splitlines(keepends=True) if not KINETO_LINE.match(line)]
+            kept = [line for line in text.splitlines(keepends=True) if not KINETO_LINE.match(line)
+                    and not (also is not None and also.match(line))]
             if kept:
                 sys.stderr.write("".join(kept))
 

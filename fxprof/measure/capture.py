@@ -435,8 +435,10 @@ def _accumulate(into: dict[str, dict[str, Any]], records: dict[str, dict[str, An
         seen = into[node]
         for col, value in values.items():
             old = seen.get(col)
-            if col in ("flops", "out_bytes", "mem_delta_bytes") and old is not None and value is not None:
+            if col in ("flops", "out_bytes", "mem_delta_bytes", "mem_temp_bytes", "mem_saved_bytes") and old is not None and value is not None:
                 seen[col] = old + value
+            elif col == "mem_live_bytes" and value is not None:
+                seen[col] = value  # after the node's last call
             elif col == "mem_peak_bytes" and old is not None and value is not None:
                 seen[col] = max(old, value)
             elif old is None:

@@ -30,7 +30,8 @@ from torch import nn
 
 from ..core.profile import Profile
 from ..vocab import TIMER_NAMES, __version__
-from .anatomy import anatomy_pass, memory_pass
+from .anatomy import anatomy_pass
+from .memory import memory_pass, memory_per_node
 from .bridge import KernelProfiler, kernel_ms_per_sample
 from .budget import SampleBudget
 from .capture import Capture
@@ -104,7 +105,8 @@ def measure(captured: Capture, call_args: tuple, call_kwargs: dict[str, Any], ti
             else:
                 meta = _timed_runs(one_run, recorder, iters, kernel_time, ranks, meta, bar)
             stage = "untimed passes"
-            records = _merge(records, _untimed_passes(captured, (call_args, call_kwargs), devices, plan.anatomy, plan.memory, bar))
+            records = _merge(records, _untimed_passes(captured, (call_args, call_kwargs), devices, plan.anatomy, plan.memory, bar,
+                                                      meta, plan.backward))
             meta = _with_peaks(meta, plan, records, devices, bar)
             meta["notes"] = meta.get("notes", []) + _unwatched_devices(records, timer)
             switches = getattr(captured.module, "meta", {}).get("fxprof_dropped_stream_switches")
@@ -227,23 +229,27 @@ def _build(captured: Capture, recorder: Recorder, meta: dict[str, Any], records:
 
 
 def _untimed_passes(captured: Capture, inputs: tuple, devices: set[torch.device], anatomy: bool, memory: bool | None,
-                    bar: Any = None) -> dict[str, dict[str, Any]]:
-    """Shapes/FLOPs and CUDA memory passes. A failure here costs a warning, never the timings."""
+                    bar: Any = None, meta: dict[str, Any] | None = None, backward: bool = False) -> dict[str, dict[str, Any]]:
+    """Shapes/FLOPs and memory passes (the memory summary goes to ``meta["memory"]``). A
+    failure here costs a warning, never the timings."""
     records: dict[str, dict[str, Any]] = {}
     cuda = sorted((d for d in devices if d.type == "cuda"), key=_index_key)
     if memory is None:
-        memory = bool(cuda)
+        memory = True
     passes = []
     if anatomy:
         passes.append(("anatomy (shapes, FLOPs)", anatomy_pass(watch_syncs=bool(cuda) and torch.cuda.is_available())))
     if memory:
-        passes.append(("memory", memory_pass(cuda or sorted(devices, key=_index_key) or [torch.device("cpu")])))
+        passes.append(("memory", memory_pass(cuda or [torch.device("cpu")])))
     for label, make_pass in passes:
         if bar is not None:
             bar.phase(f"{label.split()[0]} pass")
         try:
             args, kwargs = _fresh(inputs)
-            found = captured.run_pass(make_pass, args, kwargs)
+            if label == "memory":  # fxprof.measure.memory: allocations per node, the run's peak
+                found = memory_per_node(captured, make_pass, args, kwargs, backward, meta)
+            else:
+                found = captured.run_pass(make_pass, args, kwargs)
         except Exception as exc:  # keep the timings; say what is missing
             warnings.warn(f"fxprof: the {label} pass failed ({type(exc).__name__}: {exc}); those columns are left empty", stacklevel=3)
             continue

@@ -46,6 +46,7 @@ from ..core.rollup import PLUMBING, bookkeeping_note, group_by, is_bookkeeping
 from ..vocab import __version__
 from .tables import change_label, display_name, format_ms, formatter_for
 from .options import ViewOptions
+from .memory_plot import memory_figure
 from .text import ranked, render_compare, render_header
 
 if TYPE_CHECKING:
@@ -623,6 +624,12 @@ def render_report(profile: Profile, title: str | None = None) -> str:
                              "A trend is drift (clocks, heat, other work on the machine); crosses are outlier runs.",
                              _figure_html(runs_figure(profile), "fx-runs")))
         nav += [("dist", "distributions"), ("runs", "runs")]
+    memory = memory_figure(profile)  # fxprof.views.memory_plot
+    if memory is not None:
+        body.append(_section("memory", "Memory over the run", "What the run holds after each node, in run order, by category; "
+                             "the dotted line is each node's own peak (temporaries included); the run's peak is marked.",
+                             _figure_html(memory, "fx-memory")))
+        nav.append(("memory", "memory"))
     first = [c for c in _FIRST_COLUMNS if c in table.columns and (c not in ("range", "phase") or table[c].nunique() > 1)]
     body.append(_section("table", "Every node", "Every column of profile.df, in graph order, the times and shares first; times "
                          "with units (the CSV and profile.df keep milliseconds at full precision).",

@@ -93,6 +93,8 @@ def _format_float(spec: str) -> Callable[[Any], str]:
 def display_name(column: str) -> str:
     """The header of a column in a rendered table: times carry their unit in every cell, so
     ``median_ms`` is shown as ``median``; other names are kept."""
+    if "mem_" in column and column.endswith("_bytes"):
+        return column[: -len("_bytes")]  # memory cells carry their unit: mem_peak
     return column[: -len("_ms")] if column.endswith("_ms") else column
 
 
@@ -120,6 +122,10 @@ def formatter_for(column: str, dtype: Any) -> Callable[[Any], str] | None:
     """The formatter of a column, or None for text columns."""
     if column in FORMATTERS:
         return FORMATTERS[column]
+    if "mem_" in column and column.endswith("_bytes"):
+        from .memory import format_bytes
+
+        return (lambda v: format_bytes(v, sign=True)) if column.startswith("delta_") else format_bytes
     if column.endswith("_ms"):
         return format_ms
     if pd.api.types.is_integer_dtype(dtype):

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from ..vocab import EVENT_TIMERS
+from .memory import MEMORY_ROLLUP, memory_columns, memory_line
 from .options import ViewOptions
 from .tables import format_ms, hidden_note, render_fitted
 
@@ -32,10 +33,12 @@ HIGH_TAIL = 0.5
 #: when a table is too wide, these columns go first, in this order (then others, from the right)
 DROP_FIRST = ("status", "a_pct", "b_pct", "cum_pct", "mean_ms", "target", "op", "range", "host_mean_ms", "iqr_ms", "flops_pct", "p_value", "scope", "kind")
 #: columns of a roll-up table (``Profile.group_by``)
-GROUP_COLUMNS = ("nodes", "mean_ms", "median_ms", "pct", "cum_pct", "flops", "flops_pct", "roof_ms", "headroom_ms")
+GROUP_COLUMNS = ("nodes", "mean_ms", "median_ms", "pct", "cum_pct", "flops", "flops_pct", "roof_ms", "headroom_ms",
+                 *MEMORY_ROLLUP)
 #: columns of a comparison shown by default (any column of ``fxprof.compare`` may be chosen);
 #: ``phase`` joins them for training steps
 COMPARE_DEFAULT = ("status", "kind", "scope", "a_ms", "b_ms", "delta_ms", "ratio", "p_value", "verdict", "a_pct", "b_pct", "delta_pct")
+
 
 
 def render_header(profile: "Profile") -> str:
@@ -74,6 +77,7 @@ def render_header(profile: "Profile") -> str:
         lines.append(peaks_line(meta["peaks"]))
         lines.extend(_above_roof(profile))
     lines.extend(f"note: {note}" for note in meta.get("notes", ()))
+    lines.extend(memory_line(profile))  # fxprof.views.memory
     if meta.get("mode") == "isolated":
         skipped = int((profile.anatomy["skip_reason"] != "").sum())
         lines.append(
@@ -270,7 +274,7 @@ def default_columns(table: pd.DataFrame, device_timer: bool, base: Iterable[str]
         columns[at:at] = list(DEVICE_COLUMNS)
         if table["kernel_mean_ms"].notna().any():
             columns.insert(at + 1, "kernel_median_ms")
-    return columns
+    return columns + memory_columns(table)
 
 
 def spread_flags(table: pd.DataFrame) -> pd.Series:
@@ -390,7 +394,8 @@ def _render_groups(groups: pd.DataFrame, key: str, depth: int, top: int | None, 
     groups = sort_table(groups, sort, ascending, what="a roll-up")
     if columns is None:
         columns = [c for c in groups.columns if not (c in ("flops", "flops_pct") and groups["flops"].isna().all())
-                   and not (c in ("roof_ms", "headroom_ms") and groups[c].isna().all())]
+                   and not (c in ("roof_ms", "headroom_ms") and groups[c].isna().all())
+                   and c not in ("mem_temp_bytes", "mem_live_bytes", "mem_saved_bytes")]
     columns = _known_columns(groups, columns, "roll-up columns")
     count = _rows(top)
     shown = groups if count is None else groups.head(count)

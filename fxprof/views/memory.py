@@ -1,0 +1,58 @@
+"""Memory in words: the header line of the run's peak, and bytes as a reader reads them."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+__all__ = ["format_bytes", "memory_line", "memory_columns", "MEMORY_COLUMNS"]
+
+#: the per-node memory columns, in the order tables show them (docs/memory.md)
+MEMORY_COLUMNS = ("mem_delta_bytes", "mem_temp_bytes", "mem_peak_bytes", "mem_live_bytes", "mem_saved_bytes")
+
+
+def format_bytes(value: Any, sign: bool = False) -> str:
+    """Bytes in decimal units to 3 figures: ``412 MB``, ``1.05 GB``, ``512 B``; ``""`` when missing."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return ""
+    if math.isnan(v):
+        return ""
+    size = abs(v)
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if size >= scale:
+            scaled = v / scale
+            digits = max(0, 2 - math.floor(math.log10(abs(scaled))))
+            text = f"{scaled:.{digits}f} {unit}"
+            break
+    else:
+        text = f"{int(v)} B"
+    return f"+{text}" if sign and v > 0 else text
+
+
+def memory_line(profile: Any) -> list[str]:
+    """``memory: peak 412 MB during layer3_0_conv1 (activations 300 MB, parameters 45 MB)``, or
+    nothing without the memory pass."""
+    summary = profile.memory
+    if summary is None:
+        return []
+    parts = ", ".join(f"{name.replace('_', ' ')} {format_bytes(size)}" for name, size in summary.largest(2))
+    line = f"memory: peak {format_bytes(summary.peak_bytes)} during {summary.peak_node}" + (f" ({parts})" if parts else "")
+    if summary.saved_bytes is not None:
+        line += f"; saved for backward {format_bytes(summary.saved_bytes)}"
+    return [line]
+
+
+def memory_columns(table: Any) -> list[str]:
+    """The memory columns a summary shows by default: the node's peak and what the run holds
+    after it; with a backward pass, what autograd saved. None without the memory pass."""
+    if "mem_peak_bytes" not in table.columns or not table["mem_peak_bytes"].notna().any():
+        return []
+    shown = ["mem_peak_bytes", "mem_live_bytes"]
+    if "mem_saved_bytes" in table.columns and table["mem_saved_bytes"].notna().any():
+        shown.append("mem_saved_bytes")
+    return shown
+
+#: the memory columns of a roll-up (fxprof.core.memory.ROLLUP), any of which --columns may name
+MEMORY_ROLLUP = MEMORY_COLUMNS

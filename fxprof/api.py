@@ -243,7 +243,7 @@ def profile(
         plan = RunPlan(warmup=warmup, iters=iters, warmup_ms=float(warmup_ms), mode=mode, anatomy=anatomy, memory=memory,
                        no_grad=no_grad, backward=backward, peaks=peaks)
         return measure(captured, call_args, call_kwargs, chosen, plan, meta, devices, ranks, bar,
-                       own=None if backward else OwnRuns(model, args, kwargs, chosen, devices))
+                       own=OwnRuns.for_profile(model, captured, (args, kwargs), (call_args, call_kwargs), chosen, devices, backward, mode))
     finally:
         captured.close()
         restore_rng.close()

@@ -22,6 +22,7 @@ from typing import Any, Callable, Iterable
 import torch
 
 from ..core.fidelity import describe_differences, dispatch_differences
+from ..vocab import TIMER_NAMES
 from .tree import clone_tensors
 
 __all__ = ["OwnRuns", "own_run_slots", "count_aten_ops", "dispatch_note", "OWN_RUNS_MAX"]
@@ -54,6 +55,19 @@ class OwnRuns:
         self._events = bool(self._cuda) and name in ("cuda", "kernel")
         self._sync = bool(self._cuda) and not self._events
         self._pending: list[tuple[Any, Any]] = []
+
+    @classmethod
+    def for_profile(cls, model: Callable[..., Any], captured: Any, inputs: tuple[tuple, dict], bound: tuple[tuple, dict],
+                    timer: Any, devices: Iterable[torch.device], backward: bool, mode: str) -> "OwnRuns | None":
+        """The own runs of a profile, or None where there are none: only with fxprof's own timers
+        (a Timer of the user's may count something else than time), forward profiles (a training
+        step's own run is the user's loop) and whole runs (not isolated mode). A GraphModule the
+        user passed takes the inputs bound to its placeholders (``bound``), any other model the
+        user's (``inputs``)."""
+        if getattr(timer, "name", None) not in TIMER_NAMES or backward or mode != "timed":
+            return None
+        args, kwargs = bound if getattr(captured, "kind", "") == "graphmodule" else inputs
+        return cls(model, args, kwargs, timer, devices)
 
     def call(self) -> Any:
         """One untimed forward of the model on fresh copies of the inputs."""
@@ -156,16 +170,12 @@ def _roots(differences: list[tuple[str, int, int]], parents: dict[str, set[str]]
     return roots or differences
 
 
-def dispatch_note(eager: Callable[[], Any], captured: Callable[[], Any]) -> tuple[str, list[tuple[str, int, int]]]:
-    """Compare the aten ops of one ``eager()`` forward with one ``captured()`` run: the sentence for
-    the header and notes ("" when they agree), and the differences ``(op, eager, captured)``.
-    A failure to count says so instead of comparing."""
-    try:
-        a, a_parents = count_aten_ops(eager)
-        b, b_parents = count_aten_ops(captured)
-    except Exception as exc:
-        return (f"the aten ops of the model and of the captured program could not be compared "
-                f"({type(exc).__name__}: {str(exc).strip()[:200]})"), []
+def dispatch_note(eager: tuple[Counter[str], dict[str, set[str]]], captured: tuple[Counter[str], dict[str, set[str]]]
+                  ) -> tuple[str, list[tuple[str, int, int]]]:
+    """Compare the aten ops of one eager forward with one run of the captured program (each as
+    :func:`count_aten_ops` gives them): the sentence for the header and notes ("" when they
+    agree), and the differences ``(op, eager, captured)``."""
+    (a, a_parents), (b, b_parents) = eager, captured
     differences = dispatch_differences(a, b)
     parents = {op: a_parents.get(op, set()) | b_parents.get(op, set()) for op in set(a_parents) | set(b_parents)}
     return describe_differences(_roots(differences, parents)), differences

@@ -34,7 +34,7 @@ from .anatomy import anatomy_pass, memory_pass
 from .bridge import KernelProfiler, kernel_ms_per_sample
 from .budget import SampleBudget
 from .capture import Capture
-from .fidelity import OwnRuns, dispatch_note, own_run_slots
+from .fidelity import OwnRuns, count_aten_ops, dispatch_note, own_run_slots
 from .isolated import isolated_pass
 from .ranks import RankSync
 from .recorder import Recorder
@@ -181,7 +181,12 @@ def _timed_runs(one_run: Any, recorder: Recorder, iters: int, kernel_time: bool,
 def _same_program(meta: dict[str, Any], own: OwnRuns, one_run: Any) -> dict[str, Any]:
     """``meta`` with a warning (in ``notes`` and ``dispatch_differences``) when one run of the
     captured program dispatches other aten ops than one eager forward of the model."""
-    note, differences = dispatch_note(own.call, one_run)
+    try:
+        eager = count_aten_ops(own.call)
+    except Exception as exc:  # the model's own forward cannot run here: no own runs, no comparison
+        own.failed = f"{type(exc).__name__}: {str(exc).strip()[:200]}"
+        return meta
+    note, differences = dispatch_note(eager, count_aten_ops(one_run))
     if not note:
         return meta
     warnings.warn(f"fxprof: {note}", stacklevel=4)

@@ -170,3 +170,30 @@ def test_a_small_hf_bert_through_dynamo_does_not_warn():
     assert prof.meta["capture"] == "dynamo"
     assert [s for s in said if "captured graph" in s] == [] and "dispatch_differences" not in prof.meta
     assert len(prof.meta["own_runs_ms"]) == 3
+
+
+def test_a_session_times_the_models_own_forward_at_its_eager_steps(resnet18, small_image):
+    with torch.no_grad(), fxprof.session(resnet18, schedule=fxprof.schedule(wait=2, warmup=1, active=2)) as s:
+        for _ in range(6):
+            resnet18(small_image)
+            s.step()
+    prof = s.profiles[0]
+    assert len(prof.meta["own_runs_ms"]) == 2
+    assert "unprofiled runs at the loop's eager steps" in prof.summary()
+    with torch.no_grad(), fxprof.session(resnet18, schedule=fxprof.schedule(wait=0, warmup=1, active=2)) as s:
+        for _ in range(4):
+            resnet18(small_image)
+            s.step()
+    assert "own_runs_ms" not in s.profiles[0].meta
+    assert any(n.startswith("no fidelity line: a session times the model's own forward") for n in s.profiles[0].meta["notes"])
+
+
+def test_over_the_gpu_limit_the_line_says_what_to_do(resnet18, small_image):
+    prof, _ = _quiet_profile(resnet18, small_image, warmup=0, iters=3)
+    median = sorted(prof.kept_totals())[len(prof.kept_totals()) // 2]
+    prof.meta.update(own_runs_ms=[median / 1.5] * 3, device="cuda:0")  # as a GPU profile 1.5x its own run
+    line = next(line for line in prof.summary().splitlines() if line.startswith("fidelity:"))
+    assert line.startswith("fidelity: profiled run 1.50 x the model's own (")
+    assert "over 1.2x on the GPU" in line and "--timer kernel" in line and "--compile" in line
+    prof.meta["device"] = "cpu"
+    assert "over 1.2x" not in prof.summary()

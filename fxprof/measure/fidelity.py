@@ -25,7 +25,7 @@ from ..core.fidelity import describe_differences, dispatch_differences
 from ..vocab import TIMER_NAMES
 from .tree import clone_tensors
 
-__all__ = ["OwnRuns", "own_run_slots", "count_aten_ops", "dispatch_note", "OWN_RUNS_MAX"]
+__all__ = ["OwnRuns", "EagerSteps", "own_run_slots", "count_aten_ops", "dispatch_note", "OWN_RUNS_MAX"]
 
 #: at most this many own runs a profile (a few are enough for a median; the test suite runs
 #: hundreds of profiles)
@@ -179,3 +179,54 @@ def dispatch_note(eager: tuple[Counter[str], dict[str, set[str]]], captured: tup
     differences = dispatch_differences(a, b)
     parents = {op: a_parents.get(op, set()) | b_parents.get(op, set()) for op in set(a_parents) | set(b_parents)}
     return describe_differences(_roots(differences, parents)), differences
+
+
+class EagerSteps:
+    """A session's own runs: the model's forward at the schedule's eager steps (``wait``,
+    ``skip_first``), timed as the user's loop runs it (fxprof runs no extra forward in someone
+    else's loop), kept per input signature, the last :data:`OWN_RUNS_MAX` * 4 of each. On CUDA
+    an event pair on the current stream brackets the call (no synchronize in the user's loop);
+    they are read when a profile is made."""
+
+    def __init__(self) -> None:
+        self._runs: dict[tuple, list[Any]] = {}
+
+    def call(self, forward: Callable[..., Any], args: tuple, kwargs: dict, key: tuple) -> Any:
+        """``forward(*args, **kwargs)``, timed; its result or its exception, untouched."""
+        cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
+        if cuda:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            out = forward(*args, **kwargs)
+            end.record()
+            mark: Any = (start, end)
+        else:
+            t0 = time.perf_counter_ns()
+            out = forward(*args, **kwargs)
+            mark = (time.perf_counter_ns() - t0) / 1e6
+        runs = self._runs.setdefault(key, [])
+        runs.append(mark)
+        del runs[:-4 * OWN_RUNS_MAX]
+        return out
+
+    def describe(self, meta: dict[str, Any], keys: list[tuple]) -> dict[str, Any]:
+        """``meta`` with ``own_runs_ms`` (the eager steps of the cycle's one input signature), or
+        a note saying why there are none."""
+        out = dict(meta)
+        marks = self._runs.get(keys[0], []) if len(keys) == 1 else []
+        ms = []
+        for mark in marks:
+            if isinstance(mark, tuple):
+                mark[1].synchronize()
+                ms.append(float(mark[0].elapsed_time(mark[1])))
+            else:
+                ms.append(float(mark))
+        if ms:
+            out["own_runs_ms"] = [round(v, 6) for v in ms]
+            return out
+        why = ("its timed runs had several input signatures" if len(keys) > 1 else
+               "no eager step of the schedule (wait, skip_first) ran a batch of this shape before the profile was made")
+        out["notes"] = list(out.get("notes", [])) + [
+            f"no fidelity line: a session times the model's own forward at the schedule's eager steps, and {why} "
+            f"(fxprof.schedule(wait=2, ...) gives it some)"]
+        return out

@@ -30,8 +30,10 @@ def fidelity_lines(profile: "Profile") -> list[str]:
     if found is None:
         return []
     whose = "the compiled model's own" if profile.meta.get("capture") == "compiled" else "the model's own"
+    where = ("at the loop's eager steps" if profile.meta.get("session") else
+             "interleaved with the profiled ones" if profile.meta.get("capture") == "compiled" else "between the profiled ones")
     line = (f"fidelity: profiled run {found.ratio:.2f} x {whose} ({format_ms(found.own_ms)}, median of "
-            f"{found.own_runs} unprofiled runs between the profiled ones)")
+            f"{found.own_runs} unprofiled runs {where})")
     if found.too_slow:
         line += (f"; over {GPU_RATIO_LIMIT:g}x on the GPU, fxprof's own marks sit inside the node times (a launch-bound "
                  f"model): time fewer nodes (leaf_modules=... / --leaf-module), read device time with --timer kernel "

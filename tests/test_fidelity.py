@@ -197,3 +197,63 @@ def test_over_the_gpu_limit_the_line_says_what_to_do(resnet18, small_image):
     assert "over 1.2x on the GPU" in line and "--timer kernel" in line and "--compile" in line
     prof.meta["device"] = "cpu"
     assert "over 1.2x" not in prof.summary()
+
+
+class Attention(nn.Module):
+    """Calls SDPA with ``attn_mask=None`` eagerly and with an expanded all-True bool mask while
+    traced: the pattern of Hugging Face models captured by dynamo (transformers 5.17, torch 2.11),
+    which on a GPU sends attention from cuDNN to the math path."""
+
+    def __init__(self, data_mask: bool = False) -> None:
+        super().__init__()
+        self.qkv = nn.Linear(16, 48)
+        self.data_mask = data_mask
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).view(2, 8, 3, 2, 8).permute(2, 0, 3, 1, 4)
+        if self.data_mask:  # computed from the data: must stay
+            mask = (x[:, None, :, :1] > -10).expand(2, 1, 8, 8)
+        elif torch.compiler.is_compiling() or torch.fx._symbolic_trace.is_fx_tracing():
+            mask = torch.ones(8, 8, dtype=torch.bool, device=x.device)[None, None].expand(2, 1, 8, 8)
+        else:
+            mask = None
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+@pytest.mark.parametrize("capture", ["symbolic", "dynamo"])
+def test_an_all_true_attention_mask_is_dropped_so_the_graph_dispatches_as_eager(capture):
+    model = Attention().eval()
+    x = torch.randn(2, 8, 16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        prof, said = _quiet_profile(model, x, warmup=1, iters=3, capture=capture)
+    assert [s for s in said if "captured graph" in s] == []
+    assert not any("ones" in name or "expand" in name for name in prof.df.index)  # the mask's nodes are gone
+
+
+def test_without_the_mask_pass_the_difference_would_be_named(monkeypatch):
+    import fxprof.measure.capture as capture
+
+    monkeypatch.setattr(capture, "drop_all_true_masks", lambda gm: 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _, said = _quiet_profile(Attention().eval(), torch.randn(2, 8, 16), warmup=1, iters=3, capture="symbolic")
+    assert any("the captured graph runs" in s and "aten::ones 1x" in s for s in said)
+
+
+def test_a_mask_computed_from_data_is_kept():
+    from fxprof.measure.sdpa import drop_all_true_masks
+
+    gm = torch.fx.symbolic_trace(Attention(data_mask=True))
+    assert drop_all_true_masks(gm) == 0
+    sdpa = next(n for n in gm.graph.nodes if "scaled_dot_product" in str(n.target))
+    assert sdpa.kwargs["attn_mask"] is not None
+    model = Attention()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        masked, traced = torch.fx.symbolic_trace(model), torch.fx.symbolic_trace(model)  # traced: the all-True mask
+    assert drop_all_true_masks(traced) == 1
+    sdpa = next(n for n in traced.graph.nodes if "scaled_dot_product" in str(n.target))
+    assert sdpa.kwargs["attn_mask"] is None
+    x = torch.randn(2, 8, 16)
+    torch.testing.assert_close(traced(x), masked(x))  # a mask that masks nothing: the same attention

@@ -125,7 +125,9 @@ _NEUTRAL = frozenset({"aten::detach", "aten::detach_", "aten::alias", "aten::lif
                       "aten::resolve_neg", "aten::view", "aten::_unsafe_view", "aten::as_strided", "aten::_reshape_alias",
                       "aten::reshape", "aten::expand", "aten::t", "aten::transpose", "aten::permute", "aten::select",
                       "aten::slice", "aten::unsqueeze", "aten::squeeze", "aten::split", "aten::chunk", "aten::unbind",
-                      "aten::narrow", "aten::flatten", "aten::dim", "aten::size", "aten::stride", "aten::is_nonzero"})
+                      "aten::narrow", "aten::flatten", "aten::dim", "aten::size", "aten::stride", "aten::is_nonzero",
+                      "aten::_assert_tensor_metadata", "aten::_assert_async", "aten::_assert_scalar",
+                      "aten::sym_constrain_range", "aten::sym_constrain_range_for_size", "aten::_functional_assert_async"})
 
 
 def count_aten_ops(call: Callable[[], Any]) -> tuple[Counter[str], dict[str, set[str]]]:

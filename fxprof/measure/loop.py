@@ -82,7 +82,7 @@ def measure(captured: Capture, call_args: tuple, call_kwargs: dict[str, Any], ti
         captured.run(recorder, a, k)
 
     grad_context = torch.enable_grad() if plan.backward else torch.no_grad() if plan.no_grad else contextlib.nullcontext()
-    with grad_context, preserved_buffers(captured.module):
+    with grad_context, preserved_buffers(captured.module), _own_buffers(own, captured.module):
         if captured.kind in ("dynamo", "aot"):
             bar.phase(f"compiling ({captured.kind})")
             one_run()  # dynamo compiles on the first call: never part of warm-up or timing
@@ -176,6 +176,14 @@ def _timed_runs(one_run: Any, recorder: Recorder, iters: int, kernel_time: bool,
     if stopped is not None:
         raise stopped
     return meta
+
+
+def _own_buffers(own: OwnRuns | None, held: Any) -> Any:
+    """The model's own buffers put back after its own runs too, where the capture holds others
+    (a traced graph's)."""
+    if own is None or own.model is held or not isinstance(own.model, nn.Module):
+        return contextlib.nullcontext()
+    return preserved_buffers(own.model)
 
 
 def _same_program(meta: dict[str, Any], own: OwnRuns, one_run: Any) -> dict[str, Any]:

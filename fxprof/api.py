@@ -15,6 +15,7 @@ from .core.ranks import ISOLATED_UNDER_RANKS
 from .measure.capture import Capture, capture_model
 from .measure.compiled import is_compiled, profile_compiled_model
 from .measure.environment import environment
+from .measure.fidelity import OwnRuns
 from .measure.loop import DEFAULT_GPU_WARMUP_MS, RunPlan, check_devices, describe_run, measure
 from .measure.ranks import is_initialized, rank_sync
 from .measure.state import PROFILING, preserved_autocast, preserved_rng
@@ -243,7 +244,8 @@ def profile(
             meta = {**meta, **ranks.meta()}
         plan = RunPlan(warmup=warmup, iters=iters, warmup_ms=float(warmup_ms), mode=mode, anatomy=anatomy, memory=memory,
                        no_grad=no_grad, backward=backward, peaks=peaks)
-        return measure(captured, call_args, call_kwargs, chosen, plan, meta, devices, ranks, bar)
+        return measure(captured, call_args, call_kwargs, chosen, plan, meta, devices, ranks, bar,
+                       own=OwnRuns.for_profile(model, captured, (args, kwargs), (call_args, call_kwargs), chosen, devices, backward, mode))
     finally:
         captured.close()
         restore_rng.close()

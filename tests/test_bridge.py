@@ -190,3 +190,48 @@ def test_the_memory_pass_leaves_no_kineto_lines_and_resets_nothing(capfd, monkey
     err = capfd.readouterr().err
     assert "USDT" not in err and "gpuGetDeviceCount" not in err, err
     print(err, file=sys.stderr)
+
+
+# ------------------------------------------------- the flat pass (issue 39 item 4)
+from fxprof.measure.bridge import attribute_kineto  # noqa: E402
+
+
+def _same(a, b) -> None:
+    assert a.per_node.keys() == b.per_node.keys()
+    for node in a.per_node:
+        assert a.per_node[node] == pytest.approx(b.per_node[node])
+    assert (a.activities, a.attributed, a.unlinked, a.outside) == (b.activities, b.attributed, b.unlinked, b.outside)
+    assert a.unlinked_ms == pytest.approx(b.unlinked_ms) and a.outside_ms == pytest.approx(b.outside_ms)
+    assert a.streams == b.streams and a.notes() == b.notes()
+
+
+@pytest.mark.parametrize("with_activity_type", [True, False])
+def test_the_flat_pass_gives_what_the_event_records_give(with_activity_type):
+    events = one_run(0, 100, with_activity_type) + one_run(10_000, 200, with_activity_type) + [
+        work("orphan", 16000, 50, 999, with_activity_type=with_activity_type),
+        call("cudaLaunchKernel", 10_200, 450, with_activity_type=with_activity_type),
+        work("between", 16100, 30, 450, with_activity_type=with_activity_type),
+        call("cudaLaunchKernel", 96, 451, with_activity_type=with_activity_type),
+        work("side", 6200, 70, 451, stream=13, with_activity_type=with_activity_type),
+    ]
+    flat = attribute_kineto(events)
+    _same(flat, attribute_device_activity(events_from_kineto(events)))
+    assert flat.per_node["sleep"] == [5.0, 5.0] and flat.unlinked == 1 and flat.outside == 1
+
+
+def test_the_flat_pass_touches_an_aten_op_twice_at_most():
+    """The aten ops (most of a trace) cost a name() and a device_type() call each, nothing more."""
+    calls = []
+
+    class Counted(KinetoEvent):
+        def __getattr__(self, item):
+            if item in self.__dict__.get("_v", {}):
+                calls.append((self._v["name"], item))
+            return super().__getattr__(item)
+
+    events = [Counted("fxprof::a", "user_annotation", 0, 100, correlation=1)]
+    events += [Counted("aten::add", "cpu_op", 10 + i, 1, correlation=100 + i) for i in range(50)]
+    attribute_kineto(events)
+    per_op = [item for name, item in calls if name == "aten::add"]
+    # the first aten::add also decides once whether that name is a runtime call
+    assert len(per_op) <= 2 * 50 + 1

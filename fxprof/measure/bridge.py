@@ -39,6 +39,7 @@ __all__ = [
     "DeviceAttribution",
     "events_from_kineto",
     "attribute_device_activity",
+    "attribute_kineto",
     "memory_by_range",
     "kineto_quiet",
     "times_from_events",
@@ -235,6 +236,89 @@ def attribute_device_activity(events: Iterable[Event]) -> DeviceAttribution:
     return result
 
 
+def attribute_kineto(kineto_events: Iterable[Any]) -> DeviceAttribution:
+    """:func:`attribute_device_activity` straight from ``prof.profiler.kineto_results.events()``,
+    in one flat pass: the host events that are neither an ``fxprof::`` range nor a runtime call
+    (the aten ops: most of a trace) cost one ``name()`` and one ``device_type()`` call each and
+    are dropped; no :class:`Event` is built, and whether a name is a runtime call or a device
+    type is the CPU is decided once per distinct value (a dict lookup after that). Same result
+    as ``attribute_device_activity(events_from_kineto(...))`` (tests/test_bridge.py checks it)."""
+    is_cpu_memo: dict[Any, bool] = {}
+    runtime_memo: dict[str, bool] = {}
+    ranges: list[tuple[int, int, int, str]] = []  # (start, end, thread, node)
+    launches: dict[int, tuple[int, int]] = {}  # correlation -> (thread, start)
+    device: list[tuple[str, int, int, int, int, int]] = []  # (name, start, end, correlation, device, stream)
+    user_names: set[str] = set()
+    has_activity: bool | None = None
+    prefix, cut = RANGE_PREFIX, len(RANGE_PREFIX)
+    for e in kineto_events:
+        if has_activity is None:
+            has_activity = callable(getattr(e, "activity_type", None))
+        name = e.name()
+        dtype = e.device_type()
+        cpu = is_cpu_memo.get(dtype)
+        if cpu is None:
+            cpu = is_cpu_memo[dtype] = str(dtype).rsplit(".", 1)[-1] == "CPU"
+        if cpu:
+            if name.startswith(prefix):
+                if has_activity and str(e.activity_type()).lower() not in ("user_annotation", "none"):
+                    continue
+                start = e.start_ns()
+                ranges.append((start, e.end_ns(), e.device_resource_id(), name[cut:]))
+                user_names.add(name)
+                continue
+            runtime = runtime_memo.get(name)  # decided once per name: a name is always the same kind of call
+            if runtime is None:
+                runtime = runtime_memo[name] = (str(e.activity_type()).lower() in RUNTIME_TYPES if has_activity
+                                                else bool(_RUNTIME_NAME.match(name)))
+                if not has_activity and not runtime and callable(getattr(e, "is_user_annotation", None)) and e.is_user_annotation():
+                    user_names.add(name)
+            if runtime:
+                correlation = e.correlation_id()
+                if correlation:
+                    launches[correlation] = (e.device_resource_id(), e.start_ns())
+            continue
+        if name == "[memory]":
+            continue
+        if has_activity and str(e.activity_type()).lower() not in DEVICE_ACTIVITY_TYPES:
+            continue
+        device.append((name, e.start_ns(), e.end_ns(), e.correlation_id(), e.device_index(), e.device_resource_id()))
+
+    ranges.sort()
+    by_thread: dict[int, list[tuple[int, int, int]]] = defaultdict(list)
+    for index, (start, end, thread, _) in enumerate(ranges):
+        by_thread[thread].append((start, end, index))
+    lookup = {thread: _Ranges(items) for thread, items in by_thread.items()}
+    every = _Ranges([(start, end, i) for i, (start, end, _, _) in enumerate(ranges)])
+    one_thread = len(lookup) == 1
+    result = DeviceAttribution()
+    per_range = [0.0] * len(ranges)
+    streams = result.streams
+    for name, start, end, correlation, index, stream in device:
+        if not has_activity and name in user_names:
+            continue  # a range's device mirror: a span, not work
+        ms = (end - start) / 1e6
+        result.activities += 1
+        streams.setdefault(index, set()).add(stream)
+        call = launches.get(correlation) if correlation else None
+        if call is None:
+            result.unlinked += 1
+            result.unlinked_ms += ms
+            continue
+        thread, at = call
+        ranges_of = lookup.get(thread)
+        found = ranges_of.find(at) if ranges_of is not None else (every.find(at) if one_thread else None)
+        if found is None:
+            result.outside += 1
+            result.outside_ms += ms
+            continue
+        per_range[found] += ms
+        result.attributed += 1
+    for (_, _, _, node), ms in zip(ranges, per_range):
+        result.per_node.setdefault(node, []).append(ms)
+    return result
+
+
 def memory_by_range(events: Iterable[Event], devices: set[tuple[str, int]] | None = None) -> dict[str, dict[str, int]]:
     """Per ``fxprof::`` range: allocated bytes at its end minus at its start (``delta``) and the
     highest point reached inside it above the start (``peak``), from the profiler's allocation
@@ -358,7 +442,7 @@ class KernelProfiler:
 
     def attribution(self) -> DeviceAttribution:
         results = getattr(self.prof.profiler, "kineto_results", None)
-        return attribute_device_activity(events_from_kineto(results.events() if results is not None else []))
+        return attribute_kineto(results.events() if results is not None else [])
 
 
 def kernel_ms_per_sample(nodes: list[str], attribution: DeviceAttribution) -> list[float]:

@@ -37,6 +37,7 @@ from .graph import describe_graph, normalize_scope, readable_node_names
 from .state import preserved_buffers
 from ..vocab import CAPTURES
 from .dispatch import ActiveSession, GraphRunner, GraphSession
+from .sdpa import drop_all_true_masks
 from .tracer import trace
 
 __all__ = ["CAPTURES", "Capture", "capture_model", "explain_trace_failure"]
@@ -453,6 +454,7 @@ def fxprof_backend(gm: fx.GraphModule, example_inputs: list) -> Callable[..., An
     """The one torch.compile backend fxprof uses. Being a single object, the graphs dynamo
     compiled for it are reused by later profiles of the same model instead of piling up
     (dynamo stops compiling a function after a few recompiles and would then run it eagerly)."""
+    drop_all_true_masks(gm)  # attention as the eager model calls it (fxprof.measure.sdpa)
     return GraphRunner(gm, _ACTIVE)
 
 
@@ -756,6 +758,7 @@ def _symbolic(model: nn.Module, concrete_args: Any, leaf_modules: Any, reason: s
             f"back). capture='dynamo' or capture='export' keeps state updates in the graph.",
             stacklevel=4,
         )
+    drop_all_true_masks(gm)  # attention as the eager model calls it (fxprof.measure.sdpa)
     return GraphCapture(gm, "symbolic", reason)
 
 

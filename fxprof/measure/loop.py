@@ -35,6 +35,7 @@ from .memory import memory_pass, memory_per_node
 from .bridge import KernelProfiler, kernel_ms_per_sample
 from .budget import SampleBudget
 from .capture import Capture
+from .fidelity import OwnRuns, count_aten_ops, dispatch_note, own_run_slots
 from .isolated import isolated_pass
 from .ranks import RankSync
 from .recorder import Recorder
@@ -62,13 +63,15 @@ class RunPlan:
 
 
 def measure(captured: Capture, call_args: tuple, call_kwargs: dict[str, Any], timer: Timer, plan: RunPlan,
-            meta: dict[str, Any], devices: set[torch.device], ranks: RankSync | None, bar: Any) -> Profile:
+            meta: dict[str, Any], devices: set[torch.device], ranks: RankSync | None, bar: Any,
+            own: OwnRuns | None = None) -> Profile:
     """Warm up, run the timed runs (or the isolated re-runs) and the untimed passes of
     ``captured`` on ``call_args``/``call_kwargs`` with ``timer``, and build the Profile.
 
     ``meta`` describes the run (:func:`describe_run`); ``ranks`` is this rank's part under
     ``torch.distributed`` (None otherwise); ``bar`` the progress bar. On an error or Ctrl-C
-    the completed runs come back as the exception's ``.profile``."""
+    the completed runs come back as the exception's ``.profile``. ``own`` times the model's own
+    forward between the timed runs (:mod:`fxprof.measure.fidelity`)."""
     kernel_time = bool(getattr(timer, "wants_kernel_time", False))
     if kernel_time and plan.mode == "isolated":
         raise ValueError("timer='kernel' works with mode='timed' only; use timer='cuda' for isolated mode")
@@ -80,7 +83,7 @@ def measure(captured: Capture, call_args: tuple, call_kwargs: dict[str, Any], ti
         captured.run(recorder, a, k)
 
     grad_context = torch.enable_grad() if plan.backward else torch.no_grad() if plan.no_grad else contextlib.nullcontext()
-    with grad_context, preserved_buffers(captured.module):
+    with grad_context, preserved_buffers(captured.module), _own_buffers(own, captured.module):
         if captured.kind in ("dynamo", "aot"):
             bar.phase(f"compiling ({captured.kind})")
             one_run()  # dynamo compiles on the first call: never part of warm-up or timing
@@ -89,6 +92,8 @@ def measure(captured: Capture, call_args: tuple, call_kwargs: dict[str, Any], ti
         # under torch.distributed the ranks agree on when warm-up by time ends (equal run counts)
         agree_more = (lambda more: ranks.agree(more, every=False)) if ranks is not None else None
         meta["warmup_runs"] = _warm_up(one_run, plan.warmup, plan.warmup_ms, bar.step, agree_more)
+        if own is not None and plan.mode == "timed":  # same program, or said: once per capture
+            meta = _same_program(meta, own, one_run)
         recorder.reset()
         captured.start_timing()
         records: dict[str, dict[str, Any]] = {}
@@ -103,7 +108,7 @@ def measure(captured: Capture, call_args: tuple, call_kwargs: dict[str, Any], ti
                         "isolated on the GPU: a spin kernel queued before each node's repeats keeps the host ahead, "
                         "so the repeats run back to back and their times are device time, not launch rate"]
             else:
-                meta = _timed_runs(one_run, recorder, iters, kernel_time, ranks, meta, bar)
+                meta = _timed_runs(one_run, recorder, iters, kernel_time, ranks, meta, bar, own)
             stage = "untimed passes"
             records = _merge(records, _untimed_passes(captured, (call_args, call_kwargs), devices, plan.anatomy, plan.memory, bar,
                                                       meta, plan.backward))
@@ -121,10 +126,12 @@ def measure(captured: Capture, call_args: tuple, call_kwargs: dict[str, Any], ti
 
 
 def _timed_runs(one_run: Any, recorder: Recorder, iters: int, kernel_time: bool, ranks: RankSync | None,
-                meta: dict[str, Any], bar: Any) -> dict[str, Any]:
+                meta: dict[str, Any], bar: Any, own: OwnRuns | None = None) -> dict[str, Any]:
     """The timed runs into ``recorder``; returns ``meta`` with the budget's and the kernel
-    profiler's facts. An error or Ctrl-C in a run is raised after the completed runs' kernel
-    times are attached."""
+    profiler's facts, and the model's own runs (``own``: a few, between the timed runs; after
+    them with the kernel timer, whose profiler must see only profiled runs). An error or
+    Ctrl-C in a run is raised after the completed runs' kernel times are attached."""
+    own_slots = own_run_slots(iters) if own is not None else set()
     bar.phase("timed runs", iters)
     budget = SampleBudget(iters)  # a huge iters stops cleanly before memory runs out
     stopped: BaseException | None = None  # an error or Ctrl-C in a timed run
@@ -133,7 +140,9 @@ def _timed_runs(one_run: Any, recorder: Recorder, iters: int, kernel_time: bool,
         began = time.perf_counter_ns()  # the wall time of the timed runs and all between them
         try:
             allowed = True
-            for _ in range(iters):
+            for index in range(iters):
+                if index in own_slots and not kernel_time:
+                    own.run()  # type: ignore[union-attr]
                 if ranks is not None:
                     # the barrier before each run, outside its marks (the wait is recorded);
                     # it carries the budget's verdict, so one rank out of memory stops all
@@ -154,6 +163,10 @@ def _timed_runs(one_run: Any, recorder: Recorder, iters: int, kernel_time: bool,
         if recorder.timer.host_ns is time.perf_counter_ns:  # the clock the runs' host_ms are on
             # what the loop cost beyond the runs themselves: this minus the runs' host time
             meta["timed_wall_ms"] = (time.perf_counter_ns() - began) / 1e6
+    if own is not None and stopped is None:
+        for _ in range(len(own_slots) if kernel_time else 0):
+            own.run()
+        meta = own.describe(meta)
     meta = budget.describe(meta)
     if kernel_time:
         meta["profiler_warmup_runs"] = kernel_prof.warmup
@@ -165,6 +178,30 @@ def _timed_runs(one_run: Any, recorder: Recorder, iters: int, kernel_time: bool,
     if stopped is not None:
         raise stopped
     return meta
+
+
+def _own_buffers(own: OwnRuns | None, held: Any) -> Any:
+    """The model's own buffers put back after its own runs too, where the capture holds others
+    (a traced graph's)."""
+    if own is None or own.model is held or not isinstance(own.model, nn.Module):
+        return contextlib.nullcontext()
+    return preserved_buffers(own.model)
+
+
+def _same_program(meta: dict[str, Any], own: OwnRuns, one_run: Any) -> dict[str, Any]:
+    """``meta`` with a warning (in ``notes`` and ``dispatch_differences``) when one run of the
+    captured program dispatches other aten ops than one eager forward of the model."""
+    try:
+        eager = count_aten_ops(own.call)
+    except Exception as exc:  # the model's own forward cannot run here: no own runs, no comparison
+        own.failed = f"{type(exc).__name__}: {str(exc).strip()[:200]}"
+        return meta
+    note, differences = dispatch_note(eager, count_aten_ops(one_run))
+    if not note:
+        return meta
+    warnings.warn(f"fxprof: {note}", stacklevel=4)
+    return {**meta, "notes": meta.get("notes", []) + [note],
+            "dispatch_differences": [{"op": op, "model": a, "captured": b} for op, a, b in differences]}
 
 
 def _hand_back(exc: BaseException, captured: Capture, recorder: Recorder, meta: dict[str, Any],

@@ -66,6 +66,7 @@ from .tree import describe_value
 from ..vocab import CAPTURES
 from .capture import Capture, DynamoCapture, capture_model, fxprof_backend
 from .environment import environment
+from .fidelity import EagerSteps
 from .loop import _build, check_devices, describe_run
 from .ranks import gather, is_initialized
 from ..core.recording import Recording
@@ -241,6 +242,7 @@ class Session:
         self._captures: dict[bool, Capture] = {}  # model.training -> its capture
         self._signatures: dict[tuple, int] = {}
         self._signature_info: list[dict[str, Any]] = []
+        self._signature_keys: list[tuple] = []
         self._warm: set[int] = set()  # signatures that ran through the interpreter once
         self._timer: Timer | None = None
         # one recorder for the whole session, so that interpreters (their compiled plans) are made
@@ -251,6 +253,7 @@ class Session:
         self._pending: tuple | None = None  # the last timed run, until it has ended
         self._saved_forward: Any = None
         self._had_forward = False
+        self._own = EagerSteps()  # the eager steps' own forward times, per input signature
 
     # ------------------------------------------------------------ open / close
     def __enter__(self) -> "Session":
@@ -317,8 +320,10 @@ class Session:
     # ------------------------------------------------------------- the forward
     def _forward(self, *args: Any, **kwargs: Any) -> Any:
         action = self._action
-        if action == "none" or getattr(self._inside, "on", False):
+        if getattr(self._inside, "on", False):
             return self._eager(*args, **kwargs)
+        if action == "none":  # the model's own forward: timed as it runs (fxprof.measure.fidelity)
+            return self._own.call(self._eager, args, kwargs, signature_of(args, kwargs, self.model.training))
         self._inside.on = True
         try:
             return self._instrumented(action, args, kwargs)
@@ -331,6 +336,7 @@ class Session:
         sig = self._signatures.get(key)
         if sig is None:
             sig = self._signatures[key] = len(self._signatures)
+            self._signature_keys.append(key)
             self._signature_info.append({"id": sig, "inputs": _describe_inputs(args, kwargs),
                                          "training": self.model.training, "first_step": self.step_num})
         captured = self._capture_for(args, kwargs)
@@ -487,6 +493,7 @@ class Session:
                          f"active step(s) kept")
             meta.update(incomplete=True, requested_iters=self._active_steps())
         meta["notes"] = notes + meta.get("notes", [])
+        meta = self._own.describe(meta, [self._signature_keys[s] for s in used])
         return _build(captured, rec, meta, {})
 
     def _capture_count(self) -> int:

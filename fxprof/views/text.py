@@ -110,6 +110,9 @@ def render_header(profile: "Profile") -> str:
         from .ranks import rank_header
 
         lines.extend(rank_header(profile))
+    from .fidelity import fidelity_lines
+
+    lines.extend(fidelity_lines(profile))
     if meta.get("backward") and profile.num_runs:
         lines.append(_step_line(profile))
     if meta.get("incomplete") and meta.get("mode") == "isolated":
@@ -254,7 +257,10 @@ def render_summary(profile: "Profile", view: ViewOptions = ViewOptions()) -> str
         header = "\n".join(textwrap.fill(line, width, subsequent_indent="  ") for line in header.splitlines())
     if view.group_by == "rank":
         return header + "\n\n" + render_ranks(profile.group_by("rank"), width)
-    return header + "\n\n" + render_body(profile.df, view, device_timer=is_device_timer(profile))
+    from .fidelity import outside_note, outside_row
+
+    return header + "\n\n" + render_body(profile.df, view, device_timer=is_device_timer(profile),
+                                          outside=(outside_row(profile), outside_note(profile)))
 
 
 def default_columns(table: pd.DataFrame, device_timer: bool, base: Iterable[str] = DEFAULT_COLUMNS) -> list[str]:
@@ -314,12 +320,14 @@ def is_device_timer(profile: "Profile") -> bool:
     return profile.meta.get("timer") in EVENT_TIMERS
 
 
-def render_body(table: pd.DataFrame, view: ViewOptions = ViewOptions(), device_timer: bool = False) -> str:
+def render_body(table: pd.DataFrame, view: ViewOptions = ViewOptions(), device_timer: bool = False,
+                outside: tuple[pd.DataFrame, str] | None = None) -> str:
     """A per-node table (a Profile's ``df`` or one read from CSV) rendered, or rolled up, as
     ``view`` says (see :class:`~fxprof.views.options.ViewOptions`); ``device_timer``: the
     profile's timer has a device timeline (its host columns are shown). A sorted table leaves
     out ``record_function`` enter/exit nodes unless ``view.bookkeeping`` and says what they
-    cost on a line of its own (see :func:`ranked`)."""
+    cost on a line of its own (see :func:`ranked`). ``outside``: a row of time in no node and the
+    line that says what it is (:mod:`fxprof.views.fidelity`), shown after the node rows, unranked."""
     from ..core.rollup import group_by as roll_up
 
     sort, top, columns, group_by, depth = view.sort, view.top, view.columns, view.group_by, view.depth
@@ -347,6 +355,9 @@ def render_body(table: pd.DataFrame, view: ViewOptions = ViewOptions(), device_t
             rows = rows.drop(columns=["scope"])
     if (flags != "").any():
         rows["spread"] = flags.loc[shown.index]
+    extra, extra_note = outside if outside is not None else (pd.DataFrame(), "")
+    if len(extra):  # after every node row, in no ranking; the rows then add up to the model's own run
+        rows = pd.concat([rows, extra.reindex(columns=[c for c in rows.columns if c in extra.columns])]).reindex(columns=rows.columns)
 
     keep = {"pct", "spread"} | ({sort} if sort else set()) | ({"limit", "roof_pct"} if roofline else set())
     lines = [render_table(rows, width, keep=keep)]
@@ -354,7 +365,7 @@ def render_body(table: pd.DataFrame, view: ViewOptions = ViewOptions(), device_t
     if hidden > 0:
         rest = float(table["pct"].iloc[len(shown):].sum())
         lines.append(f"... {hidden} more nodes ({rest:.1f}% of node time)")
-    notes = ([aside] if aside else []) + spread_notes(flags) + (roofline_notes(table) if roofline else [])
+    notes = ([aside] if aside else []) + ([extra_note] if len(extra) and extra_note else []) + spread_notes(flags) + (roofline_notes(table) if roofline else [])
     lines.extend(textwrap.fill(note, width, subsequent_indent="  ") if width else note for note in notes)
     return "\n".join(lines)
 

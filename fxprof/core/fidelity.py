@@ -1,0 +1,132 @@
+"""How close a profiled run is to the model's own: the figures behind the header's fidelity line
+and the ``(outside the graph)`` row (no torch).
+
+Every profile times the model's own forward too, uninstrumented and interleaved with the
+profiled runs (:mod:`fxprof.measure.fidelity`), and keeps each of those runs in
+``meta["own_runs_ms"]``; a compiled profile's unprofiled runs are
+``meta["compiled"]["unprofiled_ms"]``. From them:
+
+- the **ratio**: the median profiled run over the median own run (1.00: profiling cost nothing);
+- the time **outside every node**: the own run's median minus the summed median node times,
+  where the graph lacks work the model does (the eager Python between dynamo's graphs) and the
+  interpreter's own steps between small nodes. It is measured on unprofiled runs, so the rows
+  of a table plus it add up to the model's own run.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+__all__ = ["OWN_RUNS", "GPU_RATIO_LIMIT", "OUTSIDE_MIN_SHARE", "Fidelity", "own_runs_ms", "fidelity", "outside_label",
+           "dispatch_differences", "describe_differences"]
+
+#: ``meta`` key: the model's own forward times (ms), each unprofiled run in the order it ran
+OWN_RUNS = "own_runs_ms"
+#: above this ratio on a GPU the header says what to do
+GPU_RATIO_LIMIT = 1.2
+#: the outside row is shown when it is at least this share of the own run
+OUTSIDE_MIN_SHARE = 0.01
+
+
+def _median(values: Sequence[float]) -> float:
+    ordered = sorted(float(v) for v in values if v == v)
+    if not ordered:
+        return math.nan
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2.0
+
+
+def own_runs_ms(meta: Mapping[str, Any]) -> list[float]:
+    """The model's own (unprofiled) run times of a profile, in ms: ``meta["own_runs_ms"]``, or a
+    compiled profile's unprofiled runs; ``[]`` when none were measured."""
+    runs = meta.get(OWN_RUNS)
+    if not runs:
+        runs = (meta.get("compiled") or {}).get("unprofiled_ms") or ()
+    return [float(v) for v in runs]
+
+
+@dataclass(frozen=True)
+class Fidelity:
+    """The profiled run against the model's own.
+
+    ``own_ms``/``profiled_ms``: medians; ``ratio``: profiled over own; ``node_ms``: the summed
+    median node times; ``outside_ms``: the own run's time in no node (``own_ms - node_ms``, at
+    least 0); ``own_runs``: how many own runs; ``gpu``: the profile ran on a GPU."""
+
+    own_ms: float
+    profiled_ms: float
+    node_ms: float
+    own_runs: int
+    gpu: bool
+
+    @property
+    def ratio(self) -> float:
+        return self.profiled_ms / self.own_ms if self.own_ms > 0 else math.nan
+
+    @property
+    def outside_ms(self) -> float:
+        if not (self.own_ms > 0) or self.node_ms != self.node_ms:
+            return math.nan
+        return max(self.own_ms - self.node_ms, 0.0)
+
+    @property
+    def outside_shown(self) -> bool:
+        """Whether the outside row is worth a row: at least :data:`OUTSIDE_MIN_SHARE` of the run."""
+        return self.outside_ms == self.outside_ms and self.outside_ms >= OUTSIDE_MIN_SHARE * self.own_ms
+
+    @property
+    def too_slow(self) -> bool:
+        """Over :data:`GPU_RATIO_LIMIT` on a GPU: fxprof's marks are a visible part of the node times."""
+        return self.gpu and self.ratio > GPU_RATIO_LIMIT
+
+
+def fidelity(meta: Mapping[str, Any], run_totals: Sequence[float], node_medians: Sequence[float]) -> Fidelity | None:
+    """The :class:`Fidelity` of a profile from its ``meta``, its kept run totals and its nodes'
+    median times; None when no own run (or no profiled run) was measured."""
+    own = own_runs_ms(meta)
+    if not own or not len(run_totals):
+        return None
+    gpu = str(meta.get("device", "")).startswith("cuda")
+    nodes = [float(v) for v in node_medians if v == v]
+    return Fidelity(own_ms=_median(own), profiled_ms=_median(run_totals), node_ms=math.fsum(nodes) if nodes else math.nan,
+                    own_runs=len(own), gpu=gpu)
+
+
+def outside_label(meta: Mapping[str, Any]) -> str:
+    """The name of the row of time in no node: ``(outside the graph)`` where the graphs lack
+    some of the model's Python (dynamo), ``(between nodes)`` where one graph holds it all."""
+    return "(outside the graph)" if meta.get("capture") in ("dynamo", "compiled") or meta.get("session") else "(between nodes)"
+
+
+# ------------------------------------------------------------- same program, or said
+def dispatch_differences(eager: Mapping[str, int], captured: Mapping[str, int]) -> list[tuple[str, int, int]]:
+    """``(op, eager count, captured count)`` for every aten op that one eager forward and one run of
+    the captured program dispatch a different number of times, largest difference first."""
+    ops = set(eager) | set(captured)
+    found = [(op, int(eager.get(op, 0)), int(captured.get(op, 0))) for op in ops if eager.get(op, 0) != captured.get(op, 0)]
+    found.sort(key=lambda t: (-abs(t[1] - t[2]), t[0]))
+    return found
+
+
+def describe_differences(differences: Sequence[tuple[str, int, int]], limit: int = 4) -> str:
+    """One sentence naming the ops the captured program runs that the model does not, and the
+    other way round ("the captured graph runs aten::_scaled_dot_product_attention_math 12x where
+    the model runs aten::_scaled_dot_product_cudnn_attention 12x"), or "" when there is none."""
+    if not differences:
+        return ""
+    extra = [(op, c - e) for op, e, c in differences if c > e]
+    missing = [(op, e - c) for op, e, c in differences if e > c]
+
+    def words(items: list[tuple[str, int]]) -> str:
+        shown = ", ".join(f"{op} {n}x" for op, n in items[:limit])
+        return shown + (f" and {len(items) - limit} more op(s)" if len(items) > limit else "")
+
+    parts = []
+    if extra:
+        parts.append(f"the captured graph runs {words(extra)}")
+    if missing:
+        parts.append(("where the model runs " if extra else "the captured graph does not run ") + words(missing))
+    return (" ".join(parts) + " (one forward each, counted by aten op): the profile times another program than the "
+            "model runs; its node times and memory differ where these ops are")

@@ -1,0 +1,64 @@
+"""The header's fidelity line and the ``(outside the graph)`` row (figures from
+:mod:`fxprof.core.fidelity`). Renders; times nothing."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from ..core.fidelity import GPU_RATIO_LIMIT, Fidelity, fidelity, outside_label
+from .tables import format_ms
+
+if TYPE_CHECKING:
+    from ..core.profile import Profile
+
+__all__ = ["profile_fidelity", "fidelity_lines", "outside_row"]
+
+
+def profile_fidelity(profile: "Profile") -> Fidelity | None:
+    """The profile's :class:`Fidelity`, or None (no own runs, no runs, isolated mode)."""
+    if profile.meta.get("mode") == "isolated" or not profile.num_runs:
+        return None
+    return fidelity(profile.meta, profile.kept_totals(), profile.df["median_ms"].tolist())
+
+
+def fidelity_lines(profile: "Profile") -> list[str]:
+    """``fidelity: profiled run 1.07 x the model's own (3.21 ms, 5 unprofiled runs)``, and what
+    to do when a GPU profile is over :data:`GPU_RATIO_LIMIT`."""
+    found = profile_fidelity(profile)
+    if found is None:
+        return []
+    whose = "the compiled model's own" if profile.meta.get("capture") == "compiled" else "the model's own"
+    where = ("at the loop's eager steps" if profile.meta.get("session") else
+             "interleaved with the profiled ones" if profile.meta.get("capture") == "compiled" else "between the profiled ones")
+    line = (f"fidelity: profiled run {found.ratio:.2f} x {whose} ({format_ms(found.own_ms)}, median of "
+            f"{found.own_runs} unprofiled runs {where})")
+    if found.too_slow:
+        line += (f"; over {GPU_RATIO_LIMIT:g}x on the GPU, fxprof's own marks sit inside the node times (a launch-bound "
+                 f"model): time fewer nodes (leaf_modules=... / --leaf-module), read device time with --timer kernel "
+                 f"(kernel_median_ms), or profile the compiled model (--compile)")
+    return [line]
+
+
+def outside_row(profile: "Profile") -> pd.DataFrame:
+    """One row (index ``(outside the graph)`` or ``(between nodes)``) with the time of the
+    model's own run that is in no node, ``median_ms`` only; empty when there is none worth a row.
+    Tables show it after the node rows, out of every ranking; with it the rows add up to the
+    model's own run."""
+    found = profile_fidelity(profile)
+    if found is None or not found.outside_shown or profile.meta.get("capture") == "compiled":
+        return pd.DataFrame()
+    return pd.DataFrame({"kind": ["outside"], "median_ms": [found.outside_ms]}, index=pd.Index([outside_label(profile.meta)], name="node"))
+
+
+def outside_note(profile: "Profile") -> str:
+    """The footer line that says what the outside row is."""
+    found = profile_fidelity(profile)
+    if found is None or not found.outside_shown or profile.meta.get("capture") == "compiled":
+        return ""
+    label = outside_label(profile.meta)
+    what = ("the model's Python that the captured graph(s) do not contain, and the interpreter between nodes"
+            if label == "(outside the graph)" else "the interpreter's own steps between nodes (many small nodes cost it)")
+    return (f"{label}: {format_ms(found.outside_ms)} of the model's own run ({format_ms(found.own_ms)}) is in no node: "
+            f"{what}; the own run minus the summed node medians, measured on unprofiled runs; not ranked")

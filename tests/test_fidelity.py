@@ -1,0 +1,259 @@
+"""Fidelity (issue 39 items 1-2, issue 31 d): every profile times the model's own forward beside
+its runs and says how close the profiled run is; the time in no node is a row; a captured
+program that dispatches other aten ops than the model is named."""
+
+from __future__ import annotations
+
+import time
+import warnings
+
+import pytest
+import torch
+from torch import nn
+
+import fxprof
+from fxprof.core.fidelity import describe_differences, dispatch_differences, fidelity
+from fxprof.measure.fidelity import own_run_slots
+
+
+# ------------------------------------------------------------------------- pure figures
+def test_differences_name_the_ops_and_their_counts():
+    eager = {"aten::_scaled_dot_product_cudnn_attention": 12, "aten::addmm": 48}
+    captured = {"aten::_scaled_dot_product_attention_math": 12, "aten::addmm": 48}
+    found = dispatch_differences(eager, captured)
+    assert {op for op, _, _ in found} == {"aten::_scaled_dot_product_cudnn_attention", "aten::_scaled_dot_product_attention_math"}
+    text = describe_differences(found)
+    assert text.startswith("the captured graph runs aten::_scaled_dot_product_attention_math 12x where the model runs "
+                           "aten::_scaled_dot_product_cudnn_attention 12x")
+    assert dispatch_differences(eager, dict(eager)) == [] and describe_differences([]) == ""
+    only_missing = describe_differences(dispatch_differences({"aten::relu": 2}, {}))
+    assert only_missing.startswith("the captured graph does not run aten::relu 2x")
+
+
+def test_ratio_and_outside_time_from_the_own_runs():
+    meta = {"own_runs_ms": [10.0, 12.0, 11.0], "device": "cuda:0"}
+    found = fidelity(meta, [13.0, 13.2, 12.8], [4.0, 5.0])
+    assert found.own_ms == 11.0 and found.profiled_ms == 13.0
+    assert found.ratio == pytest.approx(13.0 / 11.0)
+    assert found.outside_ms == pytest.approx(2.0) and found.outside_shown
+    assert not found.too_slow  # 1.18x
+    assert fidelity({**meta, "own_runs_ms": [10.0]}, [12.5], [9.0]).too_slow  # 1.25x on a GPU
+    assert not fidelity({"own_runs_ms": [10.0], "device": "cpu"}, [12.5], [9.0]).too_slow  # the limit is the GPU's
+    assert fidelity({}, [1.0], [1.0]) is None  # nothing measured, nothing said
+    compiled = fidelity({"compiled": {"unprofiled_ms": [2.0, 4.0]}}, [3.3], [])
+    assert compiled.own_ms == 3.0 and compiled.ratio == pytest.approx(1.1)
+
+
+@pytest.mark.parametrize("iters, count", [(1, 1), (3, 3), (10, 3), (20, 5), (200, 5)])
+def test_a_few_own_runs_spread_over_the_profiled_runs(iters, count):
+    slots = own_run_slots(iters)
+    assert len(slots) == count and all(0 <= s < iters for s in slots)
+
+
+# ------------------------------------------------------------------------- real profiles
+def _quiet_profile(*args, **kwargs):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        prof = fxprof.profile(*args, peaks=None, **kwargs)
+    return prof, [str(w.message) for w in caught if str(w.message).startswith("fxprof:")]
+
+
+def test_every_profile_says_how_close_it_is_to_the_models_own_run(resnet18, small_image):
+    prof, said = _quiet_profile(resnet18, small_image, warmup=1, iters=6)
+    own = prof.meta["own_runs_ms"]
+    assert len(own) == 3 and all(v > 0 for v in own)
+    line = next(line for line in prof.summary().splitlines() if line.startswith("fidelity: profiled run"))
+    assert "x the model's own (" in line and "median of 3 unprofiled runs" in line
+    assert said == [] and "dispatch_differences" not in prof.meta  # resnet18's graph runs what the model runs
+
+
+def test_saved_profile_keeps_the_own_runs(tmp_path, resnet18, small_image):
+    prof, _ = _quiet_profile(resnet18, small_image, warmup=1, iters=3)
+    path = tmp_path / "p.json"
+    prof.save(path)
+    loaded = fxprof.load(path)
+    assert loaded.meta["own_runs_ms"] == prof.meta["own_runs_ms"]
+    assert any(line.startswith("fidelity: profiled run") for line in loaded.summary().splitlines())
+
+
+def test_a_timer_of_the_users_gets_no_own_runs(clock, fake_timer):
+    from conftest import FakeCostModel
+
+    prof = fxprof.profile(FakeCostModel(clock), torch.ones(2, 2), timer=fake_timer, warmup=0, iters=2, peaks=None)
+    assert "own_runs_ms" not in prof.meta
+    assert "fidelity:" not in prof.summary()
+
+
+class Branchy(nn.Module):
+    """Takes another path while it is traced (the pattern of models that check
+    ``torch.compiler.is_compiling()``): relu in the graph, sigmoid when it runs eagerly."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+
+    def forward(self, x):
+        y = self.lin(x)
+        if torch.compiler.is_compiling() or torch.fx._symbolic_trace.is_fx_tracing():
+            return torch.relu(y)
+        return torch.sigmoid(y)
+
+
+@pytest.mark.parametrize("capture", ["symbolic", "dynamo"])
+def test_a_graph_that_runs_other_ops_than_the_model_is_named(capture):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch's own is_fx_tracing advice
+        prof, said = _quiet_profile(Branchy().eval(), torch.randn(2, 8), warmup=1, iters=3, capture=capture)
+    expected = "the captured graph runs aten::relu 1x where the model runs aten::sigmoid 1x"
+    assert any(expected in s for s in said)
+    assert any(expected in note for note in prof.meta["notes"])
+    assert expected in prof.summary()  # the header (and so the HTML report, which shows it)
+    diffs = {d["op"]: (d["model"], d["captured"]) for d in prof.meta["dispatch_differences"]}
+    assert diffs["aten::sigmoid"] == (1, 0) and diffs["aten::relu"] == (0, 1)
+
+
+def test_in_place_and_out_of_place_twins_are_the_same_work():
+    class InPlace(nn.Module):  # `y += x` traces as operator.iadd, which the graph runs out of place
+        def forward(self, x):
+            y = x * 2
+            y += x
+            return y
+
+    _, said = _quiet_profile(InPlace(), torch.randn(4), warmup=1, iters=3)
+    assert said == []
+
+
+class SlowPython(nn.Module):
+    """Eager Python that no dynamo graph holds: a function dynamo is told to leave alone."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(16, 16)
+        self.b = nn.Linear(16, 16)
+
+    def forward(self, x):
+        x = self.a(x)
+        _wait()
+        return self.b(x)
+
+
+@torch.compiler.disable
+def _wait() -> None:
+    time.sleep(0.004)
+
+
+def test_time_outside_the_graph_is_a_row_with_its_measured_time():
+    prof, _ = _quiet_profile(SlowPython().eval(), torch.randn(2, 16), warmup=1, iters=6, capture="dynamo")
+    text = prof.summary()
+    row = next(line for line in text.splitlines() if line.startswith("(outside the graph)"))
+    assert row.split()[3] == "outside"  # its kind
+    from fxprof.views.fidelity import profile_fidelity
+
+    found = profile_fidelity(prof)
+    assert found.outside_ms >= 3.5  # the 4 ms sleep between the graphs, at least
+    assert found.node_ms + found.outside_ms == pytest.approx(found.own_ms)  # the rows add up to the own run
+    # the row stays out of the ranking: sorted tables rank nodes only, and it comes after them
+    ranked = prof.summary(sort="median_ms").splitlines()
+    table = [line for line in ranked if line.startswith(("a", "b", "(outside"))]
+    assert table[-1].startswith("(outside the graph)")
+    assert "(outside the graph)" not in prof.df.index  # the data stays the nodes'
+
+
+@pytest.mark.slow
+def test_a_small_hf_bert_through_dynamo_does_not_warn():
+    transformers = pytest.importorskip("transformers")
+    config = transformers.BertConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=2, intermediate_size=128,
+                                     vocab_size=1000)
+    torch.manual_seed(0)
+    model = transformers.BertModel(config).eval()
+    prof, said = _quiet_profile(model, torch.randint(0, 1000, (1, 16)), warmup=1, iters=3)
+    assert prof.meta["capture"] == "dynamo"
+    assert [s for s in said if "captured graph" in s] == [] and "dispatch_differences" not in prof.meta
+    assert len(prof.meta["own_runs_ms"]) == 3
+
+
+def test_a_session_times_the_models_own_forward_at_its_eager_steps(resnet18, small_image):
+    with torch.no_grad(), fxprof.session(resnet18, schedule=fxprof.schedule(wait=2, warmup=1, active=2)) as s:
+        for _ in range(6):
+            resnet18(small_image)
+            s.step()
+    prof = s.profiles[0]
+    assert len(prof.meta["own_runs_ms"]) == 2
+    assert "unprofiled runs at the loop's eager steps" in prof.summary()
+    with torch.no_grad(), fxprof.session(resnet18, schedule=fxprof.schedule(wait=0, warmup=1, active=2)) as s:
+        for _ in range(4):
+            resnet18(small_image)
+            s.step()
+    assert "own_runs_ms" not in s.profiles[0].meta
+    assert any(n.startswith("no fidelity line: a session times the model's own forward") for n in s.profiles[0].meta["notes"])
+
+
+def test_over_the_gpu_limit_the_line_says_what_to_do(resnet18, small_image):
+    prof, _ = _quiet_profile(resnet18, small_image, warmup=0, iters=3)
+    median = sorted(prof.kept_totals())[len(prof.kept_totals()) // 2]
+    prof.meta.update(own_runs_ms=[median / 1.5] * 3, device="cuda:0")  # as a GPU profile 1.5x its own run
+    line = next(line for line in prof.summary().splitlines() if line.startswith("fidelity:"))
+    assert line.startswith("fidelity: profiled run 1.50 x the model's own (")
+    assert "over 1.2x on the GPU" in line and "--timer kernel" in line and "--compile" in line
+    prof.meta["device"] = "cpu"
+    assert "over 1.2x" not in prof.summary()
+
+
+class Attention(nn.Module):
+    """Calls SDPA with ``attn_mask=None`` eagerly and with an expanded all-True bool mask while
+    traced: the pattern of Hugging Face models captured by dynamo (transformers 5.17, torch 2.11),
+    which on a GPU sends attention from cuDNN to the math path."""
+
+    def __init__(self, data_mask: bool = False) -> None:
+        super().__init__()
+        self.qkv = nn.Linear(16, 48)
+        self.data_mask = data_mask
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).view(2, 8, 3, 2, 8).permute(2, 0, 3, 1, 4)
+        if self.data_mask:  # computed from the data: must stay
+            mask = (x[:, None, :, :1] > -10).expand(2, 1, 8, 8)
+        elif torch.compiler.is_compiling() or torch.fx._symbolic_trace.is_fx_tracing():
+            mask = torch.ones(8, 8, dtype=torch.bool, device=x.device)[None, None].expand(2, 1, 8, 8)
+        else:
+            mask = None
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+@pytest.mark.parametrize("capture", ["symbolic", "dynamo"])
+def test_an_all_true_attention_mask_is_dropped_so_the_graph_dispatches_as_eager(capture):
+    model = Attention().eval()
+    x = torch.randn(2, 8, 16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        prof, said = _quiet_profile(model, x, warmup=1, iters=3, capture=capture)
+    assert [s for s in said if "captured graph" in s] == []
+    assert not any("ones" in name or "expand" in name for name in prof.df.index)  # the mask's nodes are gone
+
+
+def test_without_the_mask_pass_the_difference_would_be_named(monkeypatch):
+    import fxprof.measure.capture as capture
+
+    monkeypatch.setattr(capture, "drop_all_true_masks", lambda gm: 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _, said = _quiet_profile(Attention().eval(), torch.randn(2, 8, 16), warmup=1, iters=3, capture="symbolic")
+    assert any("the captured graph runs" in s and "aten::ones 1x" in s for s in said)
+
+
+def test_a_mask_computed_from_data_is_kept():
+    from fxprof.measure.sdpa import drop_all_true_masks
+
+    gm = torch.fx.symbolic_trace(Attention(data_mask=True))
+    assert drop_all_true_masks(gm) == 0
+    sdpa = next(n for n in gm.graph.nodes if "scaled_dot_product" in str(n.target))
+    assert sdpa.kwargs["attn_mask"] is not None
+    model = Attention()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        masked, traced = torch.fx.symbolic_trace(model), torch.fx.symbolic_trace(model)  # traced: the all-True mask
+    assert drop_all_true_masks(traced) == 1
+    sdpa = next(n for n in traced.graph.nodes if "scaled_dot_product" in str(n.target))
+    assert sdpa.kwargs["attn_mask"] is None
+    x = torch.randn(2, 8, 16)
+    torch.testing.assert_close(traced(x), masked(x))  # a mask that masks nothing: the same attention

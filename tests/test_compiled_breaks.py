@@ -250,3 +250,39 @@ def test_cli_compile_shows_the_break(tmp_path, inductor_cache):
                          env={**os.environ, "PYTHONPATH": os.getcwd()}, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     assert "graph breaks: 1 (Tensor.item() at m.py:12" in run.stdout and "break_item_m_12" in run.stdout
+
+
+def test_a_compiled_profile_from_before_breaks_reads_as_before(print_run, tmp_path):
+    """A compiled profile saved before these rows existed (kernels only, no ``breaks`` in its
+    meta) loads and shows the header it had: no breaks line, no breaks column or section."""
+    from fxprof.core.profile import Profile
+
+    prof, _, _, _ = print_run
+    kernels = [n for n in prof.nodes if n.op in ("kernel", "extern")]
+    samples = prof.samples
+    samples = samples[samples["node"].isin([n.name for n in kernels])]
+    meta = {**prof.meta, "compiled": {k: v for k, v in prof.meta["compiled"].items()
+                                      if k not in ("breaks", "outside_ms", "recompile_reasons")}}
+    old = Profile(kernels, samples[["node", "run", "time_ms", "host_ms", "start_ms", "host_start_ms"]], prof.runs, meta)
+    old.save(tmp_path / "old.json")
+    back = fxprof.load(tmp_path / "old.json")
+    text = back.summary()
+    assert "graph breaks:" not in text and "kernels account for" in text and "its graph breaks" not in text
+    assert "breaks" not in fxprof.compare(back, back, by="scope").columns
+
+
+def test_recompiles_during_the_timed_runs_are_counted_with_their_reason(inductor_cache):
+    class Flip(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc, self.flip = nn.Linear(8, 8), False
+
+        def forward(self, x):
+            self.flip = not self.flip  # a new constant every other call: dynamo's guard on it fails once
+            return self.fc(x) * (2.0 if self.flip else 3.0)
+
+    prof = fxprof.profile(Flip().eval(), torch.randn(2, 8), compile=True, warmup=0, iters=3)
+    compiled = prof.meta["compiled"]
+    timed = [r for r in compiled["recompile_reasons"] if r["during"] == "timed"]
+    assert compiled["recompiles"] >= 1 and len(timed) >= 1 and "flip" in timed[0]["reason"]
+    assert "recompiles during the timed runs: " in prof.summary()

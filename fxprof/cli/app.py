@@ -491,9 +491,9 @@ def _this_rank_writes() -> bool:
 def _check_view(args: argparse.Namespace) -> None:
     """--sort and --columns name columns of the table they apply to."""
     if args.command == "compare" and args.by == "scope":
-        from ..core.blocks import BLOCK_COLUMNS
+        from ..core.blocks import BLOCK_BREAK_COLUMNS, BLOCK_COLUMNS
 
-        allowed = list(BLOCK_COLUMNS)
+        allowed = [*BLOCK_COLUMNS, *BLOCK_BREAK_COLUMNS]
         sortable = [*allowed, "scope"]
     elif args.command == "compare":
         from ..core.compare import COMPARE_COLUMNS

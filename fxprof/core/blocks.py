@@ -18,9 +18,11 @@ from .rollup import group_by
 if TYPE_CHECKING:
     from .profile import Profile
 
-__all__ = ["compare_blocks", "BLOCK_COLUMNS"]
+__all__ = ["compare_blocks", "BLOCK_COLUMNS", "BLOCK_BREAK_COLUMNS"]
 
 BLOCK_COLUMNS = ("a_ms", "b_ms", "delta_ms", "speedup", "a_nodes", "b_nodes", "fused", "a_pct", "b_pct")
+#: columns a block comparison has when ``b`` is a compiled profile with graph breaks
+BLOCK_BREAK_COLUMNS = ("breaks",)
 
 
 def _table(item: Union["Profile", pd.DataFrame], keep_outliers: bool | None) -> pd.DataFrame:

@@ -286,3 +286,25 @@ def test_recompiles_during_the_timed_runs_are_counted_with_their_reason(inductor
     timed = [r for r in compiled["recompile_reasons"] if r["during"] == "timed"]
     assert compiled["recompiles"] >= 1 and len(timed) >= 1 and "flip" in timed[0]["reason"]
     assert "recompiles during the timed runs: " in prof.summary()
+
+
+def test_a_break_reported_for_a_frame_without_graph_is_placed_from_the_traceback():
+    """A frame dynamo compiles to no graph (the break comes before any op) has no
+    ``compile_subgraph_reason``: its site comes from dynamo's graph break report, the module
+    from walking the traceback's frames through the children's ``forward``."""
+    import inspect
+
+    from fxprof.measure.compiled_breaks import reported_site
+
+    here = os.path.abspath(__file__)
+    outer = inspect.getsourcelines(PrintInBlock.forward)[1] + 1
+    line = _line_of(Inner, "print(")
+    text = (f"Graph break in user code at {here}:{line}\nGraph Break Reason: Encountered graph break when attempting "
+            f"to trace CALL: a function call, e.g. f(x, y):\n\nFailed to trace builtin operator\n  Explanation: Dynamo "
+            f"does not know how to trace builtin operator `print` with argument types ['str']\n\nUser code traceback:\n"
+            f'  File "{torch.nn.modules.module.__file__}", line 1783, in _wrapped_call_impl\n'
+            f'  File "{here}", line {outer}, in forward\n  File "{here}", line {line}, in forward\n')
+    site = reported_site("0/0", text, PrintInBlock())
+    assert (site.reason, site.line, site.scope, site.function) == ("print", line, "inner", "forward")
+    assert site.detail == "Failed to trace builtin operator" and site.file == here
+    assert reported_site("0/0", "no report here", PrintInBlock()) is None

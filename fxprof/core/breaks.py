@@ -23,6 +23,7 @@ import os
 import re
 from typing import Any, Iterable, Mapping, Sequence
 
+from .compiled import common_scope
 from .nodes import NodeInfo
 
 __all__ = ["BreakSite", "BREAK", "OVERHEAD", "reason_of", "break_rows", "overhead_rows", "break_summary", "describe_site"]
@@ -118,11 +119,12 @@ def break_rows(sites: Iterable[BreakSite], module_types: Mapping[str, str], root
     row_of: dict[str, str] = {}
     for (file, line, reason), group in by_key.items():
         first = group[0]
+        scope = common_scope(s.scope for s in group)  # a line several frames break at: the module holding them all
         stem = re.sub(r"\W+", "_", os.path.splitext(os.path.basename(file))[0]) or "src"
         name = _unique(f"break_{_slug(reason)}_{stem}_{line}", taken)
         rows.append(NodeInfo(
-            name=name, op=BREAK, target=f"{file}:{line}", module_type=module_types.get(first.scope, "") if first.scope else root_type,
-            scope=first.scope, range="", kind=BREAK, graph=first.graph, scope_source="frame",
+            name=name, op=BREAK, target=f"{file}:{line}", module_type=module_types.get(scope, "") if scope else root_type,
+            scope=scope, range="", kind=BREAK, graph=first.graph, scope_source="frame",
             origins=",".join(s.graph for s in group), raw_name=f"{reason} at {first.where} in {first.function}"))
         for s in group:
             row_of[s.graph] = name
@@ -165,6 +167,7 @@ def break_summary(sites: Iterable[BreakSite], row_of: Mapping[str, str], stats: 
                         "median_ms": None if median is None or median != median else round(float(median), 6)}
         else:
             entry["graphs"].append(site.graph)
+            entry["scope"] = common_scope([entry["scope"], site.scope])
     return sorted(out.values(), key=lambda e: -(e["median_ms"] or 0.0))
 
 

@@ -50,7 +50,8 @@ from ..errors import TraceError
 from ..vocab import COMPILE_MODES
 from .bridge import Event, events_from_kineto, kineto_quiet
 from .capture import _Resolver
-from .compiled_breaks import FRAME_SPANS, break_site, describe_breaks, frame_nodes, frame_spans, recompile_reason
+from .compiled_breaks import (FRAME_SPANS, break_site, describe_breaks, frame_nodes, frame_spans, recompile_reason,
+                              reported_site)
 from .graph import describe_graph, module_kinds
 from .state import preserved_buffers
 from .tree import clone_tensors
@@ -174,6 +175,8 @@ class _TraceCatcher(logging.Handler):
         self.provenance: dict[str, dict[str, Any]] = {}
         #: dynamo's recompiles while installed: (graph, reason, phase), phase as set by the caller
         self.recompiles: list[tuple[str, str, str]] = []
+        #: dynamo's graph break reports per compile id (where and why, as text)
+        self.breaks: dict[str, str] = {}
         self.phase = "compile"
 
     def emit(self, record: logging.LogRecord) -> None:
@@ -185,6 +188,8 @@ class _TraceCatcher(logging.Handler):
             if "inductor_output_code" in meta:
                 self.code[graph] = self.code.get(graph, "") + str(getattr(record, "payload", "") or "")
             artifact = meta.get("artifact")
+            if isinstance(artifact, dict) and artifact.get("name") == "dynamo_graph_break_reason":
+                self.breaks.setdefault(graph, str(getattr(record, "payload", "") or ""))
             if isinstance(artifact, dict) and artifact.get("name") == "recompile_reasons":
                 self.recompiles.append((graph, recompile_reason(getattr(record, "payload", "")), self.phase))
             if isinstance(artifact, dict) and artifact.get("name") == "inductor_provenance_tracking_node_mappings":
@@ -224,7 +229,8 @@ class CompiledSession:
 
     def __call__(self, gm: fx.GraphModule, example_inputs: list) -> Any:
         graph = _compile_id()
-        self.order.append(graph)
+        if graph not in self.graphs:  # dynamo may hand over a graph again under one compile id (a restart)
+            self.order.append(graph)
         self.graphs[graph] = gm
         local = self._frame_modules()
         resolver = _Resolver(self.root, local)
@@ -236,6 +242,15 @@ class CompiledSession:
             self.breaks[graph] = site
         self.flops[graph] = _graph_flops(gm, example_inputs)
         return self.backend(gm, example_inputs)
+
+    def reported_breaks(self, reports: dict[str, str]) -> None:
+        """Break sites of the frames dynamo compiled to no graph (nothing before the break: no
+        backend call, so no ``compile_subgraph_reason``), from its graph break reports."""
+        for graph, text in reports.items():
+            if graph not in self.graphs and graph not in self.breaks:
+                site = reported_site(graph, text, self.root)
+                if site is not None:
+                    self.breaks[graph] = site
 
     def _frame_modules(self) -> dict[str, str]:
         """The model paths of the modules local to the frame dynamo is compiling (its ``self``
@@ -416,6 +431,7 @@ def profile_compiled(model: nn.Module, args: tuple, kwargs: dict, compile: Any, 
         caught.phase = "timed"
         plain, events = _interleaved_runs(call, sync, iters, args, kwargs, on_cuda)
         described["recompile_reasons"] = [{"graph": g, "reason": r, "during": p} for g, r, p in caught.recompiles]
+    session.reported_breaks(caught.breaks)
     spans, runs = spans_from_events(events, device=on_cuda)
     if not spans:
         raise TraceError(

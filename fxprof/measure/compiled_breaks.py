@@ -55,6 +55,15 @@ def _forward_code(module: nn.Module) -> Any:
     return getattr(getattr(type(module), "forward", None), "__code__", None)
 
 
+def _holds_line(code: Any, line: Any) -> bool:
+    """Is source line ``line`` in the function ``code`` (two ``forward``s of one file differ)?"""
+    try:
+        lines = [n for _, _, n in code.co_lines() if n is not None]
+    except AttributeError:  # pragma: no cover - Python without co_lines
+        return True
+    return not lines or line is None or min(code.co_firstlineno, *lines) <= int(line) <= max(lines)
+
+
 def _holder(root: nn.Module, path: str, frame: Any, last_scope: str) -> str | None:
     """The module under ``path`` whose class's ``forward`` is ``frame``'s code (the shallowest;
     among several of one class, the one holding ``last_scope``), or None."""
@@ -67,7 +76,8 @@ def _holder(root: nn.Module, path: str, frame: Any, last_scope: str) -> str | No
         if not sub:
             continue
         code = _forward_code(module)
-        if code is not None and code.co_name == frame.name and os.path.abspath(code.co_filename) == os.path.abspath(frame.filename):
+        if code is not None and code.co_name == frame.name and _holds_line(code, frame.lineno) \
+                and os.path.abspath(code.co_filename) == os.path.abspath(frame.filename):
             found.append(f"{path}.{sub}" if path else sub)
     if not found:
         return None
@@ -99,6 +109,41 @@ def break_site(graph: str, gm: fx.GraphModule, root: nn.Module, frame_scope: str
     detail = text.strip().splitlines()[0] if text.strip() else ""
     return BreakSite(graph=graph, reason=reason_of(text), detail=detail, file=where.filename, line=int(where.lineno or 0),
                      function=resumed.group(1) if resumed else where.name, scope=scope)
+
+
+_REPORTED = re.compile(r"Graph break in user code at (.+):(\d+)")
+_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\w+)')
+
+
+def reported_site(graph: str, text: str, root: nn.Module) -> BreakSite | None:
+    """A break site from dynamo's graph break report (the ``dynamo_graph_break_reason`` trace
+    artifact): ``Graph break in user code at FILE:LINE``, ``Graph Break Reason: ...`` and the
+    user's traceback, whose frames are walked from the root through the children's
+    ``forward`` as in :func:`break_site`. For a frame compiled to no graph (frame ids from 0,
+    the root's ``forward`` first). None when the text is not such a report."""
+    found = _REPORTED.search(text)
+    if not found:
+        return None
+    file, line = found.group(1), int(found.group(2))
+    reason = text.split("Graph Break Reason:", 1)[-1].split("User code traceback:", 1)[0]
+    reason = reason.split("Stack variable source attribution:", 1)[0]
+    scope = ""
+    tail = text.split("User code traceback:", 1)[-1]
+
+    class _Frame:
+        def __init__(self, filename: str, lineno: int, name: str):
+            self.filename, self.lineno, self.name = filename, lineno, name
+
+    for f in _FRAME.finditer(tail):
+        inner = _holder(root, scope, _Frame(f.group(1), int(f.group(2)), f.group(3)), "")
+        if inner is not None:
+            scope = inner
+    lines = [x.strip() for x in reason.strip().splitlines() if x.strip() and not x.startswith("Encountered graph break")]
+    detail = next((x for x in lines if not x.startswith("Encountered graph break")), "")
+    function = next((f.group(3) for f in _FRAME.finditer(tail) if f.group(1) == file and int(f.group(2)) == line), "?")
+    resumed = _RESUME.fullmatch(function)
+    return BreakSite(graph=graph, reason=reason_of(reason), detail=detail, file=file, line=line,
+                     function=resumed.group(1) if resumed else function, scope=scope)
 
 
 def dynamo_counters() -> dict[str, int]:

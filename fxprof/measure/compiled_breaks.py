@@ -36,7 +36,7 @@ from typing import Any, Iterable, Mapping
 from torch import fx, nn
 
 from ..core.breaks import BreakSite, reason_of
-from ..core.compiled import Span
+from ..core.compiled import Span, common_scope
 from ..core.nodes import NodeInfo
 from .bridge import Event
 
@@ -66,7 +66,8 @@ def _holds_line(code: Any, line: Any) -> bool:
 
 def _holder(root: nn.Module, path: str, frame: Any, last_scope: str) -> str | None:
     """The module under ``path`` whose class's ``forward`` is ``frame``'s code (the shallowest;
-    among several of one class, the one holding ``last_scope``), or None."""
+    among several of one class, the one holding ``last_scope``, else the module holding them
+    all), or None."""
     try:
         base = root.get_submodule(path) if path else root
     except AttributeError:
@@ -84,7 +85,10 @@ def _holder(root: nn.Module, path: str, frame: Any, last_scope: str) -> str | No
     depth = min(p.count(".") for p in found)
     shallow = [p for p in found if p.count(".") == depth]
     holding = [p for p in shallow if last_scope == p or last_scope.startswith(p + ".")]
-    return (holding or shallow)[0] if len(holding) == 1 or len(shallow) == 1 else None
+    if len(holding) == 1 or len(shallow) == 1:
+        return (holding or shallow)[0]
+    common = common_scope(shallow)  # one of several blocks of a class: the module holding them all
+    return common if len(common) > len(path) else None
 
 
 def break_site(graph: str, gm: fx.GraphModule, root: nn.Module, frame_scope: str,

@@ -73,9 +73,9 @@ def check(args: argparse.Namespace) -> None:
 def _check_view(args: argparse.Namespace) -> None:
     """--sort and --columns name columns of the comparison (per node, or per block with --by scope)."""
     if args.by == "scope":
-        from ..core.blocks import BLOCK_COLUMNS
+        from ..core.blocks import BLOCK_BREAK_COLUMNS, BLOCK_COLUMNS
 
-        allowed = list(BLOCK_COLUMNS)
+        allowed = [*BLOCK_COLUMNS, *BLOCK_BREAK_COLUMNS]
         sortable = [*allowed, "scope"]
     else:
         from ..core.compare import COMPARE_COLUMNS

@@ -19,9 +19,11 @@ from .rollup import group_by
 if TYPE_CHECKING:
     from .profile import Profile
 
-__all__ = ["compare_blocks", "BLOCK_COLUMNS"]
+__all__ = ["compare_blocks", "BLOCK_COLUMNS", "BLOCK_BREAK_COLUMNS"]
 
 BLOCK_COLUMNS = ("a_ms", "b_ms", "delta_ms", "speedup", "a_nodes", "b_nodes", "fused", "a_pct", "b_pct", *MEMORY_CHANGE_COLUMNS)
+#: columns a block comparison has when ``b`` is a compiled profile with graph breaks
+BLOCK_BREAK_COLUMNS = ("breaks",)
 
 
 def _table(item: Union["Profile", pd.DataFrame], keep_outliers: bool | None) -> pd.DataFrame:
@@ -47,7 +49,9 @@ def compare_blocks(a: Union["Profile", pd.DataFrame], b: Union["Profile", pd.Dat
     summed median node or kernel times; 0 where a side has none), ``delta_ms`` (``b - a``),
     ``speedup`` (``a_ms / b_ms``: above 1, ``b`` is faster; NaN where ``b_ms`` is 0),
     ``a_nodes``, ``b_nodes`` (rows summed), ``fused`` (``b``'s fused kernels in the block, each
-    as its origins joined by ``+``), ``a_pct``, ``b_pct`` (the block's share of its side).
+    as its origins joined by ``+``), ``a_pct``, ``b_pct`` (the block's share of its side), and,
+    when ``b`` is a compiled profile with graph breaks, ``breaks`` (those in the block: reason,
+    place, count a run, time; ``b_ms`` includes them).
     A kernel whose origins lie in several blocks counts to their common module (its ``scope``),
     so at a depth below that module it lands in the parent's row.
 
@@ -71,6 +75,11 @@ def compare_blocks(a: Union["Profile", pd.DataFrame], b: Union["Profile", pd.Dat
     out["b_pct"] = gb["pct"].reindex(index).fillna(0.0)
     out = out.join(memory_changes(ga.reindex(index), gb.reindex(index)))  # fxprof.core.memory: the blocks' peaks
     out = out.sort_values("a_ms", ascending=False, kind="stable")
+    columns = list(BLOCK_COLUMNS)
+    breaks = block_breaks(tb, _labels(tb, "scope", depth))
+    if len(breaks):  # the graph breaks inside each block of b: what its time is made of beside kernels
+        out["breaks"] = breaks.reindex(out.index).fillna("").astype(str)
+        columns.append("breaks")
     a_total, b_total = float(out["a_ms"].sum()), float(out["b_ms"].sum())
     run = None
     if not isinstance(a, pd.DataFrame) and not isinstance(b, pd.DataFrame):
@@ -78,4 +87,20 @@ def compare_blocks(a: Union["Profile", pd.DataFrame], b: Union["Profile", pd.Dat
         run = float(ra / rb) if rb > 0 else None
     out.attrs.update(a_total_ms=a_total, b_total_ms=b_total, speedup=a_total / b_total if b_total > 0 else float("nan"),
                      run_speedup=run, depth=depth)
-    return out[list(BLOCK_COLUMNS)]
+    return out[columns]
+
+
+def block_breaks(table: pd.DataFrame, labels: pd.Series) -> pd.Series:
+    """Per block, the graph breaks of a compiled profile's rows in it (:mod:`fxprof.core.breaks`):
+    ``print at model.py:42 x2 a run, 55 us``, ``; `` between breaks; empty when there are none."""
+    from .breaks import BREAK
+
+    if "op" not in table.columns or not table["op"].eq(BREAK).any():
+        return pd.Series(dtype=str)
+    rows = table[table["op"].eq(BREAK)]
+    text = []
+    for _, r in rows.iterrows():
+        count = float(r["calls_per_run"])
+        times = "" if count == 1 else f" x{count:g} a run"
+        text.append(f"{str(r['raw_name']).split(' in ')[0]}{times}, {float(r['median_ms']) * 1000:.0f} us")
+    return pd.Series(text, index=rows.index).groupby(labels[rows.index], sort=False).agg("; ".join)

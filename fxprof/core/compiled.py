@@ -108,7 +108,8 @@ def charge_spans(kernels: Sequence[Kernel], spans: Iterable[Span]) -> tuple[list
     ``charged`` pairs each matched span with its kernel's ``graph + key``. Within one call of a
     graph, a generated kernel is known by its name (with or without inductor's ``graph_N_``
     prefix); an extern call by its op, in call order (the k-th ``aten::addmm`` of a call is the
-    k-th ``extern_kernels.addmm`` of the graph's code), counted per call of the graph.
+    k-th ``extern_kernels.addmm`` of the graph's code), counted per call of the graph. Spans
+    named ``fxprof::...`` (graph breaks and overhead, :mod:`fxprof.core.breaks`) are neither.
     """
     by_graph: dict[str, list[Kernel]] = {}
     for k in kernels:
@@ -119,6 +120,8 @@ def charge_spans(kernels: Sequence[Kernel], spans: Iterable[Span]) -> tuple[list
     unmatched: list[Span] = []
     cursor: dict[tuple[str, int, int], int] = {}  # (graph, run, call) -> next extern to match
     for span in sorted(spans, key=lambda s: (s.run, s.start_ms)):
+        if span.name.startswith("fxprof::"):  # the time outside the kernels (fxprof.core.breaks): no kernel's
+            continue
         kernel = generated.get(span.graph, {}).get(strip_graph_prefix(span.name))
         if kernel is None:
             op = span.name.split("::")[-1]

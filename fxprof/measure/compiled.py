@@ -50,6 +50,8 @@ from ..errors import TraceError
 from ..vocab import COMPILE_MODES
 from .bridge import Event, events_from_kineto, kineto_quiet
 from .capture import _Resolver
+from .compiled_breaks import (FRAME_SPANS, break_site, describe_breaks, frame_nodes, frame_spans, recompile_reason,
+                              reported_site)
 from .graph import describe_graph, module_kinds
 from .state import preserved_buffers
 from .tree import clone_tensors
@@ -171,6 +173,11 @@ class _TraceCatcher(logging.Handler):
         super().__init__(logging.DEBUG)
         self.code: dict[str, str] = {}
         self.provenance: dict[str, dict[str, Any]] = {}
+        #: dynamo's recompiles while installed: (graph, reason, phase), phase as set by the caller
+        self.recompiles: list[tuple[str, str, str]] = []
+        #: dynamo's graph break reports per compile id (where and why, as text)
+        self.breaks: dict[str, str] = {}
+        self.phase = "compile"
 
     def emit(self, record: logging.LogRecord) -> None:
         meta = getattr(record, "metadata", None)
@@ -181,6 +188,10 @@ class _TraceCatcher(logging.Handler):
             if "inductor_output_code" in meta:
                 self.code[graph] = self.code.get(graph, "") + str(getattr(record, "payload", "") or "")
             artifact = meta.get("artifact")
+            if isinstance(artifact, dict) and artifact.get("name") == "dynamo_graph_break_reason":
+                self.breaks.setdefault(graph, str(getattr(record, "payload", "") or ""))
+            if isinstance(artifact, dict) and artifact.get("name") == "recompile_reasons":
+                self.recompiles.append((graph, recompile_reason(getattr(record, "payload", "")), self.phase))
             if isinstance(artifact, dict) and artifact.get("name") == "inductor_provenance_tracking_node_mappings":
                 import json
 
@@ -211,17 +222,35 @@ class CompiledSession:
         self.nodes: dict[str, dict[str, NodeInfo]] = {}
         self.flops: dict[str, dict[str, int | None]] = {}
         self.order: list[str] = []
+        #: per graph: the module path whose ``forward`` dynamo was compiling (its frame's ``self``)
+        self.frame_scope: dict[str, str] = {}
+        #: per graph that ends in a graph break: where and why (dynamo's ``compile_subgraph_reason``)
+        self.breaks: dict[str, Any] = {}
 
     def __call__(self, gm: fx.GraphModule, example_inputs: list) -> Any:
         graph = _compile_id()
-        self.order.append(graph)
+        if graph not in self.graphs:  # dynamo may hand over a graph again under one compile id (a restart)
+            self.order.append(graph)
         self.graphs[graph] = gm
         local = self._frame_modules()
         resolver = _Resolver(self.root, local)
         self.nodes[graph] = {n.name: n for n in describe_graph(gm, graph=graph, prefix="", resolve=resolver, infer=False,
                                                                frame_scope=local.get("self", ""))}
+        self.frame_scope[graph] = local.get("self", "")
+        site = break_site(graph, gm, self.root, self.frame_scope[graph], self.nodes[graph])
+        if site is not None:
+            self.breaks[graph] = site
         self.flops[graph] = _graph_flops(gm, example_inputs)
         return self.backend(gm, example_inputs)
+
+    def reported_breaks(self, reports: dict[str, str]) -> None:
+        """Break sites of the frames dynamo compiled to no graph (nothing before the break: no
+        backend call, so no ``compile_subgraph_reason``), from its graph break reports."""
+        for graph, text in reports.items():
+            if graph not in self.graphs and graph not in self.breaks:
+                site = reported_site(graph, text, self.root)
+                if site is not None:
+                    self.breaks[graph] = site
 
     def _frame_modules(self) -> dict[str, str]:
         """The model paths of the modules local to the frame dynamo is compiling (its ``self``
@@ -308,6 +337,9 @@ def spans_from_events(events: list[Event], device: bool = False) -> tuple[list[S
     """Kernel calls from the profiler's events: ``(spans, runs)``, runs as ``(start_ns, end_ns)``
     of each ``fxprof::run`` range in order.
 
+    Also the compiled program's time outside its kernels (graph breaks, each graph's overhead),
+    as spans named in :data:`fxprof.measure.compiled_breaks.FRAME_SPANS`.
+
     On the CPU, every event directly inside a ``## Call CompiledFxGraph`` range is one span
     (a generated kernel's range or an extern op). With ``device``, a span is a device
     activity, its time the device's: a kernel is named as launched (a Triton kernel by its
@@ -355,6 +387,7 @@ def spans_from_events(events: list[Event], device: bool = False) -> tuple[list[S
                     start = min(d.start_ns for d in work)
                     spans.append(Span(graph, run, parent.name, (start - r0) / 1e6,
                                       sum(d.end_ns - d.start_ns for d in work) / 1e6, index))
+    spans.extend(frame_spans(events, RUN_RANGE, device))  # the time outside the kernels (graph breaks, overhead)
     return spans, [(r0, r1) for r0, r1, _ in runs]
 
 
@@ -391,10 +424,14 @@ def profile_compiled(model: nn.Module, args: tuple, kwargs: dict, compile: Any, 
         compiled_first = len(session.order)
         breaks = _dynamo_graph_breaks()
         described["graph_breaks"] = None if breaks is None or breaks_before is None else breaks - breaks_before
+        caught.phase = "warmup"
         for _ in range(warmup):
             call()
             sync()
+        caught.phase = "timed"
         plain, events = _interleaved_runs(call, sync, iters, args, kwargs, on_cuda)
+        described["recompile_reasons"] = [{"graph": g, "reason": r, "during": p} for g, r, p in caught.recompiles]
+    session.reported_breaks(caught.breaks)
     spans, runs = spans_from_events(events, device=on_cuda)
     if not spans:
         raise TraceError(
@@ -472,11 +509,14 @@ def _build(root: nn.Module, session: CompiledSession, kernels: list[Kernel], spa
     taken: dict[str, int] = {}
     names = {g: readable_names(list(session.nodes[g].values()), kinds, taken) for g in session.order}
     rows = kernel_nodes(kernels, session.nodes, names, module_types, type(root).__name__)
+    spans, framed = [s for s in spans if s.name not in FRAME_SPANS], [s for s in spans if s.name in FRAME_SPANS]
     charged, unmatched = charge_spans(kernels, spans)
     extra, extra_names = unmatched_nodes(unmatched, {r.name for r in rows})
     row_of = {k.graph + "|" + k.key: r.name for k, r in zip(kernels, rows)}
-    nodes = rows + extra
-    samples = [(row_of[key], s) for key, s in charged] + [(extra_names[(s.graph, s.name)], s) for s in unmatched]
+    frame_rows, frame_samples, outside = frame_nodes(session, framed, {r.name for r in rows + extra}, module_types,
+                                                     type(root).__name__)
+    nodes = rows + extra + frame_rows
+    samples = [(row_of[key], s) for key, s in charged] + [(extra_names[(s.graph, s.name)], s) for s in unmatched] + frame_samples
     frame = pd.DataFrame({
         "node": [n for n, _ in samples],
         "run": np.asarray([s.run for _, s in samples], dtype=np.int64),
@@ -522,6 +562,7 @@ def _build(root: nn.Module, session: CompiledSession, kernels: list[Kernel], spa
             f"{len(extra)} kind(s) of profiler event inside compiled graphs matched no kernel of inductor's code: "
             f"kept as 'unmatched' rows")
     profile = Profile(nodes, frame, run_frame, meta, anatomy)
+    describe_breaks(profile, session, outside)
     return profile
 
 

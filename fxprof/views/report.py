@@ -615,6 +615,13 @@ def render_report(profile: Profile, title: str | None = None) -> str:
                               _figure_html(ranks_figure(profile), "fx-ranks"), table_html(ranks, "fx-ranks-table", "ranks")))
         nav.append(("ranks", "ranks"))
     body += extra
+    if (profile.meta.get("compiled") or {}).get("breaks"):  # a compiled model's graph breaks (fxprof.views.breaks)
+        from .breaks import breaks_table
+
+        body.append(_section("breaks", "Graph breaks, biggest first", "Each is the Python that runs between two compiled graphs "
+                             "and the resume: where dynamo broke the graph, why, how often a run, its median time a run and its "
+                             "share of the compiled model's own run.", table_html(breaks_table(profile), "fx-breaks", "breaks")))
+        nav.append(("breaks", "breaks"))
     if profile.num_runs:
         body.append(_section("dist", "Per-run times of the top nodes",
                              "Every timed run is a point; the box spans the middle half of the runs, the line is the median. "

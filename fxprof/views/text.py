@@ -132,6 +132,7 @@ def compiled_line(compiled: Mapping[str, Any]) -> str:
         f"{extra}{'' if dynamic is None else f', dynamic={dynamic}'}; compiled in {compiled.get('compile_s', float('nan')):.2f} s "
         f"(not in any run); {compiled.get('graphs', '?')} graph(s), {compiled.get('graph_breaks', '?')} graph break(s), "
         f"{compiled.get('recompiles', '?')} recompile(s); rows are its {compiled.get('kernels', '?')} kernels"
+        + (f", its graph breaks and overhead" if "breaks" in compiled else "")
     )
 
 
@@ -140,12 +141,19 @@ def compiled_run_lines(profile: "Profile") -> list[str]:
     the compiled model's own (unprofiled) run time."""
     totals = np.asarray(profile.kept_totals())
     q25, med, q75 = np.percentile(totals, [25, 50, 75])
+    from .breaks import breaks_lines, kernel_rows
+
     samples = profile.kept_samples()
+    framed = not bool(kernel_rows(profile.df).all())  # rows for the time outside the kernels (graph breaks, overhead)
+    if framed:
+        samples = samples[samples["node"].isin(profile.df.index[kernel_rows(profile.df)])]
     kernel_ms = float(samples.groupby("run", observed=True)["time_ms"].sum().median()) if len(samples) else float("nan")
     lines = [
-        f"run: median {format_ms(med)} (IQR {format_ms(q75 - q25)}) over {len(totals)} profiled runs; kernels account "
-        f"for {profile.coverage * 100:.1f}% of it (coverage), the rest is the compiled program's own Python "
-        f"(guards, wrappers, allocations) and the profiler's"
+        f"run: median {format_ms(med)} (IQR {format_ms(q75 - q25)}) over {len(totals)} profiled runs; "
+        + (f"its rows (kernels, graph breaks, the compiled program's own Python) account for {profile.coverage * 100:.1f}% "
+           f"of it (coverage)" if framed else
+           f"kernels account for {profile.coverage * 100:.1f}% of it (coverage), the rest is the compiled program's own "
+           f"Python (guards, wrappers, allocations) and the profiler's")
     ]
     from ..core.compiled import own_run_ms
 
@@ -155,7 +163,9 @@ def compiled_run_lines(profile: "Profile") -> list[str]:
             f"kernels: {format_ms(kernel_ms)} a run (median over the runs of their summed times), "
             f"{kernel_ms / plain * 100:.1f}% of the compiled model's own median run time ({format_ms(plain)}, "
             f"{count} unprofiled runs)"
+            + (f"; all rows {profile.df['median_ms'].sum() / plain * 100:.1f}% of it" if framed else "")
         )
+    lines.extend(breaks_lines(profile, plain))
     return lines
 
 

@@ -1,0 +1,74 @@
+"""Graph breaks and the compiled program's own Python in words: the header line of a compiled
+profile and the report's "breaks" section (rows of :mod:`fxprof.core.breaks`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from ..core.breaks import BREAK, OVERHEAD, describe_site
+from .tables import format_ms
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..core.profile import Profile
+
+__all__ = ["kernel_rows", "breaks_lines", "breaks_table"]
+
+#: breaks named one by one in the header; the rest are counted
+_NAMED = 3
+
+
+def kernel_rows(table: pd.DataFrame) -> pd.Series:
+    """Which rows of a compiled profile are kernels (not breaks, not overhead)."""
+    if "op" not in table.columns:
+        return pd.Series(True, index=table.index)
+    return ~table["op"].isin((BREAK, OVERHEAD))
+
+
+def _share(ms: float, whole: float | None) -> str:
+    return f"{ms / whole * 100:.0f}%" if whole else "?"
+
+
+def breaks_lines(profile: "Profile", own_ms: float | None) -> list[str]:
+    """``graph breaks: 1 (print at model.py:42, 201 us a run, 83% of the compiled run); kernels
+    17%, overhead 9%``, and the recompiles of the timed runs with their reasons. Shares are of
+    the compiled run as profiled (the rows' summed medians, which add up to it), so they add up
+    to 100%; ``own_ms`` (the unprofiled run) is named on the ``kernels:`` line."""
+    compiled: dict[str, Any] = profile.meta.get("compiled") or {}
+    table = profile.df
+    if "op" not in table.columns or not table["op"].isin((BREAK, OVERHEAD)).any():
+        return []
+    whole = float(table["median_ms"].sum()) or None
+    breaks = compiled.get("breaks") or []
+    kernels = float(table.loc[kernel_rows(table), "median_ms"].sum())
+    overhead = float(table.loc[table["op"] == OVERHEAD, "median_ms"].sum())
+    named = []
+    for entry in breaks[:_NAMED]:
+        ms = float(entry.get("median_ms") or 0.0)
+        count = entry.get("count") or 1
+        times = f" x{count:g} a run" if count and count != 1 else ""
+        named.append(f"{describe_site(entry)}{times}, {format_ms(ms)} a run, {_share(ms, whole)} of the compiled run")
+    more = f"; {len(breaks) - _NAMED} more" if len(breaks) > _NAMED else ""
+    head = f"graph breaks: {len(breaks)}" + (f" ({'; '.join(named)}{more})" if named else "")
+    lines = [f"{head}; kernels {_share(kernels, whole)}, overhead {_share(overhead, whole)} (guards, wrappers, "
+             f"allocations: compiled_overhead rows)"]
+    timed = [r for r in compiled.get("recompile_reasons") or () if r.get("during") == "timed"]
+    if timed:
+        reasons = "; ".join(f"{r.get('graph', '?')}: {r.get('reason', '?')}" for r in timed[:3])
+        lines.append(f"recompiles during the timed runs: {len(timed)} ({reasons})")
+    return lines
+
+
+def breaks_table(profile: "Profile") -> pd.DataFrame:
+    """Each graph break of a compiled profile, biggest first: where, why, how often a run, its
+    median time a run and its share of the compiled model's own run."""
+    from ..core.compiled import own_run_ms
+
+    breaks = (profile.meta.get("compiled") or {}).get("breaks") or []
+    own, _ = own_run_ms(profile.meta)
+    rows = [{"break": e.get("name", ""), "reason": e.get("reason", ""), "where": describe_site(e).split(" at ", 1)[-1],
+             "scope": e.get("scope", "") or "(root)", "count": e.get("count"), "median_ms": e.get("median_ms"),
+             "pct_of_run": (e["median_ms"] / own * 100) if own and e.get("median_ms") is not None else None}
+            for e in breaks]
+    return pd.DataFrame(rows, columns=["break", "reason", "where", "scope", "count", "median_ms", "pct_of_run"])

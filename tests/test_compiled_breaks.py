@@ -1,0 +1,310 @@
+"""Graph breaks and the compiled program's own Python as rows of a compiled profile (issue 33).
+
+Without compiling: the reasons in words, and the cutting of torch's profiler ranges into
+kernels, overhead and breaks on events laid out as a real run gave them (docs of
+fxprof.measure.compiled_breaks). Compiled (module-scoped, inductor takes seconds a model
+here): a print break inside a block and a ``Tensor.item()`` branch in the default run; a
+data-dependent branch, a data-dependent shape and HF BERT are ``slow``.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+from torch import nn
+
+import fxprof
+from fxprof.core.breaks import BREAK, OVERHEAD, reason_of
+from fxprof.core.compiled import own_run_ms
+from fxprof.measure.bridge import Event
+
+SINK = io.StringIO()  # where the models' prints go
+
+
+class Inner(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(16, 16), nn.Linear(16, 16)
+
+    def forward(self, x):
+        x = self.fc1(x).relu()
+        print("inner", file=SINK)  # the break
+        return self.fc2(x)
+
+
+class PrintInBlock(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.pre, self.inner, self.post = nn.Linear(16, 16), Inner(), nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.post(self.inner(self.pre(x)))
+
+
+class ItemBranch(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(16, 16), nn.Linear(16, 16)
+
+    def forward(self, x):
+        x = self.a(x)
+        if x.sum().item() > -1e9:
+            x = x * 2
+        return self.b(x)
+
+
+class TensorBranch(ItemBranch):
+    def forward(self, x):
+        x = self.a(x)
+        if x.sum() > -1e9:
+            x = x * 2
+        return self.b(x)
+
+
+class DataShape(ItemBranch):
+    def forward(self, x):
+        x = self.a(x)
+        kept = x[x > 0]
+        return self.b(x) + kept.sum()
+
+
+def _line_of(cls, text):
+    import inspect
+
+    lines, first = inspect.getsourcelines(cls.forward)
+    return first + next(i for i, line in enumerate(lines) if text in line)
+
+
+@pytest.fixture(scope="module")
+def inductor_cache(tmp_path_factory):
+    old = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(tmp_path_factory.mktemp("inductor"))
+    yield
+    if old is None:
+        os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+    else:
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = old
+
+
+@pytest.fixture(scope="module")
+def print_run(inductor_cache):
+    torch.manual_seed(0)
+    model, x = PrintInBlock().eval(), torch.randn(4, 16)
+    out = model(x).detach()
+    return fxprof.profile(torch.compile(model), x, warmup=2, iters=8), model, x, out
+
+
+# ---------------------------------------------------------------- without compiling
+def test_reasons_in_words():
+    assert reason_of("Failed to trace builtin operator\n  Explanation: ... builtin operator `print` with") == "print"
+    assert reason_of("Unsupported Tensor.item() call with capture_scalar_outputs=False") == "Tensor.item()"
+    assert reason_of("generic_jump TensorVariable()") == "data-dependent branch"
+    assert reason_of("Dynamic shape operator\n Explanation: Operator `aten.nonzero.default`'s output shape depends") \
+        == "data-dependent shape (aten.nonzero)"
+    assert reason_of("Call to `torch._dynamo.graph_break()`") == "torch._dynamo.graph_break()"
+    assert reason_of("something new\nmore") == "something new"
+
+
+def test_profiler_ranges_cut_into_kernels_overhead_breaks_and_entry():
+    """One run of a model with a print break between two Linears, as torch.profiler records it
+    (times in us, from a real run): the rows' spans and the kernels add up to the run."""
+    from fxprof.measure.compiled import RUN_RANGE
+    from fxprof.measure.compiled_breaks import OUTSIDE_SPAN, OVERHEAD_SPAN, TAIL_SPAN, frame_spans
+
+    us = 1000
+    laid = [(RUN_RANGE, 0, 426), ("TorchDynamo Cache Lookup", 80, 98), ("Torch-Compiled Region: 0/0", 100, 342),
+            ("Pregraph bytecode", 116, 121), ("AOTDispatcher Runtime Wrapper Prologue", 137, 141),
+            ("## Call CompiledFxGraph abc ##", 150, 228), ("aten::addmm", 169, 225),
+            ("aten::sum", 240, 250),  # eager Python between the graphs
+            ("TorchDynamo Cache Lookup", 270, 282), ("Torch-Compiled Region: 1/0", 283, 340),
+            ("Pregraph bytecode", 289, 292), ("## Call CompiledFxGraph def ##", 310, 335), ("aten::addmm", 322, 333)]
+    events = [Event(n, "range" if n == RUN_RANGE else "other", a * us, b * us, thread=1) for n, a, b in laid]
+    spans = frame_spans(events, RUN_RANGE)
+    got = {(s.graph, s.name): round(s.duration_ms * 1000, 6) for s in spans}
+    # 0/0: its lookup (18) + region start to the call's end (128) less the kernel (56)
+    assert got[("0/0", OVERHEAD_SPAN)] == 18 + 128 - 56
+    # after 0/0's call: the print, the eager sum, the resume's lookup; region 1/0 is its own
+    assert got[("0/0", TAIL_SPAN)] == (342 - 228) - (340 - 283)
+    assert got[("1/0", OVERHEAD_SPAN)] == (335 - 283) - 11 and got[("1/0", TAIL_SPAN)] == 340 - 335
+    assert got[("", OUTSIDE_SPAN)] == 426 - 18 - 242
+    assert sum(got.values()) + 56 + 11 == 426
+
+
+# ---------------------------------------------------------------- compiled
+def test_a_print_break_is_a_row_with_place_reason_and_time(print_run):
+    prof, model, _, _ = print_run
+    df = prof.df
+    breaks = df[df["op"] == BREAK]
+    assert len(breaks) == 1, breaks.index.tolist()
+    row = breaks.iloc[0]
+    line = _line_of(Inner, "print(")
+    assert breaks.index[0] == f"break_print_test_compiled_breaks_{line}"
+    assert row["kind"] == BREAK and row["scope"] == "inner" and row["module_type"] == "Inner"
+    assert row["target"].endswith(f"test_compiled_breaks.py:{line}") and "print at" in row["raw_name"]
+    # dynamo splits the caller and the block: two graphs end at this print, each run once a run
+    assert row["calls_per_run"] == 2.0 and row["median_ms"] > 0
+    entry = prof.meta["compiled"]["breaks"][0]
+    assert (entry["reason"], entry["line"], entry["scope"], entry["count"]) == ("print", line, "inner", 2.0)
+    assert entry["file"].endswith("test_compiled_breaks.py") and entry["median_ms"] == pytest.approx(row["median_ms"], rel=1e-5)
+    # one overhead row per compiled graph, and the wrapper's call
+    overhead = df[df["op"] == OVERHEAD]
+    assert set(overhead["graph"]) == {"", *df.loc[df["op"] == "extern", "graph"]} and "compiled_entry" in overhead.index
+
+
+def test_rows_add_up_to_the_profiled_run(print_run):
+    prof, _, _, _ = print_run
+    samples = prof.samples
+    per_run = samples.groupby("run")["time_ms"].sum()
+    totals = prof.runs.set_index("run")["total_ms"]
+    assert ((per_run - totals).abs() < 1e-6 + 1e-3 * totals).all()  # every moment of a run is in one row
+    own, _ = own_run_ms(prof.meta)
+    assert 0.4 < prof.df["median_ms"].sum() / own < 2.5  # the profiler's own cost inflates small runs (see notes)
+
+
+def test_header_names_the_break_and_the_shares(print_run):
+    prof, _, _, _ = print_run
+    text = prof.summary()
+    line = next(x for x in text.splitlines() if x.startswith("graph breaks:"))
+    assert f"graph breaks: 1 (print at test_compiled_breaks.py:{_line_of(Inner, 'print(')} x2 a run" in line
+    assert "of the compiled run); kernels" in line and "overhead" in line
+    assert "its rows (kernels, graph breaks" in text and "all rows" in text
+
+
+def test_breaks_sit_under_their_block_in_groups_compare_and_files(print_run, tmp_path):
+    prof, model, x, out = print_run
+    groups = prof.group_by("scope")
+    name = prof.meta["compiled"]["breaks"][0]["name"]
+    inside = prof.df[prof.df["scope"].eq("inner") | prof.df["scope"].str.startswith("inner.")]
+    assert name in inside.index and groups.loc["inner", "median_ms"] == pytest.approx(inside["median_ms"].sum())
+    eager = fxprof.profile(model, x, warmup=1, iters=3)
+    blocks = fxprof.compare(eager, prof, by="scope")
+    assert "inner" in blocks.index and blocks.loc["inner", "b_ms"] >= prof.df.loc[name, "median_ms"] - 1e-9
+    assert "breaks" in blocks.columns and "print at" in blocks.loc["inner", "breaks"]
+    for ext in ("json", "npz"):
+        prof.save(tmp_path / f"p.{ext}")
+        back = fxprof.load(tmp_path / f"p.{ext}")
+        assert back.meta["compiled"]["breaks"] == prof.meta["compiled"]["breaks"]
+        assert list(back.df["op"]) == list(prof.df["op"])
+    prof.to_csv(tmp_path / "p.csv")
+    assert name in set(fxprof.read_csv(tmp_path / "p.csv").index)
+    assert torch.equal(model(x), out)  # profiling changed nothing
+    try:
+        import plotly  # noqa: F401
+    except ImportError:
+        return
+    prof.to_html(tmp_path / "r.html")
+    page = (tmp_path / "r.html").read_text()
+    assert 'id="breaks"' in page and name in page
+
+
+def test_item_branch_break(inductor_cache):
+    torch.manual_seed(0)
+    prof = fxprof.profile(ItemBranch().eval(), torch.randn(4, 16), compile=True, warmup=2, iters=6)
+    entry, = prof.meta["compiled"]["breaks"]
+    assert (entry["reason"], entry["line"], entry["scope"], entry["count"]) == (
+        "Tensor.item()", _line_of(ItemBranch, ".item()"), "", 1.0)
+    assert prof.meta["compiled"]["graph_breaks"] >= 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cls, text, reason", [(TensorBranch, "if x.sum()", "data-dependent branch"),
+                                               (DataShape, "x[x > 0]", "data-dependent shape (aten.nonzero)")])
+def test_data_dependent_breaks(inductor_cache, cls, text, reason):
+    torch.manual_seed(0)
+    prof = fxprof.profile(cls().eval(), torch.randn(4, 16), compile=True, warmup=2, iters=6)
+    entry, = prof.meta["compiled"]["breaks"]
+    assert (entry["reason"], entry["line"]) == (reason, _line_of(cls, text))
+    assert prof.meta["compiled"]["graph_breaks"] == 1 and (prof.df["op"] == BREAK).sum() == 1
+
+
+@pytest.mark.slow
+def test_hf_bert_compiled_has_overhead_rows_and_no_break(inductor_cache):
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.BertConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, intermediate_size=128,
+                                     vocab_size=1000)
+    model = transformers.BertModel(config).eval()
+    ids = torch.randint(0, 1000, (1, 32))
+    prof = fxprof.profile(torch.compile(model), ids, warmup=2, iters=8)
+    df = prof.df
+    assert not (df["op"] == BREAK).any() and prof.meta["compiled"]["breaks"] == []
+    assert (df["op"] == OVERHEAD).sum() == prof.meta["compiled"]["graphs"] + 1
+    own, _ = own_run_ms(prof.meta)
+    assert 0.5 < df["median_ms"].sum() / own < 2.0
+
+
+@pytest.mark.slow
+def test_cli_compile_shows_the_break(tmp_path, inductor_cache):
+    script = tmp_path / "m.py"
+    script.write_text("import torch\nfrom torch import nn\n\n\nclass M(nn.Module):\n    def __init__(self):\n"
+                      "        super().__init__()\n        self.a, self.b = nn.Linear(8, 8), nn.Linear(8, 8)\n\n"
+                      "    def forward(self, x):\n        x = self.a(x)\n        if x.sum().item() > -1e9:\n"
+                      "            x = x + 1\n        return self.b(x)\n")
+    run = subprocess.run([sys.executable, "-m", "fxprof", "profile", f"{script}:M", "--compile", "--input", "2x8",
+                          "--iters", "4", "--warmup", "1"], capture_output=True, text=True, cwd=tmp_path,
+                         env={**os.environ, "PYTHONPATH": os.getcwd()}, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "graph breaks: 1 (Tensor.item() at m.py:12" in run.stdout and "break_item_m_12" in run.stdout
+
+
+def test_a_compiled_profile_from_before_breaks_reads_as_before(print_run, tmp_path):
+    """A compiled profile saved before these rows existed (kernels only, no ``breaks`` in its
+    meta) loads and shows the header it had: no breaks line, no breaks column or section."""
+    from fxprof.core.profile import Profile
+
+    prof, _, _, _ = print_run
+    kernels = [n for n in prof.nodes if n.op in ("kernel", "extern")]
+    samples = prof.samples
+    samples = samples[samples["node"].isin([n.name for n in kernels])]
+    meta = {**prof.meta, "compiled": {k: v for k, v in prof.meta["compiled"].items()
+                                      if k not in ("breaks", "outside_ms", "recompile_reasons")}}
+    old = Profile(kernels, samples[["node", "run", "time_ms", "host_ms", "start_ms", "host_start_ms"]], prof.runs, meta)
+    old.save(tmp_path / "old.json")
+    back = fxprof.load(tmp_path / "old.json")
+    text = back.summary()
+    assert "graph breaks:" not in text and "kernels account for" in text and "its graph breaks" not in text
+    assert "breaks" not in fxprof.compare(back, back, by="scope").columns
+
+
+def test_recompiles_during_the_timed_runs_are_counted_with_their_reason(inductor_cache):
+    class Flip(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc, self.flip = nn.Linear(8, 8), False
+
+        def forward(self, x):
+            self.flip = not self.flip  # a new constant every other call: dynamo's guard on it fails once
+            return self.fc(x) * (2.0 if self.flip else 3.0)
+
+    prof = fxprof.profile(Flip().eval(), torch.randn(2, 8), compile=True, warmup=0, iters=3)
+    compiled = prof.meta["compiled"]
+    timed = [r for r in compiled["recompile_reasons"] if r["during"] == "timed"]
+    assert compiled["recompiles"] >= 1 and len(timed) >= 1 and "flip" in timed[0]["reason"]
+    assert "recompiles during the timed runs: " in prof.summary()
+
+
+def test_a_break_reported_for_a_frame_without_graph_is_placed_from_the_traceback():
+    """A frame dynamo compiles to no graph (the break comes before any op) has no
+    ``compile_subgraph_reason``: its site comes from dynamo's graph break report, the module
+    from walking the traceback's frames through the children's ``forward``."""
+    import inspect
+
+    from fxprof.measure.compiled_breaks import reported_site
+
+    here = os.path.abspath(__file__)
+    outer = inspect.getsourcelines(PrintInBlock.forward)[1] + 1
+    line = _line_of(Inner, "print(")
+    text = (f"Graph break in user code at {here}:{line}\nGraph Break Reason: Encountered graph break when attempting "
+            f"to trace CALL: a function call, e.g. f(x, y):\n\nFailed to trace builtin operator\n  Explanation: Dynamo "
+            f"does not know how to trace builtin operator `print` with argument types ['str']\n\nUser code traceback:\n"
+            f'  File "{torch.nn.modules.module.__file__}", line 1783, in _wrapped_call_impl\n'
+            f'  File "{here}", line {outer}, in forward\n  File "{here}", line {line}, in forward\n')
+    site = reported_site("0/0", text, PrintInBlock())
+    assert (site.reason, site.line, site.scope, site.function) == ("print", line, "inner", "forward")
+    assert site.detail == "Failed to trace builtin operator" and site.file == here
+    assert reported_site("0/0", "no report here", PrintInBlock()) is None

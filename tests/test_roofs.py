@@ -195,3 +195,16 @@ def test_gpu_peaks_measure_the_l2_and_a_floor_the_timer_sees(own_cache):
     assert peaks.caches[0]["bytes_per_s"] > 0.5 * peaks.bytes_per_s
     # events around one call, as the cuda timer times a node: under the back-to-back launch rate
     assert 0 < peaks.overhead_s < 20e-6
+
+
+def test_the_picture_draws_each_cache_level_roof(tmp_path):
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    plain = fxprof.plot_roofline(fxprof.load(str(H100)))
+    rate = json.loads(H100.read_text())["meta"]["peaks"]["bytes_per_s"]
+    aware = fxprof.plot_roofline(_h100(tmp_path, caches=[{"level": "L2", "bytes": 50 * 2**20, "bytes_per_s": 2 * rate}]))
+    dashed = [line for line in aware.lines if line.get_linestyle() == "--"]
+    assert len(aware.lines) == len(plain.lines) + 1 and len(dashed) == 1
+    assert any(t.get_text().startswith("L2 ") for t in aware.texts)

@@ -208,3 +208,16 @@ def test_the_picture_draws_each_cache_level_roof(tmp_path):
     dashed = [line for line in aware.lines if line.get_linestyle() == "--"]
     assert len(aware.lines) == len(plain.lines) + 1 and len(dashed) == 1
     assert any(t.get_text().startswith("L2 ") for t in aware.texts)
+
+
+def test_empty_tensors_inside_a_model_are_said_without_blaming_the_input():
+    """A detection model with no boxes left has empty tensors inside, not a degenerate input."""
+    from fxprof.core.roofline import roofline_notes
+
+    table = pd.DataFrame({"op": ["call_function", "call_function"], "output_shape": ["[0, 4]", "[2, 8]"],
+                          "roof_pct": [0.0, 50.0]}, index=["boxes", "head"])
+    inside = roofline_notes(table, None, ["Tensor(shape=[1, 3, 32, 32], dtype=float32, device=cpu)"])
+    assert len(inside) == 1 and "1 node(s) ran on empty tensors (a zero-size dimension: boxes [0, 4])" in inside[0]
+    assert "degenerate" not in inside[0]
+    empty_batch = roofline_notes(table, None, ["Tensor(shape=[0, 3, 32, 32], dtype=float32, device=cpu)"])
+    assert "the input is degenerate" in empty_batch[0]

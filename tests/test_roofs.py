@@ -16,6 +16,7 @@ import pytest
 import torch
 
 import fxprof
+from conftest import requires_cuda
 from fxprof.core.roofline import FLOOR_MULTIPLE, Peaks, node_bandwidth, roofline_columns
 from fxprof.measure.peaks import cache_levels, machine_peaks, peaks_source_line
 
@@ -170,3 +171,53 @@ def test_cli_peaks_with_an_unwritable_cache_claims_no_cache_file(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "cannot cache the machine peaks" in done.stderr
     assert "cached in" not in done.stdout and "not cached" in done.stdout
+
+
+def test_measured_peaks_with_cache_levels_survive_save_and_load(own_cache, tmp_path):
+    torch.manual_seed(0)
+    peaks = machine_peaks("cpu", torch.float32, threads=torch.get_num_threads(), sizes="quick")
+    prof = fxprof.profile(torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU()), torch.randn(8, 64),
+                          warmup=0, iters=2, peaks=peaks)
+    path = tmp_path / "p.json"
+    prof.save(str(path))
+    back = fxprof.load(str(path))
+    assert back.meta["peaks"]["caches"] == prof.meta["peaks"]["caches"]
+    assert back.meta["peaks"]["origin"] == "now" and back.meta["peaks"]["measured_at"] == peaks.measured_at
+    cols = ["roof_ms", "roof_pct", "limit"]
+    pd.testing.assert_frame_equal(back.df[cols], prof.df[cols])
+
+
+@requires_cuda
+def test_gpu_peaks_measure_the_l2_and_a_floor_the_timer_sees(own_cache):
+    peaks = machine_peaks("cuda", torch.float16, sizes="quick")
+    l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
+    assert [lv["level"] for lv in peaks.caches] == ["L2"] and peaks.caches[0]["bytes"] == l2
+    assert peaks.caches[0]["bytes_per_s"] > 0.5 * peaks.bytes_per_s
+    # events around one call, as the cuda timer times a node: under the back-to-back launch rate
+    assert 0 < peaks.overhead_s < 20e-6
+
+
+def test_the_picture_draws_each_cache_level_roof(tmp_path):
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    plain = fxprof.plot_roofline(fxprof.load(str(H100)))
+    rate = json.loads(H100.read_text())["meta"]["peaks"]["bytes_per_s"]
+    aware = fxprof.plot_roofline(_h100(tmp_path, caches=[{"level": "L2", "bytes": 50 * 2**20, "bytes_per_s": 2 * rate}]))
+    dashed = [line for line in aware.lines if line.get_linestyle() == "--"]
+    assert len(aware.lines) == len(plain.lines) + 1 and len(dashed) == 1
+    assert any(t.get_text().startswith("L2 ") for t in aware.texts)
+
+
+def test_empty_tensors_inside_a_model_are_said_without_blaming_the_input():
+    """A detection model with no boxes left has empty tensors inside, not a degenerate input."""
+    from fxprof.core.roofline import roofline_notes
+
+    table = pd.DataFrame({"op": ["call_function", "call_function"], "output_shape": ["[0, 4]", "[2, 8]"],
+                          "roof_pct": [0.0, 50.0]}, index=["boxes", "head"])
+    inside = roofline_notes(table, None, ["Tensor(shape=[1, 3, 32, 32], dtype=float32, device=cpu)"])
+    assert len(inside) == 1 and "1 node(s) ran on empty tensors (a zero-size dimension: boxes [0, 4])" in inside[0]
+    assert "degenerate" not in inside[0]
+    empty_batch = roofline_notes(table, None, ["Tensor(shape=[0, 3, 32, 32], dtype=float32, device=cpu)"])
+    assert "the input is degenerate" in empty_batch[0]

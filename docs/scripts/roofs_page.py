@@ -44,6 +44,14 @@ print("### R resnet18 224: largest roof_pct among nodes over 20 us:", round(floa
       timed["roof_pct"].idxmax())
 print(timed.sort_values("roof_pct", ascending=False).head(5)[["kind", "median_ms", "bytes", "out_bytes", "roof_ms", "roof_pct", "limit"]].to_string())
 
+timm = __import__("timm")
+for name, model in (("mobilenet_v3_small", torchvision.models.mobilenet_v3_small(weights=None)),
+                    ("vit_tiny", timm.create_model("vit_tiny_patch16_224", pretrained=False)),
+                    ("convnext_atto", timm.create_model("convnext_atto", pretrained=False))):
+    p = fxprof.profile(model.eval(), torch.randn(1, 3, 224, 224), warmup=2, iters=8)
+    t = p.df[p.df["median_ms"] > 0.020]
+    print(f"### Z {name}: largest roof_pct among nodes over 20 us:", round(float(t["roof_pct"].max()), 1), t["roof_pct"].idxmax())
+
 print("### E empty batch")
 e = fxprof.profile(r18, torch.randn(0, 3, 32, 32), warmup=1, iters=5)
 print("\n".join(line for line in str(e).splitlines() if line.startswith("roofline:")))

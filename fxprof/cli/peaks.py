@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
            + (f", {found.threads} thread(s)" if found.threads else "") + f", torch {found.torch}")
     _print(f"  compute    {found.flops_per_s / 1e12:.4g} TFLOP/s   (best GEMM or convolution)")
     _print(f"  bandwidth  {found.bytes_per_s / 1e9:.4g} GB/s      (best of copy, add, triad; bytes read + written)")
-    _print(f"  op floor   {found.overhead_s * 1e6:.3g} us          (one-element add, as a node timer sees it: a node whose roof is below it and whose median is under {FLOOR_MULTIPLE:g} floors is 'overhead')")
+    _print(f"  op floor   {found.overhead_s * 1e6:.3g} us          (one-element add as the timer sees it: roof below it, median under {FLOOR_MULTIPLE:g} floors: 'overhead')")
     _print(f"  ridge      {found.ridge:.3g} FLOP/byte  (below: memory-limited at the roof; above: compute-limited)")
     details = found.details
     for name, rate in details.get("compute_flops_per_s", {}).items():

@@ -338,8 +338,8 @@ class Profile:
         - ``flops``: floating-point operations per model run (``FlopCounterMode``; 0 for ops
           without a formula); ``flops_pct``: share of the model's FLOPs; ``gflops_per_s``:
           flops over the median time.
-        - ``bytes``: bytes the node reads and writes (tensor inputs, a called module's
-          parameters, outputs; 0 for views and plumbing): a lower bound (docs/roofline.md).
+        - ``bytes``: bytes the node's ops touch (the parts of its inputs and a called module's
+          parameters they read, its outputs; 0 for views and plumbing): a lower bound (docs/roofline.md).
         - ``intensity`` (FLOPs per byte), ``roof_ms`` (the least time the node could take at
           the machine peaks in ``meta["peaks"]``), ``roof_pct`` (roof over median, percent),
           ``headroom_ms`` (median minus roof), ``limit`` (``compute``, ``memory`` or

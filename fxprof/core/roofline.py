@@ -289,10 +289,12 @@ def _empty_shape(text: Any) -> bool:
     return isinstance(text, str) and any("0" in [d.strip() for d in group.split(",")] for group in _SHAPE.findall(text))
 
 
-def roofline_notes(table: pd.DataFrame, peaks: Mapping[str, Any] | Peaks | None = None) -> list[str]:
-    """The header's verdicts on the roofline columns: nodes on empty tensors (a degenerate input:
-    no data, no arithmetic, so no roof explains their time), then the nodes that ran above their
-    roof (``roof_pct`` over :data:`ABOVE_ROOF_PCT`) with the likely reasons."""
+def roofline_notes(table: pd.DataFrame, peaks: Mapping[str, Any] | Peaks | None = None,
+                   inputs: Any = None) -> list[str]:
+    """The header's verdicts on the roofline columns: nodes on empty tensors (no data, no
+    arithmetic, so no roof explains their time; "the input is degenerate" when one of the
+    model's ``inputs``, as ``meta["inputs"]`` describes them, is empty), then the nodes that ran
+    above their roof (``roof_pct`` over :data:`ABOVE_ROOF_PCT`) with the likely reasons."""
     if "roof_pct" not in table.columns:
         return []
     lines = []
@@ -304,9 +306,11 @@ def roofline_notes(table: pd.DataFrame, peaks: Mapping[str, Any] | Peaks | None 
     if empty.any():
         first = empty[empty].index[0]
         shape = table.loc[first, "output_shape"] if "output_shape" in table.columns else ""
+        degenerate = any(_empty_shape(str(text)) for text in (inputs if isinstance(inputs, (list, tuple)) else []))
+        why = "the input is degenerate (an empty tensor: an empty batch?); " if degenerate else ""
         lines.append(f"roofline: {int(empty.sum())} node(s) ran on empty tensors (a zero-size dimension: {first} "
-                     f"{shape}): the input is degenerate (an empty batch?); such nodes move no data and do no "
-                     f"arithmetic, so their time is each op's fixed cost, not a cache's or a busy machine's")
+                     f"{shape}): {why}such nodes move no data and do no arithmetic, so their time is each op's "
+                     f"fixed cost, not a cache's or a busy machine's")
     above = table[(table["roof_pct"] > ABOVE_ROOF_PCT) & ~empty]
     if not above.empty:
         worst = above["roof_pct"].idxmax()

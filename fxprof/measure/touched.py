@@ -107,9 +107,10 @@ _PARTIAL_INPLACE: dict[str, Callable[[dict[str, Any]], int]] = {
 
 def _storage_key(t: torch.Tensor) -> Any:
     try:
-        return ("ptr", t.device.type, t.untyped_storage().data_ptr())
+        ptr = t.untyped_storage().data_ptr()
     except Exception:  # tensors without storage (some subclasses)
         return ("id", id(t))
+    return ("ptr", t.device.type, ptr) if ptr else ("id", id(t))  # meta and empty tensors have no address
 
 
 def _region(t: torch.Tensor) -> Any:
@@ -144,7 +145,20 @@ class Touched:
         regions[region] = max(regions.get(region, 0), int(nbytes))
 
     def op(self, func: Any, args: tuple, kwargs: dict, result: Any) -> None:
-        """Record one aten op that does work (the caller has checked that) and its result."""
+        """Record one aten op that does work (the caller has checked that) and its result. An
+        op the rules cannot read (an odd schema, a tensor subclass) counts every tensor
+        argument as read in full and every output as written: the count never stops a profile."""
+        from .tree import tensors_in
+
+        try:
+            self._op(func, args, kwargs, result)
+        except Exception:
+            for t in tensors_in((args, kwargs)):
+                self._add(self.reads, t, tensor_bytes(t), tag="fallback")
+            for t in tensors_in(result):
+                self._add(self.writes, t, tensor_bytes(t), tag="fallback")
+
+    def _op(self, func: Any, args: tuple, kwargs: dict, result: Any) -> None:
         from .tree import tensors_in
 
         outputs = tensors_in(result)

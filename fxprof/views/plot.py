@@ -180,7 +180,8 @@ _LIMIT_COLORS = {"compute": "#4c72b0", "memory": "#dd8452", "overhead": "#8c8c8c
 def plot_roofline(profile: Profile, label: int = 8, ax: "Axes | None" = None, without_flops: int = 8) -> "Axes":
     """The roofline: each node's arithmetic intensity (FLOPs per byte, x) against its achieved
     rate (FLOPs over its median time, y), log-log, under the two roofs of the profile's machine
-    peaks (``meta["peaks"]``): the bandwidth slope and the compute ceiling, meeting at the ridge.
+    peaks (``meta["peaks"]``): the bandwidth slope and the compute ceiling, meeting at the ridge;
+    dashed, the slope of each cache level the peaks measured (cache-aware roofs).
 
     One dot per node that does FLOPs, sized by its median time and coloured by its ``limit``;
     the ``label`` nodes with the most ``headroom_ms`` (time above their roof) are named with
@@ -221,6 +222,10 @@ def plot_roofline(profile: Profile, label: int = 8, ax: "Axes | None" = None, wi
     ax.annotate(f"{peaks.flops_per_s / 1e9:.4g} GFLOP/s ({peaks.dtype or 'peak'})", (hi / 1.5, peaks.flops_per_s),
                 fontsize="small", ha="right", va="bottom")
     ax.axvline(peaks.ridge, color="gray", linestyle=":", linewidth=0.8)
+    for level in peaks.caches:  # the cache-aware roofs: dashed, each a node whose reads fit it is held to
+        rate = max(level["bytes_per_s"], peaks.bytes_per_s)
+        ax.plot(xs, np.minimum(xs * rate, peaks.flops_per_s), color="gray", linestyle="--", linewidth=0.8)
+        ax.annotate(f"{level['level']} {rate / 1e9:.3g} GB/s", (lo * 1.5, lo * 1.5 * rate), fontsize="x-small", va="bottom", color="gray")
     times = placed["median_ms"].to_numpy(dtype=float)
     sizes = 20 + 400 * times / times.max() if len(times) and times.max() > 0 else 20
     ax.scatter(x, y, s=sizes, c=[_LIMIT_COLORS.get(v, "#8c8c8c") for v in placed["limit"]], alpha=0.7,

@@ -183,7 +183,7 @@ def _above_roof(profile: "Profile") -> list[str]:
     """The roofline's verdicts: nodes on empty tensors, nodes above their roof (core.roofline)."""
     from ..core.roofline import roofline_notes
 
-    return roofline_notes(profile.df, profile.meta.get("peaks"))
+    return roofline_notes(profile.df, profile.meta.get("peaks"), profile.meta.get("inputs"))
 
 
 def _loop_line(profile: "Profile") -> list[str]:

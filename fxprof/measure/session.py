@@ -64,7 +64,7 @@ from ..core.nodes import NodeInfo
 from ..core.profile import Profile
 from .tree import describe_value
 from ..vocab import CAPTURES
-from .capture import Capture, DynamoCapture, capture_model, fxprof_backend
+from .capture import Capture, DynamoCapture, capture_model, fxprof_backend, specialised_inputs
 from .environment import environment
 from .loop import _build, check_devices, describe_run
 from .ranks import gather, is_initialized
@@ -154,6 +154,15 @@ def signature_of(args: tuple, kwargs: dict, training: bool) -> tuple:
     return tuple(key)
 
 
+def _tree_key(model: nn.Module) -> tuple:
+    """What a symbolic graph of ``model`` holds on to: its modules, parameters and buffers
+    (the objects, by identity, and where they sit). A loop that replaces, adds or removes one
+    changes it; updating a tensor in place (an optimizer step, running statistics) does not."""
+    return (tuple((p, id(m)) for p, m in model.named_modules(remove_duplicate=False)),
+            tuple((p, id(t)) for p, t in model.named_parameters(remove_duplicate=False)),
+            tuple((p, id(t)) for p, t in model.named_buffers(remove_duplicate=False)))
+
+
 def _describe_inputs(args: tuple, kwargs: dict) -> list[str]:
     return [describe_value(v) for v in args] + [f"{k}={describe_value(v)}" for k, v in kwargs.items()]
 
@@ -238,7 +247,10 @@ class Session:
         self._action = "none"
         self._open = False
         self._inside = threading.local()  # re-entry: tracing and dynamo call the model's forward
-        self._captures: dict[bool, Capture] = {}  # model.training -> its capture
+        self._captures: dict[Any, Capture] = {}  # (model.training, call pattern) -> its capture (None: backward=True)
+        self._trees: dict[int, tuple] = {}  # id(graph capture) -> the module tree it was made from
+        self._retired: list[Capture] = []  # captures the model's tree no longer matched
+        self._recaptures = 0
         self._signatures: dict[tuple, int] = {}
         self._signature_info: list[dict[str, Any]] = []
         self._warm: set[int] = set()  # signatures that ran through the interpreter once
@@ -263,7 +275,8 @@ class Session:
         self._had_forward = "forward" in model.__dict__
         self._saved_forward = model.__dict__.get("forward")
         self._eager = model.forward  # what the model runs when the session is not timing it
-        model.forward = self._forward  # instance attribute: nn.Module.__call__ (and its hooks) calls it
+        self._hook = self._forward  # one bound method, to tell it from a forward the loop sets
+        model.forward = self._hook  # instance attribute: nn.Module.__call__ (and its hooks) calls it
         try:
             self._enter_step(0)  # a schedule that fails at step 0 leaves nothing behind
         except BaseException:
@@ -281,13 +294,21 @@ class Session:
                 self._finish(incomplete=True, error=exc)
             self._cycle = None
         finally:
-            for captured in self._captures.values():
+            for captured in self._all_captures():
                 captured.close()
             self._open = False
             PROFILING.release()
 
     def _restore(self) -> None:
         model = self.model
+        if model.__dict__.get("forward") is not self._hook:
+            # the loop set a forward of its own during the session (a wrapper, which calls ours): it stays the
+            # user's; ours now runs the model's own forward, eagerly
+            import warnings
+
+            warnings.warn(f"fxprof: the loop set {self.name}.forward during the session; fxprof left it as it is (it "
+                          f"runs the forward it wrapped, eagerly, once the session is over)", stacklevel=4)
+            return
         if self._had_forward:
             model.forward = self._saved_forward
         else:
@@ -317,7 +338,7 @@ class Session:
     # ------------------------------------------------------------- the forward
     def _forward(self, *args: Any, **kwargs: Any) -> Any:
         action = self._action
-        if action == "none" or getattr(self._inside, "on", False):
+        if action == "none" or not self._open or getattr(self._inside, "on", False):
             return self._eager(*args, **kwargs)
         self._inside.on = True
         try:
@@ -369,7 +390,7 @@ class Session:
         for a backward (the step is over); with ``abort``, drop it (the loop failed)."""
         pending = self._pending
         if force or abort:  # an untimed run still waiting for its backward: nothing to keep
-            for other in self._captures.values():
+            for other in self._all_captures():
                 if getattr(other, "run_open", False) and (pending is None or other is not pending[0]):
                     other.abort()  # type: ignore[attr-defined]
         if pending is None:
@@ -386,24 +407,61 @@ class Session:
             cycle.last_inputs = inputs
 
     def _capture_for(self, args: tuple, kwargs: dict) -> Capture:
-        """The capture of the model in its current mode (made on first use: symbolic tracing
-        bakes ``self.training`` into the graph, so train and eval get one each)."""
+        """The capture that runs what the eager model would run for this call, made on first
+        use. Symbolic tracing bakes ``self.training``, the module tree and the call pattern
+        (which optional inputs are None or left out, bool flags) into its graph, so graphs are
+        kept per mode and pattern, and made again when the loop changed the module tree
+        (replaced, added or removed a module, parameter or buffer); dynamo and AOTAutograd
+        follow such changes themselves (their guards recompile)."""
         mode = self.model.training
-        captured = self._captures.get(mode)
-        if captured is None and self.backward:
-            from .loop_training import LoopTrainingCapture
+        if self.backward:  # one AOTAutograd capture for every mode: dynamo guards on it
+            captured = self._captures.get(None)
+            if captured is None:
+                from .loop_training import LoopTrainingCapture
 
-            captured = LoopTrainingCapture(self.model, self._eager)
-            self._captures[mode] = captured
+                captured = self._captures[None] = LoopTrainingCapture(self.model, self._eager)
+            return captured
+        pattern = tuple(sorted((k, repr(v)) for k, v in specialised_inputs(self.model, args, kwargs).items()))
+        key = (mode, pattern)
+        captured = self._captures.get(key)
+        if captured is None:
+            captured = next((c for (m, _), c in self._captures.items() if m == mode and c.kind == "dynamo"), None)
+        if captured is not None and captured.kind != "dynamo":
+            tree = _tree_key(self.model)
+            if self._trees.get(id(captured)) != tree:
+                self._retire(captured, key)
+                self._recaptures += 1
+                import warnings
+
+                warnings.warn(f"fxprof: the loop changed {self.name}'s modules, parameters or buffers at step {self.step_num} "
+                              f"(replaced, added or removed one): the session captured the model again, so its steps run "
+                              f"what the eager model runs now", stacklevel=6)
+                captured = None
         if captured is None:
             # the graph runs inside the model's own __call__ (forward is ours), so its hooks still run
             captured = capture_model(self.model, args, kwargs, self.capture, leaf_modules=self.leaf_modules,
-                                     trace_into=self.trace_into, root_hooks_run=True)
+                                     trace_into=self.trace_into, root_hooks_run=True, forward=self._eager)
             if isinstance(captured, DynamoCapture):
                 # compile the model's own forward: the model's __call__ now leads back here
                 captured.compiled = torch.compile(self._eager, backend=fxprof_backend)
-            self._captures[mode] = captured
+            else:
+                self._trees[id(captured)] = _tree_key(self.model)
+        self._captures[key] = captured
         return captured
+
+    def _retire(self, captured: Capture, key: Any) -> None:
+        """A capture the model no longer matches: its keys go; it is closed once no cycle holds it."""
+        for k in [k for k, c in self._captures.items() if c is captured]:
+            del self._captures[k]
+        self._trees.pop(id(captured), None)
+        self._retired.append(captured)
+
+    def _all_captures(self) -> list[Capture]:
+        """Every capture made so far, each once."""
+        seen: dict[int, Capture] = {}
+        for c in [*self._captures.values(), *self._retired]:
+            seen.setdefault(id(c), c)
+        return list(seen.values())
 
     # ------------------------------------------------------------------ cycles
     def _finish(self, incomplete: bool, error: BaseException | None = None) -> None:
@@ -491,7 +549,7 @@ class Session:
 
     def _capture_count(self) -> int:
         count = 0
-        for captured in self._captures.values():
+        for captured in self._all_captures():
             if isinstance(captured, DynamoCapture):
                 count += len(captured.session.labels)  # every graph dynamo compiled (recompiles too)
             elif captured.kind == "aot":
@@ -501,15 +559,18 @@ class Session:
         return count
 
     def _capture_words(self) -> str:
-        kinds = sorted({c.kind for c in self._captures.values()})
+        kinds = sorted({c.kind for c in self._all_captures()})
         if "dynamo" in kinds:
             how = "dynamo: every graph it compiled so far, recompiles for new shapes included"
         elif "aot" in kinds:
             how = "aot: every forward/backward pair dynamo and AOTAutograd compiled so far, recompiles included"
-        elif len(self._captures) > 1:
-            how = f"{', '.join(kinds)}: one graph per mode, train and eval, for every signature"
+        elif len(self._all_captures()) > 1:
+            how = (f"{', '.join(kinds)}: one graph per mode (train, eval) and call pattern (optional inputs None or "
+                   f"given), for every signature")
         else:
             how = f"{', '.join(kinds)}: one graph for every signature"
+        if self._recaptures:
+            how += f"; captured again {self._recaptures} time(s) after the loop changed the model's modules"
         return f"{len(self._signatures)} input signature(s) seen, {self._capture_count()} capture(s) ({how})"
 
     def _warmup_steps(self) -> int:

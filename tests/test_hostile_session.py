@@ -133,6 +133,26 @@ def test_a_session_runs_the_forward_set_on_the_instance(capture):
     assert model.__dict__["forward"].__name__ == "forward"  # the user's wrapper, put back
 
 
+def test_a_forward_the_loop_sets_during_the_session_is_run_and_left_in_place():
+    model = Masked()
+    x = torch.randn(2, 8)
+    s = fxprof.session(model, schedule=fxprof.schedule(warmup=1, active=3))
+    with torch.no_grad():
+        s.__enter__()
+        model(x)
+        s.step()
+        _wrapped(model)  # wraps the session's forward
+        want = Masked.forward(model, torch.cat([x, x, x, x])) * 2
+        for _ in range(3):
+            assert torch.equal(model(x), want)
+            s.step()
+        with pytest.warns(UserWarning, match="set Masked.forward during the session"):
+            s.__exit__(None, None, None)
+        assert model.__dict__["forward"].__name__ == "forward"  # the user's wrapper stays
+        assert torch.equal(model(x), want)  # and runs the model's own forward inside it, eagerly
+    assert s.profiles[0].meta["run_steps"] == [2, 3]  # step 1: the wrapper's batch of 8, a new signature, untimed
+
+
 def test_symbolic_capture_refuses_a_forward_set_on_the_instance():
     model = _wrapped(Masked())
     with pytest.raises(fxprof.TraceError, match="set on the instance"):

@@ -64,7 +64,8 @@ from ..core.nodes import NodeInfo
 from ..core.profile import Profile
 from .tree import describe_value
 from ..vocab import CAPTURES
-from .capture import Capture, DynamoCapture, capture_model, fxprof_backend, specialised_inputs
+from .capture import Capture, DynamoCapture, specialised_inputs
+from .program import COMPILED_BACKWARD, capture_program, wants_compiled
 from .environment import environment
 from .loop import _build, check_devices, describe_run
 from .ranks import gather, is_initialized
@@ -235,14 +236,10 @@ class Session:
             raise TypeError(f"schedule must be fxprof.schedule(...) or torch.profiler.schedule(...), got {plan!r}")
         if on_ready is not None and not callable(on_ready):
             raise TypeError(f"on_ready must be a function taking a Profile, got {on_ready!r}")
-        from .compiled import is_compiled
-
         #: a torch.compile'd model: the compiled program's kernels are timed (fxprof.measure.loop_compiled)
-        self._compiled = is_compiled(model) and capture == "auto"
+        self._compiled = wants_compiled(model, None, capture)
         if self._compiled and backward:
-            raise ValueError("backward=True times the backward graphs of an eager model (AOTAutograd through fxprof's own "
-                             "backend); a session of a torch.compile'd model times its compiled forward kernels. Leave "
-                             "backward=True out, or pass the eager model (model._orig_mod) for backward=True")
+            raise ValueError(COMPILED_BACKWARD)
         self.model = model
         self.schedule = plan
         self.on_ready = on_ready
@@ -461,19 +458,10 @@ class Session:
         (replaced, added or removed a module, parameter or buffer); dynamo and AOTAutograd
         follow such changes themselves (their guards recompile)."""
         mode = self.model.training
-        if self._compiled:  # one compiled program: dynamo guards on modes, shapes and the module tree
+        if self._compiled or self.backward:  # one program: dynamo guards on modes, shapes and the module tree
             captured = self._captures.get(None)
             if captured is None:
-                from .loop_compiled import LoopCompiledCapture
-
-                captured = self._captures[None] = LoopCompiledCapture(self.model)
-            return captured
-        if self.backward:  # one AOTAutograd capture for every mode: dynamo guards on it
-            captured = self._captures.get(None)
-            if captured is None:
-                from .loop_training import LoopTrainingCapture
-
-                captured = self._captures[None] = LoopTrainingCapture(self.model, self._eager)
+                captured = self._captures[None] = self._program(args, kwargs)
             return captured
         pattern = tuple(sorted((k, repr(v)) for k, v in specialised_inputs(self.model, args, kwargs).items()))
         key = (mode, pattern)
@@ -493,15 +481,18 @@ class Session:
                 captured = None
         if captured is None:
             # the graph runs inside the model's own __call__ (forward is ours), so its hooks still run
-            captured = capture_model(self.model, args, kwargs, self.capture, leaf_modules=self.leaf_modules,
-                                     trace_into=self.trace_into, root_hooks_run=True, forward=self._eager)
-            if isinstance(captured, DynamoCapture):
-                # compile the model's own forward: the model's __call__ now leads back here
-                captured.compiled = torch.compile(self._eager, backend=fxprof_backend)
-            else:
+            captured = self._program(args, kwargs)
+            if captured.kind != "dynamo":
                 self._trees[id(captured)] = _tree_key(self.model)
         self._captures[key] = captured
         return captured
+
+    def _program(self, args: tuple, kwargs: dict) -> Capture:
+        """The program this call runs, from the one capture entry (fxprof.measure.program); the
+        graph runs inside the model's own __call__ (forward is ours), so its hooks still run."""
+        return capture_program(self.model, args, kwargs, capture=self.capture, backward=self.backward,
+                               leaf_modules=self.leaf_modules, trace_into=self.trace_into,
+                               compile=None if self._compiled else False, loop=True, forward=self._eager)
 
     def _retire(self, captured: Capture, key: Any) -> None:
         """A capture the model no longer matches: its keys go; it is closed once no cycle holds it."""

@@ -12,8 +12,9 @@ from torch import nn
 
 from .core.profile import Profile
 from .core.ranks import ISOLATED_UNDER_RANKS
-from .measure.capture import Capture, capture_model
-from .measure.compiled import is_compiled, profile_compiled_model
+from .measure.capture import Capture
+from .measure.compiled import profile_compiled_model
+from .measure.program import capture_program, wants_compiled
 from .measure.environment import environment
 from .measure.fidelity import OwnRuns
 from .measure.loop import DEFAULT_GPU_WARMUP_MS, RunPlan, check_devices, describe_run, measure
@@ -173,7 +174,7 @@ def profile(
         if kwargs:
             raise TypeError(f"unknown option(s) {', '.join(map(repr, kwargs))} of fxprof.profile (model inputs go in model_kwargs)")
         kwargs = dict(model_kwargs)
-    if compile or (compile is None and is_compiled(model)):  # the compiled program's kernels (fxprof.measure.compiled)
+    if wants_compiled(model, compile):  # the compiled program's kernels (fxprof.measure.compiled)
         return profile_compiled_model(model, args, kwargs, compile, explicit, mode, warmup, iters, no_grad, name)
 
     PROFILING.acquire()  # one profile at a time in this process (see fxprof.measure.state)
@@ -183,23 +184,12 @@ def profile(
     bar, own_bar = as_progress(progress)
     try:
         bar.phase("tracing" if capture in ("auto", "symbolic") else f"capturing ({capture})")
-        if backward:  # training steps: forward and backward graphs (see fxprof.measure.training)
-            from .measure.training import capture_training
-
-            if torch.is_inference_mode_enabled():
-                raise ValueError(
-                    "backward=True was called inside torch.inference_mode(), where no gradient can be computed "
-                    "(tensors made there can never take part in autograd); call fxprof.profile outside the "
-                    "inference_mode() block. (Inside torch.no_grad() fxprof turns gradients on for the steps itself.)"
-                )
-
-            captured: Capture = capture_training(model, capture, mode, loss_fn, optimizer)
+        # the one capture entry (fxprof.measure.program): training steps or the model's graphs
+        captured: Capture = capture_program(model, args, kwargs, capture=capture, backward=backward, loss_fn=loss_fn,
+                                            optimizer=optimizer, mode=mode, concrete_args=concrete_args,
+                                            leaf_modules=leaf_modules, trace_into=trace_into, compile=False)
+        if backward:
             no_grad = False
-        elif loss_fn is not None or optimizer is not None:
-            raise ValueError("loss_fn and optimizer apply to training steps: pass backward=True as well")
-        else:
-            captured = capture_model(model, args, kwargs, capture, concrete_args=concrete_args, leaf_modules=leaf_modules,
-                                     trace_into=trace_into)
     except BaseException:
         if own_bar:
             bar.close()

@@ -168,6 +168,10 @@ class Capture:
         """One profiled run: every node's marks go to ``recorder``."""
         raise NotImplementedError
 
+    def run_timed(self, recorder: Recorder, args: tuple, kwargs: dict) -> Any:
+        """A run of a session's timed step (a capture timed by other means than ``recorder`` says so here)."""
+        return self.run(recorder, args, kwargs)
+
     def start_timing(self) -> None:
         """Called when the timed runs begin."""
 
@@ -567,8 +571,12 @@ def capture_model(
     leaf_modules: Any = (),
     trace_into: Any = (),
     root_hooks_run: bool = False,
+    forward: Any = None,
 ) -> Capture:
     """Capture ``model`` as FX graph(s) by ``capture`` (see the module docstring).
+
+    ``forward``: what ``model(...)`` runs where the caller has put its own ``forward`` on the
+    instance (a session): the one it replaced (default: the instance's own, if any).
 
     ``root_hooks_run``: the caller runs the graph from inside the model's own ``__call__`` (a
     session replaces ``forward``), so the root module's hooks run around it and tracing loses
@@ -582,7 +590,7 @@ def capture_model(
             f"capture (symbolic tracing, dynamo, export) needs. Pass the eager nn.Module instead: the model as it "
             f"was before torch.jit.script/trace (a loaded .pt file: build the model class and load its state_dict)."
         )
-    captured = _capture(model, args, kwargs, capture, concrete_args, leaf_modules, trace_into, root_hooks_run)
+    captured = _capture(model, args, kwargs, capture, concrete_args, leaf_modules, trace_into, root_hooks_run, forward)
     captured.notes.update(_nested_compile_notes(model, captured))
     return captured
 
@@ -621,12 +629,21 @@ def _nested_compile_notes(model: nn.Module, captured: Capture) -> dict[str, Any]
 
 
 def _capture(model: nn.Module, args: tuple, kwargs: dict, capture: str, concrete_args: Any, leaf_modules: Any, trace_into: Any = (),
-             root_hooks_run: bool = False) -> Capture:
+             root_hooks_run: bool = False, forward: Any = None) -> Capture:
     if isinstance(model, fx.GraphModule) and capture in ("auto", "symbolic"):
         return GraphCapture(model, "graphmodule", "a GraphModule was given: used as is")
+    own = instance_forward(model, forward)
+    if own is not None and capture in ("auto", "symbolic", "export"):
+        what = (f"{type(model).__name__}'s forward is set on the instance ({_callable_name(own)}), and that is what "
+                f"model(...) runs; {'torch.export' if capture == 'export' else 'symbolic tracing'} would capture the "
+                f"class's forward instead, a different program")
+        if capture == "auto":
+            return DynamoCapture(model, f"{what}; used dynamo, which runs the instance's forward")
+        raise TraceError(f"cannot capture {type(model).__name__} with capture={capture!r}: {what}. Use capture='dynamo' "
+                         f"(or 'auto'), which runs what model(...) runs, or capture the model before setting its forward.")
     specialised: set[str] = set()
     if capture in ("symbolic", "auto"):
-        omitted = _omitted_defaults(model, args, kwargs)
+        omitted = specialised_inputs(model, args, kwargs)
         specialised = set(omitted) - set(concrete_args or {})
         concrete_args = {**omitted, **(concrete_args or {})} or None
     if capture == "symbolic":
@@ -651,25 +668,45 @@ def _capture(model: nn.Module, args: tuple, kwargs: dict, capture: str, concrete
         return DynamoCapture(model, f"symbolic tracing failed{at} ({cause}); fell back to dynamo")
 
 
-def _omitted_defaults(model: nn.Module, args: tuple, kwargs: dict) -> dict[str, Any]:
-    """The ``forward`` parameters the inputs leave out, at their (non-tensor) defaults, for
-    ``concrete_args``: the run uses exactly those values. Left symbolic, a ``mask=None`` would
-    be a traced value, ``if mask is not None`` would take the wrong branch, and the graph
-    would fail on ``None`` (the Hugging Face ``attention_mask`` pattern)."""
-    if hasattr(type(model).forward, "__wrapped__"):  # a decorated forward: tracing binds the wrapper's (*args, **kwargs)
+def instance_forward(model: nn.Module, forward: Any = None) -> Any:
+    """The ``forward`` set on the instance (``model.forward = wrapper``, as accelerate-style
+    wrappers do), which ``model(x)`` runs instead of the class's; None when there is none.
+    ``forward``: what the model runs, where a session has put its own in the instance's place."""
+    if forward is None:
+        forward = model.__dict__.get("forward")
+    if forward is None or isinstance(model, fx.GraphModule):
+        return None
+    if getattr(forward, "__self__", None) is model and getattr(forward, "__func__", None) is type(model).forward:
+        return None  # m.forward = m.forward: the class's own
+    return forward
+
+
+def specialised_inputs(model: nn.Module, args: tuple, kwargs: dict) -> dict[str, Any]:
+    """The class ``forward``'s parameters that symbolic tracing fixes to their values for this
+    call (``concrete_args``): left out at a ``None``/number default, or given as ``None`` or a
+    bool. Left symbolic, a ``mask=None`` would be a traced value, ``if mask is not None`` would
+    take the wrong branch, and the graph would fail on ``None`` (the Hugging Face
+    ``attention_mask`` pattern); a bool flag steers control flow. The result is also the
+    *call pattern* a session keys its graphs by: a graph serves only calls of its pattern."""
+    forward = type(model).forward
+    if hasattr(forward, "__wrapped__"):  # a decorated forward: tracing binds the wrapper's (*args, **kwargs)
         return {}
     try:
-        signature = inspect.signature(model.forward)
+        signature = inspect.signature(forward.__get__(model))
         bound = signature.bind_partial(*args, **kwargs)
     except (TypeError, ValueError):  # inputs that do not fit are reported when binding them
         return {}
-    return {
-        name: p.default
-        for name, p in signature.parameters.items()
-        if name not in bound.arguments
-        and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
-        and (p.default is None or type(p.default) in (bool, int, float))
-    }
+    fixed: dict[str, Any] = {}
+    for name, p in signature.parameters.items():
+        if p.kind not in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
+            continue
+        if name in bound.arguments:
+            value = bound.arguments[name]
+            if value is None or isinstance(value, bool):
+                fixed[name] = value
+        elif p.default is not p.empty and (p.default is None or type(p.default) in (bool, int, float)):
+            fixed[name] = p.default
+    return fixed
 
 
 def _drop_default_guards(gm: fx.GraphModule, names: set[str]) -> None:
@@ -688,6 +725,10 @@ def _drop_default_guards(gm: fx.GraphModule, names: set[str]) -> None:
                 graph.erase_node(next(iter(user.users)))
                 graph.erase_node(user)
     gm.recompile()
+
+
+def _callable_name(fn: Any) -> str:
+    return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
 
 
 def _first_line(exc: BaseException) -> str:

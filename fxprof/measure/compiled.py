@@ -83,6 +83,14 @@ def compile_options(compile: Any) -> dict[str, Any]:
     unknown = sorted(set(compile) - set(_COMPILE_KEYS))
     if unknown:
         raise ValueError(f"unknown compile option(s) {', '.join(map(repr, unknown))}; choose from {', '.join(_COMPILE_KEYS)}")
+    if compile.get("dynamic", None) not in (None, True, False):
+        raise ValueError(f"compile option dynamic must be True, False or None (torch.compile's), got {compile['dynamic']!r}")
+    if not isinstance(compile.get("fullgraph", False), bool):
+        raise ValueError(f"compile option fullgraph must be True or False, got {compile['fullgraph']!r}")
+    options = compile.get("options")
+    if options is not None and not (isinstance(options, dict) and all(isinstance(k, str) for k in options)):
+        raise ValueError(f"compile option options must be a dict of inductor settings by name "
+                         f"(e.g. {{'max_autotune': True}}), got {options!r}")
     mode = compile.get("mode")
     if mode is not None and mode not in COMPILE_MODES:
         raise ValueError(f"unknown compile mode {mode!r}; choose one of {', '.join(COMPILE_MODES)}")

@@ -14,6 +14,7 @@ user's loss and whatever the loop did between forward and backward: that is outs
 from __future__ import annotations
 
 import contextlib
+import inspect
 from typing import Any, Callable
 
 import torch
@@ -34,20 +35,31 @@ class _LoopSession(_TrainingSession):
 
     def __init__(self, model_type: type):
         super().__init__(model_type)
-        #: forward graphs (pairs) whose backward is still due in the open run; None: no open run
-        self.waiting: set[int] | None = None
+        #: backward executions still owed in the open run, per forward graph (pair): a graph that
+        #: ran twice (two forwards feeding one loss) owes two; None: no open run
+        self.waiting: dict[int, int] | None = None
+        #: graph executions of the open run, and of the last run that ended: (forward, backward)
+        self.counts = [0, 0]
+        self.last_counts: tuple[int, int] = (0, 0)
+
+    def begin(self) -> None:
+        self.waiting = {}
+        self.counts = [0, 0]
 
     def run_graph(self, runner: _GraphRunner, args: tuple) -> Any:
-        if runner.which == "backward" and self.waiting is None:
+        if runner.which == "backward" and (self.waiting is None or not self.waiting.get(id(runner.pair))):
             self.label(runner)  # described, but a backward outside a run is not timed
             return runner.gm(*args)
         out = super().run_graph(runner, args)
         if self.waiting is not None:
+            key = id(runner.pair)
             if runner.which == "forward":
-                self.waiting.add(id(runner.pair))
+                self.counts[0] += 1
+                self.waiting[key] = self.waiting.get(key, 0) + 1
             else:
-                self.waiting.discard(id(runner.pair))
-                if not self.waiting:
+                self.counts[1] += 1
+                self.waiting[key] -= 1
+                if not any(self.waiting.values()):
                     self.end_run()
         return out
 
@@ -56,6 +68,7 @@ class _LoopSession(_TrainingSession):
         if self.waiting is None:
             return
         self.waiting = None
+        self.last_counts = (self.counts[0], self.counts[1])
         if self.recorder is not None and self.recorder.active:
             self.recorder.end_run()
 
@@ -65,6 +78,14 @@ class _LoopSession(_TrainingSession):
         self.waiting = None
         if self.recorder is not None and self.recorder.active:
             self.recorder.abort_run()
+
+
+def _first_parameter(forward: Any) -> str:
+    """The name of a forward's first parameter (``self`` by convention, not by rule)."""
+    try:
+        return next(iter(inspect.signature(forward).parameters), "self")
+    except (TypeError, ValueError):
+        return "self"
 
 
 class LoopTrainingCapture(Capture):
@@ -83,6 +104,7 @@ class LoopTrainingCapture(Capture):
         self.model = model
         self.compiled = torch.compile(forward, backend=training_backend)
         self.session = _LoopSession(type(model))
+        self.session.root_name = _first_parameter(type(model).forward)
         self._activation: contextlib.ExitStack | None = contextlib.ExitStack()
         self._activation.enter_context(_ACTIVE.active(self.session))  # the runners dispatch here until the session ends
 
@@ -105,20 +127,26 @@ class LoopTrainingCapture(Capture):
         """A run is waiting for its backward."""
         return self.session.waiting is not None
 
-    def run(self, recorder: Recorder, args: tuple, kwargs: dict) -> Any:
-        self.settle()
+    def run(self, recorder: Recorder, args: tuple, kwargs: dict, join: bool = False) -> Any:
+        """One forward; its run ends when every backward it and the forwards joined to it owe has
+        run. ``join``: add this forward to the open run (several forwards feeding one loss)."""
         session = self.session
-        session.recorder, session.make_pass = recorder, None
-        recorder.begin_run()
-        session.waiting = set()
+        if not (join and self.run_open):
+            self.settle()
+            session.recorder, session.make_pass = recorder, None
+            recorder.begin_run()
+            session.begin()
+        owed = dict(session.waiting or {})
         try:
             out = self.compiled(*args, **kwargs)
         except BaseException:
             session.abort_run()
             raise
         wants_backward = torch.is_grad_enabled() and any(t.requires_grad for t in tensors_in(out))
-        if not wants_backward or not session.waiting:
-            session.end_run()  # no backward will come (no_grad, eval, or nothing to differentiate)
+        if not wants_backward and session.waiting is not None:
+            session.waiting = owed  # no backward will come for this forward (no_grad, or nothing to differentiate)
+            if not any(owed.values()):
+                session.end_run()
         return out
 
     def settle(self) -> None:

@@ -64,7 +64,8 @@ from ..core.nodes import NodeInfo
 from ..core.profile import Profile
 from .tree import describe_value
 from ..vocab import CAPTURES
-from .capture import Capture, DynamoCapture, capture_model, fxprof_backend
+from .capture import Capture, DynamoCapture, specialised_inputs
+from .program import COMPILED_BACKWARD, capture_program, wants_compiled
 from .environment import environment
 from .fidelity import EagerSteps
 from .loop import _build, check_devices, describe_run
@@ -155,6 +156,15 @@ def signature_of(args: tuple, kwargs: dict, training: bool) -> tuple:
     return tuple(key)
 
 
+def _tree_key(model: nn.Module) -> tuple:
+    """What a symbolic graph of ``model`` holds on to: its modules, parameters and buffers
+    (the objects, by identity, and where they sit). A loop that replaces, adds or removes one
+    changes it; updating a tensor in place (an optimizer step, running statistics) does not."""
+    return (tuple((p, id(m)) for p, m in model.named_modules(remove_duplicate=False)),
+            tuple((p, id(t)) for p, t in model.named_parameters(remove_duplicate=False)),
+            tuple((p, id(t)) for p, t in model.named_buffers(remove_duplicate=False)))
+
+
 def _describe_inputs(args: tuple, kwargs: dict) -> list[str]:
     return [describe_value(v) for v in args] + [f"{k}={describe_value(v)}" for k, v in kwargs.items()]
 
@@ -173,6 +183,9 @@ class _Cycle:
         self.captures: list[Capture] = []
         self.last_inputs: list[str] = []
         self.active_steps = 0
+        self.run_modes: list[tuple] = []  # the numerics each timed run had (see _numerics)
+        self.eager_calls = 0  # eval / no-grad forwards of a backward=True session, run eagerly
+        self.run_graphs: list[tuple[int, int]] = []  # backward=True: (forward, backward) graph executions per run
 
     @property
     def runs(self) -> int:
@@ -224,13 +237,17 @@ class Session:
             raise TypeError(f"schedule must be fxprof.schedule(...) or torch.profiler.schedule(...), got {plan!r}")
         if on_ready is not None and not callable(on_ready):
             raise TypeError(f"on_ready must be a function taking a Profile, got {on_ready!r}")
+        #: a torch.compile'd model: the compiled program's kernels are timed (fxprof.measure.loop_compiled)
+        self._compiled = wants_compiled(model, None, capture)
+        if self._compiled and backward:
+            raise ValueError(COMPILED_BACKWARD)
         self.model = model
         self.schedule = plan
         self.on_ready = on_ready
         self.capture = capture
         self.timer_spec = timer
         self.backward = bool(backward)
-        self.name = name or type(model).__name__
+        self.name = name or type(model._orig_mod if self._compiled else model).__name__  # type: ignore[union-attr]
         self.gather = gather
         self.leaf_modules = leaf_modules
         self.trace_into = trace_into
@@ -239,7 +256,10 @@ class Session:
         self._action = "none"
         self._open = False
         self._inside = threading.local()  # re-entry: tracing and dynamo call the model's forward
-        self._captures: dict[bool, Capture] = {}  # model.training -> its capture
+        self._captures: dict[Any, Capture] = {}  # (model.training, call pattern) -> its capture (None: backward=True)
+        self._trees: dict[int, tuple] = {}  # id(graph capture) -> the module tree it was made from
+        self._retired: list[Capture] = []  # captures the model's tree no longer matched
+        self._recaptures = 0
         self._signatures: dict[tuple, int] = {}
         self._signature_info: list[dict[str, Any]] = []
         self._signature_keys: list[tuple] = []
@@ -251,6 +271,10 @@ class Session:
         self._cycle: _Cycle | None = None
         self._cycles = 0
         self._pending: tuple | None = None  # the last timed run, until it has ended
+        self._run_step = -1  # the step the last instrumented forward ran in
+        self._calls = 0  # model calls while the session was open
+        self._said_empty = False  # a cycle that timed nothing was warned about
+        self._mode: tuple = ()  # the numerics of the last timed run (autocast, matmul precision, grad)
         self._saved_forward: Any = None
         self._had_forward = False
         self._own = EagerSteps()  # the eager steps' own forward times, per input signature
@@ -266,7 +290,8 @@ class Session:
         self._had_forward = "forward" in model.__dict__
         self._saved_forward = model.__dict__.get("forward")
         self._eager = model.forward  # what the model runs when the session is not timing it
-        model.forward = self._forward  # instance attribute: nn.Module.__call__ (and its hooks) calls it
+        self._hook = self._forward  # one bound method, to tell it from a forward the loop sets
+        model.forward = self._hook  # instance attribute: nn.Module.__call__ (and its hooks) calls it
         try:
             self._enter_step(0)  # a schedule that fails at step 0 leaves nothing behind
         except BaseException:
@@ -283,14 +308,26 @@ class Session:
             if self._cycle is not None and self._cycle.runs:
                 self._finish(incomplete=True, error=exc)
             self._cycle = None
+            if exc is None and not self.profiles and not self._said_empty:
+                import warnings
+
+                warnings.warn(self._nothing_timed(), stacklevel=2)
         finally:
-            for captured in self._captures.values():
+            for captured in self._all_captures():
                 captured.close()
             self._open = False
             PROFILING.release()
 
     def _restore(self) -> None:
         model = self.model
+        if model.__dict__.get("forward") is not self._hook:
+            # the loop set a forward of its own during the session (a wrapper, which calls ours): it stays the
+            # user's; ours now runs the model's own forward, eagerly
+            import warnings
+
+            warnings.warn(f"fxprof: the loop set {self.name}.forward during the session; fxprof left it as it is (it "
+                          f"runs the forward it wrapped, eagerly, once the session is over)", stacklevel=4)
+            return
         if self._had_forward:
             model.forward = self._saved_forward
         else:
@@ -319,11 +356,13 @@ class Session:
 
     # ------------------------------------------------------------- the forward
     def _forward(self, *args: Any, **kwargs: Any) -> Any:
+        self._calls += 1
         action = self._action
-        if getattr(self._inside, "on", False):
+        if not self._open or getattr(self._inside, "on", False):
             return self._eager(*args, **kwargs)
         if action == "none":  # the model's own forward: timed as it runs (fxprof.measure.fidelity)
-            return self._own.call(self._eager, args, kwargs, signature_of(args, kwargs, self.model.training))
+            # keyed as the timed runs' signatures are (inputs, mode and numerics), to be set beside them
+            return self._own.call(self._eager, args, kwargs, signature_of(args, kwargs, self.model.training) + (_numerics(),))
         self._inside.on = True
         try:
             return self._instrumented(action, args, kwargs)
@@ -331,15 +370,32 @@ class Session:
             self._inside.on = False
 
     def _instrumented(self, action: str, args: tuple, kwargs: dict) -> Any:
-        self._settle(force=True)  # a forward whose backward never came is over
-        key = signature_of(args, kwargs, self.model.training)
+        if self.backward and not (torch.is_grad_enabled() and self.model.training):
+            # a validation pass (eval, no_grad) inside a training session: not a training step, no backward
+            # comes; it runs as the eager model, untimed, and leaves an open run as it is
+            if self._cycle is not None:
+                self._cycle.eager_calls += 1
+            return self._eager(*args, **kwargs)
+        numerics = _numerics()  # an autocast or no_grad block runs other kernels: a signature of its own
+        key = signature_of(args, kwargs, self.model.training) + (numerics,)
         sig = self._signatures.get(key)
         if sig is None:
             sig = self._signatures[key] = len(self._signatures)
             self._signature_keys.append(key)
-            self._signature_info.append({"id": sig, "inputs": _describe_inputs(args, kwargs),
-                                         "training": self.model.training, "first_step": self.step_num})
+            modes = ([f"autocast {numerics[0]}"] if numerics[0] != "off" else []) + ([] if numerics[2] else ["grad off"])
+            self._signature_info.append({"id": sig, "inputs": _describe_inputs(args, kwargs) + modes,
+                                         "training": self.model.training, "first_step": self.step_num,
+                                         "autocast": numerics[0], "grad": numerics[2]})
         captured = self._capture_for(args, kwargs)
+        cycle = self._cycle
+        timed = action.startswith("active") and cycle is not None and sig in self._warm
+        pending = self._pending
+        # several forwards of one step before its backward (siamese, contrastive, teacher-student): one run
+        join = (getattr(captured, "run_open", False) and self._run_step == self.step_num
+                and (pending is not None and pending[0] is captured and pending[1] is cycle if timed else pending is None))
+        if not join:
+            self._settle(force=True)  # a forward whose backward never came is over
+        self._run_step = self.step_num
         call_args, call_kwargs = captured.bind(args, kwargs)
         if self._timer is None:
             inputs = call_args + tuple(call_kwargs.values())
@@ -348,23 +404,29 @@ class Session:
             self._recorder = Recorder(self._timer)
         recorder = self._recorder
         assert recorder is not None
-        cycle = self._cycle
-        if not action.startswith("active") or cycle is None or sig not in self._warm:
+        if not timed:
             # warm-up, or the first call of a signature: through the interpreter, untimed
             if action.startswith("active") and cycle is not None:
                 cycle.untimed_first.append({"step": self.step_num, "signature": sig})
-            recorder.recording = Recording()  # thrown away
-            out = captured.run(recorder, call_args, call_kwargs)
+            if not join:
+                recorder.recording = Recording()  # thrown away
+            out = captured.run(recorder, call_args, call_kwargs, join=True) if join else captured.run(recorder, call_args, call_kwargs)
             self._pending = None
             self._warm.add(sig)
             return out
+        assert cycle is not None
         if captured not in cycle.captures:
             cycle.captures.append(captured)
+        if join:
+            out = captured.run(recorder, call_args, call_kwargs, join=True)  # type: ignore[call-arg]
+            self._settle()
+            return out
         before = cycle.recording.runs
         if before == 0 and isinstance(captured, DynamoCapture):
             captured.start_timing()
         recorder.recording = cycle.recording
-        out = captured.run(recorder, call_args, call_kwargs)
+        self._mode = numerics
+        out = captured.run_timed(recorder, call_args, call_kwargs)
         # a training capture's run ends with the loop's backward: it is counted when it has
         self._pending = (captured, cycle, before, self.step_num, sig, _describe_inputs(args, kwargs))
         self._settle()
@@ -375,7 +437,7 @@ class Session:
         for a backward (the step is over); with ``abort``, drop it (the loop failed)."""
         pending = self._pending
         if force or abort:  # an untimed run still waiting for its backward: nothing to keep
-            for other in self._captures.values():
+            for other in self._all_captures():
                 if getattr(other, "run_open", False) and (pending is None or other is not pending[0]):
                     other.abort()  # type: ignore[attr-defined]
         if pending is None:
@@ -387,29 +449,71 @@ class Session:
             captured.abort() if abort else captured.settle()  # type: ignore[attr-defined]
         self._pending = None
         if cycle.recording.runs > before:
+            counts = getattr(getattr(captured, "session", None), "last_counts", None)
+            if self.backward and counts is not None:
+                cycle.run_graphs.append(tuple(counts))
             cycle.run_steps.append(step)
+            cycle.run_modes.append(self._mode)
             cycle.run_signatures.append(sig)
             cycle.last_inputs = inputs
 
     def _capture_for(self, args: tuple, kwargs: dict) -> Capture:
-        """The capture of the model in its current mode (made on first use: symbolic tracing
-        bakes ``self.training`` into the graph, so train and eval get one each)."""
+        """The capture that runs what the eager model would run for this call, made on first
+        use. Symbolic tracing bakes ``self.training``, the module tree and the call pattern
+        (which optional inputs are None or left out, bool flags) into its graph, so graphs are
+        kept per mode and pattern, and made again when the loop changed the module tree
+        (replaced, added or removed a module, parameter or buffer); dynamo and AOTAutograd
+        follow such changes themselves (their guards recompile)."""
         mode = self.model.training
-        captured = self._captures.get(mode)
-        if captured is None and self.backward:
-            from .loop_training import LoopTrainingCapture
+        if self._compiled or self.backward:  # one program: dynamo guards on modes, shapes and the module tree
+            captured = self._captures.get(None)
+            if captured is None:
+                captured = self._captures[None] = self._program(args, kwargs)
+            return captured
+        pattern = tuple(sorted((k, repr(v)) for k, v in specialised_inputs(self.model, args, kwargs).items()))
+        key = (mode, pattern)
+        captured = self._captures.get(key)
+        if captured is None:
+            captured = next((c for (m, _), c in self._captures.items() if m == mode and c.kind == "dynamo"), None)
+        if captured is not None and captured.kind != "dynamo":
+            tree = _tree_key(self.model)
+            if self._trees.get(id(captured)) != tree:
+                self._retire(captured, key)
+                self._recaptures += 1
+                import warnings
 
-            captured = LoopTrainingCapture(self.model, self._eager)
-            self._captures[mode] = captured
+                warnings.warn(f"fxprof: the loop changed {self.name}'s modules, parameters or buffers at step {self.step_num} "
+                              f"(replaced, added or removed one): the session captured the model again, so its steps run "
+                              f"what the eager model runs now", stacklevel=6)
+                captured = None
         if captured is None:
             # the graph runs inside the model's own __call__ (forward is ours), so its hooks still run
-            captured = capture_model(self.model, args, kwargs, self.capture, leaf_modules=self.leaf_modules,
-                                     trace_into=self.trace_into, root_hooks_run=True)
-            if isinstance(captured, DynamoCapture):
-                # compile the model's own forward: the model's __call__ now leads back here
-                captured.compiled = torch.compile(self._eager, backend=fxprof_backend)
-            self._captures[mode] = captured
+            captured = self._program(args, kwargs)
+            if captured.kind != "dynamo":
+                self._trees[id(captured)] = _tree_key(self.model)
+        self._captures[key] = captured
         return captured
+
+    def _program(self, args: tuple, kwargs: dict) -> Capture:
+        """The program this call runs, from the one capture entry (fxprof.measure.program); the
+        graph runs inside the model's own __call__ (forward is ours), so its hooks still run."""
+        return capture_program(self.model, args, kwargs, capture=self.capture, backward=self.backward,
+                               leaf_modules=self.leaf_modules, trace_into=self.trace_into,
+                               compile=None if self._compiled else False, loop=True, forward=self._eager)
+
+    def _retire(self, captured: Capture, key: Any) -> None:
+        """A capture the model no longer matches: its keys go; it is closed once no cycle holds it."""
+        for k in [k for k, c in self._captures.items() if c is captured]:
+            del self._captures[k]
+        self._trees.pop(id(captured), None)
+        self._retired.append(captured)
+
+    def _all_captures(self) -> list[Capture]:
+        """Every capture made so far, each once."""
+        seen: dict[int, Capture] = {}
+        for c in [*self._captures.values(), *self._retired]:
+            seen.setdefault(id(c), c)
+        return list(seen.values())
 
     # ------------------------------------------------------------------ cycles
     def _finish(self, incomplete: bool, error: BaseException | None = None) -> None:
@@ -421,6 +525,7 @@ class Session:
             if cycle.untimed_first and not incomplete:
                 import warnings
 
+                self._said_empty = True
                 warnings.warn(f"fxprof: cycle {cycle.number} (steps {cycle.first_step}-{self.step_num}) timed no run: every "
                               f"active step's batch had a signature not seen before (those run untimed); more warm-up "
                               f"steps or fewer distinct shapes help", stacklevel=3)
@@ -455,10 +560,10 @@ class Session:
         captured = _Captures(cycle.captures)
         first = cycle.captures[0]
         meta = describe_run(self.model, self.name, self._timer, devices, (), self._warmup_steps(), rec.recording.runs,
-                            not torch.is_grad_enabled(), first)
+                            not any(m[2] for m in cycle.run_modes), first)
         used = sorted(set(cycle.run_signatures))
         meta.update(
-            env=environment(devices),
+            env=_run_environment(environment(devices), cycle),
             inputs=cycle.last_inputs,
             session=True,
             step=self.step_num,
@@ -481,9 +586,7 @@ class Session:
             notes.append(f"{len(cycle.untimed_first)} active step(s) ({steps}) had a batch of an input signature never run "
                          f"before: run untimed (captured/warmed up), timed from that signature's next occurrence")
         if self.backward:
-            notes.append("backward=True: each run is the forward (fw graphs) and the loop's own backward (bw graphs), "
-                         "from the forward's start to the backward's end; the loss and the loop's code between them "
-                         "are in the run but in no node (coverage)")
+            notes.append(_backward_words(cycle))
         else:
             notes.append("a session times the forward only: backward runs in autograd, eagerly, and is not in this "
                          "table (backward=True times it)")
@@ -494,13 +597,17 @@ class Session:
             meta.update(incomplete=True, requested_iters=self._active_steps())
         meta["notes"] = notes + meta.get("notes", [])
         meta = self._own.describe(meta, [self._signature_keys[s] for s in used])
+        if first.kind == "compiled":
+            return first.build(meta, self.name)  # type: ignore[attr-defined]
         return _build(captured, rec, meta, {})
 
     def _capture_count(self) -> int:
         count = 0
-        for captured in self._captures.values():
+        for captured in self._all_captures():
             if isinstance(captured, DynamoCapture):
                 count += len(captured.session.labels)  # every graph dynamo compiled (recompiles too)
+            elif captured.kind == "compiled":
+                count += len(captured.graphs.order)  # type: ignore[attr-defined]  # every graph inductor compiled
             elif captured.kind == "aot":
                 count += len(captured.session.pairs)  # type: ignore[attr-defined]  # forward/backward pairs
             else:
@@ -508,16 +615,37 @@ class Session:
         return count
 
     def _capture_words(self) -> str:
-        kinds = sorted({c.kind for c in self._captures.values()})
+        kinds = sorted({c.kind for c in self._all_captures()})
         if "dynamo" in kinds:
             how = "dynamo: every graph it compiled so far, recompiles for new shapes included"
+        elif "compiled" in kinds:
+            how = "compiled: every graph torch.compile (inductor) compiled so far, recompiles included"
         elif "aot" in kinds:
             how = "aot: every forward/backward pair dynamo and AOTAutograd compiled so far, recompiles included"
-        elif len(self._captures) > 1:
-            how = f"{', '.join(kinds)}: one graph per mode, train and eval, for every signature"
+        elif len(self._all_captures()) > 1:
+            how = (f"{', '.join(kinds)}: one graph per mode (train, eval) and call pattern (optional inputs None or "
+                   f"given), for every signature")
         else:
             how = f"{', '.join(kinds)}: one graph for every signature"
+        if self._recaptures:
+            how += f"; captured again {self._recaptures} time(s) after the loop changed the model's modules"
         return f"{len(self._signatures)} input signature(s) seen, {self._capture_count()} capture(s) ({how})"
+
+    def _nothing_timed(self) -> str:
+        """Why a session that ends without a profile has none, and what to do."""
+        first = next((k for k in range(10_000) if _action(self.schedule, k).startswith("active")), None)
+        plan = _schedule_words(self.schedule)
+        if not self._calls:
+            seen = "the model was never called inside the session's with-block"
+        else:
+            seen = (f"the model ran {self._calls} time(s) in {self.step_num + 1} step(s) (s.step() was called "
+                    f"{self.step_num} time(s)), and with {plan} the first timed step is "
+                    f"{'never' if first is None else f'step {first}'}")
+        return (f"fxprof: the session of {self.name} ended with no timed step, so it made no profile: {seen}. Call "
+                f"s.step() once per iteration of your loop. When the loop is not yours (Hugging Face generate(), a "
+                f"trainer), step from inside it, once per model call: "
+                f"handle = model.register_forward_hook(lambda *_: s.step()) (handle.remove() afterwards); or use a "
+                f"schedule with fewer warm-up steps (fxprof.schedule(warmup=0, active=...)) for fewer calls.")
 
     def _warmup_steps(self) -> int:
         return int(getattr(self.schedule, "warmup", 0))
@@ -528,6 +656,52 @@ class Session:
     def __repr__(self) -> str:
         return (f"<fxprof.Session of {self.name}: step {self.step_num} ({self._action}), {len(self.profiles)} profile(s), "
                 f"{'open' if self._open else 'closed'}>")
+
+
+def _numerics() -> tuple[str, str, bool]:
+    """The settings of the loop at a forward that change what it computes and costs: autocast,
+    float32 matmul precision, gradients on."""
+    from .environment import _autocast
+
+    return _autocast(), torch.get_float32_matmul_precision(), torch.is_grad_enabled()
+
+
+def _run_environment(env: dict[str, Any], cycle: _Cycle) -> dict[str, Any]:
+    """``env`` with the settings the cycle's runs had, read at each run (the loop's autocast or
+    no_grad block is over when the cycle ends): one value, or each distinct one with its steps."""
+    modes = cycle.run_modes
+    if not modes:
+        return env
+
+    def spread(index: int, show: Any = str) -> str:
+        values: dict[str, list[int]] = {}
+        for mode, step in zip(modes, cycle.run_steps):
+            values.setdefault(show(mode[index]), []).append(step)
+        if len(values) == 1:
+            return next(iter(values))
+        return "; ".join(f"{v} (step{'s' if len(set(st)) > 1 else ''} {', '.join(map(str, sorted(set(st))))})"
+                         for v, st in values.items())
+
+    return {**env, "autocast": spread(0), "float32_matmul_precision": spread(1),
+            "grad": spread(2, lambda on: "on" if on else "off")}
+
+
+def _backward_words(cycle: _Cycle) -> str:
+    """What a run of a backward=True cycle holds, from the graph executions counted in it."""
+    def spread(values: list[int]) -> str:
+        lo, hi = min(values), max(values)
+        return str(lo) if lo == hi else f"{lo}-{hi}"
+
+    graphs = cycle.run_graphs or [(1, 1)]
+    fw, bw = spread([g[0] for g in graphs]), spread([g[1] for g in graphs])
+    text = (f"backward=True: each run holds {fw} forward and {bw} backward graph execution(s): every forward of a "
+            f"step before its backward (several forwards feeding one loss are one run) and every backward they owe, "
+            f"timed inside the loop's own backward; from the first forward's start to the last backward's end, the "
+            f"loss and the loop's code between them in the run but in no node (coverage)")
+    if cycle.eager_calls:
+        text += (f"; {cycle.eager_calls} eval/no-grad forward(s) (validation) ran as the eager model, untimed: "
+                 f"backward=True times training-mode forwards with gradients on")
+    return text
 
 
 def _schedule_words(plan: Any) -> str:

@@ -29,6 +29,7 @@ None, so every run does the same work and its gradients are the eager gradients.
 from __future__ import annotations
 
 import contextlib
+import re
 import copy
 import dataclasses
 import types
@@ -181,6 +182,8 @@ class _TrainingSession(GraphSession):
     def __init__(self, model_type: type):
         super().__init__()
         self.model_type = model_type
+        #: the name dynamo gives the model in its module paths (the compiled forward's first parameter)
+        self.root_name = "self"
         self.pairs: dict[int, int] = {}  # id(pair) -> index, in the order first run
         self.described: set[int] = set()  # id(runner)
         self.nodes: list[NodeInfo] = []
@@ -192,12 +195,12 @@ class _TrainingSession(GraphSession):
         if id(runner) not in self.described:
             self.described.add(id(runner))
             if runner.which == "forward":
-                infos = describe_forward(runner.gm, label, self.model_type)
+                infos = describe_forward(runner.gm, label, self.model_type, self.root_name)
                 self.forward_infos[id(runner.pair)] = {i.name.split(":", 1)[1]: i for i in infos}
             else:
                 fw = runner.pair.forward
                 infos = describe_backward(runner.gm, label, fw.gm if fw is not None else None,
-                                          self.forward_infos.get(id(runner.pair), {}), self.model_type)
+                                          self.forward_infos.get(id(runner.pair), {}), self.model_type, self.root_name)
             self.nodes.extend(infos)
         return label
 
@@ -206,18 +209,20 @@ class _TrainingSession(GraphSession):
 
 
 # ------------------------------------------------------------------ node descriptions
-def _stack_entries(stack: Any) -> list[tuple[str, Any]]:
+def _stack_entries(stack: Any, root_name: str = "self") -> list[tuple[str, Any]]:
     out = []
     for value in (stack or {}).values():
         path, cls = (value[0], value[1]) if isinstance(value, (tuple, list)) and len(value) > 1 else (value, None)
+        if root_name != "self":  # dynamo names the root after the forward's first parameter: L['s'].a is a
+            path = re.sub(rf"""^L\[['"]{re.escape(root_name)}['"]\]""", "L['self']", str(path))
         out.append((normalize_scope(path), cls))
     return out
 
 
-def _placement(stack: Any, model_type: type) -> tuple[str, str, bool]:
+def _placement(stack: Any, model_type: type, root_name: str = "self") -> tuple[str, str, bool]:
     """``(scope, module_type, is_loss)`` of an op from its module stack, with the paths of the
     step module (``model.layer1``, ``loss``) turned back into the model's own (``layer1``)."""
-    entries = _stack_entries(stack)
+    entries = _stack_entries(stack, root_name)
     if any(cls is _Loss for _, cls in entries):
         inner = entries[-1][1]
         module_type = _class_name(inner) if inner is not _Loss and inner is not None and _is_torch_nn_leaf(inner) else ""
@@ -235,13 +240,13 @@ def _class_name(cls: Any) -> str:
     return cls.rpartition(".")[2] if isinstance(cls, str) else getattr(cls, "__name__", str(cls))
 
 
-def describe_forward(gm: fx.GraphModule, label: str, model_type: type) -> list[NodeInfo]:
+def describe_forward(gm: fx.GraphModule, label: str, model_type: type, root_name: str = "self") -> list[NodeInfo]:
     """The forward graph's nodes: phase ``forward``, or ``loss`` for the loss's ops."""
     infos = []
     for node, info in zip(gm.graph.nodes, describe_graph(gm, graph=label)):
         phase = "forward"
         if node.op in ("call_function", "call_method", "call_module"):
-            scope, module_type, is_loss = _placement(node.meta.get("nn_module_stack"), model_type)
+            scope, module_type, is_loss = _placement(node.meta.get("nn_module_stack"), model_type, root_name)
             phase = "loss" if is_loss else "forward"
             info = dataclasses.replace(info, scope=scope, module_type=module_type)
         else:  # inputs (parameters, the batch) and outputs belong to no module
@@ -251,7 +256,7 @@ def describe_forward(gm: fx.GraphModule, label: str, model_type: type) -> list[N
 
 
 def describe_backward(gm: fx.GraphModule, label: str, forward_gm: fx.GraphModule | None,
-                      forward_infos: dict[str, NodeInfo], model_type: type) -> list[NodeInfo]:
+                      forward_infos: dict[str, NodeInfo], model_type: type, root_name: str = "self") -> list[NodeInfo]:
     """The backward graph's nodes, each charged to the forward op it differentiates: the
     forward node with the same ``seq_nr`` (its first op: ``convolution`` rather than the
     ``getitem`` after it) gives ``forward_node``, ``scope`` and ``module_type``; without one,
@@ -271,7 +276,7 @@ def describe_backward(gm: fx.GraphModule, label: str, forward_gm: fx.GraphModule
                 fw = forward_infos[fw_name]
                 info = dataclasses.replace(info, scope=fw.scope, module_type=fw.module_type, forward_node=fw.name)
             else:
-                scope, module_type, _ = _placement(node.meta.get("fwd_nn_module_stack"), model_type)
+                scope, module_type, _ = _placement(node.meta.get("fwd_nn_module_stack"), model_type, root_name)
                 info = dataclasses.replace(info, scope=scope, module_type=module_type)
         else:  # saved activations, incoming gradients and outputs belong to no module
             info = dataclasses.replace(info, scope="", module_type="")

@@ -538,6 +538,8 @@ def env_line(meta: Mapping[str, Any]) -> str:
                          + (", deterministic" if env.get("cudnn_deterministic") else ""))
     parts.append(f"matmul precision {env.get('float32_matmul_precision', '?')}")
     parts.append(f"autocast {env.get('autocast', '?')}")
+    if env.get("grad"):  # a session's runs: the loop's own grad mode
+        parts.append(f"grad {env['grad']}")
     if env.get("deterministic_algorithms"):
         parts.append("deterministic algorithms")
     warm = meta.get("warmup_runs")

@@ -1,0 +1,147 @@
+"""A ``torch.compile``d model inside the user's loop: the compiled program's kernels timed, as
+compiled mode times them.
+
+``fxprof.session(torch.compile(model))`` used to time the eager dynamo graph of the model (symbolic
+tracing fails on an ``OptimizedModule`` and fell back to dynamo), not the program the loop runs.
+:class:`LoopCompiledCapture` is :mod:`fxprof.measure.compiled` for a session: the model is compiled
+again with the user's own backend and options (read from the ``OptimizedModule``) through
+:class:`~fxprof.measure.compiled.CompiledSession`, which keeps every graph with its module stacks,
+under the same inductor settings (kernel ranges, provenance, no caches; patched only while fxprof's
+calls run). The session's warm-up steps compile it; from the first timed step of a cycle on,
+``torch.profiler`` records, and every timed call runs in an ``fxprof::run`` range; when the cycle
+ends the profiler stops and the cycle's profile is built from the kernel calls inside those ranges
+(:func:`fxprof.measure.compiled.spans_from_events`), rows being kernels charged to the eager nodes
+and modules they compute. Untimed steps (``wait``, after the last cycle) run the user's own
+compiled model.
+
+The session times forwards only: a backward the loop runs executes outside the runs' ranges.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+import warnings
+from typing import Any
+
+import torch
+from torch import nn
+
+from ..core.nodes import NodeInfo
+from ..core.profile import Profile
+from .bridge import events_from_kineto, kineto_quiet
+from .capture import Capture
+from .compiled import (RUN_RANGE, CompiledSession, _build, _dynamo_graph_breaks, _inductor_settings, _kernels,
+                       _read_compiled, _recursion_limit_kept, _TraceCatcher, spans_from_events)
+from ..errors import TraceError
+from .recorder import Recorder
+
+__all__ = ["LoopCompiledCapture"]
+
+
+class LoopCompiledCapture(Capture):
+    """The compiled program of a ``torch.compile``d model, run by the user's loop (see the module docs)."""
+
+    kind = "compiled"
+
+    def __init__(self, optimized: nn.Module):
+        super().__init__("a torch.compile'd model: the compiled program's kernels, timed by torch.profiler in each timed "
+                         "step and charged to the eager nodes they compute (as compiled mode)")
+        root, backend, described = _read_compiled(optimized)
+        self.root = root
+        self.described = described
+        self.graphs = CompiledSession(root, backend)
+        self.compiled = torch.compile(root, backend=self.graphs, dynamic=described["dynamic"],
+                                      fullgraph=described["fullgraph"])
+        self.catcher = _TraceCatcher()
+        self.compile_s = 0.0
+        self.compiled_first: int | None = None
+        self.on_cuda = any(t.is_cuda for t in [*root.parameters(), *root.buffers()])
+        self._profiler: Any = None
+        self._quiet: contextlib.ExitStack | None = None
+
+    @property
+    def nodes(self) -> list[NodeInfo]:
+        return []
+
+    @property
+    def module(self) -> nn.Module:
+        return self.root
+
+    def _call(self, args: tuple, kwargs: dict) -> Any:
+        logger = logging.getLogger("torch.__trace")
+        first = self.compiled_first is None
+        breaks_before = _dynamo_graph_breaks() if first else None
+        logger.addHandler(self.catcher)
+        try:
+            with _recursion_limit_kept(), _inductor_settings():
+                t0 = time.perf_counter()
+                out = self.compiled(*args, **kwargs)
+                if first:
+                    if self.on_cuda:
+                        torch.cuda.synchronize()
+                    self.compile_s = time.perf_counter() - t0
+        finally:
+            logger.removeHandler(self.catcher)
+        if first:
+            if not self.graphs.order:
+                raise TraceError("torch.compile compiled no graph of this model (dynamo ran it as plain Python): there are "
+                                 "no kernels to time; profile it eagerly instead (fxprof.session(model._orig_mod))")
+            self.compiled_first = len(self.graphs.order)
+            breaks = _dynamo_graph_breaks()
+            self.described["graph_breaks"] = None if breaks is None or breaks_before is None else breaks - breaks_before
+        return out
+
+    def run(self, recorder: Recorder, args: tuple, kwargs: dict) -> Any:
+        """An untimed call (warm-up; the first one compiles)."""
+        return self._call(args, kwargs)
+
+    def run_timed(self, recorder: Recorder, args: tuple, kwargs: dict) -> Any:
+        """A timed call: recorded by ``torch.profiler`` in an ``fxprof::run`` range."""
+        from torch.profiler import record_function
+
+        if self._profiler is None:
+            self._start()
+        with recorder.run(), record_function(RUN_RANGE):
+            out = self._call(args, kwargs)
+            if self.on_cuda:
+                torch.cuda.synchronize()
+        return out
+
+    def _start(self) -> None:
+        from torch.profiler import ProfilerActivity, profile
+
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.on_cuda else [])
+        self._profiler = profile(activities=activities)
+        with kineto_quiet():
+            self._profiler.__enter__()
+
+    def _stop(self) -> list[Any]:
+        prof, self._profiler = self._profiler, None
+        if prof is None:
+            return []
+        with kineto_quiet(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            prof.__exit__(None, None, None)
+        return events_from_kineto(prof.profiler.kineto_results.events())
+
+    def build(self, meta: dict[str, Any], name: str | None) -> Profile:
+        """The cycle's profile: the kernel calls inside its timed runs (the profiler stops here)."""
+        events = self._stop()
+        spans, runs = spans_from_events(events, device=self.on_cuda)
+        if not spans:
+            raise TraceError(f"torch.profiler recorded no kernel call inside the compiled graphs' calls in {len(runs)} "
+                             f"timed run(s): torch {torch.__version__} may name those ranges differently")
+        kernels = [k for g in self.graphs.order
+                   for k in _kernels(g, self.catcher.code.get(g, ""), self.catcher.provenance.get(g, {}))]
+        profile = _build(self.root, self.graphs, kernels, spans, runs, [], self.compile_s, dict(self.described),
+                         self.compiled_first or 0, meta, name)
+        profile.meta["capture_reason"] = self.reason
+        profile.meta.setdefault("notes", []).append(
+            "a session of a compiled model times the compiled program's forward kernels in each timed step (as compiled "
+            "mode does); there are no unprofiled runs to hold them against, and a backward the loop runs is not timed")
+        return profile
+
+    def close(self) -> None:
+        self._stop()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -77,7 +78,7 @@ def test_a_variant_that_removes_the_slow_block_is_faster_and_names_it():
     assert row["runs"] == 8 and len(result.times["baseline"]) == 8
     assert row["gained"].startswith("slow ")  # the block that gained most is the slow one
     blocks = result.blocks("no_slow")
-    assert blocks.loc["slow", "b_ms"] == 0 and blocks.loc["slow", "a_ms"] > 0
+    assert blocks.loc["slow", "b_ms"] < blocks.loc["slow", "a_ms"] / 5  # an nn.Identity left
     line = result.lines()[0]
     assert line.startswith("no_slow: ") and "x faster [" in line and "slow " in line
     # the user's model is untouched: the slow block is still there, parameters equal
@@ -99,10 +100,8 @@ def test_builtin_variants_on_a_small_cnn():
     assert list(table["speedup"]) == sorted(table["speedup"], reverse=True)  # best first
     assert table.loc["batch=4", "samples"] == 4 and table.loc["channels_last", "samples"] == 2
     # batch=4 is compared per sample: its speed-up is per-sample time, not per call
-    per_call = result.times["baseline"].mean() / result.times["batch=4"].mean()
-    assert table.loc["batch=4", "speedup"] == pytest.approx(
-        (torch.tensor(result.times["baseline"]).median().item() / 2) / (torch.tensor(result.times["batch=4"]).median().item() / 4), rel=1e-6)
-    assert per_call != pytest.approx(table.loc["batch=4", "speedup"])
+    per_call = np.median(result.times["baseline"]) / np.median(result.times["batch=4"])
+    assert table.loc["batch=4", "speedup"] == pytest.approx(per_call * 4 / 2, rel=1e-9)
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
     assert torch.get_num_threads() == result.meta["threads"]  # threads=N puts the count back
 

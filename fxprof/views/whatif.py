@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from .tables import render_table
+from .text import render_table
 
 if TYPE_CHECKING:
     from ..core.whatif import WhatIf

@@ -53,6 +53,8 @@ _LAZY: dict[str, tuple[str, str]] = {
     "compare": ("core.compare", "compare"),
     "ComparabilityWarning": ("core.compare", "ComparabilityWarning"),
     "selfcheck": ("selfcheck", "selfcheck"),
+    "whatif": ("whatif", "whatif"),
+    "WhatIf": ("core.whatif", "WhatIf"),
     "gather": ("measure.ranks", "gather"),
     "merge_chrome_traces": ("views.trace", "merge_chrome_traces"),
     "plot_compare": ("views.plot", "plot_compare"),  # matplotlib itself is imported on first use
@@ -73,6 +75,8 @@ __all__ = [
     "by_signature",
     "compare",
     "selfcheck",
+    "whatif",
+    "WhatIf",
     "gather",
     "plot_top",
     "merge_chrome_traces",

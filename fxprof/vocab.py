@@ -90,3 +90,9 @@ ENV_KEYS = (
     "autocast",
     "threads",
 )
+
+#: what ``fxprof compare --fail-on`` fails on: the whole run slower, or any node slower
+#: (:mod:`fxprof.core.gate`)
+FAIL_ON = ("slower", "node-slower")
+#: the exit status of ``fxprof compare`` when its gate fails (2 stays the usage error's)
+GATE_EXIT = 3

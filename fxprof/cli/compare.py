@@ -7,6 +7,7 @@ import math
 import sys
 from typing import Any
 
+from ..vocab import FAIL_ON, GATE_EXIT
 from .common import _bad, _check_columns, _check_outputs, _check_plotly, _check_top, _print, _view, table_options
 
 USAGE = "compare A B"
@@ -20,6 +21,9 @@ examples:
   fxprof compare before.json after.json --min-effect 0.05 --alpha 0.01
   fxprof compare a.csv b.json --columns kind,a_ms,b_ms,ratio --csv diff.csv
   fxprof compare before.json after.json --html diff.html   # the interactive comparison
+  fxprof compare baseline.json new.json --fail-on slower --markdown "$GITHUB_STEP_SUMMARY"   # a CI gate
+
+Exit status: 0, or 3 when --fail-on's condition holds (the gate failed), 2 on a usage error.
 """
 
 
@@ -52,6 +56,14 @@ def add_parser(command: Any) -> argparse.ArgumentParser:
     ko.add_argument("--html", metavar="PATH",
                     help="write an interactive comparison: the nodes and blocks that moved most, with verdicts, and the "
                          "sortable table; one self-contained file (needs pip install 'fxprof[report]')")
+    ko.add_argument("--markdown", metavar="PATH",
+                    help="write the comparison as GitHub-flavoured Markdown, the verdict first, then the table (for a CI "
+                         "step summary: --markdown \"$GITHUB_STEP_SUMMARY\"; '-': standard output)")
+    g = k.add_argument_group("gate (for CI)")
+    g.add_argument("--fail-on", choices=FAIL_ON, metavar="WHAT",
+                   help=f"exit with status {GATE_EXIT} when B is worse than A: 'slower': B's whole run is significantly "
+                        "slower (Mann-Whitney U on the run times, p < --alpha) by at least --min-effect; 'node-slower': "
+                        "any node's verdict is slower. Needs saved profiles (.json or .npz)")
     return k
 
 
@@ -63,11 +75,17 @@ def check(args: argparse.Namespace) -> None:
         raise _bad(f"bad --min-effect {args.min_effect}: a fraction >= 0, e.g. 0.10 for 10%")
     if args.by == "scope" and args.html is not None:
         raise _bad("--html draws the node-by-node comparison; --by scope has none: drop one of them")
+    if args.by == "scope" and (args.fail_on or args.markdown is not None):
+        raise _bad("--fail-on and --markdown use the node-by-node comparison's verdicts; --by scope has none: drop --by scope")
+    csv_sides = [side for side in (args.a, args.b) if str(side).lower().endswith(".csv")]
+    if args.fail_on and csv_sides:
+        raise _bad(f"--fail-on needs the runs of both sides, and {csv_sides[0]} is a per-node CSV table (no samples); "
+                   f"compare profiles saved with --json (.json or .npz)")
     if args.depth < 1:
         raise _bad(f"bad --depth {args.depth}: a module depth >= 1")
     if args.html is not None:
         _check_plotly("--html")
-    _check_outputs({"--csv": args.csv, "--html": args.html}, inputs=[args.a, args.b])
+    _check_outputs({"--csv": args.csv, "--html": args.html, "--markdown": args.markdown}, inputs=[args.a, args.b])
 
 
 def _check_view(args: argparse.Namespace) -> None:
@@ -114,8 +132,33 @@ def run(args: argparse.Namespace) -> int:
         from ..views.report import write_compare_report
 
         write_compare_report(a, b, args.html, label_a=args.a, label_b=args.b, diff=diff)
-    report = sys.stderr if "-" in (args.csv, args.html) else sys.stdout
+    report = sys.stderr if "-" in (args.csv, args.html, args.markdown) else sys.stdout
     _print(render_compare(diff, args.a, args.b, _view(args, report)), report)
     if args.html is not None:
         _print(f"wrote html: {'standard output' if args.html == '-' else args.html}", report)
-    return 0
+    return _gate(args, a, b, diff, keep, report)
+
+
+def _gate(args: argparse.Namespace, a: Any, b: Any, diff: Any, keep: Any, report: Any) -> int:
+    """The whole run's verdict, the --fail-on gate and the --markdown summary; the exit status."""
+    if args.fail_on is None and args.markdown is None:
+        return 0
+    from ..core.gate import gate, run_verdict
+
+    run = None
+    if hasattr(a, "kept_totals") and hasattr(b, "kept_totals"):
+        run = run_verdict(a.kept_totals(keep), b.kept_totals(keep), alpha=args.alpha, min_effect=args.min_effect)
+    failed, line = gate(diff, args.fail_on, run) if args.fail_on else (False, None)
+    if args.markdown is not None:
+        from ..io.atomic import atomic_write
+        from ..views.markdown import render_compare_markdown
+
+        text = render_compare_markdown(diff, args.a, args.b, run, line, top=args.top)
+        if args.markdown == "-":
+            sys.stdout.write(text)
+        else:
+            atomic_write(args.markdown, lambda handle: handle.write(text))
+            _print(f"wrote markdown: {args.markdown}", report)
+    if line:
+        _print(f"fxprof gate (--fail-on {args.fail_on}): {line}", report)
+    return GATE_EXIT if failed else 0

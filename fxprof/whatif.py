@@ -1,0 +1,134 @@
+"""``fxprof.whatif``: what each usual remedy would do to this model on this machine, measured.
+
+The baseline and every variant are timed **interleaved** run by run (:mod:`fxprof.measure.variants`),
+so drift hits all alike; then each is profiled node by node (:func:`fxprof.profile`) for the
+per-block comparison. The analysis is :class:`fxprof.core.whatif.WhatIf`.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Callable, Iterable, Mapping
+
+import torch
+from torch import nn
+
+from .api import profile
+from .core.compare import ALPHA, MIN_EFFECT
+from .core.whatif import WhatIf
+from .measure.variants import Prepared, parse_variant, prepare, time_interleaved
+
+__all__ = ["whatif"]
+
+
+def whatif(
+    model: nn.Module,
+    inputs: Any,
+    variants: Iterable[str] | Mapping[str, Callable] = ("channels_last", "compile", "inference_mode"),
+    *,
+    iters: int = 20,
+    warmup: int = 3,
+    blocks: bool = True,
+    block_iters: int | None = None,
+    depth: int = 1,
+    alpha: float = ALPHA,
+    min_effect: float = MIN_EFFECT,
+    peaks: Any = "auto",
+    model_kwargs: dict[str, Any] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> WhatIf:
+    """Measure what each variant does to ``model(*inputs)`` against the model as given.
+
+    Args:
+        model: an ``nn.Module``; never changed (every variant works on a deep copy).
+        inputs: a tensor or a tuple of positional inputs; ``model_kwargs`` the keyword ones.
+        variants: built-in names (``channels_last``, ``compile``, ``compile:MODE``, ``bf16``,
+            ``fp16`` (autocast, where the device supports it), ``inference_mode``,
+            ``threads=N``, ``batch=N``: the inputs' first dimension made N, compared per
+            sample), a dict ``{name: fn(model, inputs) -> (model, inputs)}`` of your own, or a
+            mix: a list whose items are names or ``(name, fn)`` pairs.
+        iters: rounds of the interleaved timing: in each, every variant runs once (the order
+            rotating), so 20 rounds give each variant 20 timed runs.
+        warmup: untimed calls of each variant first (a compiled one compiles here).
+        blocks: also profile the baseline and each variant node by node (``fxprof.profile``,
+            ``block_iters`` runs, default ``iters``) for the per-block comparison and the
+            roofline's "why" (``peaks``, as :func:`fxprof.profile`'s).
+        depth: module depth of the block comparison (1: ``layer1``).
+        alpha, min_effect: the verdict's rules, as :func:`fxprof.compare`'s.
+        progress: called with a line saying what runs now.
+
+    Returns:
+        A :class:`~fxprof.core.whatif.WhatIf`: ``.table`` (index ``variant``: ``speedup`` with
+        its 95% interval ``low``/``high``, ``verdict``, ``gained``/``lost`` blocks, ``why``,
+        ``error``), ``.blocks(name)``, ``.profiles``, ``.times``; its repr is the ranked summary.
+        A variant that fails (an unsupported dtype, a compile error) is a row with its reason.
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"fxprof.whatif takes an nn.Module, got {type(model).__name__}")
+    for label, value, minimum in (("iters", iters, 2), ("warmup", warmup, 0), ("depth", depth, 1)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise ValueError(f"{label} must be an integer >= {minimum}, got {value!r}")
+    args = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
+    kwargs = dict(model_kwargs or {})
+    items = list(variants.items()) if isinstance(variants, Mapping) else list(variants)
+    parsed = [parse_variant(item) for item in items]  # a bad name fails before anything runs
+    names = [v.name for v in parsed]
+    duplicated = sorted({n for n in names if names.count(n) > 1} | ({"baseline"} & set(names)))
+    if duplicated:
+        raise ValueError(f"variant name(s) {', '.join(duplicated)} given twice (or 'baseline', the model as given)")
+    say = progress or (lambda line: None)
+    errors: dict[str, str] = {}
+
+    def failed(name: str, exc: BaseException) -> None:
+        errors[name] = f"{type(exc).__name__}: {_first_line(exc)}"
+        say(f"{name} failed: {errors[name]}")
+
+    base = prepare(None, model, args, kwargs)
+    ready: list[Prepared] = [base]
+    for variant in parsed:
+        try:
+            ready.append(prepare(variant, model, args, kwargs))
+        except Exception as exc:
+            failed(variant.name, exc)
+    say(f"timing {len(ready)} variants interleaved: {warmup} warm-up and {iters} timed runs each")
+    times = time_interleaved(ready, iters, warmup, on_error=failed)
+    if "baseline" not in times:
+        raise RuntimeError(f"the model as given failed to run: {errors.get('baseline', 'unknown error')}")
+    result = WhatIf(times=times, samples={p.name: p.samples for p in ready}, order=names, errors=errors,
+                    alpha=alpha, min_effect=min_effect, depth=depth,
+                    meta={"iters": iters, "warmup": warmup, "threads": torch.get_num_threads(), "torch": torch.__version__,
+                          "device": _device(base), "interleaved": True})
+    if blocks:
+        for p in ready:
+            if p.name not in times:
+                continue
+            say(f"profiling {p.name} node by node")
+            try:
+                result.profiles[p.name] = _profile(p, block_iters or iters, peaks)
+            except Exception as exc:  # the whole-run figures stand; say what is missing
+                warnings.warn(f"fxprof.whatif: {p.name} could not be profiled node by node ({_first_line(exc)}); "
+                              f"its row has no blocks", stacklevel=2)
+    return result
+
+
+def _profile(p: Prepared, iters: int, peaks: Any) -> Any:
+    """``p`` profiled node by node in its own context (autocast, inference mode, threads)."""
+    model = p.profile_model if p.profile_model is not None else p.model
+    options: dict[str, Any] = dict(iters=iters, warmup=2, name=p.name, model_kwargs=p.kwargs)
+    if p.profile_options.get("compile"):
+        options["compile"] = p.profile_options["compile"]
+        options.pop("model_kwargs")
+        with p.context():
+            return profile(model, *p.args, **options, **p.kwargs)
+    with p.context():
+        return profile(model, *p.args, peaks=peaks, **options)
+
+
+def _device(p: Prepared) -> str:
+    for t in [*p.model.parameters(), *(a for a in p.args if isinstance(a, torch.Tensor))]:
+        return str(t.device)
+    return "cpu"
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).split("Exception raised from")[0].strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

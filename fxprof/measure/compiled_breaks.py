@@ -40,7 +40,8 @@ from ..core.compiled import Span, common_scope
 from ..core.nodes import NodeInfo
 from .bridge import Event
 
-__all__ = ["LOOKUP", "OVERHEAD_SPAN", "TAIL_SPAN", "OUTSIDE_SPAN", "FRAME_SPANS", "break_site", "frame_spans", "dynamo_counters"]
+__all__ = ["LOOKUP", "OVERHEAD_SPAN", "TAIL_SPAN", "OUTSIDE_SPAN", "FRAME_SPANS", "PART_PREFIX", "break_site", "reported_site",
+           "frame_spans", "frame_nodes", "describe_breaks", "recompile_reason", "dynamo_counters"]
 
 LOOKUP = "TorchDynamo Cache Lookup"
 #: names of the spans :func:`frame_spans` makes (kept apart from kernel spans by name)

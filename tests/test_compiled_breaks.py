@@ -125,7 +125,12 @@ def test_profiler_ranges_cut_into_kernels_overhead_breaks_and_entry():
             ("Pregraph bytecode", 289, 292), ("## Call CompiledFxGraph def ##", 310, 335), ("aten::addmm", 322, 333)]
     events = [Event(n, "range" if n == RUN_RANGE else "other", a * us, b * us, thread=1) for n, a, b in laid]
     spans = frame_spans(events, RUN_RANGE)
-    got = {(s.graph, s.name): round(s.duration_ms * 1000, 6) for s in spans}
+    parts = {(s.graph, s.name.split(":", 3)[-1]): round(s.duration_ms * 1000, 6) for s in spans if s.name.startswith("fxprof::part:")}
+    # the overhead's parts torch's ranges name (meta only): guards, pre-graph bytecode, AOT's prologue, call()'s Python
+    assert parts[("0/0", "TorchDynamo Cache Lookup")] == 18 and parts[("0/0", "Pregraph bytecode")] == 5
+    assert parts[("0/0", "AOTDispatcher Runtime Wrapper Prologue")] == 4
+    assert parts[("0/0", "generated call()'s own Python")] == 78 - 56 and parts[("1/0", "TorchDynamo Cache Lookup")] == 0
+    got = {(s.graph, s.name): round(s.duration_ms * 1000, 6) for s in spans if not s.name.startswith("fxprof::part:")}
     # 0/0: its lookup (18) + region start to the call's end (128) less the kernel (56)
     assert got[("0/0", OVERHEAD_SPAN)] == 18 + 128 - 56
     # after 0/0's call: the print, the eager sum, the resume's lookup; region 1/0 is its own
@@ -152,6 +157,11 @@ def test_a_print_break_is_a_row_with_place_reason_and_time(print_run):
     assert (entry["reason"], entry["line"], entry["scope"], entry["count"]) == ("print", line, "inner", 2.0)
     assert entry["file"].endswith("test_compiled_breaks.py") and entry["median_ms"] == pytest.approx(row["median_ms"], rel=1e-5)
     # one overhead row per compiled graph, and the wrapper's call
+    parts = prof.meta["compiled"]["overhead_parts"]
+    # graph ids count on over the process's compiles (other tests' first): the graphs of this profile's rows
+    graphs = set(df.loc[df["op"] == "extern", "graph"])
+    assert set(parts) == graphs and all("Pregraph bytecode" in parts[g] for g in graphs), parts
+    assert max(parts[g]["TorchDynamo Cache Lookup"] for g in graphs) > 0
     overhead = df[df["op"] == OVERHEAD]
     assert set(overhead["graph"]) == {"", *df.loc[df["op"] == "extern", "graph"]} and "compiled_entry" in overhead.index
 
@@ -162,8 +172,8 @@ def test_rows_add_up_to_the_profiled_run(print_run):
     per_run = samples.groupby("run")["time_ms"].sum()
     totals = prof.runs.set_index("run")["total_ms"]
     assert ((per_run - totals).abs() < 1e-6 + 1e-3 * totals).all()  # every moment of a run is in one row
-    own, _ = own_run_ms(prof.meta)
-    assert 0.4 < prof.df["median_ms"].sum() / own < 2.5  # the profiler's own cost inflates small runs (see notes)
+    own, n = own_run_ms(prof.meta)
+    assert own > 0 and n == prof.num_runs  # rows against it: tests/benchmarks/compiled_breaks.py (load-dependent)
 
 
 def test_header_names_the_break_and_the_shares(print_run):
@@ -234,8 +244,11 @@ def test_hf_bert_compiled_has_overhead_rows_and_no_break(inductor_cache):
     df = prof.df
     assert not (df["op"] == BREAK).any() and prof.meta["compiled"]["breaks"] == []
     assert (df["op"] == OVERHEAD).sum() == prof.meta["compiled"]["graphs"] + 1
-    own, _ = own_run_ms(prof.meta)
-    assert 0.5 < df["median_ms"].sum() / own < 2.0
+    # every moment of each recorded run is in one row; against the own (unprofiled) run the figure swings with
+    # the machine's load (tests/benchmarks/compiled_breaks.py prints it), so it is not asserted here
+    per_run = prof.samples.groupby("run")["time_ms"].sum()
+    totals = prof.runs.set_index("run")["total_ms"]
+    assert ((per_run - totals).abs() < 1e-6 + 1e-3 * totals).all()
 
 
 @pytest.mark.slow

@@ -50,8 +50,8 @@ def compare_blocks(a: Union["Profile", pd.DataFrame], b: Union["Profile", pd.Dat
     ``speedup`` (``a_ms / b_ms``: above 1, ``b`` is faster; NaN where ``b_ms`` is 0),
     ``a_nodes``, ``b_nodes`` (rows summed), ``fused`` (``b``'s fused kernels in the block, each
     as its origins joined by ``+``), ``a_pct``, ``b_pct`` (the block's share of its side), and,
-    when ``b`` is a compiled profile with graph breaks, ``breaks`` (those in the block: reason,
-    place, count a run, time; ``b_ms`` includes them).
+    when a side is a compiled profile with graph breaks, ``breaks`` (``b``'s in the block:
+    reason, place, count a run, time, which ``b_ms`` includes; ``a``'s after ``a: ``).
     A kernel whose origins lie in several blocks counts to their common module (its ``scope``),
     so at a depth below that module it lands in the parent's row.
 
@@ -76,9 +76,12 @@ def compare_blocks(a: Union["Profile", pd.DataFrame], b: Union["Profile", pd.Dat
     out = out.join(memory_changes(ga.reindex(index), gb.reindex(index)))  # fxprof.core.memory: the blocks' peaks
     out = out.sort_values("a_ms", ascending=False, kind="stable")
     columns = list(BLOCK_COLUMNS)
-    breaks = block_breaks(tb, _labels(tb, "scope", depth))
-    if len(breaks):  # the graph breaks inside each block of b: what its time is made of beside kernels
-        out["breaks"] = breaks.reindex(out.index).fillna("").astype(str)
+    breaks_b = block_breaks(tb, _labels(tb, "scope", depth))
+    breaks_a = block_breaks(ta, _labels(ta, "scope", depth))
+    if len(breaks_a) or len(breaks_b):  # the graph breaks inside each block: what its time is made of beside kernels
+        text_b = breaks_b.reindex(out.index).fillna("").astype(str)
+        text_a = ("a: " + breaks_a.reindex(out.index).fillna("").astype(str)).where(breaks_a.reindex(out.index).notna(), "")
+        out["breaks"] = [("; ".join(t for t in (tb_, ta_) if t)) for tb_, ta_ in zip(text_b, text_a)]
         columns.append("breaks")
     a_total, b_total = float(out["a_ms"].sum()), float(out["b_ms"].sum())
     run = None

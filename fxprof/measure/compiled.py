@@ -50,7 +50,7 @@ from ..errors import TraceError
 from ..vocab import COMPILE_MODES
 from .bridge import Event, events_from_kineto, kineto_quiet
 from .capture import _Resolver
-from .compiled_breaks import (FRAME_SPANS, break_site, describe_breaks, frame_nodes, frame_spans, recompile_reason,
+from .compiled_breaks import (break_site, describe_breaks, frame_nodes, frame_spans, recompile_reason,
                               reported_site)
 from .graph import describe_graph, module_kinds
 from .state import preserved_buffers
@@ -234,6 +234,8 @@ class CompiledSession:
         self.frame_scope: dict[str, str] = {}
         #: per graph that ends in a graph break: where and why (dynamo's ``compile_subgraph_reason``)
         self.breaks: dict[str, Any] = {}
+        #: per graph, the median ms a run of each part of its overhead torch's ranges name
+        self.overhead_parts: dict[str, dict[str, float]] = {}
 
     def __call__(self, gm: fx.GraphModule, example_inputs: list) -> Any:
         graph = _compile_id()
@@ -517,7 +519,7 @@ def _build(root: nn.Module, session: CompiledSession, kernels: list[Kernel], spa
     taken: dict[str, int] = {}
     names = {g: readable_names(list(session.nodes[g].values()), kinds, taken) for g in session.order}
     rows = kernel_nodes(kernels, session.nodes, names, module_types, type(root).__name__)
-    spans, framed = [s for s in spans if s.name not in FRAME_SPANS], [s for s in spans if s.name in FRAME_SPANS]
+    spans, framed = [s for s in spans if not s.name.startswith("fxprof::")], [s for s in spans if s.name.startswith("fxprof::")]
     charged, unmatched = charge_spans(kernels, spans)
     extra, extra_names = unmatched_nodes(unmatched, {r.name for r in rows})
     row_of = {k.graph + "|" + k.key: r.name for k, r in zip(kernels, rows)}

@@ -40,12 +40,16 @@ from ..core.compiled import Span, common_scope
 from ..core.nodes import NodeInfo
 from .bridge import Event
 
-__all__ = ["LOOKUP", "OVERHEAD_SPAN", "TAIL_SPAN", "OUTSIDE_SPAN", "FRAME_SPANS", "break_site", "frame_spans", "dynamo_counters"]
+__all__ = ["LOOKUP", "OVERHEAD_SPAN", "TAIL_SPAN", "OUTSIDE_SPAN", "FRAME_SPANS", "PART_PREFIX", "break_site", "reported_site",
+           "frame_spans", "frame_nodes", "describe_breaks", "recompile_reason", "dynamo_counters"]
 
 LOOKUP = "TorchDynamo Cache Lookup"
 #: names of the spans :func:`frame_spans` makes (kept apart from kernel spans by name)
 OVERHEAD_SPAN, TAIL_SPAN, OUTSIDE_SPAN = "fxprof::compiled_overhead", "fxprof::after_graph", "fxprof::outside_regions"
 FRAME_SPANS = (OVERHEAD_SPAN, TAIL_SPAN, OUTSIDE_SPAN)
+#: spans of the overhead's named parts: ``fxprof::part:TorchDynamo Cache Lookup``... (for meta, no row)
+PART_PREFIX = "fxprof::part:"
+_PARTS = ("Pregraph bytecode", "AOTDispatcher Runtime Wrapper Prologue", "AOTDispatcher Runtime Wrapper Epilogue")
 _REGION = re.compile(r"Torch-Compiled Region: (\d+/\d+)")
 _CALL = "## Call CompiledFxGraph"
 _RESUME = re.compile(r"torch_dynamo_resume_in_(\w+?)_at_\d+")
@@ -248,6 +252,15 @@ def frame_spans(events: Iterable[Event], run_range: str, device: bool = False) -
             tail_ns = (e.end_ns - cut) - after
             spans.append(Span(graph, run, OVERHEAD_SPAN, (e.start_ns - r0) / 1e6, max(head_ns, 0) / 1e6, index))
             spans.append(Span(graph, run, TAIL_SPAN, (cut - r0) / 1e6, max(tail_ns, 0) / 1e6, index))
+            # the overhead's parts torch's ranges name (meta only; they lie inside the overhead span)
+            named = {LOOKUP: lookup_ns}
+            for k in children.get(i, []):
+                if inside[k].name in _PARTS:
+                    named[inside[k].name] = named.get(inside[k].name, 0) + inside[k].end_ns - inside[k].start_ns
+            if calls and not device:
+                named["generated call()'s own Python"] = sum(inside[k].end_ns - inside[k].start_ns for k in calls) - kernel_ns
+            spans.extend(Span(graph, run, PART_PREFIX + part, (e.start_ns - r0) / 1e6, ns / 1e6, index)
+                         for part, ns in named.items())
         spans.append(Span("", run, OUTSIDE_SPAN, 0.0, ((r1 - r0) - counted_ns) / 1e6, 0))
     return spans
 
@@ -275,6 +288,18 @@ def frame_nodes(session: Any, spans: Iterable[Span], taken: set[str], module_typ
     from ..core.breaks import OVERHEAD, break_rows, overhead_rows
 
     spans = list(spans)
+    parts: dict[tuple[str, str], dict[int, float]] = {}  # (graph, part) -> run -> ms
+    for s in spans:
+        if s.name.startswith(PART_PREFIX):
+            per_run = parts.setdefault((s.graph, s.name[len(PART_PREFIX):]), {})
+            per_run[s.run] = per_run.get(s.run, 0.0) + s.duration_ms
+    session.overhead_parts = {}
+    for (graph, part), per_run in parts.items():
+        values = sorted(per_run.values())
+        middle = len(values) // 2
+        median = values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2
+        session.overhead_parts.setdefault(graph, {})[part] = round(median, 6)
+    spans = [s for s in spans if s.name in FRAME_SPANS]
     outside: dict[int, float] = {}
     seen = list(dict.fromkeys(s.graph for s in spans if s.name != OUTSIDE_SPAN))
     order = [g for g in session.order if g in seen] + [g for g in seen if g not in session.order]
@@ -339,5 +364,8 @@ def describe_breaks(profile: Any, session: Any, outside: list[float]) -> None:
     compiled = profile.meta.setdefault("compiled", {})
     compiled["breaks"] = break_summary(session.breaks.values(), row_of, stats)
     compiled["outside_ms"] = round(float(np.median(outside)), 6) if outside else None
+    # per graph, the parts of its overhead torch's ranges name (median ms a run; the rest of the row is
+    # the region's Python between them)
+    compiled["overhead_parts"] = dict(getattr(session, "overhead_parts", {}) or {})
     # dynamo's counter misses some breaks (a data-dependent branch): the graphs that end in one count too
     compiled["graph_breaks"] = max(int(compiled.get("graph_breaks") or 0), len(session.breaks))

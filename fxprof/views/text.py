@@ -145,6 +145,7 @@ def compiled_run_lines(profile: "Profile") -> list[str]:
 
     samples = profile.kept_samples()
     framed = not bool(kernel_rows(profile.df).all())  # rows for the time outside the kernels (graph breaks, overhead)
+    all_ms = float(samples.groupby("run", observed=True)["time_ms"].sum().median()) if len(samples) else float("nan")
     if framed:
         samples = samples[samples["node"].isin(profile.df.index[kernel_rows(profile.df)])]
     kernel_ms = float(samples.groupby("run", observed=True)["time_ms"].sum().median()) if len(samples) else float("nan")
@@ -163,7 +164,7 @@ def compiled_run_lines(profile: "Profile") -> list[str]:
             f"kernels: {format_ms(kernel_ms)} a run (median over the runs of their summed times), "
             f"{kernel_ms / plain * 100:.1f}% of the compiled model's own median run time ({format_ms(plain)}, "
             f"{count} unprofiled runs)"
-            + (f"; all rows {profile.df['median_ms'].sum() / plain * 100:.1f}% of it" if framed else "")
+            + (f"; all rows {all_ms / plain * 100:.1f}% of it (the profiler's own cost is in them)" if framed else "")
         )
     lines.extend(breaks_lines(profile, plain))
     return lines

@@ -253,7 +253,7 @@ def test_header_and_meta_describe_the_compiled_program(compiled_run):
     assert "compiled program: torch.compile backend inductor, mode default" in text
     assert "of the compiled model's own median run time" in text
     assert "origins" in text.splitlines()[text.splitlines().index("") + 1]
-    assert 0 < prof.coverage <= 1.0
+    assert 0.5 < prof.coverage <= 1.05  # kernel, overhead and entry rows add up to the run (issue 33)
 
 
 def test_profiling_leaves_model_config_and_loggers_as_they_were(compiled_run, small):
@@ -396,7 +396,8 @@ def test_eager_and_compiled_compared_per_block(compiled_run, small, tmp_path):
     model, x = small
     eager = fxprof.profile(model, x, warmup=1, iters=6)
     blocks = fxprof.compare(eager, prof, by="scope")
-    assert list(blocks.columns) == ["a_ms", "b_ms", "delta_ms", "speedup", "a_nodes", "b_nodes", "fused", "a_pct", "b_pct"]
+    assert list(blocks.columns) == ["a_ms", "b_ms", "delta_ms", "speedup", "a_nodes", "b_nodes", "fused", "a_pct", "b_pct",
+                                   "a_mem_peak_bytes", "b_mem_peak_bytes", "delta_mem_peak_bytes"]  # the blocks' peaks (issue 34)
     assert {"stem", "block", "fc"} <= set(blocks.index)
     row = blocks.loc["block"]
     assert row["a_nodes"] == 4 and row["b_nodes"] >= 1 and row["speedup"] == pytest.approx(row["a_ms"] / row["b_ms"])

@@ -42,6 +42,9 @@ _SESSION_COMPILED = "fixed on branch wt-session: a session of torch.compile(mode
 _NO_STEP = "fixed on branch wt-session: a session that ends with no timed step warns how to call step()"
 _OPTIONAL = "fixed on branch wt-session: a session's symbolic capture of an optional mask=None argument"
 _OUTSIDE = "fixed on branch wt-fidelity: an '(outside the graph)' row for the model's Python a dynamo graph lacks"
+_KERNELS_OUTSIDE = ("fixed on branch wt-fidelity: compiled rows fall short of the compiled run (time between "
+                    "kernels and outside the compiled graphs has no row)")
+_CACHE = _ROOF + " (a small node whose data sits in a cache reads above the DRAM roof)"
 
 #: (model, invariant) -> reason: the cases that fail on this branch because their fix is elsewhere
 KNOWN: dict[tuple[str, str], str] = {
@@ -49,7 +52,9 @@ KNOWN: dict[tuple[str, str], str] = {
     **{(m, "g"): _SESSION_COMPILED for m in CI_COMPILED},
     **{(m, "h"): _HINT for m in CI_COMPILED},
     **{(m, "f"): _FOLD for m in CI_COMPILED},
-    ("resnet18", "c"): _ROOF + " (a relu whose data sits in the cache reads 150-550% of the DRAM roof)",
+    ("resnet18", "c"): _CACHE, ("mobilenet_v3_small", "c"): _CACHE, ("efficientnet_b0", "c"): _CACHE,
+    ("efficientnet_b0", "e"): _NAMES, ("timm_convnext_atto", "e"): _NAMES,
+    ("timm_convnext_atto", "d_compiled"): _KERNELS_OUTSIDE, ("hf_bert", "d_compiled"): _KERNELS_OUTSIDE,
     ("hf_bert", "c"): _ROOF, ("hf_gpt2", "c"): _ROOF, ("hf_llama_gqa", "c"): _ROOF,
     ("hf_bert", "e"): _NAMES, ("hf_gpt2", "e"): _NAMES, ("hf_llama_gqa", "e"): _NAMES,
     ("hf_bert", "d_eager"): _OUTSIDE, ("hf_gpt2", "d_eager"): _OUTSIDE, ("hf_llama_gqa", "d_eager"): _OUTSIDE,
@@ -76,10 +81,14 @@ def peaks():
 
 
 def measured(name: str, peaks) -> zoo.Run:
-    """The model measured once for the module: eager, and compiled for CI_COMPILED."""
+    """The model measured once for the module: eager, and compiled for CI_COMPILED. The eager
+    profile and own runs on this thread's CPU clock: on a loaded machine wall-clock runs lose
+    a third of their time to waiting for a core, between nodes as much as in them (rows / run
+    of the same runs read 0.65 for mobilenet_v3_small at load 20 on 2 cores)."""
     if name not in _RUNS:
         with zoo.quiet():
-            _RUNS[name] = zoo.measure(ZOO[name], iters=ITERS, warmup=WARMUP, compiled=name in CI_COMPILED, peaks=peaks)
+            _RUNS[name] = zoo.measure(ZOO[name], iters=ITERS, warmup=WARMUP, compiled=name in CI_COMPILED, peaks=peaks,
+                                      clock="thread")
     return _RUNS[name]
 
 

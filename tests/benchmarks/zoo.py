@@ -52,6 +52,7 @@ import torch  # noqa: E402
 from zoo_models import CI_COMPILED, CI_SUBSET, ZOO, ZooModel, call_patterns  # noqa: E402
 
 import fxprof  # noqa: E402
+from fxprof.measure.timers import CpuTimer  # noqa: E402
 
 #: invariant (d)'s band: rows over the model's own unprofiled run
 BAND = (0.85, 1.10)
@@ -108,21 +109,45 @@ def _error(exc: BaseException) -> str:
     return re.sub(r"\s+", " ", text)[:400]
 
 
-def _time_own(model: Any, args: tuple, kwargs: dict, calls: int) -> list[float]:
+#: the clocks of invariant (d): ``wall`` (perf_counter, as fxprof's CPU timer) or ``thread`` (this
+#: thread's CPU time: leaves out the time the thread waits for a core, which on a loaded machine
+#: dominates and differs between any two sets of runs; with one intra-op thread the model's work
+#: all runs on this thread, so on a quiet machine the two agree)
+CLOCKS: dict[str, Callable[[], int]] = {"wall": time.perf_counter_ns, "thread": time.thread_time_ns}
+
+
+class ThreadClockTimer(CpuTimer):
+    """fxprof's CPU timer reading this thread's CPU clock, for node marks and run totals alike.
+    A reading costs a system call (about 0.5 us, against 0.05 us for perf_counter_ns)."""
+
+    name = "cpu"
+
+    def __init__(self) -> None:
+        self.mark = self.host_ns = time.thread_time_ns
+
+
+def timer_for(clock: str) -> Any:
+    return ThreadClockTimer() if clock == "thread" else "auto"
+
+
+def _time_own(model: Any, args: tuple, kwargs: dict, calls: int, clock: str = "wall") -> list[float]:
+    now = CLOCKS[clock]
     out = []
     with torch.no_grad():
         for _ in range(calls):
-            t0 = time.perf_counter_ns()
+            t0 = now()
             model(*args, **kwargs)
-            out.append((time.perf_counter_ns() - t0) / 1e6)
+            out.append((now() - t0) / 1e6)
     return out
 
 
-def measure(spec: ZooModel, iters: int = 10, warmup: int = 3, compiled: bool = True, peaks: Any = "auto") -> Run:
+def measure(spec: ZooModel, iters: int = 10, warmup: int = 3, compiled: bool = True, peaks: Any = "auto",
+            clock: str = "wall") -> Run:
     """Build ``spec``, count its FLOPs with FlopCounterMode, profile it eager (own unprofiled runs
     timed before and after, interleaved with the profile) and, unless ``compiled`` is False, in
-    compiled mode. ``peaks``: the roofs of the eager profile, as for fxprof.profile. Errors are
-    kept in the Run, not raised."""
+    compiled mode. ``peaks``: the roofs of the eager profile, as for fxprof.profile; ``clock``:
+    the eager profile's and own runs' clock (:data:`CLOCKS`; compiled mode keeps its own).
+    Errors are kept in the Run, not raised."""
     run = Run(spec)
     t = time.perf_counter()
     model, args, kwargs = spec.build()
@@ -136,12 +161,13 @@ def measure(spec: ZooModel, iters: int = 10, warmup: int = 3, compiled: bool = T
             with FlopCounterMode(display=False) as counter:
                 model(*args, **kwargs)
         run.flops_ref = int(counter.get_total_flops())
-        run.own_ms += _time_own(model, args, kwargs, iters)
+        run.own_ms += _time_own(model, args, kwargs, iters, clock)
         try:
-            run.eager = fxprof.profile(model, *args, warmup=warmup, iters=iters, model_kwargs=kwargs, peaks=peaks)
+            run.eager = fxprof.profile(model, *args, warmup=warmup, iters=iters, model_kwargs=kwargs, peaks=peaks,
+                                       timer=timer_for(clock))
         except Exception as exc:  # noqa: BLE001 - a model's failure is its row
             run.eager_error = _error(exc)
-        run.own_ms += _time_own(model, args, kwargs, iters)
+        run.own_ms += _time_own(model, args, kwargs, iters, clock)
     run.seconds["eager"] = time.perf_counter() - t
     if compiled:
         t = time.perf_counter()
@@ -486,19 +512,20 @@ def cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def zoo_one(name: str, iters: int, warmup: int, compiled: bool, skip: Iterable[str]) -> dict[str, Any]:
+def zoo_one(name: str, iters: int, warmup: int, compiled: bool, skip: Iterable[str], clock: str = "wall") -> dict[str, Any]:
     cpu = cpu_seconds()
-    row = _zoo_one(name, iters, warmup, compiled, skip)
+    row = _zoo_one(name, iters, warmup, compiled, skip, clock)
+    row["clock"] = clock
     row.setdefault("seconds", {})["cpu"] = round(cpu_seconds() - cpu, 1)
     return row
 
 
-def _zoo_one(name: str, iters: int, warmup: int, compiled: bool, skip: Iterable[str]) -> dict[str, Any]:
+def _zoo_one(name: str, iters: int, warmup: int, compiled: bool, skip: Iterable[str], clock: str) -> dict[str, Any]:
     spec = ZOO[name]
     if spec.family == "ddp":
-        return run_ddp(iters, warmup)
+        return run_ddp(iters, warmup, clock)
     try:
-        run = measure(spec, iters=iters, warmup=warmup, compiled=compiled)
+        run = measure(spec, iters=iters, warmup=warmup, compiled=compiled, clock=clock)
     except Exception as exc:  # noqa: BLE001 - building the model failed
         return {"model": name, "family": spec.family, "note": spec.note, "capture": "failed",
                 "eager_error": "build: " + _error(exc), "checks": {}}
@@ -507,7 +534,7 @@ def _zoo_one(name: str, iters: int, warmup: int, compiled: bool, skip: Iterable[
 
 
 # ------------------------------------------------------------------ DDP under torchrun
-def run_ddp(iters: int, warmup: int, timeout: float = 900.0) -> dict[str, Any]:
+def run_ddp(iters: int, warmup: int, clock: str = "wall", timeout: float = 900.0) -> dict[str, Any]:
     """DDP(resnet18) under ``torchrun --nproc-per-node 2`` (gloo), profiled by zoo_ddp.py; rank 0
     checks (a)-(e) on the gathered profile and writes the row."""
     import tempfile
@@ -518,7 +545,7 @@ def run_ddp(iters: int, warmup: int, timeout: float = 900.0) -> dict[str, Any]:
         if os.path.exists("/sys/class/net/lo"):
             env["GLOO_SOCKET_IFNAME"] = "lo"
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-               str(HERE / "zoo_ddp.py"), str(out), str(iters), str(warmup)]
+               str(HERE / "zoo_ddp.py"), str(out), str(iters), str(warmup), clock]
         try:
             proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
         except subprocess.TimeoutExpired:
@@ -609,6 +636,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--iters", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--clock", choices=list(CLOCKS), default="wall",
+                        help="clock of the eager profile and own runs for (d): thread = this thread's CPU time, "
+                             "for a loaded machine")
     parser.add_argument("--in-process", action="store_true", help="run the models in this process, one after another")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per model (child processes)")
     opts = parser.parse_args(argv)
@@ -634,7 +664,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in names:
             t = time.perf_counter()
             if opts.in_process or len(names) == 1 and json_dir is not None:
-                row = zoo_one(name, opts.iters, opts.warmup, not opts.skip_compiled, skip)
+                row = zoo_one(name, opts.iters, opts.warmup, not opts.skip_compiled, skip, opts.clock)
             else:
                 row = _child(name, opts)
             row.setdefault("seconds", {})["total"] = round(time.perf_counter() - t, 1)
@@ -658,7 +688,7 @@ def _child(name: str, opts: argparse.Namespace) -> dict[str, Any]:
 
     with tempfile.TemporaryDirectory() as d:
         cmd = [sys.executable, str(Path(__file__).resolve()), "--models", name, "--json-dir", d, "--iters", str(opts.iters),
-               "--warmup", str(opts.warmup), "--threads", str(opts.threads)]
+               "--warmup", str(opts.warmup), "--threads", str(opts.threads), "--clock", opts.clock]
         if opts.skip_compiled:
             cmd.append("--skip-compiled")
         if opts.skip:

@@ -23,6 +23,7 @@ from zoo_models import ZOO  # noqa: E402
 
 def main() -> None:
     out, iters, warmup = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+    clock = sys.argv[4] if len(sys.argv) > 4 else "wall"
     torch.set_num_threads(1)
     dist.init_process_group("gloo")
     rank = dist.get_rank()
@@ -38,14 +39,14 @@ def main() -> None:
         with FlopCounterMode(display=False) as counter:
             model(x)
         run.flops_ref = int(counter.get_total_flops())
-        run.own_ms += zoo._time_own(model, (x,), {}, iters)
+        run.own_ms += zoo._time_own(model, (x,), {}, iters, clock)
         try:
-            prof = fxprof.profile(model, x, warmup=warmup, iters=iters)
+            prof = fxprof.profile(model, x, warmup=warmup, iters=iters, timer=zoo.timer_for(clock))
             gathered = fxprof.gather(prof)
             run.eager = gathered if rank == 0 else prof
         except Exception as exc:  # noqa: BLE001
             run.eager_error = zoo._error(exc)
-        run.own_ms += zoo._time_own(model, (x,), {}, iters)
+        run.own_ms += zoo._time_own(model, (x,), {}, iters, clock)
     if rank == 0:
         skip = ("d_compiled", "f", "g", "h", "i", "j")
         checks = zoo.run_checks(run, skip=skip)
@@ -55,6 +56,7 @@ def main() -> None:
             # rows of a gathered profile hold every rank's samples: coverage per rank's run
             row["coverage"] = float(run.eager.coverage)
         row["note"] = "torchrun gloo, 2 ranks, 1x3x64x64; compiled and sessions not run"
+        row["clock"] = clock
         out.write_text(json.dumps(row, indent=1, default=str))
     dist.barrier()
     dist.destroy_process_group()

@@ -215,3 +215,14 @@ def test_the_script_writes_one_row_per_model_and_a_failure_is_a_row(tmp_path, mo
     assert "| symbolic | 6 |" in rows["toy"] and "1.0000" in rows["toy"]  # FLOPs equal FlopCounterMode's
     assert sorted(p.name for p in (tmp_path / "rows").iterdir()) == ["broken.json", "toy.json"]
     assert "| toy |" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not torch.distributed.is_available() or not torch.distributed.is_gloo_available(), reason="needs gloo")
+def test_ddp_resnet18_under_torchrun_is_captured_with_its_flops():
+    """The zoo's DDP case: torchrun, gloo, 2 ranks; rank 0 checks the gathered profile."""
+    row = zoo.run_ddp(iters=3, warmup=1, clock="thread", timeout=600)
+    assert row.get("capture") == "dynamo", row.get("eager_error")
+    assert row["ranks"] == [0, 1]
+    assert row["checks"]["a"]["ok"] and row["checks"]["b"]["ok"], row["checks"]
+    assert row["nodes"] > 60 and 0 < row["eager_ratio"] < 2

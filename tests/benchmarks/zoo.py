@@ -100,7 +100,9 @@ def quiet() -> contextlib.ExitStack:
     stack.enter_context(warnings.catch_warnings())
     warnings.simplefilter("ignore")
     for name in ("torch._dynamo", "torch._inductor", "transformers"):
-        logging.getLogger(name).setLevel(logging.ERROR)
+        logger = logging.getLogger(name)
+        stack.callback(logger.setLevel, logger.level)  # put back on exit
+        logger.setLevel(logging.ERROR)
     return stack
 
 

@@ -347,10 +347,8 @@ def render_body(table: pd.DataFrame, view: ViewOptions = ViewOptions(), device_t
     count = _rows(top)
     shown = table if count is None else table.head(count)
     rows = shown[columns].copy()
-    if not explicit and "scope" in rows:  # a module node's scope is the module itself: say it once
-        rows["scope"] = rows["scope"].where(~((shown["op"] == "call_module") & (shown["scope"] == shown["target"])), "")
-        if not (rows["scope"] != "").any():
-            rows = rows.drop(columns=["scope"])
+    if not explicit and "scope" in rows and not (rows["scope"] != "").any():
+        rows = rows.drop(columns=["scope"])
     if (flags != "").any():
         rows["spread"] = flags.loc[shown.index]
 
@@ -360,7 +358,7 @@ def render_body(table: pd.DataFrame, view: ViewOptions = ViewOptions(), device_t
     if hidden > 0:
         rest = float(table["pct"].iloc[len(shown):].sum())
         lines.append(f"... {hidden} more nodes ({rest:.1f}% of node time)")
-    notes = ([aside] if aside else []) + spread_notes(flags) + (roofline_notes(table) if roofline else [])
+    notes = aside.splitlines() + spread_notes(flags) + (roofline_notes(table) if roofline else [])
     lines.extend(textwrap.fill(note, width, subsequent_indent="  ") if width else note for note in notes)
     return "\n".join(lines)
 
@@ -385,12 +383,15 @@ def ranked(table: pd.DataFrame, sort: str | None, ascending: bool = False, bookk
     from ..core.profile import sort_table
     from ..core.rollup import bookkeeping_note, is_bookkeeping
 
+    from ..core.names import is_weight_input, weight_inputs_note
+
     if sort is None or sort == (table.index.name or "node") or bookkeeping or "kind" not in table.columns:
         return sort_table(table, sort, ascending), ""
-    mask = is_bookkeeping(table)
+    mask = is_bookkeeping(table) | is_weight_input(table)
     if not mask.any():
         return sort_table(table, sort, ascending), ""
-    return sort_table(table[~mask], sort, ascending), bookkeeping_note(table)
+    notes = "\n".join(n for n in (bookkeeping_note(table), weight_inputs_note(table)) if n)
+    return sort_table(table[~mask], sort, ascending), notes
 
 
 def _render_groups(groups: pd.DataFrame, key: str, depth: int, top: int | None, sort: str | None = "pct",

@@ -50,7 +50,8 @@ def weight_name(target: str, scope: str) -> str | None:
     if found is None:
         return None
     _, path, attr = found
-    if scope and (not path or scope == path or scope.endswith("." + path)):
+    flat = re.sub(r"[._]", "", path)  # dynamo's spelling loses where underscores and dots were (b._orig_mod)
+    if scope and (not path or re.sub(r"[._]", "", scope).endswith(flat)):
         path = scope
     return ".".join(p for p in (path, attr) if p)
 

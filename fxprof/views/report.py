@@ -73,7 +73,7 @@ _MODULE = "#e8edf3"
 _BOOKKEEPING = "#cfcfcf"
 _OTHER = "#b8b8b8"
 _SIDES = ("#4c72b0", "#dd8452")
-_VERDICT = {"faster": "#2a9d8f", "slower": "#d1495b", "same": "#9aa5b1", "": "#9aa5b1"}
+_VERDICT = {"faster": "#2a9d8f", "slower": "#d1495b", "same": "#9aa5b1", "noisy": "#e9c46a", "": "#9aa5b1"}
 _FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, sans-serif"
 _CONFIG = {"displaylogo": False, "responsive": True}
 
@@ -653,13 +653,18 @@ def render_compare_report(
     both = diff[diff["status"] == "both"]
     counts = diff["verdict"].value_counts() if "verdict" in diff.columns else pd.Series(dtype=int)
     a_total, b_total = float(diff["a_ms"].sum()), float(diff["b_ms"].sum())
-    cards = [(f"summed node time, {label_a}", format_ms(a_total)), (f"summed node time, {label_b}", format_ms(b_total)),
-             ("b/a", f"{b_total / a_total:.3f}" if a_total > 0 else "")]
+    cards = []
     run = diff.attrs.get("run_ratio")
-    if run and np.isfinite(run["ratio"]):
+    if run and np.isfinite(run["ratio"]):  # the headline: the runs' ratio first (fxprof.views.headline)
+        if "a_median_ms" in run:
+            cards += [(f"median run, {label_a}", format_ms(run["a_median_ms"])), (f"median run, {label_b}", format_ms(run["b_median_ms"]))]
         cards.append(("median run b/a (95% interval)", f"{run['ratio']:.3f} ({run['low']:.3f}-{run['high']:.3f})"))
+    cards += [(f"sum of node medians, {label_a}", format_ms(a_total)), (f"sum of node medians, {label_b}", format_ms(b_total)),
+              ("sum of node medians b/a", f"{b_total / a_total:.3f}" if a_total > 0 else "")]
     cards += [("nodes faster", str(int(counts.get("faster", 0)))), ("nodes slower", str(int(counts.get("slower", 0)))),
               ("nodes same", str(int(counts.get("same", 0)))), ("nodes in both", str(len(both)))]
+    if int(counts.get("noisy", 0)):  # a verdict the samples could not carry (fxprof.core.noise)
+        cards.append(("nodes noisy (two modes or spread beyond the change)", str(int(counts.get("noisy", 0)))))
     if int(counts.get("too few runs", 0)):  # sample sizes that no p-value below alpha can come from
         cards.append(("nodes: too few runs to tell", str(int(counts.get("too few runs", 0)))))
     body = [_cards(cards)]

@@ -77,7 +77,7 @@ def change_label(ratio: Any, verdict: str = "") -> str:
         return f"{1.0 / r:.2g}x faster" if r > 0 else "all of its time saved"
     if verdict == "slower" and r > 1.0:
         return f"{r:.2g}x slower" if not math.isinf(r) else "slower"
-    note = {"same": " (same)", "too few runs": " (too few runs to tell)"}.get(verdict, "")
+    note = {"same": " (same)", "too few runs": " (too few runs to tell)", "noisy": " (noisy)"}.get(verdict, "")
     return f"{r:.2f}x the time" + note
 
 

@@ -84,14 +84,9 @@ def render_header(profile: "Profile") -> str:
         lines.extend(compiled_run_lines(profile))
         lines.extend(_outlier_lines(profile))
     elif profile.num_runs:
-        totals = np.asarray(profile.kept_totals())
-        q25, med, q75 = np.percentile(totals, [25, 50, 75])
-        lines.append(
-            f"run: median {format_ms(med)} (IQR {format_ms(q75 - q25)}) over {len(totals)} runs; "
-            f"nodes account for {profile.coverage * 100:.1f}% of it (coverage), "
-            f"the rest is interpreter overhead between nodes"
-            + (" and the model's Python between graphs" if meta.get("capture") == "dynamo" else "")
-        )
+        from .headline import run_line
+
+        lines.append(run_line(profile))
         lines.extend(_outlier_lines(profile))
         lines.extend(_loop_line(profile))
         launch = profile.launch_bound_pct
@@ -438,6 +433,7 @@ def render_blocks(blocks: pd.DataFrame, label_a: str = "a", label_b: str = "b",
     lines.append(render_table(shown, width, keep={c for c in ("a_ms", "b_ms", "speedup") if c in shown.columns}))
     if len(blocks) > len(shown):
         lines.append(f"... {len(blocks) - len(shown)} more blocks")
+    lines.extend(f"folded: {note}" for note in attrs.get("notes", []))
     return "\n".join(lines)
 
 
@@ -454,33 +450,26 @@ def render_compare(diff: pd.DataFrame, label_a: str = "a", label_b: str = "b",
     Rows keep ``compare``'s order (largest absolute change first) unless ``view.sort`` names a
     column (descending unless ``view.ascending``); ``view.columns`` picks the columns shown."""
     top, sort, ascending, columns, width = view.top, view.sort, view.ascending, view.columns, view.width
-    both = diff[diff["status"] == "both"]
-    a_total, b_total = float(diff["a_ms"].sum()), float(diff["b_ms"].sum())
-    ratio = b_total / a_total if a_total > 0 else float("nan")
+    from .headline import compare_headline
+
     lines = [
         f"fxprof compare: a = {label_a}",
         f"                b = {label_b}",
-        f"summed median node time: a {format_ms(a_total)}, b {format_ms(b_total)}, ratio b/a {ratio:.3f}; "
-        f"{len(both)} nodes in both, {int((diff['status'] == 'only_a').sum())} only in a, "
-        f"{int((diff['status'] == 'only_b').sum())} only in b",
+        *compare_headline(diff),
     ]
-    run = diff.attrs.get("run_ratio")
-    if run and not np.isnan(run["ratio"]):
-        lines.append(
-            f"median run b/a {run['ratio']:.3f}, {run['confidence']:.0%} interval {run['low']:.3f} to {run['high']:.3f} "
-            f"(bootstrap over {run['a_runs']} and {run['b_runs']} runs; drift between the two profiles is not in it)"
-        )
     if "verdict" in diff.columns and (diff["verdict"] != "").any():
         counts = diff["verdict"].value_counts()
         lines.append(
             f"verdicts: {int(counts.get('slower', 0))} slower, {int(counts.get('faster', 0))} faster, "
             f"{int(counts.get('same', 0))} same"
+            + (f", {int(counts.get('noisy', 0))} noisy (samples in two modes or spread beyond the change: held back, "
+               f"the noise column says why)" if counts.get("noisy", 0) else "")
             + (f", {int(counts.get('too few runs', 0))} too few runs to tell" if counts.get("too few runs", 0) else "")
             + f" ({diff.attrs.get('test', '')})"
         )
     elif diff.attrs.get("test"):
         lines.append(f"verdicts: none ({diff.attrs['test']})")
-    lines += [f"warning: the profiles differ in {w}" for w in diff.attrs.get("warnings", [])]
+    lines += [f"warning: {w}" for w in diff.attrs.get("warnings", [])]
     if width:  # prose lines wrap; only the table is fitted
         lines = [textwrap.fill(line, width, subsequent_indent="  ") for line in lines]
     lines.append("")
@@ -491,6 +480,8 @@ def render_compare(diff: pd.DataFrame, label_a: str = "a", label_b: str = "b",
         columns = list(COMPARE_DEFAULT)
         if "phase" in diff.columns and (diff["phase"] != "forward").any():  # training steps only
             columns.insert(3, "phase")
+        if "verdict" in diff.columns and (diff["verdict"] == "noisy").any():
+            columns.append("noise")  # why a verdict was held back
         columns = [c for c in columns if c in diff.columns]  # a comparison read from an older fxprof
     columns = _known_columns(diff, columns, "comparison columns")
     count = _rows(top)

@@ -99,7 +99,7 @@ examples:
   fxprof report run.json -o run.html        # open run.html in a browser: no network needed
   fxprof report run.npz -o run.html --keep-outliers
 
-The report needs plotly: pip install 'fxprof[report]'. For a comparison: fxprof compare A B --html OUT.
+The report needs plotly: pip install plotly (in a checkout: pip install -e '.[report]'). For a comparison: fxprof compare A B --html OUT.
 """
 
 SELFCHECK_EXAMPLES = """\
@@ -236,7 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--trace", metavar="PATH", help="write a Chrome trace, on torch.profiler's clock (open in ui.perfetto.dev)")
     o.add_argument("--html", metavar="PATH",
                    help="write an interactive report: module tree, distributions, run totals, the sortable node "
-                        "table; one self-contained file (needs pip install 'fxprof[report]')")
+                        "table; one self-contained file (needs plotly: pip install plotly)")
     o.add_argument("--trace-runs", metavar="RUNS",
                    help="runs in the trace: representative (the fastest, median and slowest), all, median, 3, 0-4, "
                         "0,5,9, first:N or last:N (default: representative)")
@@ -276,7 +276,7 @@ def build_parser() -> argparse.ArgumentParser:
     ko.add_argument("--csv", metavar="PATH", help="write the comparison table as CSV ('-': standard output)")
     ko.add_argument("--html", metavar="PATH",
                     help="write an interactive comparison: the nodes and blocks that moved most, with verdicts, and the "
-                         "sortable table; one self-contained file (needs pip install 'fxprof[report]')")
+                         "sortable table; one self-contained file (needs plotly: pip install plotly)")
     k.set_defaults(handler=_cmd_compare)
 
     h = command("report", "write a saved profile as one interactive HTML file",
@@ -474,7 +474,8 @@ def _check_plotly(what: str) -> None:
     except (ImportError, ValueError):  # a broken or blocked install
         found = False
     if not found:
-        raise _bad(f"{what} writes an HTML report, which needs plotly: pip install 'fxprof[report]'")
+        raise _bad(f"{what} writes an HTML report, which needs plotly: pip install plotly "
+                   f"(in a checkout of fxprof: pip install -e '.[report]')")
 
 
 def _max_threads() -> int:

@@ -83,7 +83,7 @@ def render_html(profile: "Profile", top: int | None = TOP, sort: str | None = "p
             f"<div>... {hidden} more nodes ({rest:.1f}% of node time); "
             f"<code>profile.to_dataframe(sort=&quot;pct&quot;)</code> has them all</div>"
         )
-    parts += [f"<div>{html.escape(note)}</div>" for note in aside.splitlines() + spread_notes(flags)]
+    parts += [f"<div>{html.escape(note)}</div>" for note in aside.splitlines() + spread_notes(flags, shown.index)]
     parts.append("</div>")
     return "\n".join(parts)
 

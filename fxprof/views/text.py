@@ -275,7 +275,13 @@ def default_columns(table: pd.DataFrame, device_timer: bool, base: Iterable[str]
         columns[at:at] = list(DEVICE_COLUMNS)
         if table["kernel_mean_ms"].notna().any():
             columns.insert(at + 1, "kernel_median_ms")
+    if "limit" in table.columns and (table["limit"].astype(str) != "").any():  # peaks known: the roofline's answer
+        columns += [c for c in ROOFLINE_DEFAULT if c not in columns]
     return columns
+
+
+#: the roofline's columns in the default table when the peaks are known: what could be won, and what limits it
+ROOFLINE_DEFAULT = ("headroom_ms", "limit")
 
 
 def spread_flags(table: pd.DataFrame) -> pd.Series:
@@ -294,10 +300,12 @@ def noisy_nodes(table: pd.DataFrame) -> pd.Series:
     return spread_flags(table) != ""
 
 
-def spread_notes(flags: pd.Series) -> list[str]:
-    """The footer lines that explain the ``spread`` column's flags."""
+def spread_notes(flags: pd.Series, shown: Iterable[str] | None = None) -> list[str]:
+    """The footer lines that explain the ``spread`` column's flags; with ``shown`` (the rows
+    printed), also the flagged nodes below the fold, by name, and how to see them."""
     notes = []
     n_high, n_tail = int((flags == "high").sum()), int((flags == "tail").sum())
+    hidden = [] if shown is None else [n for n in flags.index[flags != ""] if n not in set(shown)]
     if n_high:
         notes.append(
             f"spread: {n_high} node(s) have an IQR above {HIGH_SPREAD:.0%} of their median "
@@ -308,6 +316,10 @@ def spread_notes(flags: pd.Series) -> list[str]:
             f"spread: {n_tail} node(s) have a mean more than {HIGH_TAIL:.0%} above their median "
             f"('tail'): a few very slow samples; pct and the order use medians, which they do not move."
         )
+    if hidden:
+        more = f", ... ({len(hidden) - 8} more)" if len(hidden) > 8 else ""
+        notes.append(f"spread: {len(hidden)} of the flagged node(s) are below the rows shown: {', '.join(hidden[:8])}{more} "
+                     f"(see them: summary(sort=\"iqr_ms\"), or fxprof show FILE --sort iqr_ms)")
     return notes
 
 
@@ -353,7 +365,7 @@ def render_body(table: pd.DataFrame, view: ViewOptions = ViewOptions(), device_t
     if hidden > 0:
         rest = float(table["pct"].iloc[len(shown):].sum())
         lines.append(f"... {hidden} more nodes ({rest:.1f}% of node time)")
-    notes = aside.splitlines() + spread_notes(flags) + (roofline_notes(table) if roofline else [])
+    notes = aside.splitlines() + spread_notes(flags, shown.index) + (roofline_notes(table) if roofline else [])
     lines.extend(textwrap.fill(note, width, subsequent_indent="  ") if width else note for note in notes)
     return "\n".join(lines)
 

@@ -107,6 +107,7 @@ def compare_blocks(a: Union["Profile", pd.DataFrame], b: Union["Profile", pd.Dat
 
     ``DataFrame.attrs``: ``a_total_ms``, ``b_total_ms`` (summed medians), ``speedup`` (their
     ratio), ``run_speedup`` (median run of ``a`` over median run of ``b``; None for tables),
+    ``a_run_ms``, ``b_run_ms`` (the two median runs),
     ``folded`` (``{parent: [child blocks folded into it]}``) and ``notes`` (one line per fold,
     a kernel spanning top-level blocks folds them into ``(root)``).
     """
@@ -134,16 +135,16 @@ def compare_blocks(a: Union["Profile", pd.DataFrame], b: Union["Profile", pd.Dat
     out["b_pct"] = gb["pct"].reindex(index).fillna(0.0)
     out = out.sort_values("a_ms", ascending=False, kind="stable")
     a_total, b_total = float(out["a_ms"].sum()), float(out["b_ms"].sum())
-    run = None
-    if not isinstance(a, pd.DataFrame) and not isinstance(b, pd.DataFrame):
-        ra, rb = np.median(a.kept_totals(keep_outliers)), np.median(b.kept_totals(keep_outliers))
+    run = ra = rb = None
+    if not isinstance(a, pd.DataFrame) and not isinstance(b, pd.DataFrame) and a.num_runs and b.num_runs:
+        ra, rb = float(np.median(a.kept_totals(keep_outliers))), float(np.median(b.kept_totals(keep_outliers)))
         run = float(ra / rb) if rb > 0 else None
     held = [(p, c) for p, c in sorted(folded.items(), key=lambda pc: -float(out.at[pc[0], "a_ms"])) if c]
     notes = [f"{len(held)} block(s) hold their child blocks (column folded: how many), because a kernel there computes "
              f"the work of several children, so only the block's total compares: "
              + ", ".join(f"{p} ({len(c)})" for p, c in held[:6]) + (", ..." if len(held) > 6 else "")] if held else []
     out.attrs.update(a_total_ms=a_total, b_total_ms=b_total, speedup=a_total / b_total if b_total > 0 else float("nan"),
-                     run_speedup=run, depth=depth, folded={p: c for p, c in folded.items() if c}, notes=notes)
+                     run_speedup=run, a_run_ms=ra, b_run_ms=rb, depth=depth, folded={p: c for p, c in folded.items() if c}, notes=notes)
     return out[list(BLOCK_COLUMNS)]
 
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Union
 import numpy as np
 import pandas as pd
 
+from .roofline import peaks_differ
 
 if TYPE_CHECKING:
     from .profile import Profile
@@ -49,7 +50,7 @@ IGNORED_META = ("created", "iters", "requested_iters", "incomplete", "warmup", "
                 # a session's cycle bookkeeping (which steps of the user's loop; the inputs are compared)
                 "step", "cycle", "first_step", "run_steps", "run_signatures", "untimed_first_batches",
                 "signatures_seen", "captures",
-                # the roofline's machine peaks: no timing depends on them
+                # the roofline's machine peaks: compared as roofs (peaks_differ), not key by key
                 "peaks")
 
 
@@ -319,6 +320,10 @@ def comparability(a: ProfileOrTable, b: ProfileOrTable, diff: pd.DataFrame | Non
             sentence = describe_difference(key, va, vb, _MISSING)
             if sentence:
                 problems.append(sentence)
+    if a.meta.get("peaks") and b.meta.get("peaks"):  # both have roofs: their roof_pct and headroom differ with them
+        roofs = peaks_differ(a.meta["peaks"], b.meta["peaks"])
+        if roofs:
+            problems.append(f"peaks: {roofs} (roof_pct and headroom_ms are against different roofs)")
     return problems
 
 

@@ -65,9 +65,12 @@ def run_line(profile: "Profile") -> str:
     the time outside every node, so that the two add up to the run."""
     f = run_figures(profile)
     coverage = profile.coverage  # per rank for a gathered profile
-    return (f"run: median {format_ms(f.run_ms)} (IQR {format_ms(f.iqr_ms)}) over {f.runs} runs; nodes account for "
-            f"{coverage * 100:.1f}% of it (coverage): {format_ms(f.run_ms * coverage)} summed median node time, "
-            f"{format_ms(f.run_ms * (1 - coverage))} outside every node ({outside_words(profile.meta)})")
+    head = (f"run: median {format_ms(f.run_ms)} (IQR {format_ms(f.iqr_ms)}) over {f.runs} runs; nodes account for "
+            f"{coverage * 100:.1f}% of it (coverage): {format_ms(f.run_ms * coverage)} summed median node time")
+    if coverage > 1:
+        return (head + ", more than the median run: each node's median comes from other runs, and the runs "
+                "vary (see the IQR); compare medians of whole runs, not the nodes' sum")
+    return head + f", {format_ms(f.run_ms * (1 - coverage))} outside every node ({outside_words(profile.meta)})"
 
 
 def ratio_words(ratio: float) -> str:

@@ -45,7 +45,7 @@ def html_columns(table: pd.DataFrame, device_timer: bool) -> list[str]:
     if "limit" in table.columns and (table["limit"] != "").any():
         at = columns.index("iqr_ms") + 1
         columns[at:at] = list(HTML_ROOFLINE)
-    return columns
+    return list(dict.fromkeys(columns))  # the text table's roofline columns are among these
 
 
 def render_html(profile: "Profile", top: int | None = TOP, sort: str | None = "pct") -> str:

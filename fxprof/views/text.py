@@ -435,9 +435,15 @@ def render_blocks(blocks: pd.DataFrame, label_a: str = "a", label_b: str = "b",
     lines = [
         f"fxprof compare by scope (depth {attrs.get('depth', 1)}): a = {label_a}",
         f"                b = {label_b}",
-        f"summed median time: a {format_ms(attrs.get('a_total_ms', float('nan')))}, "
-        f"b {format_ms(attrs.get('b_total_ms', float('nan')))}, speed-up a/b {attrs.get('speedup', float('nan')):.2f}x"
-        + (f"; median run a/b {attrs['run_speedup']:.2f}x" if attrs.get("run_speedup") else ""),
+    ]
+    if attrs.get("run_speedup"):  # the headline: the runs first (fxprof.views.headline)
+        runs = (f"median run a {format_ms(attrs['a_run_ms'])}, b {format_ms(attrs['b_run_ms'])}: "
+                if attrs.get("a_run_ms") is not None else "median run ")
+        lines.append(f"run: {runs}speed-up a/b {attrs['run_speedup']:.2f}x")
+    lines += [
+        f"blocks (sum of node or kernel medians, without the time between them): a "
+        f"{format_ms(attrs.get('a_total_ms', float('nan')))}, b {format_ms(attrs.get('b_total_ms', float('nan')))}, "
+        f"speed-up a/b {attrs.get('speedup', float('nan')):.2f}x",
         "",
     ]
     count = _rows(top)
@@ -445,7 +451,8 @@ def render_blocks(blocks: pd.DataFrame, label_a: str = "a", label_b: str = "b",
     lines.append(render_table(shown, width, keep={c for c in ("a_ms", "b_ms", "speedup") if c in shown.columns}))
     if len(blocks) > len(shown):
         lines.append(f"... {len(blocks) - len(shown)} more blocks")
-    lines.extend(f"folded: {note}" for note in attrs.get("notes", []))
+    lines.extend(textwrap.fill(f"folded: {note}", width, subsequent_indent="  ") if width else f"folded: {note}"
+                 for note in attrs.get("notes", []))
     return "\n".join(lines)
 
 

@@ -76,7 +76,7 @@ def test_compare_a_profile_with_itself_shows_ratio_one(saved, tmp_path):
     out_csv = tmp_path / "diff.csv"
     result = run("compare", str(paths["json"]), str(paths["csv"]), "--top", "0", "--csv", str(out_csv))
     assert result.returncode == 0, result.stderr
-    assert "ratio b/a 1.000; 71 nodes in both, 0 only in a, 0 only in b" in result.stdout
+    assert "b/a 1.000; 71 nodes in both, 0 only in a, 0 only in b" in result.stdout
     diff = pd.read_csv(out_csv, keep_default_na=False, na_values={"ratio": [""]})
     assert len(diff) == 71
     body = diff[diff["a_ms"] > 0]

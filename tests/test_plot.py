@@ -81,9 +81,9 @@ def test_repr_html_has_the_header_and_the_top_nodes_with_share_bars(clock):
     rows = _html_rows(page)
     assert len(rows) == 1 + 8  # the header row, then every node (fewer than 20)
     header = _cells(rows[0])
-    # plain words, one name column (scope only says where a node runs when its name does not)
-    assert header == ["node", "kind", "median", "iqr", "pct", "cum_pct"]
-    assert _cells(rows[1])[:4] == ["head", "work", "3.00 ms", "500 us"]  # sorted by share, units
+    # plain words; every row with its scope (a module's node too: issue 31 (e))
+    assert header == ["node", "kind", "scope", "median", "iqr", "pct", "cum_pct"]
+    assert _cells(rows[1])[:5] == ["head", "work", "head", "3.00 ms", "500 us"]  # sorted by share, units
     assert _cells(rows[2])[0] == "stem"
     # bars are scaled to the largest share: head (75%) fills its cell, stem (25%) a third of it
     widths = _share_bars(page)

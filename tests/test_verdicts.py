@@ -129,10 +129,12 @@ def test_comparability_warnings_name_what_differs(clock):
         diff = fxprof.compare(a, b)
     problems = diff.attrs["warnings"]
     keys = [p.split(":")[0] for p in problems]
-    assert keys == ["model", "device", "timer", "dtype", "threads", "inputs", "torch", "deterministic", "env.allow_tf32"]
-    assert "threads: a {}, b {}".format(a.meta["threads"], b.meta["threads"]) in problems
-    assert "deterministic: a (not recorded), b True" in problems
-    assert len(caught) == 1 and "env.allow_tf32: a False, b True" in str(caught[0].message)
+    # in words, and only what changes the numbers: a different model name is no warning
+    assert keys == ["device", "timer (the clock each node is timed with)", "dtype of the busiest nodes", "CPU threads",
+                    "inputs", "torch version", "deterministic", "env.allow_tf32"]
+    assert "CPU threads: a {}, b {}".format(a.meta["threads"], b.meta["threads"]) in problems
+    assert "deterministic: a (not recorded), b on" in problems
+    assert len(caught) == 1 and "env.allow_tf32: a off, b on" in str(caught[0].message)
     # bookkeeping (when, how many runs) is not a difference
     b2 = _profile(clock, _costs(PATTERN_B))
     b2.meta.update(created="2000-01-01", iters=3, warmup=9, env={"allow_tf32": False})
@@ -163,9 +165,13 @@ def test_cli_compare_shows_p_values_verdicts_interval_and_warnings(clock, tmp_pa
         warnings.simplefilter("error")  # the CLI says it in the header, not as a Python warning
         assert main(["compare", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--top", "3"]) == 0
     out = capsys.readouterr().out
-    assert "median run b/a 1.1" in out and "95% interval" in out and "(bootstrap over 20 and 20 runs; drift" in out
+    lines = out.splitlines()
+    # the headline (issue 32): the runs' ratio with its interval first, the summed node medians second, labelled
+    assert lines[2].startswith("run: median run a ") and "b/a 1.1" in lines[2] and "95% interval" in lines[2]
+    assert "(bootstrap over 20 and 20 runs; drift" in lines[2]
+    assert lines[3].startswith("nodes (sum of node medians, without the time between nodes): a ")
     assert "verdicts: 1 slower, 0 faster, 13 same (Mann-Whitney U (two-sided) per node, Benjamini-Hochberg over 14 nodes" in out
-    assert f"warning: the profiles differ in threads: a {a.meta['threads']}, b {b.meta['threads']}" in out
+    assert f"warning: CPU threads: a {a.meta['threads']}, b {b.meta['threads']}" in out
     header = next(line for line in out.splitlines() if line.startswith("node "))
     assert header.split() == ["node", "status", "kind", "scope", "a", "b", "delta", "ratio", "p_value", "verdict",
                               "a_pct", "b_pct", "delta_pct"]  # times carry their unit in each cell
@@ -265,3 +271,35 @@ def test_a_node_from_zero_to_some_time_is_slower(clock):
     assert row["a_ms"] == 0.0 and row["b_ms"] > 4.5 and row["p_value"] < 1e-6
     assert row["verdict"] == "slower"
     assert (_body(diff).drop("blocks_11")["verdict"] == "same").all()
+
+
+def test_a_node_in_two_modes_is_noisy_not_faster(clock):
+    """Issue 32: a baseline measured on a busy machine (one node 3x slower in half the runs at
+    random) gives no confident "faster" for it; the page says how many and why."""
+    costs_a = _costs(PATTERN_A)
+    costs_a[6] = [BASE_MS[6] * (3.0 if i % 2 else 1.0) for i in range(RUNS)]  # two modes
+    costs_b = _costs(PATTERN_B, scale={6: 0.5, 0: 0.5})
+    diff = fxprof.compare(_profile(clock, costs_a), _profile(clock, costs_b))
+    assert diff.loc["blocks_0", "verdict"] == "faster" and diff.loc["blocks_0", "noise"] == ""
+    assert diff.loc["blocks_6", "p_value"] < ALPHA  # the test alone would call it faster
+    assert diff.loc["blocks_6", "verdict"] == "noisy"
+    assert diff.loc["blocks_6", "noise"].startswith("a has two modes (")
+    from fxprof.views.text import render_compare
+
+    text = render_compare(diff)
+    assert "verdicts: 0 slower, 1 faster, 12 same, 1 noisy (samples in two modes or spread beyond the change" in text
+    header = next(line for line in text.splitlines() if line.startswith("node "))
+    assert header.split()[-1] == "noise"
+
+
+def test_noise_reasons():
+    import numpy as np
+
+    from fxprof.core.noise import modes, noise_reason
+
+    assert modes(np.array([3.0, 3.1, 7.0, 6.9, 3.05, 7.1])) == pytest.approx((3.05, 7.0))
+    assert modes(np.linspace(1.0, 1.2, 20)) is None
+    assert modes(np.array([1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 9.0])) is None  # one slow run is a tail
+    spread = noise_reason(np.linspace(2.0, 4.0, 20), np.linspace(2.9, 4.9, 20))
+    assert spread.startswith("a's IQR 1 ms is wider than the change 900 us")
+    assert noise_reason(np.linspace(2.0, 2.2, 20), np.linspace(4.0, 4.2, 20)) == ""

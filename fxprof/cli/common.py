@@ -125,7 +125,8 @@ def _check_plotly(what: str) -> None:
     except (ImportError, ValueError):  # a broken or blocked install
         found = False
     if not found:
-        raise _bad(f"{what} writes an HTML report, which needs plotly: pip install 'fxprof[report]'")
+        raise _bad(f"{what} writes an HTML report, which needs plotly: pip install plotly "
+                   f"(in a checkout of fxprof: pip install -e '.[report]')")
 
 
 def _max_threads() -> int:

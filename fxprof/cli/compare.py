@@ -55,7 +55,7 @@ def add_parser(command: Any) -> argparse.ArgumentParser:
     ko.add_argument("--csv", metavar="PATH", help="write the comparison table as CSV ('-': standard output)")
     ko.add_argument("--html", metavar="PATH",
                     help="write an interactive comparison: the nodes and blocks that moved most, with verdicts, and the "
-                         "sortable table; one self-contained file (needs pip install 'fxprof[report]')")
+                         "sortable table; one self-contained file (needs plotly: pip install plotly)")
     ko.add_argument("--markdown", metavar="PATH",
                     help="write the comparison as GitHub-flavoured Markdown, the verdict first, then the table (for a CI "
                          "step summary: --markdown \"$GITHUB_STEP_SUMMARY\"; '-': standard output)")

@@ -108,7 +108,7 @@ def add_parser(command: Any) -> argparse.ArgumentParser:
     o.add_argument("--trace", metavar="PATH", help="write a Chrome trace, on torch.profiler's clock (open in ui.perfetto.dev)")
     o.add_argument("--html", metavar="PATH",
                    help="write an interactive report: module tree, distributions, run totals, the sortable node "
-                        "table; one self-contained file (needs pip install 'fxprof[report]')")
+                        "table; one self-contained file (needs plotly: pip install plotly)")
     o.add_argument("--trace-runs", metavar="RUNS",
                    help="runs in the trace: representative (the fastest, median and slowest), all, median, 3, 0-4, "
                         "0,5,9, first:N or last:N (default: representative)")

@@ -15,7 +15,7 @@ examples:
   fxprof report run.json -o run.html        # open run.html in a browser: no network needed
   fxprof report run.npz -o run.html --keep-outliers
 
-The report needs plotly: pip install 'fxprof[report]'. For a comparison: fxprof compare A B --html OUT.
+The report needs plotly: pip install plotly (in a checkout: pip install -e '.[report]'). For a comparison: fxprof compare A B --html OUT.
 """
 
 

@@ -25,7 +25,7 @@ __all__ = ["compare", "compare_blocks", "comparability", "ComparabilityWarning",
            "IGNORED_META", "ALPHA", "MIN_EFFECT", "TOO_FEW"]
 
 COMPARE_COLUMNS = ("status", "op", "kind", "scope", "phase", "a_ms", "b_ms", "delta_ms", "ratio", "p_value", "verdict",
-                   "a_pct", "b_pct", "delta_pct", *MEMORY_CHANGE_COLUMNS)
+                   "a_pct", "b_pct", "delta_pct", "noise", *MEMORY_CHANGE_COLUMNS)
 
 #: a node's change is significant when its Benjamini-Hochberg adjusted p-value is below this
 ALPHA = 0.05
@@ -106,21 +106,27 @@ def compare(
       by at least ``min_effect`` (``ratio >= 1 + min_effect``, or ``<= 1 / (1 + min_effect)``),
       else ``"same"``; ``"too few runs"`` when the two sides have so few samples that no
       outcome could give ``p_value < alpha`` (3 runs a side: the smallest possible p is 0.1), so
-      "same" would claim what the test cannot tell; ``""`` where there is no p-value. A node
-      with 0 ms in ``a`` and more in ``b`` (no finite ratio) counts as slower;
+      "same" would claim what the test cannot tell; ``"noisy"`` for a node that would be faster
+      or slower but whose samples cannot carry it: either side in two modes (3 ms or 7 ms at
+      random), or an interquartile range wider than the change (:mod:`fxprof.core.noise`);
+      ``""`` where there is no p-value. A node with 0 ms in ``a`` and more in ``b`` (no finite
+      ratio) counts as slower;
     - ``a_pct``, ``b_pct``, ``delta_pct``: each side's share of its own node time, and the
-      change in share in percentage points.
+      change in share in percentage points;
+    - ``noise``: why a ``"noisy"`` node's verdict was held back ("" elsewhere).
 
     Outlier runs are left out of both sides (as in the profiles' tables) unless
     ``keep_outliers`` (default: each profile's :attr:`~fxprof.Profile.keep_outliers`).
 
     ``DataFrame.attrs`` of the result holds ``run_ratio`` (``ratio``: median run time of ``b``
     over ``a``; ``low``, ``high``: its 95% percentile-bootstrap interval over the runs of each
-    side; ``a_runs``, ``b_runs``; None for tables). The interval covers the noise between runs
+    side; ``a_runs``, ``b_runs``; ``a_median_ms``, ``b_median_ms``: each side's median run; None
+    for tables): the comparison's headline, shown first. The interval covers the noise between runs
     within each profile, not a drift of the machine between the two profiles: on a busy machine
     two profiles of the same model can land outside each other's interval (docs/methodology.md),
     so no verdict is given for the whole run;
-    ``warnings`` (see :func:`comparability`), ``test``, ``alpha`` and ``min_effect``. Unless
+    ``warnings`` (see :func:`comparability`; comparing an eager profile with a compiled one, the
+    single line that says to compare them ``by="scope"`` instead), ``test``, ``alpha`` and ``min_effect``. Unless
     ``warn=False``, each comparability problem is also raised as a :class:`ComparabilityWarning`.
     """
     from .stats import node_p_values, ratio_interval, smallest_p_value
@@ -168,6 +174,15 @@ def compare(
     # a node that took no time in a and some in b has no finite ratio, but it did get slower
     effect = out["ratio"].mask(in_a & in_b & (out["a_ms"] == 0) & (out["b_ms"] > 0), np.inf)
     out["verdict"] = _verdicts(out["p_value"], effect, alpha, min_effect, too_few)
+    out["noise"] = ""
+    if with_samples:  # a verdict the samples cannot carry (two modes, spread wider than the change) is held back
+        from .noise import NOISY, noise_reason
+
+        judged = [n for n in both if out.at[n, "verdict"] in ("faster", "slower")]
+        for n in judged:
+            reason = noise_reason(_finite_values(sa.get(n, empty)), _finite_values(sb.get(n, empty)))
+            if reason:
+                out.at[n, "verdict"], out.at[n, "noise"] = NOISY, reason
     out["a_pct"] = ia["pct"].astype("float64")
     out["b_pct"] = ib["pct"].astype("float64")
     out["delta_pct"] = out["b_pct"].fillna(0.0) - out["a_pct"].fillna(0.0)
@@ -177,12 +192,18 @@ def compare(
 
     run_ratio = None
     if with_samples:
-        ratio, low, high = ratio_interval(a.kept_totals(keep_outliers), b.kept_totals(keep_outliers))
+        ta_runs, tb_runs = a.kept_totals(keep_outliers), b.kept_totals(keep_outliers)
+        ratio, low, high = ratio_interval(ta_runs, tb_runs)
         run_ratio = {
             "ratio": ratio, "low": low, "high": high, "confidence": 0.95,
-            "a_runs": len(a.kept_totals(keep_outliers)), "b_runs": len(b.kept_totals(keep_outliers)),
+            "a_runs": len(ta_runs), "b_runs": len(tb_runs),
+            "a_median_ms": float(np.median(ta_runs)) if len(ta_runs) else float("nan"),
+            "b_median_ms": float(np.median(tb_runs)) if len(tb_runs) else float("nan"),
         }
-    problems = comparability(a, b, out)
+    from .blocks import use_blocks_instead
+
+    kinds = use_blocks_instead(a, b, int((out["status"] == "both").sum()), len(out))
+    problems = [kinds] if kinds else comparability(a, b, out)
     tested = int(out["p_value"].notna().sum())
     out.attrs.update({
         "run_ratio": run_ratio,
@@ -193,7 +214,9 @@ def compare(
         "alpha": alpha,
         "min_effect": min_effect,
     })
-    if warn and problems:
+    if warn and kinds:
+        warnings.warn("fxprof.compare: " + kinds, ComparabilityWarning, stacklevel=2)
+    elif warn and problems:
         warnings.warn("fxprof.compare: the two profiles differ in: " + "; ".join(problems), ComparabilityWarning, stacklevel=2)
     return out
 
@@ -242,6 +265,11 @@ def _samples_by_node(profile: "Profile", keep_outliers: bool | None) -> dict[str
     return {str(columns.names[code]): part for code, part in enumerate(parts) if counts[code]}
 
 
+def _finite_values(values: np.ndarray) -> np.ndarray:
+    values = np.asarray(values, dtype=np.float64)
+    return values[np.isfinite(values)]
+
+
 def _finite(values: np.ndarray) -> int:
     return int(np.isfinite(np.asarray(values, dtype=np.float64)).sum())
 
@@ -263,7 +291,9 @@ def comparability(a: ProfileOrTable, b: ProfileOrTable, diff: pd.DataFrame | Non
     Checks the graph (share of nodes present in only one of the two) and every key of
     :data:`COMPARED_META` plus any other ``profile.meta`` key either side has (environment and
     numeric settings such as TF32 flags; nested dicts are compared key by key), except
-    :data:`IGNORED_META`. Per-node tables have no metadata: that is said instead.
+    :data:`IGNORED_META`; only what changes the numbers is said, in words
+    (:mod:`fxprof.core.conditions`: a differing model name, the loop's wall time or a key an
+    older fxprof did not record are not). Per-node tables have no metadata: that is said instead.
     """
     problems: list[str] = []
     if diff is None:
@@ -272,13 +302,16 @@ def comparability(a: ProfileOrTable, b: ProfileOrTable, diff: pd.DataFrame | Non
     if unmatched:
         problems.append(
             f"graph: {unmatched} of {len(diff)} nodes ({unmatched / len(diff):.1%}) are in only one profile "
-            f"({int((diff['status'] == 'only_a').sum())} only in a, {int((diff['status'] == 'only_b').sum())} only in b)"
+            f"({int((diff['status'] == 'only_a').sum())} only in a, {int((diff['status'] == 'only_b').sum())} only in b): "
+            f"their time counts as removed or added, not as changed"
         )
     tables = [side for side, item in (("a", a), ("b", b)) if isinstance(item, pd.DataFrame)]
     if tables:
         problems.append(f"{' and '.join(tables)}: a per-node table has no metadata, so device, timer, threads, "
                         f"inputs and versions cannot be checked")
         return problems
+    from .conditions import describe_difference
+
     ma, mb = _flat(a.meta), _flat(b.meta)
     extra = sorted((set(ma) | set(mb)) - set(COMPARED_META))
     for key in [*COMPARED_META, *extra]:
@@ -286,10 +319,13 @@ def comparability(a: ProfileOrTable, b: ProfileOrTable, diff: pd.DataFrame | Non
             continue
         va, vb = ma.get(key, _MISSING), mb.get(key, _MISSING)
         if va != vb:
-            problems.append(f"{key}: a {_show(va)}, b {_show(vb)}")
-    roofs = peaks_differ(a.meta.get("peaks"), b.meta.get("peaks"))
-    if roofs:
-        problems.append(f"peaks: {roofs}")
+            sentence = describe_difference(key, va, vb, _MISSING)
+            if sentence:
+                problems.append(sentence)
+    if a.meta.get("peaks") and b.meta.get("peaks"):  # both have roofs: their roof_pct and headroom differ with them
+        roofs = peaks_differ(a.meta["peaks"], b.meta["peaks"])
+        if roofs:
+            problems.append(f"peaks: {roofs} (roof_pct and headroom_ms are against different roofs)")
     return problems
 
 
@@ -311,10 +347,3 @@ def _flat(meta: dict[str, Any], prefix: str = "") -> dict[str, Any]:
         else:
             out[name] = tuple(value) if isinstance(value, list) else value
     return out
-
-
-def _show(value: Any) -> str:
-    if isinstance(value, tuple):
-        value = ", ".join(map(str, value))
-    text = repr(value) if not isinstance(value, str) else value
-    return text if len(text) <= 60 else text[:57] + "..."

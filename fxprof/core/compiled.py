@@ -16,6 +16,7 @@ import dataclasses
 import re
 from typing import Iterable, Mapping, Sequence
 
+from .names import input_name, weight_name
 from .nodes import NodeInfo
 
 __all__ = ["own_run_ms", "Kernel", "Span", "common_scope", "readable_names", "charge_spans", "kernel_nodes", "extern_op",
@@ -157,8 +158,9 @@ def _module_own_op(info: NodeInfo, module_kinds: Mapping[str, str]) -> bool:
     return bool(info.scope) and module_kinds.get(info.scope) == info.kind
 
 
-def _unique(base: str, taken: dict[str, int]) -> str:
-    base = re.sub(r"\W+", "_", base) or "node"
+def _unique(base: str, taken: dict[str, int], keep: str = "") -> str:
+    base = re.sub(r"[^\w%s]+" % re.escape(keep), "_", base) if keep else re.sub(r"\W+", "_", base)
+    base = base or "node"
     if base not in taken:
         taken[base] = 0
         return base
@@ -182,7 +184,12 @@ def readable_names(nodes: Sequence[NodeInfo], module_kinds: Mapping[str, str] | 
     out: dict[str, str] = {}
     for info in nodes:
         scope = info.scope.replace(".", "_")
-        if info.op in ("placeholder", "output", "get_attr"):
+        if info.op == "placeholder" and (weight := weight_name(info.target, info.scope)) is not None:
+            out[info.name] = _unique(weight, taken, keep=".")  # layer3.1.bn1.running_var
+            continue
+        if info.op == "placeholder":
+            base = input_name(info.name.split(":")[-1])  # l_x_ -> x
+        elif info.op in ("output", "get_attr"):
             base = info.name.split(":")[-1]
         elif _module_own_op(info, module_kinds):
             base = scope

@@ -262,22 +262,24 @@ class Profile:
 
     @property
     def coverage(self) -> float:
-        """Summed mean node time over mean run time (1.0 means every moment is in a node), over
-        the runs the statistics keep (outlier runs left out unless :attr:`keep_outliers`).
+        """Summed median node time over the median run time (1.0 means every moment is in a
+        node), over the runs the statistics keep (outlier runs left out unless
+        :attr:`keep_outliers`): the same statistic, medians, as the table's ``median_ms`` and
+        the header's run time beside it.
 
         The rest is the interpreter's own work between nodes (fetching arguments, freeing
         values, bookkeeping). NaN when there are no runs, and in isolated mode (no whole runs).
         """
         if self._runs.empty or self.meta.get("mode") == "isolated":
             return math.nan
-        run_mean = float(np.mean(self.kept_totals()))
-        if len(self.ranks) > 1:  # gathered: each node's mean is over its own rank's runs only
-            return self._per_run_node_sum() / run_mean if run_mean > 0 else math.nan
-        node_sum = float(self._columns.node_stats(self.kept_runs())["mean_ms"].sum())  # per model run
-        return node_sum / run_mean if run_mean > 0 else math.nan
+        run_median = float(np.median(self.kept_totals()))
+        if len(self.ranks) > 1:  # gathered: each node's median is over its own rank's runs only
+            return self._per_run_node_sum() / run_median if run_median > 0 else math.nan
+        node_sum = float(self._columns.node_stats(self.kept_runs())["median_ms"].sum())  # per model run
+        return node_sum / run_median if run_median > 0 else math.nan
 
     def _per_run_node_sum(self) -> float:
-        """Mean over the kept runs of each run's summed node time: with several ranks, and
+        """Median over the kept runs of each run's summed node time: with several ranks, and
         graphs that differ between them, summing per-node means would add every rank's nodes
         into one run (a coverage of 166%)."""
         columns = self._columns
@@ -287,7 +289,7 @@ class Profile:
             return math.nan
         times = np.nan_to_num(np.asarray(columns.time_ms, dtype=np.float64))
         sums = np.bincount(np.asarray(columns.run, dtype=np.int64), weights=times, minlength=int(runs.max()) + 1)
-        return float(sums[runs].mean())
+        return float(np.median(sums[runs]))
 
     @property
     def launch_bound_pct(self) -> float:

@@ -13,6 +13,7 @@ from typing import Any, Callable
 import torch
 from torch import fx
 
+from ..core.names import lifted_weight
 from ..core.nodes import NodeInfo
 from ..vocab import SCOPE_SOURCES
 from .tracer import RANGE_ENTER_TARGETS, RANGE_EXIT_TARGETS
@@ -60,6 +61,8 @@ def _snake(name: str) -> str:
 
 def op_kind(gm: fx.GraphModule | None, node: fx.Node) -> str:
     """The operation a node performs, independent of how it is called (see NodeInfo.kind)."""
+    if node.op == "placeholder" and (weight := lifted_weight(str(node.target))) is not None:
+        return weight[0]  # a parameter or buffer dynamo lifted into a graph input
     if node.op in ("placeholder", "output", "get_attr"):
         return node.op
     if node.op == "call_module":

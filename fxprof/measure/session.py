@@ -211,6 +211,11 @@ class _Captures(Capture):
                 notes.append(note)
         return list(nodes.values()), "; ".join(notes)
 
+    def readable_names(self, nodes: list[NodeInfo]) -> dict[str, str]:
+        """The first capture that renames (dynamo: ``g0:l_x_``, ``g1:out_3``) names them all,
+        unique over every graph of the cycle."""
+        return next((names for names in (c.readable_names(nodes) for c in self.captures) if names), {})
+
 
 class Session:
     """fxprof inside the user's loop; see the module docstring. Made by :func:`fxprof.session`.

@@ -45,7 +45,7 @@ def html_columns(table: pd.DataFrame, device_timer: bool) -> list[str]:
     if "limit" in table.columns and (table["limit"] != "").any():
         at = columns.index("iqr_ms") + 1
         columns[at:at] = list(HTML_ROOFLINE)
-    return columns
+    return list(dict.fromkeys(columns))  # the text table's roofline columns are among these
 
 
 def render_html(profile: "Profile", top: int | None = TOP, sort: str | None = "pct") -> str:
@@ -70,11 +70,8 @@ def render_html(profile: "Profile", top: int | None = TOP, sort: str | None = "p
     noisy = flags != ""
     shown = table if not top else table.head(max(int(top), 0))
     view = shown[columns].copy()
-    if "scope" in view:  # a module node runs in its own module: its name says it already
-        own = (shown["op"] == "call_module") & (shown["scope"] == shown["target"])
-        view["scope"] = view["scope"].where(~own, "")
-        if not (view["scope"] != "").any():
-            view = view.drop(columns=["scope"])
+    if "scope" in view and not (view["scope"] != "").any():
+        view = view.drop(columns=["scope"])
     if noisy.any():
         view["spread"] = flags.loc[shown.index].to_numpy()
     view = view.reset_index()
@@ -86,7 +83,7 @@ def render_html(profile: "Profile", top: int | None = TOP, sort: str | None = "p
             f"<div>... {hidden} more nodes ({rest:.1f}% of node time); "
             f"<code>profile.to_dataframe(sort=&quot;pct&quot;)</code> has them all</div>"
         )
-    parts += [f"<div>{html.escape(note)}</div>" for note in ([aside] if aside else []) + spread_notes(flags)]
+    parts += [f"<div>{html.escape(note)}</div>" for note in aside.splitlines() + spread_notes(flags, shown.index)]
     parts.append("</div>")
     return "\n".join(parts)
 

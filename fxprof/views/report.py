@@ -58,7 +58,8 @@ __all__ = [
     "blocks_figure", "kind_colors",
 ]
 
-MISSING_PLOTLY = "fxprof's HTML report needs plotly: pip install 'fxprof[report]'"
+MISSING_PLOTLY = ("fxprof's HTML report needs plotly: pip install plotly "
+                  "(in a checkout of fxprof: pip install -e '.[report]')")
 
 #: nodes whose per-run distributions are drawn; changes drawn in a comparison
 TOP_DISTRIBUTIONS = 15
@@ -74,7 +75,7 @@ _MODULE = "#e8edf3"
 _BOOKKEEPING = "#cfcfcf"
 _OTHER = "#b8b8b8"
 _SIDES = ("#4c72b0", "#dd8452")
-_VERDICT = {"faster": "#2a9d8f", "slower": "#d1495b", "same": "#9aa5b1", "": "#9aa5b1"}
+_VERDICT = {"faster": "#2a9d8f", "slower": "#d1495b", "same": "#9aa5b1", "noisy": "#e9c46a", "": "#9aa5b1"}
 _FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, sans-serif"
 _CONFIG = {"displaylogo": False, "responsive": True}
 
@@ -221,6 +222,16 @@ def tree_figure(profile: ProfileOrTable, depth: int = TREE_DEPTH) -> "go.Figure"
         custom.append([info["name"], "module" if bid != root else "model", format_ms(totals[bid]), f"{shares[bid]:.1f}%"])
         for node in members:
             leaf(f"{bid}//{node}", _node_label(table, node), bid, node)
+    if isinstance(profile, Profile) and profile.num_runs:  # the root is the median run: add the time in no node
+        from .headline import outside_words, run_figures
+
+        figures = run_figures(profile, table)
+        custom[ids.index(root)][2] = f"median run {format_ms(figures.run_ms)}"
+        if figures.outside_ms > 0:
+            ids.append(f"{root}/{OUTSIDE}"), labels.append(OUTSIDE), parents.append(root), values.append(figures.outside_ms)
+            fill.append(_BOOKKEEPING)
+            custom.append([OUTSIDE, outside_words(profile.meta), format_ms(figures.outside_ms),
+                           f"{figures.outside_ms / figures.run_ms * 100:.1f}% of the median run"])
     fig = go.Figure(go.Icicle(
         ids=ids, labels=labels, parents=parents, values=values, branchvalues="remainder", sort=False,
         marker={"colors": fill, "line": {"color": "white", "width": 1}}, customdata=custom, maxdepth=depth,
@@ -229,8 +240,38 @@ def tree_figure(profile: ProfileOrTable, depth: int = TREE_DEPTH) -> "go.Figure"
         hovertemplate="<b>%{customdata[0]}</b><br>%{customdata[1]}<br>median %{customdata[2]}, "
                       "%{customdata[3]} of node time<extra></extra>",
     ))
+    roof = _roof_colors(table, ids, fill)
+    if roof is not None:  # a switch between op kinds and how close each node runs to its roof
+        fig.update_layout(updatemenus=[{
+            "type": "buttons", "direction": "right", "x": 0.9, "xanchor": "right", "y": 1.12, "yanchor": "bottom",
+            "buttons": [{"label": "colour: op kind", "method": "restyle", "args": [{"marker.colors": [fill]}]},
+                        {"label": "colour: % of roof", "method": "restyle", "args": [{"marker.colors": [roof]}]}]}])
     what = "phase > module > node" if several_phases else "module > node"
     return _layout(fig, f"{_model(profile)}: where the time goes ({what}; width = median time; click to zoom)", 560)
+
+
+#: the tree's box for the time in no node (the interpreter between nodes, Python between graphs)
+OUTSIDE = "(outside every node)"
+
+
+def _roof_colors(table: pd.DataFrame, ids: list[str], fill: list[str]) -> list[str] | None:
+    """The tree's colours by ``roof_pct`` (red far below the roof, green at it; grey for
+    modules and nodes without a roof), or None when the profile has no roofline."""
+    if "roof_pct" not in table.columns or not table["roof_pct"].notna().any():
+        return None
+    from plotly.colors import sample_colorscale
+
+    out = []
+    for sector, colour in zip(ids, fill):
+        node = sector.split("//")[-1] if "//" in sector else None
+        if node is None and sector.rsplit("/", 1)[-1] in table.index:  # a module called once, as its node
+            node = sector.rsplit("/", 1)[-1]
+        pct = table.at[node, "roof_pct"] if node is not None and node in table.index else np.nan
+        if node is None or not np.isfinite(pct):
+            out.append(colour if colour in (_MODULE, _BOOKKEEPING) else _MODULE)
+        else:
+            out.append(sample_colorscale("RdYlGn", [min(max(float(pct), 0.0), 100.0) / 100.0])[0])
+    return out
 
 
 def _node_label(table: pd.DataFrame, node: str) -> str:
@@ -584,19 +625,35 @@ def render_report(profile: Profile, title: str | None = None) -> str:
     header = render_header(profile).splitlines()
     totals = profile.kept_totals()
     cards = [("nodes", f"{len(table)}"), ("timed runs", f"{profile.num_runs}")]
-    if totals:
-        cards.insert(0, ("median run", format_ms(float(np.median(totals)))))
-        cards.append(("coverage (rest: interpreter overhead)", f"{profile.coverage * 100:.1f}%"))
+    if totals:  # one headline: the median run, then what the node medians sum to and the rest (fxprof.views.headline)
+        from .headline import run_figures
+
+        figures = run_figures(profile, table)
+        cards[0:0] = [("median run", format_ms(figures.run_ms)),
+                      ("sum of node medians", format_ms(figures.nodes_ms)),
+                      ("outside every node", format_ms(figures.outside_ms))]
+        cards.append(("coverage (node medians / median run)", f"{profile.coverage * 100:.1f}%"))
         cards.append(("outlier runs left out" if not profile.keep_outliers else "outlier runs (kept)", f"{len(profile.outlier_runs)}"))
     book = is_bookkeeping(table)
     if book.any():
         cards.append(("record_function bookkeeping", f"{table.loc[book, 'pct'].sum():.1f}%"))
     nav = [("tree", "module tree"), ("kinds", "op kinds")]
     body = [_cards(cards)]
+    from .lookfirst import look_here_first
+
+    first_panel = look_here_first(table)
+    if first_panel:
+        body.append(_section("first", "Look here first: the most time above the roof",
+                             "The nodes with the most headroom (median time above their roof, the least time the "
+                             "machine's peaks allow), which roof limits each and how close it runs to it (docs/roofline.md).",
+                             first_panel))
+        nav.insert(0, ("first", "look here first"))
     body.append(_section(
         "tree", "Where the time goes: the module tree",
-        "Each box is as wide as its median time; a module holds its layers and its functional nodes. Click a box to "
-        "zoom in, the bar on top to zoom out. Colours are op kinds (key below).",
+        "Each box is as wide as its median time; a module holds its layers and its functional nodes; the root is the "
+        "median run, and its grey box (outside every node) the time no node holds, so the tree adds up to the run. "
+        "Click a box to zoom in, the bar on top to zoom out. Colours are op kinds (key below)"
+        + ("; the buttons switch to % of roof (red: far below the roof, green: at it)." if first_panel else "."),
         _figure_html(tree_figure(profile), "fx-tree")))
     kinds = [_figure_html(groups_figure(profile, "op"), "fx-kinds")]
     body.append(_section("kinds", "Time by op kind", "", *kinds))
@@ -667,13 +724,18 @@ def render_compare_report(
     both = diff[diff["status"] == "both"]
     counts = diff["verdict"].value_counts() if "verdict" in diff.columns else pd.Series(dtype=int)
     a_total, b_total = float(diff["a_ms"].sum()), float(diff["b_ms"].sum())
-    cards = [(f"summed node time, {label_a}", format_ms(a_total)), (f"summed node time, {label_b}", format_ms(b_total)),
-             ("b/a", f"{b_total / a_total:.3f}" if a_total > 0 else "")]
+    cards = []
     run = diff.attrs.get("run_ratio")
-    if run and np.isfinite(run["ratio"]):
+    if run and np.isfinite(run["ratio"]):  # the headline: the runs' ratio first (fxprof.views.headline)
+        if "a_median_ms" in run:
+            cards += [(f"median run, {label_a}", format_ms(run["a_median_ms"])), (f"median run, {label_b}", format_ms(run["b_median_ms"]))]
         cards.append(("median run b/a (95% interval)", f"{run['ratio']:.3f} ({run['low']:.3f}-{run['high']:.3f})"))
+    cards += [(f"sum of node medians, {label_a}", format_ms(a_total)), (f"sum of node medians, {label_b}", format_ms(b_total)),
+              ("sum of node medians b/a", f"{b_total / a_total:.3f}" if a_total > 0 else "")]
     cards += [("nodes faster", str(int(counts.get("faster", 0)))), ("nodes slower", str(int(counts.get("slower", 0)))),
               ("nodes same", str(int(counts.get("same", 0)))), ("nodes in both", str(len(both)))]
+    if int(counts.get("noisy", 0)):  # a verdict the samples could not carry (fxprof.core.noise)
+        cards.append(("nodes noisy (two modes or spread beyond the change)", str(int(counts.get("noisy", 0)))))
     if int(counts.get("too few runs", 0)):  # sample sizes that no p-value below alpha can come from
         cards.append(("nodes: too few runs to tell", str(int(counts.get("too few runs", 0)))))
     body = [_cards(cards)]

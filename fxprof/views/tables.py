@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import shutil
 import sys
 from typing import Any, Callable, Iterable, Sequence
@@ -24,7 +25,8 @@ from typing import Any, Callable, Iterable, Sequence
 import pandas as pd
 from tabulate import tabulate
 
-__all__ = ["format_ms", "format_count", "terminal_width", "render_fitted", "display_name", "TIME_UNITS", "change_label"]
+__all__ = ["format_ms", "format_count", "terminal_width", "render_fitted", "display_name", "TIME_UNITS", "change_label",
+           "shorten_all"]
 
 #: (unit, milliseconds per unit), largest first
 TIME_UNITS = (("s", 1000.0), ("ms", 1.0), ("us", 1e-3), ("ns", 1e-6))
@@ -75,7 +77,7 @@ def change_label(ratio: Any, verdict: str = "") -> str:
         return f"{1.0 / r:.2g}x faster" if r > 0 else "all of its time saved"
     if verdict == "slower" and r > 1.0:
         return f"{r:.2g}x slower" if not math.isinf(r) else "slower"
-    note = {"same": " (same)", "too few runs": " (too few runs to tell)"}.get(verdict, "")
+    note = {"same": " (same)", "too few runs": " (too few runs to tell)", "noisy": " (noisy)"}.get(verdict, "")
     return f"{r:.2f}x the time" + note
 
 
@@ -173,6 +175,84 @@ def shorten(text: str, limit: int) -> str:
     return text[:head] + _ELLIPSIS + text[len(text) - tail:]
 
 
+_SEPARATORS = "._:/"
+
+
+def _common_prefix(a: str, b: str) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def _shorten_around(text: str, limit: int, at: int) -> str:
+    """``text`` cut to ``limit`` characters keeping the word around position ``at`` (where it
+    differs from a name that would otherwise look the same), with as much of both ends as fits:
+    ``encoder_layer_0_intermediate_dense`` -> ``encod…layer_0…iate_dense``."""
+    at = min(max(at, 0), len(text) - 1)
+    start = at
+    while start > 0 and text[start - 1] not in _SEPARATORS and at - start < 8:
+        start -= 1  # the start of the word that differs
+    if start > 1 and text[start - 1] in _SEPARATORS:  # and the word before it, when short (layer_0)
+        before = start - 1
+        while before > 0 and text[before - 1] not in _SEPARATORS and start - before < 7:
+            before -= 1
+        if before == 0 or text[before - 1] in _SEPARATORS:
+            start = before
+    end = at + 1
+    while end < len(text) and text[end] not in _SEPARATORS and end - at < 8:
+        end += 1
+    if end - start > max(limit - 4, 1):  # the words do not fit: the difference and what precedes it
+        start, end = max(at - max(limit - 4, 1) + 1, 0), at + 1
+    window = text[start:end]
+    rest = len(text) - end
+    budget = limit - len(window) - (start > 0) - (rest > 0)
+    if budget < 0:
+        return (_ELLIPSIS + text[max(at - limit + 3, 0):at + 1] + _ELLIPSIS)[-limit:] if limit > 2 else text[at]
+    if rest <= budget - min(start, budget // 3):  # the end fits whole after the word
+        head = limit - len(window) - rest - 1
+        return (text[:head] + _ELLIPSIS if start > head else text[:start]) + window + text[end:]
+    head = min(start, budget // 3)
+    tail = limit - len(window) - 1 - head - (start > head)
+    return text[:head] + (_ELLIPSIS if start > head else "") + window + _ELLIPSIS + (text[len(text) - tail:] if tail > 0 else "")
+
+
+_INDEX = re.compile(r"(?<=[._:/])\d+(?=[._:/]|$)")
+
+
+def _shorten_keeping_index(text: str, limit: int) -> str:
+    """:func:`shorten`, except that a module index the middle cut would drop (the ``0`` of
+    ``encoder.layer.0.attention.self.query``) is kept: it is what tells repeated blocks apart."""
+    short = shorten(text, limit)
+    if short == text or limit < 8:
+        return short
+    head = (limit - 1) // 2
+    tail_from = len(text) - (limit - 1 - head)
+    cut = [m for m in _INDEX.finditer(text) if m.start() >= head and m.end() <= tail_from]
+    return _shorten_around(text, limit, cut[0].start()) if cut else short
+
+
+def shorten_all(values: Sequence[str], limit: int) -> list[str]:
+    """Every value cut in the middle to ``limit`` characters (:func:`shorten`), except that two
+    different values never come out the same: where the middle cut would make them look alike
+    (``encoder_lay…ediate_dense`` for layers 0 and 1), each keeps the part where it differs
+    from the others (``encod…layer_0…iate_dense``, ``encod…layer_1…iate_dense``)."""
+    out = [_shorten_keeping_index(v, limit) for v in values]
+    seen: dict[str, set[str]] = {}
+    for value, short in zip(values, out):
+        seen.setdefault(short, set()).add(value)
+    fixed: dict[str, str] = {}
+    for group in seen.values():
+        if len(group) < 2:
+            continue
+        for value in group:
+            at = max(_common_prefix(value, other) for other in group if other != value)
+            fixed[value] = _shorten_around(value, limit, at)
+    return [fixed.get(value, short) for value, short in zip(values, out)]
+
+
 def _render(cells: pd.DataFrame, numeric: Sequence[str], index_name: str) -> str:
     rows = cells.reset_index()
     headers = [index_name] + [display_name(c) for c in cells.columns]
@@ -208,12 +288,13 @@ def render_fitted(
     dropped: list[str] = []
     shortened = False
     text_columns = [c for c in cells.columns if c not in numeric]
-    for limit in (_SHORT, _SHORTEST):
+    full_index, full = list(cells.index), {c: list(cells[c]) for c in text_columns}
+    for limit in (_SHORT, _SHORTEST):  # each time from the full text, so that names stay distinct
         before = cells.copy()
-        cells.index = [shorten(v, limit) for v in cells.index]
+        cells.index = shorten_all(full_index, limit)
         for col in text_columns:
             if col in cells.columns:
-                cells[col] = [shorten(v, limit) for v in cells[col]]
+                cells[col] = shorten_all(full[col], limit)
         shortened = shortened or not (before.equals(cells) and list(before.index) == list(cells.index))
         text = _render(cells, numeric, index_name)
         if _width(text) <= width:

@@ -88,14 +88,9 @@ def render_header(profile: "Profile") -> str:
         lines.extend(compiled_run_lines(profile))
         lines.extend(_outlier_lines(profile))
     elif profile.num_runs:
-        totals = np.asarray(profile.kept_totals())
-        q25, med, q75 = np.percentile(totals, [25, 50, 75])
-        lines.append(
-            f"run: median {format_ms(med)} (IQR {format_ms(q75 - q25)}) over {len(totals)} runs; "
-            f"nodes account for {profile.coverage * 100:.1f}% of it (coverage), "
-            f"the rest is interpreter overhead between nodes"
-            + (" and the model's Python between graphs" if meta.get("capture") == "dynamo" else "")
-        )
+        from .headline import run_line
+
+        lines.append(run_line(profile))
         lines.extend(_outlier_lines(profile))
         lines.extend(_loop_line(profile))
         launch = profile.launch_bound_pct
@@ -291,7 +286,13 @@ def default_columns(table: pd.DataFrame, device_timer: bool, base: Iterable[str]
         columns[at:at] = list(DEVICE_COLUMNS)
         if table["kernel_mean_ms"].notna().any():
             columns.insert(at + 1, "kernel_median_ms")
+    if "limit" in table.columns and (table["limit"].astype(str) != "").any():  # peaks known: the roofline's answer
+        columns += [c for c in ROOFLINE_DEFAULT if c not in columns]
     return columns + memory_columns(table)
+
+
+#: the roofline's columns in the default table when the peaks are known: what could be won, and what limits it
+ROOFLINE_DEFAULT = ("headroom_ms", "limit")
 
 
 def spread_flags(table: pd.DataFrame) -> pd.Series:
@@ -310,10 +311,12 @@ def noisy_nodes(table: pd.DataFrame) -> pd.Series:
     return spread_flags(table) != ""
 
 
-def spread_notes(flags: pd.Series) -> list[str]:
-    """The footer lines that explain the ``spread`` column's flags."""
+def spread_notes(flags: pd.Series, shown: Iterable[str] | None = None) -> list[str]:
+    """The footer lines that explain the ``spread`` column's flags; with ``shown`` (the rows
+    printed), also the flagged nodes below the fold, by name, and how to see them."""
     notes = []
     n_high, n_tail = int((flags == "high").sum()), int((flags == "tail").sum())
+    hidden = [] if shown is None else [n for n in flags.index[flags != ""] if n not in set(shown)]
     if n_high:
         notes.append(
             f"spread: {n_high} node(s) have an IQR above {HIGH_SPREAD:.0%} of their median "
@@ -324,6 +327,10 @@ def spread_notes(flags: pd.Series) -> list[str]:
             f"spread: {n_tail} node(s) have a mean more than {HIGH_TAIL:.0%} above their median "
             f"('tail'): a few very slow samples; pct and the order use medians, which they do not move."
         )
+    if hidden:
+        more = f", ... ({len(hidden) - 8} more)" if len(hidden) > 8 else ""
+        notes.append(f"spread: {len(hidden)} of the flagged node(s) are below the rows shown: {', '.join(hidden[:8])}{more} "
+                     f"(see them: summary(sort=\"iqr_ms\"), or fxprof show FILE --sort iqr_ms)")
     return notes
 
 
@@ -360,10 +367,8 @@ def render_body(table: pd.DataFrame, view: ViewOptions = ViewOptions(), device_t
     count = _rows(top)
     shown = table if count is None else table.head(count)
     rows = shown[columns].copy()
-    if not explicit and "scope" in rows:  # a module node's scope is the module itself: say it once
-        rows["scope"] = rows["scope"].where(~((shown["op"] == "call_module") & (shown["scope"] == shown["target"])), "")
-        if not (rows["scope"] != "").any():
-            rows = rows.drop(columns=["scope"])
+    if not explicit and "scope" in rows and not (rows["scope"] != "").any():
+        rows = rows.drop(columns=["scope"])
     if (flags != "").any():
         rows["spread"] = flags.loc[shown.index]
     extra, extra_note = outside if outside is not None else (pd.DataFrame(), "")
@@ -376,7 +381,8 @@ def render_body(table: pd.DataFrame, view: ViewOptions = ViewOptions(), device_t
     if hidden > 0:
         rest = float(table["pct"].iloc[len(shown):].sum())
         lines.append(f"... {hidden} more nodes ({rest:.1f}% of node time)")
-    notes = ([aside] if aside else []) + ([extra_note] if len(extra) and extra_note else []) + spread_notes(flags) + (roofline_notes(table) if roofline else [])
+    notes = (aside.splitlines() + ([extra_note] if len(extra) and extra_note else []) + spread_notes(flags, shown.index)
+             + (roofline_notes(table) if roofline else []))
     lines.extend(textwrap.fill(note, width, subsequent_indent="  ") if width else note for note in notes)
     return "\n".join(lines)
 
@@ -401,12 +407,15 @@ def ranked(table: pd.DataFrame, sort: str | None, ascending: bool = False, bookk
     from ..core.profile import sort_table
     from ..core.rollup import bookkeeping_note, is_bookkeeping
 
+    from ..core.names import is_weight_input, weight_inputs_note
+
     if sort is None or sort == (table.index.name or "node") or bookkeeping or "kind" not in table.columns:
         return sort_table(table, sort, ascending), ""
-    mask = is_bookkeeping(table)
+    mask = is_bookkeeping(table) | is_weight_input(table)
     if not mask.any():
         return sort_table(table, sort, ascending), ""
-    return sort_table(table[~mask], sort, ascending), bookkeeping_note(table)
+    notes = "\n".join(n for n in (bookkeeping_note(table), weight_inputs_note(table)) if n)
+    return sort_table(table[~mask], sort, ascending), notes
 
 
 def _render_groups(groups: pd.DataFrame, key: str, depth: int, top: int | None, sort: str | None = "pct",
@@ -444,9 +453,15 @@ def render_blocks(blocks: pd.DataFrame, label_a: str = "a", label_b: str = "b",
     lines = [
         f"fxprof compare by scope (depth {attrs.get('depth', 1)}): a = {label_a}",
         f"                b = {label_b}",
-        f"summed median time: a {format_ms(attrs.get('a_total_ms', float('nan')))}, "
-        f"b {format_ms(attrs.get('b_total_ms', float('nan')))}, speed-up a/b {attrs.get('speedup', float('nan')):.2f}x"
-        + (f"; median run a/b {attrs['run_speedup']:.2f}x" if attrs.get("run_speedup") else ""),
+    ]
+    if attrs.get("run_speedup"):  # the headline: the runs first (fxprof.views.headline)
+        runs = (f"median run a {format_ms(attrs['a_run_ms'])}, b {format_ms(attrs['b_run_ms'])}: "
+                if attrs.get("a_run_ms") is not None else "median run ")
+        lines.append(f"run: {runs}speed-up a/b {attrs['run_speedup']:.2f}x")
+    lines += [
+        f"blocks (sum of node or kernel medians, without the time between them): a "
+        f"{format_ms(attrs.get('a_total_ms', float('nan')))}, b {format_ms(attrs.get('b_total_ms', float('nan')))}, "
+        f"speed-up a/b {attrs.get('speedup', float('nan')):.2f}x",
         "",
     ]
     count = _rows(top)
@@ -454,6 +469,8 @@ def render_blocks(blocks: pd.DataFrame, label_a: str = "a", label_b: str = "b",
     lines.append(render_table(shown, width, keep={c for c in ("a_ms", "b_ms", "speedup") if c in shown.columns}))
     if len(blocks) > len(shown):
         lines.append(f"... {len(blocks) - len(shown)} more blocks")
+    lines.extend(textwrap.fill(f"folded: {note}", width, subsequent_indent="  ") if width else f"folded: {note}"
+                 for note in attrs.get("notes", []))
     return "\n".join(lines)
 
 
@@ -470,33 +487,26 @@ def render_compare(diff: pd.DataFrame, label_a: str = "a", label_b: str = "b",
     Rows keep ``compare``'s order (largest absolute change first) unless ``view.sort`` names a
     column (descending unless ``view.ascending``); ``view.columns`` picks the columns shown."""
     top, sort, ascending, columns, width = view.top, view.sort, view.ascending, view.columns, view.width
-    both = diff[diff["status"] == "both"]
-    a_total, b_total = float(diff["a_ms"].sum()), float(diff["b_ms"].sum())
-    ratio = b_total / a_total if a_total > 0 else float("nan")
+    from .headline import compare_headline
+
     lines = [
         f"fxprof compare: a = {label_a}",
         f"                b = {label_b}",
-        f"summed median node time: a {format_ms(a_total)}, b {format_ms(b_total)}, ratio b/a {ratio:.3f}; "
-        f"{len(both)} nodes in both, {int((diff['status'] == 'only_a').sum())} only in a, "
-        f"{int((diff['status'] == 'only_b').sum())} only in b",
+        *compare_headline(diff),
     ]
-    run = diff.attrs.get("run_ratio")
-    if run and not np.isnan(run["ratio"]):
-        lines.append(
-            f"median run b/a {run['ratio']:.3f}, {run['confidence']:.0%} interval {run['low']:.3f} to {run['high']:.3f} "
-            f"(bootstrap over {run['a_runs']} and {run['b_runs']} runs; drift between the two profiles is not in it)"
-        )
     if "verdict" in diff.columns and (diff["verdict"] != "").any():
         counts = diff["verdict"].value_counts()
         lines.append(
             f"verdicts: {int(counts.get('slower', 0))} slower, {int(counts.get('faster', 0))} faster, "
             f"{int(counts.get('same', 0))} same"
+            + (f", {int(counts.get('noisy', 0))} noisy (samples in two modes or spread beyond the change: held back, "
+               f"the noise column says why)" if counts.get("noisy", 0) else "")
             + (f", {int(counts.get('too few runs', 0))} too few runs to tell" if counts.get("too few runs", 0) else "")
             + f" ({diff.attrs.get('test', '')})"
         )
     elif diff.attrs.get("test"):
         lines.append(f"verdicts: none ({diff.attrs['test']})")
-    lines += [f"warning: the profiles differ in {w}" for w in diff.attrs.get("warnings", [])]
+    lines += [f"warning: {w}" for w in diff.attrs.get("warnings", [])]
     if width:  # prose lines wrap; only the table is fitted
         lines = [textwrap.fill(line, width, subsequent_indent="  ") for line in lines]
     lines.append("")
@@ -507,6 +517,8 @@ def render_compare(diff: pd.DataFrame, label_a: str = "a", label_b: str = "b",
         columns = list(COMPARE_DEFAULT)
         if "phase" in diff.columns and (diff["phase"] != "forward").any():  # training steps only
             columns.insert(3, "phase")
+        if "verdict" in diff.columns and (diff["verdict"] == "noisy").any():
+            columns.append("noise")  # why a verdict was held back
         columns = [c for c in columns if c in diff.columns]  # a comparison read from an older fxprof
     columns = _known_columns(diff, columns, "comparison columns")
     count = _rows(top)

@@ -1,0 +1,108 @@
+"""The headline figures, worded once for every page (terminal, notebook, HTML report, compare).
+
+One answer per question, in one order everywhere: how long does a run take? The median of
+the runs' totals, first. How much of it do the nodes explain? The summed node medians, second
+and labelled as such, with coverage as their ratio (the same statistic, medians, on both
+sides). In a comparison: the ratio of the median runs with its bootstrap interval first, then
+the ratio of the summed node medians, labelled. Views call these functions instead of wording
+the figures themselves, so two pages never show two different totals unexplained.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from .tables import format_ms
+
+if TYPE_CHECKING:
+    from ..core.profile import Profile
+
+__all__ = ["RunFigures", "run_figures", "run_line", "outside_words", "compare_headline", "ratio_words"]
+
+
+class RunFigures:
+    """A profile's headline figures in ms: ``run_ms`` (median of the kept runs' totals),
+    ``iqr_ms`` (their IQR), ``runs``, ``nodes_ms`` (sum of the node medians), ``outside_ms``
+    (``run_ms - nodes_ms``: time in no node, the interpreter between nodes and the model's
+    Python between graphs; negative when the nodes' medians add up to more than the median
+    run) and ``coverage`` (``nodes_ms / run_ms``)."""
+
+    def __init__(self, run_ms: float, iqr_ms: float, runs: int, nodes_ms: float):
+        self.run_ms, self.iqr_ms, self.runs, self.nodes_ms = run_ms, iqr_ms, runs, nodes_ms
+        self.outside_ms = run_ms - nodes_ms if runs else float("nan")
+        self.coverage = nodes_ms / run_ms if runs and run_ms > 0 else float("nan")
+
+    @property
+    def has_runs(self) -> bool:
+        return self.runs > 0 and math.isfinite(self.run_ms)
+
+
+def run_figures(profile: "Profile", table: pd.DataFrame | None = None) -> RunFigures:
+    """The headline figures of ``profile`` (its kept runs; ``table``: its ``df`` if already made)."""
+    totals = np.asarray(profile.kept_totals(None), dtype=np.float64)
+    totals = totals[np.isfinite(totals)]
+    table = profile.df if table is None else table
+    nodes = float(np.nansum(table["median_ms"].to_numpy(dtype=np.float64))) if len(table) else 0.0
+    if not len(totals):
+        return RunFigures(float("nan"), float("nan"), 0, nodes)
+    q1, q3 = np.percentile(totals, [25, 75])
+    return RunFigures(float(np.median(totals)), float(q3 - q1), int(len(totals)), nodes)
+
+
+def outside_words(meta: dict[str, Any]) -> str:
+    """What the time outside every node is, for this capture."""
+    if meta.get("capture") == "compiled":
+        return "the compiled program's own Python (guards, wrappers, allocations) and the profiler's"
+    return "interpreter overhead between nodes" + (" and the model's Python between graphs" if meta.get("capture") == "dynamo" else "")
+
+
+def run_line(profile: "Profile") -> str:
+    """The header's run line: the median run first, then what the node medians sum to and
+    the time outside every node, so that the two add up to the run."""
+    f = run_figures(profile)
+    coverage = profile.coverage  # per rank for a gathered profile
+    head = (f"run: median {format_ms(f.run_ms)} (IQR {format_ms(f.iqr_ms)}) over {f.runs} runs; nodes account for "
+            f"{coverage * 100:.1f}% of it (coverage): {format_ms(f.run_ms * coverage)} summed median node time")
+    if coverage > 1:
+        return (head + ", more than the median run: each node's median comes from other runs, and the runs "
+                "vary (see the IQR); compare medians of whole runs, not the nodes' sum")
+    return head + f", {format_ms(f.run_ms * (1 - coverage))} outside every node ({outside_words(profile.meta)})"
+
+
+def ratio_words(ratio: float) -> str:
+    """``0.464`` -> ``2.16x faster``; ``1.3`` -> ``1.30x slower``; ``1.0`` -> ``the same time``."""
+    if not math.isfinite(ratio) or ratio <= 0:
+        return ""
+    if abs(ratio - 1.0) < 0.005:
+        return "the same time"
+    return f"{1 / ratio:.2f}x faster" if ratio < 1 else f"{ratio:.2f}x slower"
+
+
+def compare_headline(diff: pd.DataFrame) -> list[str]:
+    """The first lines of a node-by-node comparison (:func:`fxprof.compare`): the ratio of the
+    median runs with its interval, then the summed node medians, labelled."""
+    lines = []
+    run: dict[str, Any] | None = diff.attrs.get("run_ratio")
+    if run and math.isfinite(run.get("ratio", float("nan"))):
+        medians = ""
+        if "a_median_ms" in run:
+            medians = f"median run a {format_ms(run['a_median_ms'])}, b {format_ms(run['b_median_ms'])}: "
+        words = ratio_words(run["ratio"])
+        lines.append(
+            f"run: {medians}b/a {run['ratio']:.3f}" + (f" (b {words})" if words else "")
+            + f", {run['confidence']:.0%} interval {run['low']:.3f} to {run['high']:.3f} (bootstrap over "
+            f"{run['a_runs']} and {run['b_runs']} runs; drift between the two profiles is not in it)"
+        )
+    a_total, b_total = float(diff["a_ms"].sum()), float(diff["b_ms"].sum())
+    ratio = b_total / a_total if a_total > 0 else float("nan")
+    status = diff["status"] if "status" in diff.columns else pd.Series("both", index=diff.index)
+    lines.append(
+        f"nodes (sum of node medians, without the time between nodes): a {format_ms(a_total)}, b {format_ms(b_total)}, "
+        f"b/a {ratio:.3f}; {int((status == 'both').sum())} nodes in both, {int((status == 'only_a').sum())} only in a, "
+        f"{int((status == 'only_b').sum())} only in b"
+    )
+    return lines

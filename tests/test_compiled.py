@@ -390,7 +390,8 @@ def test_eager_and_compiled_compared_per_block(compiled_run, small, tmp_path):
     model, x = small
     eager = fxprof.profile(model, x, warmup=1, iters=6)
     blocks = fxprof.compare(eager, prof, by="scope")
-    assert list(blocks.columns) == ["a_ms", "b_ms", "delta_ms", "speedup", "a_nodes", "b_nodes", "fused", "a_pct", "b_pct"]
+    assert list(blocks.columns) == ["a_ms", "b_ms", "delta_ms", "speedup", "a_nodes", "b_nodes", "fused", "a_pct", "b_pct",
+                                   "a_mem_peak_bytes", "b_mem_peak_bytes", "delta_mem_peak_bytes"]
     assert {"stem", "block", "fc"} <= set(blocks.index)
     row = blocks.loc["block"]
     assert row["a_nodes"] == 4 and row["b_nodes"] >= 1 and row["speedup"] == pytest.approx(row["a_ms"] / row["b_ms"])

@@ -82,7 +82,7 @@ def test_repr_html_has_the_header_and_the_top_nodes_with_share_bars(clock):
     assert len(rows) == 1 + 8  # the header row, then every node (fewer than 20)
     header = _cells(rows[0])
     # plain words, one name column (scope only says where a node runs when its name does not)
-    assert header == ["node", "kind", "median", "iqr", "pct", "cum_pct"]
+    assert header == ["node", "kind", "median", "iqr", "pct", "cum_pct", "mem_peak", "mem_live"]  # memory: on by default
     assert _cells(rows[1])[:4] == ["head", "work", "3.00 ms", "500 us"]  # sorted by share, units
     assert _cells(rows[2])[0] == "stem"
     # bars are scaled to the largest share: head (75%) fills its cell, stem (25%) a third of it

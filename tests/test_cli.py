@@ -368,7 +368,7 @@ def test_the_progress_bar_names_each_phase_with_its_own_count(resnet18, small_im
     buffer = io.StringIO()
     with Progress(file=buffer, force=True) as bar:
         fxprof.profile(resnet18, small_image, warmup=2, iters=3, progress=bar)
-    assert bar.phases == ["tracing", "warm-up", "timed runs", "anatomy pass", "machine peaks"]
+    assert bar.phases == ["tracing", "warm-up", "timed runs", "anatomy pass", "memory pass", "machine peaks"]
     text = buffer.getvalue()
     positions = [text.find(f"fxprof: {phase}") for phase in ("tracing 0/1", "warm-up 0/2", "warm-up 2/2",
                                                               "timed runs 0/3", "timed runs 3/3", "anatomy pass")]

@@ -203,3 +203,11 @@ def test_compare_sets_the_nodes_and_blocks_peaks_side_by_side():
     assert row["delta_mem_peak_bytes"] == 64 * 512 * F32
     blocks = fxprof.compare(a, b, by="scope", warn=False)
     assert blocks.loc["0", "delta_mem_peak_bytes"] == 64 * 512 * F32
+
+
+def test_the_notebook_view_shows_the_memory_line_and_columns():
+    prof = fxprof.profile(nn.Sequential(nn.Linear(64, 128), nn.ReLU()), torch.randn(8, 64), warmup=0, iters=2, peaks=None)
+    page = prof._repr_html_()
+    assert f"memory: peak {format_bytes(prof.memory.peak_bytes)}" in page
+    assert ">mem_peak<" in page and ">mem_live<" in page
+    assert format_bytes(prof.df.loc["_0", "mem_live_bytes"]) in page

@@ -81,8 +81,8 @@ def test_repr_html_has_the_header_and_the_top_nodes_with_share_bars(clock):
     rows = _html_rows(page)
     assert len(rows) == 1 + 8  # the header row, then every node (fewer than 20)
     header = _cells(rows[0])
-    # plain words; every row with its scope (a module's node too: issue 31 (e))
-    assert header == ["node", "kind", "scope", "median", "iqr", "pct", "cum_pct"]
+    # plain words; every row with its scope (a module's node too: issue 31 (e)); memory on by default
+    assert header == ["node", "kind", "scope", "median", "iqr", "pct", "cum_pct", "mem_peak", "mem_live"]
     assert _cells(rows[1])[:5] == ["head", "work", "head", "3.00 ms", "500 us"]  # sorted by share, units
     assert _cells(rows[2])[0] == "stem"
     # bars are scaled to the largest share: head (75%) fills its cell, stem (25%) a third of it

@@ -1,4 +1,4 @@
-"""Node anatomy: shapes, sizes, FLOPs and CUDA memory, each measured in an untimed pass.
+"""Node anatomy: shapes, sizes and FLOPs, measured in an untimed pass (memory: fxprof.measure.memory).
 
 These passes run the graph once each, outside the timed runs, so their own costs (the FLOP
 counter costs hundreds of microseconds per node) never reach the timings. Each returns one
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import warnings
-from typing import Any, Iterable
+from typing import Any
 
 import torch
 from torch import fx
@@ -18,9 +18,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from .tree import tensors_in
 from ..vocab import ANATOMY_COLUMNS
 from .touched import Touched
-from .bridge import RANGE_PREFIX, events_from_kineto, kineto_quiet, memory_by_range
 
-__all__ = ["ANATOMY_COLUMNS", "anatomy_pass", "memory_pass", "describe_shape"]
+__all__ = ["ANATOMY_COLUMNS", "anatomy_pass", "describe_shape"]
 
 
 
@@ -176,51 +175,3 @@ def anatomy_pass(count_flops: bool = True, watch_syncs: bool = False):
 
 def _prefixed(records: dict[str, dict[str, Any]], label: str) -> dict[str, dict[str, Any]]:
     return {f"{label}:{k}": v for k, v in records.items()} if label else records
-
-
-class _RangedInterpreter(fx.Interpreter):
-    """Runs each node inside a ``record_function("fxprof::<node>")`` range."""
-
-    def run_node(self, n: fx.Node) -> Any:
-        with torch.profiler.record_function(RANGE_PREFIX + n.name):
-            return super().run_node(n)
-
-
-def memory_pass(devices: Iterable[torch.device | str]):
-    """A pass recording, per node, what the allocators did while it ran, in one untimed run:
-
-    ``mem_delta_bytes``: bytes allocated during the node minus bytes freed during it (mostly
-    its outputs; inputs whose last use it was are freed only after the node);
-    ``mem_peak_bytes``: the highest point the allocation reached while the node ran, above
-    where it started (outputs plus workspace and temporaries).
-
-    Both are summed over ``devices`` (every device the model's tensors are on; the CPU
-    allocator counts too). They come from the allocation events of ``torch.profiler`` with
-    ``profile_memory=True``, one range per node: nothing is reset, so the user's own
-    statistics (``torch.cuda.max_memory_allocated`` and the rest) are left as they were.
-    """
-    keys = {_device_key(torch.device(d)) for d in devices}
-
-    def run(gm: fx.GraphModule, label: str, inputs: tuple) -> tuple[Any, dict[str, dict[str, Any]]]:
-        from torch.profiler import ProfilerActivity, profile
-
-        prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
-        with kineto_quiet():
-            prof.__enter__()
-        try:
-            out = _RangedInterpreter(gm).run(*inputs)
-        finally:
-            with kineto_quiet():
-                prof.__exit__(None, None, None)
-        found = memory_by_range(events_from_kineto(prof.profiler.kineto_results.events()), keys)
-        records = {node: {"mem_delta_bytes": v["delta"], "mem_peak_bytes": v["peak"]} for node, v in found.items()}
-        return out, _prefixed(records, label)
-
-    return run
-
-
-def _device_key(device: torch.device) -> tuple[str, int]:
-    index = device.index
-    if index is None:
-        index = torch.cuda.current_device() if device.type == "cuda" and torch.cuda.is_available() else -1
-    return (device.type, index)

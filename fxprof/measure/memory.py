@@ -401,6 +401,11 @@ def memory_per_node(captured: Any, spec: MemoryPass, args: tuple, kwargs: dict, 
                     meta: dict[str, Any] | None = None) -> dict[str, dict[str, int]]:
     """Run ``captured``'s untimed pass once under a :class:`MemoryRecording`; return the per-node
     columns and put the run's peak in ``meta["memory"]``."""
+    if torch._C._autograd._profiler_enabled():  # the caller's own torch.profiler: profilers cannot nest
+        if meta is not None:
+            meta["notes"] = meta.get("notes", []) + [
+                "memory pass skipped: torch.profiler was already running around fxprof.profile (profilers do not nest)"]
+        return {}
     rec = MemoryRecording(spec.devices, getattr(captured, "module", None), (args, kwargs),
                           getattr(captured, "optimizer", None), backward)
     with kineto_quiet(UNKNOWN_BLOCK_LINE), rec:

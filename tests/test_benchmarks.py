@@ -105,3 +105,13 @@ def test_gpu_overhead_benchmark_runs_and_says_where(tmp_path):
     assert all("error" not in r and r["ms"] > 0 for r in rows)
     fx_rows = [r for r in rows if r["variant"].startswith("fxprof-")]
     assert fx_rows and all(r["fidelity"] > 0 and r["own_ms"] > 0 for r in fx_rows)
+
+
+def test_attribution_benchmark_runs():
+    env = {**__import__("os").environ, "PYTHONPATH": str(ROOT)}
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "benchmarks" / "attribution.py"), "--nodes", "5", "--runs", "2"],
+        capture_output=True, text=True, timeout=300, env=env,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "record path" in result.stdout and "flat pass" in result.stdout

@@ -322,7 +322,10 @@ def test_forward_hooks_of_the_root_and_traced_modules_make_auto_use_dynamo_and_s
         calls.clear()
         with pytest.warns(UserWarning, match=r"symbolic tracing does not run .*root module \(ResNet\).*layer1"):
             sym = fxprof.profile(model, x, warmup=0, iters=1, anatomy=False, capture="symbolic")
-        assert sym.meta["capture"] == "symbolic" and calls.count("layer1") == 1  # at trace time only
+        # the graph ran it at trace time only; the model's own forwards (the dispatch check's, the own runs) ran it too
+        assert sym.meta["capture"] == "symbolic" and calls.count("layer1") == 1 + 1 + len(sym.meta["own_runs_ms"])
+        # and the dispatch check names what the graph lacks: the root hook's `out * 0`
+        assert any("aten::mul 1x" in note for note in sym.meta["notes"]), sym.meta["notes"]
     finally:
         for h in handles:
             h.remove()

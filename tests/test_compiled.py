@@ -473,3 +473,32 @@ def test_cli_refuses_compile_options_that_do_not_fit(argv, message):
     run = subprocess.run([sys.executable, "-m", "fxprof", "profile", "resnet18", *argv], capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": os.getcwd()}, timeout=300)
     assert run.returncode != 0 and message in run.stderr, run.stderr
+
+
+def test_library_kernels_of_a_cuda_graph_replay_are_charged_to_their_extern_calls():
+    """issue 40 item 4: under CUDA graphs (mode reduce-overhead) cuDNN and cuBLAS kernels run with
+    no aten op around them; they go to the extern calls between the Triton kernels around them."""
+    from fxprof.core.compiled import unmatched_nodes
+
+    conv = "sm90_xmma_fprop_implicit_gemm_f16f16_f16f32_f32_nhwckrsc_nhwc_tilesize128x128x64_warpgroupsize1x1x1_execute_cudnn"
+    kernels = [Kernel("0/0", "extern_kernels.convolution:1", False, "", ("conv1",)),
+               Kernel("0/0", "triton_poi_fused_relu_0:2", True, "triton_poi_fused_relu_0", ("bn1", "relu")),
+               Kernel("0/0", "extern_kernels.convolution:3", False, "", ("conv2",)),
+               Kernel("0/0", "extern_kernels.mm:4", False, "", ("fc",)),
+               Kernel("0/0", "triton_poi_fused_add_1:5", True, "triton_poi_fused_add_1", ("add",))]
+    spans = [Span("0/0", 0, name, start, 1.0) for name, start in (
+        ("cudnn::nchwToNhwcKernel", 0.0), (conv, 1.0),  # conv1: two kernels in its gap
+        ("triton_poi_fused_relu_0", 2.0),
+        (conv, 3.0), ("void cutlass::Kernel2<cutlass_80_wmma_tensorop_f16_s161616gemm_f16_32x32_128x2_nn_align8>(Params)", 4.0),
+        ("triton_poi_fused_add_1", 5.0), ("aten::copy_", 6.0))]
+    charged, unmatched = charge_spans(kernels, spans)
+    by_key = {}
+    for key, span in charged:
+        by_key.setdefault(key, []).append(span.start_ms)
+    assert by_key["0/0|extern_kernels.convolution:1"] == [0.0, 1.0]
+    assert by_key["0/0|extern_kernels.convolution:3"] == [3.0] and by_key["0/0|extern_kernels.mm:4"] == [4.0]
+    assert [s.name for s in unmatched] == ["aten::copy_"]  # an op's own event is no library kernel
+    # what stays unmatched gets a short readable row name
+    rows, names = unmatched_nodes([Span("0/0", 0, conv, 0.0, 1.0), Span("0/0", 0, spans[4].name, 0.0, 1.0)], set())
+    assert [r.name for r in rows] == ["unmatched_" + conv[:48].rstrip("_"), "unmatched_Kernel2"]
+    assert all(len(r.name) <= 60 for r in rows) and rows[0].raw_name == conv

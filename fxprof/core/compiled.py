@@ -20,7 +20,7 @@ from .names import input_name, weight_name
 from .nodes import NodeInfo
 
 __all__ = ["own_run_ms", "Kernel", "Span", "common_scope", "readable_names", "charge_spans", "kernel_nodes", "extern_op",
-           "strip_graph_prefix", "unmatched_nodes", "UNMATCHED"]
+           "strip_graph_prefix", "unmatched_nodes", "short_kernel_name", "UNMATCHED"]
 
 #: the ``op`` of a generated kernel's row and of an extern call's (``mm``, convolution...)
 GENERATED, EXTERN = "kernel", "extern"
@@ -136,7 +136,51 @@ def charge_spans(kernels: Sequence[Kernel], spans: Iterable[Span]) -> tuple[list
             unmatched.append(span)
         else:
             charged.append((kernel.graph + "|" + kernel.key, span))
+    if unmatched:
+        charged, unmatched = _charge_replayed(by_graph, charged, unmatched)
     return charged, unmatched
+
+
+#: a profiler event of an op (``aten::copy_``, ``mkldnn::_convolution_pointwise``), not a device kernel
+_OP_EVENT = re.compile(r"^[a-z_][a-z0-9_]*::[a-z_][a-z0-9_.]*$")
+
+
+def _charge_replayed(by_graph: Mapping[str, Sequence[Kernel]], charged: list[tuple[str, Span]], unmatched: list[Span]
+                     ) -> tuple[list[tuple[str, Span]], list[Span]]:
+    """Library kernels that no op names (a CUDA graph's replay: cuDNN and cuBLAS kernels run
+    with no ``aten::`` op around them) charged to the extern calls of the graph's code that lie
+    between the kernels charged before and after them, in order: one extern in the gap takes
+    every kernel there (an extern may launch several); several take them one by one, the last
+    the rest. A span with an op's name (``aten::copy_``), or in a gap without externs, stays
+    unmatched."""
+    position = {g: {k.graph + "|" + k.key: i for i, k in enumerate(ks)} for g, ks in by_graph.items()}
+    groups: dict[tuple[str, int, int], list[tuple[Span, int | None]]] = {}
+    for key, span in charged:
+        groups.setdefault((span.graph, span.run, span.call), []).append((span, position[span.graph].get(key)))
+    for span in unmatched:
+        groups.setdefault((span.graph, span.run, span.call), []).append((span, None))
+    still: list[Span] = []
+    for (graph, _, _), items in groups.items():
+        items.sort(key=lambda t: t[0].start_ms)
+        kernels = by_graph.get(graph, [])
+        known = [i for _, i in items if i is not None]
+        used: set[int] = set()
+        before = -1
+        seen = 0
+        for span, index in items:
+            if index is not None:
+                before, seen = index, seen + 1
+                continue
+            after = known[seen] if seen < len(known) else len(kernels)
+            gap = [i for i in range(before + 1, after) if not kernels[i].generated]
+            if _OP_EVENT.match(span.name) or not gap:
+                still.append(span)
+                continue
+            free = [i for i in gap if i not in used]
+            chosen = free[0] if free else gap[-1]
+            used.add(chosen)
+            charged.append((kernels[chosen].graph + "|" + kernels[chosen].key, span))
+    return charged, still
 
 
 def common_scope(scopes: Iterable[str]) -> str:
@@ -264,6 +308,25 @@ def kernel_nodes(
     return rows
 
 
+def short_kernel_name(name: str, limit: int = 48) -> str:
+    """A device kernel's name as a row can show it: ``void at::native::(anonymous
+    namespace)::vectorized_elementwise_kernel<4, ...>(...)`` -> ``vectorized_elementwise_kernel``;
+    a long library name (``sm90_xmma_fprop_implicit_gemm_f16f16_..._cudnn``) cut to ``limit``
+    characters; ``aten::copy_`` -> ``aten_copy_``."""
+    text = name.strip()
+    text = re.sub(r"^(void|static|__global__)\s+", "", text)
+    depth, cut = 0, len(text)
+    for i, ch in enumerate(text):  # the name ends where its template arguments or parameters begin
+        if ch in "<(" and depth == 0:
+            cut = i
+            break
+    text = text[:cut]
+    if "::" in text and not text.startswith("aten::"):
+        text = text.rsplit("::", 1)[-1]
+    text = re.sub(r"\W+", "_", text.replace("::", "_")).strip("_") or "kernel"
+    return text[:limit].rstrip("_")
+
+
 def unmatched_nodes(spans: Iterable[Span], taken: set[str]) -> tuple[list[NodeInfo], dict[tuple[str, str], str]]:
     """Rows for events inside a compiled graph's call that no kernel claims (one per graph and
     event name: ``unmatched_aten_copy``), and ``{(graph, event name): row name}``."""
@@ -274,7 +337,7 @@ def unmatched_nodes(spans: Iterable[Span], taken: set[str]) -> tuple[list[NodeIn
         key = (span.graph, span.name)
         if key in names:
             continue
-        name = _unique("unmatched_" + span.name.replace("::", "_"), counter)
+        name = _unique("unmatched_" + short_kernel_name(span.name), counter)
         names[key] = name
         rows.append(NodeInfo(name=name, op=UNMATCHED, target=span.name, module_type="", scope="", range="",
                              kind=span.name.split("::")[-1], graph=span.graph, raw_name=span.name))

@@ -23,12 +23,33 @@ def profile_fidelity(profile: "Profile") -> Fidelity | None:
     return fidelity(profile.meta, profile.kept_totals(), profile.df["median_ms"].tolist())
 
 
+#: kernels below this share of the run: the run is host-bound, and the header says so
+HOST_BOUND_SHARE = 0.8
+
+
+def kernel_line(profile: "Profile") -> list[str]:
+    """With kernel times (``--timer kernel``): what the kernels alone take against the run, and
+    when they take much less, that the run is host-bound ("kernels 3.85 ms of a 6.2 ms run")."""
+    table = profile.df
+    if "kernel_median_ms" not in table.columns or not table["kernel_median_ms"].notna().any() or not profile.num_runs:
+        return []
+    kernels = float(table["kernel_median_ms"].sum())
+    totals = sorted(profile.kept_totals())
+    run = totals[len(totals) // 2]
+    if not run > 0:
+        return []
+    line = f"kernels: {format_ms(kernels)} of a {format_ms(run)} run ({kernels / run * 100:.0f}%, summed kernel medians)"
+    if kernels < HOST_BOUND_SHARE * run:
+        line += ": host-bound, the device idles between kernels; the headroom is in launches (fewer, larger kernels: compile)"
+    return [line]
+
+
 def fidelity_lines(profile: "Profile") -> list[str]:
     """``fidelity: profiled run 1.07 x the model's own (3.21 ms, 5 unprofiled runs)``, and what
-    to do when a GPU profile is over :data:`GPU_RATIO_LIMIT`."""
+    to do when a GPU profile is over :data:`GPU_RATIO_LIMIT`; then :func:`kernel_line`."""
     found = profile_fidelity(profile)
     if found is None:
-        return []
+        return kernel_line(profile)
     whose = "the compiled model's own" if profile.meta.get("capture") == "compiled" else "the model's own"
     where = ("at the loop's eager steps" if profile.meta.get("session") else
              "interleaved with the profiled ones" if profile.meta.get("capture") == "compiled" else "between the profiled ones")
@@ -38,7 +59,7 @@ def fidelity_lines(profile: "Profile") -> list[str]:
         line += (f"; over {GPU_RATIO_LIMIT:g}x on the GPU, fxprof's own marks sit inside the node times (a launch-bound "
                  f"model): time fewer nodes (leaf_modules=... / --leaf-module), read device time with --timer kernel "
                  f"(kernel_median_ms), or profile the compiled model (--compile)")
-    return [line]
+    return [line] + kernel_line(profile)
 
 
 def outside_row(profile: "Profile") -> pd.DataFrame:

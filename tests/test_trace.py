@@ -38,7 +38,11 @@ def test_the_trace_is_on_torch_profilers_clock_and_epoch(resnet18, small_image, 
     assert ours["baseTimeNanoseconds"] == theirs["baseTimeNanoseconds"]
     convs = [e for e in _spans(ours["traceEvents"]) if e["cat"] == "conv2d"]
     aten = [e["ts"] for e in theirs["traceEvents"] if e.get("name") == "aten::conv2d" and e.get("ph") == "X"]
-    assert len(convs) == 20 * 2 and len(aten) == 20 * 3  # two timed runs, then the anatomy pass
+    # two timed runs, the anatomy pass and the model's own forwards beside the runs (issue 39);
+    # under an outer profiler fxprof starts none of its own (the memory pass and the aten-op
+    # comparison say they were skipped: profilers do not nest, and nesting crashed the export)
+    assert len(convs) == 20 * 2 and len(aten) >= 20 * 3
+    assert any("profilers do not nest" in n for n in prof.meta["notes"])
     inside = [t for t in aten if any(s["ts"] <= t <= s["ts"] + s["dur"] for s in convs)]
     assert len(inside) == 40
     merge_chrome_traces([tmp_path / "fx.json", tmp_path / "torch.json"], tmp_path / "both.json")

@@ -191,6 +191,9 @@ def _own_buffers(own: OwnRuns | None, held: Any) -> Any:
 def _same_program(meta: dict[str, Any], own: OwnRuns, one_run: Any) -> dict[str, Any]:
     """``meta`` with a warning (in ``notes`` and ``dispatch_differences``) when one run of the
     captured program dispatches other aten ops than one eager forward of the model."""
+    if torch._C._autograd._profiler_enabled():  # the caller's own torch.profiler: profilers do not nest
+        return {**meta, "notes": meta.get("notes", []) + [
+            "aten-op comparison skipped: torch.profiler was already running around fxprof.profile (profilers do not nest)"]}
     try:
         eager = count_aten_ops(own.call)
     except Exception as exc:  # the model's own forward cannot run here: no own runs, no comparison

@@ -67,7 +67,7 @@ def test_compare_warns_when_profiles_were_measured_differently(tmp_path):
     assert f"float32_matmul_precision: {previous!r} vs 'medium'" in differ
     # below "highest", matmul precision turns TF32 matmuls on: the flag differs too
     assert differ == [d for d in differ if d.startswith(("tf32_matmul", "float32_matmul_precision"))]
-    with pytest.warns(UserWarning, match="float32_matmul_precision"):
+    with pytest.warns(UserWarning, match="float32 matmul precision"):  # in words (issue 32)
         fxprof.compare(a, b)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -75,7 +75,7 @@ def test_compare_warns_when_profiles_were_measured_differently(tmp_path):
     # saved and loaded profiles keep what they were measured with
     a.save(tmp_path / "a.json")
     b.save(tmp_path / "b.json")
-    with pytest.warns(UserWarning, match="float32_matmul_precision"):
+    with pytest.warns(UserWarning, match="float32 matmul precision"):  # in words (issue 32)
         fxprof.compare(fxprof.load(tmp_path / "a.json"), fxprof.load(tmp_path / "b.json"))
 
 

@@ -52,7 +52,10 @@ IGNORED_META = ("created", "iters", "requested_iters", "incomplete", "warmup", "
                 "step", "cycle", "first_step", "run_steps", "run_signatures", "untimed_first_batches",
                 "signatures_seen", "captures",
                 # the roofline's machine peaks: compared as roofs (peaks_differ), not key by key
-                "peaks")
+                "peaks",
+                # measured results, not conditions: the model's own runs, fxprof's loop time, the
+                # memory summary, the aten-op comparison, a compiled program's figures
+                "own_runs_ms", "timed_wall_ms", "memory", "dispatch_differences", "compiled")
 
 
 class ComparabilityWarning(UserWarning):

@@ -286,9 +286,10 @@ def default_columns(table: pd.DataFrame, device_timer: bool, base: Iterable[str]
         columns[at:at] = list(DEVICE_COLUMNS)
         if table["kernel_mean_ms"].notna().any():
             columns.insert(at + 1, "kernel_median_ms")
-    if "limit" in table.columns and (table["limit"].astype(str) != "").any():  # peaks known: the roofline's answer
+    columns += memory_columns(table)
+    if "limit" in table.columns and (table["limit"].astype(str) != "").any():  # peaks known: the roofline's answer, last
         columns += [c for c in ROOFLINE_DEFAULT if c not in columns]
-    return columns + memory_columns(table)
+    return columns
 
 
 #: the roofline's columns in the default table when the peaks are known: what could be won, and what limits it

@@ -295,6 +295,8 @@ def table_names(profile: Any, width: int | None) -> list[str]:
             for row in lines[i + 1:]:
                 if not row.strip() or row.startswith(" ") or any(g < len(row) and row[g] != " " for g in gaps):
                     break
+                if row.startswith("("):  # "(between nodes)" / "(outside the graph)": time in no node, not a node
+                    continue
                 names.append(row.split()[0])
             break
     return names

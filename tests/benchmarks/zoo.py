@@ -193,7 +193,19 @@ def rows_per_run_ms(profile: Any) -> float:
     sums = samples.groupby(["rank", "run"] if "rank" in samples else "run", observed=True)["time_ms"].sum()
     df = profile.df
     without = df.loc[~df.index.isin(samples["node"].unique()), "median_ms"].fillna(0.0)
-    return float(sums.median() + without.sum()) if len(sums) else float(without.sum())
+    rows = float(sums.median() + without.sum()) if len(sums) else float(without.sum())
+    return rows + outside_row_ms(profile)
+
+
+def outside_row_ms(profile: Any) -> float:
+    """The printed "(outside the graph)" / "(between nodes)" row (issue 39): the model's own
+    unprofiled run less the summed node medians, when the profile shows it; else 0."""
+    try:
+        from fxprof.views.fidelity import profile_fidelity
+    except ImportError:  # an fxprof without the row
+        return 0.0
+    found = profile_fidelity(profile) if profile.meta.get("capture") != "compiled" else None
+    return float(found.outside_ms) if found is not None and found.outside_shown else 0.0
 
 
 def own_median(values: Iterable[float]) -> float | None:

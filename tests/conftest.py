@@ -45,6 +45,18 @@ def _peaks_cache_in_tmp(tmp_path_factory):
         yield
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _fresh_dynamo():
+    """Each test file starts with empty dynamo caches, as a user's fresh process does. In one
+    long pytest process, every HF model of every earlier file recompiled the same ``forward``
+    code objects until dynamo's recompile limit (it then runs them as plain Python: "captured
+    no graph") and made their float attributes dynamic graph inputs; compile ids also climbed."""
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    yield
+
+
 @pytest.fixture(autouse=True)
 def _no_terminal_width(monkeypatch):
     monkeypatch.delenv("COLUMNS", raising=False)

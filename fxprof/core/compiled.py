@@ -233,6 +233,9 @@ def readable_names(nodes: Sequence[NodeInfo], module_kinds: Mapping[str, str] | 
             continue
         if info.op == "placeholder":
             base = input_name(info.name.split(":")[-1])  # l_x_ -> x
+            if "." in base:  # a lifted module attribute: its module path, dots kept
+                out[info.name] = _unique(base, taken, keep=".")
+                continue
         elif info.op in ("output", "get_attr"):
             base = info.name.split(":")[-1]
         elif _module_own_op(info, module_kinds):

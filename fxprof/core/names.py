@@ -57,8 +57,15 @@ def weight_name(target: str, scope: str) -> str | None:
 
 
 def input_name(name: str) -> str:
-    """A dynamo input's own name: ``l_x_`` -> ``x``, ``l_args_0_`` -> ``args_0``; other names
-    unchanged."""
+    """A dynamo input's own name: ``l_x_`` -> ``x``, ``l_args_0_`` -> ``args_0``; a module
+    attribute dynamo lifted as an input (a float such as a dropout's ``p`` or an attention
+    ``scaling``, once it recompiled with dynamic values): its path from the compiled frame,
+    ``l_self_modules_embeddings_modules_dropout_p`` -> ``embeddings.dropout_p`` (where the module
+    name ends and the attribute begins is lost in dynamo's spelling); other names unchanged."""
+    if "_modules_" in name and re.match(r"^[LGlg]_", name):
+        parts = name.rstrip("_").split("_modules_")[1:]
+        if parts and all(parts):
+            return ".".join(parts)
     match = _INPUT.match(name)
     return match.group("name") if match else name
 

@@ -17,7 +17,8 @@ from torch import nn
 
 from ..errors import FxprofError
 
-__all__ = ["load_model", "parse_input", "make_input", "build_inputs", "resolve_modules", "DEFAULT_IMAGE_INPUT"]
+__all__ = ["load_model", "parse_input", "make_input", "build_inputs", "resolve_modules", "float_dtype", "device_option",
+           "DEFAULT_IMAGE_INPUT"]
 
 DEFAULT_IMAGE_INPUT = "1x3x224x224"
 _INT64_MAX = 2**63 - 1
@@ -176,6 +177,27 @@ def parse_input(spec: str) -> tuple[tuple[int, ...], torch.dtype | None]:
         if dtype is None:
             raise FxprofError(f"bad --input {spec!r}: unknown dtype {dtype_text!r}; use one of {', '.join(sorted(_DTYPES))}")
     return shape, dtype
+
+
+def float_dtype(text: str) -> torch.dtype:
+    """``--dtype``: a floating dtype by name, or an error that lists the choices."""
+    dtype = _DTYPES.get(text.lower())
+    if dtype is None or not dtype.is_floating_point:
+        raise FxprofError(f"bad --dtype {text!r}: use float32, float16, bfloat16 or float64")
+    return dtype
+
+
+def device_option(text: str, usable: bool = True) -> torch.device:
+    """``--device``: a torch device, or an error; with ``usable``, also one this machine has."""
+    try:
+        device = torch.device(text)
+    except RuntimeError as exc:
+        raise FxprofError(f"bad --device {text!r}: {exc}") from exc
+    if usable and device.type == "cuda" and not torch.cuda.is_available():
+        raise FxprofError(f"--device {text} asked for, but torch.cuda.is_available() is False on this machine; use --device cpu")
+    if usable and device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
+        raise FxprofError(f"--device {text}: this machine has {torch.cuda.device_count()} CUDA device(s) (cuda:0...)")
+    return device
 
 
 def make_input(shape: tuple[int, ...], dtype: torch.dtype | None, default_dtype: torch.dtype, device: torch.device) -> torch.Tensor:

@@ -40,19 +40,12 @@ def check(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import torch
-
     from ..core.roofline import FLOOR_MULTIPLE
     from ..measure.peaks import machine_peaks, peaks_source_line
-    from .models import _DTYPES
+    from .models import device_option, float_dtype
 
-    dtype = _DTYPES.get(args.dtype.lower())
-    if dtype is None or not dtype.is_floating_point:
-        raise _bad(f"bad --dtype {args.dtype!r}: use float32, float16, bfloat16 or float64")
-    try:
-        device = torch.device(args.device)
-    except RuntimeError as exc:
-        raise _bad(f"bad --device {args.device!r}: {exc}") from exc
+    dtype = float_dtype(args.dtype)
+    device = device_option(args.device, usable=False)  # machine_peaks says what a missing GPU means
     found = machine_peaks(device, dtype, args.threads, sizes="quick" if args.quick else "full", refresh=args.refresh)
     _print(f"fxprof peaks: {found.device_name} ({found.device}), {found.dtype}"
            + (f", {found.threads} thread(s)" if found.threads else "") + f", torch {found.torch}")

@@ -221,19 +221,10 @@ def _profile(args: argparse.Namespace, bar: Any) -> int:
 
     from ..api import profile
     from ..measure.ranks import gather, is_initialized
-    from .models import _DTYPES, build_inputs, load_model, resolve_modules
+    from .models import build_inputs, device_option, float_dtype, load_model, resolve_modules
 
-    dtype = _DTYPES.get(args.dtype.lower())
-    if dtype is None or not dtype.is_floating_point:
-        raise _bad(f"bad --dtype {args.dtype!r}: use float32, float16, bfloat16 or float64")
-    try:
-        device = torch.device(args.device)
-    except RuntimeError as exc:
-        raise _bad(f"bad --device {args.device!r}: {exc}") from exc
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise _bad(f"--device {args.device} asked for, but torch.cuda.is_available() is False on this machine; use --device cpu")
-    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
-        raise _bad(f"--device {args.device}: this machine has {torch.cuda.device_count()} CUDA device(s) (cuda:0...)")
+    dtype = float_dtype(args.dtype)
+    device = device_option(args.device)
     if not args.no_input:
         build_inputs(args.input, dtype, device, parse_only=True)  # bad shapes fail before the model is built
     if args.threads is not None:

@@ -108,15 +108,10 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from ..whatif import whatif
-    from .models import build_inputs, load_model
+    from .models import build_inputs, device_option, load_model
     from .profile import _peaks_option
 
-    try:
-        device = torch.device(args.device)
-    except RuntimeError as exc:
-        raise _bad(f"bad --device {args.device!r}: {exc}") from exc
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise _bad(f"--device {args.device} asked for, but torch.cuda.is_available() is False on this machine; use --device cpu")
+    device = device_option(args.device)
     build_inputs(args.input, torch.float32, device, parse_only=True)
     if args.threads is not None:
         torch.set_num_threads(args.threads)

@@ -9,6 +9,7 @@ import pytest
 
 import fxprof
 from fxprof.core.blocks import compare_blocks, use_blocks_instead
+from fxprof.views.text import render_blocks
 
 
 def _table(rows):
@@ -59,6 +60,8 @@ def test_children_computed_by_a_parents_kernel_are_folded_into_it(depth):
     assert row["speedup"] == pytest.approx(0.066 / 0.005)
     # the dropout is none of the kernel's origins (compiled away): it keeps its own row
     assert blocks.loc["embeddings.dropout", "b_ms"] == 0 and blocks.loc["embeddings.dropout", "folded"] == 0
+    assert blocks.attrs["one_sided"] == {"a": ["embeddings.dropout"], "b": []}  # and it is said
+    assert "only in a: embeddings.dropout" in render_blocks(blocks)
     assert blocks.attrs["folded"] == {"embeddings": ["embeddings.LayerNorm", "embeddings.position_embeddings",
                                                      "embeddings.word_embeddings"]}
     assert blocks.attrs["notes"] and "embeddings (3)" in blocks.attrs["notes"][0]

@@ -90,6 +90,21 @@ def test_shortened_names_stay_distinct_and_keep_the_block_index(limit):
                 assert re.search(rf"(^|\W|_){index}(\W|_|$)", short), (name, short)
 
 
+@pytest.mark.parametrize("limit", [12, 16, 24, 30])
+def test_names_differing_in_two_indices_stay_distinct(limit):
+    """convnext's fused kernels: stages_S_blocks_B_norm_permute_layer_norm, S and B both vary;
+    keeping one index made the others alike (4 rows of timm convnext_atto at 80 columns)."""
+    names = [f"stages_{s}_blocks_{b}_norm_permute_layer_norm" for s in range(4) for b in range(2)]
+    names += [f"stages_2_blocks_{b}_norm_permute_layer_norm" for b in range(2, 6)] + ["stem_1_permute_layer_norm"]
+    out = shorten_all(names, limit)
+    assert all(len(o) <= limit for o in out)
+    assert len(set(out)) == len(names), sorted(o for o in out if out.count(o) > 1)
+    if limit >= 24:  # both indices visible, each with the word that names it
+        for name, short in zip(names[:8], out[:8]):
+            s, b = re.search(r"stages_(\d)_blocks_(\d)", name).groups()
+            assert f"stages_{s}" in short and f"blocks_{b}" in short, (name, short)
+
+
 # -- real models ---------------------------------------------------------------------------
 
 

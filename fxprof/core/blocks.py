@@ -117,8 +117,11 @@ def compare_blocks(a: Union["Profile", pd.DataFrame], b: Union["Profile", pd.Dat
     ``DataFrame.attrs``: ``a_total_ms``, ``b_total_ms`` (summed medians), ``speedup`` (their
     ratio), ``run_speedup`` (median run of ``a`` over median run of ``b``; None for tables),
     ``a_run_ms``, ``b_run_ms`` (the two median runs),
-    ``folded`` (``{parent: [child blocks folded into it]}``) and ``notes`` (one line per fold,
-    a kernel spanning top-level blocks folds them into ``(root)``).
+    ``folded`` (``{parent: [child blocks folded into it]}``), ``notes`` (one line per fold,
+    a kernel spanning top-level blocks folds them into ``(root)``) and ``one_sided``
+    (``{"a": [...], "b": [...]}``: blocks with time on that side and no row on the other, nor a
+    kernel whose origins name them: work the other program does not run, such as an eval-mode
+    dropout that compilation removed).
     """
     ta, tb = _table(a, keep_outliers), _table(b, keep_outliers)
     la, lb = _labels(ta, "scope", depth), _labels(tb, "scope", depth)
@@ -161,8 +164,15 @@ def compare_blocks(a: Union["Profile", pd.DataFrame], b: Union["Profile", pd.Dat
     notes = [f"{len(held)} block(s) hold their child blocks (column folded: how many), because a kernel there computes "
              f"the work of several children, so only the block's total compares: "
              + ", ".join(f"{p} ({len(c)})" for p, c in held[:6]) + (", ..." if len(held) > 6 else "")] if held else []
+    # blocks one side runs and the other has no row of, nor a kernel whose origins name them: the
+    # compiled program dropped their work (an eval-mode dropout), so their speed-up has no number
+    named = (out.index != ROOT) & (out.index != PLUMBING)
+    one_sided = {side: [str(s) for s in out.index[named & (out[f"{side}_nodes"] > 0) & (out[f"{other}_nodes"] == 0)
+                                                   & (out[f"{side}_ms"] > 0)]]
+                 for side, other in (("a", "b"), ("b", "a"))}
     out.attrs.update(a_total_ms=a_total, b_total_ms=b_total, speedup=a_total / b_total if b_total > 0 else float("nan"),
-                     run_speedup=run, a_run_ms=ra, b_run_ms=rb, depth=depth, folded={p: c for p, c in folded.items() if c}, notes=notes)
+                     run_speedup=run, a_run_ms=ra, b_run_ms=rb, depth=depth, folded={p: c for p, c in folded.items() if c},
+                     notes=notes, one_sided=one_sided)
     return out[columns]
 
 

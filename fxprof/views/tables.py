@@ -250,7 +250,82 @@ def shorten_all(values: Sequence[str], limit: int) -> list[str]:
         for value in group:
             at = max(_common_prefix(value, other) for other in group if other != value)
             fixed[value] = _shorten_around(value, limit, at)
-    return [fixed.get(value, short) for value, short in zip(values, out)]
+    out = [fixed.get(value, short) for value, short in zip(values, out)]
+    # names that differ in more than one place (stages_0_blocks_1_... and stages_1_blocks_0_...):
+    # keeping one difference makes others alike; keep every word where they differ, adding words
+    # until no two names look the same
+    keep: dict[str, set[int]] = {}
+    for _ in range(8):
+        groups: dict[str, set[str]] = {}
+        for value, short in zip(values, out):
+            groups.setdefault(short, set()).add(value)
+        groups = {k: g for k, g in groups.items() if len(g) > 1}
+        if not groups:
+            break
+        for group in groups.values():
+            for value in group:
+                keep.setdefault(value, set()).update(_differing_words(value, group))
+                fixed[value] = _shorten_keeping_words(value, keep[value], limit)
+        out = [fixed.get(value, short) for value, short in zip(values, out)]
+    return out
+
+
+_WORDS = re.compile(r"([._:/])")
+
+
+def _differing_words(value: str, group: Iterable[str]) -> set[int]:
+    """The places of the words in which ``value`` differs from the other names of ``group``."""
+    words = _WORDS.split(value)[0::2]
+    differ: set[int] = set()
+    for other in group:
+        if other == value:
+            continue
+        theirs = _WORDS.split(other)[0::2]
+        differ |= {i for i, (a, b) in enumerate(zip(words, theirs)) if a != b}
+        if len(words) != len(theirs):
+            differ.add(min(len(words), len(theirs), len(words) - 1))
+    return differ
+
+
+def _shorten_keeping_words(value: str, differ: set[int], limit: int) -> str:
+    """``value`` cut to ``limit`` characters keeping the words at ``differ`` (with the short word
+    naming an index: ``blocks_1``) and as much of its end as fits:
+    ``stages_0_blocks_1_norm_permute_layer_norm`` -> ``stages_0_blocks_1…norm``."""
+    parts = _WORDS.split(value)  # words at even places, separators between
+    words = parts[0::2]
+    text = value
+    for labelled in (True, False):
+        keep = set(differ)
+        if labelled:  # the word naming a differing index: blocks_1, layer_0
+            keep |= {i - 1 for i in differ if i and words[i].isdigit() and not words[i - 1].isdigit()}
+        text = _join_kept(parts, keep)
+        tail = len(words)
+        while tail > 0 and tail - 1 not in keep:  # as many whole words of the end as fit
+            longer = _join_kept(parts, keep | set(range(tail - 1, len(words))))
+            if len(longer) > limit:
+                break
+            text, tail = longer, tail - 1
+        if len(text) <= limit:
+            return text
+    return shorten(text, limit)
+
+
+def _join_kept(parts: Sequence[str], keep: set[int]) -> str:
+    """The words of ``parts`` at ``keep`` with their separators, ``…`` where words are left out."""
+    pieces: list[str] = []
+    last = -2
+    for i in sorted(keep):
+        if pieces and i != last + 1:
+            pieces.append(_ELLIPSIS)
+        elif pieces:
+            pieces.append(parts[2 * i - 1])
+        elif i > 0:
+            pieces.append(_ELLIPSIS)
+        pieces.append(parts[2 * i])
+        last = i
+    if last < len(parts) // 2:
+        pieces.append(_ELLIPSIS)
+    return "".join(pieces)
 
 
 def _render(cells: pd.DataFrame, numeric: Sequence[str], index_name: str) -> str:

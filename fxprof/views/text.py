@@ -472,6 +472,12 @@ def render_blocks(blocks: pd.DataFrame, label_a: str = "a", label_b: str = "b",
         lines.append(f"... {len(blocks) - len(shown)} more blocks")
     lines.extend(textwrap.fill(f"folded: {note}", width, subsequent_indent="  ") if width else f"folded: {note}"
                  for note in attrs.get("notes", []))
+    for side, other in (("a", "b"), ("b", "a")):
+        only = attrs.get("one_sided", {}).get(side, [])
+        if only:
+            note = (f"only in {side}: {', '.join(only[:6])}{', ...' if len(only) > 6 else ''} (no row of {other} and no "
+                    f"kernel of {other} computes their work: {other} does not run it, e.g. an eval dropout compiled away)")
+            lines.append(textwrap.fill(note, width, subsequent_indent="  ") if width else note)
     return "\n".join(lines)
 
 

@@ -348,7 +348,8 @@ def check_names(run: Run) -> Check:
 
 def check_compare_scope(run: Run, depths: Iterable[int] = (1, 2, 3)) -> Check:
     """(f) compare(eager, compiled, by="scope") at every depth sums to both profiles' totals and
-    never shows eager time in a child whose compiled time sits in its parent."""
+    never shows eager time in a child whose compiled time sits in its parent (a child the compiled
+    program does not run at all, named by ``attrs["one_sided"]``, is said, not stranded)."""
     if run.eager is None or run.compiled is None:
         return Check(None, "needs eager and compiled profiles")
     a_total = float(run.eager.df["median_ms"].fillna(0).sum())
@@ -362,8 +363,9 @@ def check_compare_scope(run: Run, depths: Iterable[int] = (1, 2, 3)) -> Check:
         if abs(a_sum - a_total) > 0.01 * a_total or abs(b_sum - b_total) > 0.01 * b_total:
             problems.append(f"depth {depth}: sums {a_sum:.3f}/{b_sum:.3f} vs totals {a_total:.3f}/{b_total:.3f}")
         with_b = {str(s) for s in blocks.index[blocks["b_ms"] > 0]}
+        gone = set(blocks.attrs.get("one_sided", {}).get("a", []))  # said: the compiled program does not run them
         stranded = [str(s) for s, row in blocks.iterrows()
-                    if row["a_ms"] > 0 and row["b_ms"] == 0
+                    if row["a_ms"] > 0 and row["b_ms"] == 0 and str(s) not in gone
                     and any(str(s).startswith(p + ".") for p in with_b if p not in ("(root)", "(graph)"))]
         if stranded:
             problems.append(f"depth {depth}: {len(stranded)} children with eager time only under a parent "

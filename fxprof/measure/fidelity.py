@@ -55,6 +55,9 @@ class OwnRuns:
         self._events = bool(self._cuda) and name in ("cuda", "kernel")
         self._sync = bool(self._cuda) and not self._events
         self._pending: list[tuple[Any, Any]] = []
+        # the timer's host clock (perf_counter_ns for fxprof's timers; a thread CPU clock where a
+        # harness times nodes on one): own runs and rows must be read on one clock to compare
+        self._clock = getattr(timer, "host_ns", None) or time.perf_counter_ns
 
     @classmethod
     def for_profile(cls, model: Callable[..., Any], captured: Any, inputs: tuple[tuple, dict], bound: tuple[tuple, dict],
@@ -89,12 +92,12 @@ class OwnRuns:
             if self._sync:
                 for d in self._cuda:
                     torch.cuda.synchronize(d)
-            t0 = time.perf_counter_ns()
+            t0 = self._clock()
             self.model(*a, **k)
             if self._sync:
                 for d in self._cuda:
                     torch.cuda.synchronize(d)
-            self.ms.append((time.perf_counter_ns() - t0) / 1e6)
+            self.ms.append((self._clock() - t0) / 1e6)
         except Exception as exc:  # the profile does not depend on it
             self.failed = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
 

@@ -105,6 +105,22 @@ def test_names_differing_in_two_indices_stay_distinct(limit):
             assert f"stages_{s}" in short and f"blocks_{b}" in short, (name, short)
 
 
+@pytest.mark.parametrize("limit", [12, 16, 24, 30])
+def test_names_with_repeated_words_and_variants_stay_distinct(limit):
+    """regnet's trunk_output_blockS_blockS_B_f_se_{,scale_}activation: the stage twice, a block
+    index and two variants per block (3 look-alikes at 80 columns before); at 12 characters,
+    where the differing words cannot all fit, look-alikes are numbered rather than shown twice."""
+    names = [f"trunk_output_block{s}_block{s}_{b}_{v}" for s in range(1, 5) for b in range(4)
+             for v in ("f_se_activation", "f_se_scale_activation", "activation", "f_a_0", "f_b_0")]
+    out = shorten_all(names, limit)
+    assert all(len(o) <= limit for o in out)
+    assert len(set(out)) == len(names), sorted(o for o in out if out.count(o) > 1)
+    if limit >= 24:
+        for name, short in zip(names, out):
+            s, b = re.search(r"block(\d)_(\d)", name).groups()
+            assert f"{s}_{b}" in short, (name, short)  # stage and block both visible
+
+
 # -- real models ---------------------------------------------------------------------------
 
 

@@ -267,24 +267,45 @@ def shorten_all(values: Sequence[str], limit: int) -> list[str]:
                 keep.setdefault(value, set()).update(_differing_words(value, group))
                 fixed[value] = _shorten_keeping_words(value, keep[value], limit)
         out = [fixed.get(value, short) for value, short in zip(values, out)]
-    return out
+    # too narrow for the words that differ (12 characters): number the look-alikes, in name order
+    groups = {}
+    for value, short in zip(values, out):
+        groups.setdefault(short, set()).add(value)
+    alike = sorted(v for group in groups.values() if len(group) > 1 for v in group)
+    shown = dict(zip(values, out))
+    for k, value in enumerate(alike, 1):  # one count over all of them: a cut never makes two alike
+        mark = f"#{k}"
+        fixed[value] = shown[value][:max(limit - len(mark), 0)] + mark
+    return [fixed.get(value, short) for value, short in zip(values, out)]
 
 
 _WORDS = re.compile(r"([._:/])")
 
 
 def _differing_words(value: str, group: Iterable[str]) -> set[int]:
-    """The places of the words in which ``value`` differs from the other names of ``group``."""
+    """Few places of words that together tell ``value`` from every other name of ``group``:
+    chosen greedily, the word that tells it from the most names first (an index before other
+    words, a later word before an earlier one: ``block2_block2_1`` needs only its ``1``)."""
     words = _WORDS.split(value)[0::2]
-    differ: set[int] = set()
+    apart: list[set[int]] = []  # per other name, the places where it differs
     for other in group:
         if other == value:
             continue
         theirs = _WORDS.split(other)[0::2]
-        differ |= {i for i, (a, b) in enumerate(zip(words, theirs)) if a != b}
+        places = {i for i, (a, b) in enumerate(zip(words, theirs)) if a != b}
         if len(words) != len(theirs):
-            differ.add(min(len(words), len(theirs), len(words) - 1))
-    return differ
+            places.add(min(len(words), len(theirs), len(words) - 1))
+        apart.append(places)
+    chosen: set[int] = set()
+    while True:
+        left = [places for places in apart if places and not places & chosen]
+        if not left:
+            return chosen
+        counts: dict[int, int] = {}
+        for places in left:
+            for i in places:
+                counts[i] = counts.get(i, 0) + 1
+        chosen.add(max(counts, key=lambda i: (counts[i], words[i].isdigit(), i)))
 
 
 def _shorten_keeping_words(value: str, differ: set[int], limit: int) -> str:

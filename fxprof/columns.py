@@ -12,7 +12,7 @@ combines it, and where it comes from. Everything else is derived from :data:`COL
 - how views print each number (``fxprof.views.tables.formatter_for``, by unit);
 - the ``--sort``/``--columns`` choices (``TABLE_COLUMNS``, ``GROUP_COLUMNS``);
 - the column table of docs/anatomy.md (:func:`markdown_table`; regenerate it with
-  ``python -m fxprof.columns --write``; tests/test_columns.py fails when it differs).
+  ``python docs/scripts/columns_table.py``; tests/test_columns.py fails when it differs).
 
 A new column is one line in :data:`COLUMNS` plus its computation (a pass writing its values
 per node, or a line in ``Profile._build_table``).
@@ -42,7 +42,7 @@ UNITS: dict[str, str | None] = {
     "flop/byte": ".3g",
 }
 #: the unit as docs write it
-UNIT_WORDS = {"text": "", "ms": "ms", "pct": "%", "count": "", "bytes": "bytes", "flops": "FLOP", "gflop/s": "GFLOP/s",
+UNIT_WORDS = {"text": "", "ms": "ms", "pct": "%", "count": "count", "bytes": "bytes", "flops": "FLOP", "gflop/s": "GFLOP/s",
               "flop/byte": "FLOP/byte"}
 
 #: how ``group_by`` combines a column over a group's nodes:
@@ -176,52 +176,61 @@ BY_NAME: dict[str, Column] = {c.name: c for c in COLUMNS}
 _STORED_FIRST = ("input_shapes", "output_shape", "dtype", "out_bytes", "bytes", "flops")
 
 
-def table_columns(columns: Sequence[Column] = COLUMNS) -> tuple[str, ...]:
+def table_columns(columns: Sequence[Column] | None = None) -> tuple[str, ...]:
     """The per-node table's column names, in order."""
+    columns = COLUMNS if columns is None else columns
     return tuple(c.name for c in columns if c.table)
 
 
-def table_dtypes(columns: Sequence[Column] = COLUMNS) -> dict[str, str]:
+def table_dtypes(columns: Sequence[Column] | None = None) -> dict[str, str]:
     """The per-node table's columns and their pandas dtypes, in order."""
+    columns = COLUMNS if columns is None else columns
     return {c.name: c.dtype for c in columns if c.table}
 
 
-def node_columns(columns: Sequence[Column] = COLUMNS) -> tuple[str, ...]:
+def node_columns(columns: Sequence[Column] | None = None) -> tuple[str, ...]:
     """The descriptive columns taken from ``NodeInfo``, in order."""
+    columns = COLUMNS if columns is None else columns
     return tuple(c.name for c in columns if c.source == "node")
 
 
-def stored_columns(columns: Sequence[Column] = COLUMNS) -> dict[str, str]:
+def stored_columns(columns: Sequence[Column] | None = None) -> dict[str, str]:
     """What the anatomy and memory passes store per node (``Profile.anatomy``, a saved file's
     ``anatomy``): name -> pandas dtype, in the order files hold them."""
+    columns = COLUMNS if columns is None else columns
     stored = [c for c in columns if c.source in ("anatomy", "memory")]
     first = [c for name in _STORED_FIRST for c in stored if c.name == name]
     return {c.name: c.dtype for c in [*first, *(c for c in stored if c.name not in _STORED_FIRST)]}
 
 
-def rollup_columns(columns: Sequence[Column] = COLUMNS) -> dict[str, Column]:
+def rollup_columns(columns: Sequence[Column] | None = None) -> dict[str, Column]:
     """The columns ``group_by`` keeps, in the table's order."""
+    columns = COLUMNS if columns is None else columns
     return {c.name: c for c in columns if c.table and c.rollup is not None}
 
 
-def group_columns(columns: Sequence[Column] = COLUMNS) -> tuple[str, ...]:
+def group_columns(columns: Sequence[Column] | None = None) -> tuple[str, ...]:
     """The columns of a roll-up, in order (``nodes``: the node count, then the rolled-up ones)."""
+    columns = COLUMNS if columns is None else columns
     return ("nodes", *rollup_columns(columns))
 
 
-def signed_columns(columns: Sequence[Column] = COLUMNS) -> frozenset[str]:
+def signed_columns(columns: Sequence[Column] | None = None) -> frozenset[str]:
     """Number columns that may be negative."""
+    columns = COLUMNS if columns is None else columns
     return frozenset(c.name for c in columns if c.signed)
 
 
-def old_csv_defaults(columns: Sequence[Column] = COLUMNS) -> dict[str, str]:
+def old_csv_defaults(columns: Sequence[Column] | None = None) -> dict[str, str]:
     """What a per-node CSV written before a column existed gets for it (column -> cell text)."""
+    columns = COLUMNS if columns is None else columns
     return {c.name: c.old_default for c in columns if c.table and c.old_default is not None}
 
 
-def number_format(name: str, columns: Sequence[Column] = COLUMNS) -> str | None:
+def number_format(name: str, columns: Sequence[Column] | None = None) -> str | None:
     """How views print column ``name`` (see :attr:`Column.format`); None for text or a name
     that is not a column."""
+    columns = COLUMNS if columns is None else columns
     found = next((c for c in columns if c.name == name), None)
     return None if found is None else found.format
 
@@ -230,9 +239,10 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def markdown_table(columns: Iterable[Column] = COLUMNS) -> str:
+def markdown_table(columns: Iterable[Column] | None = None) -> str:
     """The per-node table's columns as a Markdown table (column, unit, roll-up, meaning): the
     one in docs/anatomy.md."""
+    columns = COLUMNS if columns is None else columns
     rollup_words = {"sum": "sum", "sum_known": "sum", "max": "max", "running": "running sum", None: ""}
     lines = ["| column | unit | roll-up | meaning |", "| --- | --- | --- | --- |"]
     for c in columns:
@@ -242,7 +252,7 @@ def markdown_table(columns: Iterable[Column] = COLUMNS) -> str:
 
 
 #: the markers around the generated table in docs/anatomy.md
-DOC_MARKERS = ("<!-- columns: generated by `python -m fxprof.columns --write` from fxprof/columns.py -->",
+DOC_MARKERS = ("<!-- columns: generated by `python docs/scripts/columns_table.py` from fxprof/columns.py -->",
                "<!-- end of generated columns -->")
 
 
@@ -255,15 +265,3 @@ def with_table(text: str, table: str | None = None) -> str:
     head, rest = text.split(start, 1)
     _, tail = rest.split(end, 1)
     return f"{head}{start}\n{markdown_table() if table is None else table}\n{end}{tail}"
-
-
-if __name__ == "__main__":  # pragma: no cover - regenerates docs/anatomy.md's column table
-    import pathlib
-    import sys
-
-    page = pathlib.Path(__file__).resolve().parents[1] / "docs" / "anatomy.md"
-    if "--write" in sys.argv[1:]:
-        page.write_text(with_table(page.read_text()))
-        print(f"wrote the column table into {page}")
-    else:
-        print(markdown_table())

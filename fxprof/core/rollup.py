@@ -6,7 +6,7 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from ..columns import COLUMNS, Column, rollup_columns
+from ..columns import Column, rollup_columns
 from ..vocab import GROUP_KEYS, PHASES, RANGE_KIND
 
 __all__ = ["group_by", "rolled_up", "GROUP_KEYS", "ROOT", "scope_at_depth", "is_bookkeeping", "bookkeeping_note"]
@@ -152,7 +152,7 @@ def group_by(table: pd.DataFrame, key: str = "op", depth: int = 1) -> pd.DataFra
 running = [name for name, c in rollup_columns().items() if c.rollup == "running"]
 
 
-def rolled_up(grouped: Any, table: pd.DataFrame, columns: Sequence[Column] = COLUMNS) -> dict[str, Any]:
+def rolled_up(grouped: Any, table: pd.DataFrame, columns: Sequence[Column] | None = None) -> dict[str, Any]:
     """Each column with a roll-up rule (fxprof/columns.py), combined over ``grouped`` (the
     per-node ``table`` grouped), in the table's order: ``sum`` (missing as 0), ``sum_known``
     (``<NA>`` when no node of a group has a value), ``max``; ``running`` columns are placeholders

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 __all__ = ["Column", "COLUMNS", "BY_NAME", "UNITS", "ROLLUPS", "SOURCES", "table_columns", "table_dtypes",
-           "stored_columns", "node_columns", "rollup_columns", "signed_columns", "old_csv_defaults", "number_format",
+           "stored_columns", "node_columns", "PER_CALL", "PER_CALL_RULES", "rollup_columns", "signed_columns", "old_csv_defaults", "number_format",
            "markdown_table", "group_columns"]
 
 #: units a column may have, and how views print a number of that unit when the column says no
@@ -52,6 +52,11 @@ UNIT_WORDS = {"text": "", "ms": "ms", "pct": "%", "count": "count", "bytes": "by
 #: ``running``: ``cum_X`` is the running sum of ``X`` over the roll-up's rows, in their order
 #: (``cum_pct``); None: not in roll-ups
 ROLLUPS = ("sum", "sum_known", "max", "running", None)
+
+#: how the anatomy and memory passes combine a node's calls within one run (a dynamo graph called
+#: several times a run): ``sum``, ``max``, ``last`` (the value after the last call), ``first`` (the
+#: default: shapes are the first call's)
+PER_CALL_RULES = ("sum", "max", "last", "first")
 
 #: where a column's values come from: ``node``: the graph (``NodeInfo``, before anything runs);
 #: ``stats``: the timed samples (``SampleColumns.node_stats``); ``anatomy``: the untimed anatomy
@@ -84,6 +89,8 @@ class Column:
     fmt: str | None = None
     #: a column of ``Profile.df`` (False: kept in ``Profile.anatomy`` and saved, not shown)
     table: bool = True
+    #: a stored column: how a node's calls within one run combine (:data:`PER_CALL_RULES`)
+    per_call: str = "first"
 
     def __post_init__(self) -> None:
         if self.unit not in UNITS:
@@ -92,6 +99,8 @@ class Column:
             raise ValueError(f"column {self.name}: roll-up {self.rollup!r} is not one of {ROLLUPS}")
         if self.source not in SOURCES:
             raise ValueError(f"column {self.name}: source {self.source!r} is not one of {', '.join(SOURCES)}")
+        if self.per_call not in PER_CALL_RULES:
+            raise ValueError(f"column {self.name}: per-call rule {self.per_call!r} is not one of {', '.join(PER_CALL_RULES)}")
         if self.dtype not in ("str", "int64", "Int64", "float64"):
             raise ValueError(f"column {self.name}: dtype {self.dtype!r} is not str, int64, Int64 or float64")
 
@@ -142,7 +151,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("pct", "float64", "pct", "the node's share of the summed median node times (sums to 100)", "sum"),
     Column("cum_pct", "float64", "pct", "the running sum of `pct` in the table's order", "running"),
     # the anatomy pass (fxprof.measure.anatomy), and what is derived from it
-    Column("flops", "Int64", "flops", "floating-point operations of one call, from `torch.utils.flop_counter.FlopCounterMode`. Only ops with a formula count (convolutions, matrix products, attention kernels); the rest report 0, not a guess", "sum_known", "anatomy"),
+    Column("flops", "Int64", "flops", "floating-point operations of one call, from `torch.utils.flop_counter.FlopCounterMode`. Only ops with a formula count (convolutions, matrix products, attention kernels); the rest report 0, not a guess", "sum_known", "anatomy", per_call="sum"),
     Column("flops_pct", "float64", "pct", "the node's share of the model's FLOPs", "sum_known"),
     Column("gflops_per_s", "float64", "gflop/s", "`flops` over the median time: the throughput the node achieved"),
     Column("bytes", "Int64", "bytes", "what the node reads and writes: each distinct tensor input (a called module's parameters and buffers too) and output once, 0 for nodes that run no aten op doing work (views, `getitem`, inputs). A lower bound; with `intensity`, `roof_ms`, `roof_pct`, `headroom_ms` and `limit` it makes the roofline: [roofline.md](roofline.md)", source="anatomy", old_default="", fmt="count"),
@@ -155,13 +164,13 @@ COLUMNS: tuple[Column, ...] = (
     Column("input_shapes", "str", "text", "the shape of each argument the node received, in order (keyword arguments as `name=...`; non-tensors by value)", source="anatomy"),
     Column("output_shape", "str", "text", "the shape of what the node returned, keeping its structure: `[1, 64, 16, 16]`, `([2, 2], [2, 2])` for a tuple, `{'a': [2]}` for a dict", source="anatomy"),
     Column("dtype", "str", "text", "the dtypes of the tensors returned (`float32`, or `float32,int64` for a mix)", source="anatomy"),
-    Column("out_bytes", "Int64", "bytes", "the size of the tensors returned (a view counts in full: this is the logical size, not new memory)", source="anatomy", fmt="count"),
+    Column("out_bytes", "Int64", "bytes", "the size of the tensors returned (a view counts in full: this is the logical size, not new memory)", source="anatomy", fmt="count", per_call="sum"),
     # the memory pass (fxprof.measure.memory; docs/memory.md)
-    Column("mem_delta_bytes", "Int64", "bytes", "bytes allocated inside the node and still held when it returns, minus what it freed of older memory; CPU or CUDA allocator, on by default (docs/memory.md)", "sum_known", "memory", signed=True, rollup_if_measured=True),
-    Column("mem_temp_bytes", "Int64", "bytes", "bytes allocated and freed inside the node (temporaries, workspaces)", "sum_known", "memory", rollup_if_measured=True, old_default=""),
-    Column("mem_peak_bytes", "Int64", "bytes", "the highest allocation while the node ran, above where it started (outputs plus temporaries)", "max", "memory", rollup_if_measured=True),
-    Column("mem_live_bytes", "Int64", "bytes", "everything the run holds after the node: parameters, buffers, inputs, live values", "max", "memory", rollup_if_measured=True, old_default=""),
-    Column("mem_saved_bytes", "Int64", "bytes", "with a backward pass: the node's allocations autograd keeps for the backward", "sum_known", "memory", rollup_if_measured=True, old_default=""),
+    Column("mem_delta_bytes", "Int64", "bytes", "bytes allocated inside the node and still held when it returns, minus what it freed of older memory; CPU or CUDA allocator, on by default (docs/memory.md)", "sum_known", "memory", signed=True, rollup_if_measured=True, per_call="sum"),
+    Column("mem_temp_bytes", "Int64", "bytes", "bytes allocated and freed inside the node (temporaries, workspaces)", "sum_known", "memory", rollup_if_measured=True, old_default="", per_call="sum"),
+    Column("mem_peak_bytes", "Int64", "bytes", "the highest allocation while the node ran, above where it started (outputs plus temporaries)", "max", "memory", rollup_if_measured=True, per_call="max"),
+    Column("mem_live_bytes", "Int64", "bytes", "everything the run holds after the node: parameters, buffers, inputs, live values", "max", "memory", rollup_if_measured=True, old_default="", per_call="last"),
+    Column("mem_saved_bytes", "Int64", "bytes", "with a backward pass: the node's allocations autograd keeps for the backward", "sum_known", "memory", rollup_if_measured=True, old_default="", per_call="sum"),
     Column("skip_reason", "str", "text", "isolated mode: why the node was not re-run (empty if it was)", source="anatomy"),
     # saved with the anatomy, used by the ``bound`` verdict, not table columns
     Column("device_ops", "Int64", "count", "aten ops the node ran that do work (views, metadata queries and `empty` do not count)", source="anatomy", table=False),
@@ -169,6 +178,9 @@ COLUMNS: tuple[Column, ...] = (
 )
 
 BY_NAME: dict[str, Column] = {c.name: c for c in COLUMNS}
+
+#: the stored columns whose calls do not simply keep the first call's value: name -> rule
+PER_CALL: dict[str, str] = {c.name: c.per_call for c in COLUMNS if c.per_call != "first"}
 
 #: the anatomy fields every saved profile has written in this order since before the memory
 #: columns (saved files stay byte for byte the same); the other stored columns follow in the

@@ -38,6 +38,8 @@ def test_a_column_with_an_unknown_unit_or_rule_is_refused():
         C.Column("x", "float64", "furlongs", "a length")
     with pytest.raises(ValueError, match="roll-up 'median'"):
         C.Column("x", "float64", "ms", "a time", rollup="median")
+    with pytest.raises(ValueError, match="per-call rule 'mean'"):
+        C.Column("x", "Int64", "bytes", "a size", source="anatomy", per_call="mean")
     with pytest.raises(ValueError, match="dtype 'int32'"):
         C.Column("x", "int32", "count", "a count")
 
@@ -234,3 +236,17 @@ def test_a_new_column_is_one_line_in_the_table(tmp_path):
     assert found["signed"] and found["group_columns"] and found["docs"]
     assert found["group_sum"] == sum(found["values"])
     assert found["format"] == "2.00 kB" and "2.00 kB" in found["printed"] and "mem_extra" in found["printed"]
+
+
+def test_a_nodes_calls_combine_by_each_columns_per_call_rule():
+    from fxprof.measure.capture import _accumulate
+
+    assert C.PER_CALL == {"flops": "sum", "out_bytes": "sum", "mem_delta_bytes": "sum", "mem_temp_bytes": "sum",
+                          "mem_peak_bytes": "max", "mem_live_bytes": "last", "mem_saved_bytes": "sum"}
+    first = {"output_shape": "[2]", "flops": 10, "bytes": 8, "mem_peak_bytes": 5, "mem_live_bytes": 100, "mem_saved_bytes": None}
+    second = {"output_shape": "[3]", "flops": 4, "bytes": 16, "mem_peak_bytes": 3, "mem_live_bytes": 90, "mem_saved_bytes": 7}
+    into: dict = {}
+    _accumulate(into, {"n": first})
+    _accumulate(into, {"n": second})
+    assert into["n"] == {"output_shape": "[2]", "flops": 14, "bytes": 8, "mem_peak_bytes": 5, "mem_live_bytes": 90,
+                         "mem_saved_bytes": 7}

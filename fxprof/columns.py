@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 __all__ = ["Column", "COLUMNS", "BY_NAME", "UNITS", "ROLLUPS", "SOURCES", "table_columns", "table_dtypes",
-           "stored_columns", "node_columns", "PER_CALL", "PER_CALL_RULES", "rollup_columns", "signed_columns", "old_csv_defaults", "number_format",
+           "stored_columns", "rank_dtypes", "node_columns", "PER_CALL", "PER_CALL_RULES", "rollup_columns", "signed_columns", "old_csv_defaults", "number_format",
            "markdown_table", "group_columns"]
 
 #: units a column may have, and how views print a number of that unit when the column says no
@@ -61,8 +61,9 @@ PER_CALL_RULES = ("sum", "max", "last", "first")
 #: where a column's values come from: ``node``: the graph (``NodeInfo``, before anything runs);
 #: ``stats``: the timed samples (``SampleColumns.node_stats``); ``anatomy``: the untimed anatomy
 #: pass (shapes, FLOPs, bytes); ``memory``: the untimed memory pass; ``derived``: computed in the
-#: per-node table from the others (``Profile._build_table``, ``fxprof.core.roofline``)
-SOURCES = ("node", "stats", "anatomy", "memory", "derived")
+#: per-node table from the others (``Profile._build_table``, ``fxprof.core.roofline``); ``ranks``:
+#: only in a profile gathered over torch.distributed ranks, after the other columns
+SOURCES = ("node", "stats", "anatomy", "memory", "derived", "ranks")
 
 
 @dataclass(frozen=True)
@@ -87,7 +88,8 @@ class Column:
     old_default: str | None = None
     #: how views print it when its unit's way (:data:`UNITS`) does not fit
     fmt: str | None = None
-    #: a column of ``Profile.df`` (False: kept in ``Profile.anatomy`` and saved, not shown)
+    #: a column of every ``Profile.df`` (False: kept in ``Profile.anatomy`` and saved, not shown; or
+    #: only in some profiles, source ``ranks``)
     table: bool = True
     #: a stored column: how a node's calls within one run combine (:data:`PER_CALL_RULES`)
     per_call: str = "first"
@@ -172,6 +174,10 @@ COLUMNS: tuple[Column, ...] = (
     Column("mem_live_bytes", "Int64", "bytes", "everything the run holds after the node: parameters, buffers, inputs, live values", "max", "memory", rollup_if_measured=True, old_default="", per_call="last"),
     Column("mem_saved_bytes", "Int64", "bytes", "with a backward pass: the node's allocations autograd keeps for the backward", "sum_known", "memory", rollup_if_measured=True, old_default="", per_call="sum"),
     Column("skip_reason", "str", "text", "isolated mode: why the node was not re-run (empty if it was)", source="anatomy"),
+    # only in a profile gathered over torch.distributed ranks (fxprof.gather; fxprof.core.rankstats)
+    Column("rank_min_ms", "float64", "ms", "a profile gathered over ranks (`fxprof.gather`): the smallest of the ranks' median times", source="ranks", table=False),
+    Column("rank_max_ms", "float64", "ms", "a profile gathered over ranks: the largest of the ranks' median times", source="ranks", table=False),
+    Column("slowest_rank", "Int64", "count", "a profile gathered over ranks: the rank with the largest median time", source="ranks", table=False),
     # saved with the anatomy, used by the ``bound`` verdict, not table columns
     Column("device_ops", "Int64", "count", "aten ops the node ran that do work (views, metadata queries and `empty` do not count)", source="anatomy", table=False),
     Column("syncs", "Int64", "count", "CUDA synchronizations the node made (torch.cuda sync debug mode)", source="anatomy", table=False),
@@ -198,6 +204,12 @@ def table_dtypes(columns: Sequence[Column] | None = None) -> dict[str, str]:
     """The per-node table's columns and their pandas dtypes, in order."""
     columns = COLUMNS if columns is None else columns
     return {c.name: c.dtype for c in columns if c.table}
+
+
+def rank_dtypes(columns: Sequence[Column] | None = None) -> dict[str, str]:
+    """The columns a profile gathered over ranks adds to the per-node table, with their dtypes."""
+    columns = COLUMNS if columns is None else columns
+    return {c.name: c.dtype for c in columns if c.source == "ranks"}
 
 
 def node_columns(columns: Sequence[Column] | None = None) -> tuple[str, ...]:
@@ -252,13 +264,13 @@ def _cell(text: str) -> str:
 
 
 def markdown_table(columns: Iterable[Column] | None = None) -> str:
-    """The per-node table's columns as a Markdown table (column, unit, roll-up, meaning): the
-    one in docs/anatomy.md."""
+    """The per-node table's columns (a gathered profile's per-rank ones last) as a Markdown table
+    (column, unit, roll-up, meaning): the one in docs/anatomy.md."""
     columns = COLUMNS if columns is None else columns
     rollup_words = {"sum": "sum", "sum_known": "sum", "max": "max", "running": "running sum", None: ""}
     lines = ["| column | unit | roll-up | meaning |", "| --- | --- | --- | --- |"]
     for c in columns:
-        if c.table:
+        if c.table or c.source == "ranks":
             lines.append(f"| `{c.name}` | {UNIT_WORDS[c.unit]} | {rollup_words[c.rollup]} | {_cell(c.description)} |")
     return "\n".join(lines)
 

@@ -70,6 +70,9 @@ def test_the_per_node_table_and_its_files_derive_from_the_table():
             assert items["minimum"] == (-(2**63) if c.signed else 0)
     assert validate._SIGNED == {c.name for c in C.COLUMNS if c.signed} == {"mem_delta_bytes", "headroom_ms"}
     assert header.NODE_DEFAULTS == {"phase": "forward"}
+    from fxprof.core.rankstats import RANK_TABLE_COLUMNS
+
+    assert RANK_TABLE_COLUMNS == {"rank_min_ms": "float64", "rank_max_ms": "float64", "slowest_rank": "Int64"}
 
 
 def test_old_csv_defaults_are_the_columns_added_after_the_first_tables():
@@ -164,7 +167,7 @@ def test_the_docs_column_table_is_the_generated_one():
     page = (ROOT / "docs" / "anatomy.md").read_text()
     assert C.with_table(page) == page, "docs/anatomy.md's column table is stale: run python docs/scripts/columns_table.py"
     for c in C.COLUMNS:
-        assert (f"| `{c.name}` |" in page) == c.table
+        assert (f"| `{c.name}` |" in page) == (c.table or c.source == "ranks")
 
 
 def test_markdown_table_lists_units_and_rollups():
@@ -172,7 +175,7 @@ def test_markdown_table_lists_units_and_rollups():
     assert lines[0] == "| column | unit | roll-up | meaning |"
     row = next(line for line in lines if line.startswith("| `mem_peak_bytes` |"))
     assert row.startswith("| `mem_peak_bytes` | bytes | max | ")
-    assert len(lines) == 2 + len(C.table_columns())
+    assert len(lines) == 2 + len(C.table_columns()) + len(C.rank_dtypes())
 
 
 # A column added to the table shows up everywhere: run in a child process that extends the table

@@ -17,6 +17,8 @@ ROOT = "(root)"
 #: the label of graph plumbing: inputs (under dynamo these include the lifted parameters),
 #: attribute reads (export's parameters), outputs and export's guard check
 PLUMBING = "(graph)"
+#: the roll-up's columns recomputed after sorting (rule ``running``: ``cum_pct`` from ``pct``)
+_RUNNING = [name for name, c in rollup_columns().items() if c.rollup == "running"]
 
 
 def _plumbing(table: pd.DataFrame) -> pd.Series:
@@ -129,7 +131,10 @@ def group_by(table: pd.DataFrame, key: str = "op", depth: int = 1) -> pd.DataFra
         summed median node time, so one slow sample cannot reorder groups; sums to 100),
         ``cum_pct``, ``flops`` (sum; ``<NA>`` if not counted), ``flops_pct``, ``roof_ms`` and
         ``headroom_ms`` (sums of the nodes' least times at the machine peaks and of their time
-        above them; NaN without peaks).
+        above them; NaN without peaks), and the memory columns when the memory pass measured them
+        (``mem_delta_bytes``, ``mem_temp_bytes``, ``mem_saved_bytes`` summed; ``mem_peak_bytes``,
+        ``mem_live_bytes`` the group's highest). Which columns and how: their ``rollup`` in
+        fxprof/columns.py.
         A training-step table (more than one phase) also has, after ``mean_ms``, one
         ``<phase>_ms`` column per phase (``forward_ms``, ``backward_ms``...: the group's mean
         time in that phase; they add up to ``mean_ms``) and ``bwd_fwd_ratio`` (backward over
@@ -142,14 +147,11 @@ def group_by(table: pd.DataFrame, key: str = "op", depth: int = 1) -> pd.DataFra
     if key != "phase":
         out = _phase_columns(table, labels, out)
     out = out.sort_values("pct", ascending=False, kind="stable")
-    for col in running:  # cum_pct: over the roll-up's rows, in its order
+    for col in _RUNNING:  # cum_pct: over the roll-up's rows, in its order
         out[col] = out[col.replace("cum_", "", 1)].cumsum()
     out.index.name = key
     return out
 
-
-#: the roll-up's columns recomputed after sorting (rule ``running``)
-running = [name for name, c in rollup_columns().items() if c.rollup == "running"]
 
 
 def rolled_up(grouped: Any, table: pd.DataFrame, columns: Sequence[Column] | None = None) -> dict[str, Any]:

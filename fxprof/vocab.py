@@ -1,11 +1,13 @@
-"""fxprof's vocabulary: the names every layer shares. Imports nothing (no torch, no pandas).
+"""fxprof's vocabulary: the names every layer shares. Imports nothing heavy (no torch, no pandas).
 
-What may be asked for (timers, captures, modes, group keys, phases) and what a profile's tables
-hold (column names and their pandas dtypes) are written here once; the measurement code, the
-files, the views and the command line's ``choices=`` all read them from here.
+What may be asked for (timers, captures, modes, group keys, phases) is written here once; what a
+profile's tables hold (column names, dtypes, units, roll-ups) is declared in fxprof/columns.py.
+The measurement code, the files, the views and the command line's ``choices=`` read them there.
 """
 
 from __future__ import annotations
+
+from .columns import stored_columns
 
 __all__ = [
     "__version__", "TIMER_NAMES", "CUDA_TIMERS", "EVENT_TIMERS", "CAPTURES", "COMPILE_MODES", "MODES", "OPTIMIZERS",
@@ -49,28 +51,9 @@ PHASES = ("forward", "loss", "backward", "optimizer")
 #: lie in several modules, charged to the innermost module holding them all; "": no scope.
 SCOPE_SOURCES = ("recorded", "frame", "inferred", "common", "")
 
-#: per-node columns from the anatomy passes: name -> pandas dtype
-ANATOMY_COLUMNS: dict[str, str] = {
-    "input_shapes": "str",
-    "output_shape": "str",
-    "dtype": "str",
-    "out_bytes": "Int64",
-    # bytes the node reads and writes: its tensor inputs (a called module's parameters and
-    # buffers too) and outputs, each tensor once; 0 for nodes that run no aten op doing work
-    # (views, getitem, placeholders). A lower bound: see docs/roofline.md
-    "bytes": "Int64",
-    "flops": "Int64",
-    # memory per node from the untimed memory pass (fxprof.measure.memory; docs/memory.md)
-    "mem_delta_bytes": "Int64",  # allocated and still held at the node's end, minus what it freed
-    "mem_temp_bytes": "Int64",  # allocated and freed inside the node
-    "mem_peak_bytes": "Int64",  # highest allocation above the node's start while it ran
-    "mem_live_bytes": "Int64",  # all the run holds after the node (parameters, inputs, activations...)
-    "mem_saved_bytes": "Int64",  # with backward: the node's allocations autograd keeps for the backward
-    "skip_reason": "str",
-    # kept in Profile.anatomy (and saved), used by the ``bound`` verdict, not table columns:
-    "device_ops": "Int64",  # aten ops the node ran that do work (views, metadata, empty: not)
-    "syncs": "Int64",  # CUDA synchronizations the node made (torch.cuda sync debug mode)
-}
+#: per-node columns from the anatomy and memory passes: name -> pandas dtype, in the order saved
+#: files hold them (declared with every other column in fxprof/columns.py)
+ANATOMY_COLUMNS: dict[str, str] = stored_columns()
 
 #: per-sample float columns of a recording, in order (``kernel_ms`` is kept apart: only
 #: ``timer="kernel"`` has it)

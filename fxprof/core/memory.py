@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from ..columns import COLUMNS
+
 __all__ = ["MemorySummary", "memory_summary", "CATEGORIES"]
 
 #: the breakdown's categories, in the order a reader meets them
@@ -56,19 +58,8 @@ def memory_summary(meta: Mapping[str, Any], nodes: Sequence[Any] = ()) -> Memory
 
 #: how a roll-up combines the per-node memory columns: bytes a node adds or saves add up over a
 #: group; a peak and what the run holds are the group's highest
-ROLLUP = {"mem_delta_bytes": "sum", "mem_temp_bytes": "sum", "mem_saved_bytes": "sum",
-          "mem_peak_bytes": "max", "mem_live_bytes": "max"}
-
-
-def memory_rollup(grouped: Any, table: Any) -> dict[str, Any]:
-    """The memory columns of a roll-up (``grouped``: the per-node ``table`` grouped), only those
-    the table measured."""
-    out: dict[str, Any] = {}
-    for col, how in ROLLUP.items():
-        if col in table.columns and table[col].notna().any():
-            values = grouped[col].sum(min_count=1) if how == "sum" else grouped[col].max()
-            out[col] = values.astype("Int64")
-    return out
+#: (declared with each column in fxprof/columns.py; ``sum_known``: <NA> when no node of a group has a value)
+ROLLUP = {c.name: c.rollup for c in COLUMNS if c.source == "memory"}
 
 
 #: what a comparison says about memory, per node (or per block): each side's peak and the change

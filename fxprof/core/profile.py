@@ -9,6 +9,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from ..columns import node_columns, table_dtypes
 from ..vocab import ANATOMY_COLUMNS
 from .memory import MemorySummary, memory_summary
 from .columnar import SampleColumns
@@ -24,48 +25,11 @@ SAMPLE_COLUMNS = ("node", "run", "time_ms", "host_ms", "start_ms", "host_start_m
 RUN_COLUMNS = ("run", "total_ms", "host_ms", "start_ms")
 
 #: descriptive columns of the per-node table, taken from NodeInfo
-NODE_COLUMNS = ("op", "target", "kind", "module_type", "scope", "range", "graph", "scope_source", "phase", "forward_node", "origins", "raw_name")
+NODE_COLUMNS = node_columns()
 
-#: every column of the per-node table, in order, with its pandas dtype.
+#: every column of the per-node table, in order, with its pandas dtype (declared in fxprof/columns.py).
 #: Times are milliseconds, shares percent, sizes bytes.
-COLUMNS: dict[str, str] = {
-    **{c: "str" for c in NODE_COLUMNS},
-    "calls": "int64",
-    "calls_per_run": "float64",
-    "mean_ms": "float64",
-    "median_ms": "float64",
-    "std_ms": "float64",
-    "iqr_ms": "float64",
-    "min_ms": "float64",
-    "max_ms": "float64",
-    "total_ms": "float64",
-    "host_mean_ms": "float64",
-    "kernel_mean_ms": "float64",
-    "kernel_median_ms": "float64",
-    "bound": "str",
-    "pct": "float64",
-    "cum_pct": "float64",
-    "flops": "Int64",
-    "flops_pct": "float64",
-    "gflops_per_s": "float64",
-    # the roofline (fxprof.core.roofline: against the peaks in meta["peaks"])
-    "bytes": "Int64",
-    "intensity": "float64",
-    "roof_ms": "float64",
-    "roof_pct": "float64",
-    "headroom_ms": "float64",
-    "limit": "str",
-    "input_shapes": "str",
-    "output_shape": "str",
-    "dtype": "str",
-    "out_bytes": "Int64",
-    "mem_delta_bytes": "Int64",
-    "mem_temp_bytes": "Int64",
-    "mem_peak_bytes": "Int64",
-    "mem_live_bytes": "Int64",
-    "mem_saved_bytes": "Int64",
-    "skip_reason": "str",
-}
+COLUMNS: dict[str, str] = table_dtypes()
 TABLE_COLUMNS = tuple(COLUMNS)
 
 #: the ``bound`` rule lives in :mod:`fxprof.core.bound` (stated with its evidence in docs/anatomy.md)

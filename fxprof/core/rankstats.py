@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 import pandas as pd
 
+from ..columns import rank_dtypes
+
 if TYPE_CHECKING:
     from .profile import Profile
 
@@ -19,7 +21,7 @@ __all__ = ["RANK_TABLE_COLUMNS", "COLLECTIVE_KINDS", "is_communication", "comm_l
 
 
 #: per-node columns a profile with ranks adds to :attr:`Profile.df`, with their dtypes
-RANK_TABLE_COLUMNS: dict[str, str] = {"rank_min_ms": "float64", "rank_max_ms": "float64", "slowest_rank": "Int64"}
+RANK_TABLE_COLUMNS: dict[str, str] = rank_dtypes()  # declared in fxprof/columns.py
 
 
 #: ``kind`` values of collective operations, in every spelling the captures produce: the

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any, Sequence
+
 import pandas as pd
 
-from .memory import memory_rollup
+from ..columns import Column, rollup_columns
 from ..vocab import GROUP_KEYS, PHASES, RANGE_KIND
 
-__all__ = ["group_by", "GROUP_KEYS", "ROOT", "scope_at_depth", "is_bookkeeping", "bookkeeping_note"]
+__all__ = ["group_by", "rolled_up", "GROUP_KEYS", "ROOT", "scope_at_depth", "is_bookkeeping", "bookkeeping_note"]
 
 #: the phases of a training step (fxprof.measure.training), in the order they run
 #: the label of nodes that sit at the model's root (no enclosing module) in scope roll-ups
@@ -15,6 +17,8 @@ ROOT = "(root)"
 #: the label of graph plumbing: inputs (under dynamo these include the lifted parameters),
 #: attribute reads (export's parameters), outputs and export's guard check
 PLUMBING = "(graph)"
+#: the roll-up's columns recomputed after sorting (rule ``running``: ``cum_pct`` from ``pct``)
+_RUNNING = [name for name, c in rollup_columns().items() if c.rollup == "running"]
 
 
 def _plumbing(table: pd.DataFrame) -> pd.Series:
@@ -127,7 +131,10 @@ def group_by(table: pd.DataFrame, key: str = "op", depth: int = 1) -> pd.DataFra
         summed median node time, so one slow sample cannot reorder groups; sums to 100),
         ``cum_pct``, ``flops`` (sum; ``<NA>`` if not counted), ``flops_pct``, ``roof_ms`` and
         ``headroom_ms`` (sums of the nodes' least times at the machine peaks and of their time
-        above them; NaN without peaks).
+        above them; NaN without peaks), and the memory columns when the memory pass measured them
+        (``mem_delta_bytes``, ``mem_temp_bytes``, ``mem_saved_bytes`` summed; ``mem_peak_bytes``,
+        ``mem_live_bytes`` the group's highest). Which columns and how: their ``rollup`` in
+        fxprof/columns.py.
         A training-step table (more than one phase) also has, after ``mean_ms``, one
         ``<phase>_ms`` column per phase (``forward_ms``, ``backward_ms``...: the group's mean
         time in that phase; they add up to ``mean_ms``) and ``bwd_fwd_ratio`` (backward over
@@ -136,23 +143,34 @@ def group_by(table: pd.DataFrame, key: str = "op", depth: int = 1) -> pd.DataFra
     """
     labels = _labels(table, key, depth).rename(key)
     grouped = table.groupby(labels, sort=False, observed=True)
-    out = pd.DataFrame(
-        {
-            "nodes": grouped.size(),
-            "mean_ms": grouped["mean_ms"].sum(),
-            "median_ms": grouped["median_ms"].sum(),
-            "pct": grouped["pct"].sum(),
-            "flops": grouped["flops"].sum(min_count=1).astype("Int64"),
-            "flops_pct": grouped["flops_pct"].sum(min_count=1),
-            # the roofline (fxprof.core.roofline): summed least times and time above the roof
-            "roof_ms": grouped["roof_ms"].sum(min_count=1) if "roof_ms" in table.columns else float("nan"),
-            "headroom_ms": grouped["headroom_ms"].sum(min_count=1) if "headroom_ms" in table.columns else float("nan"),
-            **memory_rollup(grouped, table),  # fxprof.core.memory: sums of bytes, max of peaks
-        }
-    )
+    out = pd.DataFrame({"nodes": grouped.size(), **rolled_up(grouped, table)})
     if key != "phase":
         out = _phase_columns(table, labels, out)
     out = out.sort_values("pct", ascending=False, kind="stable")
-    out.insert(out.columns.get_loc("pct") + 1, "cum_pct", out["pct"].cumsum())
+    for col in _RUNNING:  # cum_pct: over the roll-up's rows, in its order
+        out[col] = out[col.replace("cum_", "", 1)].cumsum()
     out.index.name = key
+    return out
+
+
+
+def rolled_up(grouped: Any, table: pd.DataFrame, columns: Sequence[Column] | None = None) -> dict[str, Any]:
+    """Each column with a roll-up rule (fxprof/columns.py), combined over ``grouped`` (the
+    per-node ``table`` grouped), in the table's order: ``sum`` (missing as 0), ``sum_known``
+    (``<NA>`` when no node of a group has a value), ``max``; ``running`` columns are placeholders
+    filled after sorting. A column the table lacks is NaN, or left out when its values are shown
+    only when measured (the memory columns), as is one no node has a value in."""
+    out: dict[str, Any] = {}
+    for name, col in rollup_columns(columns).items():
+        present = name in table.columns
+        if col.rollup_if_measured and not (present and table[name].notna().any()):
+            continue
+        if col.rollup == "running" or not present:
+            out[name] = float("nan")
+            continue
+        if col.rollup == "max":
+            values = grouped[name].max()
+        else:
+            values = grouped[name].sum(min_count=1 if col.rollup == "sum_known" else 0)
+        out[name] = values.astype(col.dtype) if col.dtype != "str" else values
     return out

@@ -6,6 +6,7 @@ import os
 
 import pandas as pd
 
+from ..columns import old_csv_defaults
 from ..core.profile import COLUMNS, TABLE_COLUMNS
 from ..errors import ProfileFormatError
 from .atomic import atomic_write
@@ -34,16 +35,11 @@ def read_csv(path: str | os.PathLike) -> pd.DataFrame:
         raise
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError, OverflowError) as exc:
         raise ProfileFormatError(f"{path!r} is not a CSV table fxprof can read: {exc}") from exc
-    # tables from before training steps (phase, forward_node), before compiled models (origins, raw_name) and
-    # before the roofline and the full memory columns (empty: not measured)
-    for col, default in (("phase", "forward"), ("forward_node", ""), ("origins", ""), ("raw_name", ""), ("bytes", ""),
-                         ("intensity", ""), ("roof_ms", ""), ("roof_pct", ""), ("headroom_ms", ""), ("limit", ""),
-                         # before memory per node on the CPU (issue 34): not measured
-                         ("mem_temp_bytes", ""), ("mem_live_bytes", ""), ("mem_saved_bytes", "")):
+    # tables from before a column existed (training steps: phase "forward"; inferred scopes, compiled models,
+    # the roofline, memory per node on the CPU: empty, not measured): each column's old_default in fxprof/columns.py
+    for col, default in old_csv_defaults().items():
         if col not in table.columns:
             table[col] = default
-    if "scope_source" not in table.columns:  # tables from before inferred scopes: the source was not recorded
-        table["scope_source"] = ""
     if "calls_per_run" not in table.columns and "calls" in table.columns:
         # tables from before per-run statistics: every graph ran once a run, so a node that ran
         # was called once a run (0.0 for one that never ran, as Profile.df has it)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import pandas as pd
 
+from ..columns import old_csv_defaults
 from ..core.nodes import NodeInfo
 from ..core.profile import NODE_COLUMNS
 from ..vocab import ANATOMY_COLUMNS
@@ -22,7 +23,7 @@ __all__ = ["encode_header", "decode_nodes", "decode_anatomy", "NODE_DEFAULTS"]
 
 #: what a node field missing from a file means: files from before training steps hold forward
 #: passes (``phase``); every other missing field is empty
-NODE_DEFAULTS: dict[str, str] = {"phase": "forward"}
+NODE_DEFAULTS: dict[str, str] = {c: d for c, d in old_csv_defaults().items() if c in NODE_COLUMNS and d}
 
 
 def encode_header(profile: "Profile") -> dict[str, Any]:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from ..columns import BY_NAME, Column, signed_columns, stored_columns
 from ..errors import ProfileFormatError
 
 if TYPE_CHECKING:
@@ -47,6 +48,18 @@ def _column(item: dict[str, Any], description: str) -> dict[str, Any]:
 
 def _anatomy(item: dict[str, Any], description: str) -> dict[str, Any]:
     return _column(item, description + "; one value per node, in the order of \"nodes\"; null: not measured")
+
+
+def _anatomy_rule(column: Column) -> dict[str, Any]:
+    """The schema of a stored per-node column (fxprof/columns.py): text, or a number within
+    int64 (whole numbers) that is never negative unless the column is ``signed``."""
+    if column.dtype == "str":
+        item: dict[str, Any] = {"type": ["string", "null"]}
+    elif column.dtype.lower() == "int64":
+        item = {"type": ["integer", "null"], "minimum": -_INT64_MAX - 1 if column.signed else 0, "maximum": _INT64_MAX}
+    else:
+        item = {"type": ["number", "null"]} if column.signed else {"type": ["number", "null"], "minimum": 0}
+    return _anatomy(item, f"{column.name}: {column.description}")
 
 
 #: The JSON Schema of a saved profile written before version 2 (sample nodes by name); still read.
@@ -127,14 +140,7 @@ SCHEMA_V1: dict[str, Any] = {
         },
         "anatomy": {
             "type": "object",
-            "properties": {
-                **{k: _anatomy({"type": ["string", "null"]}, k) for k in ("input_shapes", "output_shape", "dtype", "skip_reason")},
-                **{k: _anatomy({**_NONNEG_INT, "type": ["integer", "null"]}, k)
-                   for k in ("out_bytes", "bytes", "flops", "mem_peak_bytes", "mem_temp_bytes", "mem_live_bytes",
-                             "mem_saved_bytes")},
-                "mem_delta_bytes": _anatomy({"type": ["integer", "null"], "minimum": -_INT64_MAX - 1, "maximum": _INT64_MAX},
-                                            "mem_delta_bytes"),
-            },
+            "properties": {name: _anatomy_rule(BY_NAME[name]) for name in stored_columns()},
         },
     },
 }
@@ -457,13 +463,13 @@ def check_profile(profile: "Profile", source: str) -> None:
 _NA = ("", "nan", "NaN", "<NA>")
 #: per-node table columns that may be negative (every other number never is): a node that ran
 #: above its roof (data in a cache the bandwidth roof does not see) has a negative headroom
-_SIGNED = {"mem_delta_bytes", "headroom_ms"}
+_SIGNED = signed_columns()
 
 
 def parse_table(raw: pd.DataFrame, columns: Mapping[str, str], source: str) -> pd.DataFrame:
     """Turn a per-node table read as text (every cell a string) into typed columns.
 
-    Numbers must be finite and not negative (``mem_delta_bytes`` and ``headroom_ms`` may be negative), integer
+    Numbers must be finite and not negative (the ``signed`` columns of fxprof/columns.py may be), integer
     columns whole numbers within int64, and every node must appear once. Returns the table
     indexed by ``node`` with ``columns``' dtypes.
     """

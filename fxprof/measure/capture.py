@@ -35,6 +35,7 @@ from .interpreter import ProfilingInterpreter, Recorder
 from ..core.nodes import NodeInfo
 from .graph import describe_graph, normalize_scope, readable_node_names
 from .state import preserved_buffers
+from ..columns import PER_CALL
 from ..vocab import CAPTURES
 from .dispatch import ActiveSession, GraphRunner, GraphSession
 from .sdpa import drop_all_true_masks
@@ -439,15 +440,16 @@ def _accumulate(into: dict[str, dict[str, Any]], records: dict[str, dict[str, An
             continue
         seen = into[node]
         for col, value in values.items():
-            old = seen.get(col)
-            if col in ("flops", "out_bytes", "mem_delta_bytes", "mem_temp_bytes", "mem_saved_bytes") and old is not None and value is not None:
-                seen[col] = old + value
-            elif col == "mem_live_bytes" and value is not None:
-                seen[col] = value  # after the node's last call
-            elif col == "mem_peak_bytes" and old is not None and value is not None:
-                seen[col] = max(old, value)
+            old, rule = seen.get(col), PER_CALL.get(col, "first")  # each column's rule: fxprof/columns.py
+            if rule == "last":
+                if value is not None:
+                    seen[col] = value  # after the node's last call
             elif old is None:
                 seen[col] = value
+            elif value is not None and rule == "sum":
+                seen[col] = old + value
+            elif value is not None and rule == "max":
+                seen[col] = max(old, value)
 
 
 #: the dynamo session this thread's graphs report to (see fxprof.measure.dispatch)

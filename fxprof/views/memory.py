@@ -5,10 +5,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..columns import COLUMNS
+
 __all__ = ["format_bytes", "memory_line", "memory_columns", "MEMORY_COLUMNS"]
 
 #: the per-node memory columns, in the order tables show them (docs/memory.md)
-MEMORY_COLUMNS = ("mem_delta_bytes", "mem_temp_bytes", "mem_peak_bytes", "mem_live_bytes", "mem_saved_bytes")
+MEMORY_COLUMNS = tuple(c.name for c in COLUMNS if c.source == "memory")
 
 
 def format_bytes(value: Any, sign: bool = False) -> str:
@@ -53,6 +55,3 @@ def memory_columns(table: Any) -> list[str]:
     if "mem_saved_bytes" in table.columns and table["mem_saved_bytes"].notna().any():
         shown.append("mem_saved_bytes")
     return shown
-
-#: the memory columns of a roll-up (fxprof.core.memory.ROLLUP), any of which --columns may name
-MEMORY_ROLLUP = MEMORY_COLUMNS

@@ -25,6 +25,8 @@ from typing import Any, Callable, Iterable, Sequence
 import pandas as pd
 from tabulate import tabulate
 
+from ..columns import number_format
+
 __all__ = ["format_ms", "format_count", "terminal_width", "render_fitted", "display_name", "TIME_UNITS", "change_label",
            "shorten_all"]
 
@@ -100,18 +102,13 @@ def display_name(column: str) -> str:
     return column[: -len("_ms")] if column.endswith("_ms") else column
 
 
-#: how each kind of column is printed (a column not listed: text, or a float to 4 figures)
+#: how the columns of other tables (comparisons, roll-ups' extras) are printed; the per-node
+#: table's columns are printed by their unit (fxprof/columns.py: ``Column.format``)
 FORMATTERS: dict[str, Callable[[Any], str]] = {
-    "pct": _format_float(".1f"),
-    "cum_pct": _format_float(".1f"),
-    "flops_pct": _format_float(".1f"),
     "a_pct": _format_float(".1f"),
     "b_pct": _format_float(".1f"),
     "delta_pct": _format_float("+.1f"),
     "ratio": _format_float(".3f"),
-    "gflops_per_s": _format_float(".3g"),
-    "intensity": _format_float(".3g"),
-    "roof_pct": _format_float(".3g"),
     "p_value": _format_float(".2g"),
     "vs_median": _format_float(".2f"),
     "bwd_fwd_ratio": _format_float(".2f"),
@@ -119,15 +116,32 @@ FORMATTERS: dict[str, Callable[[Any], str]] = {
     "error_ms": lambda v: format_ms(v, sign=True),
 }
 
+#: a comparison's columns of a per-node column: each side's value and the change (signed)
+_SIDES = ("a_", "b_", "delta_")
+
+
+def _by_format(fmt: str, dtype: Any, sign: bool = False) -> Callable[[Any], str]:
+    if fmt == "ms":
+        return (lambda v: format_ms(v, sign=True)) if sign else format_ms
+    if fmt == "bytes":
+        from .memory import format_bytes
+
+        return (lambda v: format_bytes(v, sign=True)) if sign else format_bytes
+    if fmt == "count":  # a whole number; the same column held as floats elsewhere prints as a float
+        return format_count if pd.api.types.is_integer_dtype(dtype) else _format_float(".4g")
+    return _format_float(fmt)
+
 
 def formatter_for(column: str, dtype: Any) -> Callable[[Any], str] | None:
     """The formatter of a column, or None for text columns."""
     if column in FORMATTERS:
         return FORMATTERS[column]
-    if "mem_" in column and column.endswith("_bytes"):
-        from .memory import format_bytes
-
-        return (lambda v: format_bytes(v, sign=True)) if column.startswith("delta_") else format_bytes
+    fmt = number_format(column)
+    if fmt is not None:
+        return _by_format(fmt, dtype)
+    side = next((s for s in _SIDES if column.startswith(s)), None)
+    if side is not None and number_format(column[len(side):]) == "bytes":  # a_mem_peak_bytes, delta_mem_peak_bytes
+        return _by_format("bytes", dtype, sign=side == "delta_")
     if column.endswith("_ms"):
         return format_ms
     if pd.api.types.is_integer_dtype(dtype):

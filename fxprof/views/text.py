@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 import numpy as np
 import pandas as pd
 
+from ..columns import group_columns
 from ..vocab import EVENT_TIMERS
-from .memory import MEMORY_ROLLUP, memory_columns, memory_line
+from .memory import memory_columns, memory_line
 from .options import ViewOptions
 from .tables import format_ms, hidden_note, render_fitted
 
@@ -33,8 +34,7 @@ HIGH_TAIL = 0.5
 #: when a table is too wide, these columns go first, in this order (then others, from the right)
 DROP_FIRST = ("status", "a_pct", "b_pct", "cum_pct", "mean_ms", "target", "op", "range", "host_mean_ms", "iqr_ms", "flops_pct", "p_value", "scope", "kind")
 #: columns of a roll-up table (``Profile.group_by``)
-GROUP_COLUMNS = ("nodes", "mean_ms", "median_ms", "pct", "cum_pct", "flops", "flops_pct", "roof_ms", "headroom_ms",
-                 *MEMORY_ROLLUP)
+GROUP_COLUMNS = group_columns()
 #: columns of a comparison shown by default (any column of ``fxprof.compare`` may be chosen);
 #: ``phase`` joins them for training steps
 COMPARE_DEFAULT = ("status", "kind", "scope", "a_ms", "b_ms", "delta_ms", "ratio", "p_value", "verdict", "a_pct", "b_pct", "delta_pct")

@@ -50,6 +50,7 @@ from ..errors import TraceError
 from ..vocab import COMPILE_MODES
 from .bridge import Event, events_from_kineto, kineto_quiet
 from .capture import _Resolver
+from .compiled_memory import memory_devices, record_memory_run, with_memory
 from .compiled_breaks import (break_site, describe_breaks, frame_nodes, frame_spans, recompile_reason,
                               reported_site)
 from .graph import describe_graph, module_kinds
@@ -440,6 +441,8 @@ def profile_compiled(model: nn.Module, args: tuple, kwargs: dict, compile: Any, 
             sync()
         caught.phase = "timed"
         plain, events = _interleaved_runs(call, sync, iters, args, kwargs, on_cuda)
+        memory = record_memory_run(call, sync, lambda: clone_tensors((args, kwargs)), root,
+                                   memory_devices(root, args, kwargs), meta_base, RUN_RANGE)  # untimed: memory per kernel
         described["recompile_reasons"] = [{"graph": g, "reason": r, "during": p} for g, r, p in caught.recompiles]
     session.reported_breaks(caught.breaks)
     spans, runs = spans_from_events(events, device=on_cuda)
@@ -456,7 +459,8 @@ def profile_compiled(model: nn.Module, args: tuple, kwargs: dict, compile: Any, 
             "nothing), so fxprof cannot say what the compiled program runs; profile it eagerly with "
             "capture='dynamo'"
         )
-    return _build(root, session, kernels, spans, runs, plain, compile_s, described, compiled_first, meta_base, name)
+    profile = _build(root, session, kernels, spans, runs, plain, compile_s, described, compiled_first, meta_base, name)
+    return with_memory(profile, memory, kernels, RUN_RANGE)
 
 
 def _interleaved_runs(call: Any, sync: Any, iters: int, args: tuple, kwargs: dict, on_cuda: bool) -> tuple[list[float], list[Event]]:

@@ -424,6 +424,7 @@ def profile_compiled(model: nn.Module, args: tuple, kwargs: dict, compile: Any, 
         return compiled(*a, **k)
 
     breaks_before = _dynamo_graph_breaks()
+    outer = torch._C._autograd._profiler_enabled()  # the caller's own torch.profiler: no memory run
     with _recursion_limit_kept(), preserved_buffers(root), _inductor_settings(), _catch_trace() as caught, grad:
         t0 = time.perf_counter()
         call()
@@ -442,7 +443,7 @@ def profile_compiled(model: nn.Module, args: tuple, kwargs: dict, compile: Any, 
         caught.phase = "timed"
         plain, events = _interleaved_runs(call, sync, iters, args, kwargs, on_cuda)
         memory = record_memory_run(call, sync, lambda: clone_tensors((args, kwargs)), root,
-                                   memory_devices(root, args, kwargs), meta_base, RUN_RANGE)  # untimed: memory per kernel
+                                   memory_devices(root, args, kwargs), meta_base, RUN_RANGE, outer)  # untimed: memory per kernel
         described["recompile_reasons"] = [{"graph": g, "reason": r, "during": p} for g, r, p in caught.recompiles]
     session.reported_breaks(caught.breaks)
     spans, runs = spans_from_events(events, device=on_cuda)

@@ -75,14 +75,15 @@ class CompiledMemory:
 
 def record_memory_run(call: Callable[[tuple | None], Any], sync: Callable[[], None], fresh: Callable[[], tuple],
                       root: torch.nn.Module, devices: list[torch.device], meta: dict[str, Any],
-                      run_range: str) -> CompiledMemory | None:
+                      run_range: str, outer: bool = False) -> CompiledMemory | None:
     """One untimed call of the compiled model under ``torch.profiler(profile_memory=True)``,
     inside a ``run_range`` range (its inputs cloned before it, outside the range). None, with a
-    note in ``meta["notes"]``, under the caller's own ``torch.profiler`` (profilers do not nest)."""
+    note in ``meta["notes"]``, under the caller's own ``torch.profiler`` (profilers do not nest;
+    ``outer``: one was running when fxprof began, before compiled mode's own profiler ended it)."""
     from torch._C._profiler import _EventType
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    if torch._C._autograd._profiler_enabled():
+    if outer or torch._C._autograd._profiler_enabled():
         meta["notes"] = meta.get("notes", []) + [SKIPPED_NOTE]
         return None
     on_cuda = any(d.type == "cuda" for d in devices)

@@ -1,0 +1,138 @@
+"""Memory per kernel in compiled mode (fxprof.measure.compiled_memory, issue 34 item 4), against
+sizes known from shapes and dtypes, on the CPU (within 5%; most are exact: the CPU allocator
+reports the bytes asked for). Compiles are slow here: tiny models, one compile per test."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+from torch import nn
+
+import fxprof
+from fxprof.measure.compiled_memory import charge_memory
+from fxprof.views.memory import format_bytes
+
+from conftest import requires_cuda
+
+F32 = 4
+
+
+def _nbytes(*tensors: torch.Tensor) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def inductor_cache(tmp_path_factory):
+    old = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(tmp_path_factory.mktemp("inductor"))
+    yield
+    if old is None:
+        os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+    else:
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = old
+
+
+# ------------------------------------------------------------------ the rule, without a compile
+def test_allocations_between_kernels_go_to_the_next_kernel_of_the_call():
+    # one graph: region 100-400, its call 150-350 with kernels k0 (200-220) and k1 (300-320);
+    # the wrapper allocates k0's buffer at 160 and k1's at 250, frees k0's at 330 (after its
+    # last reader) and the call's output outlives the run; k1 has a 70-byte workspace of its
+    # own; the guards allocate 5 bytes at 120 (overhead), the entry 3 bytes at 50
+    events = [(50, 9, 3), (120, 8, 5), (125, 8, -5), (160, 1, 1000), (250, 2, 400), (305, 3, 70), (310, 3, -70),
+              (330, 1, -1000), (600, 77, -123)]
+    done = charge_memory([("k0", 200, 220), ("k1", 300, 320)], [("0/0", 150, 350)], [("0/0", 100, 400)], (0, 500),
+                         events, {"parameters": 10_000, "inputs": 100}, {"0/0": "compiled_overhead_0_0"}, {},
+                         "compiled_entry")
+    k0, k1 = done.records["k0"], done.records["k1"]
+    assert (k0["mem_delta_bytes"], k0["mem_temp_bytes"], k0["mem_peak_bytes"]) == (1000, 0, 1000)
+    # after k0: its buffer is still needed (freed at 330), so the run holds it
+    assert k0["mem_live_bytes"] == 10_100 + 3 + 1000
+    assert (k1["mem_delta_bytes"], k1["mem_temp_bytes"], k1["mem_peak_bytes"]) == (400, 70, 470)
+    assert k1["mem_live_bytes"] == 10_100 + 3 + 400  # k0's buffer died with k1 (freed in the gap after it)
+    over = done.records["compiled_overhead_0_0"]
+    assert (over["mem_delta_bytes"], over["mem_temp_bytes"], over["mem_peak_bytes"]) == (0, 5, 5)
+    assert done.records["compiled_entry"]["mem_delta_bytes"] == 3
+    s = done.summary
+    assert s["peak_bytes"] == 10_100 + 3 + 1000 + 400 + 70 and s["peak_node"] == "k1"
+    assert s["breakdown"]["temporaries"] == 70 and s["breakdown"]["activations"] == 100 + 3 + 1000 + 400
+
+
+def test_allocations_after_a_graph_that_ends_in_a_break_go_to_the_break():
+    # graph 0/0 ends in a break: what its region allocates after the call (the eager code
+    # between graphs, .item()'s sum) is the break's; graph 1/0 runs nested, after it
+    events = [(160, 1, 100), (260, 2, 8), (270, 2, -8), (310, 3, 40)]
+    done = charge_memory([("k0", 170, 180), ("k1", 320, 330)], [("0/0", 150, 200), ("1/0", 305, 340)],
+                         [("0/0", 100, 400), ("1/0", 300, 350)], (0, 500), events, {}, {"0/0": "o0", "1/0": "o1"},
+                         {"0/0": "break_item"}, None)
+    assert done.records["break_item"]["mem_temp_bytes"] == 8
+    assert done.records["k1"]["mem_delta_bytes"] == 40 and done.records["k0"]["mem_delta_bytes"] == 100
+    assert done.records["o1"]["mem_delta_bytes"] == 0
+
+
+# ------------------------------------------------------------------ real compiles
+class _Widening(nn.Module):
+    """The peak sits at ``wide``/``back``: wide's output is 64x the input, and alive while back runs."""
+
+    def __init__(self):
+        super().__init__()
+        self.narrow = nn.Linear(128, 128)
+        self.wide = nn.Linear(128, 128 * 64)
+        self.back = nn.Linear(128 * 64, 4)
+
+    def forward(self, x):
+        return self.back(self.wide(torch.relu(self.narrow(x))))
+
+
+def test_a_compiled_linear_output_is_charged_to_its_kernel_and_the_peak_is_known():
+    torch.manual_seed(0)
+    model = _Widening().eval()
+    x = torch.randn(32, 128)
+    before = [p.detach().clone() for p in model.parameters()]
+    prof = fxprof.profile(model, x, compile=True, warmup=1, iters=2)
+    df = prof.df
+    wide_out = 32 * 128 * 64 * F32
+    wide = df[(df["scope"] == "wide") & (df["op"] == "extern")]
+    assert len(wide) == 1, df[["op", "scope"]]
+    row = wide.iloc[0]
+    # inductor allocates the output buffer between kernels, just before the addmm: charged to it
+    assert row["mem_delta_bytes"] == pytest.approx(wide_out, rel=0.05)
+    assert row["mem_peak_bytes"] == pytest.approx(wide_out, rel=0.05)
+    held = _nbytes(*model.parameters(), x)
+    assert row["mem_live_bytes"] == pytest.approx(held + wide_out, rel=0.05)
+    back = df[(df["scope"] == "back") & (df["op"] == "extern")].iloc[0]
+    assert back["mem_delta_bytes"] == pytest.approx(32 * 4 * F32, rel=0.05)
+    assert back["mem_live_bytes"] < held + wide_out / 10  # wide's output freed after its last reader
+    summary = prof.memory
+    assert summary is not None
+    assert summary.peak_node in (wide.index[0], back.name)
+    assert summary.peak_bytes == pytest.approx(held + wide_out, rel=0.05)
+    assert summary.breakdown["parameters"] == _nbytes(*model.parameters())
+    # every row has the columns: the overhead and entry rows allocate (next to) nothing
+    assert df["mem_live_bytes"].notna().all() and df["mem_peak_bytes"].notna().all()
+    assert f"memory: peak {format_bytes(summary.peak_bytes)} during " in prof.summary()
+    assert "mem_peak" in prof.summary()
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+
+
+def test_under_an_outer_profiler_the_compiled_memory_pass_is_skipped_with_a_note():
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU())
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
+        prof = fxprof.profile(model, torch.randn(4, 8), compile=True, warmup=1, iters=1)
+    assert prof.memory is None
+    assert prof.df["mem_peak_bytes"].isna().all()
+    assert any("memory pass skipped" in n for n in prof.meta.get("notes", []))
+
+
+@requires_cuda
+def test_compiled_memory_on_the_gpu_charges_the_linear_output_to_its_kernel():
+    model = nn.Sequential(nn.Linear(256, 512), nn.ReLU()).cuda().eval()
+    x = torch.randn(64, 256, device="cuda")
+    prof = fxprof.profile(model, x, compile=True, warmup=1, iters=2)
+    df = prof.df
+    out = 64 * 512 * F32  # a multiple of 512: the caching allocator's rounding adds nothing
+    linear = df[(df["scope"] == "0") & df["mem_delta_bytes"].notna()]
+    assert linear["mem_delta_bytes"].max() == pytest.approx(out, rel=0.05)
+    assert prof.memory is not None
+    assert prof.memory.peak_bytes == pytest.approx(_nbytes(*model.parameters(), x) + out, rel=0.05)

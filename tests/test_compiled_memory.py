@@ -136,3 +136,83 @@ def test_compiled_memory_on_the_gpu_charges_the_linear_output_to_its_kernel():
     assert linear["mem_delta_bytes"].max() == pytest.approx(out, rel=0.05)
     assert prof.memory is not None
     assert prof.memory.peak_bytes == pytest.approx(_nbytes(*model.parameters(), x) + out, rel=0.05)
+
+
+# ------------------------------------------------------------------ sessions: memory per cycle
+class _TwoWide(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(128, 4096)
+        self.b = nn.Linear(4096, 4)
+
+    def forward(self, x):
+        return self.b(torch.relu(self.a(x)))
+
+
+def test_a_session_gives_each_warm_up_steps_known_peak_and_the_nodes_memory():
+    torch.manual_seed(0)
+    model = _TwoWide().eval()
+    params = _nbytes(*model.parameters())
+    batch, wide = 32, 32 * 4096 * F32
+    with torch.no_grad(), fxprof.session(model, schedule=fxprof.schedule(warmup=1, active=2, repeat=2)) as s:
+        for _ in range(6):
+            x = torch.randn(batch, 128)  # made inside the step: followed
+            out = s.model(x)
+            s.step()
+    assert len(s.profiles) == 2
+    for cycle, prof in enumerate(s.profiles):
+        steps = prof.meta["memory_steps"]
+        assert [st["step"] for st in steps] == [3 * cycle]
+        step = steps[0]
+        # the peak is inside relu: a's output and relu's output both held, with x and the parameters
+        x_bytes = batch * 128 * F32
+        assert step["peak_bytes"] == pytest.approx(params + x_bytes + 2 * wide, rel=0.05)
+        assert step["peak_node"] == "relu"
+        # at the step's end the loop still holds x and out; a's and relu's outputs are gone
+        assert step["end_bytes"] == pytest.approx(params + x_bytes + batch * 4 * F32, rel=0.05)
+        df = prof.df
+        assert df.loc["a", "mem_delta_bytes"] == pytest.approx(wide, rel=0.05)
+        assert df.loc["relu", "mem_peak_bytes"] == pytest.approx(wide, rel=0.05)
+        assert df.loc["b", "mem_live_bytes"] == pytest.approx(params + x_bytes + batch * 4 * F32, rel=0.05)
+        assert prof.memory.peak_node == "relu"
+        assert prof.memory.peak_bytes == step["peak_bytes"]
+        assert any("memory from the cycle's warm-up step" in n for n in prof.meta["notes"])
+        assert "memory: peak" in prof.summary()
+    assert out.shape == (batch, 4)
+
+
+def test_a_training_sessions_step_peak_is_in_the_loops_own_code_and_can_be_turned_off():
+    from fxprof.measure.session_memory import OUTSIDE
+
+    torch.manual_seed(0)
+    model = _TwoWide()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    params = _nbytes(*model.parameters())
+    for memory in (True, False):
+        with fxprof.session(model, schedule=fxprof.schedule(warmup=1, active=1), memory=memory) as s:
+            for _ in range(2):
+                model(torch.randn(32, 128)).sum().backward()
+                opt.step()
+                opt.zero_grad()
+                s.step()
+        prof = s.profiles[-1]
+        if not memory:
+            assert prof.memory is None and "memory_steps" not in prof.meta
+            assert prof.df["mem_peak_bytes"].isna().all()
+            continue
+        step = prof.meta["memory_steps"][0]
+        # in the backward every gradient (the parameters' size) exists beside the activations
+        assert step["peak_node"] == OUTSIDE
+        assert step["peak_bytes"] >= 2 * params
+        assert prof.df.loc["a", "mem_delta_bytes"] == pytest.approx(32 * 4096 * F32, rel=0.05)
+
+
+def test_a_schedule_without_warm_up_steps_says_memory_was_not_measured():
+    model = nn.Linear(8, 8)
+    with fxprof.session(model, schedule=fxprof.schedule(warmup=0, active=2)) as s:
+        for _ in range(3):
+            model(torch.randn(2, 8))
+            s.step()
+    prof = s.profiles[0]
+    assert prof.memory is None
+    assert any("memory not measured: the cycle had no warm-up step" in n for n in prof.meta["notes"])

@@ -216,3 +216,10 @@ def test_a_schedule_without_warm_up_steps_says_memory_was_not_measured():
     prof = s.profiles[0]
     assert prof.memory is None
     assert any("memory not measured: the cycle had no warm-up step" in n for n in prof.meta["notes"])
+
+
+def test_compiled_memory_can_be_turned_off_also_from_the_command_line():
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU())
+    prof = fxprof.profile(model, torch.randn(4, 8), compile=True, warmup=1, iters=1, memory=False)
+    assert prof.memory is None and prof.df["mem_peak_bytes"].isna().all()
+    assert "memory:" not in prof.summary()

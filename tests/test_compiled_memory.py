@@ -223,3 +223,22 @@ def test_compiled_memory_can_be_turned_off_also_from_the_command_line():
     prof = fxprof.profile(model, torch.randn(4, 8), compile=True, warmup=1, iters=1, memory=False)
     assert prof.memory is None and prof.df["mem_peak_bytes"].isna().all()
     assert "memory:" not in prof.summary()
+
+
+def test_a_compiled_models_session_gives_the_warm_up_steps_peak_without_node_columns():
+    from fxprof.measure.session_memory import WHOLE_STEP
+
+    torch.manual_seed(0)
+    model = _TwoWide().eval()
+    compiled = torch.compile(model)
+    params = _nbytes(*model.parameters())
+    with torch.no_grad(), fxprof.session(compiled, schedule=fxprof.schedule(warmup=1, active=1)) as s:
+        for _ in range(2):
+            x = torch.randn(32, 128)
+            compiled(x)
+            s.step()
+    step = s.profiles[0].meta["memory_steps"][0]
+    # a's output (relu runs in place on it), b's output, x and the parameters
+    assert step["peak_bytes"] == pytest.approx(params + _nbytes(x) + 32 * 4096 * F32 + 32 * 4 * F32, rel=0.05)
+    assert step["peak_node"] == WHOLE_STEP
+    assert s.profiles[0].df["mem_peak_bytes"].isna().all()

@@ -12,7 +12,8 @@ So each warm-up step gives:
 - the step's ``peak_bytes``: the parameters and buffers plus the highest the step's own
   allocations rose (forward, loss, backward, optimizer step, and the batch when the loop makes
   it inside the step), ``peak_node`` (the node running then, or :data:`OUTSIDE` when the peak is
-  in the loop's own code: the loss, the backward, the optimizer), and ``end_bytes``: the
+  in the loop's own code: the loss, the backward, the optimizer; :data:`WHOLE_STEP` when no node
+  was recorded one by one), and ``end_bytes``: the
   parameters and buffers plus what the step allocated and still holds when it ends
   (``meta["memory_steps"]``, one entry per warm-up step of the cycle);
 - per node (the last warm-up step's), the columns of eager profiles (``mem_delta_bytes``,
@@ -39,10 +40,12 @@ from .memory import MemoryRecording
 from .recorder import Recorder
 from .timers import tensor_devices
 
-__all__ = ["StepMemory", "OUTSIDE"]
+__all__ = ["StepMemory", "OUTSIDE", "WHOLE_STEP"]
 
 #: the peak node named when a step's peak is outside every node (the loop's own code)
 OUTSIDE = "the loop's own code (loss, backward, optimizer)"
+#: ... and when no node ran in a range (a compiled or ``backward=True`` session: per-step figures only)
+WHOLE_STEP = "the step (its nodes not recorded one by one)"
 
 
 class StepMemory:
@@ -96,7 +99,9 @@ class StepMemory:
         summary = dict(recording.summary)
         if not summary:
             return
-        if summary.get("peak_outside"):
+        if not recording.records:
+            summary["peak_node"] = WHOLE_STEP
+        elif summary.get("peak_outside"):
             summary["peak_node"] = OUTSIDE
         summary.pop("peak_outside", None)
         self._steps.append({"step": self._step, "peak_bytes": summary["peak_bytes"], "peak_node": summary["peak_node"],
@@ -118,12 +123,13 @@ class StepMemory:
         meta: dict[str, Any] = {}
         notes = list(self._notes)
         if self._steps:
-            meta["memory"] = {**self._summary, "covers": f"warm-up step {self._steps[-1]['step']} of the session "
-                                                         f"(its forward through the interpreter, the loop's code around it)"}
+            how = ("its forward through the interpreter, the loop's code around it" if self._records
+                   else "the whole step; no per-node figures")
+            meta["memory"] = {**self._summary, "covers": f"warm-up step {self._steps[-1]['step']} of the session ({how})"}
             meta["memory_steps"] = list(self._steps)
             steps = ", ".join(str(s["step"]) for s in self._steps)
-            notes.append(f"memory from the cycle's warm-up step(s) {steps} (untimed, through the interpreter, the whole "
-                         f"step recorded): meta['memory_steps'] has each step's peak and end bytes; per-node columns from "
+            notes.append(f"memory from the cycle's warm-up step(s) {steps} (untimed, the whole step recorded): "
+                         f"meta['memory_steps'] has each step's peak and end bytes; per-node columns from "
                          f"step {self._steps[-1]['step']}" + ("" if self._records else " (none: this session's graph is not "
                                                                                          "interpreted node by node)"))
         elif self.enabled and not notes:

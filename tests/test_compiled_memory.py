@@ -69,6 +69,10 @@ def test_allocations_after_a_graph_that_ends_in_a_break_go_to_the_break():
     assert done.records["break_item"]["mem_temp_bytes"] == 8
     assert done.records["k1"]["mem_delta_bytes"] == 40 and done.records["k0"]["mem_delta_bytes"] == 100
     assert done.records["o1"]["mem_delta_bytes"] == 0
+    # a break that allocates nothing still has its columns (it ran)
+    quiet = charge_memory([("k0", 170, 180)], [("0/0", 150, 200)], [("0/0", 100, 400)], (0, 500), [(160, 1, 100)], {},
+                          {"0/0": "o0"}, {"0/0": "break_item"}, None)
+    assert quiet.records["break_item"]["mem_delta_bytes"] == 0 and quiet.records["break_item"]["mem_live_bytes"] == 100
 
 
 # ------------------------------------------------------------------ real compiles
@@ -113,6 +117,9 @@ def test_a_compiled_linear_output_is_charged_to_its_kernel_and_the_peak_is_known
     assert df["mem_live_bytes"].notna().all() and df["mem_peak_bytes"].notna().all()
     assert f"memory: peak {format_bytes(summary.peak_bytes)} during " in prof.summary()
     assert "mem_peak" in prof.summary()
+    from fxprof.views.memory_plot import memory_figure
+
+    assert memory_figure(prof) is not None  # the report's timeline
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
 
 

@@ -167,9 +167,10 @@ def charge_memory(kernel_spans: list[tuple[str, int, int]], calls: list[tuple[st
             items.append(item)
         return item
 
-    for k, (graph, g0, g1) in enumerate(regions):  # every overhead row gets its columns, allocating or not
-        if overhead_row.get(graph):
-            share(overhead_row[graph], k, g0, g1)
+    for k, (graph, g0, g1) in enumerate(regions):  # every overhead and break row that ran gets its columns
+        for rows in (overhead_row, break_row):
+            if rows.get(graph):
+                share(rows[graph], k, g0, g1)
     if entry_row:
         share(entry_row, len(regions), r0, r1)
 

@@ -249,3 +249,29 @@ def test_a_compiled_models_session_gives_the_warm_up_steps_peak_without_node_col
     assert step["peak_bytes"] == pytest.approx(params + _nbytes(x) + 32 * 4096 * F32 + 32 * 4 * F32, rel=0.05)
     assert step["peak_node"] == WHOLE_STEP
     assert s.profiles[0].df["mem_peak_bytes"].isna().all()
+
+
+@pytest.mark.parametrize("capture", ["symbolic", "dynamo"])
+def test_the_memory_warm_up_step_leaves_the_timed_steps_interpreters_ready(monkeypatch, capture):
+    # the warm-up step runs through a recorder with node ranges; the timed steps must still find
+    # their own interpreters made and planned, as after a plain warm-up (else the first timed
+    # run's total would hold an interpreter's creation)
+    from fxprof.measure import interpreter
+
+    made: list[str] = []
+    real_init = interpreter.ProfilingInterpreter.__init__
+    session_box: list = []
+
+    def init(self, *args, **kwargs):
+        made.append(session_box[0]._action if session_box else "?")
+        real_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(interpreter.ProfilingInterpreter, "__init__", init)
+    model = _TwoWide().eval()
+    with torch.no_grad(), fxprof.session(model, schedule=fxprof.schedule(warmup=1, active=3, repeat=2), capture=capture) as s:
+        session_box.append(s)
+        for _ in range(8):
+            model(torch.randn(4, 128))
+            s.step()
+    assert made and not [a for a in made if a.startswith("active")], made
+    assert all(p.df.loc["a", "mem_delta_bytes"] == 4 * 4096 * F32 for p in s.profiles)

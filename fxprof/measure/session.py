@@ -72,7 +72,7 @@ from .loop import _build, check_devices, describe_run
 from .ranks import gather, is_initialized
 from ..core.recording import Recording
 from .recorder import Recorder
-from .session_memory import StepMemory
+from .session_memory import StepMemory, rebind_interpreters
 from .state import PROFILING
 from .timers import Timer, resolve_timer, tensor_devices
 
@@ -428,6 +428,8 @@ class Session:
                     recorder = self._memory.recorder(self._timer)
                     recorder.recording = Recording()
             out = captured.run(recorder, call_args, call_kwargs, join=True) if join else captured.run(recorder, call_args, call_kwargs)
+            if recorder is not self._recorder:  # the timed runs find their interpreters ready, as after any warm-up
+                rebind_interpreters(captured, self._recorder)
             self._pending = None
             self._warm.add(sig)
             return out

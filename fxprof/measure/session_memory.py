@@ -40,7 +40,7 @@ from .memory import MemoryRecording
 from .recorder import Recorder
 from .timers import tensor_devices
 
-__all__ = ["StepMemory", "OUTSIDE", "WHOLE_STEP"]
+__all__ = ["StepMemory", "OUTSIDE", "WHOLE_STEP", "rebind_interpreters"]
 
 #: the peak node named when a step's peak is outside every node (the loop's own code)
 OUTSIDE = "the loop's own code (loss, backward, optimizer)"
@@ -140,3 +140,26 @@ class StepMemory:
         records = self._records
         self._steps, self._records, self._summary, self._notes = [], {}, {}, []
         return records, meta
+
+
+def rebind_interpreters(captured: Any, recorder: Recorder) -> None:
+    """After a warm-up call through :meth:`StepMemory.recorder`: the capture's interpreters
+    (a graph capture's one, a dynamo capture's one per graph) made again for the session's own
+    ``recorder``, their run plans compiled, as a warm-up through that recorder would have left
+    them, so the next timed run pays for neither (its total would hold them)."""
+    from .interpreter import ProfilingInterpreter, _compile
+
+    def again(old: Any) -> Any:
+        if not isinstance(old, ProfilingInterpreter) or old.recorder is recorder:
+            return old
+        new = ProfilingInterpreter(old.module, recorder=recorder, prefix=old.prefix)  # type: ignore[arg-type]
+        if new.lean:
+            new._compiled, new._slots = _compile(new)
+        return new
+
+    if hasattr(captured, "_interpreter"):
+        captured._interpreter = again(captured._interpreter)
+    interpreters = getattr(getattr(captured, "session", None), "interpreters", None)
+    if isinstance(interpreters, dict):
+        for key, old in list(interpreters.items()):
+            interpreters[key] = again(old)

@@ -97,7 +97,9 @@ def profile(
             ``mem_peak_bytes``, ``mem_live_bytes``; ``mem_saved_bytes`` with ``backward``) from
             the CPU or CUDA allocator, and the run's peak (``profile.memory``; docs/memory.md).
             Default (None): on; ``False`` skips the pass. Nothing is reset: your own
-            peak-memory statistics are left as they were.
+            peak-memory statistics are left as they were. Compiled mode (``compile=``) charges
+            the allocations of one more untimed run to its kernels
+            (:mod:`fxprof.measure.compiled_memory`).
         peaks: the machine's roofs for the roofline columns (``bytes``, ``intensity``,
             ``roof_ms``, ``roof_pct``, ``headroom_ms``, ``limit``; with ``anatomy``):
             ``"auto"`` (default: :func:`fxprof.machine_peaks` for the model's device, the
@@ -175,7 +177,7 @@ def profile(
             raise TypeError(f"unknown option(s) {', '.join(map(repr, kwargs))} of fxprof.profile (model inputs go in model_kwargs)")
         kwargs = dict(model_kwargs)
     if wants_compiled(model, compile):  # the compiled program's kernels (fxprof.measure.compiled)
-        return profile_compiled_model(model, args, kwargs, compile, explicit, mode, warmup, iters, no_grad, name)
+        return profile_compiled_model(model, args, kwargs, compile, explicit, mode, warmup, iters, no_grad, name, memory is not False)
 
     PROFILING.acquire()  # one profile at a time in this process (see fxprof.measure.state)
     restore_rng = contextlib.ExitStack()  # dropout in training mode draws in every run: the caller's sequence is kept

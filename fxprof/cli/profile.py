@@ -256,7 +256,7 @@ def _profile(args: argparse.Namespace, bar: Any) -> int:
                                    name=args.model, progress=bar, capture=args.capture, mode=args.mode,
                                    peaks=_peaks_option(args.peaks), memory=not args.no_memory)
     if args.compile:  # the compiled program's kernels: no capture, timer, progress or roofline options
-        options = dict(warmup=args.warmup, iters=args.iters, name=args.model,
+        options = dict(warmup=args.warmup, iters=args.iters, name=args.model, memory=not args.no_memory,
                        compile={"mode": args.compile_mode} if args.compile_mode else True)
     elif args.backward:
         from ..measure.training import make_optimizer

@@ -50,6 +50,7 @@ from ..errors import TraceError
 from ..vocab import COMPILE_MODES
 from .bridge import Event, events_from_kineto, kineto_quiet
 from .capture import _Resolver
+from .compiled_memory import memory_devices, record_memory_run, with_memory
 from .compiled_breaks import (break_site, describe_breaks, frame_nodes, frame_spans, recompile_reason,
                               reported_site)
 from .graph import describe_graph, module_kinds
@@ -402,7 +403,7 @@ def spans_from_events(events: list[Event], device: bool = False) -> tuple[list[S
 
 
 def profile_compiled(model: nn.Module, args: tuple, kwargs: dict, compile: Any, warmup: int, iters: int,
-                     no_grad: bool, name: str | None, meta_base: dict[str, Any]) -> Profile:
+                     no_grad: bool, name: str | None, meta_base: dict[str, Any], memory: bool = True) -> Profile:
     """Compile (or take the compiled) ``model``, time its kernels, return a Profile of them."""
     if is_compiled(model):
         root, backend, described = _read_compiled(model)
@@ -423,6 +424,7 @@ def profile_compiled(model: nn.Module, args: tuple, kwargs: dict, compile: Any, 
         return compiled(*a, **k)
 
     breaks_before = _dynamo_graph_breaks()
+    outer = torch._C._autograd._profiler_enabled()  # the caller's own torch.profiler: no memory run
     with _recursion_limit_kept(), preserved_buffers(root), _inductor_settings(), _catch_trace() as caught, grad:
         t0 = time.perf_counter()
         call()
@@ -440,6 +442,8 @@ def profile_compiled(model: nn.Module, args: tuple, kwargs: dict, compile: Any, 
             sync()
         caught.phase = "timed"
         plain, events = _interleaved_runs(call, sync, iters, args, kwargs, on_cuda)
+        recorded = record_memory_run(call, sync, lambda: clone_tensors((args, kwargs)), root, memory_devices(root, args, kwargs),
+                                     meta_base, RUN_RANGE, outer) if memory else None  # untimed: memory per kernel
         described["recompile_reasons"] = [{"graph": g, "reason": r, "during": p} for g, r, p in caught.recompiles]
     session.reported_breaks(caught.breaks)
     spans, runs = spans_from_events(events, device=on_cuda)
@@ -456,7 +460,8 @@ def profile_compiled(model: nn.Module, args: tuple, kwargs: dict, compile: Any, 
             "nothing), so fxprof cannot say what the compiled program runs; profile it eagerly with "
             "capture='dynamo'"
         )
-    return _build(root, session, kernels, spans, runs, plain, compile_s, described, compiled_first, meta_base, name)
+    profile = _build(root, session, kernels, spans, runs, plain, compile_s, described, compiled_first, meta_base, name)
+    return with_memory(profile, recorded, kernels, RUN_RANGE)
 
 
 def _interleaved_runs(call: Any, sync: Any, iters: int, args: tuple, kwargs: dict, on_cuda: bool) -> tuple[list[float], list[Event]]:
@@ -614,11 +619,11 @@ def describe_meta(model: nn.Module, args: tuple, kwargs: dict, warmup: int, iter
 
 #: fxprof.profile options that compiled mode does not take (each refused by name when given)
 _NOT_COMPILED = ("timer", "concrete_args", "leaf_modules", "capture", "warmup_ms", "backward", "loss_fn", "optimizer",
-                 "trace_into", "memory", "progress")
+                 "trace_into", "progress")
 
 
 def profile_compiled_model(model: nn.Module, args: tuple, kwargs: dict, compile: Any, explicit: set[str], mode: str,
-                           warmup: int, iters: int, no_grad: bool, name: str | None) -> Profile:
+                           warmup: int, iters: int, no_grad: bool, name: str | None, memory: bool = True) -> Profile:
     """:func:`fxprof.profile` for a compiled model (an ``OptimizedModule``, or ``compile=``)."""
     from .state import PROFILING
 
@@ -636,6 +641,6 @@ def profile_compiled_model(model: nn.Module, args: tuple, kwargs: dict, compile:
     try:
         meta = describe_meta(model, args, kwargs, warmup, iters, no_grad)
         return profile_compiled(model, args, kwargs, True if compile in (None, False) else compile, warmup, iters,
-                                no_grad, name, meta)
+                                no_grad, name, meta, memory)
     finally:
         PROFILING.release()

@@ -67,6 +67,8 @@ class Alloc:
 class _Accounted:
     records: dict[str, dict[str, int]] = field(default_factory=dict)
     summary: dict[str, Any] = field(default_factory=dict)
+    #: the followed allocations' bytes still held after the last event
+    end_level: int = 0
 
 
 def _storage_key(t: torch.Tensor) -> tuple[int, int] | None:
@@ -142,6 +144,7 @@ class MemoryRecording:
         self.saved: list[tuple[int, int]] = []  # (storage address, bytes) per pack, in order
         self.records: dict[str, dict[str, int]] = {}
         self.summary: dict[str, Any] = {}
+        self.kept_bytes = 0
 
     def _pack(self, t: torch.Tensor) -> torch.Tensor:
         key = _storage_key(t)
@@ -188,6 +191,8 @@ class MemoryRecording:
         done = account(ranges, allocs, self.held, grads, [(markers.get(i), ptr) for i, (ptr, _) in enumerate(self.saved)]
                        if self.backward else None)
         self.records, self.summary = done.records, done.summary
+        #: the followed allocations still held at the end, in bytes (what the recorded span kept)
+        self.kept_bytes = done.end_level
 
     def _grad_addresses(self) -> set[int]:
         if self.module is None:
@@ -337,9 +342,14 @@ def account(ranges: list[tuple[str, int, int]], events: list[tuple[int, int, int
                 at = max(0, bisect.bisect_right(starts, best_t) - 1)
         summary = {"peak_bytes": base + best, "peak_node": ranges[at][0],
                    "breakdown": _breakdown(allocs, best_t, at, held, grads), "held_bytes": base}
+        if best > 0 and (best_t < ranges[0][1] or best_t > max(r[2] for r in ranges)):
+            summary["peak_outside"] = True  # before the first range or after the last (a session's loop code)
         if saved is not None:
             summary["saved_bytes"] = saved_total
-    return _Accounted(records, summary)
+    elif allocs:  # no node ran inside the recording (a session step of a compiled model): the peak alone
+        summary = {"peak_bytes": base + best, "peak_node": "", "held_bytes": base, "peak_outside": True,
+                   "breakdown": _breakdown(allocs, best_t if best_t is not None else allocs[0].made, -1, held, grads)}
+    return _Accounted(records, summary, level)
 
 
 def _levels_at(times: list[int], allocs: list[Alloc]) -> list[int]:

@@ -72,6 +72,7 @@ from .loop import _build, check_devices, describe_run
 from .ranks import gather, is_initialized
 from ..core.recording import Recording
 from .recorder import Recorder
+from .session_memory import StepMemory, rebind_interpreters
 from .state import PROFILING
 from .timers import Timer, resolve_timer, tensor_devices
 
@@ -186,6 +187,8 @@ class _Cycle:
         self.run_modes: list[tuple] = []  # the numerics each timed run had (see _numerics)
         self.eager_calls = 0  # eval / no-grad forwards of a backward=True session, run eagerly
         self.run_graphs: list[tuple[int, int]] = []  # backward=True: (forward, backward) graph executions per run
+        #: the memory of the warm-up steps before it: (per-node records, meta) (fxprof.measure.session_memory)
+        self.memory: tuple[dict[str, dict[str, Any]], dict[str, Any]] = ({}, {})
 
     @property
     def runs(self) -> int:
@@ -229,7 +232,7 @@ class Session:
     def __init__(self, model: nn.Module, schedule: Callable[[int], Any] | None = None,
                  on_ready: Callable[[Profile], Any] | None = None, capture: str = "auto", timer: str | Timer = "auto",
                  backward: bool = False, name: str | None = None, gather: bool = True, leaf_modules: Any = (),
-                 trace_into: Any = ()):
+                 trace_into: Any = (), memory: bool = True):
         if not isinstance(model, nn.Module):
             raise TypeError(f"fxprof.session takes an nn.Module, got {type(model).__name__}")
         if isinstance(model, torch.jit.ScriptModule):
@@ -283,6 +286,7 @@ class Session:
         self._saved_forward: Any = None
         self._had_forward = False
         self._own = EagerSteps()  # the eager steps' own forward times, per input signature
+        self._memory = StepMemory(model, bool(memory))  # memory of the warm-up steps (fxprof.measure.session_memory)
 
     # ------------------------------------------------------------ open / close
     def __enter__(self) -> "Session":
@@ -308,6 +312,7 @@ class Session:
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         try:
+            self._memory.abort()
             self._restore()
             self._settle(force=exc is None, abort=exc is not None)
             if self._cycle is not None and self._cycle.runs:
@@ -345,6 +350,7 @@ class Session:
         if not self._open:
             raise RuntimeError("step() called outside the session's with-block")
         self._settle(force=True)
+        self._memory.close()
         ending = self._action
         next_action = _action(self.schedule, self.step_num + 1)
         if self._cycle is not None and ending.startswith("active"):
@@ -358,6 +364,9 @@ class Session:
         self._action = action if action is not None else _action(self.schedule, step)
         if self._action.startswith("active") and self._cycle is None:
             self._cycle = _Cycle(self._cycles, step)
+            self._cycle.memory = self._memory.take()
+        elif self._action == "warmup":
+            self._memory.open(step)
 
     # ------------------------------------------------------------- the forward
     def _forward(self, *args: Any, **kwargs: Any) -> Any:
@@ -415,7 +424,12 @@ class Session:
                 cycle.untimed_first.append({"step": self.step_num, "signature": sig})
             if not join:
                 recorder.recording = Recording()  # thrown away
+                if self._memory.recording and not self.backward and not self._compiled:  # every node in a range
+                    recorder = self._memory.recorder(self._timer)
+                    recorder.recording = Recording()
             out = captured.run(recorder, call_args, call_kwargs, join=True) if join else captured.run(recorder, call_args, call_kwargs)
+            if recorder is not self._recorder:  # the timed runs find their interpreters ready, as after any warm-up
+                rebind_interpreters(captured, self._recorder)
             self._pending = None
             self._warm.add(sig)
             return out
@@ -600,11 +614,13 @@ class Session:
             notes.append(f"incomplete cycle: {cause}; {rec.recording.runs} run(s) of {cycle.active_steps + 1 if error is not None else cycle.active_steps} "
                          f"active step(s) kept")
             meta.update(incomplete=True, requested_iters=self._active_steps())
-        meta["notes"] = notes + meta.get("notes", [])
+        memory_records, memory_meta = cycle.memory
+        meta.update({k: v for k, v in memory_meta.items() if k != "notes"})
+        meta["notes"] = notes + memory_meta.get("notes", []) + meta.get("notes", [])
         meta = self._own.describe(meta, [self._signature_keys[s] for s in used])
         if first.kind == "compiled":
             return first.build(meta, self.name)  # type: ignore[attr-defined]
-        return _build(captured, rec, meta, {})
+        return _build(captured, rec, meta, memory_records)
 
     def _capture_count(self) -> int:
         count = 0
@@ -724,7 +740,7 @@ def _describe_schedule(plan: Any) -> dict[str, Any] | str:
 
 def session(model: nn.Module, schedule: Callable[[int], Any] | None = None, on_ready: Callable[[Profile], Any] | None = None,
             capture: str = "auto", timer: str | Timer = "auto", backward: bool = False, name: str | None = None,
-            gather: bool = True, leaf_modules: Any = (), trace_into: Any = ()) -> Session:
+            gather: bool = True, leaf_modules: Any = (), trace_into: Any = (), memory: bool = True) -> Session:
     """Profile ``model`` inside your own loop; use as ``with fxprof.session(model, ...) as s:``.
 
     Args:
@@ -745,8 +761,11 @@ def session(model: nn.Module, schedule: Callable[[int], Any] | None = None, on_r
         name: the model's name in the profiles (default: its class name).
         gather: under ``torch.distributed``, gather each cycle's profiles on rank 0.
         leaf_modules, trace_into: as for :func:`fxprof.profile` (symbolic capture).
+        memory: record memory in each cycle's warm-up steps (untimed): each step's peak and end
+            bytes (``meta["memory_steps"]``), per-node ``mem_*`` columns and ``profile.memory``
+            from the last one (see :mod:`fxprof.measure.session_memory`). Default True.
 
     Call ``s.step()`` at the end of every iteration. See :mod:`fxprof.measure.session`.
     """
     return Session(model, schedule=schedule, on_ready=on_ready, capture=capture, timer=timer, backward=backward,
-                   name=name, gather=gather, leaf_modules=leaf_modules, trace_into=trace_into)
+                   name=name, gather=gather, leaf_modules=leaf_modules, trace_into=trace_into, memory=memory)

@@ -37,6 +37,7 @@ from .budget import SampleBudget
 from .capture import Capture
 from .fidelity import OwnRuns, count_aten_ops, dispatch_note, own_run_slots
 from .isolated import isolated_pass
+from .launches import launch_check
 from .ranks import RankSync
 from .recorder import Recorder
 from .state import preserved_buffers
@@ -113,7 +114,7 @@ def measure(captured: Capture, call_args: tuple, call_kwargs: dict[str, Any], ti
             records = _merge(records, _untimed_passes(captured, (call_args, call_kwargs), devices, plan.anatomy, plan.memory, bar,
                                                       meta, plan.backward))
             meta = _with_peaks(meta, plan, records, devices, bar)
-            meta["notes"] = meta.get("notes", []) + _unwatched_devices(records, timer)
+            meta["notes"] = meta.get("notes", []) + _unwatched_devices(records, timer) + launch_check(recorder.unmarked, records)
             switches = getattr(captured.module, "meta", {}).get("fxprof_dropped_stream_switches")
             if switches:
                 meta["notes"] = meta["notes"] + [

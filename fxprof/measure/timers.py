@@ -55,6 +55,12 @@ class Timer:
     measures_device: bool = False
     #: True when :meth:`mark` reads the same clock as :meth:`host_ns`: one reading serves both
     shares_host_clock: bool = False
+    #: True when one mark may end a node and start the next (a CUDA event on the stream: the
+    #: node's work is what the stream ran between the two, and host-only work between nodes
+    #: enqueues nothing). The interpreter then takes one mark per node boundary, and none for
+    #: nodes that launch nothing (:mod:`fxprof.measure.launches`). Host clocks keep two marks
+    #: per node: on the CPU, the interpreter's bookkeeping between nodes must stay out of them.
+    boundary_marks: bool = False
 
     def check(self) -> None:
         """Raise :class:`TimerUnavailableError` if this timer cannot run here."""
@@ -134,6 +140,7 @@ class CudaEventTimer(Timer):
 
     name = "cuda"
     measures_device = True
+    boundary_marks = True
 
     def __init__(self, device: torch.device | str | int | None = None, devices: Sequence[Any] | None = None):
         watched = [_cuda_device(d) for d in (devices if devices else [device])]
@@ -179,6 +186,25 @@ class CudaEventTimer(Timer):
 
     def elapsed_ms(self, start: torch.cuda.Event, end: torch.cuda.Event) -> float:
         return float(start.elapsed_time(end))
+
+    def elapsed_ms_many(self, starts: Sequence[Any], ends: Sequence[Any]) -> Sequence[float]:
+        """With one mark per boundary, most events are the end of one pair and the start of the
+        next (or several pairs': nodes that launch nothing): every distinct event is read once,
+        against the first start (the earliest mark here), and pairs are differences. So the
+        events of a run cost one ``elapsed_time`` each, and node times that share boundaries add
+        up to their span exactly."""
+        if len(self.devices) > 1 or not len(starts):
+            return [self.elapsed_ms(a, b) for a, b in zip(starts, ends)]
+        ref = starts[0]
+        at: dict[int, float] = {id(ref): 0.0}
+
+        def offset(event: Any) -> float:
+            found = at.get(id(event))
+            if found is None:
+                found = at[id(event)] = float(ref.elapsed_time(event))
+            return found
+
+        return [offset(b) - offset(a) for a, b in zip(starts, ends)]
 
     def _elapsed_many(self, start: tuple, end: tuple) -> float:
         return max(float(a.elapsed_time(b)) for a, b in zip(start, end))

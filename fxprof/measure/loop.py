@@ -32,7 +32,7 @@ from ..core.profile import Profile
 from ..vocab import TIMER_NAMES, __version__
 from .anatomy import anatomy_pass
 from .memory import memory_pass, memory_per_node
-from .bridge import KernelProfiler, kernel_ms_per_sample
+from .bridge import KernelProfiler, input_copies_range, kernel_ms_per_sample, profiler_running
 from .budget import SampleBudget
 from .capture import Capture
 from .fidelity import OwnRuns, count_aten_ops, dispatch_note, own_run_slots
@@ -79,8 +79,11 @@ def measure(captured: Capture, call_args: tuple, call_kwargs: dict[str, Any], ti
     recorder = Recorder(timer, node_ranges=kernel_time)
     iters = plan.iters
 
+    copies = input_copies_range if kernel_time else contextlib.nullcontext  # a range the attribution knows
+
     def one_run() -> None:
-        a, k = _fresh((call_args, call_kwargs))
+        with copies():
+            a, k = _fresh((call_args, call_kwargs))
         captured.run(recorder, a, k)
 
     grad_context = torch.enable_grad() if plan.backward else torch.no_grad() if plan.no_grad else contextlib.nullcontext()
@@ -192,7 +195,7 @@ def _own_buffers(own: OwnRuns | None, held: Any) -> Any:
 def _same_program(meta: dict[str, Any], own: OwnRuns, one_run: Any) -> dict[str, Any]:
     """``meta`` with a warning (in ``notes`` and ``dispatch_differences``) when one run of the
     captured program dispatches other aten ops than one eager forward of the model."""
-    if torch._C._autograd._profiler_enabled():  # the caller's own torch.profiler: profilers do not nest
+    if profiler_running():  # the caller's own torch.profiler: profilers do not nest
         return {**meta, "notes": meta.get("notes", []) + [
             "aten-op comparison skipped: torch.profiler was already running around fxprof.profile (profilers do not nest)"]}
     try:

@@ -204,7 +204,11 @@ def test_kernel_timer_attributes_kernel_time_without_idle_gaps(capfd):
     expected = _calibrated_sleep_ms()
     prof = fxprof.profile(LongThenCheap(), torch.ones(1024, device="cuda"), warmup=2, iters=5, timer="kernel")
     assert "USDT" not in capfd.readouterr().err  # Kineto's log lines stay off the terminal
-    assert prof.meta["profiler_warmup_runs"] >= 1 and prof.meta.get("notes", []) == []
+    assert prof.meta["profiler_warmup_runs"] >= 1
+    notes = prof.meta.get("notes", [])
+    # the input copies made before each run are said as such (issue 40 6(c)), nothing else is lost
+    assert not any("could not be given to a node" in note for note in notes), notes
+    assert all("copies of the inputs" in note for note in notes), notes
     df = prof.df
     assert df.loc["long_kernel", "kernel_median_ms"] == pytest.approx(expected, rel=0.1)
     assert df.loc["long_kernel", "median_ms"] == pytest.approx(expected, rel=0.1)  # event time alongside

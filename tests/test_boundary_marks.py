@@ -186,6 +186,19 @@ def test_reshape_flatten_and_tensor_indexing_stay_timed():
     assert "getitem_1" not in timed  # x[0, 1:]: basic indexing, a view
 
 
+def test_dropout_launches_nothing_only_when_the_graph_says_training_is_false():
+    class Drops(nn.Module):
+        def forward(self, x):
+            a = nn.functional.dropout(x, 0.1, training=False)
+            b = nn.functional.dropout(a, 0.1, False)
+            c = nn.functional.dropout(b, 0.1, training=True)
+            return nn.functional.dropout(c, 0.1)  # training defaults to True
+
+    gm = fxprof.trace(Drops())
+    free = {n.name: launches_nothing(n, gm) for n in gm.graph.nodes if n.op == "call_function"}
+    assert free == {"dropout": True, "dropout_1": True, "dropout_2": False, "dropout_3": False}
+
+
 def test_resnet18_profile_with_the_stand_in_matches_the_launching_nodes():
     torch.manual_seed(0)
     model = torchvision.models.resnet18(weights=None).eval()

@@ -18,6 +18,8 @@ after the timed runs):
 - ``getitem`` with a constant index (ints, slices of ints, ``None``, ``...``: a tuple element or a
   basic-indexing view); an index that is a node may be a tensor (advanced indexing gathers: a kernel);
 - ``getattr`` (``x.shape``, ``x.dtype``) and an ``nn.Identity`` submodule;
+- functional dropout whose ``training`` argument is the constant ``False`` (dynamo's graphs of a
+  model in eval mode: it returns its input);
 - in aten graphs (AOTAutograd's forward and backward, export): an op whose schema says it is
   a view (``aten.t``, ``aten.view``, ``aten.expand``...), and metadata/aliasing ops
   (``aten.sym_size``, ``aten.detach``, ``aten._unsafe_view``...).
@@ -54,6 +56,8 @@ _ATEN_NO_LAUNCH = frozenset({"sym_size", "sym_stride", "sym_numel", "sym_storage
                              "alias", "detach", "_unsafe_view", "_reshape_alias", "lift_fresh"})
 
 _READS = ("placeholder", "get_attr", "output")
+_F = torch.nn.functional
+_DROPOUTS = frozenset({_F.dropout, _F.dropout1d, _F.dropout2d, _F.dropout3d, _F.alpha_dropout, _F.feature_alpha_dropout})
 _NAMESPACES = (torch, torch.Tensor, torch.nn.functional)
 
 
@@ -86,6 +90,9 @@ def launches_nothing(node: fx.Node, module: nn.Module | None = None) -> bool:
         if isinstance(target, torch._ops.OpOverload):  # aten graphs (AOTAutograd, export)
             return bool(getattr(target, "is_view", False)) or target._opname in _ATEN_NO_LAUNCH
         name = getattr(target, "__name__", None)
+        if any(target is d for d in _DROPOUTS):  # in eval (training=False, a constant of the graph) dropout returns its input
+            training = node.kwargs.get("training", node.args[2] if len(node.args) > 2 else True)
+            return training is False
         return name in VIEW_NAMES and any(getattr(ns, name, None) is target for ns in _NAMESPACES)
     if op == "call_module" and module is not None:
         try:

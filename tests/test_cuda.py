@@ -88,7 +88,10 @@ def test_event_timer_records_on_the_stream_and_synchronizes_once_per_run(monkeyp
         interp.run(torch.ones(2))
     assert syncs == [torch.device("cuda", 0)] * 3  # one per run, none per node
     nodes = len(gm.graph.nodes)
-    assert len(created) == 2 * nodes + 2  # pooled: reused on every later run
+    # one event per node boundary (issue 39 item 3): the two modules launch, the placeholder and the
+    # output do not; the run's first and last events are the graph's; pooled: reused on every later run
+    assert interp.unmarked == {"input_1", "output"}
+    assert len(created) == 2 + 1
     assert {e.stream for e in created} == {"stream of cuda:0"}  # recorded on the device's current stream
     rec = interp.recording
     times = dict(zip(rec.node[:nodes], rec.time_ms[:nodes]))

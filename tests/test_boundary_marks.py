@@ -269,3 +269,22 @@ def test_cuda_resnet18_records_launching_nodes_plus_one_events_per_run():
         assert node_sum == pytest.approx(float(rec.run_total_ms[run]) - float(rec.start_ms[sel][0]), rel=1e-4, abs=1e-3)
     names = np.array(rec.node)
     assert (rec.time_ms[np.isin(names, list(interp.unmarked))] == 0).all()
+
+
+@requires_cuda
+def test_cuda_kernel_timer_takes_one_event_per_boundary_and_says_the_input_copies():
+    from fxprof.measure.timers import KernelTimer
+
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(weights=None).eval().cuda()
+    x = torch.randn(2, 3, 64, 64, device="cuda")
+    timer = KernelTimer(devices=[torch.device("cuda", torch.cuda.current_device())])
+    prof = fxprof.profile(model, x, timer=timer, warmup=1, iters=3, memory=False, peaks=None)
+    gm = fxprof.trace(model)
+    launching = sum(not launches_nothing(n, gm) for n in gm.graph.nodes)
+    assert timer._next == launching + 1  # the generic loop (a range per node) shares boundaries too
+    notes = prof.meta.get("notes", [])
+    assert not any("could not be given to a node" in note for note in notes), notes
+    assert any("copies of the inputs" in note for note in notes), notes  # the clone of x, each run
+    assert (prof.df.loc[["x", "output"], "median_ms"] == 0).all()
+    assert prof.df["kernel_median_ms"].notna().all()

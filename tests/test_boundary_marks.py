@@ -246,6 +246,64 @@ def test_isolated_mode_with_the_stand_in():
     assert (prof.df.loc[["_0", "_1", "_2"], "median_ms"] > 0).all()
 
 
+@pytest.mark.parametrize("node_ranges", [False, True])
+def test_the_cuda_event_timer_reads_each_event_once_and_tiles_the_run(monkeypatch, node_ranges):
+    # the real CudaEventTimer on the CPU, with events that read a fake clock: a run records
+    # launching nodes + 1 events, and converting it reads each event once (not twice a node)
+    from conftest import FakeClock
+    from fxprof.measure.timers import CudaEventTimer
+
+    clock, created, reads, synced = FakeClock(), [], [], []
+
+    class Event:
+        def __init__(self, enable_timing=False):
+            self.t = None
+            created.append(self)
+
+        def record(self, stream=None):
+            self.t = clock.now_ns
+            clock.advance(0.001)  # recording costs the stream a microsecond
+
+        def elapsed_time(self, end):
+            assert synced, "read before the run's synchronize"
+            reads.append(end)
+            return (end.t - self.t) / 1e6
+
+    class Costly(nn.Module):
+        def forward(self, x):
+            clock.advance(1.5)
+            return x + 1
+
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: "stream")
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: synced.append(1))
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = Costly(), Costly()
+
+        def forward(self, x):
+            return self.b(self.a(x).view(-1).unsqueeze(0)).size(1)
+
+    gm = fxprof.trace(Net(), leaf_modules=[Costly])
+    timer = CudaEventTimer(torch.device("cuda", 0))
+    interp = ProfilingInterpreter(gm, recorder=Recorder(timer, node_ranges=node_ranges))
+    assert interp.lean is not node_ranges
+    for _ in range(3):
+        synced.clear()
+        reads.clear()
+        assert interp.run(torch.ones(2)) == 2
+        assert timer._next == 2 + 1  # a, b and the first boundary
+        assert len(reads) == 2 + 1  # each event once against the first (+ the run's total)
+    assert len(created) == 3  # pooled
+    rec = interp.recording
+    _check_run_layout(rec, set(interp.unmarked), 3)
+    times = dict(zip(rec.node[:len(gm.graph.nodes)], rec.time_ms[:len(gm.graph.nodes)]))
+    assert times["a"] == pytest.approx(1.501) and times["b"] == pytest.approx(1.501)
+    assert times["view"] == times["unsqueeze"] == times["size"] == 0.0
+
+
 # ----------------------------------------------------------------------------------- CUDA
 @requires_cuda
 def test_cuda_resnet18_records_launching_nodes_plus_one_events_per_run():

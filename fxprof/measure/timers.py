@@ -154,12 +154,14 @@ class CudaEventTimer(Timer):
             self.mark = self._mark_many  # type: ignore[method-assign]
             self.elapsed_ms = self._elapsed_many  # type: ignore[method-assign]
         self._cycles_per_ms: dict[Any, float] = {}
+        self._read: dict[tuple[int, int], float] = {}
 
     def check(self) -> None:
         _require_cuda(self.name)
 
     def begin_run(self) -> None:
         self._next = 0
+        self._read.clear()
         self._streams = [torch.cuda.current_stream(d) for d in self.devices]
         self._stream = self._streams[0]
 
@@ -196,12 +198,14 @@ class CudaEventTimer(Timer):
         if len(self.devices) > 1 or not len(starts):
             return [self.elapsed_ms(a, b) for a, b in zip(starts, ends)]
         ref = starts[0]
-        at: dict[int, float] = {id(ref): 0.0}
+        at = self._read  # this run's readings, {(reference, event): ms}: shared by the recorder's calls
+        ref_id = id(ref)
 
         def offset(event: Any) -> float:
-            found = at.get(id(event))
+            key = (ref_id, id(event))
+            found = at.get(key)
             if found is None:
-                found = at[id(event)] = float(ref.elapsed_time(event))
+                found = at[key] = 0.0 if event is ref else float(ref.elapsed_time(event))
             return found
 
         return [offset(b) - offset(a) for a, b in zip(starts, ends)]

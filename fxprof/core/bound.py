@@ -79,9 +79,7 @@ def bound_verdicts(samples: pd.DataFrame, table: pd.DataFrame) -> pd.Series:
     # a direct launch: no aten op, no kernel timer to ask, but the device was busy inside the node
     busy = (med["time_ms"] - med["idle_ms"]) > DIRECT_LAUNCH_MS
     direct = kernel.isna() & busy.fillna(False)
-    # (a node of exactly 0 device time had no event of its own: the event timers leave nodes that
-    # launch nothing without one, fxprof.measure.launches)
-    launches = (ops.fillna(0) > 0) | (kernel.fillna(0) > 0) | (~known & (med["time_ms"] != 0)) | direct
+    launches = (ops.fillna(0) > 0) | (kernel.fillna(0) > 0) | ~known | direct
     syncs = pd.to_numeric(table.get("syncs"), errors="coerce").fillna(0) > 0 if "syncs" in table else pd.Series(False, index=table.index)
     launch = med["idle_ms"] > LAUNCH_IDLE_SHARE * med["time_ms"]
     verdict = np.where(syncs, "sync", np.where(launch, "launch", "device"))

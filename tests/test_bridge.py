@@ -20,7 +20,7 @@ from torch import nn
 
 import fxprof
 from fxprof.measure.loop import _attach_kernel_times
-from fxprof.measure.bridge import KINETO_LINE, attribute_device_activity, events_from_kineto, kernel_ms_per_sample, kineto_quiet, memory_by_range
+from fxprof.measure.bridge import KINETO_LINE, attribute_events, events_from_kineto, kernel_ms_per_sample, kineto_quiet, memory_by_range
 from fxprof.core.recording import Recording
 
 THREAD = 7001
@@ -86,7 +86,7 @@ def one_run(t0: float, corr0: int, with_activity_type: bool = True) -> list[Kine
 
 def test_every_device_activity_reaches_the_node_that_launched_it():
     events = events_from_kineto(one_run(0, 100) + one_run(10_000, 200))
-    result = attribute_device_activity(events)
+    result = attribute_events(events)
     assert result.per_node["sleep"] == [5.0, 5.0]  # the direct launch is not lost
     assert result.per_node["add"] == [0.01, 0.01]
     assert result.per_node["copy"] == [pytest.approx(0.042)] * 2  # memcpy + memset
@@ -101,7 +101,7 @@ def test_what_cannot_be_attributed_is_counted_and_said():
         call("cudaLaunchKernel", 200, 150), work("between", 6100, 30, 150),  # launched between nodes
         call("cudaLaunchKernel", 96, 151), work("side", 6200, 70, 151, stream=13),  # on a side stream, inside "graph"
     ]
-    result = attribute_device_activity(events_from_kineto(events))
+    result = attribute_events(events_from_kineto(events))
     assert result.unlinked == 1 and result.unlinked_ms == pytest.approx(0.05)
     assert result.outside == 1 and result.outside_ms == pytest.approx(0.03)
     assert result.per_node["graph"] == [pytest.approx(0.37)]
@@ -117,16 +117,16 @@ def test_releases_without_activity_types_are_read_by_names():
     assert kinds["aten::add"] == "other"
     assert [e.kind for e in events if e.name == "sleep_kernel"] == ["device"]
     assert sum(e.kind == "device" for e in events) == 7  # the range's device mirror is not work
-    assert attribute_device_activity(events).per_node["sleep"] == [5.0]
+    assert attribute_events(events).per_node["sleep"] == [5.0]
 
 
 def test_samples_get_their_own_range_of_their_own_run():
     events = events_from_kineto(one_run(0, 100) + one_run(10_000, 200)[:3])  # run 1 has no ranges but "sleep"
     rec = Recording(node=["sleep", "add", "sleep", "add"], run=[0, 0, 1, 1])
-    notes = _attach_kernel_times(rec, attribute_device_activity(events))
+    notes = _attach_kernel_times(rec, attribute_events(events))
     assert rec.kernel_ms[:3].tolist() == [5.0, 0.01, 5.0] and math.isnan(rec.kernel_ms[3])
     assert notes == []
-    assert kernel_ms_per_sample([], attribute_device_activity(events)) == []
+    assert kernel_ms_per_sample([], attribute_events(events)) == []
 
 
 def test_memory_by_range_tracks_the_peak_inside_each_node():
@@ -215,7 +215,7 @@ def test_the_flat_pass_gives_what_the_event_records_give(with_activity_type):
         work("side", 6200, 70, 451, stream=13, with_activity_type=with_activity_type),
     ]
     flat = attribute_kineto(events)
-    _same(flat, attribute_device_activity(events_from_kineto(events)))
+    _same(flat, attribute_events(events_from_kineto(events)))
     assert flat.per_node["sleep"] == [5.0, 5.0] and flat.unlinked == 1 and flat.outside == 1
 
 
@@ -235,3 +235,89 @@ def test_the_flat_pass_touches_an_aten_op_twice_at_most():
     per_op = [item for name, item in calls if name == "aten::add"]
     # the first aten::add also decides once whether that name is a runtime call
     assert len(per_op) <= 2 * 50 + 1
+
+
+# ------------------------------------------------- the input copies (issue 40 6(c))
+from fxprof.measure.bridge import INPUT_COPIES_RANGE, attribute_events  # noqa: E402
+
+
+@pytest.mark.parametrize("with_activity_type", [True, False])
+def test_input_copies_are_reported_as_such_not_outside_every_node(with_activity_type):
+    # before each run the loop clones the inputs inside a range of its own: the copies' kernels
+    # are neither a node's time nor "launched outside every node"
+    k = dict(with_activity_type=with_activity_type)
+    copies = [KinetoEvent(INPUT_COPIES_RANGE, "user_annotation", -50, 20, correlation=1, **k),
+              op("aten::clone", -48, 15, correlation=9, **k),
+              call("cudaMemcpyAsync", -45, 90, **k), work("Memcpy DtoD", -40, 30, 90, kind="gpu_memcpy", **k),
+              call("cudaLaunchKernel", -40, 91, **k), work("copy_kernel", -30, 20, 91, **k)]
+    events = copies + one_run(0, 100, **k) + [call("cudaLaunchKernel", 200, 150, **k), work("between", 6100, 30, 150, **k)]
+    for result in (attribute_kineto(events), attribute_events(events_from_kineto(events))):
+        assert result.input_copies == 2 and result.input_copies_ms == pytest.approx(0.05)
+        assert result.outside == 1 and result.outside_ms == pytest.approx(0.03)  # still said: a real stray launch
+        assert INPUT_COPIES_RANGE[len("fxprof::"):] not in result.per_node and None not in result.per_node
+        assert result.per_node["sleep"] == [5.0] and result.attributed == 7
+        notes = " ".join(result.notes())
+        assert "2 device activities (0.050 ms) were the copies of the inputs" in notes
+        assert "1 of 10 device activities (0.030 ms) could not be given to a node" in notes
+    kinds = {e.name: e.kind for e in events_from_kineto(copies)}
+    assert kinds[INPUT_COPIES_RANGE] == "copies"
+
+
+@pytest.mark.filterwarnings("ignore:CUDA is not available")
+def test_the_kernel_timer_makes_its_input_copies_inside_their_range(monkeypatch):
+    # the run loop clones the inputs inside the copies' range for every run when the timer
+    # wants kernel time (on the CPU: a stand-in event timer that asks for it)
+    import contextlib
+    import time
+
+    from fxprof.measure import loop
+    from fxprof.measure.timers import Timer
+
+    class StandInKernelTimer(Timer):
+        name, measures_device, boundary_marks, wants_kernel_time = "standin", True, True, True
+        mark = staticmethod(time.perf_counter_ns)
+
+        def elapsed_ms(self, start, end):
+            return (end - start) / 1e6
+
+    inside, fresh = [False], []
+
+    @contextlib.contextmanager
+    def copies_range():
+        inside[0] = True
+        try:
+            yield
+        finally:
+            inside[0] = False
+
+    real = loop._fresh
+    monkeypatch.setattr(loop, "input_copies_range", copies_range)
+    monkeypatch.setattr(loop, "_fresh", lambda values: (fresh.append(inside[0]), real(values))[1])
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+    prof = fxprof.profile(model, torch.randn(2, 4), timer=StandInKernelTimer(), warmup=1, iters=3, memory=False, peaks=None)
+    runs = 1 + prof.meta["profiler_warmup_runs"] + 3  # warm-up, the profiler's warm-up, the timed runs
+    assert fresh[:runs] == [True] * runs and not any(fresh[runs:])  # the untimed passes copy outside it
+
+
+def test_one_helper_says_whether_an_outer_profiler_runs():
+    from torch.profiler import ProfilerActivity, profile
+
+    from fxprof.measure.bridge import profiler_running
+
+    assert not profiler_running()
+    with kineto_quiet(), profile(activities=[ProfilerActivity.CPU]):
+        assert profiler_running()
+    assert not profiler_running()
+
+
+def test_a_real_trace_names_the_input_copies_range():
+    from torch.profiler import ProfilerActivity, profile
+
+    from fxprof.measure.bridge import input_copies_range
+
+    x = torch.randn(64, 64)
+    with kineto_quiet(), profile(activities=[ProfilerActivity.CPU]) as prof:
+        with input_copies_range():
+            x.clone()
+    kinds = [e.kind for e in events_from_kineto(prof.profiler.kineto_results.events()) if e.name == INPUT_COPIES_RANGE]
+    assert kinds == ["copies"]

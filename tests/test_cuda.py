@@ -88,7 +88,10 @@ def test_event_timer_records_on_the_stream_and_synchronizes_once_per_run(monkeyp
         interp.run(torch.ones(2))
     assert syncs == [torch.device("cuda", 0)] * 3  # one per run, none per node
     nodes = len(gm.graph.nodes)
-    assert len(created) == 2 * nodes + 2  # pooled: reused on every later run
+    # one event per node boundary (issue 39 item 3): the two modules launch, the placeholder and the
+    # output do not; the run's first and last events are the graph's; pooled: reused on every later run
+    assert interp.unmarked == {"input_1", "output"}
+    assert len(created) == 2 + 1
     assert {e.stream for e in created} == {"stream of cuda:0"}  # recorded on the device's current stream
     rec = interp.recording
     times = dict(zip(rec.node[:nodes], rec.time_ms[:nodes]))
@@ -204,7 +207,11 @@ def test_kernel_timer_attributes_kernel_time_without_idle_gaps(capfd):
     expected = _calibrated_sleep_ms()
     prof = fxprof.profile(LongThenCheap(), torch.ones(1024, device="cuda"), warmup=2, iters=5, timer="kernel")
     assert "USDT" not in capfd.readouterr().err  # Kineto's log lines stay off the terminal
-    assert prof.meta["profiler_warmup_runs"] >= 1 and prof.meta.get("notes", []) == []
+    assert prof.meta["profiler_warmup_runs"] >= 1
+    notes = prof.meta.get("notes", [])
+    # the input copies made before each run are said as such (issue 40 6(c)), nothing else is lost
+    assert not any("could not be given to a node" in note for note in notes), notes
+    assert all("copies of the inputs" in note for note in notes), notes
     df = prof.df
     assert df.loc["long_kernel", "kernel_median_ms"] == pytest.approx(expected, rel=0.1)
     assert df.loc["long_kernel", "median_ms"] == pytest.approx(expected, rel=0.1)  # event time alongside

@@ -2,8 +2,9 @@
 
 With ``node_ranges`` on, the interpreter wraps every node in
 ``record_function("fxprof::<node>")`` (outside the timer's marks, so the range's own cost is not
-in the node's time). After the runs, :func:`attribute_device_activity` reads the profiler's raw
-(Kineto) events back and gives every node range the device activity it launched:
+in the node's time). After the runs, :func:`attribute_kineto` reads the profiler's raw
+(Kineto) events back in one flat pass and gives every node range the device activity it
+launched (:func:`attribute_events` does the same from :class:`Event` records):
 
 - every **device activity** (a kernel, a memcpy, a memset) carries the correlation id of the
   **runtime call** that launched it (``cudaLaunchKernel``, ``cuLaunchKernel``,
@@ -16,6 +17,10 @@ This is how kernels that no aten op launched reach their node too: ``torch.cuda.
 ``device_time_total`` only sums the kernels of aten ops below it: Kineto links device work to
 the innermost *op* around the launch, and a ``record_function`` range is a user scope, not an
 op.)
+
+The copies of the inputs that every run starts with (so in-place ops never touch the caller's
+tensors) run inside a range of their own, :data:`INPUT_COPIES_RANGE`: their device activity is
+reported as input copies, neither model time nor "outside every node".
 
 Kineto prints log lines on the process's stderr when the profiler starts and stops;
 :func:`kineto_quiet` keeps them off the user's terminal (other output passes through).
@@ -38,8 +43,11 @@ __all__ = [
     "Event",
     "DeviceAttribution",
     "events_from_kineto",
-    "attribute_device_activity",
+    "attribute_events",
     "attribute_kineto",
+    "INPUT_COPIES_RANGE",
+    "input_copies_range",
+    "profiler_running",
     "memory_by_range",
     "kineto_quiet",
     "times_from_events",
@@ -47,6 +55,8 @@ __all__ = [
 ]
 
 RANGE_PREFIX = "fxprof::"
+#: the range around the input copies made before each run (not a node: no ``fxprof::`` prefix)
+INPUT_COPIES_RANGE = "fxprof: input copies"
 
 #: Kineto activity types of device work (what a launch puts on a stream)
 DEVICE_ACTIVITY_TYPES = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "concurrent_kernel"})
@@ -65,7 +75,8 @@ UNKNOWN_BLOCK_LINE = re.compile(r"^\[W.*CPUAllocator.*Memory block of unknown si
 class Event:
     """One profiler event, reduced to what attribution needs. Times in ns (profiler clock).
 
-    ``kind``: ``"range"`` (an ``fxprof::`` range), ``"runtime"`` (a runtime/driver API call on
+    ``kind``: ``"range"`` (an ``fxprof::`` range), ``"copies"`` (the input copies' range,
+    :data:`INPUT_COPIES_RANGE`), ``"runtime"`` (a runtime/driver API call on
     the host), ``"device"`` (a kernel, memcpy or memset on a device), ``"memory"`` (an
     allocation, ``nbytes`` > 0, or a free, < 0) or ``"other"``. ``thread`` is the host's system
     thread id for host events and the stream for device activities.
@@ -126,6 +137,8 @@ def events_from_kineto(kineto_events: Iterable[Any]) -> list[Event]:
             thread = int(_call(e, "device_resource_id", 0) or 0)
             if name.startswith(RANGE_PREFIX) and (activity in (None, "user_annotation")):
                 kind = "range"
+            elif name == INPUT_COPIES_RANGE and (activity in (None, "user_annotation")):
+                kind = "copies"
             elif activity in RUNTIME_TYPES or (activity is None and _RUNTIME_NAME.match(name)):
                 kind = "runtime"
             else:
@@ -156,6 +169,9 @@ class DeviceAttribution:
     #: device activities launched outside every node range (between nodes, or another thread)
     outside: int = 0
     outside_ms: float = 0.0
+    #: device activities of the input copies made before each run (:data:`INPUT_COPIES_RANGE`)
+    input_copies: int = 0
+    input_copies_ms: float = 0.0
     #: ``{device index: {stream, ...}}`` of every device activity seen
     streams: dict[int, set[int]] = field(default_factory=dict)
 
@@ -168,6 +184,11 @@ class DeviceAttribution:
                 f"{lost} of {self.activities} device activities ({self.unlinked_ms + self.outside_ms:.3f} ms) could not be "
                 f"given to a node ({self.unlinked} without their launching call in the trace, {self.outside} launched "
                 f"outside every node)"
+            )
+        if self.input_copies:
+            lines.append(
+                f"{self.input_copies} device activities ({self.input_copies_ms:.3f} ms) were the copies of the inputs made "
+                f"before each run (range {INPUT_COPIES_RANGE!r}): not model time, in no node"
             )
         many = {d: s for d, s in self.streams.items() if len(s) > 1}
         for device, streams in sorted(many.items()):
@@ -197,55 +218,38 @@ class _Ranges:
         return None
 
 
-def attribute_device_activity(events: Iterable[Event]) -> DeviceAttribution:
-    """Give every device activity to the ``fxprof::`` range whose thread made the runtime call
-    that launched it (matched by correlation id), at the time of that call."""
-    events = list(events)
-    ranges = sorted((e for e in events if e.kind == "range"), key=lambda e: e.start_ns)
-    by_thread: dict[int, list[tuple[int, int, int]]] = defaultdict(list)
-    for index, r in enumerate(ranges):
-        by_thread[r.thread].append((r.start_ns, r.end_ns, index))
-    lookup = {thread: _Ranges(items) for thread, items in by_thread.items()}
-    every = _Ranges([(r.start_ns, r.end_ns, i) for i, r in enumerate(ranges)])
-    launches = {e.correlation: e for e in events if e.kind == "runtime" and e.correlation}
-
-    result = DeviceAttribution()
-    per_range = [0.0] * len(ranges)
-    for d in (e for e in events if e.kind == "device"):
-        ms = (d.end_ns - d.start_ns) / 1e6
-        result.activities += 1
-        result.streams.setdefault(d.device, set()).add(d.thread)
-        call = launches.get(d.correlation) if d.correlation else None
-        if call is None:
-            result.unlinked += 1
-            result.unlinked_ms += ms
-            continue
-        found = lookup[call.thread].find(call.start_ns) if call.thread in lookup else None
-        if found is None:
-            # the call's thread is unknown to the ranges (older releases report another id):
-            # fall back to time alone when exactly one thread's ranges hold ranges at all
-            found = every.find(call.start_ns) if len(lookup) == 1 else None
-        if found is None:
-            result.outside += 1
-            result.outside_ms += ms
-            continue
-        per_range[found] += ms
-        result.attributed += 1
-    for r, ms in zip(ranges, per_range):
-        result.per_node.setdefault(r.name[len(RANGE_PREFIX):], []).append(ms)
-    return result
+def attribute_events(events: Iterable[Event]) -> DeviceAttribution:
+    """:func:`attribute_kineto` on :class:`Event` records (:func:`events_from_kineto`, or a
+    test's synthetic list): the same flat attribution."""
+    ranges: list[tuple[int, int, int, str | None]] = []
+    launches: dict[int, tuple[int, int]] = {}
+    device: list[tuple[str, int, int, int, int, int]] = []
+    cut = len(RANGE_PREFIX)
+    for e in events:
+        kind = e.kind
+        if kind == "range":
+            ranges.append((e.start_ns, e.end_ns, e.thread, e.name[cut:]))
+        elif kind == "copies":
+            ranges.append((e.start_ns, e.end_ns, e.thread, None))
+        elif kind == "runtime" and e.correlation:
+            launches[e.correlation] = (e.thread, e.start_ns)
+        elif kind == "device":
+            device.append((e.name, e.start_ns, e.end_ns, e.correlation, e.device, e.thread))
+    return _attribute(ranges, launches, device)
 
 
 def attribute_kineto(kineto_events: Iterable[Any]) -> DeviceAttribution:
-    """:func:`attribute_device_activity` straight from ``prof.profiler.kineto_results.events()``,
-    in one flat pass: the host events that are neither an ``fxprof::`` range nor a runtime call
+    """Give every device activity to the ``fxprof::`` range whose thread made the runtime call
+    that launched it (matched by correlation id), at the time of that call; straight from
+    ``prof.profiler.kineto_results.events()``, in one flat pass: the host events that are neither an ``fxprof::`` range nor a runtime call
     (the aten ops: most of a trace) cost one ``name()`` and one ``device_type()`` call each and
     are dropped; no :class:`Event` is built, and whether a name is a runtime call or a device
     type is the CPU is decided once per distinct value (a dict lookup after that). Same result
-    as ``attribute_device_activity(events_from_kineto(...))`` (tests/test_bridge.py checks it)."""
+    as ``attribute_events(events_from_kineto(...))`` (tests/test_bridge.py checks it). Activity
+    launched inside :data:`INPUT_COPIES_RANGE` is counted as input copies."""
     is_cpu_memo: dict[Any, bool] = {}
     runtime_memo: dict[str, bool] = {}
-    ranges: list[tuple[int, int, int, str]] = []  # (start, end, thread, node)
+    ranges: list[tuple[int, int, int, str | None]] = []  # (start, end, thread, node; None: the input copies)
     launches: dict[int, tuple[int, int]] = {}  # correlation -> (thread, start)
     device: list[tuple[str, int, int, int, int, int]] = []  # (name, start, end, correlation, device, stream)
     user_names: set[str] = set()
@@ -267,6 +271,11 @@ def attribute_kineto(kineto_events: Iterable[Any]) -> DeviceAttribution:
                 ranges.append((start, e.end_ns(), e.device_resource_id(), name[cut:]))
                 user_names.add(name)
                 continue
+            if name == INPUT_COPIES_RANGE:
+                if not has_activity or str(e.activity_type()).lower() in ("user_annotation", "none"):
+                    ranges.append((e.start_ns(), e.end_ns(), e.device_resource_id(), None))
+                    user_names.add(name)
+                continue
             runtime = runtime_memo.get(name)  # decided once per name: a name is always the same kind of call
             if runtime is None:
                 runtime = runtime_memo[name] = (str(e.activity_type()).lower() in RUNTIME_TYPES if has_activity
@@ -283,8 +292,17 @@ def attribute_kineto(kineto_events: Iterable[Any]) -> DeviceAttribution:
         if has_activity and str(e.activity_type()).lower() not in DEVICE_ACTIVITY_TYPES:
             continue
         device.append((name, e.start_ns(), e.end_ns(), e.correlation_id(), e.device_index(), e.device_resource_id()))
+    if not has_activity:  # a range's device mirror (same name as a host range): a span, not work
+        device = [d for d in device if d[0] not in user_names]
+    return _attribute(ranges, launches, device)
 
-    ranges.sort()
+
+def _attribute(ranges: list[tuple[int, int, int, str | None]], launches: dict[int, tuple[int, int]],
+               device: list[tuple[str, int, int, int, int, int]]) -> DeviceAttribution:
+    """The attribution's core: ``ranges`` ``(start, end, thread, node)`` (node None: the input
+    copies), ``launches`` ``{correlation: (thread, start)}`` of the runtime calls, ``device``
+    ``(name, start, end, correlation, device, stream)`` of the device activities."""
+    ranges.sort(key=lambda r: r[:3])
     by_thread: dict[int, list[tuple[int, int, int]]] = defaultdict(list)
     for index, (start, end, thread, _) in enumerate(ranges):
         by_thread[thread].append((start, end, index))
@@ -295,8 +313,6 @@ def attribute_kineto(kineto_events: Iterable[Any]) -> DeviceAttribution:
     per_range = [0.0] * len(ranges)
     streams = result.streams
     for name, start, end, correlation, index, stream in device:
-        if not has_activity and name in user_names:
-            continue  # a range's device mirror: a span, not work
         ms = (end - start) / 1e6
         result.activities += 1
         streams.setdefault(index, set()).add(stream)
@@ -312,11 +328,31 @@ def attribute_kineto(kineto_events: Iterable[Any]) -> DeviceAttribution:
             result.outside += 1
             result.outside_ms += ms
             continue
+        if ranges[found][3] is None:
+            result.input_copies += 1
+            result.input_copies_ms += ms
+            continue
         per_range[found] += ms
         result.attributed += 1
     for (_, _, _, node), ms in zip(ranges, per_range):
-        result.per_node.setdefault(node, []).append(ms)
+        if node is not None:
+            result.per_node.setdefault(node, []).append(ms)
     return result
+
+
+def input_copies_range() -> Any:
+    """The range the input copies of every run are made in, under ``timer="kernel"``."""
+    import torch
+
+    return torch.profiler.record_function(INPUT_COPIES_RANGE)
+
+
+def profiler_running() -> bool:
+    """True while a ``torch.profiler`` (the caller's own, around fxprof) is running in this
+    process: profilers do not nest, so fxprof's own passes that need one are skipped."""
+    import torch
+
+    return bool(torch._C._autograd._profiler_enabled())
 
 
 def memory_by_range(events: Iterable[Event], devices: set[tuple[str, int]] | None = None) -> dict[str, dict[str, int]]:
@@ -349,7 +385,7 @@ def times_from_events(events: Iterable[Any]) -> dict[str, list[tuple[float, floa
     """``{node: [(cpu_ms, device_ms), ...]}`` from ``torch.profiler``'s ``FunctionEvent`` list, in
     the order the node's ranges started: the host time of each ``fxprof::`` range and the
     ``device_time_total`` PyTorch itself gives it (only kernels of aten ops below the range;
-    :func:`attribute_device_activity` is the complete account). Used by the benchmarks."""
+    :func:`attribute_kineto` is the complete account). Used by the benchmarks."""
     found: dict[str, list[tuple[float, float, float]]] = defaultdict(list)
     for event in events:
         name = getattr(event, "name", "")

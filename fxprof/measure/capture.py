@@ -223,8 +223,7 @@ class GraphCapture(Capture):
     def run(self, recorder: Recorder, args: tuple, kwargs: dict) -> Any:
         if self._interpreter is None or self._interpreter.recorder is not recorder:
             self._interpreter = ProfilingInterpreter(self.gm, recorder=recorder)
-        with recorder.run():
-            return self._interpreter.run(*args)
+        return self._interpreter.run(*args)  # the graph is the whole run: it opens and closes it
 
     def run_pass(self, make_pass: PassFn, args: tuple, kwargs: dict) -> dict[str, dict[str, Any]]:
         return make_pass(self.gm, "", args)[1]

@@ -15,6 +15,24 @@ which values die after which node. The plan is compiled into one Python function
     <free the values whose last use this was>                          untimed
 
 (with the CPU clock, one reading serves as mark and host time: ``t0 = mark()`` ... ``t1 = mark()``).
+
+With an event timer (``timer.boundary_marks``: ``"cuda"``, ``"kernel"``) a mark is a CUDA event
+that costs the host about as much as a kernel launch, so the plan records ONE per node
+boundary: what lies between two nodes (binding arguments, freeing values) is host-only work
+that enqueues nothing on the stream, so a node's end mark is the next node's start mark::
+
+    e = first or mark()                                                the plan's first boundary
+    <bind>
+    h0 = host(); value = call(args); h1 = host(); m1 = mark()          a node that launches
+    mb[2k] = e; mb[2k+1] = e = m1; hb[2k] = h0; hb[2k+1] = h1
+    <bind>
+    h0 = host(); value = x.view(...); h1 = host()                      a node that launches nothing
+    mb[2k] = e; mb[2k+1] = e; ...                                      (device time 0, host time kept)
+
+A graph of N launching nodes takes N + 1 marks (and the run's own first and last marks are
+these when the interpreter opens the run itself); which nodes launch nothing is decided from
+the graph (:mod:`fxprof.measure.launches`). The slot layout (``mb[2k]``/``mb[2k+1]``) is the
+same for every timer, so the recorder, the isolated pass and the training step read it as before.
 The marks go straight into preallocated buffers (``mb``/``hb``, :meth:`Recorder.plan_buffers`),
 slot ``k`` for the plan's ``k``-th node: no tuple is made and no list grows per node, and
 after the run the buffers become samples in a few numpy operations.
@@ -44,6 +62,7 @@ from .bridge import RANGE_PREFIX
 from ..errors import NodeExecutionError
 from .tree import describe_value
 from .graph import target_name
+from .launches import launches_nothing
 from ..core.recording import Recording
 from .recorder import PlanSlots, Recorder, append_marks
 from .timers import Timer
@@ -118,9 +137,16 @@ class ProfilingInterpreter(fx.Interpreter):
         self._compiled: Callable[..., Any] | None = None
         self._slots: PlanSlots | None = None  # the nodes the compiled plan marks, in order
         cls = type(self)
+        plain = all(getattr(cls, hook) is getattr(ProfilingInterpreter, hook) for hook in _HOOKS)
         #: True when runs take the compiled plan; False: fx.Interpreter's loop over run_node
-        self.lean = not self.recorder.node_ranges and all(
-            getattr(cls, hook) is getattr(ProfilingInterpreter, hook) for hook in _HOOKS)
+        self.lean = not self.recorder.node_ranges and plain
+        #: one mark per node boundary (an event timer, and no subclass hook that might enqueue
+        #: device work between two nodes' calls); the names of the nodes that get no mark
+        self.boundaries = plain and bool(getattr(self.timer, "boundary_marks", False))
+        self.unmarked: frozenset[str] = frozenset(
+            self._names[n] for n in self.graph.nodes if launches_nothing(n, self.module)) if self.boundaries else frozenset()
+        self._boundary: Any = None  # the generic loop's last boundary mark in this call
+        self.recorder.unmarked.update(self.unmarked)
         if self.recorder.node_ranges:
             self.run_node = self._run_node_in_range  # type: ignore[method-assign]
         # The graph position is already in our error message; torch.fx's own
@@ -139,10 +165,22 @@ class ProfilingInterpreter(fx.Interpreter):
             enable_io_processing: bool = True) -> Any:
         if self.lean and self._compiled is None:  # once per graph, before any run's marks
             self._compiled, self._slots = _compile(self)
-        if self.recorder.active:
+        recorder = self.recorder
+        if recorder.active:
             return self._run(args, initial_env, enable_io_processing)
-        with self.recorder.run():
-            return self._run(args, initial_env, enable_io_processing)
+        if not self.boundaries:
+            with recorder.run():
+                return self._run(args, initial_env, enable_io_processing)
+        # this call is the whole run: nothing is enqueued between the run's first mark and the
+        # graph's first node, nor after its last: the run's marks are the graph's first and last
+        recorder.begin_run()
+        try:
+            out = self._run(args, initial_env, enable_io_processing, recorder.start_mark)
+        except BaseException:
+            recorder.abort_run()
+            raise
+        recorder.end_run(self._boundary)
+        return out
 
     def boxed_run(self, args_list: list[Any]) -> Any:
         """Run with the boxed calling convention (``args_list`` is cleared, so inputs can be
@@ -153,8 +191,13 @@ class ProfilingInterpreter(fx.Interpreter):
         args_list.clear()
         return self.run(*args)
 
-    def _run(self, args: tuple, initial_env: dict[fx.Node, Any] | None, enable_io_processing: bool) -> Any:
+    def _run(self, args: tuple, initial_env: dict[fx.Node, Any] | None, enable_io_processing: bool,
+             first: Any = None) -> Any:
+        """One call of the graph; ``first``: a mark already taken with nothing enqueued since
+        (the run's own first mark), used as the first boundary (boundary marks only)."""
         if initial_env is not None or not self.lean:
+            if self.boundaries:
+                self._boundary = first if first is not None else self.timer.mark()
             return fx.Interpreter.run(self, *args, initial_env=initial_env, enable_io_processing=enable_io_processing)
         run = self._compiled
         assert run is not None
@@ -162,7 +205,11 @@ class ProfilingInterpreter(fx.Interpreter):
             args = self.graph.process_inputs(*args)
         timer = self.timer
         marks, host = self.recorder.plan_buffers(self._slots)
-        out = run(iter(args), timer.mark, timer.host_ns, marks, host)
+        if self.boundaries:
+            out = run(iter(args), timer.mark, timer.host_ns, marks, host, first)
+            self._boundary = marks[-1] if marks else first  # the last boundary of this call
+        else:
+            out = run(iter(args), timer.mark, timer.host_ns, marks, host)
         return self.graph.process_outputs(out) if enable_io_processing else out
 
     def run_node(self, n: fx.Node) -> Any:
@@ -182,12 +229,21 @@ class ProfilingInterpreter(fx.Interpreter):
                 else:
                     fn, call_args, call_kwargs = resolve_call(self, n, args, kwargs, ProfilingInterpreter)
                 timer = self.timer
-                m0 = timer.mark()
-                h0 = timer.host_ns()
-                if fn is not None:
-                    result = fn(*call_args, **call_kwargs)
-                h1 = timer.host_ns()
-                m1 = timer.mark()
+                if self.boundaries:  # one mark per boundary, none for a node that launches nothing
+                    m0 = self._boundary
+                    h0 = timer.host_ns()
+                    if fn is not None:
+                        result = fn(*call_args, **call_kwargs)
+                    h1 = timer.host_ns()
+                    m1 = m0 if self._names[n] in self.unmarked else timer.mark()
+                    self._boundary = m1
+                else:
+                    m0 = timer.mark()
+                    h0 = timer.host_ns()
+                    if fn is not None:
+                        result = fn(*call_args, **call_kwargs)
+                    h1 = timer.host_ns()
+                    m1 = timer.mark()
             except Exception as exc:
                 raise _node_error(n, args, kwargs, exc) from exc
             self.recorder.append((self._names[n], m0, m1, h0, h1))
@@ -214,6 +270,7 @@ def _compile(interp: ProfilingInterpreter) -> tuple[Callable[..., Any], PlanSlot
     index = {n: i for i, n in enumerate(nodes)}
     namespace: dict[str, Any] = {"_slice": slice}
     one_clock = interp.recorder.one_clock  # the recorder reads its buffers the same way
+    boundaries = interp.boundaries  # one mark per node boundary (an event timer)
 
     def bind(value: Any) -> str:
         name = f"_c{len(namespace)}"
@@ -304,7 +361,12 @@ def _compile(interp: ProfilingInterpreter) -> tuple[Callable[..., Any], PlanSlot
             call = f"{v} = {callee}({arglist})"
         line_node += [i - 1] * (len(body) - len(line_node))  # frees after the previous node
         body += before
-        if one_clock:
+        if boundaries:
+            end = "e" if interp._names[n] in interp.unmarked else "m1 = mark()"
+            body += ["h0 = host()", call, "h1 = host()", end if end != "e" else "",
+                     f"mb[{k}] = e", f"mb[{k + 1}] = e" if end == "e" else f"mb[{k + 1}] = e = m1",
+                     f"hb[{k}] = h0", f"hb[{k + 1}] = h1"]
+        elif one_clock:
             body += ["t0 = mark()", call, "t1 = mark()", f"mb[{k}] = t0", f"mb[{k + 1}] = t1"]
         else:
             body += ["m0 = mark()", "h0 = host()", call, "h1 = host()", "m1 = mark()",
@@ -330,7 +392,10 @@ def _compile(interp: ProfilingInterpreter) -> tuple[Callable[..., Any], PlanSlot
     fail = _failure(interp, nodes, index, lambda lineno: line_node[lineno - first_line]
                     if 0 <= lineno - first_line < len(line_node) else -1)
     namespace.update(_missing=_MISSING, _placeholder=_placeholder_default, _fail=fail)
-    lines = ["def run(it, mark, host, mb, hb):", "    try:"]
+    if boundaries:  # the first boundary: the run's own first mark when nothing ran since it
+        body.insert(0, "e = mark() if first is None else first")
+        line_node.insert(0, -1)
+    lines = ["def run(it, mark, host, mb, hb, first=None):", "    try:"]
     lines += [f"        {line}" for line in body]
     lines += ["    except Exception as e:",
               "        err = _fail(e.__traceback__.tb_lineno, locals(), e)",

@@ -32,11 +32,12 @@ from ..core.profile import Profile
 from ..vocab import TIMER_NAMES, __version__
 from .anatomy import anatomy_pass
 from .memory import memory_pass, memory_per_node
-from .bridge import KernelProfiler, kernel_ms_per_sample
+from .bridge import KernelProfiler, input_copies_range, kernel_ms_per_sample, profiler_running
 from .budget import SampleBudget
 from .capture import Capture
 from .fidelity import OwnRuns, count_aten_ops, dispatch_note, own_run_slots
 from .isolated import isolated_pass
+from .launches import launch_check
 from .ranks import RankSync
 from .recorder import Recorder
 from .state import preserved_buffers
@@ -78,8 +79,11 @@ def measure(captured: Capture, call_args: tuple, call_kwargs: dict[str, Any], ti
     recorder = Recorder(timer, node_ranges=kernel_time)
     iters = plan.iters
 
+    copies = input_copies_range if kernel_time else contextlib.nullcontext  # a range the attribution knows
+
     def one_run() -> None:
-        a, k = _fresh((call_args, call_kwargs))
+        with copies():
+            a, k = _fresh((call_args, call_kwargs))
         captured.run(recorder, a, k)
 
     grad_context = torch.enable_grad() if plan.backward else torch.no_grad() if plan.no_grad else contextlib.nullcontext()
@@ -113,7 +117,7 @@ def measure(captured: Capture, call_args: tuple, call_kwargs: dict[str, Any], ti
             records = _merge(records, _untimed_passes(captured, (call_args, call_kwargs), devices, plan.anatomy, plan.memory, bar,
                                                       meta, plan.backward))
             meta = _with_peaks(meta, plan, records, devices, bar)
-            meta["notes"] = meta.get("notes", []) + _unwatched_devices(records, timer)
+            meta["notes"] = meta.get("notes", []) + _unwatched_devices(records, timer) + launch_check(recorder.unmarked, records)
             switches = getattr(captured.module, "meta", {}).get("fxprof_dropped_stream_switches")
             if switches:
                 meta["notes"] = meta["notes"] + [
@@ -191,7 +195,7 @@ def _own_buffers(own: OwnRuns | None, held: Any) -> Any:
 def _same_program(meta: dict[str, Any], own: OwnRuns, one_run: Any) -> dict[str, Any]:
     """``meta`` with a warning (in ``notes`` and ``dispatch_differences``) when one run of the
     captured program dispatches other aten ops than one eager forward of the model."""
-    if torch._C._autograd._profiler_enabled():  # the caller's own torch.profiler: profilers do not nest
+    if profiler_running():  # the caller's own torch.profiler: profilers do not nest
         return {**meta, "notes": meta.get("notes", []) + [
             "aten-op comparison skipped: torch.profiler was already running around fxprof.profile (profilers do not nest)"]}
     try:

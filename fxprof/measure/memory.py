@@ -40,7 +40,7 @@ from typing import Any, Iterable, Iterator
 import torch
 from torch import fx, nn
 
-from .bridge import RANGE_PREFIX, UNKNOWN_BLOCK_LINE, kineto_quiet
+from .bridge import RANGE_PREFIX, UNKNOWN_BLOCK_LINE, kineto_quiet, profiler_running
 from .tree import tensors_in
 from ..core.memory import CATEGORIES
 
@@ -411,7 +411,7 @@ def memory_per_node(captured: Any, spec: MemoryPass, args: tuple, kwargs: dict, 
                     meta: dict[str, Any] | None = None) -> dict[str, dict[str, int]]:
     """Run ``captured``'s untimed pass once under a :class:`MemoryRecording`; return the per-node
     columns and put the run's peak in ``meta["memory"]``."""
-    if torch._C._autograd._profiler_enabled():  # the caller's own torch.profiler: profilers cannot nest
+    if profiler_running():  # the caller's own torch.profiler: profilers cannot nest
         if meta is not None:
             meta["notes"] = meta.get("notes", []) + [
                 "memory pass skipped: torch.profiler was already running around fxprof.profile (profilers do not nest)"]

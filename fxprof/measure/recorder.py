@@ -91,6 +91,9 @@ class Recorder:
         self.node_ranges = node_ranges
         self.recording = Recording()
         self.active = False
+        #: nodes that the graphs' plans give no mark of their own (event timers: they launch
+        #: nothing, :mod:`fxprof.measure.launches`), checked against the anatomy pass afterwards
+        self.unmarked: set[str] = set()
         # One list for the life of the recorder, so graphs can bind its append once.
         self._marks: list[tuple[str, Any, Any, int, int]] = []
         #: ``append((name, m0, m1, h0, h1))``: record one node's raw marks in the current run
@@ -150,6 +153,11 @@ class Recorder:
             self._start, self._host_start = self.timer.mark(), self.timer.host_ns()
         self.active = True
 
+    @property
+    def start_mark(self) -> Any:
+        """The current run's first mark (taken by :meth:`begin_run`)."""
+        return self._start
+
     def abort_run(self) -> None:
         """Drop the marks of a failed run. The device is allowed to settle, but a second
         (asynchronous CUDA) error from that synchronization never replaces the error that
@@ -159,10 +167,13 @@ class Recorder:
         with contextlib.suppress(Exception):
             self.timer.end_run()
 
-    def end_run(self) -> None:
+    def end_run(self, last: Any = None) -> None:
+        """End the run. ``last``: a mark already taken after the run's last work, with nothing
+        enqueued since (an event timer's last node boundary), used as the run's end mark
+        instead of a new one."""
         timer = self.timer
         host_end = timer.host_ns()
-        end = host_end if self.one_clock else timer.mark()
+        end = host_end if self.one_clock else (last if last is not None else timer.mark())
         timer.end_run()  # the one synchronization of the run
         self.active = False
         start, host_start = self._start, self._host_start

@@ -55,6 +55,12 @@ class Timer:
     measures_device: bool = False
     #: True when :meth:`mark` reads the same clock as :meth:`host_ns`: one reading serves both
     shares_host_clock: bool = False
+    #: True when one mark may end a node and start the next (a CUDA event on the stream: the
+    #: node's work is what the stream ran between the two, and host-only work between nodes
+    #: enqueues nothing). The interpreter then takes one mark per node boundary, and none for
+    #: nodes that launch nothing (:mod:`fxprof.measure.launches`). Host clocks keep two marks
+    #: per node: on the CPU, the interpreter's bookkeeping between nodes must stay out of them.
+    boundary_marks: bool = False
 
     def check(self) -> None:
         """Raise :class:`TimerUnavailableError` if this timer cannot run here."""
@@ -134,6 +140,7 @@ class CudaEventTimer(Timer):
 
     name = "cuda"
     measures_device = True
+    boundary_marks = True
 
     def __init__(self, device: torch.device | str | int | None = None, devices: Sequence[Any] | None = None):
         watched = [_cuda_device(d) for d in (devices if devices else [device])]
@@ -147,12 +154,14 @@ class CudaEventTimer(Timer):
             self.mark = self._mark_many  # type: ignore[method-assign]
             self.elapsed_ms = self._elapsed_many  # type: ignore[method-assign]
         self._cycles_per_ms: dict[Any, float] = {}
+        self._read: dict[tuple[int, int], float] = {}
 
     def check(self) -> None:
         _require_cuda(self.name)
 
     def begin_run(self) -> None:
         self._next = 0
+        self._read.clear()
         self._streams = [torch.cuda.current_stream(d) for d in self.devices]
         self._stream = self._streams[0]
 
@@ -179,6 +188,27 @@ class CudaEventTimer(Timer):
 
     def elapsed_ms(self, start: torch.cuda.Event, end: torch.cuda.Event) -> float:
         return float(start.elapsed_time(end))
+
+    def elapsed_ms_many(self, starts: Sequence[Any], ends: Sequence[Any]) -> Sequence[float]:
+        """With one mark per boundary, most events are the end of one pair and the start of the
+        next (or several pairs': nodes that launch nothing): every distinct event is read once,
+        against the first start (the earliest mark here), and pairs are differences. So the
+        events of a run cost one ``elapsed_time`` each, and node times that share boundaries add
+        up to their span exactly."""
+        if len(self.devices) > 1 or not len(starts):
+            return [self.elapsed_ms(a, b) for a, b in zip(starts, ends)]
+        ref = starts[0]
+        at = self._read  # this run's readings, {(reference, event): ms}: shared by the recorder's calls
+        ref_id = id(ref)
+
+        def offset(event: Any) -> float:
+            key = (ref_id, id(event))
+            found = at.get(key)
+            if found is None:
+                found = at[key] = 0.0 if event is ref else float(ref.elapsed_time(event))
+            return found
+
+        return [offset(b) - offset(a) for a, b in zip(starts, ends)]
 
     def _elapsed_many(self, start: tuple, end: tuple) -> float:
         return max(float(a.elapsed_time(b)) for a, b in zip(start, end))

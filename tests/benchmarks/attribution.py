@@ -1,11 +1,12 @@
-"""Kernel attribution: the flat pass over raw Kineto events against the record path it replaced.
+"""Kernel attribution: the flat pass over raw Kineto events against reading Event records first.
 
     python tests/benchmarks/attribution.py [--nodes 71] [--runs 20] [--ops 4]
 
 Builds a synthetic trace shaped like a kernel-timer profile (per node and run: an ``fxprof::``
 range, ``--ops`` aten ops, a launch and its kernel) from tests/test_bridge.py's stand-ins for
 Kineto's events, and prints the median of 5 of ``attribute_kineto`` and of
-``attribute_device_activity(events_from_kineto(...))``, which give the same result.
+``attribute_events(events_from_kineto(...))`` (the record path: the same core after building an
+``Event`` per Kineto event), which give the same result.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from fxprof.measure.bridge import attribute_device_activity, attribute_kineto, events_from_kineto  # noqa: E402
+from fxprof.measure.bridge import attribute_events, attribute_kineto, events_from_kineto  # noqa: E402
 from test_bridge import call, op, rng, work  # noqa: E402
 
 
@@ -42,7 +43,7 @@ def main() -> None:
     args = parser.parse_args()
     events = trace(args.nodes, args.runs, args.ops)
     print(f"{len(events)} events ({args.nodes} nodes x {args.runs} runs, {args.ops} aten ops a node)")
-    for label, fn in (("record path", lambda: attribute_device_activity(events_from_kineto(events))),
+    for label, fn in (("record path", lambda: attribute_events(events_from_kineto(events))),
                       ("flat pass", lambda: attribute_kineto(events))):
         times = []
         for _ in range(5):

@@ -13,6 +13,9 @@ Variants: ``model`` (the eager forward), ``graphmodule`` (the captured graph's g
 ``interpreter`` (a plain ``torch.fx.Interpreter``), ``fxprof-<timer>`` (one ``fxprof.profile``:
 the median profiled run, the profile's own fidelity ratio, and the whole profile's wall per
 run), ``torch.profiler`` (CPU + CUDA activities around the plain forward).
+
+It also prints the events a run records with two CUDA events a node against one a node boundary
+and none for nodes that launch nothing (issue 39 item 3), counted on the CPU for each model.
 """
 
 from __future__ import annotations
@@ -127,6 +130,74 @@ def child(variant: str, name: str, runs: int, small: bool) -> dict[str, Any]:
     return out
 
 
+#: an event's host cost, all in, on the H100/H200 hosts (../shared/FACTS.md, fifth round; issue 39)
+EVENT_US = 4.6
+
+
+def event_counts(name: str) -> dict[str, Any]:
+    """The events a run records before and after one event per node boundary (issue 39 item 3),
+    counted on the CPU with a stand-in event timer driving the real plan: the model's full
+    architecture at a small input (node counts do not depend on the input's size). Also the
+    anatomy pass's verdict: nodes that dispatched no aten op doing work."""
+    import torch
+
+    import fxprof
+    from fxprof.measure.timers import Timer
+
+    class Counting(Timer):  # the event timers' capability, host clock marks; counts a run's marks
+        name, measures_device, boundary_marks = "counting", True, True
+        count = 0
+
+        def begin_run(self) -> None:
+            self.count = 0
+
+        def mark(self) -> int:
+            self.count += 1
+            return time.perf_counter_ns()
+
+        def elapsed_ms(self, start: int, end: int) -> float:
+            return (end - start) / 1e6
+
+    torch.manual_seed(0)
+    if name == "bert":
+        import transformers
+
+        model = transformers.BertModel(transformers.BertConfig()).eval()  # BERT-base: 12 layers, 768 wide
+        inputs: tuple = (torch.randint(0, 1000, (1, 16)),)
+    elif name == "tiny":
+        model, inputs = _build("tiny", False, True)
+    else:
+        import torchvision
+
+        model = torchvision.models.get_model(name, weights=None).eval()
+        inputs = (torch.randn(1, 3, 64, 64),)
+    timer = Counting()
+    prof = fxprof.profile(model, *inputs, timer=timer, warmup=0, iters=1, memory=False, peaks=None, progress=False)
+    df = prof.df
+    nodes = len(df)
+    unmarked = df.index[df["median_ms"] == 0]  # host clock marks: a node with a mark of its own never reads 0 ns
+    ops = prof.anatomy["device_ops"].reindex(df.index)
+    quiet = df.index[ops.fillna(0) == 0]
+    return {"variant": "events", "model": name, "capture": prof.meta.get("capture"), "nodes": nodes,
+            "no_event": len(unmarked), "anatomy_launch_free": len(quiet),
+            "no_event_but_launched": len(set(unmarked) - set(quiet)),
+            "launch_free_but_timed": len(set(quiet) - set(unmarked)),
+            "before": 2 * nodes + 2, "after": timer.count}
+
+
+def print_event_counts(rows: list[dict[str, Any]]) -> None:
+    print(f"# events per run: before = 2 a node + the run's 2; after = one per boundary of a launching node + 1 "
+          f"(counted on the CPU; host cost at {EVENT_US} us an event)")
+    print(f"{'model':<10} {'capture':<9} {'nodes':>6} {'no event':>9} {'anatomy: no work':>17} {'events before':>14} "
+          f"{'after':>6} {'host ms before':>15} {'after':>6}")
+    for r in rows:
+        print(f"{r['model']:<10} {str(r['capture']):<9} {r['nodes']:>6} {r['no_event']:>9} {r['anatomy_launch_free']:>17} "
+              f"{r['before']:>14} {r['after']:>6} {r['before'] * EVENT_US / 1000:>15.2f} {r['after'] * EVENT_US / 1000:>6.2f}")
+        if r["no_event_but_launched"] or r["launch_free_but_timed"]:
+            print(f"#   {r['model']}: {r['no_event_but_launched']} node(s) without an event did device work; "
+                  f"{r['launch_free_but_timed']} launch-free node(s) kept an event (reshape/flatten/contiguous: may copy)")
+
+
 def variants(cuda: bool) -> list[str]:
     fxprof_timers = ["fxprof-cuda", "fxprof-kernel"] if cuda else ["fxprof-cpu"]
     return ["model", "graphmodule", "interpreter", *fxprof_timers, "torch.profiler"]
@@ -141,7 +212,8 @@ def main() -> None:
     parser.add_argument("--child", nargs=2, metavar=("VARIANT", "MODEL"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(child(args.child[0], args.child[1], args.runs, args.small)))
+        found = event_counts(args.child[1]) if args.child[0] == "events" else child(args.child[0], args.child[1], args.runs, args.small)
+        print(json.dumps(found))
         return
     import torch
 
@@ -152,8 +224,15 @@ def main() -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.path.dirname(os.path.dirname(os.path.dirname(
         os.path.abspath(__file__)))), os.environ.get("PYTHONPATH", "")])}
     rows = []
+    counts = []
     began = time.perf_counter()
     for name in args.models.split(","):
+        done = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", "events", name], capture_output=True,
+                              text=True, env={**env, "CUDA_VISIBLE_DEVICES": ""}, timeout=600)
+        if done.returncode == 0:
+            counts.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        else:
+            print(f"# events of {name}: failed: {' '.join(done.stderr.strip().splitlines()[-1:])}")
         base = None
         for variant in variants(cuda):
             cmd = [sys.executable, os.path.abspath(__file__), "--child", variant, name, "--runs", str(args.runs)]
@@ -181,10 +260,11 @@ def main() -> None:
 
         print(f"{row['model']:<10} {row['variant']:<15} {f('ms', '11.3f')} {f('x_model', '8.2f')} {f('fidelity', '9.2f')} "
               f"{f('profile_ms_per_run', '15.1f')} {f('kernel_ms', '11.3f')}")
+    print_event_counts(counts)
     print(f"# {time.perf_counter() - began:.0f} s in all")
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump({"device": where, "rows": rows}, fh, indent=1)
+            json.dump({"device": where, "rows": rows, "events": counts}, fh, indent=1)
 
 
 if __name__ == "__main__":

@@ -183,3 +183,28 @@ def test_the_rule_on_medians():
     # device activity attributed by the kernel timer counts as launching work too
     table = _table(calls=[1] * 5, device_ops=[pd.NA] * 5, syncs=[pd.NA] * 5, kernel=[0.01, 0.01, 0.0, 0.0, 0.01])
     assert list(bound_verdicts(samples, table)) == ["launch", "device", "", "", "device"]
+
+
+def test_a_node_given_no_event_gets_no_verdict_without_the_anatomy():
+    """One event per boundary (issue 39 item 3): a view is given no event, so its device time is
+    0 by construction. With the anatomy off nothing else says it launched nothing, and its zero
+    read as "device"; the nodes given no event are kept (meta no_event_nodes) and get ""."""
+    samples = _samples([
+        ("n0", 0, 0.10, 0.09, 1.000, 0.100, None),
+        ("n1", 0, 0.00, 0.01, 1.100, 0.190, None),  # a view: no event, zero device time
+    ])
+    table = _table(calls=[1, 1], device_ops=[pd.NA] * 2, syncs=[pd.NA] * 2)
+    assert list(bound_verdicts(samples, table)) == ["device", "device"]  # what it said before
+    assert list(bound_verdicts(samples, table, no_event=["n1"])) == ["device", ""]
+
+
+def test_a_profile_keeps_the_nodes_its_event_timer_gave_no_event():
+    from test_boundary_marks import Chain, StandInEventTimer
+
+    prof = fxprof.profile(Chain(), torch.randn(8, 8), timer=StandInEventTimer(), warmup=1, iters=2, anatomy=False,
+                          memory=False, peaks=None)
+    kept = set(prof.meta["no_event_nodes"])
+    assert kept and kept <= set(prof.df.index)
+    assert (prof.df.loc[sorted(kept), "median_ms"] == 0).all()
+    assert "no_event_nodes" not in fxprof.profile(Chain(), torch.randn(8, 8), warmup=1, iters=2, anatomy=False,
+                                                  memory=False, peaks=None).meta  # the CPU timer marks every node

@@ -36,6 +36,8 @@ never starved the GPU. The rule needs no ratio measured on one machine; the one 
 
 from __future__ import annotations
 
+from typing import Iterable
+
 import numpy as np
 import pandas as pd
 
@@ -63,9 +65,11 @@ def idle_ms(samples: pd.DataFrame) -> pd.DataFrame:
     return med
 
 
-def bound_verdicts(samples: pd.DataFrame, table: pd.DataFrame) -> pd.Series:
+def bound_verdicts(samples: pd.DataFrame, table: pd.DataFrame, no_event: Iterable[str] = ()) -> pd.Series:
     """The verdict per node of ``table`` (which has ``calls`` and, from the anatomy,
-    ``device_ops``, ``syncs``, and ``kernel_median_ms``), from ``samples``."""
+    ``device_ops``, ``syncs``, and ``kernel_median_ms``), from ``samples``. Nodes in ``no_event``
+    (the event timers gave them no event: they launch nothing, whatever their inputs; see
+    fxprof.measure.launches) get ``""``: their device time is 0 by construction, not measured."""
     out = pd.Series("", index=table.index, dtype=object)
     if samples.empty:
         return out.astype(str)
@@ -83,5 +87,5 @@ def bound_verdicts(samples: pd.DataFrame, table: pd.DataFrame) -> pd.Series:
     syncs = pd.to_numeric(table.get("syncs"), errors="coerce").fillna(0) > 0 if "syncs" in table else pd.Series(False, index=table.index)
     launch = med["idle_ms"] > LAUNCH_IDLE_SHARE * med["time_ms"]
     verdict = np.where(syncs, "sync", np.where(launch, "launch", "device"))
-    out[:] = np.where(measured & launches, verdict, "")
+    out[:] = np.where(measured & launches & ~table.index.isin(list(no_event)), verdict, "")
     return out.astype(str)

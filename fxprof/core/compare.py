@@ -55,7 +55,7 @@ IGNORED_META = ("created", "iters", "requested_iters", "incomplete", "warmup", "
                 "peaks",
                 # measured results, not conditions: the model's own runs, fxprof's loop time, the
                 # memory summary, the aten-op comparison, a compiled program's figures
-                "own_runs_ms", "timed_wall_ms", "memory", "memory_steps", "dispatch_differences", "compiled")
+                "own_runs_ms", "timed_wall_ms", "memory", "memory_steps", "dispatch_differences", "compiled", "no_event_nodes")
 
 
 class ComparabilityWarning(UserWarning):

@@ -378,7 +378,7 @@ class Profile:
 
         if self.meta.get("timer") not in DEVICE_TIMERS or self.meta.get("mode") == "isolated":
             return pd.Series("", index=table.index, dtype=str)
-        return bound_verdicts(self._samples, table)
+        return bound_verdicts(self._samples, table, no_event=self.meta.get("no_event_nodes", ()))
 
 
     def __str__(self) -> str:

@@ -118,6 +118,8 @@ def measure(captured: Capture, call_args: tuple, call_kwargs: dict[str, Any], ti
                                                       meta, plan.backward))
             meta = _with_peaks(meta, plan, records, devices, bar)
             meta["notes"] = meta.get("notes", []) + _unwatched_devices(records, timer) + launch_check(recorder.unmarked, records)
+            if recorder.unmarked:  # nodes given no event of their own: no device time, so no bound verdict
+                meta["no_event_nodes"] = sorted(recorder.unmarked)
             switches = getattr(captured.module, "meta", {}).get("fxprof_dropped_stream_switches")
             if switches:
                 meta["notes"] = meta["notes"] + [

@@ -53,6 +53,7 @@ from .capture import _Resolver
 from .compiled_breaks import (break_site, describe_breaks, frame_nodes, frame_spans, recompile_reason,
                               reported_site)
 from .graph import describe_graph, module_kinds
+from .profiler_cost import PROFILER_SPAN, ProfilerCost, calibrate
 from .state import preserved_buffers
 from .tree import clone_tensors
 
@@ -236,6 +237,10 @@ class CompiledSession:
         self.breaks: dict[str, Any] = {}
         #: per graph, the median ms a run of each part of its overhead torch's ranges name
         self.overhead_parts: dict[str, dict[str, float]] = {}
+        #: the profiler's own cost per event (calibrated before the timed runs), and per run what
+        #: was taken out of the rows (ms)
+        self.profiler_cost: ProfilerCost | None = None
+        self.profiler_ms: list[float] = []
 
     def __call__(self, gm: fx.GraphModule, example_inputs: list) -> Any:
         graph = _compile_id()
@@ -343,7 +348,8 @@ def _kernels(graph: str, code: str, provenance: dict[str, Any]) -> list[Kernel]:
     return out
 
 
-def spans_from_events(events: list[Event], device: bool = False) -> tuple[list[Span], list[tuple[int, int]]]:
+def spans_from_events(events: list[Event], device: bool = False,
+                      cost: ProfilerCost | None = None) -> tuple[list[Span], list[tuple[int, int]]]:
     """Kernel calls from the profiler's events: ``(spans, runs)``, runs as ``(start_ns, end_ns)``
     of each ``fxprof::run`` range in order.
 
@@ -355,6 +361,10 @@ def spans_from_events(events: list[Event], device: bool = False) -> tuple[list[S
     activity, its time the device's: a kernel is named as launched (a Triton kernel by its
     name); the host event directly inside the call that launched it (by correlation id) names
     an extern op's kernels, which are summed into one span per op call.
+
+    ``cost``: the profiler's own cost per event (:mod:`fxprof.measure.profiler_cost`), taken out
+    of the span holding each event (on the CPU, an extern op's nested aten calls out of its
+    span), what was taken kept per run as a :data:`~fxprof.measure.profiler_cost.PROFILER_SPAN`.
     """
     runs = sorted((e.start_ns, e.end_ns, e.thread) for e in events if e.name == RUN_RANGE)
     host = sorted((e for e in events if e.kind in ("other", "range", "runtime") and e.device_type == "CPU"),
@@ -365,6 +375,7 @@ def spans_from_events(events: list[Event], device: bool = False) -> tuple[list[S
             if e.kind == "device" and e.correlation:
                 by_corr.setdefault(e.correlation, []).append(e)
     spans: list[Span] = []
+    removed: dict[int, float] = {}  # run -> profiler cost taken out of its kernel spans (ms)
     calls: dict[tuple[int, str], int] = {}
     for run, (r0, r1, thread) in enumerate(runs):
         inside = [e for e in host if e.thread == thread and e.start_ns >= r0 and e.end_ns <= r1 and e.name != RUN_RANGE]
@@ -382,8 +393,16 @@ def spans_from_events(events: list[Event], device: bool = False) -> tuple[list[S
                 if not direct or e.start_ns >= direct[-1].end_ns:
                     direct.append(e)
             if not device:
-                spans.extend(Span(graph, run, e.name, (e.start_ns - r0) / 1e6, (e.end_ns - e.start_ns) / 1e6, index)
-                             for e in direct if e.kind != "runtime")
+                for e in direct:
+                    if e.kind == "runtime":
+                        continue
+                    ms = (e.end_ns - e.start_ns) / 1e6
+                    if cost is not None:  # the profiler's cost of the events nested in it (an extern op's aten calls)
+                        taken = min(ms, sum(cost.of(c.name) for c in children
+                                            if e.start_ns <= c.start_ns and c.end_ns <= e.end_ns and c is not e))
+                        ms -= taken
+                        removed[run] = removed.get(run, 0.0) + taken
+                    spans.append(Span(graph, run, e.name, (e.start_ns - r0) / 1e6, ms, index))
                 continue
             for parent in direct:
                 launches = [e for e in children if e.kind == "runtime" and parent.start_ns <= e.start_ns <= parent.end_ns]
@@ -397,7 +416,8 @@ def spans_from_events(events: list[Event], device: bool = False) -> tuple[list[S
                     start = min(d.start_ns for d in work)
                     spans.append(Span(graph, run, parent.name, (start - r0) / 1e6,
                                       sum(d.end_ns - d.start_ns for d in work) / 1e6, index))
-    spans.extend(frame_spans(events, RUN_RANGE, device))  # the time outside the kernels (graph breaks, overhead)
+    spans.extend(Span("", run, PROFILER_SPAN, 0.0, ms, 0) for run, ms in sorted(removed.items()))
+    spans.extend(frame_spans(events, RUN_RANGE, device, cost))  # the time outside the kernels (graph breaks, overhead)
     return spans, [(r0, r1) for r0, r1, _ in runs]
 
 
@@ -439,10 +459,11 @@ def profile_compiled(model: nn.Module, args: tuple, kwargs: dict, compile: Any, 
             call()
             sync()
         caught.phase = "timed"
+        session.profiler_cost = calibrate(on_cuda)  # the profiler's own cost per event, taken out of the rows
         plain, events = _interleaved_runs(call, sync, iters, args, kwargs, on_cuda)
         described["recompile_reasons"] = [{"graph": g, "reason": r, "during": p} for g, r, p in caught.recompiles]
     session.reported_breaks(caught.breaks)
-    spans, runs = spans_from_events(events, device=on_cuda)
+    spans, runs = spans_from_events(events, device=on_cuda, cost=session.profiler_cost)
     if not spans:
         raise TraceError(
             f"torch.profiler recorded no kernel call inside the compiled graphs' calls ('{_CALL} ...' ranges) in "
@@ -459,13 +480,36 @@ def profile_compiled(model: nn.Module, args: tuple, kwargs: dict, compile: Any, 
     return _build(root, session, kernels, spans, runs, plain, compile_s, described, compiled_first, meta_base, name)
 
 
+#: untimed calls before each timed one (unprofiled and profiled) in compiled mode's cycles: the first
+#: calls after torch.profiler stops or starts run cold (its trace processing evicts the model's data
+#: and code from the caches): on a 0.04 ms compiled model (2 Linears, 1 thread) the first call after
+#: the profiler stopped took 0.11 ms, the third 0.04 ms, as in a loop without the profiler; the
+#: first recorded call 0.14 ms, the fourth 0.07 ms (docs/performance.md section 11)
+SETTLE_CALLS = 2
+
+
+def run_range() -> Any:
+    """The ``fxprof::run`` range around a timed run: ``_RecordFunctionFast`` (C++ enter and exit,
+    about 1 us under the profiler) where torch has it. ``torch.profiler.record_function`` put
+    10-25 us of its own Python inside every run (its exit resolves
+    ``torch.ops.profiler._record_function_exit`` before the range ends): the largest part of
+    the ``compiled_entry`` row of a toy model."""
+    fast = getattr(getattr(torch._C, "_profiler", None), "_RecordFunctionFast", None)
+    if fast is None:  # pragma: no cover - an old release
+        from torch.profiler import record_function
+
+        return record_function(RUN_RANGE)
+    return fast(RUN_RANGE)
+
+
 def _interleaved_runs(call: Any, sync: Any, iters: int, args: tuple, kwargs: dict, on_cuda: bool) -> tuple[list[float], list[Event]]:
-    """``iters`` cycles of three calls, on ``torch.profiler``'s own schedule (wait 1, warm-up 1,
-    active 1): the waiting call runs with the profiler off, timed by the host clock (the
-    compiled model's own run time); the warm-up call lets the profiler start; the active call
-    is recorded, in an ``fxprof::run`` range. Interleaved, a drift of the machine reaches the
-    unprofiled and the profiled runs alike. Returns the unprofiled times (ms) and the events."""
-    from torch.profiler import ProfilerActivity, profile, record_function, schedule
+    """``iters`` cycles on ``torch.profiler``'s own schedule (wait 1, warm-up 1, active 1): while
+    waiting, the model runs with the profiler off, :data:`SETTLE_CALLS` untimed calls then one
+    timed by the host clock (the compiled model's own run time); the warm-up call lets the
+    profiler start; while active, :data:`SETTLE_CALLS` calls outside every run, then the run,
+    in an ``fxprof::run`` range. Interleaved, a drift of the machine reaches the unprofiled and
+    the profiled runs alike. Returns the unprofiled times (ms) and the events."""
+    from torch.profiler import ProfilerActivity, profile, schedule
 
     events: list[Event] = []
 
@@ -487,6 +531,9 @@ def _interleaved_runs(call: Any, sync: Any, iters: int, args: tuple, kwargs: dic
         raise
     try:
         for _ in range(iters):
+            for _ in range(SETTLE_CALLS):  # the first calls after the profiler stopped run cold
+                call()
+            sync()
             fresh = clone_tensors((args, kwargs))
             t0 = time.perf_counter_ns()
             call(fresh)
@@ -498,8 +545,11 @@ def _interleaved_runs(call: Any, sync: Any, iters: int, args: tuple, kwargs: dic
             sync()
             with kineto_quiet():
                 prof.step()  # -> active
+            for _ in range(SETTLE_CALLS):  # recorded, outside every run: the first calls after the start run cold
+                call()
+            sync()
             fresh = clone_tensors((args, kwargs))  # outside the run's range
-            with record_function(RUN_RANGE):
+            with run_range():
                 call(fresh)
                 sync()
             with kineto_quiet():

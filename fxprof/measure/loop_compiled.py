@@ -33,7 +33,7 @@ from ..core.profile import Profile
 from .bridge import events_from_kineto, kineto_quiet
 from .capture import Capture
 from .compiled import (RUN_RANGE, CompiledSession, _build, _dynamo_graph_breaks, _inductor_settings, _kernels,
-                       _read_compiled, _recursion_limit_kept, _TraceCatcher, spans_from_events)
+                       _read_compiled, _recursion_limit_kept, _TraceCatcher, run_range, spans_from_events)
 from ..errors import TraceError
 from .recorder import Recorder
 
@@ -99,11 +99,9 @@ class LoopCompiledCapture(Capture):
 
     def run_timed(self, recorder: Recorder, args: tuple, kwargs: dict) -> Any:
         """A timed call: recorded by ``torch.profiler`` in an ``fxprof::run`` range."""
-        from torch.profiler import record_function
-
         if self._profiler is None:
             self._start()
-        with recorder.run(), record_function(RUN_RANGE):
+        with recorder.run(), run_range():
             out = self._call(args, kwargs)
             if self.on_cuda:
                 torch.cuda.synchronize()

@@ -159,7 +159,8 @@ def compiled_run_lines(profile: "Profile") -> list[str]:
             f"kernels: {format_ms(kernel_ms)} a run (median over the runs of their summed times), "
             f"{kernel_ms / plain * 100:.1f}% of the compiled model's own median run time ({format_ms(plain)}, "
             f"{count} unprofiled runs)"
-            + (f"; all rows {all_ms / plain * 100:.1f}% of it (the profiler's own cost is in them)" if framed else "")
+            + (f"; all rows {all_ms / plain * 100:.1f}% of it" + ("" if (profile.meta.get("compiled") or {}).get("profiler_cost")
+                                                                 else " (the profiler's own cost is in them)") if framed else "")
         )
     lines.extend(breaks_lines(profile, plain))
     return lines

@@ -38,9 +38,6 @@ KNOWN: dict[tuple[str, str], str] = {
     # still failing with every branch merged (docs/zoo.md says why)
     ("timm_convnext_atto", "e"): "compiled kernel rows: at 80 columns 4 fused-kernel names shorten alike "
                                  "(stages_0…mute_layer_norm): the shortener keeps a block index, not a kernel's",
-    ("hf_bert", "g"): "after other test files' compiles in one long pytest process, the session's torch.compile of BERT "
-                      "sometimes compiles no graph (dynamo runs it as plain Python; fxprof says so); passes in a fresh "
-                      "process (the zoo script, pytest -n): not yet understood",
     ("hf_bert", "f"): "embeddings.dropout keeps eager time with no compiled counterpart (inductor removed the eval "
                       "dropout): the check cannot yet tell a child compiled away from one folded into its parent",
 }

@@ -295,6 +295,48 @@ def _recursion_limit_kept() -> Iterator[None]:
         sys.setrecursionlimit(limit)
 
 
+def _held_entries(root: nn.Module) -> int:
+    """How many compiled versions dynamo already holds for ``root``'s ``forward`` in this process
+    (every ``torch.compile`` of a model of this class with any backend, every fxprof profile)."""
+    try:
+        from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+
+        return len(_debug_get_cache_entry_list(type(root).forward.__code__))
+    except Exception:  # pragma: no cover - a release without it
+        return 0
+
+
+@contextlib.contextmanager
+def room_to_compile(root: nn.Module) -> Iterator[None]:
+    """Dynamo's recompile limits raised, while fxprof compiles and runs, by the compiled versions
+    ``root``'s ``forward`` already holds. Dynamo counts every version of a code object against
+    ``torch._dynamo.config.recompile_limit`` (8), whatever backend made it, so a model profiled
+    late in a process (its class compiled before by the user, by other profiles, by eager
+    dynamo captures) got fxprof's compile refused: dynamo ran the model as plain Python and
+    compiled mode had no graph (issue 31 g). Those versions can never serve fxprof's backend;
+    its compile is a first compile, not a recompile. Restored after (also on errors)."""
+    held = _held_entries(root)
+    config = getattr(getattr(torch, "_dynamo", None), "config", None)
+    if not held or config is None or not hasattr(config, "recompile_limit"):
+        yield
+        return
+    patches = {"recompile_limit": config.recompile_limit + held}
+    if hasattr(config, "accumulated_recompile_limit"):
+        patches["accumulated_recompile_limit"] = config.accumulated_recompile_limit + held
+    with config.patch(patches):
+        yield
+
+
+def no_graph_message(root: nn.Module, then: str) -> str:
+    """Why compiled mode has nothing to time, when dynamo compiled no graph of ``root``."""
+    held = _held_entries(root)
+    limit = getattr(getattr(getattr(torch, "_dynamo", None), "config", None), "recompile_limit", None)
+    why = (f"; dynamo holds {held} compiled versions of {type(root).__name__}.forward in this process (its recompile "
+           f"limit is {limit}): torch._dynamo.reset() clears them" if limit and held >= limit else
+           " (is its forward disabled for dynamo, or torch.compiler.set_stance('force_eager') in effect?)")
+    return f"torch.compile compiled no graph of this model: dynamo ran it as plain Python{why}. There are no kernels to time; {then}"
+
+
 def _dynamo_graph_breaks() -> int | None:
     """Dynamo's running count of graph breaks (``torch._dynamo.utils.counters``), or None."""
     try:
@@ -443,14 +485,14 @@ def profile_compiled(model: nn.Module, args: tuple, kwargs: dict, compile: Any, 
         return compiled(*a, **k)
 
     breaks_before = _dynamo_graph_breaks()
-    with _recursion_limit_kept(), preserved_buffers(root), _inductor_settings(), _catch_trace() as caught, grad:
+    with _recursion_limit_kept(), room_to_compile(root), preserved_buffers(root), _inductor_settings(), \
+            _catch_trace() as caught, grad:
         t0 = time.perf_counter()
         call()
         sync()
         compile_s = time.perf_counter() - t0
         if not session.order:
-            raise TraceError("torch.compile compiled no graph of this model (dynamo ran it as plain Python): "
-                             "there are no kernels to time; profile it eagerly instead")
+            raise TraceError(no_graph_message(root, "profile it eagerly instead"))
         compiled_first = len(session.order)
         breaks = _dynamo_graph_breaks()
         described["graph_breaks"] = None if breaks is None or breaks_before is None else breaks - breaks_before

@@ -33,8 +33,10 @@ from ..core.profile import Profile
 from .bridge import events_from_kineto, kineto_quiet
 from .capture import Capture
 from .compiled import (RUN_RANGE, CompiledSession, _build, _dynamo_graph_breaks, _inductor_settings, _kernels,
-                       _read_compiled, _recursion_limit_kept, _TraceCatcher, run_range, spans_from_events)
+                       _read_compiled, _recursion_limit_kept, _TraceCatcher, no_graph_message, room_to_compile,
+                       run_range, spans_from_events)
 from ..errors import TraceError
+from .profiler_cost import calibrate
 from .recorder import Recorder
 
 __all__ = ["LoopCompiledCapture"]
@@ -75,7 +77,7 @@ class LoopCompiledCapture(Capture):
         breaks_before = _dynamo_graph_breaks() if first else None
         logger.addHandler(self.catcher)
         try:
-            with _recursion_limit_kept(), _inductor_settings():
+            with _recursion_limit_kept(), room_to_compile(self.root), _inductor_settings():
                 t0 = time.perf_counter()
                 out = self.compiled(*args, **kwargs)
                 if first:
@@ -86,8 +88,7 @@ class LoopCompiledCapture(Capture):
             logger.removeHandler(self.catcher)
         if first:
             if not self.graphs.order:
-                raise TraceError("torch.compile compiled no graph of this model (dynamo ran it as plain Python): there are "
-                                 "no kernels to time; profile it eagerly instead (fxprof.session(model._orig_mod))")
+                raise TraceError(no_graph_message(self.root, "profile it eagerly instead (fxprof.session(model._orig_mod))"))
             self.compiled_first = len(self.graphs.order)
             breaks = _dynamo_graph_breaks()
             self.described["graph_breaks"] = None if breaks is None or breaks_before is None else breaks - breaks_before
@@ -127,7 +128,9 @@ class LoopCompiledCapture(Capture):
     def build(self, meta: dict[str, Any], name: str | None) -> Profile:
         """The cycle's profile: the kernel calls inside its timed runs (the profiler stops here)."""
         events = self._stop()
-        spans, runs = spans_from_events(events, device=self.on_cuda)
+        if self.graphs.profiler_cost is None:  # the profiler's own cost per event, once per session
+            self.graphs.profiler_cost = calibrate(self.on_cuda)
+        spans, runs = spans_from_events(events, device=self.on_cuda, cost=self.graphs.profiler_cost)
         if not spans:
             raise TraceError(f"torch.profiler recorded no kernel call inside the compiled graphs' calls in {len(runs)} "
                              f"timed run(s): torch {torch.__version__} may name those ranges differently")

@@ -466,17 +466,9 @@ def spans_from_events(events: list[Event], device: bool = False,
 def profile_compiled(model: nn.Module, args: tuple, kwargs: dict, compile: Any, warmup: int, iters: int,
                      no_grad: bool, name: str | None, meta_base: dict[str, Any]) -> Profile:
     """Compile (or take the compiled) ``model``, time its kernels, return a Profile of them."""
-    if is_compiled(model):
-        root, backend, described = _read_compiled(model)
-    else:
-        options = compile_options(compile)
-        user = torch.compile(model, **options)
-        root, backend, described = _read_compiled(user)
-        described["mode"] = options.get("mode") or "default"
-    session = CompiledSession(root, backend)
+    root, described, session, compiled = compiled_program(model, compile)
     on_cuda = any(t.is_cuda for t in [*root.parameters(), *root.buffers()]) or any(
         isinstance(a, torch.Tensor) and a.is_cuda for a in (*args, *kwargs.values()))
-    compiled = torch.compile(root, backend=session, dynamic=described["dynamic"], fullgraph=described["fullgraph"])
     grad = torch.no_grad() if no_grad else contextlib.nullcontext()
     sync = torch.cuda.synchronize if on_cuda else (lambda: None)
 
@@ -484,18 +476,10 @@ def profile_compiled(model: nn.Module, args: tuple, kwargs: dict, compile: Any, 
         a, k = fresh if fresh is not None else clone_tensors((args, kwargs))
         return compiled(*a, **k)
 
-    breaks_before = _dynamo_graph_breaks()
     with _recursion_limit_kept(), room_to_compile(root), preserved_buffers(root), _inductor_settings(), \
             _catch_trace() as caught, grad:
-        t0 = time.perf_counter()
-        call()
-        sync()
-        compile_s = time.perf_counter() - t0
-        if not session.order:
-            raise TraceError(no_graph_message(root, "profile it eagerly instead"))
-        compiled_first = len(session.order)
-        breaks = _dynamo_graph_breaks()
-        described["graph_breaks"] = None if breaks is None or breaks_before is None else breaks - breaks_before
+        _, compile_s, compiled_first = first_call(root, session, described, lambda: (call(), sync())[0],
+                                                  "profile it eagerly instead")
         caught.phase = "warmup"
         for _ in range(warmup):
             call()
@@ -504,6 +488,50 @@ def profile_compiled(model: nn.Module, args: tuple, kwargs: dict, compile: Any, 
         session.profiler_cost = calibrate(on_cuda)  # the profiler's own cost per event, taken out of the rows
         plain, events = _interleaved_runs(call, sync, iters, args, kwargs, on_cuda)
         described["recompile_reasons"] = [{"graph": g, "reason": r, "during": p} for g, r, p in caught.recompiles]
+    return profile_from_events(root, session, caught, events, on_cuda, plain, compile_s, described, compiled_first,
+                               meta_base, name)
+
+
+def compiled_program(model: nn.Module, compile: Any = True) -> tuple[nn.Module, dict[str, Any], "CompiledSession", Any]:
+    """The program to time, for compiled mode and sessions alike: ``(root, described, session,
+    compiled)``. ``model`` is an ``OptimizedModule`` (its backend and options kept) or an eager
+    module compiled with the ``compile=`` options; ``compiled`` is the original module compiled
+    again with :class:`CompiledSession` in front of the user's backend."""
+    if is_compiled(model):
+        root, backend, described = _read_compiled(model)
+    else:
+        options = compile_options(compile)
+        user = torch.compile(model, **options)
+        root, backend, described = _read_compiled(user)
+        described["mode"] = options.get("mode") or "default"
+    session = CompiledSession(root, backend)
+    compiled = torch.compile(root, backend=session, dynamic=described["dynamic"], fullgraph=described["fullgraph"])
+    return root, described, session, compiled
+
+
+def first_call(root: nn.Module, session: "CompiledSession", described: dict[str, Any], call: Any,
+               then: str) -> tuple[Any, float, int]:
+    """The first call, which compiles (under fxprof's settings, entered by the caller):
+    ``(its output, compile seconds, graphs compiled)``; dynamo's graph breaks of it go to
+    ``described["graph_breaks"]``. Raises TraceError when dynamo compiled no graph (``then``:
+    what to do instead)."""
+    before = _dynamo_graph_breaks()
+    t0 = time.perf_counter()
+    out = call()
+    compile_s = time.perf_counter() - t0
+    if not session.order:
+        raise TraceError(no_graph_message(root, then))
+    after = _dynamo_graph_breaks()
+    described["graph_breaks"] = None if after is None or before is None else after - before
+    return out, compile_s, len(session.order)
+
+
+def profile_from_events(root: nn.Module, session: "CompiledSession", caught: _TraceCatcher, events: list[Event],
+                        on_cuda: bool, plain: list[float], compile_s: float, described: dict[str, Any],
+                        compiled_first: int, meta: dict[str, Any], name: str | None) -> Profile:
+    """The profile of the recorded runs (``fxprof::run`` ranges in ``events``): kernels from
+    inductor's code and provenance (``caught``), break sites dynamo reported for frames without
+    a graph, spans with the profiler's own cost taken out; compiled mode and sessions alike."""
     session.reported_breaks(caught.breaks)
     spans, runs = spans_from_events(events, device=on_cuda, cost=session.profiler_cost)
     if not spans:
@@ -519,7 +547,7 @@ def profile_compiled(model: nn.Module, args: tuple, kwargs: dict, compile: Any, 
             "nothing), so fxprof cannot say what the compiled program runs; profile it eagerly with "
             "capture='dynamo'"
         )
-    return _build(root, session, kernels, spans, runs, plain, compile_s, described, compiled_first, meta_base, name)
+    return _build(root, session, kernels, spans, runs, plain, compile_s, described, compiled_first, meta, name)
 
 
 #: untimed calls before each timed one (unprofiled and profiled) in compiled mode's cycles: the first

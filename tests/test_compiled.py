@@ -510,3 +510,55 @@ def test_library_kernels_of_a_cuda_graph_replay_are_charged_to_their_extern_call
     rows, names = unmatched_nodes([Span("0/0", 0, conv, 0.0, 1.0), Span("0/0", 0, spans[4].name, 0.0, 1.0)], set())
     assert [r.name for r in rows] == ["unmatched_" + conv[:48].rstrip("_"), "unmatched_Kernel2"]
     assert all(len(r.name) <= 60 for r in rows) and rows[0].raw_name == conv
+
+
+class _Late(nn.Module):
+    """A class of its own: its forward's dynamo cache holds only what the test below puts there."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+
+    def forward(self, x):
+        return self.lin(x).relu()
+
+
+def test_a_model_compiled_many_times_before_still_profiles_compiled(inductor_cache):
+    """Issue 31 (g): late in a long process, a model's forward already holds dynamo's limit of
+    compiled versions (the user's compiles, other profiles, eager dynamo captures: every backend
+    counts). fxprof's compile was then refused (dynamo ran the model as plain Python: "compiled
+    no graph"), in fxprof.profile and in a session alike; now it compiles, and the limit is
+    back as it was after."""
+    import torch._dynamo
+    from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+
+    torch.manual_seed(0)
+    model, x = _Late().eval(), torch.randn(2, 8)
+    limit = torch._dynamo.config.recompile_limit
+    for _ in range(limit):  # earlier compiles of this class in the process, each with a backend of its own
+        torch.compile(model, backend=lambda gm, inputs: gm.forward)(x)
+    assert len(_debug_get_cache_entry_list(_Late.forward.__code__)) >= limit
+    with torch.no_grad():
+        prof = fxprof.profile(torch.compile(model), x, warmup=1, iters=2)
+        assert prof.meta["capture"] == "compiled" and (prof.df["op"] == "extern").any()
+        compiled = torch.compile(model)
+        with fxprof.session(compiled, schedule=fxprof.schedule(warmup=1, active=2)) as s:
+            for _ in range(3):
+                out = compiled(x)
+                s.step()
+    assert s.profiles and (s.profiles[-1].df["op"] == "extern").any()
+    assert torch.allclose(out, model(x))
+    assert torch._dynamo.config.recompile_limit == limit
+
+
+def test_no_graph_says_why_when_the_recompile_limit_is_reached():
+    import torch._dynamo
+    from fxprof.measure.compiled import no_graph_message
+
+    model = _Late()
+    message = no_graph_message(model, "profile it eagerly instead")
+    assert "compiled no graph" in message and message.endswith("profile it eagerly instead")
+    with torch._dynamo.config.patch(recompile_limit=1):
+        torch.compile(model, backend=lambda gm, inputs: gm.forward)(torch.randn(1, 8))
+        message = no_graph_message(model, "profile it eagerly instead")
+    assert "_Late.forward" in message and "recompile limit is 1" in message and "torch._dynamo.reset()" in message

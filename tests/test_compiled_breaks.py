@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 
+import pandas as pd
 import pytest
 import torch
 from torch import nn
@@ -140,6 +141,49 @@ def test_profiler_ranges_cut_into_kernels_overhead_breaks_and_entry():
     assert sum(got.values()) + 56 + 11 == 426
 
 
+def test_the_profilers_own_cost_is_taken_out_of_the_span_holding_each_event():
+    """The run above with a nested aten call in the first addmm, and a cost of 1 us an op event
+    and 2 us a range: each event's cost leaves the span of the time holding it (its parent's
+    own time), and what left is kept, so spans + kernels + what was taken = the run."""
+    from fxprof.measure.compiled import RUN_RANGE, spans_from_events
+    from fxprof.measure.compiled_breaks import OUTSIDE_SPAN, OVERHEAD_SPAN, TAIL_SPAN
+    from fxprof.measure.profiler_cost import PROFILER_SPAN, ProfilerCost
+
+    us = 1000
+    laid = [(RUN_RANGE, 0, 426), ("TorchDynamo Cache Lookup", 80, 98), ("Torch-Compiled Region: 0/0", 100, 342),
+            ("Pregraph bytecode", 116, 121), ("AOTDispatcher Runtime Wrapper Prologue", 137, 141),
+            ("## Call CompiledFxGraph abc ##", 150, 228), ("aten::addmm", 169, 225), ("aten::copy_", 170, 175),
+            ("aten::sum", 240, 250),
+            ("TorchDynamo Cache Lookup", 270, 282), ("Torch-Compiled Region: 1/0", 283, 340),
+            ("Pregraph bytecode", 289, 292), ("## Call CompiledFxGraph def ##", 310, 335), ("aten::addmm", 322, 333)]
+    events = [Event(n, "range" if n == RUN_RANGE else "other", a * us, b * us, thread=1) for n, a, b in laid]
+    cost = ProfilerCost(op_us=1.0, range_us=2.0)
+    assert cost.of("aten::addmm") == 0.001 and cost.of("Pregraph bytecode") == 0.002 and cost.of(RUN_RANGE) == 0.002
+    spans, runs = spans_from_events(events, cost=cost)
+    got = {(s.graph, s.name): round(s.duration_ms * 1000, 6) for s in spans if not s.name.startswith("fxprof::part:")}
+    # the first addmm less its nested copy_ (1); the second has nothing nested
+    assert got[("0/0", "aten::addmm")] == 56 - 1 and got[("1/0", "aten::addmm")] == 11
+    # 0/0's head held Pregraph, the prologue, the call (ranges, 2 each) and the addmm (op, 1)
+    assert got[("0/0", OVERHEAD_SPAN)] == 18 + 128 - 56 - 7
+    # its tail held the eager sum (1), the resume's lookup and region 1/0 (2 each)
+    assert got[("0/0", TAIL_SPAN)] == (342 - 228) - (340 - 283) - 5
+    assert got[("1/0", OVERHEAD_SPAN)] == (335 - 283) - 11 - 5 and got[("1/0", TAIL_SPAN)] == 340 - 335
+    # outside: the run's range, the first lookup and region 0/0 (2 each)
+    assert got[("", OUTSIDE_SPAN)] == 426 - 18 - 242 - 6
+    taken = sum(round(s.duration_ms * 1000, 6) for s in spans if s.name == PROFILER_SPAN)
+    assert taken == 1 + 7 + 5 + 5 + 6
+    assert sum(v for k, v in got.items() if k[1] != PROFILER_SPAN) + taken == 426 == (runs[0][1] - runs[0][0]) / us
+
+
+def test_the_calibration_measures_an_op_and_a_range():
+    from fxprof.measure.profiler_cost import calibrate
+
+    cost = calibrate()
+    # a recorded event costs something and less than 50 us on any machine this runs on
+    assert 0 < cost.op_us < 50 and 0 < cost.range_us < 50, cost
+    assert set(cost.as_dict()) >= {"op_us", "range_us", "probe_events"}
+
+
 # ---------------------------------------------------------------- compiled
 def test_a_print_break_is_a_row_with_place_reason_and_time(print_run):
     prof, model, _, _ = print_run
@@ -155,7 +199,7 @@ def test_a_print_break_is_a_row_with_place_reason_and_time(print_run):
     assert row["calls_per_run"] == 2.0 and row["median_ms"] > 0
     entry = prof.meta["compiled"]["breaks"][0]
     assert (entry["reason"], entry["line"], entry["scope"], entry["count"]) == ("print", line, "inner", 2.0)
-    assert entry["file"].endswith("test_compiled_breaks.py") and entry["median_ms"] == pytest.approx(row["median_ms"], rel=1e-5)
+    assert entry["file"].endswith("test_compiled_breaks.py") and entry["median_ms"] == pytest.approx(row["median_ms"], abs=1e-6)  # meta rounds to 6 decimals
     # one overhead row per compiled graph, and the wrapper's call
     parts = prof.meta["compiled"]["overhead_parts"]
     # graph ids count on over the process's compiles (other tests' first): the graphs of this profile's rows
@@ -171,7 +215,10 @@ def test_rows_add_up_to_the_profiled_run(print_run):
     samples = prof.samples
     per_run = samples.groupby("run")["time_ms"].sum()
     totals = prof.runs.set_index("run")["total_ms"]
-    assert ((per_run - totals).abs() < 1e-6 + 1e-3 * totals).all()  # every moment of a run is in one row
+    # every moment of a run is in one row, or in the profiler's own cost taken out of them
+    taken = prof.meta["compiled"]["profiler_cost"]["per_run_ms"]
+    assert len(taken) == len(totals) and all(v > 0 for v in taken)
+    assert ((per_run + pd.Series(taken, index=per_run.index) - totals).abs() < 1e-5 + 1e-3 * totals).all()
     own, n = own_run_ms(prof.meta)
     assert own > 0 and n == prof.num_runs  # rows against it: tests/benchmarks/compiled_breaks.py (load-dependent)
 
@@ -183,6 +230,7 @@ def test_header_names_the_break_and_the_shares(print_run):
     assert f"graph breaks: 1 (print at test_compiled_breaks.py:{_line_of(Inner, 'print(')} x2 a run" in line
     assert "of the compiled run); kernels" in line and "overhead" in line
     assert "its rows (kernels, graph breaks" in text and "all rows" in text
+    assert "profiler's own cost: " in text and "taken out of the rows" in text
 
 
 def test_breaks_sit_under_their_block_in_groups_compare_and_files(print_run, tmp_path):
@@ -248,7 +296,8 @@ def test_hf_bert_compiled_has_overhead_rows_and_no_break(inductor_cache):
     # the machine's load (tests/benchmarks/compiled_breaks.py prints it), so it is not asserted here
     per_run = prof.samples.groupby("run")["time_ms"].sum()
     totals = prof.runs.set_index("run")["total_ms"]
-    assert ((per_run - totals).abs() < 1e-6 + 1e-3 * totals).all()
+    taken = pd.Series(prof.meta["compiled"]["profiler_cost"]["per_run_ms"], index=per_run.index)
+    assert ((per_run + taken - totals).abs() < 1e-5 + 1e-3 * totals).all()
 
 
 @pytest.mark.slow

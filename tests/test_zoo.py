@@ -36,9 +36,6 @@ FAST = {"resnet18"}
 
 KNOWN: dict[tuple[str, str], str] = {
     # still failing with every branch merged (docs/zoo.md says why)
-    ("hf_bert", "g"): "after other test files' compiles in one long pytest process, the session's torch.compile of BERT "
-                      "sometimes compiles no graph (dynamo runs it as plain Python; fxprof says so); passes in a fresh "
-                      "process (the zoo script, pytest -n): not yet understood",
 }
 
 _RUNS: dict[str, zoo.Run] = {}

@@ -48,12 +48,13 @@ from ..core.nodes import NodeInfo
 from ..core.profile import Profile
 from ..errors import TraceError
 from ..vocab import COMPILE_MODES
-from .bridge import Event, events_from_kineto, kineto_quiet
-from .capture import _Resolver
+from .bridge import Event, events_from_kineto, kineto_quiet, profiler_running
 from .compiled_memory import memory_devices, record_memory_run, with_memory
+from .capture import _Resolver
 from .compiled_breaks import (break_site, describe_breaks, frame_nodes, frame_spans, recompile_reason,
                               reported_site)
 from .graph import describe_graph, module_kinds
+from .profiler_cost import PROFILER_SPAN, ProfilerCost, calibrate
 from .state import preserved_buffers
 from .tree import clone_tensors
 
@@ -237,6 +238,10 @@ class CompiledSession:
         self.breaks: dict[str, Any] = {}
         #: per graph, the median ms a run of each part of its overhead torch's ranges name
         self.overhead_parts: dict[str, dict[str, float]] = {}
+        #: the profiler's own cost per event (calibrated before the timed runs), and per run what
+        #: was taken out of the rows (ms)
+        self.profiler_cost: ProfilerCost | None = None
+        self.profiler_ms: list[float] = []
 
     def __call__(self, gm: fx.GraphModule, example_inputs: list) -> Any:
         graph = _compile_id()
@@ -289,6 +294,48 @@ def _recursion_limit_kept() -> Iterator[None]:
         yield
     finally:
         sys.setrecursionlimit(limit)
+
+
+def _held_entries(root: nn.Module) -> int:
+    """How many compiled versions dynamo already holds for ``root``'s ``forward`` in this process
+    (every ``torch.compile`` of a model of this class with any backend, every fxprof profile)."""
+    try:
+        from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+
+        return len(_debug_get_cache_entry_list(type(root).forward.__code__))
+    except Exception:  # pragma: no cover - a release without it
+        return 0
+
+
+@contextlib.contextmanager
+def room_to_compile(root: nn.Module) -> Iterator[None]:
+    """Dynamo's recompile limits raised, while fxprof compiles and runs, by the compiled versions
+    ``root``'s ``forward`` already holds. Dynamo counts every version of a code object against
+    ``torch._dynamo.config.recompile_limit`` (8), whatever backend made it, so a model profiled
+    late in a process (its class compiled before by the user, by other profiles, by eager
+    dynamo captures) got fxprof's compile refused: dynamo ran the model as plain Python and
+    compiled mode had no graph (issue 31 g). Those versions can never serve fxprof's backend;
+    its compile is a first compile, not a recompile. Restored after (also on errors)."""
+    held = _held_entries(root)
+    config = getattr(getattr(torch, "_dynamo", None), "config", None)
+    if not held or config is None or not hasattr(config, "recompile_limit"):
+        yield
+        return
+    patches = {"recompile_limit": config.recompile_limit + held}
+    if hasattr(config, "accumulated_recompile_limit"):
+        patches["accumulated_recompile_limit"] = config.accumulated_recompile_limit + held
+    with config.patch(patches):
+        yield
+
+
+def no_graph_message(root: nn.Module, then: str) -> str:
+    """Why compiled mode has nothing to time, when dynamo compiled no graph of ``root``."""
+    held = _held_entries(root)
+    limit = getattr(getattr(getattr(torch, "_dynamo", None), "config", None), "recompile_limit", None)
+    why = (f"; dynamo holds {held} compiled versions of {type(root).__name__}.forward in this process (its recompile "
+           f"limit is {limit}): torch._dynamo.reset() clears them" if limit and held >= limit else
+           " (is its forward disabled for dynamo, or torch.compiler.set_stance('force_eager') in effect?)")
+    return f"torch.compile compiled no graph of this model: dynamo ran it as plain Python{why}. There are no kernels to time; {then}"
 
 
 def _dynamo_graph_breaks() -> int | None:
@@ -344,7 +391,8 @@ def _kernels(graph: str, code: str, provenance: dict[str, Any]) -> list[Kernel]:
     return out
 
 
-def spans_from_events(events: list[Event], device: bool = False) -> tuple[list[Span], list[tuple[int, int]]]:
+def spans_from_events(events: list[Event], device: bool = False,
+                      cost: ProfilerCost | None = None) -> tuple[list[Span], list[tuple[int, int]]]:
     """Kernel calls from the profiler's events: ``(spans, runs)``, runs as ``(start_ns, end_ns)``
     of each ``fxprof::run`` range in order.
 
@@ -356,6 +404,10 @@ def spans_from_events(events: list[Event], device: bool = False) -> tuple[list[S
     activity, its time the device's: a kernel is named as launched (a Triton kernel by its
     name); the host event directly inside the call that launched it (by correlation id) names
     an extern op's kernels, which are summed into one span per op call.
+
+    ``cost``: the profiler's own cost per event (:mod:`fxprof.measure.profiler_cost`), taken out
+    of the span holding each event (on the CPU, an extern op's nested aten calls out of its
+    span), what was taken kept per run as a :data:`~fxprof.measure.profiler_cost.PROFILER_SPAN`.
     """
     runs = sorted((e.start_ns, e.end_ns, e.thread) for e in events if e.name == RUN_RANGE)
     host = sorted((e for e in events if e.kind in ("other", "range", "runtime") and e.device_type == "CPU"),
@@ -366,6 +418,7 @@ def spans_from_events(events: list[Event], device: bool = False) -> tuple[list[S
             if e.kind == "device" and e.correlation:
                 by_corr.setdefault(e.correlation, []).append(e)
     spans: list[Span] = []
+    removed: dict[int, float] = {}  # run -> profiler cost taken out of its kernel spans (ms)
     calls: dict[tuple[int, str], int] = {}
     for run, (r0, r1, thread) in enumerate(runs):
         inside = [e for e in host if e.thread == thread and e.start_ns >= r0 and e.end_ns <= r1 and e.name != RUN_RANGE]
@@ -383,8 +436,16 @@ def spans_from_events(events: list[Event], device: bool = False) -> tuple[list[S
                 if not direct or e.start_ns >= direct[-1].end_ns:
                     direct.append(e)
             if not device:
-                spans.extend(Span(graph, run, e.name, (e.start_ns - r0) / 1e6, (e.end_ns - e.start_ns) / 1e6, index)
-                             for e in direct if e.kind != "runtime")
+                for e in direct:
+                    if e.kind == "runtime":
+                        continue
+                    ms = (e.end_ns - e.start_ns) / 1e6
+                    if cost is not None:  # the profiler's cost of the events nested in it (an extern op's aten calls)
+                        taken = min(ms, sum(cost.of(c.name) for c in children
+                                            if e.start_ns <= c.start_ns and c.end_ns <= e.end_ns and c is not e))
+                        ms -= taken
+                        removed[run] = removed.get(run, 0.0) + taken
+                    spans.append(Span(graph, run, e.name, (e.start_ns - r0) / 1e6, ms, index))
                 continue
             for parent in direct:
                 launches = [e for e in children if e.kind == "runtime" and parent.start_ns <= e.start_ns <= parent.end_ns]
@@ -398,13 +459,48 @@ def spans_from_events(events: list[Event], device: bool = False) -> tuple[list[S
                     start = min(d.start_ns for d in work)
                     spans.append(Span(graph, run, parent.name, (start - r0) / 1e6,
                                       sum(d.end_ns - d.start_ns for d in work) / 1e6, index))
-    spans.extend(frame_spans(events, RUN_RANGE, device))  # the time outside the kernels (graph breaks, overhead)
+    spans.extend(Span("", run, PROFILER_SPAN, 0.0, ms, 0) for run, ms in sorted(removed.items()))
+    spans.extend(frame_spans(events, RUN_RANGE, device, cost))  # the time outside the kernels (graph breaks, overhead)
     return spans, [(r0, r1) for r0, r1, _ in runs]
 
 
 def profile_compiled(model: nn.Module, args: tuple, kwargs: dict, compile: Any, warmup: int, iters: int,
                      no_grad: bool, name: str | None, meta_base: dict[str, Any], memory: bool = True) -> Profile:
     """Compile (or take the compiled) ``model``, time its kernels, return a Profile of them."""
+    root, described, session, compiled = compiled_program(model, compile)
+    on_cuda = any(t.is_cuda for t in [*root.parameters(), *root.buffers()]) or any(
+        isinstance(a, torch.Tensor) and a.is_cuda for a in (*args, *kwargs.values()))
+    grad = torch.no_grad() if no_grad else contextlib.nullcontext()
+    sync = torch.cuda.synchronize if on_cuda else (lambda: None)
+
+    def call(fresh: tuple | None = None) -> Any:
+        a, k = fresh if fresh is not None else clone_tensors((args, kwargs))
+        return compiled(*a, **k)
+
+    outer = profiler_running()  # the caller's own torch.profiler: no memory run
+    with _recursion_limit_kept(), room_to_compile(root), preserved_buffers(root), _inductor_settings(), \
+            _catch_trace() as caught, grad:
+        _, compile_s, compiled_first = first_call(root, session, described, lambda: (call(), sync())[0],
+                                                  "profile it eagerly instead")
+        caught.phase = "warmup"
+        for _ in range(warmup):
+            call()
+            sync()
+        caught.phase = "timed"
+        session.profiler_cost = calibrate(on_cuda)  # the profiler's own cost per event, taken out of the rows
+        plain, events = _interleaved_runs(call, sync, iters, args, kwargs, on_cuda)
+        recorded = record_memory_run(call, sync, lambda: clone_tensors((args, kwargs)), root, memory_devices(root, args, kwargs),
+                                     meta_base, RUN_RANGE, outer) if memory else None  # untimed: memory per kernel
+        described["recompile_reasons"] = [{"graph": g, "reason": r, "during": p} for g, r, p in caught.recompiles]
+    return profile_from_events(root, session, caught, events, on_cuda, plain, compile_s, described, compiled_first,
+                               meta_base, name, recorded)
+
+
+def compiled_program(model: nn.Module, compile: Any = True) -> tuple[nn.Module, dict[str, Any], "CompiledSession", Any]:
+    """The program to time, for compiled mode and sessions alike: ``(root, described, session,
+    compiled)``. ``model`` is an ``OptimizedModule`` (its backend and options kept) or an eager
+    module compiled with the ``compile=`` options; ``compiled`` is the original module compiled
+    again with :class:`CompiledSession` in front of the user's backend."""
     if is_compiled(model):
         root, backend, described = _read_compiled(model)
     else:
@@ -413,40 +509,35 @@ def profile_compiled(model: nn.Module, args: tuple, kwargs: dict, compile: Any, 
         root, backend, described = _read_compiled(user)
         described["mode"] = options.get("mode") or "default"
     session = CompiledSession(root, backend)
-    on_cuda = any(t.is_cuda for t in [*root.parameters(), *root.buffers()]) or any(
-        isinstance(a, torch.Tensor) and a.is_cuda for a in (*args, *kwargs.values()))
     compiled = torch.compile(root, backend=session, dynamic=described["dynamic"], fullgraph=described["fullgraph"])
-    grad = torch.no_grad() if no_grad else contextlib.nullcontext()
-    sync = torch.cuda.synchronize if on_cuda else (lambda: None)
+    return root, described, session, compiled
 
-    def call(fresh: tuple | None = None) -> Any:
-        a, k = fresh if fresh is not None else clone_tensors((args, kwargs))
-        return compiled(*a, **k)
 
-    breaks_before = _dynamo_graph_breaks()
-    outer = torch._C._autograd._profiler_enabled()  # the caller's own torch.profiler: no memory run
-    with _recursion_limit_kept(), preserved_buffers(root), _inductor_settings(), _catch_trace() as caught, grad:
-        t0 = time.perf_counter()
-        call()
-        sync()
-        compile_s = time.perf_counter() - t0
-        if not session.order:
-            raise TraceError("torch.compile compiled no graph of this model (dynamo ran it as plain Python): "
-                             "there are no kernels to time; profile it eagerly instead")
-        compiled_first = len(session.order)
-        breaks = _dynamo_graph_breaks()
-        described["graph_breaks"] = None if breaks is None or breaks_before is None else breaks - breaks_before
-        caught.phase = "warmup"
-        for _ in range(warmup):
-            call()
-            sync()
-        caught.phase = "timed"
-        plain, events = _interleaved_runs(call, sync, iters, args, kwargs, on_cuda)
-        recorded = record_memory_run(call, sync, lambda: clone_tensors((args, kwargs)), root, memory_devices(root, args, kwargs),
-                                     meta_base, RUN_RANGE, outer) if memory else None  # untimed: memory per kernel
-        described["recompile_reasons"] = [{"graph": g, "reason": r, "during": p} for g, r, p in caught.recompiles]
+def first_call(root: nn.Module, session: "CompiledSession", described: dict[str, Any], call: Any,
+               then: str) -> tuple[Any, float, int]:
+    """The first call, which compiles (under fxprof's settings, entered by the caller):
+    ``(its output, compile seconds, graphs compiled)``; dynamo's graph breaks of it go to
+    ``described["graph_breaks"]``. Raises TraceError when dynamo compiled no graph (``then``:
+    what to do instead)."""
+    before = _dynamo_graph_breaks()
+    t0 = time.perf_counter()
+    out = call()
+    compile_s = time.perf_counter() - t0
+    if not session.order:
+        raise TraceError(no_graph_message(root, then))
+    after = _dynamo_graph_breaks()
+    described["graph_breaks"] = None if after is None or before is None else after - before
+    return out, compile_s, len(session.order)
+
+
+def profile_from_events(root: nn.Module, session: "CompiledSession", caught: _TraceCatcher, events: list[Event],
+                        on_cuda: bool, plain: list[float], compile_s: float, described: dict[str, Any],
+                        compiled_first: int, meta: dict[str, Any], name: str | None, recorded: Any = None) -> Profile:
+    """The profile of the recorded runs (``fxprof::run`` ranges in ``events``): kernels from
+    inductor's code and provenance (``caught``), break sites dynamo reported for frames without
+    a graph, spans with the profiler's own cost taken out; compiled mode and sessions alike."""
     session.reported_breaks(caught.breaks)
-    spans, runs = spans_from_events(events, device=on_cuda)
+    spans, runs = spans_from_events(events, device=on_cuda, cost=session.profiler_cost)
     if not spans:
         raise TraceError(
             f"torch.profiler recorded no kernel call inside the compiled graphs' calls ('{_CALL} ...' ranges) in "
@@ -460,17 +551,40 @@ def profile_compiled(model: nn.Module, args: tuple, kwargs: dict, compile: Any, 
             "nothing), so fxprof cannot say what the compiled program runs; profile it eagerly with "
             "capture='dynamo'"
         )
-    profile = _build(root, session, kernels, spans, runs, plain, compile_s, described, compiled_first, meta_base, name)
-    return with_memory(profile, recorded, kernels, RUN_RANGE)
+    profile = _build(root, session, kernels, spans, runs, plain, compile_s, described, compiled_first, meta, name)
+    return with_memory(profile, recorded, kernels, RUN_RANGE)  # memory per kernel, when a memory run was recorded
+
+
+#: untimed calls before each timed one (unprofiled and profiled) in compiled mode's cycles: the first
+#: calls after torch.profiler stops or starts run cold (its trace processing evicts the model's data
+#: and code from the caches): on a 0.04 ms compiled model (2 Linears, 1 thread) the first call after
+#: the profiler stopped took 0.11 ms, the third 0.04 ms, as in a loop without the profiler; the
+#: first recorded call 0.14 ms, the fourth 0.07 ms (docs/performance.md section 11)
+SETTLE_CALLS = 2
+
+
+def run_range() -> Any:
+    """The ``fxprof::run`` range around a timed run: ``_RecordFunctionFast`` (C++ enter and exit,
+    about 1 us under the profiler) where torch has it. ``torch.profiler.record_function`` put
+    10-25 us of its own Python inside every run (its exit resolves
+    ``torch.ops.profiler._record_function_exit`` before the range ends): the largest part of
+    the ``compiled_entry`` row of a toy model."""
+    fast = getattr(getattr(torch._C, "_profiler", None), "_RecordFunctionFast", None)
+    if fast is None:  # pragma: no cover - an old release
+        from torch.profiler import record_function
+
+        return record_function(RUN_RANGE)
+    return fast(RUN_RANGE)
 
 
 def _interleaved_runs(call: Any, sync: Any, iters: int, args: tuple, kwargs: dict, on_cuda: bool) -> tuple[list[float], list[Event]]:
-    """``iters`` cycles of three calls, on ``torch.profiler``'s own schedule (wait 1, warm-up 1,
-    active 1): the waiting call runs with the profiler off, timed by the host clock (the
-    compiled model's own run time); the warm-up call lets the profiler start; the active call
-    is recorded, in an ``fxprof::run`` range. Interleaved, a drift of the machine reaches the
-    unprofiled and the profiled runs alike. Returns the unprofiled times (ms) and the events."""
-    from torch.profiler import ProfilerActivity, profile, record_function, schedule
+    """``iters`` cycles on ``torch.profiler``'s own schedule (wait 1, warm-up 1, active 1): while
+    waiting, the model runs with the profiler off, :data:`SETTLE_CALLS` untimed calls then one
+    timed by the host clock (the compiled model's own run time); the warm-up call lets the
+    profiler start; while active, :data:`SETTLE_CALLS` calls outside every run, then the run,
+    in an ``fxprof::run`` range. Interleaved, a drift of the machine reaches the unprofiled and
+    the profiled runs alike. Returns the unprofiled times (ms) and the events."""
+    from torch.profiler import ProfilerActivity, profile, schedule
 
     events: list[Event] = []
 
@@ -492,6 +606,9 @@ def _interleaved_runs(call: Any, sync: Any, iters: int, args: tuple, kwargs: dic
         raise
     try:
         for _ in range(iters):
+            for _ in range(SETTLE_CALLS):  # the first calls after the profiler stopped run cold
+                call()
+            sync()
             fresh = clone_tensors((args, kwargs))
             t0 = time.perf_counter_ns()
             call(fresh)
@@ -503,8 +620,11 @@ def _interleaved_runs(call: Any, sync: Any, iters: int, args: tuple, kwargs: dic
             sync()
             with kineto_quiet():
                 prof.step()  # -> active
+            for _ in range(SETTLE_CALLS):  # recorded, outside every run: the first calls after the start run cold
+                call()
+            sync()
             fresh = clone_tensors((args, kwargs))  # outside the run's range
-            with record_function(RUN_RANGE):
+            with run_range():
                 call(fresh)
                 sync()
             with kineto_quiet():

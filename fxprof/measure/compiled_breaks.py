@@ -179,7 +179,53 @@ def _tree(events: list[Event]) -> dict[int, int]:
     return parent
 
 
-def frame_spans(events: Iterable[Event], run_range: str, device: bool = False) -> list[Span]:
+def _profiler_costs(inside: list[Event], parent: dict[int, int], children: dict[int, list[int]], cost: Any,
+                    device: bool) -> tuple[dict[int, float], dict[int, float], float]:
+    """The profiler's cost (ns) of the events of one run, charged to the time holding each
+    event (its parent's own time): per region, before the end of its graph's call (head) and
+    after it (tail); outside every region. Events inside a graph's call are a kernel's (taken
+    out of the kernel spans by ``spans_from_events``) or the call's own (head, on the CPU);
+    events inside a cache lookup are left (the lookup holds none)."""
+    cut: dict[int, int] = {}
+    for i, e in enumerate(inside):
+        if _REGION.match(e.name):
+            calls = [k for k in children.get(i, []) if inside[k].name.startswith(_CALL)]
+            cut[i] = max((inside[k].end_ns for k in calls), default=e.start_ns)
+    head: dict[int, float] = {}
+    tail: dict[int, float] = {}
+    outside = 0.0
+
+    def owner(p: int, t: int) -> tuple[str, int] | None:
+        while True:
+            if p < 0:
+                return ("outside", -1)
+            name = inside[p].name
+            if p in cut:
+                return ("head" if t < cut[p] else "tail", p)
+            if name == LOOKUP:
+                return None
+            if name.startswith(_CALL):
+                if device:
+                    return None
+                t = inside[p].start_ns  # the call's own time is its region's head
+            elif parent[p] >= 0 and inside[parent[p]].name.startswith(_CALL):
+                return None  # inside a kernel: its span's
+            p = parent[p]
+
+    for j, e in enumerate(inside):
+        slot = owner(parent[j], e.start_ns)
+        if slot is None:
+            continue
+        ns = cost.of(e.name) * 1e6
+        if slot[0] == "outside":
+            outside += ns
+        else:
+            bucket = head if slot[0] == "head" else tail
+            bucket[slot[1]] = bucket.get(slot[1], 0.0) + ns
+    return head, tail, outside
+
+
+def frame_spans(events: Iterable[Event], run_range: str, device: bool = False, cost: Any = None) -> list[Span]:
     """The compiled program's time outside its kernels in each run (see the module's doc), as
     spans: per region occurrence of a graph, :data:`OVERHEAD_SPAN` (from the region's start to
     the end of its graph's call, with the top-level cache lookup before it, less the kernels
@@ -188,7 +234,12 @@ def frame_spans(events: Iterable[Event], run_range: str, device: bool = False) -
     epilogue); per run one :data:`OUTSIDE_SPAN` (graph ""): the time outside every top-level
     cache lookup and compiled region. On the CPU the kernels are the events directly inside a
     graph's call, and the call's own time beyond them is overhead; with ``device``, kernels
-    are device time, and a call's host time counts to no span here."""
+    are device time, and a call's host time counts to no span here.
+
+    ``cost`` (a :class:`~fxprof.measure.profiler_cost.ProfilerCost`): the profiler's own cost
+    of each event is taken out of the span holding it (the run's range counted outside every
+    region); what was taken is one ``PROFILER_SPAN`` per run."""
+    from .profiler_cost import PROFILER_SPAN
     events = list(events)
     runs = sorted((e.start_ns, e.end_ns, e.thread) for e in events if e.name == run_range)
     host = sorted((e for e in events if e.kind in ("other", "range", "runtime") and e.device_type == "CPU"),
@@ -210,6 +261,11 @@ def frame_spans(events: Iterable[Event], run_range: str, device: bool = False) -
         children: dict[int, list[int]] = {}
         for i in range(len(inside)):
             children.setdefault(parent[i], []).append(i)
+        head_cost, tail_cost, outside_cost = (_profiler_costs(inside, parent, children, cost, device) if cost is not None
+                                              else ({}, {}, 0.0))
+        if cost is not None:
+            outside_cost += cost.of(run_range) * 1e6  # the run's own range
+        taken_ns = 0.0
         counted_ns = 0
         occurrence: dict[str, int] = {}
         last_lookup: dict[int, int] = {}  # parent -> the latest cache lookup under it so far
@@ -248,8 +304,10 @@ def frame_spans(events: Iterable[Event], run_range: str, device: bool = False) -
                                      if inside[c].kind != "runtime")
             before = sum(inside[k].end_ns - inside[k].start_ns for k in nested if inside[k].start_ns < cut)
             after = sum(inside[k].end_ns - inside[k].start_ns for k in nested if inside[k].start_ns >= cut)
-            head_ns = (cut - e.start_ns) - before - kernel_ns + lookup_ns
-            tail_ns = (e.end_ns - cut) - after
+            head_ns = max((cut - e.start_ns) - before - kernel_ns + lookup_ns, 0)
+            tail_ns = max((e.end_ns - cut) - after, 0)
+            took = min(head_cost.get(i, 0.0), head_ns), min(tail_cost.get(i, 0.0), tail_ns)
+            head_ns, tail_ns, taken_ns = head_ns - took[0], tail_ns - took[1], taken_ns + took[0] + took[1]
             spans.append(Span(graph, run, OVERHEAD_SPAN, (e.start_ns - r0) / 1e6, max(head_ns, 0) / 1e6, index))
             spans.append(Span(graph, run, TAIL_SPAN, (cut - r0) / 1e6, max(tail_ns, 0) / 1e6, index))
             # the overhead's parts torch's ranges name (meta only; they lie inside the overhead span)
@@ -261,7 +319,11 @@ def frame_spans(events: Iterable[Event], run_range: str, device: bool = False) -
                 named["generated call()'s own Python"] = sum(inside[k].end_ns - inside[k].start_ns for k in calls) - kernel_ns
             spans.extend(Span(graph, run, PART_PREFIX + part, (e.start_ns - r0) / 1e6, ns / 1e6, index)
                          for part, ns in named.items())
-        spans.append(Span("", run, OUTSIDE_SPAN, 0.0, ((r1 - r0) - counted_ns) / 1e6, 0))
+        outside_ns = max((r1 - r0) - counted_ns, 0)
+        took_outside = min(outside_cost, outside_ns)
+        spans.append(Span("", run, OUTSIDE_SPAN, 0.0, (outside_ns - took_outside) / 1e6, 0))
+        if cost is not None:
+            spans.append(Span("", run, PROFILER_SPAN, 0.0, (taken_ns + took_outside) / 1e6, 0))
     return spans
 
 
@@ -299,6 +361,13 @@ def frame_nodes(session: Any, spans: Iterable[Span], taken: set[str], module_typ
         middle = len(values) // 2
         median = values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2
         session.overhead_parts.setdefault(graph, {})[part] = round(median, 6)
+    from .profiler_cost import PROFILER_SPAN
+
+    removed: dict[int, float] = {}  # run -> the profiler's cost taken out of its rows
+    for s in spans:
+        if s.name == PROFILER_SPAN:
+            removed[s.run] = removed.get(s.run, 0.0) + s.duration_ms
+    session.profiler_ms = [removed[r] for r in sorted(removed)]
     spans = [s for s in spans if s.name in FRAME_SPANS]
     outside: dict[int, float] = {}
     seen = list(dict.fromkeys(s.graph for s in spans if s.name != OUTSIDE_SPAN))
@@ -367,5 +436,11 @@ def describe_breaks(profile: Any, session: Any, outside: list[float]) -> None:
     # per graph, the parts of its overhead torch's ranges name (median ms a run; the rest of the row is
     # the region's Python between them)
     compiled["overhead_parts"] = dict(getattr(session, "overhead_parts", {}) or {})
+    # the profiler's own cost taken out of the rows (issue 33): per event, and per run what was taken
+    cost = getattr(session, "profiler_cost", None)
+    taken = list(getattr(session, "profiler_ms", []) or [])
+    if cost is not None and taken:
+        compiled["profiler_cost"] = {**cost.as_dict(), "median_ms": round(float(np.median(taken)), 6),
+                                     "per_run_ms": [round(v, 6) for v in taken]}
     # dynamo's counter misses some breaks (a data-dependent branch): the graphs that end in one count too
     compiled["graph_breaks"] = max(int(compiled.get("graph_breaks") or 0), len(session.breaks))

@@ -50,7 +50,7 @@ import torch
 from ..core.breaks import BREAK, OVERHEAD
 from ..core.compiled import UNMATCHED, Span, charge_spans
 from ..core.memory import CATEGORIES
-from .bridge import UNKNOWN_BLOCK_LINE, Event, events_from_kineto, kineto_quiet
+from .bridge import UNKNOWN_BLOCK_LINE, Event, events_from_kineto, kineto_quiet, profiler_running
 from .memory import _device_key, _held
 
 __all__ = ["CompiledMemory", "record_memory_run", "charge_memory", "with_memory", "memory_devices", "Charged"]
@@ -83,7 +83,7 @@ def record_memory_run(call: Callable[[tuple | None], Any], sync: Callable[[], No
     from torch._C._profiler import _EventType
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    if outer or torch._C._autograd._profiler_enabled():
+    if outer or profiler_running():
         meta["notes"] = meta.get("notes", []) + [SKIPPED_NOTE]
         return None
     on_cuda = any(d.type == "cuda" for d in devices)

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import time
 import warnings
 from typing import Any
 
@@ -32,9 +31,9 @@ from ..core.nodes import NodeInfo
 from ..core.profile import Profile
 from .bridge import events_from_kineto, kineto_quiet
 from .capture import Capture
-from .compiled import (RUN_RANGE, CompiledSession, _build, _dynamo_graph_breaks, _inductor_settings, _kernels,
-                       _read_compiled, _recursion_limit_kept, _TraceCatcher, spans_from_events)
-from ..errors import TraceError
+from .compiled import (_inductor_settings, _recursion_limit_kept, _TraceCatcher, compiled_program, first_call,
+                       profile_from_events, room_to_compile, run_range)
+from .profiler_cost import calibrate
 from .recorder import Recorder
 
 __all__ = ["LoopCompiledCapture"]
@@ -48,12 +47,8 @@ class LoopCompiledCapture(Capture):
     def __init__(self, optimized: nn.Module):
         super().__init__("a torch.compile'd model: the compiled program's kernels, timed by torch.profiler in each timed "
                          "step and charged to the eager nodes they compute (as compiled mode)")
-        root, backend, described = _read_compiled(optimized)
-        self.root = root
-        self.described = described
-        self.graphs = CompiledSession(root, backend)
-        self.compiled = torch.compile(root, backend=self.graphs, dynamic=described["dynamic"],
-                                      fullgraph=described["fullgraph"])
+        self.root, self.described, self.graphs, self.compiled = compiled_program(optimized)
+        root = self.root
         self.catcher = _TraceCatcher()
         self.compile_s = 0.0
         self.compiled_first: int | None = None
@@ -71,27 +66,18 @@ class LoopCompiledCapture(Capture):
 
     def _call(self, args: tuple, kwargs: dict) -> Any:
         logger = logging.getLogger("torch.__trace")
-        first = self.compiled_first is None
-        breaks_before = _dynamo_graph_breaks() if first else None
         logger.addHandler(self.catcher)
         try:
-            with _recursion_limit_kept(), _inductor_settings():
-                t0 = time.perf_counter()
-                out = self.compiled(*args, **kwargs)
-                if first:
-                    if self.on_cuda:
-                        torch.cuda.synchronize()
-                    self.compile_s = time.perf_counter() - t0
+            with _recursion_limit_kept(), room_to_compile(self.root), _inductor_settings():
+                if self.compiled_first is not None:
+                    return self.compiled(*args, **kwargs)
+                sync = torch.cuda.synchronize if self.on_cuda else (lambda: None)
+                out, self.compile_s, self.compiled_first = first_call(
+                    self.root, self.graphs, self.described, lambda: (self.compiled(*args, **kwargs), sync())[0],
+                    "profile it eagerly instead (fxprof.session(model._orig_mod))")
+                return out
         finally:
             logger.removeHandler(self.catcher)
-        if first:
-            if not self.graphs.order:
-                raise TraceError("torch.compile compiled no graph of this model (dynamo ran it as plain Python): there are "
-                                 "no kernels to time; profile it eagerly instead (fxprof.session(model._orig_mod))")
-            self.compiled_first = len(self.graphs.order)
-            breaks = _dynamo_graph_breaks()
-            self.described["graph_breaks"] = None if breaks is None or breaks_before is None else breaks - breaks_before
-        return out
 
     def run(self, recorder: Recorder, args: tuple, kwargs: dict) -> Any:
         """An untimed call (warm-up; the first one compiles)."""
@@ -99,11 +85,9 @@ class LoopCompiledCapture(Capture):
 
     def run_timed(self, recorder: Recorder, args: tuple, kwargs: dict) -> Any:
         """A timed call: recorded by ``torch.profiler`` in an ``fxprof::run`` range."""
-        from torch.profiler import record_function
-
         if self._profiler is None:
             self._start()
-        with recorder.run(), record_function(RUN_RANGE):
+        with recorder.run(), run_range():
             out = self._call(args, kwargs)
             if self.on_cuda:
                 torch.cuda.synchronize()
@@ -129,14 +113,10 @@ class LoopCompiledCapture(Capture):
     def build(self, meta: dict[str, Any], name: str | None) -> Profile:
         """The cycle's profile: the kernel calls inside its timed runs (the profiler stops here)."""
         events = self._stop()
-        spans, runs = spans_from_events(events, device=self.on_cuda)
-        if not spans:
-            raise TraceError(f"torch.profiler recorded no kernel call inside the compiled graphs' calls in {len(runs)} "
-                             f"timed run(s): torch {torch.__version__} may name those ranges differently")
-        kernels = [k for g in self.graphs.order
-                   for k in _kernels(g, self.catcher.code.get(g, ""), self.catcher.provenance.get(g, {}))]
-        profile = _build(self.root, self.graphs, kernels, spans, runs, [], self.compile_s, dict(self.described),
-                         self.compiled_first or 0, meta, name)
+        if self.graphs.profiler_cost is None:  # the profiler's own cost per event, once per session
+            self.graphs.profiler_cost = calibrate(self.on_cuda)
+        profile = profile_from_events(self.root, self.graphs, self.catcher, events, self.on_cuda, [], self.compile_s,
+                                      dict(self.described), self.compiled_first or 0, meta, name)
         profile.meta["capture_reason"] = self.reason
         profile.meta.setdefault("notes", []).append(
             "a session of a compiled model times the compiled program's forward kernels in each timed step (as compiled "

@@ -10,6 +10,10 @@ entry decides *which* program a request means, in this order:
               :class:`~fxprof.measure.loop_compiled.LoopCompiledCapture`; ``fxprof.profile`` runs
               :func:`fxprof.measure.compiled.profile_compiled_model` (compiled mode times whole runs
               with ``torch.profiler``, not node by node), which :func:`wants_compiled` tells it to.
+              Both build the program with :func:`fxprof.measure.compiled.compiled_program`, compile
+              it with :func:`~fxprof.measure.compiled.first_call` and make the profile with
+              :func:`~fxprof.measure.compiled.profile_from_events`; what differs is who drives the
+              runs (compiled mode's profiler cycles with unprofiled runs between, or the loop).
 ``training``  ``backward=True``: forward and backward graphs from AOTAutograd
               (:mod:`fxprof.measure.training`; in a loop :mod:`fxprof.measure.loop_training`).
 ``eager``     the model's graphs (:func:`fxprof.measure.capture.capture_model`: symbolic tracing,

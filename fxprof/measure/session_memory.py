@@ -35,7 +35,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from .bridge import UNKNOWN_BLOCK_LINE, kineto_quiet
+from .bridge import UNKNOWN_BLOCK_LINE, kineto_quiet, profiler_running
 from .memory import MemoryRecording
 from .recorder import Recorder
 from .timers import tensor_devices
@@ -76,7 +76,7 @@ class StepMemory:
         """A warm-up step begins: record its allocations until :meth:`close`."""
         if not self.enabled or self._recording is not None:
             return
-        if torch._C._autograd._profiler_enabled():
+        if profiler_running():
             note = ("memory not measured: torch.profiler was already running around the session's warm-up steps "
                     "(profilers do not nest)")
             if note not in self._notes:

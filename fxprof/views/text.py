@@ -147,7 +147,8 @@ def compiled_run_lines(profile: "Profile") -> list[str]:
     lines = [
         f"run: median {format_ms(med)} (IQR {format_ms(q75 - q25)}) over {len(totals)} profiled runs; "
         + (f"its rows (kernels, graph breaks, the compiled program's own Python) account for {profile.coverage * 100:.1f}% "
-           f"of it (coverage)" if framed else
+           f"of it (coverage)" + (", the profiler's own cost the rest" if (profile.meta.get("compiled") or {}).get("profiler_cost")
+                                  else "") if framed else
            f"kernels account for {profile.coverage * 100:.1f}% of it (coverage), the rest is the compiled program's own "
            f"Python (guards, wrappers, allocations) and the profiler's")
     ]
@@ -159,7 +160,8 @@ def compiled_run_lines(profile: "Profile") -> list[str]:
             f"kernels: {format_ms(kernel_ms)} a run (median over the runs of their summed times), "
             f"{kernel_ms / plain * 100:.1f}% of the compiled model's own median run time ({format_ms(plain)}, "
             f"{count} unprofiled runs)"
-            + (f"; all rows {all_ms / plain * 100:.1f}% of it (the profiler's own cost is in them)" if framed else "")
+            + (f"; all rows {all_ms / plain * 100:.1f}% of it" + ("" if (profile.meta.get("compiled") or {}).get("profiler_cost")
+                                                                 else " (the profiler's own cost is in them)") if framed else "")
         )
     lines.extend(breaks_lines(profile, plain))
     return lines

@@ -21,7 +21,11 @@ SMALL = ["--input", "1x3x32x32", "--warmup", "0", "--iters", "2"]
 
 def run(*args: str, entry: str = "module") -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "fxprof", *args] if entry == "module" else [FXPROF, *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    # no COLUMNS: tables fit no width unless a test asks; an explicit environment also keeps out one
+    # left in the C environment (unseen by os.environ) under pytest-xdist, which made a
+    # module-scoped run fit its header to 80 columns and another not
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL, env=env)
 
 
 @pytest.fixture(scope="module")

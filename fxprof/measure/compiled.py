@@ -552,7 +552,7 @@ def profile_from_events(root: nn.Module, session: "CompiledSession", caught: _Tr
             "capture='dynamo'"
         )
     profile = _build(root, session, kernels, spans, runs, plain, compile_s, described, compiled_first, meta, name)
-    return with_memory(profile, recorded, kernels, RUN_RANGE)  # memory per kernel, when a memory run was recorded
+    return with_memory(profile, recorded, kernels, RUN_RANGE, spans_from_events)  # memory per kernel, when recorded
 
 
 #: untimed calls before each timed one (unprofiled and profiled) in compiled mode's cycles: the first

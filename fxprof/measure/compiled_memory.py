@@ -327,12 +327,12 @@ def memory_devices(root: torch.nn.Module, args: tuple, kwargs: dict) -> list[tor
     return sorted(found, key=lambda d: d.index or 0) or [torch.device("cpu")]
 
 
-def with_memory(profile: Any, recorded: CompiledMemory | None, kernels: list[Any], run_range: str) -> Any:
+def with_memory(profile: Any, recorded: CompiledMemory | None, kernels: list[Any], run_range: str,
+                spans_of: Any = None) -> Any:
     """``profile`` (compiled mode's, from :func:`fxprof.measure.compiled._build`) with the
     memory columns of ``recorded`` and ``meta["memory"]``; as it was when nothing was recorded
     or nothing could be charged."""
     from ..core.profile import Profile
-    from .compiled import spans_from_events
 
     if recorded is None:
         return profile
@@ -341,7 +341,7 @@ def with_memory(profile: Any, recorded: CompiledMemory | None, kernels: list[Any
     if not runs:
         return profile
     r0, r1, thread = runs[0]
-    spans, _ = spans_from_events(events, device=False)
+    spans, _ = spans_of(events, device=False)  # fxprof.measure.compiled.spans_from_events (passed in: no import circle)
     spans = [s for s in spans if not s.name.startswith("fxprof::")]
     charged, unmatched = charge_spans(kernels, spans)
     nodes = profile.nodes

@@ -328,7 +328,7 @@ def comparability(a: ProfileOrTable, b: ProfileOrTable, diff: pd.DataFrame | Non
     if a.meta.get("peaks") and b.meta.get("peaks"):  # both have roofs: their roof_pct and headroom differ with them
         roofs = peaks_differ(a.meta["peaks"], b.meta["peaks"])
         if roofs:
-            problems.append(f"peaks: {roofs} (roof_pct and headroom_ms are against different roofs)")
+            problems.append(f"peaks: {roofs}")  # the sentence says roof_pct and headroom_ms are against different roofs
     return problems
 
 

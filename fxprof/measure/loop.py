@@ -201,7 +201,8 @@ def _same_program(meta: dict[str, Any], own: OwnRuns, one_run: Any) -> dict[str,
         return {**meta, "notes": meta.get("notes", []) + [
             "aten-op comparison skipped: torch.profiler was already running around fxprof.profile (profilers do not nest)"]}
     try:
-        eager = count_aten_ops(own.call)
+        own.call()  # warm, as the captured program is: a first call compiles what the model compiles lazily
+        eager = count_aten_ops(own.call)  # (a torch.compile'd submodule's compile-time ops counted as the model's)
     except Exception as exc:  # the model's own forward cannot run here: no own runs, no comparison
         own.failed = f"{type(exc).__name__}: {str(exc).strip()[:200]}"
         return meta

@@ -351,3 +351,12 @@ def test_backward_inside_no_grad_profiles_the_step_and_inside_inference_mode_say
         with pytest.raises(ValueError, match=r"inside torch.inference_mode\(\), where no gradient can be computed") as info:
             fxprof.profile(model, x, backward=True, warmup=1, iters=2, anatomy=False)
     assert "frozen" not in str(info.value)
+
+
+def test_the_header_says_why_a_training_step_has_no_fidelity_figure(resnet_step):
+    """No own run beside a training step's (its loss and optimizer are the user's loop): the
+    header says so and where the figure is, instead of leaving the fidelity line out."""
+    prof = resnet_step["prof"]
+    assert "own_runs_ms" not in prof.meta
+    lines = [line for line in prof.summary().splitlines() if line.startswith("fidelity:")]
+    assert len(lines) == 1 and "not measured for a training step" in lines[0] and "fxprof.session" in lines[0]

@@ -23,6 +23,10 @@ def profile_fidelity(profile: "Profile") -> Fidelity | None:
     return fidelity(profile.meta, profile.kept_totals(), profile.df["median_ms"].tolist())
 
 
+#: a training step's fidelity line: fxprof runs no step of its own beside the profiled ones
+TRAINING_LINE = ("fidelity: not measured for a training step (its own run is your loop's, with its loss and "
+                 "optimizer): profile the loop itself with fxprof.session(model, backward=True) for its eager steps' times")
+
 #: kernels below this share of the run: the run is host-bound, and the header says so
 HOST_BOUND_SHARE = 0.8
 
@@ -49,6 +53,10 @@ def fidelity_lines(profile: "Profile") -> list[str]:
     to do when a GPU profile is over :data:`GPU_RATIO_LIMIT`; then :func:`kernel_line`."""
     found = profile_fidelity(profile)
     if found is None:
+        meta = profile.meta
+        if meta.get("backward") and not meta.get("session") and meta.get("mode") != "isolated" and profile.num_runs:
+            # said, not left out silently: a training step's own run is the user's loop (loss, optimizer)
+            return [TRAINING_LINE] + kernel_line(profile)
         return kernel_line(profile)
     whose = "the compiled model's own" if profile.meta.get("capture") == "compiled" else "the model's own"
     where = ("at the loop's eager steps" if profile.meta.get("session") else

@@ -92,12 +92,14 @@ def measure(captured: Capture, call_args: tuple, call_kwargs: dict[str, Any], ti
             bar.phase(f"compiling ({captured.kind})")
             one_run()  # dynamo compiles on the first call: never part of warm-up or timing
             bar.step()
+        if own is not None and plan.mode == "timed":  # same program, or said: once per capture
+            # before the warm-up: the first calls after torch.profiler stops run cold (its trace
+            # processing evicts the model's data and code), and the warm-up runs then settle them
+            meta = _same_program(meta, own, one_run)
         bar.phase("warm-up", plan.warmup)
         # under torch.distributed the ranks agree on when warm-up by time ends (equal run counts)
         agree_more = (lambda more: ranks.agree(more, every=False)) if ranks is not None else None
         meta["warmup_runs"] = _warm_up(one_run, plan.warmup, plan.warmup_ms, bar.step, agree_more)
-        if own is not None and plan.mode == "timed":  # same program, or said: once per capture
-            meta = _same_program(meta, own, one_run)
         recorder.reset()
         captured.start_timing()
         records: dict[str, dict[str, Any]] = {}

@@ -66,9 +66,10 @@ def test_interrupt_with_dynamo_keeps_completed_runs():
         @torch._dynamo.disable  # runs as plain Python on every call, with no guard on the count
         def tick(self):
             self.calls += 1
-            # compile run, one warm-up, the dispatch check (one eager forward, one captured run), the model's own
-            # forward before timed run 0, timed runs 0 and 1, then stop in the own forward before timed run 2
-            if self.calls == 1 + 1 + 2 + 1 + 2 + 1:
+            # compile run, the dispatch check (a warming eager forward, one counted, one captured run), one
+            # warm-up, the own runs' settling call and the model's own forward before timed run 0, timed runs
+            # 0 and 1, then stop in the own forward before timed run 2
+            if self.calls == 1 + 3 + 1 + 2 + 2 + 1:
                 raise KeyboardInterrupt
 
         def forward(self, x):

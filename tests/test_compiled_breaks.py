@@ -175,6 +175,53 @@ def test_the_profilers_own_cost_is_taken_out_of_the_span_holding_each_event():
     assert sum(v for k, v in got.items() if k[1] != PROFILER_SPAN) + taken == 426 == (runs[0][1] - runs[0][0]) / us
 
 
+def test_a_scaled_cost_leaves_the_kernels_nested_events_at_the_probes_figure():
+    """The same run with the events outside the kernels at 3x (what ``in_situ`` sets when the
+    profiled runs' excess is above the probes' figures): the region's events cost 3x, the aten
+    call nested in the first addmm stays at 1x, and spans + what was taken still = the run."""
+    from fxprof.measure.compiled import RUN_RANGE, spans_from_events
+    from fxprof.measure.compiled_breaks import OVERHEAD_SPAN
+    from fxprof.measure.profiler_cost import PROFILER_SPAN, ProfilerCost
+
+    us = 1000
+    laid = [(RUN_RANGE, 0, 426), ("TorchDynamo Cache Lookup", 80, 98), ("Torch-Compiled Region: 0/0", 100, 342),
+            ("Pregraph bytecode", 116, 121), ("AOTDispatcher Runtime Wrapper Prologue", 137, 141),
+            ("## Call CompiledFxGraph abc ##", 150, 228), ("aten::addmm", 169, 225), ("aten::copy_", 170, 175)]
+    events = [Event(n, "range" if n == RUN_RANGE else "other", a * us, b * us, thread=1) for n, a, b in laid]
+    cost = ProfilerCost(op_us=1.0, range_us=2.0, scale=3.0, nested_scale=1.0)
+    assert cost.of("aten::copy_") == pytest.approx(0.003) and cost.of("aten::copy_", nested=True) == pytest.approx(0.001)
+    spans, runs = spans_from_events(events, cost=cost)
+    got = {(s.graph, s.name): round(s.duration_ms * 1000, 6) for s in spans if not s.name.startswith("fxprof::part:")}
+    assert got[("0/0", "aten::addmm")] == 56 - 1  # its nested copy_ at the probes' 1 us
+    assert got[("0/0", OVERHEAD_SPAN)] == 18 + 128 - 56 - 3 * 7  # Pregraph, prologue, call (2 each), addmm (1): x3
+    taken = sum(round(s.duration_ms * 1000, 6) for s in spans if s.name == PROFILER_SPAN)
+    assert sum(v for k, v in got.items() if k[1] != PROFILER_SPAN) + taken == pytest.approx(426)
+
+
+def test_in_situ_scale_from_the_profiled_runs_excess():
+    """The profiler's whole cost a run = the profiled runs' median less the unprofiled runs'.
+    Above the probes' figures, the rest is the compiled program's Python's (the nested events
+    kept at 1x); below, both scale alike; far outside, the factor is held and says so."""
+    from fxprof.measure.profiler_cost import MAX_SCALE, MIN_SCALE, ProfilerCost, in_situ
+
+    probe = ProfilerCost(op_us=0.4, range_us=0.8)
+    plain = [0.050, 0.051, 0.049]
+    # excess 0.030 ms; nested 0.004, outside 0.010: (0.030 - 0.004) / 0.010 = 2.6 outside, 1 nested
+    above = in_situ(probe, [0.080, 0.081, 0.079], plain, [0.010] * 3, [0.004] * 3)
+    assert above.scale == pytest.approx(2.6) and above.nested_scale == 1.0 and above.measured == pytest.approx(2.6)
+    assert above.op_us == 0.4 and "2.60x for the events outside the kernels" in above.scale_reason
+    assert above.as_dict()["scale"] == 2.6 and above.as_dict()["measured_scale"] == 2.6
+    # excess 0.007 ms against 0.014 taken: every event at half the probes' figure
+    below = in_situ(probe, [0.057] * 3, plain, [0.010] * 3, [0.004] * 3)
+    assert below.scale == below.nested_scale == pytest.approx(0.5) and "for all events" in below.scale_reason
+    # a run profiled 10x slower than its own is not the profiler's alone: held, and said
+    far = in_situ(probe, [0.500] * 3, plain, [0.010] * 3, [0.004] * 3)
+    assert far.scale == MAX_SCALE and far.measured > MAX_SCALE and "held to" in far.scale_reason
+    assert in_situ(probe, [0.040] * 3, plain, [0.010] * 3, [0.004] * 3).scale == MIN_SCALE
+    # nothing to measure against (a session, no unprofiled runs): the probes' figures
+    assert in_situ(probe, [0.080], [], [0.010], [0.004]) == probe
+
+
 def test_the_calibration_measures_an_op_and_a_range():
     from fxprof.measure.profiler_cost import calibrate
 
@@ -231,6 +278,10 @@ def test_header_names_the_break_and_the_shares(print_run):
     assert "of the compiled run); kernels" in line and "overhead" in line
     assert "its rows (kernels, graph breaks" in text and "all rows" in text
     assert "profiler's own cost: " in text and "taken out of the rows" in text
+    # the factor the model's runs gave the probes' figures (compiled mode on the CPU measures it)
+    cost = prof.meta["compiled"]["profiler_cost"]
+    assert cost["measured_scale"] != 0 and cost["scale_reason"].startswith("the profiled runs' median exceeds")
+    assert f"x{cost['scale']:.2f}" in text
 
 
 def test_breaks_sit_under_their_block_in_groups_compare_and_files(print_run, tmp_path):

@@ -54,7 +54,7 @@ from .capture import _Resolver
 from .compiled_breaks import (break_site, describe_breaks, frame_nodes, frame_spans, recompile_reason,
                               reported_site)
 from .graph import describe_graph, module_kinds
-from .profiler_cost import PROFILER_SPAN, ProfilerCost, calibrate
+from .profiler_cost import PROFILER_SPAN, ProfilerCost, calibrate, in_situ
 from .state import preserved_buffers
 from .tree import clone_tensors
 
@@ -441,7 +441,7 @@ def spans_from_events(events: list[Event], device: bool = False,
                         continue
                     ms = (e.end_ns - e.start_ns) / 1e6
                     if cost is not None:  # the profiler's cost of the events nested in it (an extern op's aten calls)
-                        taken = min(ms, sum(cost.of(c.name) for c in children
+                        taken = min(ms, sum(cost.of(c.name, nested=True) for c in children
                                             if e.start_ns <= c.start_ns and c.end_ns <= e.end_ns and c is not e))
                         ms -= taken
                         removed[run] = removed.get(run, 0.0) + taken
@@ -459,7 +459,7 @@ def spans_from_events(events: list[Event], device: bool = False,
                     start = min(d.start_ns for d in work)
                     spans.append(Span(graph, run, parent.name, (start - r0) / 1e6,
                                       sum(d.end_ns - d.start_ns for d in work) / 1e6, index))
-    spans.extend(Span("", run, PROFILER_SPAN, 0.0, ms, 0) for run, ms in sorted(removed.items()))
+    spans.extend(Span(KERNEL_COST, run, PROFILER_SPAN, 0.0, ms, 0) for run, ms in sorted(removed.items()))
     spans.extend(frame_spans(events, RUN_RANGE, device, cost))  # the time outside the kernels (graph breaks, overhead)
     return spans, [(r0, r1) for r0, r1, _ in runs]
 
@@ -538,6 +538,13 @@ def profile_from_events(root: nn.Module, session: "CompiledSession", caught: _Tr
     a graph, spans with the profiler's own cost taken out; compiled mode and sessions alike."""
     session.reported_breaks(caught.breaks)
     spans, runs = spans_from_events(events, device=on_cuda, cost=session.profiler_cost)
+    if plain and not on_cuda and session.profiler_cost is not None:  # the event's cost in this model's runs
+        nested, framed = _taken_per_run(spans)
+        scaled = in_situ(session.profiler_cost, [(r1 - r0) / 1e6 for r0, r1 in runs], plain, framed, nested)
+        if scaled != session.profiler_cost:
+            session.profiler_cost = scaled
+            if scaled.scale != 1.0:
+                spans, runs = spans_from_events(events, device=on_cuda, cost=scaled)
     if not spans:
         raise TraceError(
             f"torch.profiler recorded no kernel call inside the compiled graphs' calls ('{_CALL} ...' ranges) in "
@@ -553,6 +560,23 @@ def profile_from_events(root: nn.Module, session: "CompiledSession", caught: _Tr
         )
     profile = _build(root, session, kernels, spans, runs, plain, compile_s, described, compiled_first, meta, name)
     return with_memory(profile, recorded, kernels, RUN_RANGE, spans_from_events)  # memory per kernel, when recorded
+
+
+#: the graph of the profiler-cost spans taken out of kernel spans (an extern op's nested aten calls)
+KERNEL_COST = "kernels"
+
+
+def _taken_per_run(spans: list[Span]) -> tuple[list[float], list[float]]:
+    """What the profiler's cost per event took out of each run's rows (ms): ``(nested in kernel
+    spans, outside the kernels)``."""
+    nested: dict[int, float] = {}
+    framed: dict[int, float] = {}
+    for s in spans:
+        if s.name == PROFILER_SPAN:
+            into = nested if s.graph == KERNEL_COST else framed
+            into[s.run] = into.get(s.run, 0.0) + s.duration_ms
+    runs = sorted(set(nested) | set(framed))
+    return [nested.get(r, 0.0) for r in runs], [framed.get(r, 0.0) for r in runs]
 
 
 #: untimed calls before each timed one (unprofiled and profiled) in compiled mode's cycles: the first

@@ -63,14 +63,26 @@ def breaks_lines(profile: "Profile", own_ms: float | None) -> list[str]:
 
 def profiler_cost_lines(compiled: dict[str, Any]) -> list[str]:
     """``profiler's own cost: 21 us a run taken out of the rows (ops 0.43 us, ranges 0.82 us an
-    event, calibrated on this machine)``: what each profiled run spent recording itself, which
-    the rows leave out (so they stand for the model's own run; rows + it = the profiled run)."""
+    event, calibrated on this machine, x2.5 outside the kernels in this model's runs)``: what each
+    profiled run spent recording itself, which the rows leave out (so they stand for the model's
+    own run; rows + it = the profiled run). The factor: how much more (or less) an event cost in
+    the model's runs than in the probes, from the profiled runs' excess over the unprofiled ones
+    (:func:`fxprof.measure.profiler_cost.in_situ`)."""
     cost = compiled.get("profiler_cost") or {}
     if cost.get("median_ms") is None:
         return []
+    scale, nested = float(cost.get("scale", 1.0)), float(cost.get("nested_scale", 1.0))
+    if "scale" not in cost:  # not measured in the runs (a session; CUDA; a profile from before)
+        where = "calibrated on this machine"
+    elif scale == nested:
+        where = f"calibrated on this machine, x{scale:.2f} in this model's runs"
+    else:
+        where = f"calibrated on this machine, x{scale:.2f} outside the kernels in this model's runs"
+    held = ", held: " + str(cost.get("measured_scale")) + "x measured" if cost.get("measured_scale") not in (None, scale) \
+        else ""
     return [f"profiler's own cost: {format_ms(float(cost['median_ms']))} a run taken out of the rows (its recording of "
-            f"each event: {cost.get('op_us', 0):.2f} us an op, {cost.get('range_us', 0):.2f} us a range, calibrated on "
-            f"this machine); rows + it = the profiled run"]
+            f"each event: {cost.get('op_us', 0):.2f} us an op, {cost.get('range_us', 0):.2f} us a range, {where}{held}); "
+            f"rows + it = the profiled run"]
 
 
 def breaks_table(profile: "Profile") -> pd.DataFrame:

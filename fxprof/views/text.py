@@ -160,11 +160,22 @@ def compiled_run_lines(profile: "Profile") -> list[str]:
             f"kernels: {format_ms(kernel_ms)} a run (median over the runs of their summed times), "
             f"{kernel_ms / plain * 100:.1f}% of the compiled model's own median run time ({format_ms(plain)}, "
             f"{count} unprofiled runs)"
-            + (f"; all rows {all_ms / plain * 100:.1f}% of it" + ("" if (profile.meta.get("compiled") or {}).get("profiler_cost")
-                                                                 else " (the profiler's own cost is in them)") if framed else "")
+            + (f"; all rows {all_ms / plain * 100:.1f}% of it" + _rows_note(profile.meta) if framed else "")
         )
     lines.extend(breaks_lines(profile, plain))
     return lines
+
+
+def _rows_note(meta: Mapping[str, Any]) -> str:
+    """What the compiled rows' share of the own run rests on: the profiler's cost left in them,
+    or measured as the profiled runs' excess over the unprofiled ones (then the share is 100% by
+    construction, unless the factor was held)."""
+    cost = (meta.get("compiled") or {}).get("profiler_cost")
+    if not cost:
+        return " (the profiler's own cost is in them)"
+    if "measured_scale" in cost and cost.get("measured_scale") == cost.get("scale"):
+        return " (the profiler's own cost taken out is the profiled runs' excess over these)"
+    return ""
 
 
 def peaks_line(peaks: Mapping[str, Any]) -> str:

@@ -79,7 +79,11 @@ def measure(name: str, iters: int) -> dict:
     return {"model": name, "graphs": prof.meta["compiled"]["graphs"], "breaks": len(prof.meta["compiled"]["breaks"]),
             "own_ms": own, "profiled_ms": profiled, "rows_ms": rows, "rows_over_own": rows / own,
             "rows_over_profiled": rows / profiled, "kernels_over_own": kernels / own, "breaks_ms": breaks,
-            "profiler_ms": (prof.meta["compiled"].get("profiler_cost") or {}).get("median_ms")}
+            "profiler_ms": (prof.meta["compiled"].get("profiler_cost") or {}).get("median_ms"),
+            # how much more an event of the compiled program's Python cost in this model's runs than in the
+            # probes (measured, then held to 1..MAX_SCALE: fxprof.measure.profiler_cost.in_situ)
+            "scale": (prof.meta["compiled"].get("profiler_cost") or {}).get("scale", 1.0),
+            "measured_scale": (prof.meta["compiled"].get("profiler_cost") or {}).get("measured_scale")}
 
 
 def _median_row(measured: list[dict]) -> dict:

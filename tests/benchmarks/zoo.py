@@ -311,8 +311,15 @@ def check_compiled_coverage(run: Run, against: str = "own") -> Check:
     if against == "profiled":  # the profiled run also holds the profiler's own cost, taken out of the rows
         rows += taken
     ratio = rows / base
+    cost = run.compiled.meta.get("compiled", {}).get("profiler_cost") or {}
+    # the factor the model's runs gave the probes' per-event figures (held to 0.25-4x): where it is
+    # not held, the rows add up to the own run by construction, and the factor is what was measured
+    factor = (f", profiler cost x{cost['scale']:.2f} of the probes'"
+              + (f" (held; measured {cost['measured_scale']:.2f})" if cost.get("measured_scale") != cost["scale"] else "")
+              if "scale" in cost else "")
     return Check(BAND[0] <= ratio <= BAND[1], f"{ratio:.2f} ({rows:.2f} / {base:.2f} ms {against} run"
-                 + (f", the profiler's own {taken:.3f} ms a run counted" if against == "profiled" and taken else "") + ")")
+                 + (f", the profiler's own {taken:.3f} ms a run counted" if against == "profiled" and taken else "")
+                 + factor + ")")
 
 
 def table_names(profile: Any, width: int | None) -> list[str]:

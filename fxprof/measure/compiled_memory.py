@@ -51,7 +51,7 @@ from ..core.breaks import BREAK, OVERHEAD
 from ..core.compiled import UNMATCHED, Span, charge_spans
 from ..core.memory import CATEGORIES
 from .bridge import UNKNOWN_BLOCK_LINE, Event, events_from_kineto, kineto_quiet, profiler_running
-from .memory import _device_key, _held
+from .memory import _held, allocations, device_keys
 
 __all__ = ["CompiledMemory", "record_memory_run", "charge_memory", "with_memory", "memory_devices", "Charged"]
 
@@ -80,14 +80,13 @@ def record_memory_run(call: Callable[[tuple | None], Any], sync: Callable[[], No
     inside a ``run_range`` range (its inputs cloned before it, outside the range). None, with a
     note in ``meta["notes"]``, under the caller's own ``torch.profiler`` (profilers do not nest;
     ``outer``: one was running when fxprof began, before compiled mode's own profiler ended it)."""
-    from torch._C._profiler import _EventType
     from torch.profiler import ProfilerActivity, profile, record_function
 
     if outer or profiler_running():
         meta["notes"] = meta.get("notes", []) + [SKIPPED_NOTE]
         return None
     on_cuda = any(d.type == "cuda" for d in devices)
-    keys = {_device_key(d) for d in devices}
+    keys = device_keys(devices)
     inputs = fresh()
     held = _held(root, inputs, None)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_cuda else [])
@@ -103,18 +102,7 @@ def record_memory_run(call: Callable[[tuple | None], Any], sync: Callable[[], No
             prof.__exit__(None, None, None)
     results = prof.profiler.kineto_results
     events = [e for e in events_from_kineto(results.events()) if e.kind != "memory"]
-    allocs: list[tuple[int, int, int]] = []
-    stack = list(results.experimental_event_tree())
-    while stack:
-        e = stack.pop()
-        if e.tag == _EventType.Allocation:
-            f = e.extra_fields
-            device = f.device
-            if (device.type, -1 if device.index is None else device.index) in keys and f.ptr:
-                allocs.append((e.start_time_ns, int(f.ptr), int(f.alloc_size)))
-            continue
-        stack.extend(e.children)
-    allocs.sort(key=lambda a: a[0])
+    allocs = allocations(results.experimental_event_tree(), keys)
     return CompiledMemory(events, allocs, held, on_cuda, time.perf_counter() - t0)
 
 

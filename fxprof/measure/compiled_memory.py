@@ -4,7 +4,7 @@ model under ``torch.profiler(profile_memory=True)``, its allocations charged to 
 The memory pass of eager profiles (:mod:`fxprof.measure.memory`) places each allocation in the
 ``fxprof::<node>`` range it happens in. A compiled program has no node ranges: its rows are the
 kernels inductor generated (their profiler ranges, or an extern op's ``aten::`` range, as the
-timed runs see them: :func:`fxprof.measure.compiled.spans_from_events`), each graph's
+timed runs see them: :func:`fxprof.measure.compiled_spans.spans_from_events`), each graph's
 ``compiled_overhead``, the graph-break rows and ``compiled_entry``. Inductor's generated
 ``call()`` allocates a kernel's buffers *between* kernels (``buf0 = empty_strided_cpu(...)``
 just before the kernel that writes it) and frees them between kernels too (``del buf0`` after
@@ -51,12 +51,12 @@ from ..core.breaks import BREAK, OVERHEAD
 from ..core.compiled import UNMATCHED, Span, charge_spans
 from ..core.memory import CATEGORIES
 from .bridge import UNKNOWN_BLOCK_LINE, Event, events_from_kineto, kineto_quiet, profiler_running
+from .compiled_spans import CALL_RANGE, spans_from_events
 from .memory import _held, allocations, device_keys
 
 __all__ = ["CompiledMemory", "record_memory_run", "charge_memory", "with_memory", "memory_devices", "Charged"]
 
 _REGION_PREFIX = "Torch-Compiled Region: "
-_CALL = "## Call CompiledFxGraph"
 SKIPPED_NOTE = ("memory pass skipped: torch.profiler was already running around fxprof.profile (profilers do not "
                 "nest); the mem_* columns are empty")
 
@@ -315,8 +315,7 @@ def memory_devices(root: torch.nn.Module, args: tuple, kwargs: dict) -> list[tor
     return sorted(found, key=lambda d: d.index or 0) or [torch.device("cpu")]
 
 
-def with_memory(profile: Any, recorded: CompiledMemory | None, kernels: list[Any], run_range: str,
-                spans_of: Any = None) -> Any:
+def with_memory(profile: Any, recorded: CompiledMemory | None, kernels: list[Any], run_range: str) -> Any:
     """``profile`` (compiled mode's, from :func:`fxprof.measure.compiled._build`) with the
     memory columns of ``recorded`` and ``meta["memory"]``; as it was when nothing was recorded
     or nothing could be charged."""
@@ -329,7 +328,7 @@ def with_memory(profile: Any, recorded: CompiledMemory | None, kernels: list[Any
     if not runs:
         return profile
     r0, r1, thread = runs[0]
-    spans, _ = spans_of(events, device=False)  # fxprof.measure.compiled.spans_from_events (passed in: no import circle)
+    spans, _ = spans_from_events(events, device=False)
     spans = [s for s in spans if not s.name.startswith("fxprof::")]
     charged, unmatched = charge_spans(kernels, spans)
     nodes = profile.nodes
@@ -355,7 +354,7 @@ def with_memory(profile: Any, recorded: CompiledMemory | None, kernels: list[Any
         if e.name.startswith(_REGION_PREFIX):
             regions.append((e.name[len(_REGION_PREFIX):].split()[0], e.start_ns, e.end_ns))
     for e in host:
-        if e.name.startswith(_CALL):
+        if e.name.startswith(CALL_RANGE):
             holding = [g for g in regions if g[1] <= e.start_ns and e.end_ns <= g[2]]
             graph = max(holding, key=lambda g: g[1])[0] if holding else "0/0"
             calls.append((graph, e.start_ns, e.end_ns))

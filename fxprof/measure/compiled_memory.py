@@ -49,10 +49,9 @@ import torch
 
 from ..core.breaks import BREAK, OVERHEAD
 from ..core.compiled import UNMATCHED, Span, charge_spans
-from ..core.memory import CATEGORIES
 from .bridge import UNKNOWN_BLOCK_LINE, Event, events_from_kineto, kineto_quiet, profiler_running
 from .compiled_spans import CALL_RANGE, spans_from_events
-from .memory import _held, allocations, device_keys
+from .memory import _held, allocations, device_keys, held_breakdown
 
 __all__ = ["CompiledMemory", "record_memory_run", "charge_memory", "with_memory", "memory_devices", "Charged"]
 
@@ -279,11 +278,7 @@ def charge_memory(kernel_spans: list[tuple[str, int, int]], calls: list[tuple[st
         else:  # between rows: the kernel that ran last
             before = [it for it in kernels_in_order if it.start <= best_t] or kernels_in_order or items
             at = max(before, key=lambda it: it.start)
-        breakdown = {c: 0 for c in CATEGORIES}
-        breakdown["parameters"] = held.get("parameters", 0)
-        breakdown["buffers"] = held.get("buffers", 0)
-        breakdown["optimizer_state"] = held.get("optimizer_state", 0)
-        breakdown["activations"] = held.get("inputs", 0)
+        breakdown = held_breakdown(held)
         for a in made:
             if a.made > best_t or (a.freed is not None and a.freed <= best_t):
                 continue

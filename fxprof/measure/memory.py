@@ -44,8 +44,8 @@ from .bridge import RANGE_PREFIX, UNKNOWN_BLOCK_LINE, kineto_quiet, profiler_run
 from .tree import tensors_in
 from ..core.memory import CATEGORIES
 
-__all__ = ["MemoryRecording", "account", "allocations", "Alloc", "CATEGORIES", "device_keys", "memory_pass", "memory_per_node",
-           "ranged_pass"]
+__all__ = ["MemoryRecording", "account", "allocations", "Alloc", "CATEGORIES", "device_keys", "held_breakdown", "memory_pass",
+           "memory_per_node", "ranged_pass"]
 
 _SAVED_PREFIX = "fxprof_saved::"
 
@@ -393,12 +393,19 @@ def _holding(candidates: list[Alloc], when: int | None) -> Alloc | None:
     return best
 
 
-def _breakdown(allocs: list[Alloc], t: int, node: int, held: dict[str, int], grads: set[int]) -> dict[str, int]:
+def held_breakdown(held: dict[str, int]) -> dict[str, int]:
+    """A peak's breakdown (every category of :data:`CATEGORIES`) before the run's own
+    allocations are added: what the run held before it began (its inputs count as activations)."""
     out = {c: 0 for c in CATEGORIES}
     out["parameters"] = held.get("parameters", 0)
     out["buffers"] = held.get("buffers", 0)
     out["optimizer_state"] = held.get("optimizer_state", 0)
     out["activations"] = held.get("inputs", 0)
+    return out
+
+
+def _breakdown(allocs: list[Alloc], t: int, node: int, held: dict[str, int], grads: set[int]) -> dict[str, int]:
+    out = held_breakdown(held)
     for a in allocs:
         if a.made > t or (a.freed is not None and a.freed <= t):
             continue

@@ -57,6 +57,19 @@ def _fresh_dynamo():
     yield
 
 
+@pytest.fixture(scope="module")
+def inductor_cache(tmp_path_factory):
+    """Inductor's compiled artifacts in a temporary folder, for the module that asks
+    (each module its own: nothing compiled in one module is found in the cache by another)."""
+    old = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(tmp_path_factory.mktemp("inductor"))
+    yield
+    if old is None:
+        os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+    else:
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = old
+
+
 @pytest.fixture(autouse=True)
 def _no_terminal_width(monkeypatch):
     monkeypatch.delenv("COLUMNS", raising=False)
@@ -163,3 +176,21 @@ class Ranged(nn.Module):
             t = t + self.mlp(t)
         with torch.profiler.record_function("head"):
             return self.head(t)
+
+
+def _passthrough(gm, example_inputs):
+    return gm
+
+
+class HoldsCompiled(nn.Module):
+    """A model holding a torch.compile'd submodule (a backend that runs the graph as it is): the
+    submodule compiles on its first call (test_scopes.py: captured with dynamo, noted;
+    test_fidelity.py: first called by the aten-op comparison)."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(8, 8)
+        self.b = torch.compile(nn.Sequential(nn.Linear(8, 8), nn.ReLU()), backend=_passthrough)
+
+    def forward(self, x):
+        return self.b(self.a(x))

@@ -199,7 +199,8 @@ def test_a_node_given_no_event_gets_no_verdict_without_the_anatomy():
 
 
 def test_a_profile_keeps_the_nodes_its_event_timer_gave_no_event():
-    from test_boundary_marks import Chain, StandInEventTimer
+    from standin_timer import StandInEventTimer
+    from test_boundary_marks import Chain
 
     prof = fxprof.profile(Chain(), torch.randn(8, 8), timer=StandInEventTimer(), warmup=1, iters=2, anatomy=False,
                           memory=False, peaks=None)

@@ -3,8 +3,6 @@ stand-in event timer that drives the real generated plan, and on a GPU with CUDA
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 import torch
@@ -15,31 +13,10 @@ import fxprof
 from fxprof import ProfilingInterpreter
 from fxprof.measure.launches import launch_check, launches_nothing
 from fxprof.measure.recorder import Recorder
-from fxprof.measure.timers import CpuTimer, Timer
+from fxprof.measure.timers import CpuTimer
 
 from conftest import requires_cuda
-
-
-class StandInEventTimer(Timer):
-    """The event timers' capability (one mark may end a node and start the next) with marks that
-    are host clock readings (ints, exact arithmetic); counts the marks of each run."""
-
-    name = "standin"
-    measures_device = True
-    boundary_marks = True
-
-    def __init__(self) -> None:
-        self.count = 0
-
-    def begin_run(self) -> None:
-        self.count = 0
-
-    def mark(self) -> int:
-        self.count += 1
-        return time.perf_counter_ns()
-
-    def elapsed_ms(self, start: int, end: int) -> float:
-        return (end - start) / 1e6
+from standin_timer import StandInEventTimer
 
 
 class Chain(nn.Module):

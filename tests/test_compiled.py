@@ -58,18 +58,6 @@ class Small(nn.Module):
 
 
 @pytest.fixture(scope="module")
-def inductor_cache(tmp_path_factory):
-    """Inductor's compiled artifacts in a temporary folder, for this module only."""
-    old = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(tmp_path_factory.mktemp("inductor"))
-    yield
-    if old is None:
-        os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
-    else:
-        os.environ["TORCHINDUCTOR_CACHE_DIR"] = old
-
-
-@pytest.fixture(scope="module")
 def small():
     torch.manual_seed(0)
     return Small().eval(), torch.randn(2, 3, 16, 16)

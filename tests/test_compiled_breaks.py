@@ -82,17 +82,6 @@ def _line_of(cls, text):
 
 
 @pytest.fixture(scope="module")
-def inductor_cache(tmp_path_factory):
-    old = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(tmp_path_factory.mktemp("inductor"))
-    yield
-    if old is None:
-        os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
-    else:
-        os.environ["TORCHINDUCTOR_CACHE_DIR"] = old
-
-
-@pytest.fixture(scope="module")
 def print_run(inductor_cache):
     torch.manual_seed(0)
     model, x = PrintInBlock().eval(), torch.randn(4, 16)

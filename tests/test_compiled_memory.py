@@ -4,8 +4,6 @@ reports the bytes asked for). Compiles are slow here: tiny models, one compile p
 
 from __future__ import annotations
 
-import os
-
 import pytest
 import torch
 from torch import nn
@@ -23,15 +21,7 @@ def _nbytes(*tensors: torch.Tensor) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def inductor_cache(tmp_path_factory):
-    old = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(tmp_path_factory.mktemp("inductor"))
-    yield
-    if old is None:
-        os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
-    else:
-        os.environ["TORCHINDUCTOR_CACHE_DIR"] = old
+pytestmark = pytest.mark.usefixtures("inductor_cache")  # conftest.py: inductor's artifacts in a folder of this module
 
 
 # ------------------------------------------------------------------ the rule, without a compile

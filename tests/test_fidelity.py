@@ -15,6 +15,8 @@ import fxprof
 from fxprof.core.fidelity import describe_differences, dispatch_differences, fidelity
 from fxprof.measure.fidelity import own_run_slots
 
+from conftest import HoldsCompiled
+
 
 # ------------------------------------------------------------------------- pure figures
 def test_differences_name_the_ops_and_their_counts():
@@ -296,22 +298,6 @@ def test_a_launch_bound_kernel_profile_says_what_the_kernels_alone_take():
 def test_no_kernel_line_without_kernel_times(resnet18, small_image):
     prof, _ = _quiet_profile(resnet18, small_image, warmup=0, iters=2)
     assert not any(line.startswith("kernels:") for line in prof.summary().splitlines())
-
-
-def _passthrough(gm, example_inputs):
-    return gm
-
-
-class HoldsCompiled(nn.Module):
-    """A model holding a torch.compile'd submodule, first called by the aten-op comparison."""
-
-    def __init__(self):
-        super().__init__()
-        self.a = nn.Linear(8, 8)
-        self.b = torch.compile(nn.Sequential(nn.Linear(8, 8), nn.ReLU()), backend=_passthrough)
-
-    def forward(self, x):
-        return self.b(self.a(x))
 
 
 def test_a_lazily_compiled_submodule_is_not_a_different_program():

@@ -19,6 +19,8 @@ from fxprof.core.nodes import NodeInfo
 from fxprof.measure.graph import describe_graph
 from fxprof.core.profile import Profile
 
+from conftest import HoldsCompiled
+
 torch._logging.set_logs(dynamo=logging.ERROR)  # graph-break warnings are expected here
 
 
@@ -162,20 +164,6 @@ def test_own_symbolic_trace_never_infers(resnet18, small_image):
 
 
 # --------------------------------------------------------------- 5. nested compile
-def _passthrough(gm, example_inputs):
-    return gm
-
-
-class HoldsCompiled(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.a = nn.Linear(8, 8)
-        self.b = torch.compile(nn.Sequential(nn.Linear(8, 8), nn.ReLU()), backend=_passthrough)
-
-    def forward(self, x):
-        return self.b(self.a(x))
-
-
 def test_nested_compile_is_noted_with_the_way_to_keep_it_one_node():
     torch.manual_seed(0)
     model = HoldsCompiled().eval()

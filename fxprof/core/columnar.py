@@ -206,19 +206,28 @@ class SampleColumns:
         return pd.DataFrame({c: columns[c][present] for c in STAT_COLUMNS}, index=index)
 
 
+def _run_width(node: np.ndarray) -> int | None:
+    """The samples of one run when they lie in the usual layout (run after run, each the same
+    sequence of distinct nodes), else None. ``node``: the samples' node codes, not empty."""
+    n = len(node)
+    again = np.flatnonzero(node[1:] == node[0])
+    width = int(again[0]) + 1 if len(again) else n
+    if n % width or len(np.unique(node[:width])) != width:
+        return None
+    block = node.reshape(-1, width)
+    if not (block == block[0]).all():
+        return None
+    return width
+
+
 def _one_call_per_run(node: np.ndarray, run: np.ndarray) -> bool:
     """True when no node has two samples in one run, checked cheaply for the usual layout (run
     after run, each the same sequence of distinct nodes); False also when unsure (the caller
     then pairs samples by node and run)."""
-    n = len(node)
-    if n == 0:
+    if len(node) == 0:
         return True
-    again = np.flatnonzero(node[1:] == node[0])
-    width = int(again[0]) + 1 if len(again) else n
-    if n % width or len(np.unique(node[:width])) != width:
-        return False
-    block = node.reshape(-1, width)
-    if not (block == block[0]).all():
+    width = _run_width(node)
+    if width is None:
         return False
     runs = run.reshape(-1, width)
     return bool((runs == runs[:, :1]).all() and len(np.unique(runs[:, 0])) == len(runs))
@@ -309,15 +318,10 @@ class _GroupedValues:
 def _matrix_sorted(codes: np.ndarray, values: np.ndarray, groups: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """The fast path: samples laid out run after run with the same node sequence each time.
     Returns the sorted (nodes x runs) matrix flattened, each group's start, and each row's code."""
-    n = len(codes)
-    if n == 0:
+    if len(codes) == 0:
         return None
-    again = np.flatnonzero(codes[1:] == codes[0])
-    width = int(again[0]) + 1 if len(again) else n
-    if n % width or len(np.unique(codes[:width])) != width:
-        return None
-    block = codes.reshape(-1, width)
-    if not (block == block[0]).all():
+    width = _run_width(codes)
+    if width is None:
         return None
     columns = np.sort(values.reshape(-1, width).T, axis=1)  # (nodes, runs), NaN last
     # row i of ``columns`` is the node with code codes[i]; groups without samples start at 0

@@ -50,9 +50,9 @@ from ..errors import TraceError
 from ..vocab import COMPILE_MODES
 from .bridge import Event, events_from_kineto, kineto_quiet, profiler_running
 from .compiled_memory import memory_devices, record_memory_run, with_memory
+from .compiled_spans import CALL_RANGE as _CALL, KERNEL_COST, RUN_RANGE, spans_from_events
 from .capture import _Resolver
-from .compiled_breaks import (break_site, describe_breaks, frame_nodes, frame_spans, recompile_reason,
-                              reported_site)
+from .compiled_breaks import break_site, describe_breaks, frame_nodes, recompile_reason, reported_site
 from .graph import describe_graph, module_kinds
 from .profiler_cost import PROFILER_SPAN, ProfilerCost, calibrate, in_situ
 from .state import preserved_buffers
@@ -62,9 +62,6 @@ __all__ = ["is_compiled", "compile_options", "profile_compiled", "CompiledSessio
            "COMPILE_MODES", "describe_meta", "profile_compiled_model"]
 
 _COMPILE_KEYS = ("mode", "dynamic", "fullgraph", "options", "backend")
-RUN_RANGE = "fxprof::run"
-_REGION = re.compile(r"Torch-Compiled Region: (\d+/\d+)")
-_CALL = "## Call CompiledFxGraph"
 _RECORD = re.compile(r'RAIIAtenRecordFunctionHandle\s+\w+\("([^"]+)"')
 
 
@@ -391,79 +388,6 @@ def _kernels(graph: str, code: str, provenance: dict[str, Any]) -> list[Kernel]:
     return out
 
 
-def spans_from_events(events: list[Event], device: bool = False,
-                      cost: ProfilerCost | None = None) -> tuple[list[Span], list[tuple[int, int]]]:
-    """Kernel calls from the profiler's events: ``(spans, runs)``, runs as ``(start_ns, end_ns)``
-    of each ``fxprof::run`` range in order.
-
-    Also the compiled program's time outside its kernels (graph breaks, each graph's overhead),
-    as spans named in :data:`fxprof.measure.compiled_breaks.FRAME_SPANS`.
-
-    On the CPU, every event directly inside a ``## Call CompiledFxGraph`` range is one span
-    (a generated kernel's range or an extern op). With ``device``, a span is a device
-    activity, its time the device's: a kernel is named as launched (a Triton kernel by its
-    name); the host event directly inside the call that launched it (by correlation id) names
-    an extern op's kernels, which are summed into one span per op call.
-
-    ``cost``: the profiler's own cost per event (:mod:`fxprof.measure.profiler_cost`), taken out
-    of the span holding each event (on the CPU, an extern op's nested aten calls out of its
-    span), what was taken kept per run as a :data:`~fxprof.measure.profiler_cost.PROFILER_SPAN`.
-    """
-    runs = sorted((e.start_ns, e.end_ns, e.thread) for e in events if e.name == RUN_RANGE)
-    host = sorted((e for e in events if e.kind in ("other", "range", "runtime") and e.device_type == "CPU"),
-                  key=lambda e: (e.start_ns, -e.end_ns))
-    by_corr: dict[int, list[Event]] = {}
-    if device:
-        for e in events:
-            if e.kind == "device" and e.correlation:
-                by_corr.setdefault(e.correlation, []).append(e)
-    spans: list[Span] = []
-    removed: dict[int, float] = {}  # run -> profiler cost taken out of its kernel spans (ms)
-    calls: dict[tuple[int, str], int] = {}
-    for run, (r0, r1, thread) in enumerate(runs):
-        inside = [e for e in host if e.thread == thread and e.start_ns >= r0 and e.end_ns <= r1 and e.name != RUN_RANGE]
-        regions = [e for e in inside if _REGION.search(e.name)]
-        for call in (e for e in inside if e.name.startswith(_CALL)):
-            holding = [g for g in regions if g.start_ns <= call.start_ns and call.end_ns <= g.end_ns]
-            # the innermost: a graph after a break inside a block runs within the caller's region
-            region = max(holding, key=lambda g: (g.start_ns, -g.end_ns)) if holding else None
-            graph = _REGION.search(region.name).group(1) if region is not None else "0/0"
-            index = calls.get((run, graph), 0)
-            calls[(run, graph)] = index + 1
-            children = [e for e in inside if call.start_ns <= e.start_ns and e.end_ns <= call.end_ns and e is not call]
-            direct: list[Event] = []
-            for e in children:  # sorted by start: a direct child starts after the last one ended
-                if not direct or e.start_ns >= direct[-1].end_ns:
-                    direct.append(e)
-            if not device:
-                for e in direct:
-                    if e.kind == "runtime":
-                        continue
-                    ms = (e.end_ns - e.start_ns) / 1e6
-                    if cost is not None:  # the profiler's cost of the events nested in it (an extern op's aten calls)
-                        taken = min(ms, sum(cost.of(c.name, nested=True) for c in children
-                                            if e.start_ns <= c.start_ns and c.end_ns <= e.end_ns and c is not e))
-                        ms -= taken
-                        removed[run] = removed.get(run, 0.0) + taken
-                    spans.append(Span(graph, run, e.name, (e.start_ns - r0) / 1e6, ms, index))
-                continue
-            for parent in direct:
-                launches = [e for e in children if e.kind == "runtime" and parent.start_ns <= e.start_ns <= parent.end_ns]
-                work = [d for e in launches for d in by_corr.get(e.correlation, [])]
-                if not work:
-                    continue
-                if parent.kind == "runtime":  # a generated (Triton) kernel launched straight from the call
-                    spans.extend(Span(graph, run, d.name, (d.start_ns - r0) / 1e6, (d.end_ns - d.start_ns) / 1e6, index)
-                                 for d in work)
-                else:  # an extern op: its kernels, summed
-                    start = min(d.start_ns for d in work)
-                    spans.append(Span(graph, run, parent.name, (start - r0) / 1e6,
-                                      sum(d.end_ns - d.start_ns for d in work) / 1e6, index))
-    spans.extend(Span(KERNEL_COST, run, PROFILER_SPAN, 0.0, ms, 0) for run, ms in sorted(removed.items()))
-    spans.extend(frame_spans(events, RUN_RANGE, device, cost))  # the time outside the kernels (graph breaks, overhead)
-    return spans, [(r0, r1) for r0, r1, _ in runs]
-
-
 def profile_compiled(model: nn.Module, args: tuple, kwargs: dict, compile: Any, warmup: int, iters: int,
                      no_grad: bool, name: str | None, meta_base: dict[str, Any], memory: bool = True) -> Profile:
     """Compile (or take the compiled) ``model``, time its kernels, return a Profile of them."""
@@ -559,11 +483,7 @@ def profile_from_events(root: nn.Module, session: "CompiledSession", caught: _Tr
             "capture='dynamo'"
         )
     profile = _build(root, session, kernels, spans, runs, plain, compile_s, described, compiled_first, meta, name)
-    return with_memory(profile, recorded, kernels, RUN_RANGE, spans_from_events)  # memory per kernel, when recorded
-
-
-#: the graph of the profiler-cost spans taken out of kernel spans (an extern op's nested aten calls)
-KERNEL_COST = "kernels"
+    return with_memory(profile, recorded, kernels, RUN_RANGE)  # memory per kernel, when recorded
 
 
 def _taken_per_run(spans: list[Span]) -> tuple[list[float], list[float]]:

@@ -4,7 +4,7 @@ model under ``torch.profiler(profile_memory=True)``, its allocations charged to 
 The memory pass of eager profiles (:mod:`fxprof.measure.memory`) places each allocation in the
 ``fxprof::<node>`` range it happens in. A compiled program has no node ranges: its rows are the
 kernels inductor generated (their profiler ranges, or an extern op's ``aten::`` range, as the
-timed runs see them: :func:`fxprof.measure.compiled.spans_from_events`), each graph's
+timed runs see them: :func:`fxprof.measure.compiled_spans.spans_from_events`), each graph's
 ``compiled_overhead``, the graph-break rows and ``compiled_entry``. Inductor's generated
 ``call()`` allocates a kernel's buffers *between* kernels (``buf0 = empty_strided_cpu(...)``
 just before the kernel that writes it) and frees them between kernels too (``del buf0`` after
@@ -49,14 +49,13 @@ import torch
 
 from ..core.breaks import BREAK, OVERHEAD
 from ..core.compiled import UNMATCHED, Span, charge_spans
-from ..core.memory import CATEGORIES
 from .bridge import UNKNOWN_BLOCK_LINE, Event, events_from_kineto, kineto_quiet, profiler_running
-from .memory import _device_key, _held
+from .compiled_spans import CALL_RANGE, spans_from_events
+from .memory import _held, allocations, device_keys, held_breakdown
 
 __all__ = ["CompiledMemory", "record_memory_run", "charge_memory", "with_memory", "memory_devices", "Charged"]
 
 _REGION_PREFIX = "Torch-Compiled Region: "
-_CALL = "## Call CompiledFxGraph"
 SKIPPED_NOTE = ("memory pass skipped: torch.profiler was already running around fxprof.profile (profilers do not "
                 "nest); the mem_* columns are empty")
 
@@ -80,14 +79,13 @@ def record_memory_run(call: Callable[[tuple | None], Any], sync: Callable[[], No
     inside a ``run_range`` range (its inputs cloned before it, outside the range). None, with a
     note in ``meta["notes"]``, under the caller's own ``torch.profiler`` (profilers do not nest;
     ``outer``: one was running when fxprof began, before compiled mode's own profiler ended it)."""
-    from torch._C._profiler import _EventType
     from torch.profiler import ProfilerActivity, profile, record_function
 
     if outer or profiler_running():
         meta["notes"] = meta.get("notes", []) + [SKIPPED_NOTE]
         return None
     on_cuda = any(d.type == "cuda" for d in devices)
-    keys = {_device_key(d) for d in devices}
+    keys = device_keys(devices)
     inputs = fresh()
     held = _held(root, inputs, None)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_cuda else [])
@@ -103,18 +101,7 @@ def record_memory_run(call: Callable[[tuple | None], Any], sync: Callable[[], No
             prof.__exit__(None, None, None)
     results = prof.profiler.kineto_results
     events = [e for e in events_from_kineto(results.events()) if e.kind != "memory"]
-    allocs: list[tuple[int, int, int]] = []
-    stack = list(results.experimental_event_tree())
-    while stack:
-        e = stack.pop()
-        if e.tag == _EventType.Allocation:
-            f = e.extra_fields
-            device = f.device
-            if (device.type, -1 if device.index is None else device.index) in keys and f.ptr:
-                allocs.append((e.start_time_ns, int(f.ptr), int(f.alloc_size)))
-            continue
-        stack.extend(e.children)
-    allocs.sort(key=lambda a: a[0])
+    allocs = allocations(results.experimental_event_tree(), keys)
     return CompiledMemory(events, allocs, held, on_cuda, time.perf_counter() - t0)
 
 
@@ -291,11 +278,7 @@ def charge_memory(kernel_spans: list[tuple[str, int, int]], calls: list[tuple[st
         else:  # between rows: the kernel that ran last
             before = [it for it in kernels_in_order if it.start <= best_t] or kernels_in_order or items
             at = max(before, key=lambda it: it.start)
-        breakdown = {c: 0 for c in CATEGORIES}
-        breakdown["parameters"] = held.get("parameters", 0)
-        breakdown["buffers"] = held.get("buffers", 0)
-        breakdown["optimizer_state"] = held.get("optimizer_state", 0)
-        breakdown["activations"] = held.get("inputs", 0)
+        breakdown = held_breakdown(held)
         for a in made:
             if a.made > best_t or (a.freed is not None and a.freed <= best_t):
                 continue
@@ -327,8 +310,7 @@ def memory_devices(root: torch.nn.Module, args: tuple, kwargs: dict) -> list[tor
     return sorted(found, key=lambda d: d.index or 0) or [torch.device("cpu")]
 
 
-def with_memory(profile: Any, recorded: CompiledMemory | None, kernels: list[Any], run_range: str,
-                spans_of: Any = None) -> Any:
+def with_memory(profile: Any, recorded: CompiledMemory | None, kernels: list[Any], run_range: str) -> Any:
     """``profile`` (compiled mode's, from :func:`fxprof.measure.compiled._build`) with the
     memory columns of ``recorded`` and ``meta["memory"]``; as it was when nothing was recorded
     or nothing could be charged."""
@@ -341,7 +323,7 @@ def with_memory(profile: Any, recorded: CompiledMemory | None, kernels: list[Any
     if not runs:
         return profile
     r0, r1, thread = runs[0]
-    spans, _ = spans_of(events, device=False)  # fxprof.measure.compiled.spans_from_events (passed in: no import circle)
+    spans, _ = spans_from_events(events, device=False)
     spans = [s for s in spans if not s.name.startswith("fxprof::")]
     charged, unmatched = charge_spans(kernels, spans)
     nodes = profile.nodes
@@ -367,7 +349,7 @@ def with_memory(profile: Any, recorded: CompiledMemory | None, kernels: list[Any
         if e.name.startswith(_REGION_PREFIX):
             regions.append((e.name[len(_REGION_PREFIX):].split()[0], e.start_ns, e.end_ns))
     for e in host:
-        if e.name.startswith(_CALL):
+        if e.name.startswith(CALL_RANGE):
             holding = [g for g in regions if g[1] <= e.start_ns and e.end_ns <= g[2]]
             graph = max(holding, key=lambda g: g[1])[0] if holding else "0/0"
             calls.append((graph, e.start_ns, e.end_ns))

@@ -10,7 +10,7 @@ under the same inductor settings (kernel ranges, provenance, no caches; patched 
 calls run). The session's warm-up steps compile it; from the first timed step of a cycle on,
 ``torch.profiler`` records, and every timed call runs in an ``fxprof::run`` range; when the cycle
 ends the profiler stops and the cycle's profile is built from the kernel calls inside those ranges
-(:func:`fxprof.measure.compiled.spans_from_events`), rows being kernels charged to the eager nodes
+(:func:`fxprof.measure.compiled_spans.spans_from_events`), rows being kernels charged to the eager nodes
 and modules they compute. Untimed steps (``wait``, after the last cycle) run the user's own
 compiled model.
 

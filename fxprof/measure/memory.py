@@ -35,7 +35,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import torch
 from torch import fx, nn
@@ -44,7 +44,8 @@ from .bridge import RANGE_PREFIX, UNKNOWN_BLOCK_LINE, kineto_quiet, profiler_run
 from .tree import tensors_in
 from ..core.memory import CATEGORIES
 
-__all__ = ["MemoryRecording", "account", "Alloc", "CATEGORIES", "memory_pass", "memory_per_node", "ranged_pass"]
+__all__ = ["MemoryRecording", "account", "allocations", "Alloc", "CATEGORIES", "device_keys", "held_breakdown", "memory_pass",
+           "memory_per_node", "ranged_pass"]
 
 _SAVED_PREFIX = "fxprof_saved::"
 
@@ -136,7 +137,7 @@ class MemoryRecording:
 
     def __init__(self, devices: Iterable[torch.device | str], module: nn.Module | None = None, inputs: Any = (),
                  optimizer: Any = None, backward: bool = False):
-        self.keys = {_device_key(torch.device(d)) for d in devices}
+        self.keys = device_keys(devices)
         self.module = module
         self.optimizer = optimizer
         self.backward = backward
@@ -206,15 +207,21 @@ class MemoryRecording:
         return found
 
 
-def _flatten(roots: list[Any], keys: set[tuple[str, int]]) -> tuple[list[tuple[str, int, int]], list[tuple[int, int, int]], dict[int, int]]:
-    """From the profiler's event tree: the ``fxprof::`` ranges (name, start, end) by start, the
-    allocation events (time, address, signed bytes) of the watched devices by time, and the
-    saved-tensor markers (index -> time)."""
+def device_keys(devices: Iterable[torch.device | str]) -> set[tuple[str, int]]:
+    """The ``(type, index)`` keys of the devices whose allocations count (an index-less
+    ``cuda`` is the current device now)."""
+    return {_device_key(torch.device(d)) for d in devices}
+
+
+def allocations(roots: list[Any], keys: set[tuple[str, int]],
+                visit: Callable[[Any], None] | None = None) -> list[tuple[int, int, int]]:
+    """The allocation events ``(time ns, address, signed bytes)`` of the devices ``keys``
+    (:func:`device_keys`) in the profiler's event tree (``experimental_event_tree()``), sorted by
+    time (frees negative); every other event is passed to ``visit`` (if given) as the walk meets
+    it, and its children walked."""
     from torch._C._profiler import _EventType
 
-    ranges: list[tuple[str, int, int]] = []
     allocs: list[tuple[int, int, int]] = []
-    markers: dict[int, int] = {}
     stack = list(roots)
     while stack:
         e = stack.pop()
@@ -224,14 +231,29 @@ def _flatten(roots: list[Any], keys: set[tuple[str, int]]) -> tuple[list[tuple[s
             if (device.type, -1 if device.index is None else device.index) in keys and f.ptr:
                 allocs.append((e.start_time_ns, int(f.ptr), int(f.alloc_size)))
             continue
+        if visit is not None:
+            visit(e)
+        stack.extend(e.children)
+    allocs.sort(key=lambda a: a[0])
+    return allocs
+
+
+def _flatten(roots: list[Any], keys: set[tuple[str, int]]) -> tuple[list[tuple[str, int, int]], list[tuple[int, int, int]], dict[int, int]]:
+    """From the profiler's event tree: the ``fxprof::`` ranges (name, start, end) by start, the
+    allocation events (time, address, signed bytes) of the watched devices by time, and the
+    saved-tensor markers (index -> time)."""
+    ranges: list[tuple[str, int, int]] = []
+    markers: dict[int, int] = {}
+
+    def visit(e: Any) -> None:
         name = e.name
         if name.startswith(RANGE_PREFIX):
             ranges.append((name[len(RANGE_PREFIX):], e.start_time_ns, e.end_time_ns))
         elif name.startswith(_SAVED_PREFIX):
             markers[int(name[len(_SAVED_PREFIX):])] = e.start_time_ns
-        stack.extend(e.children)
+
+    allocs = allocations(roots, keys, visit)
     ranges.sort(key=lambda r: r[1])
-    allocs.sort(key=lambda a: a[0])
     return ranges, allocs, markers
 
 
@@ -371,12 +393,19 @@ def _holding(candidates: list[Alloc], when: int | None) -> Alloc | None:
     return best
 
 
-def _breakdown(allocs: list[Alloc], t: int, node: int, held: dict[str, int], grads: set[int]) -> dict[str, int]:
+def held_breakdown(held: dict[str, int]) -> dict[str, int]:
+    """A peak's breakdown (every category of :data:`CATEGORIES`) before the run's own
+    allocations are added: what the run held before it began (its inputs count as activations)."""
     out = {c: 0 for c in CATEGORIES}
     out["parameters"] = held.get("parameters", 0)
     out["buffers"] = held.get("buffers", 0)
     out["optimizer_state"] = held.get("optimizer_state", 0)
     out["activations"] = held.get("inputs", 0)
+    return out
+
+
+def _breakdown(allocs: list[Alloc], t: int, node: int, held: dict[str, int], grads: set[int]) -> dict[str, int]:
+    out = held_breakdown(held)
     for a in allocs:
         if a.made > t or (a.freed is not None and a.freed <= t):
             continue

@@ -37,7 +37,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["ProfilerCost", "calibrate", "in_situ", "PROFILER_SPAN", "NO_COST", "MIN_SCALE", "MAX_SCALE"]
+__all__ = ["ProfilerCost", "calibrate", "in_situ", "PROFILER_SPAN", "MIN_SCALE", "MAX_SCALE"]
 
 #: the name of the spans that keep how much profiler cost was taken out of a run's rows
 PROFILER_SPAN = "fxprof::profiler_cost"

@@ -50,8 +50,11 @@ FRAME_SPANS = (OVERHEAD_SPAN, TAIL_SPAN, OUTSIDE_SPAN)
 #: spans of the overhead's named parts: ``fxprof::part:TorchDynamo Cache Lookup``... (for meta, no row)
 PART_PREFIX = "fxprof::part:"
 _PARTS = ("Pregraph bytecode", "AOTDispatcher Runtime Wrapper Prologue", "AOTDispatcher Runtime Wrapper Epilogue")
-_REGION = re.compile(r"Torch-Compiled Region: (\d+/\d+)")
-_CALL = "## Call CompiledFxGraph"
+#: a compiled region's range (dynamo), its graph's id captured
+REGION = re.compile(r"Torch-Compiled Region: (\d+/\d+)")
+#: the range of a compiled graph's call (inductor's generated ``call()``)
+CALL_RANGE = "## Call CompiledFxGraph"
+_REGION, _CALL = REGION, CALL_RANGE
 _RESUME = re.compile(r"torch_dynamo_resume_in_(\w+?)_at_\d+")
 
 

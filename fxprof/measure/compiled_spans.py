@@ -5,21 +5,15 @@ a session's of :mod:`fxprof.measure.loop_compiled`, the memory run of
 
 from __future__ import annotations
 
-import re
-
 from ..core.compiled import Span
 from .bridge import Event
-from .compiled_breaks import frame_spans
+from .compiled_breaks import CALL_RANGE, REGION, frame_spans
 from .profiler_cost import PROFILER_SPAN, ProfilerCost
 
 __all__ = ["spans_from_events", "RUN_RANGE", "REGION", "CALL_RANGE", "KERNEL_COST"]
 
 #: the range around each timed (or memory) run of a compiled model
 RUN_RANGE = "fxprof::run"
-#: a compiled region's range (dynamo), its graph's id captured
-REGION = re.compile(r"Torch-Compiled Region: (\d+/\d+)")
-#: the range of a compiled graph's call (inductor's generated ``call()``)
-CALL_RANGE = "## Call CompiledFxGraph"
 #: the graph of the profiler-cost spans taken out of kernel spans (an extern op's nested aten calls)
 KERNEL_COST = "kernels"
 

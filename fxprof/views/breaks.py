@@ -78,8 +78,8 @@ def profiler_cost_lines(compiled: dict[str, Any]) -> list[str]:
         where = f"calibrated on this machine, x{scale:.2f} in this model's runs"
     else:
         where = f"calibrated on this machine, x{scale:.2f} outside the kernels in this model's runs"
-    held = ", held: " + str(cost.get("measured_scale")) + "x measured" if cost.get("measured_scale") not in (None, scale) \
-        else ""
+    measured = cost.get("measured_scale")
+    held = f", held: x{float(measured):.2f} measured" if measured is not None and measured != scale else ""
     return [f"profiler's own cost: {format_ms(float(cost['median_ms']))} a run taken out of the rows (its recording of "
             f"each event: {cost.get('op_us', 0):.2f} us an op, {cost.get('range_us', 0):.2f} us a range, {where}{held}); "
             f"rows + it = the profiled run"]

@@ -44,9 +44,12 @@ def inductor_cache(tmp_path_factory):
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = old
 
 
-def profile_session_profile(model, x, first_compiled):
+def profile_session_profile(model, x, first_compiled, user_compile=False):
     """Profile ``first_compiled``, then a session of a new ``torch.compile(model)``, then profile
-    again: ``(profiles, graphs compiled by each step)``."""
+    again: ``(profiles, graphs compiled by each step)``. ``user_compile``: the loop's results are
+    held against the compiled model's own (its compile, with the user's settings, comes before
+    the session, as in the zoo's check (g): dynamo then holds an entry of another backend beside
+    fxprof's); else against the eager model's, within inductor's rounding."""
     counts, profiles = [], []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -55,7 +58,7 @@ def profile_session_profile(model, x, first_compiled):
         counts.append(compiles() - before)
         compiled = torch.compile(model)
         with torch.no_grad():
-            expected = compiled(x)  # the user's own compile (the check the zoo makes): not fxprof's
+            expected = compiled(x) if user_compile else model(x)  # the user's own compile is not fxprof's
         before = compiles()
         with torch.no_grad(), fxprof.session(compiled, schedule=fxprof.schedule(warmup=1, active=2)) as s:
             outs = []
@@ -67,7 +70,8 @@ def profile_session_profile(model, x, first_compiled):
         before = compiles()
         profiles.append(fxprof.profile(compiled, x, warmup=1, iters=3))
         counts.append(compiles() - before)
-    assert all(torch.allclose(o, expected, rtol=1e-4, atol=1e-5) for o in outs)  # the loop's results are the model's
+    assert all(torch.allclose(o, expected, rtol=1e-4 if user_compile else 1e-3, atol=1e-5 if user_compile else 1e-4)
+               for o in outs)  # the loop's results are the model's
     return profiles, counts
 
 
@@ -154,7 +158,7 @@ def test_resnet18_as_the_zoo_runs_it_compiles_once():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         first = fxprof.profile(model, x, compile=True, warmup=1, iters=3)
-    (again, session, last), counts = profile_session_profile(model, x, torch.compile(model))
+    (again, session, last), counts = profile_session_profile(model, x, torch.compile(model), user_compile=True)
     assert counts == [0, 0, 0]
     for later in (again, last):
         assert_reused(first, later)

@@ -52,7 +52,8 @@ LABELS = {
 #: meta keys that are names or outcomes of the measurement, not conditions of it
 NOT_CONDITIONS = ("model", "timed_wall_ms", "env.threads", "compiled.compile_s", "compiled.unprofiled_ms",
                   "compiled.kernels", "compiled.graphs", "compiled.recompiles", "compiled.graph_breaks",
-                  "compiled.kernel_source", "compiled.torch", "compiled.unprofiled_runs", "compiled.unprofiled_median_ms")
+                  "compiled.kernel_source", "compiled.torch", "compiled.unprofiled_runs", "compiled.unprofiled_median_ms",
+                  "compiled.reused")
 
 #: the value a key has when an older fxprof did not record it
 DEFAULTS = {"mode": "timed", "backward": False, "env.autocast": "off", "env.deterministic_algorithms": False,

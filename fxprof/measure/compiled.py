@@ -50,6 +50,7 @@ from ..errors import TraceError
 from ..vocab import COMPILE_MODES
 from .bridge import Event, events_from_kineto, kineto_quiet, profiler_running
 from .compiled_memory import memory_devices, record_memory_run, with_memory
+from .compiled_reuse import kept_session, remember, reuse_note, settle_first_call
 from .compiled_spans import CALL_RANGE as _CALL, KERNEL_COST, RUN_RANGE, spans_from_events
 from .capture import _Resolver
 from .compiled_breaks import break_site, describe_breaks, frame_nodes, recompile_reason, reported_site
@@ -208,9 +209,9 @@ class _TraceCatcher(logging.Handler):
 
 
 @contextlib.contextmanager
-def _catch_trace() -> Iterator[_TraceCatcher]:
+def _catch_trace(catcher: _TraceCatcher | None = None) -> Iterator[_TraceCatcher]:
     logger = logging.getLogger("torch.__trace")
-    catcher = _TraceCatcher()
+    catcher = catcher if catcher is not None else _TraceCatcher()
     logger.addHandler(catcher)
     try:
         yield catcher
@@ -403,7 +404,7 @@ def profile_compiled(model: nn.Module, args: tuple, kwargs: dict, compile: Any, 
 
     outer = profiler_running()  # the caller's own torch.profiler: no memory run
     with _recursion_limit_kept(), room_to_compile(root), preserved_buffers(root), _inductor_settings(), \
-            _catch_trace() as caught, grad:
+            _catch_trace(session.kept.catcher) as caught, grad:
         _, compile_s, compiled_first = first_call(root, session, described, lambda: (call(), sync())[0],
                                                   "profile it eagerly instead")
         caught.phase = "warmup"
@@ -432,8 +433,12 @@ def compiled_program(model: nn.Module, compile: Any = True) -> tuple[nn.Module, 
         user = torch.compile(model, **options)
         root, backend, described = _read_compiled(user)
         described["mode"] = options.get("mode") or "default"
+    session = kept_session(root, backend, described["fullgraph"])  # compiled before in this process: reused
+    if session is not None:
+        return root, described, session, session.kept.compiled
     session = CompiledSession(root, backend)
     compiled = torch.compile(root, backend=session, dynamic=described["dynamic"], fullgraph=described["fullgraph"])
+    remember(session, compiled, _TraceCatcher(), described["fullgraph"])
     return root, described, session, compiled
 
 
@@ -443,7 +448,7 @@ def first_call(root: nn.Module, session: "CompiledSession", described: dict[str,
     ``(its output, compile seconds, graphs compiled)``; dynamo's graph breaks of it go to
     ``described["graph_breaks"]``. Raises TraceError when dynamo compiled no graph (``then``:
     what to do instead)."""
-    before = _dynamo_graph_breaks()
+    before, graphs_before = _dynamo_graph_breaks(), len(session.order)
     t0 = time.perf_counter()
     out = call()
     compile_s = time.perf_counter() - t0
@@ -451,7 +456,7 @@ def first_call(root: nn.Module, session: "CompiledSession", described: dict[str,
         raise TraceError(no_graph_message(root, then))
     after = _dynamo_graph_breaks()
     described["graph_breaks"] = None if after is None or before is None else after - before
-    return out, compile_s, len(session.order)
+    return (out, *settle_first_call(session, described, compile_s, graphs_before))  # a reused program compiled nothing
 
 
 def profile_from_events(root: nn.Module, session: "CompiledSession", caught: _TraceCatcher, events: list[Event],
@@ -483,6 +488,7 @@ def profile_from_events(root: nn.Module, session: "CompiledSession", caught: _Tr
             "capture='dynamo'"
         )
     profile = _build(root, session, kernels, spans, runs, plain, compile_s, described, compiled_first, meta, name)
+    reuse_note(profile)
     return with_memory(profile, recorded, kernels, RUN_RANGE)  # memory per kernel, when recorded
 
 

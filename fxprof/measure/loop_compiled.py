@@ -31,7 +31,7 @@ from ..core.nodes import NodeInfo
 from ..core.profile import Profile
 from .bridge import events_from_kineto, kineto_quiet
 from .capture import Capture
-from .compiled import (_inductor_settings, _recursion_limit_kept, _TraceCatcher, compiled_program, first_call,
+from .compiled import (_inductor_settings, _recursion_limit_kept, compiled_program, first_call,
                        profile_from_events, room_to_compile, run_range)
 from .profiler_cost import calibrate
 from .recorder import Recorder
@@ -49,7 +49,7 @@ class LoopCompiledCapture(Capture):
                          "step and charged to the eager nodes they compute (as compiled mode)")
         self.root, self.described, self.graphs, self.compiled = compiled_program(optimized)
         root = self.root
-        self.catcher = _TraceCatcher()
+        self.catcher = self.graphs.kept.catcher  # a program compiled before in this process keeps its code and provenance
         self.compile_s = 0.0
         self.compiled_first: int | None = None
         self.on_cuda = any(t.is_cuda for t in [*root.parameters(), *root.buffers()])

@@ -124,8 +124,10 @@ def compiled_line(compiled: Mapping[str, Any]) -> str:
     dynamic = compiled.get("dynamic")
     return (
         f"compiled program: torch.compile backend {compiled.get('backend', '?')}, mode {compiled.get('mode', '?')}"
-        f"{extra}{'' if dynamic is None else f', dynamic={dynamic}'}; compiled in {compiled.get('compile_s', float('nan')):.2f} s "
-        f"(not in any run); {compiled.get('graphs', '?')} graph(s), {compiled.get('graph_breaks', '?')} graph break(s), "
+        f"{extra}{'' if dynamic is None else f', dynamic={dynamic}'}; "
+        + ("compile reused from an earlier profile in this process" if compiled.get("reused") and not compiled.get("compile_s")
+           else f"compiled in {compiled.get('compile_s', float('nan')):.2f} s (not in any run)")
+        + f"; {compiled.get('graphs', '?')} graph(s), {compiled.get('graph_breaks', '?')} graph break(s), "
         f"{compiled.get('recompiles', '?')} recompile(s); rows are its {compiled.get('kernels', '?')} kernels"
         + (f", its graph breaks and overhead" if "breaks" in compiled else "")
     )

@@ -67,8 +67,8 @@ def test_interrupt_with_dynamo_keeps_completed_runs():
         def tick(self):
             self.calls += 1
             # compile run, the dispatch check (a warming eager forward, one counted, one captured run), one
-            # warm-up, the own runs' settling call and the model's own forward before timed run 0, timed runs
-            # 0 and 1, then stop in the own forward before timed run 2
+            # warm-up, the own run's settling call and the model's own forward before timed run 0, timed runs
+            # 0 and 1, then stop in the settling call of the own run before timed run 2
             if self.calls == 1 + 3 + 1 + 2 + 2 + 1:
                 raise KeyboardInterrupt
 

@@ -472,7 +472,7 @@ def profile_from_events(root: nn.Module, session: "CompiledSession", caught: _Tr
         scaled = in_situ(session.profiler_cost, [(r1 - r0) / 1e6 for r0, r1 in runs], plain, framed, nested)
         if scaled != session.profiler_cost:
             session.profiler_cost = scaled
-            if scaled.scale != 1.0:
+            if scaled.scale != 1.0 or scaled.nested_scale != 1.0:
                 spans, runs = spans_from_events(events, device=on_cuda, cost=scaled)
     if not spans:
         raise TraceError(

@@ -10,7 +10,6 @@ and ``torch._dynamo.reset()`` on a small module; resnet18 as the zoo runs it is 
 
 from __future__ import annotations
 
-import os
 import warnings
 
 import pytest
@@ -32,16 +31,7 @@ def kernel_rows(prof) -> set[str]:
     return set(prof.df.index[prof.df["op"].isin(("kernel", "extern"))])
 
 
-@pytest.fixture(scope="module", autouse=True)
-def inductor_cache(tmp_path_factory):
-    """Inductor's compiled artifacts in a temporary folder, for this module only."""
-    old = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(tmp_path_factory.mktemp("inductor"))
-    yield
-    if old is None:
-        os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
-    else:
-        os.environ["TORCHINDUCTOR_CACHE_DIR"] = old
+pytestmark = pytest.mark.usefixtures("inductor_cache")  # conftest's: inductor's artifacts in this module's own folder
 
 
 def profile_session_profile(model, x, first_compiled, user_compile=False):

@@ -50,7 +50,7 @@ from ..errors import TraceError
 from ..vocab import COMPILE_MODES
 from .bridge import Event, events_from_kineto, kineto_quiet, profiler_running
 from .compiled_memory import memory_devices, record_memory_run, with_memory
-from .compiled_reuse import kept_session, remember, reuse_note, settle_first_call
+from .compiled_reuse import cache_entries, kept_session, remember, reuse_note, settle_first_call
 from .compiled_spans import CALL_RANGE as _CALL, KERNEL_COST, RUN_RANGE, spans_from_events
 from .capture import _Resolver
 from .compiled_breaks import break_site, describe_breaks, frame_nodes, recompile_reason, reported_site
@@ -297,12 +297,7 @@ def _recursion_limit_kept() -> Iterator[None]:
 def _held_entries(root: nn.Module) -> int:
     """How many compiled versions dynamo already holds for ``root``'s ``forward`` in this process
     (every ``torch.compile`` of a model of this class with any backend, every fxprof profile)."""
-    try:
-        from torch._dynamo.eval_frame import _debug_get_cache_entry_list
-
-        return len(_debug_get_cache_entry_list(type(root).forward.__code__))
-    except Exception:  # pragma: no cover - a release without it
-        return 0
+    return len(cache_entries(root))
 
 
 @contextlib.contextmanager

@@ -34,7 +34,7 @@ from typing import Any
 
 from torch import nn
 
-__all__ = ["Kept", "kept_session", "remember", "settle_first_call", "reuse_note", "REUSED_NOTE"]
+__all__ = ["Kept", "cache_entries", "kept_session", "remember", "settle_first_call", "reuse_note", "REUSED_NOTE"]
 
 REUSED_NOTE = ("reused the compile of an earlier profile of this model in this process (same torch.compile options): "
                "compile_s is 0, no compile time was spent")
@@ -63,16 +63,22 @@ def _unwrap(backend: Any) -> Any:
     return backend
 
 
-def _entries_of(session: Any) -> int:
-    """How many of dynamo's cache entries for the model's ``forward`` were compiled by ``session``
-    (0 after ``torch._dynamo.reset()``, or where the list cannot be read)."""
+def cache_entries(root: nn.Module) -> list[Any]:
+    """Dynamo's cache entries for ``root``'s ``forward`` in this process: every compiled version
+    (any backend: the user's ``torch.compile``, eager dynamo captures, fxprof's profiles); empty
+    where the list cannot be read (a release without it)."""
     try:
         from torch._dynamo.eval_frame import _debug_get_cache_entry_list
 
-        entries = _debug_get_cache_entry_list(type(session.root).forward.__code__)
-        return sum(1 for e in entries if _unwrap(getattr(e, "backend", None)) is session)
-    except Exception:  # a release without the list or the entries' backend: never reuse
-        return 0
+        return list(_debug_get_cache_entry_list(type(root).forward.__code__))
+    except Exception:  # pragma: no cover - a release without it
+        return []
+
+
+def _entries_of(session: Any) -> int:
+    """How many of those entries ``session`` compiled (0 after ``torch._dynamo.reset()``, or where
+    the list or an entry's backend cannot be read: never reuse then)."""
+    return sum(1 for e in cache_entries(session.root) if _unwrap(getattr(e, "backend", None)) is session)
 
 
 def _same_backend(a: Any, b: Any) -> bool:

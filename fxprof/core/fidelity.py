@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-__all__ = ["OWN_RUNS", "GPU_RATIO_LIMIT", "OUTSIDE_MIN_SHARE", "Fidelity", "own_runs_ms", "fidelity", "outside_label",
+__all__ = ["OWN_RUNS", "GPU_RATIO_LIMIT", "OUTSIDE_MIN_SHARE", "OWN_SPREAD_LIMIT", "OWN_RUNS_MIN", "Fidelity", "own_runs_ms", "fidelity", "outside_label",
            "dispatch_differences", "describe_differences"]
 
 #: ``meta`` key: the model's own forward times (ms), each unprofiled run in the order it ran
@@ -47,19 +47,45 @@ def own_runs_ms(meta: Mapping[str, Any]) -> list[float]:
     return [float(v) for v in runs]
 
 
+#: own runs whose interquartile range is above this share of their median are too noisy for a ratio
+OWN_SPREAD_LIMIT = 0.25
+#: fewer own runs than this give no ratio
+OWN_RUNS_MIN = 3
+
+
 @dataclass(frozen=True)
 class Fidelity:
     """The profiled run against the model's own.
 
     ``own_ms``/``profiled_ms``: medians; ``ratio``: profiled over own; ``node_ms``: the summed
     median node times; ``outside_ms``: the own run's time in no node (``own_ms - node_ms``, at
-    least 0); ``own_runs``: how many own runs; ``gpu``: the profile ran on a GPU."""
+    least 0); ``own_runs``: how many own runs the median is over (the quiet ones where other
+    processes took time from some); ``gpu``: the profile ran on a GPU; ``corrected_own``: own runs
+    that lost time to other processes, in the median less that time (too few quiet ones);
+    ``busy_profiled``: the profiled runs the median is over include busy ones; ``own_spread``:
+    the own runs' IQR over their median."""
 
     own_ms: float
     profiled_ms: float
     node_ms: float
     own_runs: int
     gpu: bool
+    corrected_own: int = 0
+    busy_profiled: bool = False
+    own_spread: float = 0.0
+
+    @property
+    def unreliable(self) -> str:
+        """Why the ratio and the outside time are not stated ("" when they are): too few own runs,
+        own runs too spread, or runs that lost time to other processes."""
+        if self.own_runs < OWN_RUNS_MIN:
+            return f"only {self.own_runs} unprofiled run(s), fewer than {OWN_RUNS_MIN}"
+        if self.busy_profiled:
+            return "the profiled runs lost time to other processes (busy machine)"
+        if self.own_spread > OWN_SPREAD_LIMIT:
+            return (f"the unprofiled runs spread {self.own_spread * 100:.0f}% of their median (IQR), above "
+                    f"{OWN_SPREAD_LIMIT:.0%}: a noisy machine")
+        return ""
 
     @property
     def ratio(self) -> float:
@@ -73,8 +99,10 @@ class Fidelity:
 
     @property
     def outside_shown(self) -> bool:
-        """Whether the outside row is worth a row: at least :data:`OUTSIDE_MIN_SHARE` of the run."""
-        return self.outside_ms == self.outside_ms and self.outside_ms >= OUTSIDE_MIN_SHARE * self.own_ms
+        """Whether the outside row is worth a row: at least :data:`OUTSIDE_MIN_SHARE` of the run,
+        from own runs that can be trusted (:attr:`unreliable` empty)."""
+        return (self.outside_ms == self.outside_ms and self.outside_ms >= OUTSIDE_MIN_SHARE * self.own_ms
+                and not self.unreliable)
 
     @property
     def too_slow(self) -> bool:
@@ -82,22 +110,45 @@ class Fidelity:
         return self.gpu and self.ratio > GPU_RATIO_LIMIT
 
 
-def fidelity(meta: Mapping[str, Any], run_totals: Sequence[float], node_medians: Sequence[float]) -> Fidelity | None:
+def _spread(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    if len(ordered) < 2:
+        return 0.0
+    def at(q: float) -> float:
+        pos = q * (len(ordered) - 1)
+        lo = int(math.floor(pos))
+        hi = min(lo + 1, len(ordered) - 1)
+        return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+    middle = _median(ordered)
+    return (at(0.75) - at(0.25)) / middle if middle > 0 else math.inf
+
+
+def fidelity(meta: Mapping[str, Any], run_totals: Sequence[float], node_medians: Sequence[float],
+             busy_profiled: bool = False) -> Fidelity | None:
     """The :class:`Fidelity` of a profile from its ``meta``, its kept run totals and its nodes'
-    median times; None when no own run (or no profiled run) was measured."""
+    median times (``busy_profiled``: those runs include some that lost time to other
+    processes); None when no own run (or no profiled run) was measured. Own runs that lost time
+    to other processes are left out where at least three quiet ones remain
+    (:func:`fxprof.core.contention.quiet_values`)."""
+    from .contention import quiet_values
+
     own = own_runs_ms(meta)
     if not own or not len(run_totals):
         return None
+    contention = meta.get("contention") or {}
+    lost = contention.get("own_lost_ms") if meta.get(OWN_RUNS) else contention.get("unprofiled_lost_ms")
+    used, corrected = quiet_values(own, lost)
     gpu = str(meta.get("device", "")).startswith("cuda")
     nodes = [float(v) for v in node_medians if v == v]
-    return Fidelity(own_ms=_median(own), profiled_ms=_median(run_totals), node_ms=math.fsum(nodes) if nodes else math.nan,
-                    own_runs=len(own), gpu=gpu)
+    return Fidelity(own_ms=_median(used), profiled_ms=_median(run_totals), node_ms=math.fsum(nodes) if nodes else math.nan,
+                    own_runs=len(used), gpu=gpu, corrected_own=corrected, busy_profiled=busy_profiled, own_spread=_spread(used))
 
 
 def outside_label(meta: Mapping[str, Any]) -> str:
     """The name of the row of time in no node: ``(outside the graph)`` where the graphs lack
-    some of the model's Python (dynamo), ``(between nodes)`` where one graph holds it all."""
-    return "(outside the graph)" if meta.get("capture") in ("dynamo", "compiled") or meta.get("session") else "(between nodes)"
+    some of the model's Python (dynamo's graph breaks, compiled mode), ``(between nodes)`` where
+    one graph holds it all (a symbolic trace, in a profile or a session alike)."""
+    return "(outside the graph)" if meta.get("capture") in ("dynamo", "compiled") else "(between nodes)"
 
 
 # ------------------------------------------------------------- same program, or said

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -17,6 +17,9 @@ from .recording import Recording
 from .stats import shares
 from .nodes import NodeInfo
 from .roofline import roofline_columns
+
+if TYPE_CHECKING:
+    from .contention import Contention
 
 __all__ = ["Profile", "sort_table", "COLUMNS", "SAMPLE_COLUMNS", "RUN_COLUMNS", "NODE_COLUMNS", "TABLE_COLUMNS", "LAUNCH_IDLE_SHARE"]
 
@@ -166,7 +169,37 @@ class Profile:
         isolated mode, which has no whole runs (there a sample's ``run`` is its repeat)."""
         runs = self._runs.copy()
         runs["outlier"] = runs["run"].isin(self.outlier_runs)
+        found = self.contention
+        if found is not None:  # measured: what each run lost to other processes, and the busy ones
+            runs["lost_ms"] = found.lost_ms
+            runs["busy"] = found.busy
         return runs
+
+    @property
+    def contention(self) -> "Contention | None":
+        """What the timed runs lost to other processes (:mod:`fxprof.core.contention`): per run,
+        the busy mask, the load; None when it was not measured."""
+        if self.meta.get("mode") == "isolated":
+            return None
+        from .contention import contention
+
+        return contention(self.meta, self._runs)
+
+    @property
+    def busy_runs(self) -> list[int]:
+        """Runs that lost at least 5% of their time to other processes (a busy machine); unless
+        :attr:`keep_outliers` is set, they are left out of every derived statistic, as
+        :attr:`outlier_runs` are, when enough quiet runs remain (:mod:`fxprof.core.contention`)."""
+        found = self.contention
+        return found.busy_runs if found is not None else []
+
+    def _left_out(self, keep_outliers: bool | None) -> list[int]:
+        """The runs the statistics leave out: outliers, and busy runs where enough quiet ones remain."""
+        if (self.keep_outliers if keep_outliers is None else keep_outliers):
+            return []
+        found = self.contention
+        busy = found.busy_runs if found is not None and found.left_out else []
+        return sorted(set(self.outlier_runs) | set(busy))
 
     @property
     def outlier_runs(self) -> list[int]:
@@ -186,15 +219,13 @@ class Profile:
         return self._runs.loc[outlier_mask(totals), "run"].astype(int).tolist()
 
     def kept_samples(self, keep_outliers: bool | None = None) -> pd.DataFrame:
-        """The samples the statistics use: :attr:`samples` without the outlier runs' (unless kept)."""
-        keep = self.keep_outliers if keep_outliers is None else keep_outliers
-        outliers = [] if keep else self.outlier_runs
+        """The samples the statistics use: :attr:`samples` without the outlier (and busy) runs' (unless kept)."""
+        outliers = self._left_out(keep_outliers)
         return self._samples[~self._samples["run"].isin(outliers)] if outliers else self._samples
 
     def kept_totals(self, keep_outliers: bool | None = None) -> list[float]:
-        """Run totals (ms) without the outlier runs (unless kept)."""
-        keep = self.keep_outliers if keep_outliers is None else keep_outliers
-        outliers = [] if keep else self.outlier_runs
+        """Run totals (ms) without the outlier (and busy) runs (unless kept)."""
+        outliers = self._left_out(keep_outliers)
         return self._runs.loc[~self._runs["run"].isin(outliers), "total_ms"].tolist()
 
     @property
@@ -334,9 +365,8 @@ class Profile:
         return sort_table(self._table_cache[1], sort, ascending)
 
     def kept_runs(self, keep_outliers: bool | None = None) -> tuple[int, ...] | None:
-        """The runs the statistics use, or None for all of them (no outliers, or kept)."""
-        keep = self.keep_outliers if keep_outliers is None else keep_outliers
-        outliers = [] if keep else self.outlier_runs
+        """The runs the statistics use, or None for all of them (no outliers or busy runs, or kept)."""
+        outliers = self._left_out(keep_outliers)
         if not outliers:
             return None
         left_out = set(outliers)

@@ -50,6 +50,9 @@ class OwnRuns:
         self.model, self.args, self.kwargs = model, tuple(args), dict(kwargs)
         self.ms: list[float] = []
         self.failed = ""
+        #: measures what each timed own run lost to other processes (set by the run loop), into :attr:`lost_ms`
+        self.meter: Any = None
+        self.lost_ms: list[float] = []
         name = getattr(timer, "name", "")
         self._cuda = [d for d in devices if d.type == "cuda"] if torch.cuda.is_available() else []
         self._events = bool(self._cuda) and name in ("cuda", "kernel")
@@ -95,14 +98,20 @@ class OwnRuns:
             if self._sync:
                 for d in self._cuda:
                     torch.cuda.synchronize(d)
-            t0 = self._clock()
-            self.model(*a, **k)
-            if self._sync:
-                for d in self._cuda:
-                    torch.cuda.synchronize(d)
-            self.ms.append((self._clock() - t0) / 1e6)
+            if self.meter is not None:
+                self.meter.around(lambda: self._timed(a, k), into=self.lost_ms)
+            else:
+                self._timed(a, k)
         except Exception as exc:  # the profile does not depend on it
             self.failed = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+
+    def _timed(self, a: tuple, k: dict) -> None:
+        t0 = self._clock()
+        self.model(*a, **k)
+        if self._sync:
+            for d in self._cuda:
+                torch.cuda.synchronize(d)
+        self.ms.append((self._clock() - t0) / 1e6)
 
     def collect(self) -> list[float]:
         """Every own run in ms (CUDA events are read here, once the device is done)."""

@@ -34,6 +34,7 @@ from .anatomy import anatomy_pass
 from .memory import memory_pass, memory_per_node
 from .bridge import KernelProfiler, input_copies_range, kernel_ms_per_sample, profiler_running
 from .budget import SampleBudget
+from .contention import ContentionMeter
 from .capture import Capture
 from .fidelity import OwnRuns, count_aten_ops, dispatch_note, own_run_slots
 from .isolated import isolated_pass
@@ -143,14 +144,25 @@ def _timed_runs(one_run: Any, recorder: Recorder, iters: int, kernel_time: bool,
     bar.phase("timed runs", iters)
     budget = SampleBudget(iters)  # a huge iters stops cleanly before memory runs out
     stopped: BaseException | None = None  # an error or Ctrl-C in a timed run
+    # what each run lost to other processes (a busy machine), read outside every node's marks;
+    # fxprof's own timers only (a Timer of the user's may not count time)
+    meter = ContentionMeter() if meta.get("timer") in TIMER_NAMES else None
+    measured = meter.around if meter is not None else (lambda call: call())
+    if own is not None:
+        own.meter = meter
+    own_wall_ns = 0  # the model's own runs inside the window: not fxprof's cost between runs
     with _kernel_profiler(kernel_time, iters) as kernel_prof:
         kernel_prof.warm_up(one_run, recorder.reset)  # CUPTI start-up, inside the profiler
+        if meter is not None:
+            meter.start_window()
         began = time.perf_counter_ns()  # the wall time of the timed runs and all between them
         try:
             allowed = True
             for index in range(iters):
                 if index in own_slots and not kernel_time:
+                    t_own = time.perf_counter_ns()
                     own.run()  # type: ignore[union-attr]
+                    own_wall_ns += time.perf_counter_ns() - t_own
                 if ranks is not None:
                     # the barrier before each run, outside its marks (the wait is recorded);
                     # it carries the budget's verdict, so one rank out of memory stops all
@@ -158,7 +170,7 @@ def _timed_runs(one_run: Any, recorder: Recorder, iters: int, kernel_time: bool,
                     if not allowed:
                         budget.stopped_by_other_rank(recorder.recording.runs)
                         break
-                one_run()
+                measured(one_run)
                 bar.step()
                 kernel_prof.step()
                 if recorder.recording.runs == 1:  # the size of a run is known: room for them all
@@ -169,12 +181,18 @@ def _timed_runs(one_run: Any, recorder: Recorder, iters: int, kernel_time: bool,
         except BaseException as exc:  # handed back by the caller, after the completed runs' kernel times
             stopped = exc
         if recorder.timer.host_ns is time.perf_counter_ns:  # the clock the runs' host_ms are on
-            # what the loop cost beyond the runs themselves: this minus the runs' host time
+            # what the loop cost beyond the runs themselves: this minus the runs' host time and
+            # minus the model's own runs (fxprof.core.overhead)
             meta["timed_wall_ms"] = (time.perf_counter_ns() - began) / 1e6
+            meta["own_wall_ms"] = own_wall_ns / 1e6
+        window_lost = meter.window_lost_ms() if meter is not None else float("nan")
     if own is not None and stopped is None:
         for _ in range(len(own_slots) if kernel_time else 0):
             own.run()
         meta = own.describe(meta)
+    if meter is not None:
+        own_lost = list(own.lost_ms) if own is not None else []
+        meta = meter.describe(meta, own_lost_ms=own_lost, window_lost_ms=round(window_lost, 6))
     meta = budget.describe(meta)
     if kernel_time:
         meta["profiler_warmup_runs"] = kernel_prof.warmup

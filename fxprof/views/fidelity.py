@@ -20,7 +20,9 @@ def profile_fidelity(profile: "Profile") -> Fidelity | None:
     """The profile's :class:`Fidelity`, or None (no own runs, no runs, isolated mode)."""
     if profile.meta.get("mode") == "isolated" or not profile.num_runs:
         return None
-    return fidelity(profile.meta, profile.kept_totals(), profile.df["median_ms"].tolist())
+    from .headline import busy_kept
+
+    return fidelity(profile.meta, profile.kept_totals(), profile.df["median_ms"].tolist(), busy_profiled=busy_kept(profile))
 
 
 #: a training step's fidelity line: fxprof runs no step of its own beside the profiled ones
@@ -61,8 +63,12 @@ def fidelity_lines(profile: "Profile") -> list[str]:
     whose = "the compiled model's own" if profile.meta.get("capture") == "compiled" else "the model's own"
     where = ("at the loop's eager steps" if profile.meta.get("session") else
              "interleaved with the profiled ones" if profile.meta.get("capture") == "compiled" else "between the profiled ones")
+    if found.unreliable:  # a ratio from too few, too spread or preempted runs is not printed
+        return [f"fidelity: not stated: {found.unreliable}; the median profiled run took {format_ms(found.profiled_ms)}, "
+                f"the model's own {format_ms(found.own_ms)} (median of {found.own_runs} unprofiled runs {where})"] + kernel_line(profile)
+    corrected = (f", {found.corrected_own} of them less the time they lost to other processes" if found.corrected_own else "")
     line = (f"fidelity: profiled run {found.ratio:.2f} x {whose} ({format_ms(found.own_ms)}, median of "
-            f"{found.own_runs} unprofiled runs {where})")
+            f"{found.own_runs} unprofiled runs {where}{corrected})")
     if found.too_slow:
         line += (f"; over {GPU_RATIO_LIMIT:g}x on the GPU, fxprof's own marks sit inside the node times (a launch-bound "
                  f"model): time fewer nodes (leaf_modules=... / --leaf-module), read device time with --timer kernel "

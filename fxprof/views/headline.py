@@ -21,7 +21,7 @@ from .tables import format_ms
 if TYPE_CHECKING:
     from ..core.profile import Profile
 
-__all__ = ["RunFigures", "run_figures", "run_line", "outside_words", "compare_headline", "ratio_words"]
+__all__ = ["RunFigures", "run_figures", "run_line", "outside_words", "machine_line", "busy_kept", "compare_headline", "ratio_words"]
 
 
 class RunFigures:
@@ -53,11 +53,32 @@ def run_figures(profile: "Profile", table: pd.DataFrame | None = None) -> RunFig
     return RunFigures(float(np.median(totals)), float(q3 - q1), int(len(totals)), nodes)
 
 
-def outside_words(meta: dict[str, Any]) -> str:
-    """What the time outside every node is, for this capture."""
+def outside_words(meta: dict[str, Any], busy: bool = False) -> str:
+    """What the time outside every node is, for this capture; ``busy``: the runs it comes from
+    lost time to other processes, which is in it too (never put down to the interpreter alone)."""
     if meta.get("capture") == "compiled":
-        return "the compiled program's own Python (guards, wrappers, allocations) and the profiler's"
-    return "interpreter overhead between nodes" + (" and the model's Python between graphs" if meta.get("capture") == "dynamo" else "")
+        words = "the compiled program's own Python (guards, wrappers, allocations) and the profiler's"
+    else:
+        words = "interpreter overhead between nodes" + (" and the model's Python between graphs" if meta.get("capture") == "dynamo" else "")
+    return words + (", and time lost to other processes (busy machine)" if busy else "")
+
+
+def machine_line(profile: "Profile") -> list[str]:
+    """The header's machine line (:func:`fxprof.core.contention.machine_words`): quiet, or how
+    many runs lost how much to other processes and what the statistics did about it; none when
+    it was not measured."""
+    from ..core.contention import machine_words
+
+    found = profile.contention
+    return [machine_words(found)] if found is not None else []
+
+
+def busy_kept(profile: "Profile") -> bool:
+    """Whether the runs the statistics use include busy ones (too few quiet runs to leave them
+    out, or ``keep_outliers``)."""
+    busy = set(profile.busy_runs)
+    kept = profile.kept_runs()
+    return bool(busy if kept is None else busy & set(kept))
 
 
 def run_line(profile: "Profile") -> str:
@@ -70,7 +91,7 @@ def run_line(profile: "Profile") -> str:
     if coverage > 1:
         return (head + ", more than the median run: each node's median comes from other runs, and the runs "
                 "vary (see the IQR); compare medians of whole runs, not the nodes' sum")
-    return head + f", {format_ms(f.run_ms * (1 - coverage))} outside every node ({outside_words(profile.meta)})"
+    return head + f", {format_ms(f.run_ms * (1 - coverage))} outside every node ({outside_words(profile.meta, busy_kept(profile))})"
 
 
 def ratio_words(ratio: float) -> str:

@@ -88,9 +88,10 @@ def render_header(profile: "Profile") -> str:
         lines.extend(compiled_run_lines(profile))
         lines.extend(_outlier_lines(profile))
     elif profile.num_runs:
-        from .headline import run_line
+        from .headline import machine_line, run_line
 
         lines.append(run_line(profile))
+        lines.extend(machine_line(profile))
         lines.extend(_outlier_lines(profile))
         lines.extend(_loop_line(profile))
         launch = profile.launch_bound_pct
@@ -199,18 +200,16 @@ def _above_roof(profile: "Profile") -> list[str]:
 
 def _loop_line(profile: "Profile") -> list[str]:
     """fxprof's own time between the timed runs (turning marks into samples, the per-run
-    bookkeeping), from the loop's wall time and the runs' host time; shown when it is not
-    negligible (over 2% of the runs)."""
-    wall = profile.meta.get("timed_wall_ms")
-    runs = profile.runs
-    if not isinstance(wall, (int, float)) or "host_ms" not in runs.columns or profile.ranks:
+    bookkeeping; :func:`fxprof.core.overhead.between_runs`), shown when it is not negligible
+    (over 2% of the runs)."""
+    from ..core.overhead import between_runs
+
+    found = between_runs(profile.meta, profile.runs)
+    if found is None or found.share <= 0.02:
         return []
-    inside = float(np.nansum(runs["host_ms"].to_numpy(dtype=np.float64)))
-    between = wall - inside
-    if inside <= 0 or between <= 0.02 * inside:
-        return []
-    return [f"between runs: fxprof took {format_ms(between)} over {profile.num_runs} runs "
-            f"({between / inside * 100:.1f}% of the runs' own time), outside every run's time"]
+    return [f"between runs: fxprof's bookkeeping took {format_ms(found.between_ms)} over {profile.num_runs} runs "
+            f"({found.share * 100:.1f}% of the runs' own time), outside every run's time"
+            + (f" (the model's own runs, {format_ms(found.own_ms)}, not counted)" if found.own_ms > 0 else "")]
 
 
 def _outlier_lines(profile: "Profile") -> list[str]:

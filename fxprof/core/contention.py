@@ -1,0 +1,143 @@
+"""A busy machine, read from the time each run lost to other processes (no torch).
+
+:mod:`fxprof.measure.contention` records, per timed run, the milliseconds the process waited
+for a CPU that another process held (``meta["contention"]["lost_ms"]``; the model's own
+unprofiled runs' in ``own_lost_ms``), with the load average and the usable cores. From them:
+
+- a run is **busy** when it lost at least :data:`BUSY_SHARE` of its wall time (and at least
+  :data:`BUSY_MIN_MS`) to other processes;
+- busy runs are left out of the statistics, as outlier runs are, when enough quiet runs remain
+  (:func:`enough_quiet`): every median, share, coverage and comparison then comes from runs
+  that had the CPU to themselves; with too few quiet runs every run is kept and every page
+  says that its times include time lost to other processes;
+- :func:`machine_words` is the one sentence every page (header, report, compare) states.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["BUSY_SHARE", "BUSY_MIN_MS", "QUIET_MIN_RUNS", "Contention", "contention", "busy_mask", "enough_quiet",
+           "quiet_values", "machine_words"]
+
+#: a run is busy when other processes took at least this share of its wall time ...
+BUSY_SHARE = 0.05
+#: ... and at least this many milliseconds (a wake-up of a few microseconds is not contention)
+BUSY_MIN_MS = 0.05
+#: busy runs are left out only when at least this many quiet runs (and a quarter of the runs) remain
+QUIET_MIN_RUNS = 3
+
+
+def busy_mask(lost_ms: Sequence[float], wall_ms: Sequence[float]) -> np.ndarray:
+    """True for each run that lost at least :data:`BUSY_SHARE` of ``wall_ms`` (and
+    :data:`BUSY_MIN_MS`) to other processes; False where nothing was measured (NaN)."""
+    lost = np.asarray(lost_ms, dtype=np.float64)
+    wall = np.asarray(wall_ms, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        return (lost >= BUSY_MIN_MS) & (lost >= BUSY_SHARE * wall)
+
+
+def enough_quiet(quiet: int, runs: int) -> bool:
+    """Whether ``quiet`` of ``runs`` runs are enough to state figures from them alone: at least
+    :data:`QUIET_MIN_RUNS` and at least a quarter of the runs."""
+    return quiet >= max(QUIET_MIN_RUNS, math.ceil(runs / 4))
+
+
+def quiet_values(values: Sequence[float], lost_ms: Sequence[float] | None) -> tuple[list[float], int]:
+    """A list of run times (the model's own runs) with the time each lost to other processes:
+    ``(the values to use, how many of them were corrected)``. The quiet runs alone where at
+    least :data:`QUIET_MIN_RUNS` are quiet; else every run, a busy one less the time it lost
+    (measured around that very call, so what is left is the run's own time, give or take the
+    caches the other process cooled). All values, none corrected, when no lost time was
+    measured (``lost_ms`` None or of another length)."""
+    values = [float(v) for v in values]
+    if lost_ms is None or len(lost_ms) != len(values):
+        return values, 0
+    busy = busy_mask(lost_ms, values)
+    quiet = [v for v, b in zip(values, busy) if not b]
+    if len(quiet) >= QUIET_MIN_RUNS:
+        return quiet, 0
+    return [max(v - float(lost), 0.0) if b else v for v, lost, b in zip(values, lost_ms, busy)], int(busy.sum())
+
+
+@dataclass(frozen=True)
+class Contention:
+    """A profile's timed runs against other processes.
+
+    ``runs``: the run numbers; ``lost_ms``: what each lost to other processes; ``wall_ms``: each
+    run's wall time; ``busy``: the busy mask; ``load``: the highest load average read (start or
+    end), None where the system has none; ``cores``: the cores the process could use;
+    ``source``: how the lost time was read (``schedstat``, ``rusage``)."""
+
+    runs: np.ndarray
+    lost_ms: np.ndarray
+    wall_ms: np.ndarray
+    busy: np.ndarray
+    load: float | None
+    cores: int
+    source: str
+
+    @property
+    def busy_runs(self) -> list[int]:
+        return [int(r) for r in self.runs[self.busy]]
+
+    @property
+    def left_out(self) -> bool:
+        """Whether the busy runs are left out of the statistics (enough quiet runs remain)."""
+        return bool(self.busy.any()) and enough_quiet(int((~self.busy).sum()), len(self.runs))
+
+    @property
+    def shares(self) -> np.ndarray:
+        """The share of its wall time each busy run lost."""
+        with np.errstate(invalid="ignore", divide="ignore"):  # measured around the run, its input copies too: at most all of it
+            return np.minimum(self.lost_ms / self.wall_ms, 1.0)[self.busy]
+
+
+def contention(meta: Mapping[str, Any], runs: pd.DataFrame) -> Contention | None:
+    """The :class:`Contention` of a profile's ``runs`` table (``run``, ``host_ms`` or
+    ``total_ms``) from ``meta["contention"]``; None when it was not measured (fxprof before
+    this, a timer of the user's, isolated mode) or does not match the runs."""
+    found = meta.get("contention") or {}
+    lost = found.get("lost_ms")
+    if not lost or "rank" in runs.columns or len(lost) < len(runs) or not len(runs):
+        return None
+    numbers = runs["run"].to_numpy(dtype=np.int64)
+    if numbers.max() >= len(lost):
+        return None
+    lost_ms = np.asarray(lost, dtype=np.float64)[numbers]
+    wall = runs["host_ms"].to_numpy(dtype=np.float64) if "host_ms" in runs.columns else np.full(len(runs), np.nan)
+    wall = np.where(np.isfinite(wall), wall, runs["total_ms"].to_numpy(dtype=np.float64))
+    loads = [v for v in (found.get("load") or ()) if isinstance(v, (int, float))]
+    return Contention(runs=numbers, lost_ms=lost_ms, wall_ms=wall, busy=busy_mask(lost_ms, wall),
+                      load=max(loads) if loads else None, cores=int(found.get("cores") or 0),
+                      source=str(found.get("source", "")))
+
+
+def _load_words(found: Contention) -> str:
+    if found.load is None:
+        return f"{found.cores} usable core(s)"
+    return f"load {found.load:.1f} on {found.cores} usable core(s)"
+
+
+def machine_words(found: Contention) -> str:
+    """The machine line: quiet, or how many runs lost how much to other processes, what the
+    statistics did about it, and what to do."""
+    if not found.busy.any():
+        return (f"machine: quiet: no timed run lost {BUSY_SHARE:.0%} of its time to other processes "
+                f"({_load_words(found)})")
+    shares = found.shares * 100
+    low, high = float(np.nanmin(shares)), float(np.nanmax(shares))
+    span = f"{low:.0f}%" if round(low) == round(high) else f"{low:.0f}-{high:.0f}%"
+    head = (f"machine: BUSY: {int(found.busy.sum())} of {len(found.runs)} timed runs lost {span} of their time to other "
+            f"processes ({_load_words(found)})")
+    if found.left_out:
+        then = (f"; they are left out of the statistics, which use the {int((~found.busy).sum())} quiet runs "
+                f"(profile.keep_outliers = True keeps them)")
+    else:
+        then = ("; too few quiet runs to leave them out: the times here include time lost to other processes")
+    return head + then + "; for steadier figures pin the process to a core of its own (taskset -c N), use fewer threads, or a quiet machine"

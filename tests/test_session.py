@@ -365,7 +365,11 @@ def test_saved_cycle_profiles_load_and_show(tmp_path):
 
     with warnings.catch_warnings():
         warnings.simplefilter("error", fxprof.ComparabilityWarning)  # two cycles of one loop compare cleanly
-        fxprof.compare(s.profiles[0], s.profiles[1])
+        from fxprof.core.compare import busy_sides
+
+        # the same conditions; only a busy machine (other processes took the CPU) is said, as it should be
+        problems = fxprof.core.compare.comparability(s.profiles[0], s.profiles[1])
+        assert problems == busy_sides(s.profiles[0], s.profiles[1])
     compared = subprocess.run([sys.executable, "-m", "fxprof", "compare", str(paths[0]), str(paths[1])],
                               capture_output=True, text=True, timeout=300)
     assert compared.returncode == 0, compared.stderr

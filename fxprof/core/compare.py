@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Union
 import numpy as np
 import pandas as pd
 
+from .contention import BUSY_SHARE
 from .memory import MEMORY_CHANGE_COLUMNS, memory_changes
 from .roofline import peaks_differ
 
@@ -55,7 +56,9 @@ IGNORED_META = ("created", "iters", "requested_iters", "incomplete", "warmup", "
                 "peaks",
                 # measured results, not conditions: the model's own runs, fxprof's loop time, the
                 # memory summary, the aten-op comparison, a compiled program's figures
-                "own_runs_ms", "timed_wall_ms", "memory", "memory_steps", "dispatch_differences", "compiled", "no_event_nodes")
+                "own_runs_ms", "timed_wall_ms", "memory", "memory_steps", "dispatch_differences", "compiled", "no_event_nodes",
+                # what the runs lost to other processes: said as a busy machine (busy_sides), not key by key
+                "contention", "own_wall_ms")
 
 
 class ComparabilityWarning(UserWarning):
@@ -325,11 +328,28 @@ def comparability(a: ProfileOrTable, b: ProfileOrTable, diff: pd.DataFrame | Non
             sentence = describe_difference(key, va, vb, _MISSING)
             if sentence:
                 problems.append(sentence)
+    problems.extend(busy_sides(a, b))
     if a.meta.get("peaks") and b.meta.get("peaks"):  # both have roofs: their roof_pct and headroom differ with them
         roofs = peaks_differ(a.meta["peaks"], b.meta["peaks"])
         if roofs:
             problems.append(f"peaks: {roofs}")  # the sentence says roof_pct and headroom_ms are against different roofs
     return problems
+
+
+def busy_sides(a: "Profile", b: "Profile") -> list[str]:
+    """A sentence for each side whose timed runs lost time to other processes
+    (:mod:`fxprof.core.contention`): whether the comparison leaves them out or its times include
+    the lost time."""
+    out = []
+    for side, prof in (("a", a), ("b", b)):
+        found = prof.contention
+        if found is None or not found.busy.any():
+            continue
+        kept = "left out of the comparison" if found.left_out and not prof.keep_outliers else \
+            "kept, so its times include time lost to other processes"
+        out.append(f"{side} was profiled on a busy machine: {int(found.busy.sum())} of {len(found.runs)} timed runs lost "
+                   f"{BUSY_SHARE:.0%} or more of their time to other processes ({kept})")
+    return out
 
 
 class _Missing:

@@ -18,10 +18,15 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from typing import TYPE_CHECKING
+
 from ..vocab import FAIL_ON, GATE_EXIT
 from .compare import ALPHA, MIN_EFFECT, TOO_FEW
 
-__all__ = ["RunVerdict", "run_verdict", "gate", "FAIL_ON", "GATE_EXIT"]
+if TYPE_CHECKING:
+    from .profile import Profile
+
+__all__ = ["RunVerdict", "run_verdict", "gate", "gate_totals", "FAIL_ON", "GATE_EXIT"]
 
 
 @dataclass(frozen=True)
@@ -63,6 +68,22 @@ def run_verdict(a_totals: Sequence[float], b_totals: Sequence[float], alpha: flo
     too_few = pd.Series([bool(smallest_p_value(len(xa), len(xb)) >= alpha)]) if len(xa) >= 2 and len(xb) >= 2 else None
     verdict = _verdicts(pd.Series([p]), pd.Series([ratio]), alpha, min_effect, too_few).iloc[0]
     return RunVerdict(ratio=ratio, low=low, high=high, p_value=p, verdict=str(verdict), a_runs=len(xa), b_runs=len(xb))
+
+
+def gate_totals(profile: "Profile", keep_outliers: bool | None = None) -> list[float]:
+    """The run times (ms) a gate holds a profile to: the runs its statistics keep (outliers and,
+    where enough quiet runs remain, busy runs left out: :mod:`fxprof.core.contention`), and on
+    the host clock (``timer="cpu"``) each busy run still among them less the time it lost to
+    other processes, so that a baseline taken on a quiet machine and a candidate on a busy one
+    (or the other way round) compare the model's time, not the machine's load."""
+    totals = profile.kept_totals(keep_outliers)
+    found = profile.contention
+    if found is None or not found.busy.any() or profile.meta.get("timer") != "cpu":
+        return totals
+    kept = profile.kept_runs(keep_outliers)
+    runs = found.runs if kept is None else np.asarray(kept, dtype=np.int64)
+    lost = dict(zip(found.runs.tolist(), np.where(found.busy, found.lost_ms, 0.0).tolist()))
+    return [max(t - lost.get(int(r), 0.0), 0.0) for t, r in zip(totals, runs)]
 
 
 def gate(diff: pd.DataFrame, fail_on: str, run: RunVerdict | None) -> tuple[bool, str]:

@@ -53,6 +53,7 @@ from .compiled_memory import memory_devices, record_memory_run, with_memory
 from .compiled_reuse import cache_entries, kept_session, remember, reuse_note, settle_first_call
 from .compiled_spans import CALL_RANGE as _CALL, KERNEL_COST, RUN_RANGE, spans_from_events
 from .capture import _Resolver
+from .contention import ContentionMeter, quiet_runs
 from .compiled_breaks import break_site, describe_breaks, frame_nodes, recompile_reason, reported_site
 from .graph import describe_graph, module_kinds
 from .profiler_cost import PROFILER_SPAN, ProfilerCost, calibrate, in_situ
@@ -408,12 +409,15 @@ def profile_compiled(model: nn.Module, args: tuple, kwargs: dict, compile: Any, 
             sync()
         caught.phase = "timed"
         session.profiler_cost = calibrate(on_cuda)  # the profiler's own cost per event, taken out of the rows
-        plain, events = _interleaved_runs(call, sync, iters, args, kwargs, on_cuda)
+        meter = ContentionMeter()  # what each run lost to other processes (fxprof.core.contention)
+        plain, events = _interleaved_runs(call, sync, iters, args, kwargs, on_cuda, meter)
         recorded = record_memory_run(call, sync, lambda: clone_tensors((args, kwargs)), root, memory_devices(root, args, kwargs),
                                      meta_base, RUN_RANGE, outer) if memory else None  # untimed: memory per kernel
         described["recompile_reasons"] = [{"graph": g, "reason": r, "during": p} for g, r, p in caught.recompiles]
-    return profile_from_events(root, session, caught, events, on_cuda, plain, compile_s, described, compiled_first,
-                               meta_base, name, recorded)
+    profile = profile_from_events(root, session, caught, events, on_cuda, plain, compile_s, described, compiled_first,
+                                  meta_base, name, recorded, lost=(meter.lost_ms, meter.own_lost_ms))
+    profile.meta = meter.describe(profile.meta, unprofiled_lost_ms=meter.own_lost_ms)
+    return profile
 
 
 def compiled_program(model: nn.Module, compile: Any = True) -> tuple[nn.Module, dict[str, Any], "CompiledSession", Any]:
@@ -456,7 +460,8 @@ def first_call(root: nn.Module, session: "CompiledSession", described: dict[str,
 
 def profile_from_events(root: nn.Module, session: "CompiledSession", caught: _TraceCatcher, events: list[Event],
                         on_cuda: bool, plain: list[float], compile_s: float, described: dict[str, Any],
-                        compiled_first: int, meta: dict[str, Any], name: str | None, recorded: Any = None) -> Profile:
+                        compiled_first: int, meta: dict[str, Any], name: str | None, recorded: Any = None,
+                        lost: tuple[list[float], list[float]] | None = None) -> Profile:
     """The profile of the recorded runs (``fxprof::run`` ranges in ``events``): kernels from
     inductor's code and provenance (``caught``), break sites dynamo reported for frames without
     a graph, spans with the profiler's own cost taken out; compiled mode and sessions alike."""
@@ -464,7 +469,11 @@ def profile_from_events(root: nn.Module, session: "CompiledSession", caught: _Tr
     spans, runs = spans_from_events(events, device=on_cuda, cost=session.profiler_cost)
     if plain and not on_cuda and session.profiler_cost is not None:  # the event's cost in this model's runs
         nested, framed = _taken_per_run(spans)
-        scaled = in_situ(session.profiler_cost, [(r1 - r0) / 1e6 for r0, r1 in runs], plain, framed, nested)
+        profiled, yardstick = [(r1 - r0) / 1e6 for r0, r1 in runs], plain
+        if lost is not None:  # the profiler's cost from runs that had the CPU to themselves (fxprof.core.contention)
+            profiled, framed, nested = quiet_runs(lost[0], profiled, framed, nested)
+            yardstick, = quiet_runs(lost[1], plain)
+        scaled = in_situ(session.profiler_cost, profiled, yardstick, framed, nested)
         if scaled != session.profiler_cost:
             session.profiler_cost = scaled
             if scaled.scale != 1.0 or scaled.nested_scale != 1.0:
@@ -506,6 +515,8 @@ def _taken_per_run(spans: list[Span]) -> tuple[list[float], list[float]]:
 #: the profiler stopped took 0.11 ms, the third 0.04 ms, as in a loop without the profiler; the
 #: first recorded call 0.14 ms, the fourth 0.07 ms (docs/performance.md section 11)
 SETTLE_CALLS = 2
+#: at least this many unprofiled runs (the compiled model's own run time)
+PLAIN_RUNS_MIN = 6
 
 
 def run_range() -> Any:
@@ -522,16 +533,47 @@ def run_range() -> Any:
     return fast(RUN_RANGE)
 
 
-def _interleaved_runs(call: Any, sync: Any, iters: int, args: tuple, kwargs: dict, on_cuda: bool) -> tuple[list[float], list[Event]]:
-    """``iters`` cycles on ``torch.profiler``'s own schedule (wait 1, warm-up 1, active 1): while
-    waiting, the model runs with the profiler off, :data:`SETTLE_CALLS` untimed calls then one
-    timed by the host clock (the compiled model's own run time); the warm-up call lets the
-    profiler start; while active, :data:`SETTLE_CALLS` calls outside every run, then the run,
-    in an ``fxprof::run`` range. Interleaved, a drift of the machine reaches the unprofiled and
-    the profiled runs alike. Returns the unprofiled times (ms) and the events."""
+def _plain_loop(call: Any, sync: Any, runs: int, args: tuple, kwargs: dict, meter: ContentionMeter, into: list[float],
+                lost: list[float]) -> None:
+    """``runs`` calls of the compiled model back to back with no profiler alive, after
+    :data:`SETTLE_CALLS` untimed ones: the compiled model's own run time as a plain loop of the
+    user's sees it, into ``into`` (ms), what each lost to other processes into ``lost``."""
+    for _ in range(SETTLE_CALLS):
+        call()
+    sync()
+    for _ in range(runs):
+        fresh = clone_tensors((args, kwargs))
+
+        def timed() -> None:
+            t0 = time.perf_counter_ns()
+            call(fresh)
+            sync()
+            into.append((time.perf_counter_ns() - t0) / 1e6)
+
+        meter.around(timed, into=lost)
+
+
+def _interleaved_runs(call: Any, sync: Any, iters: int, args: tuple, kwargs: dict, on_cuda: bool,
+                      meter: ContentionMeter | None = None) -> tuple[list[float], list[Event]]:
+    """The unprofiled runs and ``iters`` profiled cycles on ``torch.profiler``'s own schedule
+    (wait 1, warm-up 1, active 1): the warm-up call lets the profiler start; while active,
+    :data:`SETTLE_CALLS` calls outside every run, then the run, in an ``fxprof::run`` range.
+
+    The unprofiled runs (the compiled model's own run time) are a plain loop, half before the
+    profiler is created and half after it is gone (:func:`_plain_loop`): taken between the
+    profiler's cycles they read 8-21% slower than the same model in a loop of the user's (the
+    profiler's start, stop and trace processing leave the model's code and data cold beyond
+    what settling calls warm again; docs/performance.md). ``meter`` keeps what each run, profiled
+    and unprofiled, lost to other processes (``lost_ms``; ``meter.own`` for the unprofiled).
+    Returns the unprofiled times (ms) and the events."""
     from torch.profiler import ProfilerActivity, profile, schedule
 
+    meter = meter if meter is not None else ContentionMeter()
     events: list[Event] = []
+    plain: list[float] = []
+    plain_lost: list[float] = []
+    half = max(PLAIN_RUNS_MIN, iters) // 2
+    _plain_loop(call, sync, half, args, kwargs, meter, plain, plain_lost)
 
     def collect(done: Any) -> None:
         events.extend(events_from_kineto(done.profiler.kineto_results.events()))
@@ -540,7 +582,6 @@ def _interleaved_runs(call: Any, sync: Any, iters: int, args: tuple, kwargs: dic
     quiet = warnings.catch_warnings()  # each cycle's events are collected: its note about clearing them is moot
     quiet.__enter__()
     warnings.filterwarnings("ignore", message=".*Profiler clears events at the end of each cycle")
-    plain: list[float] = []
     try:
         prof = profile(activities=activities, schedule=schedule(wait=1, warmup=1, active=1, repeat=iters),
                        on_trace_ready=collect)
@@ -551,14 +592,8 @@ def _interleaved_runs(call: Any, sync: Any, iters: int, args: tuple, kwargs: dic
         raise
     try:
         for _ in range(iters):
-            for _ in range(SETTLE_CALLS):  # the first calls after the profiler stopped run cold
-                call()
+            call()  # the wait step: the profiler is off
             sync()
-            fresh = clone_tensors((args, kwargs))
-            t0 = time.perf_counter_ns()
-            call(fresh)
-            sync()
-            plain.append((time.perf_counter_ns() - t0) / 1e6)
             with kineto_quiet():
                 prof.step()  # -> warm-up: the profiler starts
             call()
@@ -569,15 +604,21 @@ def _interleaved_runs(call: Any, sync: Any, iters: int, args: tuple, kwargs: dic
                 call()
             sync()
             fresh = clone_tensors((args, kwargs))  # outside the run's range
-            with run_range():
-                call(fresh)
-                sync()
+
+            def run() -> None:
+                with run_range():
+                    call(fresh)
+                    sync()
+
+            meter.around(run)
             with kineto_quiet():
                 prof.step()  # the cycle's events reach collect()
     finally:
         with kineto_quiet():
             prof.__exit__(None, None, None)
         quiet.__exit__(None, None, None)
+    _plain_loop(call, sync, max(PLAIN_RUNS_MIN, iters) - half, args, kwargs, meter, plain, plain_lost)
+    meter.own_lost_ms = plain_lost
     return plain, events
 
 

@@ -23,7 +23,7 @@ import resource
 import time
 from typing import Any, Callable, TypeVar
 
-__all__ = ["ContentionMeter", "machine_load", "usable_cores"]
+__all__ = ["ContentionMeter", "machine_load", "usable_cores", "quiet_runs"]
 
 T = TypeVar("T")
 
@@ -75,7 +75,8 @@ class ContentionMeter:
         self.load_start = machine_load()
         self.cores = usable_cores()
         self.lost_ms: list[float] = []
-        self.switches: list[int] = []
+        #: the model's own (unprofiled) runs' lost time, where the caller measures them with this meter
+        self.own_lost_ms: list[float] = []
         self._window: tuple[Any, int] | None = None
 
     # ------------------------------------------------------------------ one measurement
@@ -102,12 +103,13 @@ class ContentionMeter:
         """``call()``, with the time it lost to other processes appended to ``into`` (default
         :attr:`lost_ms`), also when it raises."""
         before = self._snapshot()
+        t0 = time.perf_counter_ns()
         try:
             return call()
         finally:
-            lost, switches = self._lost(before, self._snapshot())
-            (self.lost_ms if into is None else into).append(lost)
-            self.switches.append(switches)
+            wall = (time.perf_counter_ns() - t0) / 1e6
+            lost, _ = self._lost(before, self._snapshot())
+            (self.lost_ms if into is None else into).append(min(lost, wall))  # a wait before the call began is not its
 
     def start_window(self) -> None:
         """Start measuring a whole window (the timed runs and everything between them)."""
@@ -137,3 +139,18 @@ class ContentionMeter:
         for name, value in extra.items():
             found[name] = [round(v, 6) for v in value] if isinstance(value, list) else value
         return {**meta, "contention": found}
+
+
+def quiet_runs(lost_ms: list[float], wall_ms: list[float], *more: list[float]) -> tuple[list[float], ...]:
+    """``wall_ms`` and every list in ``more`` (one value a run, in the same order) without the
+    busy runs (:func:`fxprof.core.contention.busy_mask`), where enough quiet ones remain
+    (:func:`fxprof.core.contention.enough_quiet`); as given otherwise, or when the lengths differ."""
+    from ..core.contention import busy_mask, enough_quiet
+
+    lists = (wall_ms, *more)
+    if len(lost_ms) != len(wall_ms) or any(len(m) != len(wall_ms) for m in more):
+        return lists
+    busy = busy_mask(lost_ms, wall_ms)
+    if not busy.any() or not enough_quiet(int((~busy).sum()), len(busy)):
+        return lists
+    return tuple([v for v, b in zip(values, busy) if not b] for values in lists)

@@ -201,30 +201,56 @@ def dispatch_note(eager: tuple[Counter[str], dict[str, set[str]]], captured: tup
 class EagerSteps:
     """A session's own runs: the model's forward at the schedule's eager steps (``wait``,
     ``skip_first``), timed as the user's loop runs it (fxprof runs no extra forward in someone
-    else's loop), kept per input signature, the last :data:`OWN_RUNS_MAX` * 4 of each. On CUDA
-    an event pair on the current stream brackets the call (no synchronize in the user's loop);
-    they are read when a profile is made."""
+    else's loop), kept per input signature, the last :data:`OWN_RUNS_MAX` * 4 of each. A cold
+    call (the loop's first forward, or the first after instrumented steps: its code and data
+    left the caches) is run but not kept. On CUDA an event pair on the current stream brackets
+    the call (no synchronize in the user's loop); they are read when a profile is made."""
 
     def __init__(self) -> None:
         self._runs: dict[tuple, list[Any]] = {}
+        self._lost: dict[tuple, list[float]] = {}
 
-    def call(self, forward: Callable[..., Any], args: tuple, kwargs: dict, key: tuple) -> Any:
-        """``forward(*args, **kwargs)``, timed; its result or its exception, untouched."""
+    def call(self, forward: Callable[..., Any], args: tuple, kwargs: dict, key: tuple, cold: bool = False,
+             meter: Any = None) -> Any:
+        """``forward(*args, **kwargs)``, timed unless ``cold``; its result or its exception,
+        untouched. ``meter`` (a :class:`~fxprof.measure.contention.ContentionMeter`) keeps what
+        the call lost to other processes."""
+        if cold:
+            return forward(*args, **kwargs)
         cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
-        if cuda:
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            out = forward(*args, **kwargs)
-            end.record()
-            mark: Any = (start, end)
+        lost: list[float] = []
+        box: list[Any] = []
+
+        def timed() -> None:
+            if cuda:
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                box.append(forward(*args, **kwargs))
+                end.record()
+                box.append((start, end))
+            else:
+                t0 = time.perf_counter_ns()
+                box.append(forward(*args, **kwargs))
+                box.append((time.perf_counter_ns() - t0) / 1e6)
+
+        if meter is not None:
+            meter.around(timed, into=lost)
         else:
-            t0 = time.perf_counter_ns()
-            out = forward(*args, **kwargs)
-            mark = (time.perf_counter_ns() - t0) / 1e6
+            timed()
+        out, mark = box
         runs = self._runs.setdefault(key, [])
         runs.append(mark)
         del runs[:-4 * OWN_RUNS_MAX]
+        if meter is not None and not cuda:
+            kept = self._lost.setdefault(key, [])
+            kept.extend(lost)
+            del kept[:-4 * OWN_RUNS_MAX]
         return out
+
+    def lost_of(self, keys: list[tuple]) -> list[float]:
+        """What the kept eager steps of the one signature in ``keys`` lost to other processes
+        (``[]`` where not measured: CUDA, several signatures)."""
+        return list(self._lost.get(keys[0], [])) if len(keys) == 1 else []
 
     def describe(self, meta: dict[str, Any], keys: list[tuple]) -> dict[str, Any]:
         """``meta`` with ``own_runs_ms`` (the eager steps of the cycle's one input signature), or
@@ -245,5 +271,5 @@ class EagerSteps:
                "no eager step of the schedule (wait, skip_first) ran a batch of this shape before the profile was made")
         out["notes"] = list(out.get("notes", [])) + [
             f"no fidelity line: a session times the model's own forward at the schedule's eager steps, and {why} "
-            f"(fxprof.schedule(wait=2, ...) gives it some)"]
+            f"(its first eager step after instrumented ones runs cold and is not kept: fxprof.schedule(wait=3, ...) gives it some)"]
         return out

@@ -67,6 +67,7 @@ from ..vocab import CAPTURES
 from .capture import Capture, DynamoCapture, specialised_inputs
 from .program import COMPILED_BACKWARD, capture_program, wants_compiled
 from .environment import environment
+from .contention import ContentionMeter
 from .fidelity import EagerSteps
 from .loop import _build, check_devices, describe_run
 from .ranks import gather, is_initialized
@@ -187,6 +188,7 @@ class _Cycle:
         self.run_modes: list[tuple] = []  # the numerics each timed run had (see _numerics)
         self.eager_calls = 0  # eval / no-grad forwards of a backward=True session, run eagerly
         self.run_graphs: list[tuple[int, int]] = []  # backward=True: (forward, backward) graph executions per run
+        self.lost: dict[int, float] = {}  # per run: what its forward(s) lost to other processes (fxprof.core.contention)
         #: the memory of the warm-up steps before it: (per-node records, meta) (fxprof.measure.session_memory)
         self.memory: tuple[dict[str, dict[str, Any]], dict[str, Any]] = ({}, {})
 
@@ -286,6 +288,8 @@ class Session:
         self._saved_forward: Any = None
         self._had_forward = False
         self._own = EagerSteps()  # the eager steps' own forward times, per input signature
+        self._meter = ContentionMeter()  # what the timed forwards lose to other processes
+        self._last_action: str | None = None  # the action of the step of the last forward (a cold eager call follows another)
         self._memory = StepMemory(model, bool(memory))  # memory of the warm-up steps (fxprof.measure.session_memory)
 
     # ------------------------------------------------------------ open / close
@@ -374,9 +378,12 @@ class Session:
         action = self._action
         if not self._open or getattr(self._inside, "on", False):
             return self._eager(*args, **kwargs)
+        cold = self._last_action != "none"  # the loop's first forward, or the first after instrumented ones
+        self._last_action = action
         if action == "none":  # the model's own forward: timed as it runs (fxprof.measure.fidelity)
             # keyed as the timed runs' signatures are (inputs, mode and numerics), to be set beside them
-            return self._own.call(self._eager, args, kwargs, signature_of(args, kwargs, self.model.training) + (_numerics(),))
+            return self._own.call(self._eager, args, kwargs, signature_of(args, kwargs, self.model.training) + (_numerics(),),
+                                  cold=cold, meter=self._meter)
         self._inside.on = True
         try:
             return self._instrumented(action, args, kwargs)
@@ -436,8 +443,12 @@ class Session:
         assert cycle is not None
         if captured not in cycle.captures:
             cycle.captures.append(captured)
+        meter = self._meter
         if join:
-            out = captured.run(recorder, call_args, call_kwargs, join=True)  # type: ignore[call-arg]
+            lost: list[float] = []
+            out = meter.around(lambda: captured.run(recorder, call_args, call_kwargs, join=True), into=lost)  # type: ignore[call-arg]
+            run = max(cycle.recording.runs - 1, 0)
+            cycle.lost[run] = cycle.lost.get(run, 0.0) + lost[0]
             self._settle()
             return out
         before = cycle.recording.runs
@@ -445,7 +456,9 @@ class Session:
             captured.start_timing()
         recorder.recording = cycle.recording
         self._mode = numerics
-        out = captured.run_timed(recorder, call_args, call_kwargs)
+        lost = []
+        out = meter.around(lambda: captured.run_timed(recorder, call_args, call_kwargs), into=lost)
+        cycle.lost[before] = cycle.lost.get(before, 0.0) + lost[0]
         # a training capture's run ends with the loop's backward: it is counted when it has
         self._pending = (captured, cycle, before, self.step_num, sig, _describe_inputs(args, kwargs))
         self._settle()
@@ -618,6 +631,8 @@ class Session:
         meta.update({k: v for k, v in memory_meta.items() if k != "notes"})
         meta["notes"] = notes + memory_meta.get("notes", []) + meta.get("notes", [])
         meta = self._own.describe(meta, [self._signature_keys[s] for s in used])
+        meta = self._meter.describe(meta, lost_ms=[cycle.lost.get(i, 0.0) for i in range(rec.recording.runs)],
+                                    own_lost_ms=self._own.lost_of([self._signature_keys[s] for s in used]))
         if first.kind == "compiled":
             return first.build(meta, self.name)  # type: ignore[attr-defined]
         return _build(captured, rec, meta, memory_records)

@@ -79,7 +79,10 @@ def profiler_cost_lines(compiled: dict[str, Any]) -> list[str]:
     else:
         where = f"calibrated on this machine, x{scale:.2f} outside the kernels in this model's runs"
     measured = cost.get("measured_scale")
-    held = f", held: x{float(measured):.2f} measured" if measured is not None and measured != scale else ""
+    held = ""
+    if measured is not None and measured != scale:  # held to its bounds: say what was measured, never a negative factor
+        held = (f", held: x{float(measured):.2f} measured" if float(measured) > 0 else
+                ", held: the profiled runs were not slower than the unprofiled ones, so no factor could be measured (a noisy or busy machine)")
     return [f"profiler's own cost: {format_ms(float(cost['median_ms']))} a run taken out of the rows (its recording of "
             f"each event: {cost.get('op_us', 0):.2f} us an op, {cost.get('range_us', 0):.2f} us a range, {where}{held}); "
             f"rows + it = the profiled run"]

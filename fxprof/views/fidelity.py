@@ -62,7 +62,7 @@ def fidelity_lines(profile: "Profile") -> list[str]:
         return kernel_line(profile)
     whose = "the compiled model's own" if profile.meta.get("capture") == "compiled" else "the model's own"
     where = ("at the loop's eager steps" if profile.meta.get("session") else
-             "interleaved with the profiled ones" if profile.meta.get("capture") == "compiled" else "between the profiled ones")
+             "in a plain loop before and after the profiled ones" if profile.meta.get("capture") == "compiled" else "between the profiled ones")
     if found.unreliable:  # a ratio from too few, too spread or preempted runs is not printed
         return [f"fidelity: not stated: {found.unreliable}; the median profiled run took {format_ms(found.profiled_ms)}, "
                 f"the model's own {format_ms(found.own_ms)} (median of {found.own_runs} unprofiled runs {where})"] + kernel_line(profile)

@@ -85,7 +85,10 @@ def render_header(profile: "Profile") -> str:
             f"inputs (steady-state cost, no whole runs); {skipped} node(s) skipped, see skip_reason"
         )
     elif profile.num_runs and meta.get("capture") == "compiled":
+        from .headline import machine_line
+
         lines.extend(compiled_run_lines(profile))
+        lines.extend(machine_line(profile))
         lines.extend(_outlier_lines(profile))
     elif profile.num_runs:
         from .headline import machine_line, run_line
@@ -162,11 +165,18 @@ def compiled_run_lines(profile: "Profile") -> list[str]:
         lines.append(
             f"kernels: {format_ms(kernel_ms)} a run (median over the runs of their summed times), "
             f"{kernel_ms / plain * 100:.1f}% of the compiled model's own median run time ({format_ms(plain)}, "
-            f"{count} unprofiled runs)"
-            + (f"; all rows {all_ms / plain * 100:.1f}% of it" + _rows_note(profile.meta) if framed else "")
+            f"{count} unprofiled runs in a plain loop)"
+            + (f"; all rows {all_ms / plain * 100:.1f}% of it" + _rows_note(profile.meta)
+               + ("" if ROWS_SHARE_PLAUSIBLE[0] <= all_ms / plain <= ROWS_SHARE_PLAUSIBLE[1] else
+                  ": far from 100%, so the runs differed from the unprofiled ones by more than the profiler's cost "
+                  "(a noisy or busy machine: see the machine line; profile again with more --iters)") if framed else "")
         )
     lines.extend(breaks_lines(profile, plain))
     return lines
+
+
+#: a compiled profile's rows over its own run outside this range are said to be implausible
+ROWS_SHARE_PLAUSIBLE = (0.7, 1.3)
 
 
 def _rows_note(meta: Mapping[str, Any]) -> str:

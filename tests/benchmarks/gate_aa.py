@@ -1,0 +1,138 @@
+"""The CI gate's false-alarm and detection rates: A/A and A/B pairs, each profile its own process.
+
+A pair is two saved profiles taken one after the other in two processes, as a CI job takes its
+baseline and its candidate: ``fxprof profile FILE:make --json ...``. An A/A pair profiles the
+same model twice (nothing changed: the gate must pass); an A/B pair profiles a stack of 10 equal
+blocks, then one of 11 (a real 10% slowdown: the gate must fail). Each pair's verdict is read
+with ``fxprof.core.gate`` exactly as ``fxprof compare A B --fail-on slower`` reads it, for the
+gate of this fxprof and for the rule it replaced (the kept run totals, busy runs in them), so
+both rates are printed side by side.
+
+    PYTHONPATH=$PWD python tests/benchmarks/gate_aa.py --pairs 20 --out /tmp/gate
+    PYTHONPATH=$PWD python tests/benchmarks/gate_aa.py --pairs 3 --iters 10   # quick
+
+Prints one line per pair and the rates; docs/ci.md holds the figures. The machine's load is
+printed with them: run it quiet and beside other work (``--busy`` starts a busy loop on each
+core the profiles may use, for the whole benchmark).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+from torch import nn
+
+WIDTH = 256
+BATCH = 32
+
+
+class Blocks(nn.Module):
+    """``n`` equal Linear+ReLU blocks: 11 blocks cost 10% more than 10."""
+
+    def __init__(self, n: int):
+        super().__init__()
+        self.blocks = nn.Sequential(*[nn.Sequential(nn.Linear(WIDTH, WIDTH), nn.ReLU()) for _ in range(n)])
+
+    def forward(self, x):
+        return self.blocks(x)
+
+
+def make_a() -> nn.Module:
+    torch.manual_seed(0)
+    return Blocks(10).eval()
+
+
+def make_b() -> nn.Module:
+    torch.manual_seed(0)
+    return Blocks(11).eval()
+
+
+def _profile(factory: str, path: Path, iters: int, threads: int) -> None:
+    here = Path(__file__).resolve()
+    cmd = [sys.executable, "-m", "fxprof", "profile", f"{here}:{factory}", "--input", f"{BATCH}x{WIDTH}",
+           "--iters", str(iters), "--threads", str(threads), "--peaks", "off", "--json", str(path), "--quiet"]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0 or not path.exists():
+        raise SystemExit(f"profiling failed: {' '.join(cmd)}\n{done.stderr[-2000:]}")
+
+
+def _verdicts(a_path: Path, b_path: Path) -> dict[str, tuple[bool, float]]:
+    """Per rule, (the gate failed, b/a median run ratio)."""
+    import fxprof
+    from fxprof.core.gate import gate, run_verdict, gate_totals
+
+    a, b = fxprof.load(a_path), fxprof.load(b_path)
+    diff = fxprof.compare(a, b, warn=False)
+    out = {}
+    for rule, (ta, tb) in {
+        "now": (gate_totals(a), gate_totals(b)),
+        "before (run totals without outliers, busy runs in them)": (_old_rule(a), _old_rule(b)),
+    }.items():
+        run = run_verdict(ta, tb)
+        failed, _ = gate(diff, "slower", run)
+        out[rule] = (failed, run.ratio)
+    return out
+
+
+def _old_rule(prof) -> list[float]:
+    """The totals the gate compared before busy runs were measured: every run but the outliers."""
+    outliers = set(prof.outlier_runs)
+    return [t for t, r in zip(prof.total_ms, prof.runs["run"]) if int(r) not in outliers]
+
+
+def _busy_loops(cores: list[int]) -> list[subprocess.Popen]:
+    code = "import os, sys\nos.sched_setaffinity(0, {int(sys.argv[1])})\nwhile True: pass"
+    return [subprocess.Popen([sys.executable, "-c", code, str(c)]) for c in cores]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pairs", type=int, default=20)
+    parser.add_argument("--iters", type=int, default=20)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--out", default=None, help="folder for the profiles (default: a temporary one)")
+    parser.add_argument("--busy", action="store_true", help="a busy loop on every usable core during the benchmark")
+    args = parser.parse_args()
+    out = Path(args.out or tempfile.mkdtemp(prefix="gate_aa_"))
+    out.mkdir(parents=True, exist_ok=True)
+    loops = _busy_loops(sorted(os.sched_getaffinity(0))) if args.busy else []
+    started = time.time()
+    counts: dict[str, dict[str, int]] = {}
+    rows = []
+    try:
+        print(f"load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores at start; busy loops: {len(loops)}", flush=True)
+        for i in range(args.pairs):
+            paths = {k: out / f"{k}{i}.json" for k in ("a", "a2", "b")}
+            _profile("make_a", paths["a"], args.iters, args.threads)
+            _profile("make_a", paths["a2"], args.iters, args.threads)
+            _profile("make_b", paths["b"], args.iters, args.threads)
+            aa, ab = _verdicts(paths["a"], paths["a2"]), _verdicts(paths["a"], paths["b"])
+            for rule in aa:
+                c = counts.setdefault(rule, {"false_alarms": 0, "detected": 0})
+                c["false_alarms"] += aa[rule][0]
+                c["detected"] += ab[rule][0]
+            rows.append({"pair": i, "aa": aa, "ab": ab, "load": os.getloadavg()[0]})
+            print(f"pair {i}: A/A " + ", ".join(f"{r.split()[0]} {'FAIL' if f else 'pass'} {x:.3f}" for r, (f, x) in aa.items())
+                  + " | A/B " + ", ".join(f"{r.split()[0]} {'FAIL' if f else 'pass'} {x:.3f}" for r, (f, x) in ab.items())
+                  + f" | load {os.getloadavg()[0]:.1f}", flush=True)
+    finally:
+        for p in loops:
+            p.kill()
+    print(f"\n{args.pairs} pairs, {args.iters} runs a profile, {args.threads} thread(s), {time.time() - started:.0f} s; "
+          f"load {os.getloadavg()[0]:.1f} at the end")
+    for rule, c in counts.items():
+        print(f"{rule}: false alarms {c['false_alarms']} of {args.pairs} A/A pairs; 10% slowdown detected in "
+              f"{c['detected']} of {args.pairs} A/B pairs")
+    (out / "gate_aa.json").write_text(json.dumps({"counts": counts, "rows": rows}, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()

@@ -143,12 +143,14 @@ def _gate(args: argparse.Namespace, a: Any, b: Any, diff: Any, keep: Any, report
     """The whole run's verdict, the --fail-on gate and the --markdown summary; the exit status."""
     if args.fail_on is None and args.markdown is None:
         return 0
-    from ..core.gate import gate, gate_totals, run_verdict
+    from ..core.gate import busy_sides_words, gate, gate_totals, run_verdict
 
     run = None
+    busy = ""
     if hasattr(a, "kept_totals") and hasattr(b, "kept_totals"):
         run = run_verdict(gate_totals(a, keep), gate_totals(b, keep), alpha=args.alpha, min_effect=args.min_effect)
-    failed, line = gate(diff, args.fail_on, run) if args.fail_on else (False, None)
+        busy = busy_sides_words(a, b)
+    failed, line = gate(diff, args.fail_on, run, busy) if args.fail_on else (False, None)
     if args.markdown is not None:
         from ..io.atomic import atomic_write
         from ..views.markdown import render_compare_markdown

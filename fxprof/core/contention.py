@@ -22,8 +22,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-__all__ = ["BUSY_SHARE", "BUSY_MIN_MS", "QUIET_MIN_RUNS", "Contention", "contention", "busy_mask", "enough_quiet",
-           "quiet_values", "machine_words"]
+__all__ = ["BUSY_SHARE", "BUSY_MIN_MS", "QUIET_MIN_RUNS", "BUSY_LOAD_MARGIN", "Contention", "contention", "busy_mask",
+           "enough_quiet", "quiet_values", "machine_words", "busy_machine"]
 
 #: a run is busy when other processes took at least this share of its wall time ...
 BUSY_SHARE = 0.05
@@ -31,6 +31,9 @@ BUSY_SHARE = 0.05
 BUSY_MIN_MS = 0.05
 #: busy runs are left out only when at least this many quiet runs (and a quarter of the runs) remain
 QUIET_MIN_RUNS = 3
+#: a machine whose load average reached its usable cores plus this many is busy, even when no run
+#: lost time: the other processes run on the other cores and share the caches and memory
+BUSY_LOAD_MARGIN = 1.0
 
 
 def busy_mask(lost_ms: Sequence[float], wall_ms: Sequence[float]) -> np.ndarray:
@@ -141,3 +144,18 @@ def machine_words(found: Contention) -> str:
     else:
         then = ("; too few quiet runs to leave them out: the times here include time lost to other processes")
     return head + then + "; for steadier figures pin the process to a core of its own (taskset -c N), use fewer threads, or a quiet machine"
+
+
+def busy_machine(meta: Mapping[str, Any], runs: pd.DataFrame) -> str:
+    """Why a profile was taken on a busy machine, in words ("" if it was not, or nothing was
+    measured): some of its timed runs lost time to other processes, or the load average reached
+    the usable cores plus :data:`BUSY_LOAD_MARGIN` (other processes on the other cores slow the
+    model through the shared caches and memory without taking its CPU)."""
+    found = contention(meta, runs)
+    if found is None:
+        return ""
+    if found.busy.any():
+        return f"{int(found.busy.sum())} of {len(found.runs)} timed runs lost time to other processes"
+    if found.load is not None and found.cores and found.load >= found.cores + BUSY_LOAD_MARGIN:
+        return f"load {found.load:.1f} on {found.cores} usable core(s)"
+    return ""

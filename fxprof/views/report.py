@@ -634,6 +634,12 @@ def render_report(profile: Profile, title: str | None = None) -> str:
                       ("outside every node", format_ms(figures.outside_ms))]
         cards.append(("coverage (node medians / median run)", f"{profile.coverage * 100:.1f}%"))
         cards.append(("outlier runs left out" if not profile.keep_outliers else "outlier runs (kept)", f"{len(profile.outlier_runs)}"))
+        found = profile.contention  # the machine, as the header's machine line says it (fxprof.core.contention)
+        if found is not None:
+            busy = int(found.busy.sum())
+            cards.append(("machine", "quiet" if not busy else
+                          f"BUSY: {busy} of {len(found.runs)} runs lost time to other processes"
+                          + (" (left out)" if found.left_out and not profile.keep_outliers else " (in the figures)")))
     book = is_bookkeeping(table)
     if book.any():
         cards.append(("record_function bookkeeping", f"{table.loc[book, 'pct'].sum():.1f}%"))

@@ -144,6 +144,9 @@ def compiled_run_lines(profile: "Profile") -> list[str]:
     q25, med, q75 = np.percentile(totals, [25, 50, 75])
     from .breaks import breaks_lines, kernel_rows
 
+    from .headline import busy_kept
+
+    lost = ", and time lost to other processes (busy machine)" if busy_kept(profile) else ""
     samples = profile.kept_samples()
     framed = not bool(kernel_rows(profile.df).all())  # rows for the time outside the kernels (graph breaks, overhead)
     all_ms = float(samples.groupby("run", observed=True)["time_ms"].sum().median()) if len(samples) else float("nan")
@@ -154,9 +157,9 @@ def compiled_run_lines(profile: "Profile") -> list[str]:
         f"run: median {format_ms(med)} (IQR {format_ms(q75 - q25)}) over {len(totals)} profiled runs; "
         + (f"its rows (kernels, graph breaks, the compiled program's own Python) account for {profile.coverage * 100:.1f}% "
            f"of it (coverage)" + (", the profiler's own cost the rest" if (profile.meta.get("compiled") or {}).get("profiler_cost")
-                                  else "") if framed else
+                                  else "") + lost if framed else
            f"kernels account for {profile.coverage * 100:.1f}% of it (coverage), the rest is the compiled program's own "
-           f"Python (guards, wrappers, allocations) and the profiler's")
+           f"Python (guards, wrappers, allocations) and the profiler's" + lost)
     ]
     from ..core.compiled import own_run_ms
 

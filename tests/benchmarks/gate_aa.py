@@ -67,7 +67,7 @@ def _profile(factory: str, path: Path, iters: int, threads: int) -> None:
 def _verdicts(a_path: Path, b_path: Path) -> dict[str, tuple[bool, float]]:
     """Per rule, (the gate failed, b/a median run ratio)."""
     import fxprof
-    from fxprof.core.gate import gate, run_verdict, gate_totals
+    from fxprof.core.gate import busy_sides_words, gate, gate_totals, run_verdict
 
     a, b = fxprof.load(a_path), fxprof.load(b_path)
     diff = fxprof.compare(a, b, warn=False)
@@ -77,7 +77,7 @@ def _verdicts(a_path: Path, b_path: Path) -> dict[str, tuple[bool, float]]:
         "before (run totals without outliers, busy runs in them)": (_old_rule(a), _old_rule(b)),
     }.items():
         run = run_verdict(ta, tb)
-        failed, _ = gate(diff, "slower", run)
+        failed, _ = gate(diff, "slower", run, busy_sides_words(a, b) if rule == "now" else "")
         out[rule] = (failed, run.ratio)
     return out
 
@@ -100,6 +100,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", default=None, help="folder for the profiles (default: a temporary one)")
     parser.add_argument("--busy", action="store_true", help="a busy loop on every usable core during the benchmark")
+    parser.add_argument("--evaluate", action="store_true",
+                        help="profile nothing: read the verdicts of the profiles already in --out (a0.json, a20.json, b0.json...)")
     args = parser.parse_args()
     out = Path(args.out or tempfile.mkdtemp(prefix="gate_aa_"))
     out.mkdir(parents=True, exist_ok=True)
@@ -111,9 +113,13 @@ def main() -> None:
         print(f"load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores at start; busy loops: {len(loops)}", flush=True)
         for i in range(args.pairs):
             paths = {k: out / f"{k}{i}.json" for k in ("a", "a2", "b")}
-            _profile("make_a", paths["a"], args.iters, args.threads)
-            _profile("make_a", paths["a2"], args.iters, args.threads)
-            _profile("make_b", paths["b"], args.iters, args.threads)
+            if args.evaluate:
+                if not all(p.exists() for p in paths.values()):
+                    break
+            else:
+                _profile("make_a", paths["a"], args.iters, args.threads)
+                _profile("make_a", paths["a2"], args.iters, args.threads)
+                _profile("make_b", paths["b"], args.iters, args.threads)
             aa, ab = _verdicts(paths["a"], paths["a2"]), _verdicts(paths["a"], paths["b"])
             for rule in aa:
                 c = counts.setdefault(rule, {"false_alarms": 0, "detected": 0})
@@ -126,11 +132,11 @@ def main() -> None:
     finally:
         for p in loops:
             p.kill()
-    print(f"\n{args.pairs} pairs, {args.iters} runs a profile, {args.threads} thread(s), {time.time() - started:.0f} s; "
+    print(f"\n{len(rows)} pairs, {args.iters} runs a profile, {args.threads} thread(s), {time.time() - started:.0f} s; "
           f"load {os.getloadavg()[0]:.1f} at the end")
     for rule, c in counts.items():
-        print(f"{rule}: false alarms {c['false_alarms']} of {args.pairs} A/A pairs; 10% slowdown detected in "
-              f"{c['detected']} of {args.pairs} A/B pairs")
+        print(f"{rule}: false alarms {c['false_alarms']} of {len(rows)} A/A pairs; 10% slowdown detected in "
+              f"{c['detected']} of {len(rows)} A/B pairs")
     (out / "gate_aa.json").write_text(json.dumps({"counts": counts, "rows": rows}, indent=1, default=str))
 
 

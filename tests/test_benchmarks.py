@@ -115,3 +115,21 @@ def test_attribution_benchmark_runs():
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "record path" in result.stdout and "flat pass" in result.stdout
+
+
+@pytest.mark.usefixtures("inductor_cache")
+def test_compiled_yardstick_benchmark_times_both(tmp_path):
+    """tests/benchmarks/compiled_yardstick.py times the compiled model in a plain loop and a
+    compiled profile's yardstick, round by round; the figures (docs/performance.md) come from
+    real runs, this only checks that both are timed and the ratio is theirs."""
+    env = {**__import__("os").environ, "PYTHONPATH": str(ROOT)}
+    out = tmp_path / "yardstick.json"
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "benchmarks" / "compiled_yardstick.py"), "--rounds", "1", "--iters", "4",
+         "--calls", "5", "--json", str(out)],
+        capture_output=True, text=True, timeout=900, env=env,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    (row,) = json.loads(out.read_text())["compiled_yardstick"]
+    assert row["plain_loop_ms"] > 0 and row["yardstick_ms"] > 0
+    assert row["ratio"] == row["yardstick_ms"] / row["plain_loop_ms"]

@@ -370,3 +370,22 @@ def test_a_quiet_measurement_is_cached_with_its_load(own_cache, monkeypatch):
     monkeypatch.setenv("FXPROF_PEAKS_BUSY", "lots")
     with pytest.raises(ValueError, match="FXPROF_PEAKS_BUSY='lots'"):
         machine_peaks("cpu", torch.float32, threads=1, sizes="quick", refresh=True)
+
+
+def test_the_report_draws_the_bandwidth_curve_and_its_roofs(own_cache, quiet):
+    pytest.importorskip("plotly")
+    from fxprof.views.report import render_report
+    from fxprof.views.roofs_plot import bandwidth_figure
+
+    peaks = machine_peaks("cpu", torch.float32, threads=1, sizes="quick")
+    fig = bandwidth_figure(peaks.to_dict())
+    add, copy, roof = fig.data
+    assert (add.name, copy.name, roof.name) == ("add", "copy", "roof") and fig.layout.xaxis.type == "log"
+    # the red step line is above every measured point of its size
+    roof_at = dict(zip(roof.x, roof.y))
+    assert all(y <= roof_at[x] * 1.0000001 for trace in (add, copy) for x, y in zip(trace.x, trace.y))
+    prof = fxprof.profile(torch.nn.ReLU(), torch.randn(4, 8), warmup=0, iters=2, peaks=peaks)
+    page = render_report(prof)
+    assert 'id="roofs"' in page and "The bandwidth roofs" in page and "Levels where the curve drops: " in page
+    given = fxprof.profile(torch.nn.ReLU(), torch.randn(4, 8), warmup=0, iters=2, peaks=(0.1, 10))
+    assert 'id="roofs"' not in render_report(given) and bandwidth_figure(given.meta["peaks"]) is None

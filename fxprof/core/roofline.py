@@ -24,7 +24,7 @@ import pandas as pd
 
 __all__ = ["Peaks", "ROOFLINE_COLUMNS", "LIMITS", "roofline_columns", "parse_peaks", "peaks_differ", "DEFAULT_OVERHEAD_S",
            "FLOOR_MULTIPLE", "NO_WORK_FRACTION", "CACHE_FIT", "node_bandwidth", "roofline_notes", "ABOVE_ROOF_PCT",
-           "roofs_from_curve", "CURVE_STEP", "ROOF_CHECK_PCT", "load_text"]
+           "roofs_from_curve", "roof_for", "CURVE_STEP", "ROOF_CHECK_PCT", "load_text"]
 
 #: the columns this module adds to the per-node table, with their pandas dtypes (``bytes`` itself
 #: is an anatomy column: see fxprof.vocab.ANATOMY_COLUMNS)
@@ -246,6 +246,16 @@ def roofs_from_curve(points: Any, named: Any = (), step: float = CURVE_STEP) -> 
             lv["level"] = f"{previous}+" if previous else "L?"
         previous = lv["level"]
     return envelope[starts[-1]], levels
+
+
+def roof_for(reads: float, bytes_per_s: float, levels: Any) -> tuple[float, str]:
+    """The bandwidth a node reading ``reads`` bytes is held to, and the level's name ("memory"
+    for main memory): :func:`node_bandwidth`'s rule for one node."""
+    rate, name = float(bytes_per_s), "memory"
+    for lv in levels:
+        if reads <= CACHE_FIT * lv["bytes"] and lv["bytes_per_s"] > rate:
+            rate, name = float(lv["bytes_per_s"]), lv["level"]
+    return rate, name
 
 
 def parse_peaks(text: str) -> Peaks:

@@ -49,9 +49,9 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from ..core.roofline import CACHE_FIT, ROOF_CHECK_PCT, Peaks, load_text, parse_peaks, roofs_from_curve
+from ..core.roofline import ROOF_CHECK_PCT, Peaks, load_text, parse_peaks, roof_for, roofs_from_curve
 
-__all__ = ["machine_peaks", "resolve_peaks", "cache_path", "cache_levels", "peaks_source_line", "Peaks", "FULL", "QUICK"]
+__all__ = ["machine_peaks", "resolve_peaks", "cache_path", "cache_levels", "peaks_source_line", "roof_for", "Peaks", "FULL", "QUICK"]
 
 #: default sizes: GEMM shapes (m, k, n), convolutions (batch, in channels, out channels, kernel,
 #: stride, input height = width), the bandwidth curve's sizes (elements per buffer: 2**lo to 2**hi,
@@ -447,16 +447,6 @@ def _check_plain_ops(device: torch.device, dtype: torch.dtype, plan: dict[str, A
             found.append({"op": name, "elements": elements, "bytes": reads, "moved": moved, "bytes_per_s": moved / best[name]})
         del x, y, z, kernels
     return found
-
-
-def roof_for(reads: float, bytes_per_s: float, levels: Any) -> tuple[float, str]:
-    """The bandwidth a node reading ``reads`` bytes is held to, and the level's name ("memory"
-    for main memory): :func:`fxprof.core.roofline.node_bandwidth`'s rule for one node."""
-    rate, name = float(bytes_per_s), "memory"
-    for lv in levels:
-        if reads <= CACHE_FIT * lv["bytes"] and lv["bytes_per_s"] > rate:
-            rate, name = float(lv["bytes_per_s"]), lv["level"]
-    return rate, name
 
 
 def _raise_roofs(bytes_per_s: float, levels: list[dict[str, Any]], check: list[dict[str, Any]]) -> tuple[float, list[dict[str, Any]], list[dict[str, Any]]]:

@@ -41,7 +41,7 @@ from .measure.interpreter import ProfilingInterpreter
 from .measure.tracer import trace
 from .vocab import CUDA_TIMERS
 
-__all__ = ["selfcheck", "SelfCheck", "SPIN_TOLERANCE_MS", "SPIN_TOLERANCE_REL", "GPU_TOLERANCE_REL", "PlainOps", "PLAIN_SIZES"]
+__all__ = ["selfcheck", "SelfCheck", "SPIN_TOLERANCE_MS", "SPIN_TOLERANCE_REL", "GPU_TOLERANCE_REL", "PlainOps", "PLAIN_SIZES", "PLAIN_SIZES_CUDA"]
 
 #: a spin node passes when its median is within this many ms plus this share of its known cost
 SPIN_TOLERANCE_MS = 0.05
@@ -104,13 +104,16 @@ class PlainOps(nn.Module):
 #: the elements of :class:`PlainOps`' tensors: 24 KiB to 20 MiB in float32, none a power of two
 #: (the peaks' curve measures powers of two: these fall between its sizes)
 PLAIN_SIZES = (3 * 2**11, 5 * 2**14, 3 * 2**18, 5 * 2**20)
+#: on a GPU: 384 KiB to 320 MiB in float32, from the L2 to far beyond it
+PLAIN_SIZES_CUDA = (3 * 2**15, 5 * 2**18, 3 * 2**22, 5 * 2**24)
 
 
 def _roof_rows(iters: int, device: str = "cpu") -> list[dict]:
     """Plain ops profiled with the machine peaks: each at most ROOF_CHECK_PCT of its roof."""
     from .core.roofline import ROOF_CHECK_PCT
 
-    tensors = [torch.full((n,), float(v), device=device) for n in PLAIN_SIZES for v in (1.0, 2.0, 0.0)]
+    sizes = PLAIN_SIZES_CUDA if device == "cuda" else PLAIN_SIZES
+    tensors = [torch.full((n,), float(v), device=device) for n in sizes for v in (1.0, 2.0, 0.0)]
     prof = profile(PlainOps(), *tensors, warmup=2, iters=iters, name="selfcheck roofs")
     df = prof.df
     ops = df[df["bytes"].fillna(0) > 0]

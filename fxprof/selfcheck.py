@@ -14,7 +14,7 @@ compares what fxprof measures with what is known:
   chain of tiny ops on an idle GPU (launch-bound); a node that synchronizes (``.item()``).
   Timers ``cuda``, ``sync``, ``kernel`` (and ``cpu``, which must see only the launch).
 
-- **roofs**: a plain add (into a new tensor and into a given one) and a copy at four sizes
+- **roofs**: a plain add (into a new tensor and into a given one), a copy and an in-place ReLU at four sizes
   (the smallest in the caches, the largest in main memory, none a power of two), profiled with
   the machine peaks (``peaks="auto"``): none may read above 105% of its roof, or the roof is no
   upper bound (``fxprof peaks --refresh`` measures again).
@@ -92,12 +92,13 @@ CPU_OPS = {"add": lambda x: x + 1, "mul": lambda x: x * 2, "relu": torch.relu}
 
 class PlainOps(nn.Module):
     """Per size (three tensors ``x, y, z`` each): ``x + y`` (a new tensor), ``torch.add(x, y,
-    out=z)`` and ``z.copy_(x)``: the plain ops no roof may be beaten by."""
+    out=z)``, ``z.copy_(x)`` and ``torch.relu_(y)`` (in place; ``y`` is positive: unchanged): the
+    plain ops no roof may be beaten by."""
 
     def forward(self, x0, y0, z0, x1, y1, z1, x2, y2, z2, x3, y3, z3):
         outs = []
         for x, y, z in ((x0, y0, z0), (x1, y1, z1), (x2, y2, z2), (x3, y3, z3)):
-            outs += [x + y, torch.add(x, y, out=z), z.copy_(x)]
+            outs += [x + y, torch.add(x, y, out=z), z.copy_(x), torch.relu_(y)]
         return outs
 
 

@@ -208,7 +208,7 @@ def test_gpu_plain_add_and_copy_read_at_most_105_pct_of_their_roof(own_cache):
     tensors = [torch.full((n,), v, device="cuda") for n in PLAIN_SIZES_CUDA for v in (1.0, 2.0, 0.0)]
     df = fxprof.profile(PlainOps(), *tensors, warmup=3, iters=10, peaks=peaks).df
     ops = df[df["bytes"].fillna(0) > 0]
-    assert len(ops) == 12 and (ops["roof_pct"] <= 105).all(), ops[["bytes", "median_ms", "roof_ms", "roof_pct"]]
+    assert len(ops) == 16 and (ops["roof_pct"] <= 105).all(), ops[["bytes", "median_ms", "roof_ms", "roof_pct"]]
     largest = ops[ops["bytes"] >= 2 * PLAIN_SIZES_CUDA[-1] * 4]  # 640 MB and more: HBM's roof, and near it
     assert (largest["roof_pct"] > 40).all(), largest[["bytes", "median_ms", "roof_ms", "roof_pct"]]
 
@@ -256,7 +256,7 @@ def test_roofs_from_a_curve_are_its_upper_envelope_with_a_level_per_drop():
     curve = [(mib // 8, 90e9), (mib // 2, 200e9), (mib, 210e9), (2 * mib, 190e9), (4 * mib, 65e9), (8 * mib, 52e9),
              (16 * mib, 57e9), (64 * mib, 55e9), (128 * mib, 32e9), (512 * mib, 30e9)]
     memory, levels = roofs_from_curve(curve, [("L2", 2 * mib), ("L3", 480 * mib)])
-    assert [lv["level"] for lv in levels] == ["L2", "L3"]  # held up to 128 MiB read: 171 MiB, near sysfs' 480
+    assert [lv["level"] for lv in levels] == ["L2", "L3"]  # held up to 128 MiB read: 171 MiB, within 4x of 480 MiB
     # a level sysfs does not report (a virtual machine's L3 said 32 MiB) follows the one before
     assert [lv["level"] for lv in roofs_from_curve(curve, [("L2", 2 * mib), ("L3", 32 * mib)])[1]] == ["L2", "L2+"]
     assert [lv["bytes_per_s"] for lv in levels] == [210e9, 65e9] and memory == 32e9
@@ -290,8 +290,8 @@ def test_a_plain_op_above_its_roof_raises_that_roof_and_says_so():
 def test_plain_add_and_copy_of_any_size_read_at_most_105_pct_of_their_roof(own_cache):
     """Issue 48: `x + y` on 8M elements read 161-193% of its roof, copy reached 82 GB/s against a
     37.8 GB/s roof. The roof must be an upper bound: profiled plain adds (into a new tensor and
-    into a given one) and copies at sizes between those the peaks measure, from the caches to
-    main memory, read at most 105% of it. Against the median (roof_pct): noise only slows the
+    into a given one), copies and in-place ReLUs at sizes between those the peaks measure, from
+    the caches to main memory, read at most 105% of it. Against the median (roof_pct): noise only slows the
     profiled runs, and the peaks are the fastest of many interleaved calls; on one thread, so
     that another process taking a core cannot make a thread wait for its partner."""
     from fxprof.selfcheck import PLAIN_SIZES, PlainOps
@@ -306,7 +306,7 @@ def test_plain_add_and_copy_of_any_size_read_at_most_105_pct_of_their_roof(own_c
         torch.set_num_threads(before)
     df = prof.df
     ops = df[df["bytes"].fillna(0) > 0]
-    assert len(ops) == 3 * len(PLAIN_SIZES)
+    assert len(ops) == 4 * len(PLAIN_SIZES)
     assert sorted(set(ops["bytes"])) == sorted({k * n * 4 for n in PLAIN_SIZES for k in (2, 3)})  # read + written
     assert (ops["roof_pct"] <= 105).all(), ops[["bytes", "median_ms", "min_ms", "roof_ms", "roof_pct"]]
     # and the roofs mean something: an op whose roof is above 50 us (not the op's fixed cost)
@@ -321,10 +321,11 @@ def test_plain_add_and_copy_of_any_size_read_at_most_105_pct_of_their_roof(own_c
 def test_peaks_show_their_curve_levels_and_check(own_cache, quiet):
     peaks = machine_peaks("cpu", torch.float32, threads=1, sizes="quick")
     curve = peaks.details["curve"]
-    assert {p["kernel"] for p in curve} == {"add", "copy"} and len({p["elements"] for p in curve}) == 12
+    assert {p["kernel"] for p in curve} == {"add", "copy", "in place"} and len({p["elements"] for p in curve}) == 12
     stability = peaks.details["curve_stability"]
     assert 3 <= stability["rounds"] <= 8
-    assert stability["rounds"] == 8 or stability["last_rise"] <= 0.01  # stopped because a round raised nothing
+    # it stopped because a round raised nothing and the roofs repeat within 5%, or after its most rounds
+    assert stability["rounds"] == 8 or (stability["last_rise"] <= 0.01 and stability["roof_spread"] <= 0.05 and stability["stable"])
     from fxprof.core.roofline import roofs_from_curve
 
     # the roofs are the curve's, raised where a plain op beat them; never below a curve point
@@ -348,7 +349,7 @@ def test_cli_peaks_prints_the_bandwidth_curve(tmp_path):
     rows = [line.split() for line in out.splitlines() if line.strip().endswith("%") and ("KiB" in line or "MiB" in line)]
     assert len(rows) >= 10 and rows[0][1] == "KiB"
     assert "levels (where the curve drops): " in out and "; memory " in out
-    assert "check: 12 plain ops (add, copy, x + y at 4 sizes between the curve's) reach at most " in out
+    assert "check: 16 plain ops (add, copy, in place, x + y at 4 sizes between the curve's) reach at most " in out
 
 
 # ------------------------------------------- peaks from a busy machine (issue 48.4)
@@ -396,11 +397,11 @@ def test_the_report_draws_the_bandwidth_curve_and_its_roofs(own_cache, quiet):
 
     peaks = machine_peaks("cpu", torch.float32, threads=1, sizes="quick")
     fig = bandwidth_figure(peaks.to_dict())
-    add, copy, roof = fig.data
-    assert (add.name, copy.name, roof.name) == ("add", "copy", "roof") and fig.layout.xaxis.type == "log"
+    add, copy, inplace, roof = fig.data
+    assert (add.name, copy.name, inplace.name, roof.name) == ("add", "copy", "in place", "roof") and fig.layout.xaxis.type == "log"
     # the red step line is above every measured point of its size
     roof_at = dict(zip(roof.x, roof.y))
-    assert all(y <= roof_at[x] * 1.0000001 for trace in (add, copy) for x, y in zip(trace.x, trace.y))
+    assert all(y <= roof_at[x] * 1.0000001 for trace in (add, copy, inplace) for x, y in zip(trace.x, trace.y))
     prof = fxprof.profile(torch.nn.ReLU(), torch.randn(4, 8), warmup=0, iters=2, peaks=peaks)
     page = render_report(prof)
     assert 'id="roofs"' in page and "The bandwidth roofs" in page and "Levels where the curve drops: " in page

@@ -75,17 +75,24 @@ def curve_lines(found: Any) -> list[str]:
         return []
     stability = details.get("curve_stability") or {}
     rise = stability.get("last_rise")
-    lines = [f"  bandwidth curve (GB/s of bytes read + written, by the bytes an op reads; fastest of {stability.get('rounds', '?')} "
-             f"interleaved rounds" + (f", the last raised no point by more than {rise:.1%})" if rise is not None else ")"),
-             f"    {'reads':>10}  {'add':>7}  {'copy':>7}  {'roof':>7}  {'level':<6}  spread (2 best rounds)"]
+    spread = stability.get("roof_spread")
+    how = f"fastest of {stability.get('rounds', '?')} interleaved rounds"
+    if rise is not None:
+        how += f"; the last raised no point by more than {rise:.1%}"
+    if spread is not None:
+        how += f"; the points that set a roof repeat within {spread:.1%} (their two best rounds)"
+        if not stability.get("stable", True):
+            how += f", NOT stable (at {_size(stability.get('roof_spread_at') or 0)} read): measure again on a quieter machine"
+    lines = [f"  bandwidth curve (GB/s of bytes read + written, by the bytes an op reads; {how})",
+             f"    {'reads':>10}  {'add':>7}  {'copy':>7}  {'in place':>8}  {'roof':>7}  {'level':<6}  spread (2 best rounds)"]
     rows: dict[int, dict[str, Any]] = {}
     for point in curve:
         rows.setdefault(int(point["bytes"]), {})[point["kernel"]] = point
     for reads, kernels in sorted(rows.items()):
         roof, level = roof_for(reads, found.bytes_per_s, found.caches)
-        rates = [f"{kernels[k]['bytes_per_s'] / 1e9:7.1f}" if k in kernels else f"{'':>7}" for k in ("add", "copy")]
+        rates = [f"{kernels[k]['bytes_per_s'] / 1e9:{w}.1f}" if k in kernels else " " * w for k, w in (("add", 7), ("copy", 7), ("in place", 8))]
         spreads = [kernels[k]["spread"] for k in kernels if kernels[k].get("spread") is not None]
-        lines.append(f"    {_size(reads):>10}  {rates[0]}  {rates[1]}  {roof / 1e9:7.1f}  {level:<6}  "
+        lines.append(f"    {_size(reads):>10}  {rates[0]}  {rates[1]}  {rates[2]}  {roof / 1e9:7.1f}  {level:<6}  "
                      + (f"{max(spreads):.1%}" if spreads else ""))
     levels = [f"{lv['level']} up to {_size(lv['bytes'])} ({_size(lv['bytes'] * 0.75)} read) {lv['bytes_per_s'] / 1e9:.3g} GB/s"
               for lv in found.caches]

@@ -211,9 +211,9 @@ def roofs_from_curve(points: Any, named: Any = (), step: float = CURVE_STEP) -> 
     between two measured sizes gets the smaller size's rate: above what it can reach, never
     below. The last level is main memory's (its rate is returned first).
 
-    ``named`` are ``(name, bytes)`` of the caches the system reports (sysfs, a GPU's L2): a
-    level takes the name of the closest one within a factor of 4 of its size, else ``X+``
-    after a named level ``X`` (``L?`` before any).
+    ``named`` are ``(name, bytes)`` of the caches the system reports (sysfs, a GPU's L2):
+    smallest first, a level takes the name of the smallest one not yet taken within a factor of
+    4 of its size, else ``X+``, ``X+2``... after a named level ``X`` (``L?1``... before any).
     """
     best: dict[int, float] = {}
     for size, rate in points:
@@ -232,19 +232,21 @@ def roofs_from_curve(points: Any, named: Any = (), step: float = CURVE_STEP) -> 
             starts.append(i)
     levels = [{"level": "", "bytes": int(math.ceil(sizes[starts[j + 1]] / CACHE_FIT)), "bytes_per_s": envelope[s]}
               for j, s in enumerate(starts[:-1])]
-    free = {str(n): int(b) for n, b in named if int(b) > 0}
-    # each reported cache names the level closest to it (log distance), within a factor of 4
-    pairs = sorted((abs(math.log(lv["bytes"] / b)), i, n) for i, lv in enumerate(levels) for n, b in free.items()
-                   if b / 4 <= lv["bytes"] <= 4 * b)
-    for _distance, i, name in pairs:
-        if not levels[i]["level"] and name in free:
-            levels[i]["level"] = name
-            del free[name]
-    previous = ""
+    free = sorted(((int(b), str(n)) for n, b in named if int(b) > 0))
+    # smallest first: a level takes the smallest reported cache not yet named within 4x of it
     for lv in levels:
-        if not lv["level"]:
-            lv["level"] = f"{previous}+" if previous else "L?"
-        previous = lv["level"]
+        for j, (size, name) in enumerate(free):
+            if size / 4 <= lv["bytes"] <= 4 * size:
+                lv["level"] = name
+                del free[: j + 1]
+                break
+    base, extra = "", 0
+    for lv in levels:
+        if lv["level"]:
+            base, extra = lv["level"], 0
+        else:
+            extra += 1
+            lv["level"] = (f"{base}+" if extra == 1 else f"{base}+{extra}") if base else f"L?{extra}"
     return envelope[starts[-1]], levels
 
 

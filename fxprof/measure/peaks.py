@@ -75,7 +75,9 @@ QUICK = {
 }
 
 #: the curve stops adding rounds once a round raised no point of its envelope by more than this
+#: and the two best rounds of every point that sets a roof are within ROOF_SPREAD of each other
 CURVE_STABLE = 0.01
+ROOF_SPREAD = 0.05
 
 #: a measurement is "busy" (and not cached) when other processes used more than this share of
 #: all the CPUs while it ran (from /proc/stat), or, where that cannot be read, when this
@@ -369,10 +371,15 @@ def cache_levels(device: torch.device | str = "cpu") -> list[tuple[str, int]]:
 
 def _kernels(x: torch.Tensor, y: torch.Tensor, z: torch.Tensor, fresh: bool = False) -> dict[str, tuple[Callable[[], Any], int, int]]:
     """The kernels profiled ops run, as ``name: (call, bytes read, bytes read + written)``:
-    ``add`` into a given output (``torch.add(x, y, out=z)``), ``copy`` (``z.copy_(x)``) and,
-    with ``fresh``, ``x + y`` into a new tensor (an allocation: never faster than ``add``)."""
+    ``add`` into a given output (``torch.add(x, y, out=z)``), ``copy`` (``z.copy_(x)``), ``in
+    place`` (``torch.relu_(y)``: reads and writes one tensor) and, with ``fresh``, ``x + y``
+    into a new tensor (an allocation: never faster than ``add``)."""
     size = x.numel() * x.element_size()
-    kernels = {"add": (lambda: torch.add(x, y, out=z), 2 * size, 3 * size), "copy": (lambda: z.copy_(x), size, 2 * size)}
+    # in place: reads and writes the same bytes, so at the same bytes read its data takes half
+    # the room of a copy's (resnet18's first ReLU, in place, ran at 119% of a copy-only roof);
+    # relu_ of positive values changes nothing
+    kernels = {"add": (lambda: torch.add(x, y, out=z), 2 * size, 3 * size), "copy": (lambda: z.copy_(x), size, 2 * size),
+               "in place": (lambda: torch.relu_(y), size, 2 * size)}
     if fresh:
         kernels["x + y"] = (lambda: x + y, 2 * size, 3 * size)
     return kernels
@@ -396,14 +403,15 @@ def _measure_curve(device: torch.device, dtype: torch.dtype, plan: dict[str, Any
         for name, kernel in _kernels(*(b[: 2**exp] for b in big)).items():
             calls[(name, 2**exp)] = kernel
             rounds[(name, 2**exp)] = []
-    done, rise = 0, float("inf")
-    while done < most and (done < least or rise > CURVE_STABLE):
+    done, rise, spread = 0, float("inf"), float("inf")
+    while done < most and (done < least or rise > CURVE_STABLE or spread > ROOF_SPREAD):
         before = _envelope(calls, rounds)
         for point, (fn, _reads, _moved) in calls.items():
             rounds[point].append(clock.best(fn, 2, seconds))
         done += 1
         after = _envelope(calls, rounds)
         rise = max((after[p] / before[p] - 1.0 for p in before if before[p] > 0), default=float("inf"))
+        spread = _roof_spread(calls, rounds, after)[0]
     del big
     points = []
     for (name, elements), (_fn, reads, moved) in calls.items():
@@ -411,8 +419,25 @@ def _measure_curve(device: torch.device, dtype: torch.dtype, plan: dict[str, Any
         points.append({"kernel": name, "elements": elements, "bytes": reads, "moved": moved,
                        "bytes_per_s": moved / times[0], "spread": (times[1] / times[0] - 1.0) if len(times) > 1 else None})
     points.sort(key=lambda p: (p["bytes"], p["kernel"]))
+    spread, where = _roof_spread(calls, rounds, _envelope(calls, rounds))
     return points, {"rounds": done, "last_rise": rise if math.isfinite(rise) else None,
+                    "roof_spread": spread if math.isfinite(spread) else None, "roof_spread_at": where,
+                    "stable": bool(rise <= CURVE_STABLE and spread <= ROOF_SPREAD),
                     "worst_spread": max((p["spread"] for p in points if p["spread"] is not None), default=None)}
+
+
+def _roof_spread(calls: dict, rounds: dict, envelope: dict) -> tuple[float, int | None]:
+    """The largest gap between the two best rounds among the points that set the roof at their
+    size (their rate is the envelope there), and that point's bytes read: how far the roofs
+    could move if measured again."""
+    worst, where = 0.0, None
+    for point, times in rounds.items():
+        if len(times) < 2:
+            return float("inf"), None
+        best, second = sorted(times)[:2]
+        if calls[point][2] / best >= envelope[point] * 0.999999 and second / best - 1.0 > worst:
+            worst, where = second / best - 1.0, calls[point][1]
+    return worst, where
 
 
 def _envelope(calls: dict, rounds: dict) -> dict[tuple[str, int], float]:

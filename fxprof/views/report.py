@@ -624,7 +624,7 @@ def _roofs_section(profile: Profile) -> str:
         return ""
     if figure is None:
         return ""
-    return _section("roofs", "The bandwidth roofs", "The rate of add and copy as the data an op reads grows, the fastest of "
+    return _section("roofs", "The bandwidth roofs", "The rate of add, copy and an in-place op as the data an op reads grows, the fastest of "
                     "interleaved rounds, and the roof each size is held to (red): a node whose reads fit a level is held to "
                     "its rate (docs/roofline.md).", _figure_html(figure, "fx-roofs"), _note(curve_note(profile.meta["peaks"])))
 

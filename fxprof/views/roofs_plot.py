@@ -11,7 +11,7 @@ from ..core.roofline import Peaks, roof_for
 
 __all__ = ["bandwidth_figure", "curve_note"]
 
-KERNEL_COLORS = {"add": "#4c72b0", "copy": "#dd8452"}
+KERNEL_COLORS = {"add": "#4c72b0", "copy": "#dd8452", "in place": "#55a868"}
 
 
 def bandwidth_figure(peaks: Mapping[str, Any] | Peaks | None) -> Any:

@@ -378,13 +378,21 @@ def test_peaks_measured_on_a_busy_machine_are_not_cached_and_say_so(own_cache, m
 
 
 def test_a_quiet_measurement_is_cached_with_its_load(own_cache, monkeypatch):
-    monkeypatch.setenv("FXPROF_PEAKS_BUSY", "1")
+    monkeypatch.setenv("FXPROF_PEAKS_BUSY", "1")  # other processes may use all the CPUs: quiet
     peaks = machine_peaks("cpu", torch.float32, threads=1, sizes="quick")
     load = next(iter(json.loads(own_cache.read_text())["peaks"].values()))["load"]
     assert load == peaks.load and load["busy"] is False and load["cpus"] == os.cpu_count()
     if os.path.exists("/proc/stat"):
         assert 0.0 <= load["others_cpu"] <= 1.0
     assert "busy" not in peaks.describe()
+    # FXPROF_PEAKS_BUSY=off caches busy peaks, and they still say they were measured busy
+    monkeypatch.setenv("FXPROF_PEAKS_BUSY", "off")
+    monkeypatch.setattr("fxprof.measure.peaks._Load._stat", staticmethod(lambda: None))
+    monkeypatch.setattr("fxprof.measure.peaks.OWN_CPU_BUSY", 2.0)
+    busy = machine_peaks("cpu", torch.float64, threads=1, sizes="quick")
+    kept = [e for k, e in json.loads(own_cache.read_text())["peaks"].items() if "float64" in k]
+    assert busy.load["busy"] and kept and kept[0]["load"]["busy"]
+    assert "measured on a busy machine" in machine_peaks("cpu", torch.float64, threads=1, sizes="quick").describe()
     monkeypatch.setenv("FXPROF_PEAKS_BUSY", "lots")
     with pytest.raises(ValueError, match="FXPROF_PEAKS_BUSY='lots'"):
         machine_peaks("cpu", torch.float32, threads=1, sizes="quick", refresh=True)

@@ -177,7 +177,7 @@ def machine_peaks(
     if earlier is not None:  # noise only lowers a roof: keep the best of this and earlier measurements
         peaks = _merge(peaks, earlier, device)
     note: dict[str, Any] = {"path": cache_path(), "written": False, "error": "not asked (cache=False)"}
-    if cache and peaks.load.get("busy"):
+    if cache and peaks.load.get("busy") and not _cache_busy():
         _BUSY[memo] = dataclasses.replace(peaks, origin="now")
         note = {"path": cache_path(), "written": False, "error": f"the machine was busy ({load_text(peaks.load)})"}
     elif cache:
@@ -494,13 +494,16 @@ def _raise_roofs(bytes_per_s: float, levels: list[dict[str, Any]], check: list[d
     return bytes_per_s, levels, rows
 
 
+def _cache_busy() -> bool:
+    """:data:`BUSY_ENV` is ``off``: peaks are cached whatever the load (and still say it)."""
+    return os.environ.get(BUSY_ENV, "").strip().lower() in ("off", "none", "never", "false", "no")
+
+
 def _busy_threshold() -> float:
-    """:data:`BUSY_ENV` as a share of the CPUs (1.0: never busy), else :data:`OTHERS_BUSY`."""
+    """:data:`BUSY_ENV` as a share of the CPUs, else (unset or ``off``) :data:`OTHERS_BUSY`."""
     text = os.environ.get(BUSY_ENV, "").strip().lower()
-    if not text:
+    if not text or _cache_busy():
         return OTHERS_BUSY
-    if text in ("off", "none", "never", "false", "no"):
-        return 1.0
     try:
         value = float(text)
     except ValueError:

@@ -365,6 +365,8 @@ def test_peaks_measured_on_a_busy_machine_are_not_cached_and_say_so(own_cache, m
     began = __import__("time").perf_counter()
     again = machine_peaks("cpu", torch.float32, threads=1, sizes="quick")  # this process measured them: no second time
     assert __import__("time").perf_counter() - began < 0.05 and again.measured_at == busy.measured_at
+    assert again.origin == "process" and peaks_source_line(again).startswith("measured earlier in this process, ")
+    assert "not cached: the machine was busy" in peaks_source_line(again)
     assert not own_cache.exists()
     # a profile on a quiet machine with these peaks says so on its roofline line
     monkeypatch.setattr("fxprof.measure.peaks.os.getloadavg", lambda: (0.2, 0.2, 0.2))

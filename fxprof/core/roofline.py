@@ -91,7 +91,8 @@ class Peaks:
             share of all CPUs other processes used, ``own_cpu``: this process's CPU time over
             wall time and threads, ``loadavg``, ``cpus``, ``why``); {} when not recorded.
         origin: where these came from this time: ``"now"`` (just measured), ``"cache"`` (read
-            from the peaks cache), "" (given, or saved before fxprof said).
+            from the peaks cache), ``"process"`` (measured on a busy machine earlier in this
+            process: not cached), "" (given, or saved before fxprof said).
     """
 
     flops_per_s: float
@@ -177,6 +178,8 @@ class Peaks:
         if self.origin == "now":
             seconds = self.details.get("seconds")
             return f"{now} ({seconds:.1f} s)" if isinstance(seconds, (int, float)) else now
+        if self.origin == "process":  # measured busy earlier in this process, not cached
+            return f"measured earlier in this process, {when or 'at a time not recorded'}"
         if self.origin == "cache":
             return (f"from the cache, measured {when or 'at a time not recorded (before fxprof kept it)'} on this machine "
                     f"(fxprof peaks --refresh to measure again)")

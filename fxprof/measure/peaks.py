@@ -178,8 +178,8 @@ def machine_peaks(
         peaks = _merge(peaks, earlier, device)
     note: dict[str, Any] = {"path": cache_path(), "written": False, "error": "not asked (cache=False)"}
     if cache and peaks.load.get("busy") and not _cache_busy():
-        _BUSY[memo] = dataclasses.replace(peaks, origin="now")
         note = {"path": cache_path(), "written": False, "error": f"the machine was busy ({load_text(peaks.load)})"}
+        _BUSY[memo] = dataclasses.replace(peaks, origin="process", details={**peaks.details, "cache": note})
     elif cache:
         error = _write_cache(key, peaks.to_dict())
         note = {"path": cache_path(), "written": not error, "error": error}

@@ -329,7 +329,9 @@ def test_peaks_show_their_curve_levels_and_check(own_cache, quiet):
     from fxprof.core.roofline import roofs_from_curve
 
     # the roofs are the curve's, raised where a plain op beat them; never below a curve point
-    memory, levels = roofs_from_curve([(p["bytes"], p["bytes_per_s"]) for p in curve])
+    from fxprof.measure.peaks import _roof_points
+
+    memory, levels = roofs_from_curve(_roof_points(curve))
     assert peaks.bytes_per_s >= memory and len(peaks.caches) == len(levels)
     from fxprof.measure.peaks import roof_for
 

@@ -200,7 +200,7 @@ def _merge(new: Peaks, old: Peaks, device: torch.device) -> Peaks:
     bytes_per_s, caches = max(new.bytes_per_s, old.bytes_per_s), new.caches
     if curve:
         points = sorted(curve.values(), key=lambda p: (p["bytes"], p["kernel"]))
-        bytes_per_s, levels = roofs_from_curve([(p["bytes"], p["bytes_per_s"]) for p in points], cache_levels(device))
+        bytes_per_s, levels = roofs_from_curve(_roof_points(points), cache_levels(device))
         bytes_per_s, levels, check = _raise_roofs(bytes_per_s, levels, [*new.details.get("check", ()), *old.details.get("check", ())])
         caches, details["curve"], details["check"] = tuple(levels), points, check
     return dataclasses.replace(new, flops_per_s=max(new.flops_per_s, old.flops_per_s), bytes_per_s=bytes_per_s,
@@ -310,7 +310,7 @@ def _measure(device: torch.device, dtype: torch.dtype, plan: dict[str, Any]) -> 
         compute[f"conv {batch}x{c_in}x{size}x{size} {c_out}x{kernel}x{kernel}/{stride}"] = flops / seconds
         del x, w
     curve, stability = _measure_curve(device, dtype, plan, clock)
-    bytes_per_s, levels = roofs_from_curve([(p["bytes"], p["bytes_per_s"]) for p in curve], cache_levels(device))
+    bytes_per_s, levels = roofs_from_curve(_roof_points(curve), cache_levels(device))
     check = _check_plain_ops(device, dtype, plan, clock)
     bytes_per_s, levels, check = _raise_roofs(bytes_per_s, levels, check)
     largest = max(p["elements"] for p in curve)
@@ -438,6 +438,14 @@ def _roof_spread(calls: dict, rounds: dict, envelope: dict) -> tuple[float, int 
         if calls[point][2] / best >= envelope[point] * 0.999999 and second / best - 1.0 > worst:
             worst, where = second / best - 1.0, calls[point][1]
     return worst, where
+
+
+def _roof_points(curve: list[dict[str, Any]]) -> list[tuple[int, float]]:
+    """``(bytes read, rate)`` of the curve up to the largest size every kernel reached: above it
+    only ``add`` ran (it reads two buffers), and an in-place op there would outrun a roof set
+    by ``add`` alone (main memory's, on this machine: 15 GB/s for add, 20 for in place)."""
+    reach = min(max(p["bytes"] for p in curve if p["kernel"] == k) for k in {p["kernel"] for p in curve})
+    return [(p["bytes"], p["bytes_per_s"]) for p in curve if p["bytes"] <= reach]
 
 
 def _envelope(calls: dict, rounds: dict) -> dict[tuple[str, int], float]:

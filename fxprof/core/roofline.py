@@ -74,8 +74,9 @@ class Peaks:
 
     Attributes:
         flops_per_s: achievable compute rate (the best of several large GEMMs and convolutions in ``dtype``).
-        bytes_per_s: achievable memory bandwidth, bytes read plus written (the best of copy,
-            add and triad over buffers far larger than the caches).
+        bytes_per_s: main memory's bandwidth, bytes read plus written: the bandwidth curve's
+            rate past its last cache level (:func:`roofs_from_curve`; the curve of add, copy
+            and an in-place op is in ``details["curve"]``).
         overhead_s: the least time one op takes whatever its size (the median of a one-element
             add): a node whose roof time is below it is ``overhead``-limited.
         device, device_name, dtype, threads, torch: what was measured (``dtype`` is

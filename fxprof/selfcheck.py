@@ -14,6 +14,11 @@ compares what fxprof measures with what is known:
   chain of tiny ops on an idle GPU (launch-bound); a node that synchronizes (``.item()``).
   Timers ``cuda``, ``sync``, ``kernel`` (and ``cpu``, which must see only the launch).
 
+- **roofs**: a plain add (into a new tensor and into a given one), a copy and an in-place ReLU at four sizes
+  (the smallest in the caches, the largest in main memory, none a power of two), profiled with
+  the machine peaks (``peaks="auto"``): none may read above 105% of its roof, or the roof is no
+  upper bound (``fxprof peaks --refresh`` measures again).
+
 Prints, per timer, each checked node's known and measured time, the error and the ``bound``
 verdict against the expected one, then a pass/fail line. :func:`selfcheck` returns the result;
 the command exits 0 on pass, 1 on fail.
@@ -36,7 +41,7 @@ from .measure.interpreter import ProfilingInterpreter
 from .measure.tracer import trace
 from .vocab import CUDA_TIMERS
 
-__all__ = ["selfcheck", "SelfCheck", "SPIN_TOLERANCE_MS", "SPIN_TOLERANCE_REL", "GPU_TOLERANCE_REL"]
+__all__ = ["selfcheck", "SelfCheck", "SPIN_TOLERANCE_MS", "SPIN_TOLERANCE_REL", "GPU_TOLERANCE_REL", "PlainOps", "PLAIN_SIZES", "PLAIN_SIZES_CUDA"]
 
 #: a spin node passes when its median is within this many ms plus this share of its known cost
 SPIN_TOLERANCE_MS = 0.05
@@ -83,6 +88,47 @@ CPU_KNOWN = {"spin": 0.5, "spin_1": 1.0, "spin_2": 2.0, "add": 0.0, "mul": 0.0, 
 #: the spin each cheap node follows, and the op it runs
 CPU_CHEAP_AFTER = {"add": 0.5, "mul": 1.0, "relu": 2.0}
 CPU_OPS = {"add": lambda x: x + 1, "mul": lambda x: x * 2, "relu": torch.relu}
+
+
+class PlainOps(nn.Module):
+    """Per size (three tensors ``x, y, z`` each): ``x + y`` (a new tensor), ``torch.add(x, y,
+    out=z)``, ``z.copy_(x)`` and ``torch.relu_(y)`` (in place; ``y`` is positive: unchanged): the
+    plain ops no roof may be beaten by."""
+
+    def forward(self, x0, y0, z0, x1, y1, z1, x2, y2, z2, x3, y3, z3):
+        outs = []
+        for x, y, z in ((x0, y0, z0), (x1, y1, z1), (x2, y2, z2), (x3, y3, z3)):
+            outs += [x + y, torch.add(x, y, out=z), z.copy_(x), torch.relu_(y)]
+        return outs
+
+
+#: the elements of :class:`PlainOps`' tensors: 24 KiB to 20 MiB in float32, none a power of two
+#: (the peaks' curve measures powers of two: these fall between its sizes)
+PLAIN_SIZES = (3 * 2**11, 5 * 2**14, 3 * 2**18, 5 * 2**20)
+#: on a GPU: 384 KiB to 320 MiB in float32, from the L2 to far beyond it
+PLAIN_SIZES_CUDA = (3 * 2**15, 5 * 2**18, 3 * 2**22, 5 * 2**24)
+
+
+def _roof_rows(iters: int, device: str = "cpu") -> list[dict]:
+    """Plain ops profiled with the machine peaks: each at most ROOF_CHECK_PCT of its roof."""
+    from .core.roofline import ROOF_CHECK_PCT
+
+    sizes = PLAIN_SIZES_CUDA if device == "cuda" else PLAIN_SIZES
+    tensors = [torch.full((n,), float(v), device=device) for n in sizes for v in (1.0, 2.0, 0.0)]
+    prof = profile(PlainOps(), *tensors, warmup=2, iters=iters, name="selfcheck roofs")
+    df = prof.df
+    ops = df[df["bytes"].fillna(0) > 0]
+    ops = ops[ops["roof_pct"].notna()]
+    label = "roofs" if prof.meta.get("peaks") else "roofs (no peaks)"
+    rows = []
+    for node in ops.index:
+        pct = float(ops.loc[node, "roof_pct"])
+        rows.append(_row(label, f"{node} ({int(ops.loc[node, 'bytes'])} B)", float(ops.loc[node, "roof_ms"]),
+                         float(ops.loc[node, "median_ms"]), pct <= ROOF_CHECK_PCT,
+                         f"median {pct:.0f}% of the roof (at most {ROOF_CHECK_PCT:g}%)"))
+    if not rows:
+        rows.append(_row(label, "(roofs)", 0.0, 0.0, False, "the peaks could not be measured, or no node has a roof"))
+    return rows
 
 
 class GpuChecks(nn.Module):
@@ -229,18 +275,21 @@ def selfcheck(device: str = "cpu", iters: int = 20, timers: Mapping[str, Any] | 
               file: TextIO | None = sys.stdout) -> SelfCheck:
     """Run the checks for ``device`` (``"cpu"`` or ``"cuda"``), print them to ``file`` (None:
     silent) and return a :class:`SelfCheck`. ``timers`` replaces the timers to check
-    (``{label: timer name or Timer}``), e.g. to see a broken timer fail."""
+    (``{label: timer name or Timer}``), e.g. to see a broken timer fail; the roofs are then
+    not checked."""
     device = str(device)
     if device.startswith("cuda"):
         if not torch.cuda.is_available():
             raise TimerUnavailableError(
                 "selfcheck --device cuda needs a CUDA GPU, but torch.cuda.is_available() is False; run it with --device cpu"
             )
+        roofs = _roof_rows(iters, "cuda") if timers is None else []  # timers given: those alone are checked
         timers = timers or {name: name for name in (*CUDA_TIMERS, "cpu")}
-        rows = _gpu_rows(iters, timers)
+        rows = _gpu_rows(iters, timers) + roofs
     elif device == "cpu":
+        roofs = _roof_rows(iters) if timers is None else []
         timers = timers or {"cpu": "cpu"}
-        rows = _cpu_rows(iters, timers)
+        rows = _cpu_rows(iters, timers) + roofs
     else:
         raise ValueError(f"unknown device {device!r} for selfcheck; choose 'cpu' or 'cuda'")
     table = pd.DataFrame(rows)

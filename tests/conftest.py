@@ -36,12 +36,16 @@ def _no_terminal_width_in_children():
 @pytest.fixture(autouse=True, scope="session")
 def _peaks_cache_in_tmp(tmp_path_factory):
     """Machine peaks (the roofline's roofs) are cached in a folder of this session, never the
-    user's, and measured with the quick sizes (a fraction of a second, once per thread count):
+    user's, measured with the quick sizes (a second or two, once per thread count) and cached
+    even on a busy machine:
     ``fxprof.profile``'s default ``peaks="auto"`` reads ``FXPROF_PEAKS``. CLI runs in child
     processes inherit both. Tests of the full measurement and of the cache set their own."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))
         patch.setenv("FXPROF_PEAKS", "quick")
+        # cached whatever the load (peaks measured on a busy machine are otherwise measured
+        # again by every process); tests of the busy rule set their own threshold
+        patch.setenv("FXPROF_PEAKS_BUSY", "off")
         yield
 
 

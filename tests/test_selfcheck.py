@@ -28,6 +28,10 @@ def test_selfcheck_passes_on_the_cpu_with_known_costs():
         assert abs(rows.loc[node, "error_ms"]) <= SPIN_TOLERANCE_MS + SPIN_TOLERANCE_REL * known
     assert rows.loc["spin", "ok"] and rows.loc["spin_1", "ok"] and rows.loc["spin_2", "ok"], str(result)
     assert rows.loc["(output)", "ok"]
+    # the roofs: 16 plain ops (x + y, add into out, copy, in-place ReLU at 4 sizes) held to at most 105% of their roof
+    roofs = result.rows[result.rows["timer"] == "roofs"]
+    assert len(roofs) == 16 and roofs["check"].str.contains(r"% of the roof \(at most 105%\)").all(), str(result)
+    assert (roofs["ok"] == (roofs["median_ms"] >= roofs["known_ms"] / 1.05)).all()
     text = out.getvalue()
     assert "timer cpu" in text and " measured " in text  # times carry their unit: the header drops _ms
     # on a quiet machine every check passes; on one so busy that a stopwatch reads a 2 ms spin

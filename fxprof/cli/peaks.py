@@ -20,9 +20,10 @@ examples:
 
 def add_parser(command: Any) -> argparse.ArgumentParser:
     e = command("peaks", "measure this machine's compute rate and memory bandwidth (the roofline's roofs)",
-                "Measure (once; then read from the cache) the best rate of several large GEMMs and convolutions in --dtype, the best "
-                "bandwidth of copy, add and triad over buffers far larger than the caches (bytes read plus written), "
-                "and the least time of one op, with --threads threads. fxprof profile uses them for the roofline "
+                "Measure (once; then read from the cache) the best rate of several large GEMMs and convolutions in --dtype, "
+                "the bandwidth curve of add and copy (bytes read plus written) from a few KiB to far beyond the caches, "
+                "with the cache levels where it drops, a check of the roofs against plain ops, "
+                "and the least time of one op, with --threads threads. Peaks measured on a busy machine are not cached. fxprof profile uses them for the roofline "
                 "columns (roof_ms, roof_pct, headroom_ms, limit).", PEAKS_EXAMPLES)
     e.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1 (default: cpu)")
     e.add_argument("--dtype", default="float32", help="the compute kernels' dtype: float32, float16, bfloat16, float64 (default: float32)")
@@ -50,15 +51,60 @@ def run(args: argparse.Namespace) -> int:
     _print(f"fxprof peaks: {found.device_name} ({found.device}), {found.dtype}"
            + (f", {found.threads} thread(s)" if found.threads else "") + f", torch {found.torch}")
     _print(f"  compute    {found.flops_per_s / 1e12:.4g} TFLOP/s   (best GEMM or convolution)")
-    _print(f"  bandwidth  {found.bytes_per_s / 1e9:.4g} GB/s      (best of copy, add, triad; bytes read + written)")
+    _print(f"  bandwidth  {found.bytes_per_s / 1e9:.4g} GB/s      (main memory: the curve beyond its last cache level; bytes read + written)")
     _print(f"  op floor   {found.overhead_s * 1e6:.3g} us          (one-element add as the timer sees it: roof below it, median under {FLOOR_MULTIPLE:g} floors: 'overhead')")
     _print(f"  ridge      {found.ridge:.3g} FLOP/byte  (below: memory-limited at the roof; above: compute-limited)")
     details = found.details
     for name, rate in details.get("compute_flops_per_s", {}).items():
         _print(f"    {name:<30} {rate / 1e12:.4g} TFLOP/s")
-    for name, rate in details.get("bandwidth_bytes_per_s", {}).items():
-        _print(f"    {name:<30} {rate / 1e9:.4g} GB/s")
-    for level in found.caches:
-        _print(f"    {level['level'] + ' (' + format(level['bytes'] / 2**20, '.3g') + ' MiB; data that fits)':<30} {level['bytes_per_s'] / 1e9:.4g} GB/s")
+    for line in curve_lines(found):
+        _print(line)
     _print("  " + peaks_source_line(found))
     return 0
+
+
+def curve_lines(found: Any) -> list[str]:
+    """The bandwidth curve of ``fxprof peaks``: per size of the data an op reads, the rate of
+    add and copy, the roof a node of that size is held to (and its level), how far the point's
+    two best rounds are apart; then the levels and the check against plain ops."""
+    from ..core.roofline import ROOF_CHECK_PCT, _size, roof_for
+
+    details = found.details
+    curve = details.get("curve") or []
+    if not curve:
+        return []
+    stability = details.get("curve_stability") or {}
+    rise = stability.get("last_rise")
+    spread = stability.get("roof_spread")
+    how = f"fastest of {stability.get('rounds', '?')} interleaved rounds"
+    if rise is not None:
+        how += f"; the last raised no point by more than {rise:.1%}"
+    if spread is not None:
+        how += f"; the points that set a roof repeat within {spread:.1%} (their two best rounds)"
+        if not stability.get("stable", True):
+            how += f", NOT stable (at {_size(stability.get('roof_spread_at') or 0)} read): measure again on a quieter machine"
+    lines = [f"  bandwidth curve (GB/s of bytes read + written, by the bytes an op reads; {how})",
+             f"    {'reads':>10}  {'add':>7}  {'copy':>7}  {'in place':>8}  {'roof':>7}  {'level':<6}  spread (2 best rounds)"]
+    rows: dict[int, dict[str, Any]] = {}
+    for point in curve:
+        rows.setdefault(int(point["bytes"]), {})[point["kernel"]] = point
+    for reads, kernels in sorted(rows.items()):
+        roof, level = roof_for(reads, found.bytes_per_s, found.caches)
+        rates = [f"{kernels[k]['bytes_per_s'] / 1e9:{w}.1f}" if k in kernels else " " * w for k, w in (("add", 7), ("copy", 7), ("in place", 8))]
+        spreads = [kernels[k]["spread"] for k in kernels if kernels[k].get("spread") is not None]
+        lines.append(f"    {_size(reads):>10}  {rates[0]}  {rates[1]}  {rates[2]}  {roof / 1e9:7.1f}  {level:<6}  "
+                     + (f"{max(spreads):.1%}" if spreads else ""))
+    levels = [f"{lv['level']} up to {_size(lv['bytes'])} ({_size(lv['bytes'] * 0.75)} read) {lv['bytes_per_s'] / 1e9:.3g} GB/s"
+              for lv in found.caches]
+    lines.append("  levels (where the curve drops): " + "; ".join([*levels, f"memory {found.bytes_per_s / 1e9:.3g} GB/s"]))
+    check = details.get("check") or []
+    if check:
+        worst = max(check, key=lambda r: r["pct"])
+        raised = [r for r in check if r.get("raised")]
+        line = (f"  check: {len(check)} plain ops ({', '.join(sorted({r['op'] for r in check}))} at {len({r['elements'] for r in check})} "
+                f"sizes between the curve's) reach at most {worst['pct']:.0f}% of their roof ({worst['op']} of {worst['elements']} elements)")
+        if raised:
+            line += (f"; {len(raised)} ran above {ROOF_CHECK_PCT:g}%, and raised their roof to their rate: "
+                     + ", ".join(f"{r['level']} by {r['op']} of {r['elements']} elements ({r['pct']:.0f}%)" for r in raised))
+        lines.append(line)
+    return lines

@@ -23,7 +23,8 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["Peaks", "ROOFLINE_COLUMNS", "LIMITS", "roofline_columns", "parse_peaks", "peaks_differ", "DEFAULT_OVERHEAD_S",
-           "FLOOR_MULTIPLE", "NO_WORK_FRACTION", "CACHE_FIT", "node_bandwidth", "roofline_notes", "ABOVE_ROOF_PCT"]
+           "FLOOR_MULTIPLE", "NO_WORK_FRACTION", "CACHE_FIT", "node_bandwidth", "roofline_notes", "ABOVE_ROOF_PCT",
+           "roofs_from_curve", "roof_for", "CURVE_STEP", "ROOF_CHECK_PCT", "load_text"]
 
 #: the columns this module adds to the per-node table, with their pandas dtypes (``bytes`` itself
 #: is an anatomy column: see fxprof.vocab.ANATOMY_COLUMNS)
@@ -57,6 +58,15 @@ NO_WORK_FRACTION = 0.01
 #: a node whose roof_pct is above this "ran above its roof" (the header counts them)
 ABOVE_ROOF_PCT = 110.0
 
+#: the bandwidth curve's levels: a new level starts where the curve's upper envelope drops more
+#: than this fraction below the current level's rate (a cache level's drop is 1.5x or more;
+#: noise between neighbouring sizes is a few percent)
+CURVE_STEP = 0.20
+
+#: after measuring, a plain op (add, add into out, copy) may reach at most this percent of its
+#: roof; one above it raises the roof it was held to (fxprof.measure.peaks)
+ROOF_CHECK_PCT = 105.0
+
 
 @dataclass(frozen=True)
 class Peaks:
@@ -64,8 +74,9 @@ class Peaks:
 
     Attributes:
         flops_per_s: achievable compute rate (the best of several large GEMMs and convolutions in ``dtype``).
-        bytes_per_s: achievable memory bandwidth, bytes read plus written (the best of copy,
-            add and triad over buffers far larger than the caches).
+        bytes_per_s: main memory's bandwidth, bytes read plus written: the bandwidth curve's
+            rate past its last cache level (:func:`roofs_from_curve`; the curve of add, copy
+            and an in-place op is in ``details["curve"]``).
         overhead_s: the least time one op takes whatever its size (the median of a one-element
             add): a node whose roof time is below it is ``overhead``-limited.
         device, device_name, dtype, threads, torch: what was measured (``dtype`` is
@@ -77,8 +88,12 @@ class Peaks:
             node whose data fits a level is held to that level's bandwidth (``bytes_per_s`` is
             main memory's). Empty for given peaks and peaks cached before fxprof measured them.
         measured_at: when they were measured (ISO 8601, UTC; "" unknown).
+        load: how busy the machine was while they were measured (``busy``, ``others_cpu``: the
+            share of all CPUs other processes used, ``own_cpu``: this process's CPU time over
+            wall time and threads, ``loadavg``, ``cpus``, ``why``); {} when not recorded.
         origin: where these came from this time: ``"now"`` (just measured), ``"cache"`` (read
-            from the peaks cache), "" (given, or saved before fxprof said).
+            from the peaks cache), ``"process"`` (measured on a busy machine earlier in this
+            process: not cached), "" (given, or saved before fxprof said).
     """
 
     flops_per_s: float
@@ -93,6 +108,7 @@ class Peaks:
     details: dict[str, Any] = field(default_factory=dict)
     caches: tuple = ()
     measured_at: str = ""
+    load: dict[str, Any] = field(default_factory=dict)
     origin: str = ""
 
     def __post_init__(self) -> None:
@@ -143,7 +159,15 @@ class Peaks:
                 f"op floor {self.overhead_s * 1e6:.3g} us ({', '.join(what)}; ridge {self.ridge:.3g} FLOP/byte)")
         if self.caches:
             line += "; caches " + ", ".join(f"{lv['level']} {_size(lv['bytes'])} {lv['bytes_per_s'] / 1e9:.3g} GB/s" for lv in self.caches)
-        return line + "; " + self.provenance(now)
+        line += "; " + self.provenance(now)
+        if self.load.get("busy"):
+            line += f"; measured on a busy machine ({load_text(self.load)})"
+            used = self.details.get("used_at_load")
+            if isinstance(used, dict) and used.get("quiet"):
+                line += (f" while this profile ran on a quiet one (load average {used.get('loadavg', 0):.2f} on "
+                         f"{used.get('cpus')} CPUs): the roofs may be too low and nodes read above them; "
+                         f"fxprof peaks --refresh on a quiet machine")
+        return line
 
     def provenance(self, now: str = "measured now") -> str:
         """Where these peaks come from: ``measured now (5.7 s)``, ``from the cache, measured
@@ -155,10 +179,89 @@ class Peaks:
         if self.origin == "now":
             seconds = self.details.get("seconds")
             return f"{now} ({seconds:.1f} s)" if isinstance(seconds, (int, float)) else now
+        if self.origin == "process":  # measured busy earlier in this process, not cached
+            return f"measured earlier in this process, {when or 'at a time not recorded'}"
         if self.origin == "cache":
             return (f"from the cache, measured {when or 'at a time not recorded (before fxprof kept it)'} on this machine "
                     f"(fxprof peaks --refresh to measure again)")
         return f"measured {when}" if when else "measured"
+
+
+def load_text(load: Mapping[str, Any]) -> str:
+    """``other processes used 45% of the 2 CPUs, this one 71% of its 2 threads' time, load
+    average 3.1``: how busy the machine was during a measurement."""
+    parts = []
+    if isinstance(load.get("others_cpu"), (int, float)):
+        parts.append(f"other processes used {load['others_cpu']:.0%} of the {load.get('cpus')} CPUs")
+    if isinstance(load.get("own_cpu"), (int, float)):
+        threads = load.get("threads") or 1
+        whose = f"{threads} threads'" if threads != 1 else "1 thread's"
+        parts.append(f"this one {load['own_cpu']:.0%} of its {whose} time")
+    if isinstance(load.get("loadavg"), (int, float)):
+        parts.append(f"load average {load['loadavg']:.2f}")
+    return ", ".join(parts) or "load not recorded"
+
+
+def roofs_from_curve(points: Any, named: Any = (), step: float = CURVE_STEP) -> tuple[float, list[dict[str, Any]]]:
+    """Main memory's bandwidth and the cache levels, from a bandwidth curve.
+
+    ``points`` are ``(bytes read, bytes_per_s)`` pairs: the rate of a kernel (copy, add) whose
+    operands take that many bytes, at several sizes. The roof at a size is the curve's upper
+    envelope there (the best rate at that size or any larger one: a larger working set is never
+    faster), so no kernel of the curve beats the roof it is held to. Sizes where the envelope
+    drops more than ``step`` start a new level; each level holds the nodes that read at most
+    the first size of the next level (``bytes`` is that size over :data:`CACHE_FIT`, so that
+    :func:`node_bandwidth`'s rule lands there), at the rate of its own smallest size. A node
+    between two measured sizes gets the smaller size's rate: above what it can reach, never
+    below. The last level is main memory's (its rate is returned first).
+
+    ``named`` are ``(name, bytes)`` of the caches the system reports (sysfs, a GPU's L2):
+    smallest first, a level takes the name of the smallest one not yet taken within a factor of
+    4 of its size, else ``X+``, ``X+2``... after a named level ``X`` (``L?1``... before any).
+    """
+    best: dict[int, float] = {}
+    for size, rate in points:
+        size, rate = int(size), float(rate)
+        if size > 0 and math.isfinite(rate) and rate > 0:
+            best[size] = max(best.get(size, 0.0), rate)
+    if not best:
+        raise ValueError("roofs_from_curve: no point with a positive size and rate")
+    sizes = sorted(best)
+    envelope = [best[s] for s in sizes]
+    for i in range(len(envelope) - 2, -1, -1):
+        envelope[i] = max(envelope[i], envelope[i + 1])
+    starts = [0]
+    for i in range(1, len(sizes)):
+        if envelope[i] < (1.0 - step) * envelope[starts[-1]]:
+            starts.append(i)
+    levels = [{"level": "", "bytes": int(math.ceil(sizes[starts[j + 1]] / CACHE_FIT)), "bytes_per_s": envelope[s]}
+              for j, s in enumerate(starts[:-1])]
+    free = sorted(((int(b), str(n)) for n, b in named if int(b) > 0))
+    # smallest first: a level takes the smallest reported cache not yet named within 4x of it
+    for lv in levels:
+        for j, (size, name) in enumerate(free):
+            if size / 4 <= lv["bytes"] <= 4 * size:
+                lv["level"] = name
+                del free[: j + 1]
+                break
+    base, extra = "", 0
+    for lv in levels:
+        if lv["level"]:
+            base, extra = lv["level"], 0
+        else:
+            extra += 1
+            lv["level"] = (f"{base}+" if extra == 1 else f"{base}+{extra}") if base else f"L?{extra}"
+    return envelope[starts[-1]], levels
+
+
+def roof_for(reads: float, bytes_per_s: float, levels: Any) -> tuple[float, str]:
+    """The bandwidth a node reading ``reads`` bytes is held to, and the level's name ("memory"
+    for main memory): :func:`node_bandwidth`'s rule for one node."""
+    rate, name = float(bytes_per_s), "memory"
+    for lv in levels:
+        if reads <= CACHE_FIT * lv["bytes"] and lv["bytes_per_s"] > rate:
+            rate, name = float(lv["bytes_per_s"]), lv["level"]
+    return rate, name
 
 
 def parse_peaks(text: str) -> Peaks:

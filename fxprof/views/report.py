@@ -614,6 +614,21 @@ def _note(text: str) -> str:
     return f'<div class="note">{html.escape(text)}</div>' if text else ""
 
 
+def _roofs_section(profile: Profile) -> str:
+    """The bandwidth curve the roofs come from, when the profile's peaks have one."""
+    from .roofs_plot import bandwidth_figure, curve_note
+
+    try:
+        figure = bandwidth_figure(profile.meta.get("peaks"))
+    except (TypeError, ValueError):  # unreadable peaks: the header says so
+        return ""
+    if figure is None:
+        return ""
+    return _section("roofs", "The bandwidth roofs", "The rate of add, copy and an in-place op as the data an op reads grows, the fastest of "
+                    "interleaved rounds, and the roof each size is held to (red): a node whose reads fit a level is held to "
+                    "its rate (docs/roofline.md).", _figure_html(figure, "fx-roofs"), _note(curve_note(profile.meta["peaks"])))
+
+
 def render_report(profile: Profile, title: str | None = None) -> str:
     """The whole report of ``profile`` as one self-contained HTML document (see the module's
     docstring for what it shows)."""
@@ -700,6 +715,10 @@ def render_report(profile: Profile, title: str | None = None) -> str:
                              "the dotted line is each node's own peak (temporaries included); the run's peak is marked.",
                              _figure_html(memory, "fx-memory")))
         nav.append(("memory", "memory"))
+    roofs = _roofs_section(profile)  # the bandwidth curve behind the roofs (fxprof.views.roofs_plot)
+    if roofs:
+        body.append(roofs)
+        nav.append(("roofs", "roofs"))
     first = [c for c in _FIRST_COLUMNS if c in table.columns and (c not in ("range", "phase") or table[c].nunique() > 1)]
     body.append(_section("table", "Every node", "Every column of profile.df, in graph order, the times and shares first; times "
                          "with units (the CSV and profile.df keep milliseconds at full precision).",

@@ -235,6 +235,24 @@ def test_a_session_of_the_stack_charges_every_layer(stack, inductor_cache):
     assert sorted(calls) == ["layers.0", "layers.1", "layers.2"] and len(set(calls.values())) == 1, calls
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (Triton kernels, CUPTI)")
+def test_on_the_gpu_every_layer_of_the_stack_gets_its_triton_kernel_calls(inductor_cache):
+    """On CUDA the shared kernels are Triton kernels, timed as device kernels by correlation id."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    torch.manual_seed(0)
+    model, x = _Stack().eval().cuda(), torch.randn(2, 8, 32, device="cuda")
+    with torch.no_grad():
+        prof = fxprof.profile(torch.compile(model), x, warmup=1, iters=3)
+        with FlopCounterMode(display=False) as counter:
+            model(x)
+    fused = _layer_calls(prof, "layers.", ("kernel",))
+    assert sorted(fused) == ["layers.0", "layers.1", "layers.2"] and len(set(fused.values())) == 1, fused
+    calls = _layer_calls(prof, "layers.")
+    assert len(set(calls.values())) == 1, calls
+    assert math.isclose(float(prof.df["flops"].fillna(0).sum()), counter.get_total_flops(), rel_tol=0.01)
+
+
 @pytest.mark.slow
 def test_tiny_bart_compiled_per_layer_and_flops(inductor_cache):
     """BART moves its positions to the device (meta tensors failed: no FLOPs at all) and shares

@@ -229,6 +229,8 @@ def test_the_layer_and_compiled_flops_checks_catch_what_they_are_for():
     model = nn.Sequential(*(nn.Linear(4, 4) for _ in range(3)))
     assert zoo.layer_stacks(model) == {"": ["0", "1", "2"]}
     assert zoo.layer_stacks(nn.Sequential(nn.Linear(4, 4), nn.ReLU())) == {}  # not one class: no stack
+    # not identical (a ConvNeXt's stages of different widths): no stack; the identical ones are
+    assert zoo.layer_stacks(nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 8), nn.Linear(4, 8))) == {"": ["1", "2"]}
     run = zoo.Run(ZOO["resnet18"], model=model, flops_ref=1000)
     run.compiled = _kernel_profile({"0": 2, "1": 2, "2": 2}, flops=1000)
     assert (zoo.check_layers_charged(run).ok, zoo.check_layers_even(run).ok, zoo.check_compiled_flops(run).ok) == (True,) * 3

@@ -21,7 +21,7 @@ The invariants (issue 31):
   (i) a session with no step() warns                (j) a session gives the eager results for every
       call pattern the model accepts
 And on the compiled profile (issue 46), for every stack of repeated layers (a container's
-numbered children of one class: ``encoder.layer.0``, ``encoder.layer.1``...):
+identical numbered children: ``encoder.layer.0``, ``encoder.layer.1``...; :func:`layer_stacks`):
   (k) every layer of a stack is charged kernel calls
   (l) the layers of one stack are within 2x of each other in kernel calls a run
   (m) compiled FLOPs = FlopCounterMode's on the eager model within 1%
@@ -480,16 +480,23 @@ def check_no_step_warning(run: Run, calls: int = 3) -> Check:
 
 def layer_stacks(model: Any) -> dict[str, list[str]]:
     """The model's stacks of repeated layers: ``{container path: [layer paths]}`` for every
-    container whose children are numbered (``0``, ``1``...), two or more, of one class, each with
-    parameters (a transformer's layers, a ResNet stage's blocks, an MoE layer's experts)."""
+    container's numbered children (``0``, ``1``...) that are identical, two or more of one
+    class with the same parameters (names and shapes): a transformer's layers, a stage's blocks
+    after its first; what inductor can share kernels between. A ConvNeXt's ``stages`` (of
+    different depths and widths) is no stack; a second group of identical children in one
+    container is keyed ``path~2``."""
     out: dict[str, list[str]] = {}
     for path, module in model.named_modules():
         kids = list(module.named_children())
-        if len(kids) < 2 or not all(n.isdigit() for n, _ in kids) or len({type(m) for _, m in kids}) != 1:
+        if len(kids) < 2 or not all(n.isdigit() for n, _ in kids):
             continue
-        if not all(any(True for _ in m.parameters()) for _, m in kids):
-            continue
-        out[path] = [f"{path}.{n}" if path else n for n, _ in kids]
+        groups: dict[tuple, list[str]] = {}
+        for n, m in kids:
+            params = tuple((k, tuple(p.shape)) for k, p in m.named_parameters())
+            if params:
+                groups.setdefault((type(m), params), []).append(f"{path}.{n}" if path else n)
+        for i, layers in enumerate(g for g in groups.values() if len(g) >= 2):
+            out[path if i == 0 else f"{path}~{i + 1}"] = layers
     return out
 
 

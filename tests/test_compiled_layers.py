@@ -137,6 +137,30 @@ def test_a_graph_whose_flops_cannot_be_counted_is_named_in_a_note():
 
 
 # ---------------------------------------------------------------- compiled
+class _TwoLinears(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(8, 8), nn.Linear(8, 8)
+
+    def forward(self, x):
+        return self.b(torch.relu(self.a(x)))
+
+
+def test_a_compiled_profile_without_flops_says_so_in_its_header(inductor_cache, monkeypatch):
+    """Where the count fails, the rows' flops are empty (not 0) and the header names them and why."""
+    import fxprof.measure.compiled as compiled_mode
+
+    monkeypatch.setattr(compiled_mode, "graph_flops", lambda gm, inputs: ({}, "RuntimeError: no fake kernel for op x"))
+    torch.manual_seed(0)
+    with torch.no_grad():
+        prof = fxprof.profile(torch.compile(_TwoLinears().eval()), torch.randn(4, 8), warmup=1, iters=2)
+    kernels = prof.df[prof.df["op"].isin(["kernel", "extern"])]
+    assert len(kernels) >= 2 and kernels["flops"].isna().all()
+    text = str(prof)
+    assert "note: FLOPs unknown on the" in text and "no fake kernel for op x" in text and "empty, not 0" in text
+    assert all(name in text.split("note: FLOPs unknown", 1)[1].split("\n", 1)[0] for name in kernels.index[:3])
+
+
 class _Attention(nn.Module):
     def __init__(self, d: int = 32, heads: int = 4):
         super().__init__()

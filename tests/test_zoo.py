@@ -74,7 +74,7 @@ def _cases(checks: tuple[str, ...], models: tuple[str, ...]) -> list:
     out = []
     for m in models:
         for c in checks:
-            marks = [] if m in FAST and c not in ("f", "g", "h", "d_compiled") else [pytest.mark.slow]
+            marks = [] if m in FAST and c not in ("f", "g", "h", "d_compiled", "k", "l", "m") else [pytest.mark.slow]
             if (m, c) in KNOWN:
                 marks.append(pytest.mark.xfail(strict=False, reason=KNOWN[(m, c)]))
             out.append(pytest.param(m, c, marks=marks, id=f"{m}-{c}"))
@@ -82,7 +82,7 @@ def _cases(checks: tuple[str, ...], models: tuple[str, ...]) -> list:
 
 
 EAGER_CHECKS = ("a", "b", "c", "d_eager", "e", "i", "j")
-COMPILED_CHECKS = ("d_compiled", "f", "g", "h")
+COMPILED_CHECKS = ("d_compiled", "f", "g", "h", "k", "l", "m")
 
 
 def _assert(check: zoo.Check) -> None:
@@ -203,3 +203,39 @@ def test_ddp_resnet18_under_torchrun_is_captured_with_its_flops():
     assert row["ranks"] == [0, 1]
     assert row["checks"]["a"]["ok"] and row["checks"]["b"]["ok"], row["checks"]
     assert row["nodes"] > 60 and 0 < row["eager_ratio"] < 2
+
+
+def _kernel_profile(calls: dict[str, int], flops: int = 0) -> "fxprof.Profile":
+    """A compiled-looking profile: one extern row per layer ``0``, ``1``, ``2`` of a stack, with
+    ``calls[layer]`` calls in each of 2 runs, and ``flops`` on the first row."""
+    import pandas as pd
+
+    from fxprof.core.nodes import NodeInfo
+    from fxprof.core.profile import Profile
+
+    nodes = [NodeInfo(name=f"row{layer}", op="extern", target="addmm", module_type="Linear", scope=layer, range="",
+                      kind="linear", graph="0/0") for layer in calls]
+    samples = [(f"row{layer}", run) for run in range(2) for layer, n in calls.items() for _ in range(n)]
+    frame = pd.DataFrame({"node": [n for n, _ in samples], "run": [r for _, r in samples],
+                          "time_ms": [0.01] * len(samples), "host_ms": [0.01] * len(samples),
+                          "start_ms": [0.0] * len(samples), "host_start_ms": [0.0] * len(samples)})
+    runs = pd.DataFrame({"run": [0, 1], "total_ms": [1.0, 1.0], "host_ms": [1.0, 1.0], "start_ms": [0.0, 1.0]})
+    return Profile(nodes, frame, runs, {"capture": "compiled", "model": "Sequential"}, {"row0": {"flops": flops}})
+
+
+def test_the_layer_and_compiled_flops_checks_catch_what_they_are_for():
+    """(k) fails on a layer with no kernel call, (l) on layers 3x apart, (m) on FLOPs 5% off;
+    all hold on an even stack with the right FLOPs."""
+    model = nn.Sequential(*(nn.Linear(4, 4) for _ in range(3)))
+    assert zoo.layer_stacks(model) == {"": ["0", "1", "2"]}
+    assert zoo.layer_stacks(nn.Sequential(nn.Linear(4, 4), nn.ReLU())) == {}  # not one class: no stack
+    # not identical (a ConvNeXt's stages of different widths): no stack; the identical ones are
+    assert zoo.layer_stacks(nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 8), nn.Linear(4, 8))) == {"": ["1", "2"]}
+    run = zoo.Run(ZOO["resnet18"], model=model, flops_ref=1000)
+    run.compiled = _kernel_profile({"0": 2, "1": 2, "2": 2}, flops=1000)
+    assert (zoo.check_layers_charged(run).ok, zoo.check_layers_even(run).ok, zoo.check_compiled_flops(run).ok) == (True,) * 3
+    run.compiled = _kernel_profile({"0": 0, "1": 2, "2": 2}, flops=950)
+    assert zoo.check_layers_charged(run).ok is False and "0" in zoo.check_layers_charged(run).figure
+    assert zoo.check_compiled_flops(run).ok is False
+    run.compiled = _kernel_profile({"0": 1, "1": 3, "2": 1})
+    assert zoo.check_layers_charged(run).ok is True and zoo.check_layers_even(run).ok is False

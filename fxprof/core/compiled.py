@@ -108,22 +108,39 @@ def charge_spans(kernels: Sequence[Kernel], spans: Iterable[Span]) -> tuple[list
 
     ``charged`` pairs each matched span with its kernel's ``graph + key``. Within one call of a
     graph, a generated kernel is known by its name (with or without inductor's ``graph_N_``
-    prefix); an extern call by its op, in call order (the k-th ``aten::addmm`` of a call is the
-    k-th ``extern_kernels.addmm`` of the graph's code), counted per call of the graph. Spans
-    named ``fxprof::...`` (graph breaks and overhead, :mod:`fxprof.core.breaks`) are neither.
+    prefix) and its place among the calls of that name: inductor generates one kernel for
+    identical layers and calls it once per layer (each call site its own provenance key, in
+    call order), so the k-th call of ``cpp_fused_add_native_layer_norm_6`` in a call of the
+    graph is the k-th call site of that kernel in the graph's code (calls beyond the last site
+    go to the last). An extern call is known by its op, in call order likewise (the k-th
+    ``aten::addmm`` of a call is the k-th ``extern_kernels.addmm`` of the graph's code). Both
+    are counted per call of the graph. Spans named ``fxprof::...`` (graph breaks and overhead,
+    :mod:`fxprof.core.breaks`) are neither.
     """
     by_graph: dict[str, list[Kernel]] = {}
     for k in kernels:
         by_graph.setdefault(k.graph, []).append(k)
-    generated = {g: {strip_graph_prefix(k.range_name or k.base): k for k in ks if k.generated} for g, ks in by_graph.items()}
+    generated: dict[str, dict[str, list[Kernel]]] = {}  # graph -> kernel name -> its call sites, in call order
+    for g, ks in by_graph.items():
+        for k in ks:
+            if k.generated:
+                generated.setdefault(g, {}).setdefault(strip_graph_prefix(k.range_name or k.base), []).append(k)
     externs = {g: [k for k in ks if not k.generated] for g, ks in by_graph.items()}
     charged: list[tuple[str, Span]] = []
     unmatched: list[Span] = []
     cursor: dict[tuple[str, int, int], int] = {}  # (graph, run, call) -> next extern to match
-    for span in sorted(spans, key=lambda s: (s.run, s.start_ms)):
+    seen: dict[tuple[str, int, int, str], int] = {}  # (graph, run, call, kernel name) -> calls of it so far
+    for span in sorted(spans, key=lambda s: (s.run, s.call, s.start_ms)):
         if span.name.startswith("fxprof::"):  # the time outside the kernels (fxprof.core.breaks): no kernel's
             continue
-        kernel = generated.get(span.graph, {}).get(strip_graph_prefix(span.name))
+        name = strip_graph_prefix(span.name)
+        sites = generated.get(span.graph, {}).get(name)
+        kernel = None
+        if sites:
+            where_name = (span.graph, span.run, span.call, name)
+            nth = seen.get(where_name, 0)
+            seen[where_name] = nth + 1
+            kernel = sites[min(nth, len(sites) - 1)]
         if kernel is None:
             op = span.name.split("::")[-1]
             queue = externs.get(span.graph, [])

@@ -49,6 +49,7 @@ from ..core.profile import Profile
 from ..errors import TraceError
 from ..vocab import COMPILE_MODES
 from .bridge import Event, events_from_kineto, kineto_quiet, profiler_running
+from .compiled_flops import graph_flops, kernel_flops, missing_flops_notes
 from .compiled_memory import memory_devices, record_memory_run, with_memory
 from .compiled_reuse import cache_entries, kept_session, remember, reuse_note, settle_first_call
 from .compiled_spans import CALL_RANGE as _CALL, KERNEL_COST, RUN_RANGE, spans_from_events
@@ -230,6 +231,8 @@ class CompiledSession:
         self.graphs: dict[str, fx.GraphModule] = {}
         self.nodes: dict[str, dict[str, NodeInfo]] = {}
         self.flops: dict[str, dict[str, int | None]] = {}
+        #: per graph whose FLOPs could not be counted: why (its rows' flops are unknown, not 0)
+        self.flops_missing: dict[str, str] = {}
         self.order: list[str] = []
         #: per graph: the module path whose ``forward`` dynamo was compiling (its frame's ``self``)
         self.frame_scope: dict[str, str] = {}
@@ -255,7 +258,9 @@ class CompiledSession:
         site = break_site(graph, gm, self.root, self.frame_scope[graph], self.nodes[graph])
         if site is not None:
             self.breaks[graph] = site
-        self.flops[graph] = _graph_flops(gm, example_inputs)
+        self.flops[graph], why = graph_flops(gm, example_inputs)
+        if why:
+            self.flops_missing[graph] = why
         return self.backend(gm, example_inputs)
 
     def reported_breaks(self, reports: dict[str, str]) -> None:
@@ -348,21 +353,6 @@ def _compile_id() -> str:
         return f"{cid.frame_id}/{cid.frame_compile_id}"
     except Exception:  # pragma: no cover - releases without compile ids
         return "0/0"
-
-
-def _graph_flops(gm: fx.GraphModule, example_inputs: list) -> dict[str, int | None]:
-    """FLOPs per node of a dynamo graph, counted on ``meta`` tensors shaped like dynamo's
-    example inputs (no real work); ``{}`` when the graph does not run on them (dynamic shapes,
-    data-dependent ops)."""
-    from .anatomy import anatomy_pass
-
-    try:
-        inputs = tuple(torch.empty([int(d) for d in t.shape], dtype=t.dtype, device="meta") if isinstance(t, torch.Tensor)
-                       else t for t in example_inputs)
-        _, records = anatomy_pass(count_flops=True)(gm, "", inputs)
-        return {name.split(":")[-1]: rec.get("flops") for name, rec in records.items()}
-    except Exception:
-        return {}
 
 
 def _kernels(graph: str, code: str, provenance: dict[str, Any]) -> list[Kernel]:
@@ -653,7 +643,8 @@ def _build(root: nn.Module, session: CompiledSession, kernels: list[Kernel], spa
         "host_ms": totals,
         "start_ms": [(r0 - runs[0][0]) / 1e6 for r0, _ in runs] if runs else [],
     })
-    anatomy = {row: {"flops": f} for row, f in _kernel_flops(kernels, rows, session.flops).items()}
+    per_row, lost = kernel_flops(kernels, rows, session.flops)
+    anatomy = {row: {"flops": f} for row, f in per_row.items()}
     frames = [g.split("/")[0] for g in session.order]
     meta = dict(meta)
     meta.update(
@@ -678,6 +669,9 @@ def _build(root: nn.Module, session: CompiledSession, kernels: list[Kernel], spa
                 k.range_name.startswith("triton") for k in kernels) else "torch.profiler: CUPTI device kernels",
         },
     )
+    flops_notes = missing_flops_notes(session.flops, session.flops_missing, kernels, rows, lost)
+    if flops_notes:
+        meta.setdefault("notes", []).extend(flops_notes)
     if unmatched:
         meta.setdefault("notes", []).append(
             f"{len(extra)} kind(s) of profiler event inside compiled graphs matched no kernel of inductor's code: "
@@ -685,26 +679,6 @@ def _build(root: nn.Module, session: CompiledSession, kernels: list[Kernel], spa
     profile = Profile(nodes, frame, run_frame, meta, anatomy)
     describe_breaks(profile, session, outside)
     return profile
-
-
-def _kernel_flops(kernels: list[Kernel], rows: list[NodeInfo], flops: dict[str, dict[str, int | None]]) -> dict[str, int]:
-    """Each kernel's FLOPs: the sum of its origins'. An origin that several kernels share (a
-    convolution and the layout copy of its input) is counted once, to the extern call if one
-    computes it (the library op does the arithmetic), else to the last kernel, so the kernels'
-    FLOPs add up to the graph's."""
-    owner: dict[tuple[str, str], int] = {}
-    for i, k in enumerate(kernels):
-        for o in k.origins:
-            held = owner.get((k.graph, o))
-            if held is None or not k.generated or kernels[held].generated:
-                owner[(k.graph, o)] = i
-    out: dict[str, int] = {}
-    for i, (k, row) in enumerate(zip(kernels, rows)):
-        counted = flops.get(k.graph, {})
-        if not counted:
-            continue
-        out[row.name] = int(sum(counted.get(o) or 0 for o in k.origins if owner.get((k.graph, o)) == i))
-    return out
 
 
 def describe_meta(model: nn.Module, args: tuple, kwargs: dict, warmup: int, iters: int, no_grad: bool) -> dict[str, Any]:

@@ -20,6 +20,11 @@ The invariants (issue 31):
   (h) eager vs compiled by node: one line saying to compare by scope
   (i) a session with no step() warns                (j) a session gives the eager results for every
       call pattern the model accepts
+And on the compiled profile (issue 46), for every stack of repeated layers (a container's
+identical numbered children: ``encoder.layer.0``, ``encoder.layer.1``...; :func:`layer_stacks`):
+  (k) every layer of a stack is charged kernel calls
+  (l) the layers of one stack are within 2x of each other in kernel calls a run
+  (m) compiled FLOPs = FlopCounterMode's on the eager model within 1%
 """
 
 from __future__ import annotations
@@ -62,7 +67,9 @@ FLOPS_TOLERANCE = 0.01
 WIDTHS = (80, 100, 120, 140)
 #: names a reader should never see (dynamo's lifted parameter names, graph prefixes)
 UNREADABLE = re.compile(r"(^|_)l_self_|_modules_|_parameters_|_buffers_|^g\d+:|^l__self__")
-CHECKS = ("a", "b", "c", "d_eager", "d_compiled", "e", "f", "g", "h", "i", "j")
+CHECKS = ("a", "b", "c", "d_eager", "d_compiled", "e", "f", "g", "h", "i", "j", "k", "l", "m")
+#: invariant (l): the most kernel calls a run of one layer of a stack over the fewest
+LAYER_SPREAD = 2.0
 
 
 @dataclasses.dataclass
@@ -471,6 +478,94 @@ def check_no_step_warning(run: Run, calls: int = 3) -> Check:
     return Check(bool(said), said[0][:120] if said else f"no warning ({len(caught)} others)")
 
 
+def layer_stacks(model: Any) -> dict[str, list[str]]:
+    """The model's stacks of repeated layers: ``{container path: [layer paths]}`` for every
+    container's numbered children (``0``, ``1``...) that are identical, two or more of one
+    class with the same parameters (names and shapes): a transformer's layers, a stage's blocks
+    after its first; what inductor can share kernels between. A ConvNeXt's ``stages`` (of
+    different depths and widths) is no stack; a second group of identical children in one
+    container is keyed ``path~2``."""
+    out: dict[str, list[str]] = {}
+    for path, module in model.named_modules():
+        kids = list(module.named_children())
+        if len(kids) < 2 or not all(n.isdigit() for n, _ in kids):
+            continue
+        groups: dict[tuple, list[str]] = {}
+        for n, m in kids:
+            params = tuple((k, tuple(p.shape)) for k, p in m.named_parameters())
+            if params:
+                groups.setdefault((type(m), params), []).append(f"{path}.{n}" if path else n)
+        for i, layers in enumerate(g for g in groups.values() if len(g) >= 2):
+            out[path if i == 0 else f"{path}~{i + 1}"] = layers
+    return out
+
+
+def layer_kernel_calls(profile: Any, layers: Iterable[str]) -> dict[str, float]:
+    """Kernel calls a run charged to each layer (rows of generated kernels and extern calls whose
+    scope is the layer or inside it)."""
+    table = profile.df
+    scopes = {str(n): str(s) for n, s, op in zip(table.index, table["scope"], table["op"]) if op in ("kernel", "extern")}
+    per_row = profile.samples["node"].astype(str).value_counts()
+    runs = max(profile.num_runs, 1)
+    out = {}
+    for layer in layers:
+        calls = sum(int(c) for row, c in per_row.items() if row in scopes and (scopes[row] == layer or scopes[row].startswith(layer + ".")))
+        out[layer] = calls / runs
+    return out
+
+
+def _stack_calls(run: Run) -> tuple[dict[str, dict[str, float]], str]:
+    if run.compiled is None:
+        return {}, run.compiled_error or "not run"
+    stacks = layer_stacks(run.model)
+    if not stacks:
+        return {}, "no stack of repeated layers"
+    return {path: layer_kernel_calls(run.compiled, layers) for path, layers in stacks.items()}, ""
+
+
+def check_layers_charged(run: Run) -> Check:
+    """(k) every layer of every stack of repeated layers is charged kernel calls in the compiled
+    profile (a kernel inductor shares between identical layers used to go wholly to one)."""
+    stacks, why = _stack_calls(run)
+    if not stacks:
+        return Check(None, why)
+    empty = [layer for calls in stacks.values() for layer, c in calls.items() if c == 0]
+    layers = sum(len(c) for c in stacks.values())
+    if empty:
+        return Check(False, f"{len(empty)} of {layers} layers with no kernel call: {', '.join(empty[:4])}")
+    return Check(True, f"{layers} layers in {len(stacks)} stack(s), the least {min(min(c.values()) for c in stacks.values()):.0f} calls a run")
+
+
+def check_layers_even(run: Run) -> Check:
+    """(l) the layers of one stack are within :data:`LAYER_SPREAD` of each other in kernel calls a run."""
+    stacks, why = _stack_calls(run)
+    if not stacks:
+        return Check(None, why)
+    worst, where = 1.0, ""
+    for path, calls in stacks.items():
+        low, high = min(calls.values()), max(calls.values())
+        ratio = high / low if low else float("inf")
+        if ratio > worst:
+            worst, where = ratio, f"{path or '(root)'}: {low:.0f}-{high:.0f}"
+    return Check(worst <= LAYER_SPREAD, f"{worst:.2f}x" + (f" ({where})" if where else ""))
+
+
+def check_compiled_flops(run: Run) -> Check:
+    """(m) the compiled profile's FLOPs sum to FlopCounterMode's count of the eager forward within 1%."""
+    if run.compiled is None:
+        return Check(None, run.compiled_error or "not run")
+    if run.flops_ref is None:
+        return Check(None, "no FlopCounterMode count")
+    ours = int(run.compiled.df["flops"].fillna(0).sum())
+    missing = [n for n in run.compiled.meta.get("notes", []) if "FLOPs" in n]
+    ref = run.flops_ref
+    if ref == 0:
+        return Check(ours == 0, f"{ours} vs 0")
+    ratio = ours / ref
+    return Check(abs(ratio - 1) <= FLOPS_TOLERANCE,
+                 f"{ratio:.4f} ({ours / 1e6:.1f} / {ref / 1e6:.1f} MFLOP)" + (f"; {missing[0][:160]}" if missing else ""))
+
+
 def check_call_patterns(run: Run) -> Check:
     """(j) a session never breaks a loop that runs eagerly: every call pattern (optional
     arguments omitted, None, given, reordered) gives the eager model's results in every step."""
@@ -499,6 +594,7 @@ CHECK_FUNCTIONS: dict[str, Callable[[Run], Check]] = {
     "a": check_capture, "b": check_flops, "c": check_roofline, "d_eager": check_eager_coverage,
     "d_compiled": check_compiled_coverage, "e": check_names, "f": check_compare_scope, "g": check_session_compiled,
     "h": check_compare_hint, "i": check_no_step_warning, "j": check_call_patterns,
+    "k": check_layers_charged, "l": check_layers_even, "m": check_compiled_flops,
 }
 
 
@@ -618,7 +714,7 @@ def _mark(row: dict[str, Any], key: str) -> str:
 
 def render(rows: list[dict[str, Any]]) -> str:
     head = ["model", "capture", "nodes", "rows/own run", "compiled rows / compiled run", "FLOPs / FlopCounterMode",
-            "largest roof_pct", "names", "checks a b c d d' e f g h i j", "failures (reason)"]
+            "largest roof_pct", "names", "checks a b c d d' e f g h i j k l m", "failures (reason)"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         checks = r.get("checks", {})

@@ -217,6 +217,44 @@ def _opt() -> tuple:
     return T.OPTModel(cfg).eval(), (_ids(cfg.vocab_size),), {"use_cache": False}
 
 
+def _bart() -> tuple:
+    import transformers as T
+
+    _seed()
+    cfg = T.BartConfig(vocab_size=2000, d_model=128, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+                       decoder_attention_heads=4, encoder_ffn_dim=256, decoder_ffn_dim=256, max_position_embeddings=128)
+    ids = _ids(cfg.vocab_size)
+    return T.BartModel(cfg).eval(), (ids,), {"decoder_input_ids": ids[:, :8], "use_cache": False}
+
+
+def _gpt_neox() -> tuple:
+    import transformers as T
+
+    _seed()
+    cfg = T.GPTNeoXConfig(vocab_size=2000, hidden_size=128, intermediate_size=256, num_hidden_layers=3,
+                          num_attention_heads=4, max_position_embeddings=128)
+    return T.GPTNeoXModel(cfg).eval(), (_ids(cfg.vocab_size),), {"use_cache": False}
+
+
+def _mixtral() -> tuple:
+    import transformers as T
+
+    _seed()
+    cfg = T.MixtralConfig(vocab_size=2000, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                          num_attention_heads=4, num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2,
+                          max_position_embeddings=128)
+    return T.MixtralModel(cfg).eval(), (_ids(cfg.vocab_size),), {"use_cache": False}
+
+
+def _deit() -> tuple:
+    import transformers as T
+
+    _seed()
+    cfg = T.DeiTConfig(hidden_size=128, num_hidden_layers=3, num_attention_heads=4, intermediate_size=256,
+                       image_size=64, patch_size=16)
+    return T.DeiTModel(cfg, add_pooling_layer=False).eval(), (_image(64),), {}
+
+
 def _ddp_resnet18() -> tuple:
     raise RuntimeError("runs only under torchrun: see tests/benchmarks/zoo_ddp.py")
 
@@ -257,6 +295,12 @@ ZOO: dict[str, ZooModel] = {m.name: m for m in [
     ZooModel("hf_llama_gqa", "transformers", _llama_gqa, "2 x 128, 4 heads / 2 kv heads", _text_patterns(_llama_gqa)),
     ZooModel("hf_qwen2", "transformers", _qwen2, "2 x 128, 4 heads / 2 kv heads", _text_patterns(_qwen2)),
     ZooModel("hf_opt", "transformers", _opt, "2 x 128, seq 32", _text_patterns(_opt)),
+    # transformers with repeated layers whose kernels inductor shares between layers (issue 46)
+    ZooModel("hf_bart", "transformers", _bart, "encoder-decoder, 2 + 2 x 128, seq 32 / 8", _text_patterns(_bart)),
+    ZooModel("hf_gpt_neox", "transformers", _gpt_neox, "decoder, 3 x 128, seq 32", _text_patterns(_gpt_neox)),
+    ZooModel("hf_mixtral", "transformers", _mixtral, "mixture of experts, 2 x 128, 4 experts top-2, seq 32",
+             _text_patterns(_mixtral)),
+    ZooModel("hf_deit", "transformers", _deit, "vision transformer, 3 x 128, image 64x64"),
     # DDP: driven by zoo.py under torchrun (gloo, 2 ranks), not built in-process
     ZooModel("ddp_resnet18", "ddp", _ddp_resnet18, "torchrun gloo, 2 ranks, 1x3x64x64"),
 ]}

@@ -200,7 +200,7 @@ class HoldsCompiled(nn.Module):
         return self.b(self.a(x))
 
 
-def stated(make, tries: int = 3):
+def stated(make, tries: int = 4):
     """The first of up to ``tries`` profiles from ``make()`` whose fidelity line states a ratio:
     the header rightly withholds it when other processes took the CPU during the runs or the
     unprofiled runs spread (fxprof.core.fidelity.Fidelity.unreliable), and a test of what the
@@ -215,4 +215,8 @@ def stated(make, tries: int = 3):
         if found is not None and not found.unreliable:
             return prof
         reasons.append(found.unreliable if found is not None else "no fidelity")
+    if all("other processes" in r or "noisy machine" in r for r in reasons):
+        # the machine stayed busy through every try: what the stated line says cannot be checked
+        # here (the withheld line is: tests/test_busy.py); said, not hidden
+        pytest.skip(f"the machine was busy for all {tries} profiles: {reasons[-1]}")
     raise AssertionError(f"no profile of {tries} had a stated fidelity line: {reasons}")

@@ -81,7 +81,8 @@ def header_problems(profile: Any) -> list[str]:
                     problems.append(f"run line without the time outside every node: {run!r}")
                 else:
                     out_ms = _ms(outside[1], outside[2])
-                    if not _close(out_ms, run_ms - nodes_ms, abs_ms=0.003):
+                    # each figure printed to three significant figures: the difference of two is good to about 1% of the run
+                    if not _close(out_ms, run_ms - nodes_ms, abs_ms=0.01 * run_ms):
                         problems.append(f"outside {out_ms} ms is not the run {run_ms} less the nodes {nodes_ms}")
                     lost_words = "time lost to other processes" in outside[3]
                     if busy_kept(profile) and not lost_words:

@@ -147,8 +147,9 @@ def profile(
         ValueError: ``warmup``/``iters`` out of range, or inputs that do not fit the graph.
         TimerUnavailableError: a CUDA timer without a usable GPU (raised before anything runs).
         TraceError: the model cannot be captured as asked; says why and what to try.
-        NodeExecutionError: a node failed; names the node and what it received. If timed runs
-            had completed, the exception's ``profile`` attribute holds them.
+        Exception: a node failed: the model's own exception (its type unchanged), with a note
+            naming the node and what it received (:func:`fxprof.node_failure` reads it). If
+            timed runs had completed, the exception's ``profile`` attribute holds them.
     """
     explicit = {k for k, v in (("warmup", warmup), ("iters", iters), ("timer", timer), ("no_grad", no_grad),
                                 ("concrete_args", concrete_args), ("leaf_modules", leaf_modules), ("name", name),

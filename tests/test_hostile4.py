@@ -1,0 +1,110 @@
+"""Regression tests for issue 47 (reliability 4): hostile sessions, what-ifs, files and the CLI."""
+
+from __future__ import annotations
+
+import copy
+import logging
+import warnings
+
+import pytest
+import torch
+from torch import nn
+
+import fxprof
+
+torch._logging.set_logs(dynamo=logging.ERROR)
+
+
+# --------------------------------------- 2: the model's own exception type, the node named on it
+class Factor(nn.Module):
+    """Cholesky of a matrix that is positive definite or not, depending on the batch."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
+        h = self.fc(x)
+        return torch.linalg.cholesky(h @ h.T + shift * torch.eye(h.shape[0]))
+
+
+def _skipping_loop(model: nn.Module, batches, session=None) -> tuple[list[torch.Tensor], int]:
+    """A loop that skips the batches whose matrix cannot be factored, as loops do without fxprof."""
+    outs, skipped = [], 0
+    for x, shift in batches:
+        try:
+            outs.append(model(x, shift))
+        except torch.linalg.LinAlgError:
+            skipped += 1
+        if session is not None:
+            session.step()
+    return outs, skipped
+
+
+@pytest.mark.parametrize("capture", ["auto", "symbolic", "dynamo"])
+def test_a_loop_that_catches_the_models_own_exception_runs_to_its_end_under_a_session(capture):
+    torch.manual_seed(0)
+    model = Factor()
+    batches = [(torch.randn(3, 4), torch.tensor(100.0 if i % 3 != 2 else -100.0)) for i in range(9)]
+    eager, eager_skipped = _skipping_loop(copy.deepcopy(model), batches)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with fxprof.session(model, schedule=fxprof.schedule(wait=0, warmup=1, active=7), capture=capture) as s:
+            outs, skipped = _skipping_loop(model, batches, s)
+    assert skipped == eager_skipped == 3
+    for a, b in zip(outs, eager):
+        torch.testing.assert_close(a, b)
+    (prof,) = s.profiles
+    assert prof.num_runs >= 4  # the runs that completed are timed; the failed ones left nothing behind
+
+
+def _fails(x: torch.Tensor) -> torch.Tensor:
+    if x.shape[0] > 4:
+        raise torch.OutOfMemoryError("batch too large (a stand-in for the allocator's error)")
+    return x
+
+
+torch.fx.wrap("_fails")
+
+
+class Halves(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(_fails(x))
+
+
+def test_profile_raises_the_models_own_exception_with_the_node_named():
+    with pytest.raises(torch.OutOfMemoryError) as info:
+        fxprof.profile(Halves(), torch.randn(8, 4), warmup=0, iters=1, capture="symbolic")
+    failure = fxprof.node_failure(info.value)
+    assert failure is not None and "_fails" in failure.node
+    assert any("raised this OutOfMemoryError" in n and "Tensor(shape=[8, 4]" in n for n in info.value.__notes__)
+    assert "batch too large" in str(info.value)  # the model's message, unchanged
+
+
+def test_a_loop_that_halves_its_batch_on_out_of_memory_works_under_a_session():
+    model = Halves()
+    batch = 16
+    with fxprof.session(model, schedule=fxprof.schedule(wait=0, warmup=1, active=2)) as s:
+        for _ in range(4):
+            while True:
+                try:
+                    model(torch.randn(batch, 4))
+                    break
+                except torch.OutOfMemoryError:
+                    batch //= 2
+            s.step()
+    assert batch == 4
+    (prof,) = s.profiles
+    assert prof.num_runs == 2
+
+
+@pytest.mark.parametrize("capture", ["symbolic", "dynamo"])
+def test_profile_of_a_failing_graph_node_raises_its_own_type_under_every_capture(capture):
+    x = torch.randn(3, 4)
+    with pytest.raises(torch.linalg.LinAlgError) as info:
+        fxprof.profile(Factor(), x, torch.tensor(-100.0), warmup=0, iters=1, capture=capture)
+    assert "cholesky" in fxprof.node_failure(info.value).node

@@ -108,3 +108,81 @@ def test_profile_of_a_failing_graph_node_raises_its_own_type_under_every_capture
     with pytest.raises(torch.linalg.LinAlgError) as info:
         fxprof.profile(Factor(), x, torch.tensor(-100.0), warmup=0, iters=1, capture=capture)
     assert "cholesky" in fxprof.node_failure(info.value).node
+
+
+# --------------------------------------- 1: buffers the forward reads or updates stay live
+class Table(nn.Module):
+    """Reads a value computed from a buffer that the loop changes in place between steps."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.register_buffer("table", torch.zeros(5, 4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(x) + self.table.mean(0)
+
+
+class Counts(nn.Module):
+    """Updates a buffer in place in its forward."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.register_buffer("calls", torch.zeros(()))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls.add_(1)
+        return self.fc(x) * self.calls
+
+
+class Reassigns(Counts):
+    """Replaces its buffer with a new tensor: symbolic tracing cannot record that."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls = self.calls + 1
+        return self.fc(x) * self.calls
+
+
+def _buffer_loop(model: nn.Module, session=None) -> list[torch.Tensor]:
+    outs = []
+    for _ in range(6):
+        outs.append(model(torch.ones(2, 4)))
+        if isinstance(model, Table):
+            with torch.no_grad():
+                model.table.add_(1.0)
+        if session is not None:
+            session.step()
+    return outs
+
+
+@pytest.mark.parametrize("cls", [Table, Counts, Reassigns])
+@pytest.mark.parametrize("capture", ["auto", "symbolic", "dynamo"])
+def test_a_session_keeps_buffer_reads_and_updates_live(cls, capture):
+    torch.manual_seed(0)
+    model = cls()
+    eager_model = copy.deepcopy(model)
+    eager = _buffer_loop(eager_model)
+    if cls is Reassigns and capture == "symbolic":
+        with pytest.raises(fxprof.TraceError, match=r"changes buffer\(s\) calls.*capture='dynamo'"):
+            with fxprof.session(model, schedule=fxprof.schedule(wait=0, warmup=1, active=2), capture=capture) as s:
+                _buffer_loop(model, s)
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # no "update dropped" warning: nothing is dropped
+        with fxprof.session(model, schedule=fxprof.schedule(wait=0, warmup=1, active=2), capture=capture) as s:
+            outs = _buffer_loop(model, s)
+    for a, b in zip(outs, eager):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    for name, buf in eager_model.named_buffers():
+        torch.testing.assert_close(dict(model.named_buffers())[name], buf, rtol=0, atol=0)
+    if cls is Reassigns and capture == "auto":
+        assert s.profiles[0].meta["capture"] == "dynamo"  # symbolic tracing would drop the update
+
+
+def test_profile_times_the_buffer_update_and_leaves_the_buffers_as_they_were():
+    model = Counts()
+    prof = fxprof.profile(model, torch.ones(2, 4), warmup=1, iters=3, capture="symbolic")
+    assert "add_" in set(prof.df["target"])  # the update is a node, timed in every run
+    assert model.calls.item() == 0
+

@@ -19,7 +19,7 @@ from .measure.environment import environment
 from .measure.fidelity import OwnRuns
 from .measure.loop import DEFAULT_GPU_WARMUP_MS, RunPlan, check_devices, describe_run, measure
 from .measure.ranks import is_initialized, rank_sync
-from .measure.state import PROFILING, preserved_autocast, preserved_rng
+from .measure.state import PROFILING, preserved_autocast, preserved_rng, refuse_inside_session
 from .measure.timers import Timer, resolve_timer, tensor_devices
 from .views.progress import Progress, as_progress
 from .vocab import CAPTURES, MODES
@@ -163,6 +163,7 @@ def profile(
         raise ValueError(f"warmup_ms must be a number of milliseconds >= 0, got {warmup_ms!r}")
     if not isinstance(model, nn.Module):
         raise TypeError(f"fxprof.profile takes an nn.Module or fx.GraphModule, got {type(model).__name__}")
+    refuse_inside_session(model, "fxprof.profile")
     if capture not in CAPTURES:
         raise ValueError(f"unknown capture {capture!r}; choose one of {', '.join(CAPTURES)}")
     if mode not in MODES:

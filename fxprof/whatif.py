@@ -16,6 +16,7 @@ from torch import nn
 from .api import profile
 from .core.compare import ALPHA, MIN_EFFECT
 from .core.whatif import WhatIf
+from .measure.state import refuse_inside_session
 from .measure.variants import Prepared, parse_variant, prepare, time_interleaved
 
 __all__ = ["whatif"]
@@ -65,6 +66,7 @@ def whatif(
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"fxprof.whatif takes an nn.Module, got {type(model).__name__}")
+    refuse_inside_session(model, "fxprof.whatif")
     for label, value, minimum in (("iters", iters, 2), ("warmup", warmup, 0), ("depth", depth, 1)):
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
             raise ValueError(f"{label} must be an integer >= {minimum}, got {value!r}")

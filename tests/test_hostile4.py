@@ -186,3 +186,27 @@ def test_profile_times_the_buffer_update_and_leaves_the_buffers_as_they_were():
     assert "add_" in set(prof.df["target"])  # the update is a node, timed in every run
     assert model.calls.item() == 0
 
+
+# --------------------------------------- 3: a profile, what-if or session of a model inside its own open session
+@pytest.mark.parametrize("inner", ["profile", "whatif", "session", "parent profile"])
+def test_profiling_a_model_inside_its_own_open_session_is_refused_and_the_session_is_unharmed(inner):
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+    target = model if inner != "parent profile" else nn.Sequential(model, nn.Linear(4, 2))
+    calls = {
+        "profile": lambda: fxprof.profile(target, torch.randn(2, 4), warmup=0, iters=1),
+        "parent profile": lambda: fxprof.profile(target, torch.randn(2, 4), warmup=0, iters=1),
+        "whatif": lambda: fxprof.whatif(target, torch.randn(2, 4), ["float64"], iters=2, warmup=0, blocks=False),
+        "session": lambda: fxprof.session(target).__enter__(),
+    }
+    which = "its module '0'" if inner == "parent profile" else "the same model"
+    with fxprof.session(model, schedule=fxprof.schedule(wait=0, warmup=1, active=2)) as s:
+        for step in range(3):
+            model(torch.randn(2, 4))
+            if step == 1:
+                with pytest.raises(RuntimeError, match=f"inside an open fxprof.session of {which}"):
+                    calls[inner]()
+            s.step()
+    (prof,) = s.profiles
+    assert prof.num_runs == 2  # the refused call's runs did not land in the cycle
+    fxprof.profile(model, torch.randn(2, 4), warmup=0, iters=1)  # and once the session is over, it works
+    assert "forward" not in model.__dict__

@@ -73,7 +73,7 @@ from .ranks import gather, is_initialized
 from ..core.recording import Recording
 from .recorder import Recorder
 from .session_memory import StepMemory, rebind_interpreters
-from .state import PROFILING
+from .state import OPEN_SESSIONS, PROFILING, refuse_inside_session
 from .timers import Timer, resolve_timer, tensor_devices
 
 __all__ = ["Schedule", "Session", "schedule", "session", "ACTIONS"]
@@ -292,6 +292,7 @@ class Session:
     def __enter__(self) -> "Session":
         if self._open:
             raise RuntimeError("this fxprof session is already open")
+        refuse_inside_session(self.model, "fxprof.session")
         if not PROFILING.acquire(blocking=False):
             raise RuntimeError("another fxprof profile or session is running in another thread of this process; "
                                "profile one thing at a time (the timings would include each other's work)")
@@ -308,6 +309,7 @@ class Session:
             PROFILING.release()
             raise
         self._open = True
+        OPEN_SESSIONS[id(model)] = self.name
         return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
@@ -326,6 +328,7 @@ class Session:
             for captured in self._all_captures():
                 captured.close()
             self._open = False
+            OPEN_SESSIONS.pop(id(self.model), None)
             PROFILING.release()
 
     def _restore(self) -> None:

@@ -22,10 +22,32 @@ from typing import Iterator
 import torch
 from torch import nn
 
-__all__ = ["PROFILING", "preserved_autocast", "preserved_buffers", "preserved_rng"]
+__all__ = ["PROFILING", "OPEN_SESSIONS", "refuse_inside_session", "preserved_autocast", "preserved_buffers",
+           "preserved_rng"]
 
 #: held for the whole of one ``fxprof.profile`` call; a second thread waits for it
 PROFILING = threading.RLock()
+
+#: the modules an open ``fxprof.session`` instruments (``id`` -> the session's name for it); the
+#: lock above is re-entrant, so a profile or session in the session's own thread gets past it
+OPEN_SESSIONS: dict[int, str] = {}
+
+
+def refuse_inside_session(model: nn.Module, what: str) -> None:
+    """Refuse ``what`` (``"fxprof.profile"``...) of ``model`` while an open session instruments
+    it or one of its modules: the session's forward would run inside ``what``'s runs (they would
+    land in the session's cycle, and ``what`` would time fxprof's own code)."""
+    if not OPEN_SESSIONS:
+        return
+    for path, module in model.named_modules(remove_duplicate=True):
+        name = OPEN_SESSIONS.get(id(module))
+        if name is not None:
+            which = "the same model" if not path else f"its module {path!r}"
+            raise RuntimeError(
+                f"{what} of {type(model).__name__} inside an open fxprof.session of {which} ({name}): the session "
+                f"instruments its forward, so these runs would land in the session's cycle and time fxprof's own "
+                f"code. Profile it before or after the with-block, or profile a copy (copy.deepcopy(model)) made "
+                f"before the session opened; inside the session, its own profile comes from its schedule.")
 
 
 @contextlib.contextmanager

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import importlib
 import logging
 import warnings
 
@@ -210,3 +211,69 @@ def test_profiling_a_model_inside_its_own_open_session_is_refused_and_the_sessio
     assert prof.num_runs == 2  # the refused call's runs did not land in the cycle
     fxprof.profile(model, torch.randn(2, 4), warmup=0, iters=1)  # and once the session is over, it works
     assert "forward" not in model.__dict__
+
+
+# --------------------------------------- 4, 5, 6: what-ifs
+class CountsCalls(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.drop = nn.Dropout(0.5)
+        self.calls = 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        return self.drop(self.fc(x))
+
+
+def test_whatif_leaves_the_callers_random_sequence_where_it_was():
+    model = CountsCalls().train()  # dropout draws in every call
+    x = torch.randn(2, 4)
+    torch.manual_seed(0)
+    expected = torch.rand(5)
+    torch.manual_seed(0)
+    fxprof.whatif(model, x, ["inference_mode"], iters=2, warmup=1, blocks=False)
+    assert torch.equal(torch.rand(5), expected)
+
+
+def test_whatif_checks_peaks_before_timing_anything_and_takes_the_clis_off(monkeypatch):
+    model = CountsCalls().eval()
+    module = importlib.import_module("fxprof.whatif")
+
+    def timed(*args, **kwargs):
+        raise AssertionError("timed before peaks= was checked")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(module, "time_interleaved", timed)
+        with pytest.raises(ValueError, match="bad peaks='fast'"):
+            fxprof.whatif(model, torch.randn(2, 4), ["inference_mode"], iters=2, warmup=0, peaks="fast")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "could not be profiled node by node" warning
+        result = fxprof.whatif(model, torch.randn(2, 4), ["inference_mode"], iters=2, warmup=0, peaks="off",
+                               block_iters=1)
+    assert set(result.profiles) == {"baseline", "inference_mode"}
+
+
+def test_a_variant_that_changes_nothing_is_not_timed_and_says_so():
+    model = CountsCalls().eval()
+    result = fxprof.whatif(model, torch.randn(2, 4), ["channels_last", "batch=2"], iters=2, warmup=0, blocks=False)
+    for name in ("channels_last", "batch=2"):
+        assert result.table.loc[name, "error"].startswith("changes nothing"), result.table.loc[name, "error"]
+        assert name not in result.times  # not reported as a speed-up
+    scalar = fxprof.whatif(nn.Identity(), torch.tensor(3.0), ["batch=4"], iters=2, warmup=0, blocks=False)
+    assert "no input tensor has one" in scalar.table.loc["batch=4", "error"]
+
+
+def test_batch_n_on_an_empty_batch_says_the_batch_is_empty():
+    result = fxprof.whatif(CountsCalls().eval(), torch.randn(0, 4), ["batch=4"], iters=2, warmup=0, blocks=False)
+    error = result.table.loc["batch=4", "error"]
+    assert "batch is empty" in error and "ZeroDivisionError" not in error
+
+
+def test_a_name_fn_dict_inside_a_list_of_variants_is_taken():
+    def halve(model, inputs):
+        return model.half().float(), inputs
+
+    result = fxprof.whatif(CountsCalls().eval(), torch.randn(2, 4), ["inference_mode", {"mine": halve}], iters=2,
+                           warmup=0, blocks=False)
+    assert {"inference_mode", "mine"} <= set(result.times)

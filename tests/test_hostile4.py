@@ -5,7 +5,9 @@ from __future__ import annotations
 import copy
 import importlib
 import logging
+import subprocess
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -277,3 +279,37 @@ def test_a_name_fn_dict_inside_a_list_of_variants_is_taken():
     result = fxprof.whatif(CountsCalls().eval(), torch.randn(2, 4), ["inference_mode", {"mine": halve}], iters=2,
                            warmup=0, blocks=False)
     assert {"inference_mode", "mine"} <= set(result.times)
+
+
+# --------------------------------------- 11: the GPU script checks its arguments first, resolves its output folder
+def _gpu_run(*args: str, cwd) -> "subprocess.CompletedProcess[str]":
+    script = Path(__file__).resolve().parent / "benchmarks" / "gpu_run.sh"
+    return subprocess.run(["bash", str(script), *args], capture_output=True, text=True, timeout=60, cwd=cwd)
+
+
+def test_the_gpu_script_resolves_a_relative_output_folder_where_it_was_started(tmp_path):
+    from test_gpu_run import _fake_wheels
+
+    _fake_wheels(tmp_path / "w")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    done = _gpu_run("--dry-run", "../w", "results", cwd=elsewhere)
+    assert done.returncode == 0, done.stderr
+    assert f"results go to {elsewhere / 'results'}\n" in done.stdout  # not the repository root's results/
+    assert f"all in {elsewhere / '../w'}" in done.stdout
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["--dry-run", "no-such-folder"], "no wheels folder"),
+    (["--dryrun", "w"], "unknown option '--dryrun'"),
+    (["w", "out", "extra"], "usage: gpu_run.sh"),
+])
+def test_the_gpu_script_says_what_is_wrong_with_its_arguments_in_one_line(tmp_path, args, expected):
+    done = _gpu_run(*args, cwd=tmp_path)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and expected in done.stderr, done.stderr
+
+
+def test_the_gpu_script_says_in_one_line_that_a_folder_holds_none_of_the_wheels(tmp_path):
+    (tmp_path / "w").mkdir()
+    done = _gpu_run("--dry-run", "w", cwd=tmp_path)
+    assert done.returncode == 1 and done.stderr.count("\n") == 1 and "none of the" in done.stderr, done.stderr

@@ -6,6 +6,7 @@ import copy
 import importlib
 import logging
 import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -313,3 +314,21 @@ def test_the_gpu_script_says_in_one_line_that_a_folder_holds_none_of_the_wheels(
     (tmp_path / "w").mkdir()
     done = _gpu_run("--dry-run", "w", cwd=tmp_path)
     assert done.returncode == 1 and done.stderr.count("\n") == 1 and "none of the" in done.stderr, done.stderr
+
+
+# --------------------------------------- 13: --input checked before torch is imported; a 3-d image input
+@pytest.mark.parametrize("command", ["profile", "whatif"])
+def test_a_bad_input_spec_is_refused_before_torch_is_imported_with_what_was_meant(command):
+    code = ("import sys; from fxprof.cli.app import main; "
+            f"rc = main([{command!r}, 'resnet18', '--input', '1,3,224,224']); print('torch' in sys.modules, rc)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.stdout.split() == ["False", "2"], (done.stdout, done.stderr)
+    assert "bad --input '1,3,224,224'" in done.stderr and "did you mean 1x3x224x224?" in done.stderr
+
+
+def test_a_3d_input_to_an_image_model_says_the_batch_dimension_is_missing(capsys):
+    from fxprof.cli.app import main
+
+    assert main(["profile", "resnet18", "--input", "3x32x32", "--iters", "1", "--warmup", "0", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "node 'bn1'" in err and "--input 3x32x32 has 3 dimensions and no batch" in err and "--input 1x3x32x32" in err

@@ -12,6 +12,7 @@ import sys
 from typing import Any
 
 from ..vocab import CAPTURES, COMPILE_MODES, CUDA_TIMERS, MODES, OPTIMIZERS, TIMER_NAMES
+from .input_spec import check_specs, missing_batch_hint
 from .common import (NODE_COLUMNS, NODE_SORT, _bad, _check_groups, _check_top, _check_node_view, _check_not_inputs, _check_outputs,
                      _check_plotly, _first_line, _max_threads, _print, _signals_deferred, _Terminated, _this_rank_writes,
                      _view, model_sources, parse_concrete, table_options)
@@ -130,6 +131,7 @@ def check(args: argparse.Namespace) -> None:
                    f"torch starts a thread each)")
     if args.no_input and args.input:
         raise _bad("--no-input calls the model with no inputs; drop it or the --input options")
+    check_specs(args.input or [])  # the syntax, before torch is imported
     both = sorted(set(args.leaf_module or []) & set(args.trace_into or []))
     if both:
         raise _bad(f"{', '.join(map(repr, both))} given to both --leaf-module (keep it whole) and --trace-into "
@@ -267,6 +269,7 @@ def _profile(args: argparse.Namespace, bar: Any) -> int:
     try:  # a fixed argument is also passed, so the traced graph's check of its value holds
         prof = profile(model, *positional, model_kwargs={**keywords, **concrete} or None, **options)
     except BaseException as exc:
+        missing_batch_hint(args.input or [], exc)
         partial = getattr(exc, "profile", None)
         if partial is not None and not is_initialized():  # keep what was measured: write it and show it, then fail
             bar.close()

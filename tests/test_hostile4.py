@@ -332,3 +332,63 @@ def test_a_3d_input_to_an_image_model_says_the_batch_dimension_is_missing(capsys
     assert main(["profile", "resnet18", "--input", "3x32x32", "--iters", "1", "--warmup", "0", "--quiet"]) == 2
     err = capsys.readouterr().err
     assert "node 'bn1'" in err and "--input 3x32x32 has 3 dimensions and no batch" in err and "--input 1x3x32x32" in err
+
+
+# --------------------------------------- 7-10: compare, the gate and files
+@pytest.fixture(scope="module")
+def saved_profiles(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("h4")
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 8), nn.ReLU())
+    x = torch.randn(2, 8)
+    paths = {}
+    for key, iters, m, name in (("one_a", 1, model, None), ("one_b", 1, model, None), ("five", 5, model, None),
+                                ("swapped", 5, nn.Sequential(nn.Linear(8, 8), nn.Tanh()), "Other")):
+        paths[key] = folder / f"{key}.json"
+        fxprof.profile(m, x, warmup=1, iters=iters, name=name).save(paths[key])
+    return paths
+
+
+def _cli(capsys, *args) -> tuple[int, str, str]:
+    from fxprof.cli.app import main
+
+    rc = main([str(a) for a in args])
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+@pytest.mark.parametrize("fail_on", ["slower", "node-slower"])
+def test_the_gate_on_one_run_profiles_passes_undecided_and_says_so(capsys, saved_profiles, fail_on):
+    rc, out, err = _cli(capsys, "compare", saved_profiles["one_a"], saved_profiles["one_b"], "--fail-on", fail_on)
+    assert rc == 0, err
+    assert "pass (undecided): too few runs to tell: 1 and 1 run(s)" in out
+
+
+def test_markdown_appends_to_a_step_summary_that_has_text(capsys, saved_profiles, tmp_path):
+    summary = tmp_path / "summary.md"
+    summary.write_text("# tests: 120 passed\n")
+    rc, out, _ = _cli(capsys, "compare", saved_profiles["five"], saved_profiles["five"], "--markdown", summary)
+    assert rc == 0 and f"appended markdown to: {summary}" in out
+    text = summary.read_text()
+    assert text.startswith("# tests: 120 passed\n\n## ") and "fxprof" in text
+
+
+@pytest.mark.parametrize("content, expected", [
+    ("[1, 2]", "holds a JSON list, not a saved fxprof profile"),
+    ("", "is an empty file, not a saved fxprof profile"),
+    ('{"format": "fxprof.profile", "version": 0}', "says \"version\": 0, which no fxprof ever wrote"),
+])
+def test_a_json_file_that_is_no_profile_is_named_for_what_it_is(capsys, saved_profiles, tmp_path, content, expected):
+    bad = tmp_path / "bad.json"
+    bad.write_text(content)
+    rc, _, err = _cli(capsys, "compare", bad, saved_profiles["five"])
+    assert rc == 2 and expected in err and "CSV" not in err and "Upgrade" not in err, err
+
+
+def test_comparing_two_different_models_warns_and_the_node_gate_does_not_judge_the_swapped_nodes(capsys, saved_profiles):
+    rc, out, err = _cli(capsys, "compare", saved_profiles["five"], saved_profiles["swapped"], "--fail-on", "node-slower")
+    assert "warning: model: a is 'Sequential', b is 'Other', and 1 of 4 nodes matched by name do another kind of work" in out
+    assert "_1: relu in a, tanh in b" in out
+    assert rc == 0 and "1 node(s) matched by name do another kind of work in b and are not judged" in out
+    diff = fxprof.compare(fxprof.load(saved_profiles["five"]), fxprof.load(saved_profiles["swapped"]), warn=False)
+    assert diff.attrs["other_op"] == {"_1": ("relu", "tanh")}

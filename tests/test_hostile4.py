@@ -392,3 +392,29 @@ def test_comparing_two_different_models_warns_and_the_node_gate_does_not_judge_t
     assert rc == 0 and "1 node(s) matched by name do another kind of work in b and are not judged" in out
     diff = fxprof.compare(fxprof.load(saved_profiles["five"]), fxprof.load(saved_profiles["swapped"]), warn=False)
     assert diff.attrs["other_op"] == {"_1": ("relu", "tanh")}
+
+
+# --------------------------------------- 12: labels
+def test_a_session_of_a_model_without_parameters_names_the_inputs_device():
+    model = nn.Sequential(nn.ReLU(), nn.Tanh())
+    with fxprof.session(model, schedule=fxprof.schedule(wait=0, warmup=1, active=2)) as s:
+        for _ in range(3):
+            model(torch.randn(2, 4))
+            s.step()
+    (prof,) = s.profiles
+    assert prof.meta["device"] == "cpu" and "timer cpu on cpu" in prof.summary()
+
+
+def test_the_profile_command_says_it_wrote_npz_for_an_npz_path(capsys, tmp_path):
+    target = tmp_path / "x.npz"
+    rc, out, err = _cli(capsys, "profile", "resnet18", "--input", "1x3x32x32", "--iters", "1", "--warmup", "0",
+                        "--top", "1", "--json", target)
+    assert rc == 0, err
+    assert f"wrote npz: {target}" in out and "wrote json" not in out
+    assert fxprof.load(target).num_runs == 1
+
+
+def test_the_readme_says_what_a_compiled_headers_timer_is():
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    timers = readme.split("## Timers and modes", 1)[1].split("\n\n", 2)[1]
+    assert "| `profiler`" in timers and "compile" in timers.split("| `profiler`", 1)[1].splitlines()[0]

@@ -326,16 +326,18 @@ def _emit(prof: Any, args: argparse.Namespace) -> tuple[list[str], list[int]]:
                 continue
             try:
                 write(path)
-                written.append(f"wrote {label}: {'standard output' if path == '-' else path}")
+                shown = "npz" if label == "json" and str(path).lower().endswith(".npz") else label  # what save() wrote
+                written.append(f"wrote {shown}: {'standard output' if path == '-' else path}")
             except Exception as exc:  # one output failing must not cost the others
                 failures.append(f"cannot write --{label} {path!r}: {getattr(exc, 'reason', None) or exc}")
         try:
             _print(render_summary(prof, _view(args, report)), report)
         except Exception as exc:  # a table that cannot be shown must not cost the profile
             failures.append(f"cannot show the table: {exc}")
-        if failures and not any(line.startswith("wrote json") for line in written):
+        if failures and not any(line.startswith(("wrote json", "wrote npz")) for line in written):
             failures.append(_rescue(prof))
-        for line in sorted(written, key=lambda line: ("wrote csv", "wrote json", "wrote trace", "wrote html").index(line.split(":")[0])):
+        order = ("wrote csv", "wrote json", "wrote npz", "wrote trace", "wrote html")
+        for line in sorted(written, key=lambda line: order.index(line.split(":")[0])):
             _print(line, report)  # in the order of the options, whatever order they were written in
     return failures, signals
 

@@ -284,6 +284,7 @@ class Session:
         self._said_empty = False  # a cycle that timed nothing was warned about
         self._mode: tuple = ()  # the numerics of the last timed run (autocast, matmul precision, grad)
         self._saved_forward: Any = None
+        self._input_devices: set = set()
         self._had_forward = False
         self._own = EagerSteps()  # the eager steps' own forward times, per input signature
         self._memory = StepMemory(model, bool(memory))  # memory of the warm-up steps (fxprof.measure.session_memory)
@@ -419,6 +420,7 @@ class Session:
             check_devices(list(self.model.parameters()) + list(self.model.buffers()), inputs)
             self._timer = resolve_timer(self.timer_spec, self.model, inputs)
             self._recorder = Recorder(self._timer)
+            self._input_devices = tensor_devices(inputs)  # the device of a model without parameters
         recorder = self._recorder
         assert recorder is not None
         if not timed:
@@ -578,7 +580,7 @@ class Session:
         rec = self._recorder
         rec.recording = cycle.recording
         held = list(self.model.parameters()) + list(self.model.buffers())
-        devices = tensor_devices(held)
+        devices = tensor_devices(held) or self._input_devices
         captured = _Captures(cycle.captures)
         first = cycle.captures[0]
         meta = describe_run(self.model, self.name, self._timer, devices, (), self._warmup_steps(), rec.recording.runs,

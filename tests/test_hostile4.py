@@ -418,3 +418,30 @@ def test_the_readme_says_what_a_compiled_headers_timer_is():
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     timers = readme.split("## Timers and modes", 1)[1].split("\n\n", 2)[1]
     assert "| `profiler`" in timers and "compile" in timers.split("| `profiler`", 1)[1].splitlines()[0]
+
+
+# --------------------------------------- 14: compare's headers, the noise reasons
+def test_a_noisy_nodes_reason_is_shown_whole_below_a_fitted_table(clock):
+    from test_verdicts import PATTERN_A, PATTERN_B, _costs, _profile
+
+    from fxprof.views.options import ViewOptions
+    from fxprof.views.text import render_compare
+
+    costs_a = _costs(PATTERN_A)
+    costs_a[6] = [6.0 * (3.0 if i % 2 else 1.0) for i in range(len(costs_a[6]))]  # two modes
+    diff = fxprof.compare(_profile(clock, costs_a), _profile(clock, _costs(PATTERN_B, scale={6: 0.5})))
+    assert diff.loc["blocks_6", "verdict"] == "noisy"
+    text = render_compare(diff, view=ViewOptions(sort=None, width=100))
+    line = next(line for line in text.splitlines() if line.startswith("noisy blocks_6: "))
+    assert diff.loc["blocks_6", "noise"].split(" (")[0] in line and "..." not in line and "…" not in line
+    assert all(len(row) <= 100 for row in text.splitlines())
+    header = next(row for row in text.splitlines() if row.startswith("node "))
+    assert "noise" not in header.split() and "delta_pts" in header.split()  # the change of share, in points
+
+
+def test_compare_takes_the_headers_it_shows_as_column_names(capsys, saved_profiles):
+    rc, out, err = _cli(capsys, "compare", saved_profiles["five"], saved_profiles["five"], "--columns", "a,b,delta,delta_pts",
+                        "--sort", "delta")
+    assert rc == 0, err
+    header = next(row for row in out.splitlines() if row.startswith("node "))
+    assert header.split() == ["node", "a", "b", "delta", "delta_pts"]

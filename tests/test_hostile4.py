@@ -445,3 +445,12 @@ def test_compare_takes_the_headers_it_shows_as_column_names(capsys, saved_profil
     assert rc == 0, err
     header = next(row for row in out.splitlines() if row.startswith("node "))
     assert header.split() == ["node", "a", "b", "delta", "delta_pts"]
+
+
+# --------------------------------------- 16: the README's first command on a CPU machine
+def test_the_readme_set_up_line_installs_torchs_cpu_wheels_before_fxprof():
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    setup = readme.split("## Set up and run", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    first_pip = setup.find("pip install")
+    assert setup.find("pip install torch torchvision --index-url https://download.pytorch.org/whl/cpu") == first_pip
+    assert first_pip < setup.find("pip install -e .")

@@ -454,3 +454,33 @@ def test_the_readme_set_up_line_installs_torchs_cpu_wheels_before_fxprof():
     first_pip = setup.find("pip install")
     assert setup.find("pip install torch torchvision --index-url https://download.pytorch.org/whl/cpu") == first_pip
     assert first_pip < setup.find("pip install -e .")
+
+
+# --------------------------------------- 15: the report's words
+def test_the_report_says_which_way_round_the_roof_share_reads_and_keeps_the_share_axis_within_100():
+    pytest.importorskip("plotly")
+    from fxprof.views.lookfirst import look_here_first
+    from fxprof.views.report import groups_figure
+
+    model = nn.Sequential(nn.Linear(256, 256), nn.Linear(256, 256)).eval()
+    prof = fxprof.profile(model, torch.randn(64, 256), warmup=1, iters=3, peaks=(0.1, 20))
+    panel = look_here_first(prof.df)
+    assert "roof / median" in panel and "% of roof" not in panel
+    figure = groups_figure(prof)
+    linear = float(prof.group_by("op").loc["linear", "pct"])
+    assert linear > 80  # one kind holds nearly all the time: its bar needs room for its label
+    assert figure.layout.xaxis.range[1] > 100 and max(figure.layout.xaxis.tickvals) == 100
+
+
+def test_a_block_whose_nodes_are_all_the_same_is_not_called_faster():
+    pytest.importorskip("plotly")
+    import pandas as pd
+
+    from fxprof.views.report import blocks_figure
+
+    blocks = pd.DataFrame({"nodes": [3, 2], "a_ms": [1.0, 1.0], "b_ms": [0.77, 0.5], "delta_ms": [-0.23, -0.5],
+                           "ratio": [0.77, 0.5], "faster": [0, 2], "slower": [0, 0], "same": [3, 0]},
+                          index=pd.Index(["layer1", "layer2"], name="block"))
+    words = list(blocks_figure(blocks).data[0].text)
+    assert words[0] == "0.77x the time (its nodes: 3 same)"
+    assert words[1] == "2x faster (2 faster)"

@@ -484,3 +484,17 @@ def test_a_block_whose_nodes_are_all_the_same_is_not_called_faster():
     words = list(blocks_figure(blocks).data[0].text)
     assert words[0] == "0.77x the time (its nodes: 3 same)"
     assert words[1] == "2x faster (2 faster)"
+
+
+def test_the_memory_figure_of_an_inference_run_shows_the_activations_not_a_flat_block():
+    pytest.importorskip("plotly")
+    from fxprof.views.memory_plot import memory_figure
+
+    model = nn.Sequential(nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 256)).eval()  # 526 kB of parameters
+    prof = fxprof.profile(model, torch.randn(4, 256), warmup=1, iters=2, memory=True, peaks=None)
+    figure = memory_figure(prof)
+    low, high = figure.layout.yaxis.range
+    held, peak = prof.memory.held_bytes, prof.memory.peak_bytes
+    assert peak - held < 0.25 * held  # activations are a few kB on top of what the run holds from the start
+    assert 0 < low < held < peak < high  # the axis shows the part that moves
+    assert "held from the start" in figure.layout.title.text

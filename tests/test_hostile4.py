@@ -498,3 +498,9 @@ def test_the_memory_figure_of_an_inference_run_shows_the_activations_not_a_flat_
     assert peak - held < 0.25 * held  # activations are a few kB on top of what the run holds from the start
     assert 0 < low < held < peak < high  # the axis shows the part that moves
     assert "held from the start" in figure.layout.title.text
+
+
+def test_the_readme_says_plot_compare_takes_two_profiles():
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    line = next(row for row in readme.splitlines() if row.startswith("fxprof.plot_compare("))
+    assert "from fxprof.compare" not in line and "two profiles" in line

@@ -825,11 +825,12 @@ def _buffers_live(model: nn.Module, gm: fx.GraphModule, changed: list[str], conc
         reason = _first_line(exc.__cause__ or exc)
         still = changed
     else:
-        reason = "it changes them outside the graph's view"
         if not still and (changed or _constants(live) < _constants(gm)):
             return live
         if not changed:
             return gm
+        reason = (f"the forward gives the buffer a new tensor (self.{still[0].rsplit('.', 1)[-1]} = ..., or += on it), "
+                  f"which a graph cannot record; an in-place method such as .add_(1) can be")
     raise TraceError(
         f"cannot trace {type(model).__name__} symbolically: its forward changes buffer(s) {', '.join(still)}, and "
         f"symbolic tracing cannot record that update ({reason}): it would run once, while tracing, and every timed "

@@ -504,3 +504,11 @@ def test_the_readme_says_plot_compare_takes_two_profiles():
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     line = next(row for row in readme.splitlines() if row.startswith("fxprof.plot_compare("))
     assert "from fxprof.compare" not in line and "two profiles" in line
+
+
+def test_every_byte_column_is_printed_with_its_unit_beside_the_memory_columns():
+    model = nn.Sequential(nn.Linear(128, 128), nn.ReLU()).eval()
+    prof = fxprof.profile(model, torch.randn(128, 128), warmup=1, iters=2, memory=True, peaks=None)
+    text = prof.summary(columns=["out_bytes", "bytes", "mem_peak_bytes", "mem_live_bytes"])
+    row = next(line for line in text.splitlines() if line.startswith("_1 "))  # the relu: 128 x 128 float32 out
+    assert "65.5 kB" in row and "65,536" not in row and "131,072" not in row

@@ -512,3 +512,18 @@ def test_every_byte_column_is_printed_with_its_unit_beside_the_memory_columns():
     text = prof.summary(columns=["out_bytes", "bytes", "mem_peak_bytes", "mem_live_bytes"])
     row = next(line for line in text.splitlines() if line.startswith("_1 "))  # the relu: 128 x 128 float32 out
     assert "65.5 kB" in row and "65,536" not in row and "131,072" not in row
+
+
+def test_a_session_of_a_part_of_a_model_under_a_session_is_refused_but_profiling_the_part_works():
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+    with fxprof.session(model, schedule=fxprof.schedule(wait=0, warmup=1, active=2)) as s:
+        for step in range(3):
+            model(torch.randn(2, 4))
+            if step == 1:
+                with pytest.raises(RuntimeError, match="inside an open fxprof.session of the model that holds it"):
+                    fxprof.session(model[0]).__enter__()
+                part = fxprof.profile(model[0], torch.randn(2, 4), warmup=0, iters=1)  # called directly: no hook
+                assert part.num_runs == 1
+            s.step()
+    assert s.profiles[0].num_runs == 2
+    assert "forward" not in model[0].__dict__

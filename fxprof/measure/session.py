@@ -310,7 +310,7 @@ class Session:
             PROFILING.release()
             raise
         self._open = True
-        OPEN_SESSIONS[id(model)] = self.name
+        OPEN_SESSIONS[id(model)] = (self.name, model)
         return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:

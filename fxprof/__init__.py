@@ -28,6 +28,8 @@ from .vocab import __version__
 _LAZY: dict[str, tuple[str, str]] = {
     "FxprofError": ("errors", "FxprofError"),
     "NodeExecutionError": ("errors", "NodeExecutionError"),
+    "NodeFailure": ("errors", "NodeFailure"),
+    "node_failure": ("errors", "node_failure"),
     "ProfileFormatError": ("errors", "ProfileFormatError"),
     "ProfileWriteError": ("errors", "ProfileWriteError"),
     "TimerUnavailableError": ("errors", "TimerUnavailableError"),
@@ -105,6 +107,8 @@ __all__ = [
     "TraceError",
     "TimerUnavailableError",
     "NodeExecutionError",
+    "NodeFailure",
+    "node_failure",
     "ProfileFormatError",
     "ProfileWriteError",
     "ComparabilityWarning",
@@ -154,10 +158,12 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, imported e
     from .errors import (
         FxprofError,
         NodeExecutionError,
+        NodeFailure,
         ProfileFormatError,
         ProfileWriteError,
         TimerUnavailableError,
         TraceError,
+        node_failure,
     )
     from .measure.interpreter import ProfilingInterpreter
     from .measure.recorder import Recorder

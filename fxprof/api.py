@@ -19,7 +19,7 @@ from .measure.environment import environment
 from .measure.fidelity import OwnRuns
 from .measure.loop import DEFAULT_GPU_WARMUP_MS, RunPlan, check_devices, describe_run, measure
 from .measure.ranks import is_initialized, rank_sync
-from .measure.state import PROFILING, preserved_autocast, preserved_rng
+from .measure.state import PROFILING, preserved_autocast, preserved_rng, refuse_inside_session
 from .measure.timers import Timer, resolve_timer, tensor_devices
 from .views.progress import Progress, as_progress
 from .vocab import CAPTURES, MODES
@@ -147,8 +147,9 @@ def profile(
         ValueError: ``warmup``/``iters`` out of range, or inputs that do not fit the graph.
         TimerUnavailableError: a CUDA timer without a usable GPU (raised before anything runs).
         TraceError: the model cannot be captured as asked; says why and what to try.
-        NodeExecutionError: a node failed; names the node and what it received. If timed runs
-            had completed, the exception's ``profile`` attribute holds them.
+        Exception: a node failed: the model's own exception (its type unchanged), with a note
+            naming the node and what it received (:func:`fxprof.node_failure` reads it). If
+            timed runs had completed, the exception's ``profile`` attribute holds them.
     """
     explicit = {k for k, v in (("warmup", warmup), ("iters", iters), ("timer", timer), ("no_grad", no_grad),
                                 ("concrete_args", concrete_args), ("leaf_modules", leaf_modules), ("name", name),
@@ -162,6 +163,7 @@ def profile(
         raise ValueError(f"warmup_ms must be a number of milliseconds >= 0, got {warmup_ms!r}")
     if not isinstance(model, nn.Module):
         raise TypeError(f"fxprof.profile takes an nn.Module or fx.GraphModule, got {type(model).__name__}")
+    refuse_inside_session(model, "fxprof.profile")
     if capture not in CAPTURES:
         raise ValueError(f"unknown capture {capture!r}; choose one of {', '.join(CAPTURES)}")
     if mode not in MODES:

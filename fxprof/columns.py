@@ -156,7 +156,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("flops", "Int64", "flops", "floating-point operations of one call, from `torch.utils.flop_counter.FlopCounterMode`. Only ops with a formula count (convolutions, matrix products, attention kernels); the rest report 0, not a guess", "sum_known", "anatomy", per_call="sum"),
     Column("flops_pct", "float64", "pct", "the node's share of the model's FLOPs", "sum_known"),
     Column("gflops_per_s", "float64", "gflop/s", "`flops` over the median time: the throughput the node achieved"),
-    Column("bytes", "Int64", "bytes", "what the node reads and writes: each distinct tensor input (a called module's parameters and buffers too) and output once, 0 for nodes that run no aten op doing work (views, `getitem`, inputs). A lower bound; with `intensity`, `roof_ms`, `roof_pct`, `headroom_ms` and `limit` it makes the roofline: [roofline.md](roofline.md)", source="anatomy", old_default="", fmt="count"),
+    Column("bytes", "Int64", "bytes", "what the node reads and writes: each distinct tensor input (a called module's parameters and buffers too) and output once, 0 for nodes that run no aten op doing work (views, `getitem`, inputs). A lower bound; with `intensity`, `roof_ms`, `roof_pct`, `headroom_ms` and `limit` it makes the roofline: [roofline.md](roofline.md)", source="anatomy", old_default="", fmt="bytes"),
     # the roofline (fxprof.core.roofline: against the peaks in meta["peaks"]); NaN and "" without peaks
     Column("intensity", "float64", "flop/byte", "`flops` over `bytes`", old_default=""),
     Column("roof_ms", "float64", "ms", "the least time the node could take at the machine's peaks (`meta[\"peaks\"]`)", "sum_known", old_default=""),
@@ -166,7 +166,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("input_shapes", "str", "text", "the shape of each argument the node received, in order (keyword arguments as `name=...`; non-tensors by value)", source="anatomy"),
     Column("output_shape", "str", "text", "the shape of what the node returned, keeping its structure: `[1, 64, 16, 16]`, `([2, 2], [2, 2])` for a tuple, `{'a': [2]}` for a dict", source="anatomy"),
     Column("dtype", "str", "text", "the dtypes of the tensors returned (`float32`, or `float32,int64` for a mix)", source="anatomy"),
-    Column("out_bytes", "Int64", "bytes", "the size of the tensors returned (a view counts in full: this is the logical size, not new memory)", source="anatomy", fmt="count", per_call="sum"),
+    Column("out_bytes", "Int64", "bytes", "the size of the tensors returned (a view counts in full: this is the logical size, not new memory)", source="anatomy", fmt="bytes", per_call="sum"),
     # the memory pass (fxprof.measure.memory; docs/memory.md)
     Column("mem_delta_bytes", "Int64", "bytes", "bytes allocated inside the node and still held when it returns, minus what it freed of older memory; CPU or CUDA allocator, on by default (docs/memory.md)", "sum_known", "memory", signed=True, rollup_if_measured=True, per_call="sum"),
     Column("mem_temp_bytes", "Int64", "bytes", "bytes allocated and freed inside the node (temporaries, workspaces)", "sum_known", "memory", rollup_if_measured=True, old_default="", per_call="sum"),

@@ -16,7 +16,8 @@ from torch import nn
 from .api import profile
 from .core.compare import ALPHA, MIN_EFFECT
 from .core.whatif import WhatIf
-from .measure.variants import Prepared, parse_variant, prepare, time_interleaved
+from .measure.state import preserved_rng, refuse_inside_session
+from .measure.variants import NoChange, Prepared, parse_variant, prepare, time_interleaved
 
 __all__ = ["whatif"]
 
@@ -65,22 +66,61 @@ def whatif(
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"fxprof.whatif takes an nn.Module, got {type(model).__name__}")
+    refuse_inside_session(model, "fxprof.whatif")
     for label, value, minimum in (("iters", iters, 2), ("warmup", warmup, 0), ("depth", depth, 1)):
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
             raise ValueError(f"{label} must be an integer >= {minimum}, got {value!r}")
+    peaks = _check_peaks(peaks) if blocks else peaks  # a bad value fails now, not after every timing
     args = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
     kwargs = dict(model_kwargs or {})
-    items = list(variants.items()) if isinstance(variants, Mapping) else list(variants)
+    items = _variant_items(variants)
     parsed = [parse_variant(item) for item in items]  # a bad name fails before anything runs
     names = [v.name for v in parsed]
     duplicated = sorted({n for n in names if names.count(n) > 1} | ({"baseline"} & set(names)))
     if duplicated:
         raise ValueError(f"variant name(s) {', '.join(duplicated)} given twice (or 'baseline', the model as given)")
+    with preserved_rng():  # train-mode dropout draws in every call: the caller's sequence is kept, as profile() keeps it
+        return _whatif(model, args, kwargs, parsed, names, iters=iters, warmup=warmup, blocks=blocks,
+                       block_iters=block_iters, depth=depth, alpha=alpha, min_effect=min_effect, peaks=peaks,
+                       progress=progress)
+
+
+def _variant_items(variants: Any) -> list[Any]:
+    """The variants as a list of names and ``(name, fn)`` pairs: a ``{name: fn}`` mapping, or a
+    list of names, pairs and ``{name: fn}`` mappings (``["bf16", {"mine": fn}]``)."""
+    if isinstance(variants, Mapping):
+        return list(variants.items())
+    if isinstance(variants, str):
+        return [variants]
+    items: list[Any] = []
+    for item in variants:
+        items.extend(item.items() if isinstance(item, Mapping) else [item])
+    return items
+
+
+def _check_peaks(peaks: Any) -> Any:
+    """``peaks`` as :func:`fxprof.profile` takes it, checked before any timing; ``"off"`` (the
+    CLI's spelling) is ``None``."""
+    if isinstance(peaks, str) and peaks.strip().lower() in ("off", "none"):
+        return None
+    if peaks is None or peaks is False or (isinstance(peaks, str) and peaks in ("auto", "quick")):
+        return peaks
+    from .measure.peaks import resolve_peaks
+
+    try:
+        return resolve_peaks(peaks)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"fxprof.whatif: bad peaks={peaks!r}: {exc}") from exc
+
+
+def _whatif(model: nn.Module, args: tuple, kwargs: dict, parsed: list, names: list[str], *, iters: int, warmup: int,
+            blocks: bool, block_iters: int | None, depth: int, alpha: float, min_effect: float, peaks: Any,
+            progress: Callable[[str], None] | None) -> WhatIf:
     say = progress or (lambda line: None)
     errors: dict[str, str] = {}
 
     def failed(name: str, exc: BaseException) -> None:
-        errors[name] = f"{type(exc).__name__}: {_first_line(exc)}"
+        errors[name] = _first_line(exc) if isinstance(exc, NoChange) else f"{type(exc).__name__}: {_first_line(exc)}"
         say(f"{name} failed: {errors[name]}")
 
     base = prepare(None, model, args, kwargs)

@@ -284,7 +284,7 @@ def test_each_command_has_its_own_examples():
     (["profile", "resnet18", "--concrete", "novalue"], "expected NAME=VALUE"),
     (["profile", "resnet18", "--sort", "medain_ms"], "did you mean 'median_ms'"),
     (["profile", "resnet18", "--columns", "kind,flop"], "did you mean 'flops'"),
-    (["profile", "resnet18", "--group-by", "scope", "--sort", "median"], "did you mean 'median_ms'"),
+    (["profile", "resnet18", "--group-by", "scope", "--sort", "medain"], "did you mean 'median_ms'"),
     (["profile", "resnet18", "--input", "ids=2x8:int64", "--input", "ids=2x8"], "'ids' is given twice"),
     (["profile", "resnet18", "--leaf-module", "layer9"], "bad --leaf-module 'layer9'"),
     (["profile", "resnet18", "--trace-into", "torch.nn.Conv3x3"], "bad --trace-into 'torch.nn.Conv3x3'"),

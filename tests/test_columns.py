@@ -144,7 +144,7 @@ def test_views_print_each_column_by_its_unit():
     assert formatter_for("pct", "float64")(12.345) == "12.3"
     assert formatter_for("mem_peak_bytes", "Int64")(412_000_000) == "412 MB"
     assert formatter_for("delta_mem_peak_bytes", "Int64")(2000) == "+2.00 kB"  # a comparison's change: signed
-    assert formatter_for("out_bytes", "Int64")(1_000_000) == "1,000,000"
+    assert formatter_for("out_bytes", "Int64")(1_000_000) == "1.00 MB"  # bytes with their unit, as the memory columns (issue 47)
     assert formatter_for("calls_per_run", "float64")(0.5) == "0.5"
 
 

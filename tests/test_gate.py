@@ -66,9 +66,10 @@ def test_markdown_summary_puts_the_verdict_first_then_the_table(pair, capsys, tm
     assert header > lines.index("**Gate:** " + text.split("**Gate:** ")[1].splitlines()[0])
     assert lines[header + 1].startswith("|:")  # a GitHub pipe table
     assert "| slower" in text or "slower |" in text
-    # the equal pair: a white circle and "same"
+    # the equal pair: a white circle and "same", appended after what the step summary held
     code, _, _ = _run(capsys, "compare", pair["base"], pair["equal"], "--markdown", str(md))
-    assert code == 0 and md.read_text().startswith("## :white_circle: fxprof: same")
+    first, _, second = md.read_text().partition("\n\n## :white_circle: fxprof: same")
+    assert code == 0 and first.startswith("## :red_circle:") and second
 
 
 def test_gate_needs_saved_profiles_not_csv_tables(pair, capsys, tmp_path, clock):

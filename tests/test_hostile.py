@@ -167,10 +167,12 @@ class Counts(nn.Module):
         return self.fc(x)
 
 
-def test_symbolic_capture_restores_buffers_and_warns_about_left_out_updates():
+def test_symbolic_capture_restores_buffers_and_refuses_updates_it_cannot_record():
+    # issue 47 (1): the update was warned about and left out of every run; now symbolic capture keeps in-place
+    # updates as nodes (tests/test_hostile4.py) and refuses what a graph cannot hold (+= rebinds under tracing)
     model = Counts(reassign=False)
     before = copy.deepcopy(model.state_dict())
-    with pytest.warns(UserWarning, match="steps"):
+    with pytest.raises(fxprof.TraceError, match=r"changes buffer\(s\) steps.*self.steps = \.\.\., or \+= on it"):
         fxprof.profile(model, torch.ones(2, 4), warmup=1, iters=2, capture="symbolic")
     for key, value in model.state_dict().items():
         assert torch.equal(value, before[key]), key

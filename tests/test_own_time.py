@@ -15,7 +15,7 @@ import torch
 from torch import fx, nn
 
 import fxprof
-from fxprof import NodeExecutionError, ProfilingInterpreter
+from fxprof import ProfilingInterpreter, node_failure
 from fxprof.measure.recorder import Recorder
 
 from conftest import FakeClock, FakeTimer
@@ -171,7 +171,7 @@ def test_values_are_freed_after_their_last_use_and_outputs_match():
     out = ProfilingInterpreter(gm).run(x)
     torch.testing.assert_close(out, gm(x))
     keep = ProfilingInterpreter(gm, garbage_collect_values=False)
-    with pytest.raises(NodeExecutionError, match="outlived its last use"):
+    with pytest.raises(AssertionError, match="outlived its last use"):
         keep.run(x)
 
 
@@ -213,10 +213,10 @@ def test_compiled_plan_errors_name_the_node_and_keep_earlier_runs():
     gm = fxprof.trace(M())
     interp = ProfilingInterpreter(gm)
     interp.run(torch.randn(2, 8))
-    with pytest.raises(NodeExecutionError) as info:
+    with pytest.raises(RuntimeError, match=r"(?s)node 'fc'.*Tensor\(shape=\[2, 5\]") as info:
         interp.run(torch.randn(2, 5))
-    assert info.value.node == "fc" and "Tensor(shape=[2, 5]" in str(info.value)
-    with pytest.raises(NodeExecutionError, match="Expected positional argument"):
+    assert node_failure(info.value).node == "fc"
+    with pytest.raises(RuntimeError, match="Expected positional argument"):
         interp.run()
     assert interp.recording.runs == 1
 

@@ -50,7 +50,7 @@ def test_nothing_is_left_patched_when_a_run_raises():
                 return x @ torch.ones(3, 3)
 
     grad_before = torch.is_grad_enabled()
-    with pytest.raises(fxprof.NodeExecutionError):
+    with pytest.raises(RuntimeError, match="fxprof: node"):
         fxprof.profile(Bad(), torch.ones(2, 5))
     assert record_function.__enter__ is _ENTER and record_function.__exit__ is _EXIT
     assert torch.is_grad_enabled() == grad_before
@@ -83,14 +83,14 @@ def test_interrupt_with_dynamo_keeps_completed_runs():
 
 
 @pytest.mark.parametrize("make_input, expected", [
-    (lambda: torch.randn(1, 3, 7), "node 'conv' (call_module conv) raised RuntimeError"),                   # shape
-    (lambda: torch.randint(0, 5, (1, 3, 8, 8)), "node 'conv' (call_module conv) raised RuntimeError"),     # dtype
+    (lambda: torch.randn(1, 3, 7), "node 'conv' (call_module conv) raised this RuntimeError"),              # shape
+    (lambda: torch.randint(0, 5, (1, 3, 8, 8)), "node 'conv' (call_module conv) raised this RuntimeError"),  # dtype
 ])
 def test_wrong_shape_or_dtype_names_the_first_failing_node_and_what_it_got(make_input, expected):
     x = make_input()
-    with pytest.raises(fxprof.NodeExecutionError) as info:
+    with pytest.raises(RuntimeError) as info:
         fxprof.profile(BNNet().eval(), x)
-    message = str(info.value)
+    message = "\n".join(info.value.__notes__)
     assert expected in message
     assert f"Tensor(shape={list(x.shape)}, dtype={str(x.dtype).replace('torch.', '')}, device=cpu)" in message
 

@@ -98,7 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "handler", None):
         parser.print_help()
         return 2
-    from ..errors import FxprofError
+    from ..errors import FxprofError, node_failure
 
     try:
         with _sigterm_as_interrupt():
@@ -116,6 +116,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         text = _first_line(exc) if str(exc).strip() else ""
         if isinstance(exc, OSError) and not isinstance(exc, FxprofError) and exc.filename:
             text = f"cannot read {exc.filename!r}: {exc.strerror}"
+        elif (failure := node_failure(exc)) is not None:  # the model's own error, raised in a node: name it
+            text = "\n".join([f"node {failure.node!r} ({failure.op} {failure.target}) raised {type(exc).__name__}: {text}",
+                              *failure.advice])
         elif not isinstance(exc, (FxprofError, ValueError, TypeError, OSError, ImportError)):
             text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
         # one line: multi-line messages (a node error lists what the node received) are joined

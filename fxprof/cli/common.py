@@ -161,7 +161,16 @@ def _check_node_view(args: argparse.Namespace, training: bool, ranked: bool) -> 
 
 
 def _check_columns(args: argparse.Namespace, allowed: Sequence[str], sortable: Sequence[str], what: str = "the table") -> None:
-    """--sort names one of ``sortable``, --columns only ``allowed`` ones; ``what`` names the table."""
+    """--sort names one of ``sortable``, --columns only ``allowed`` ones; ``what`` names the table.
+    A header as the table shows it (``a`` for ``a_ms``, ``median``, ``delta_pts``) names its column:
+    ``args`` is rewritten to the column names."""
+    from ..views.tables import display_name
+
+    shown = {display_name(c): c for c in sortable if display_name(c) not in sortable}
+    if args.sort is not None:
+        args.sort = shown.get(args.sort, args.sort)
+    if args.columns:
+        args.columns = ",".join(shown.get(c, c) for c in _columns(args.columns) or [])
     if args.sort is not None and args.sort not in sortable:
         raise _bad(f"bad --sort {args.sort!r}{_did_you_mean(args.sort, sortable)}: {what} has {', '.join(sortable)}")
     unknown = [c for c in _columns(args.columns) or [] if c not in allowed]

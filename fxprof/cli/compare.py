@@ -58,7 +58,8 @@ def add_parser(command: Any) -> argparse.ArgumentParser:
                          "sortable table; one self-contained file (needs plotly: pip install plotly)")
     ko.add_argument("--markdown", metavar="PATH",
                     help="write the comparison as GitHub-flavoured Markdown, the verdict first, then the table (for a CI "
-                         "step summary: --markdown \"$GITHUB_STEP_SUMMARY\"; '-': standard output)")
+                         "step summary: --markdown \"$GITHUB_STEP_SUMMARY\"; '-': standard output); appended to a "
+                         "file that has text already, as CI steps append to their summary")
     g = k.add_argument_group("gate (for CI)")
     g.add_argument("--fail-on", choices=FAIL_ON, metavar="WHAT",
                    help=f"exit with status {GATE_EXIT} when B is worse than A: 'slower': B's whole run is significantly "
@@ -152,15 +153,15 @@ def _gate(args: argparse.Namespace, a: Any, b: Any, diff: Any, keep: Any, report
         busy = busy_sides_words(a, b)
     failed, line = gate(diff, args.fail_on, run, busy) if args.fail_on else (False, None)
     if args.markdown is not None:
-        from ..io.atomic import atomic_write
+        from ..io.atomic import append_text
         from ..views.markdown import render_compare_markdown
 
         text = render_compare_markdown(diff, args.a, args.b, run, line, top=args.top)
         if args.markdown == "-":
             sys.stdout.write(text)
-        else:
-            atomic_write(args.markdown, lambda handle: handle.write(text))
-            _print(f"wrote markdown: {args.markdown}", report)
+        else:  # appended: a step summary ($GITHUB_STEP_SUMMARY) keeps what earlier steps wrote
+            appended = append_text(args.markdown, text)
+            _print(f"{'appended markdown to' if appended else 'wrote markdown'}: {args.markdown}", report)
     if line:
         _print(f"fxprof gate (--fail-on {args.fail_on}): {line}", report)
     return GATE_EXIT if failed else 0

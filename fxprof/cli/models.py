@@ -6,7 +6,6 @@ import contextlib
 import difflib
 import importlib
 import importlib.util
-import math
 import os
 import re
 import sys
@@ -16,21 +15,14 @@ import torch
 from torch import nn
 
 from ..errors import FxprofError
+from .input_spec import DTYPE_NAMES, check_specs, parse_spec
 
 __all__ = ["load_model", "parse_input", "make_input", "build_inputs", "resolve_modules", "float_dtype", "device_option",
            "DEFAULT_IMAGE_INPUT"]
 
 DEFAULT_IMAGE_INPUT = "1x3x224x224"
-_INT64_MAX = 2**63 - 1
 
-_DTYPES = {
-    "float32": torch.float32, "float": torch.float32, "fp32": torch.float32,
-    "float16": torch.float16, "half": torch.float16, "fp16": torch.float16,
-    "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
-    "float64": torch.float64, "double": torch.float64,
-    "int64": torch.int64, "long": torch.int64, "int32": torch.int32, "int": torch.int32,
-    "bool": torch.bool,
-}
+_DTYPES = {name: getattr(torch, canonical) for name, canonical in DTYPE_NAMES.items()}
 
 
 def load_model(spec: str) -> nn.Module:
@@ -159,24 +151,8 @@ def _torchvision_model(name: str) -> nn.Module:
 
 def parse_input(spec: str) -> tuple[tuple[int, ...], torch.dtype | None]:
     """``1x3x224x224`` -> ((1, 3, 224, 224), None); ``2x128:int64`` -> ((2, 128), torch.int64)."""
-    shape_text, _, dtype_text = spec.partition(":")
-    try:
-        shape = tuple(int(d) for d in shape_text.lower().split("x"))
-    except ValueError:
-        shape = ()
-    if not shape or any(d < 0 for d in shape):  # 0 is an empty batch, which the API takes too
-        raise FxprofError(
-            f"bad --input {spec!r}: expected dimensions (>= 0) joined by 'x' with an optional ':dtype', "
-            f"e.g. 1x3x224x224 or 2x128:int64"
-        )
-    if math.prod(shape) > _INT64_MAX or max(shape) > _INT64_MAX:
-        raise FxprofError(f"bad --input {spec!r}: {math.prod(shape):.3g} elements; a tensor holds at most 2**63 - 1")
-    dtype = None
-    if dtype_text:
-        dtype = _DTYPES.get(dtype_text.lower())
-        if dtype is None:
-            raise FxprofError(f"bad --input {spec!r}: unknown dtype {dtype_text!r}; use one of {', '.join(sorted(_DTYPES))}")
-    return shape, dtype
+    shape, dtype = parse_spec(spec)
+    return shape, None if dtype is None else getattr(torch, dtype)
 
 
 def float_dtype(text: str) -> torch.dtype:
@@ -230,18 +206,11 @@ def build_inputs(specs: list[str] | None, dtype: torch.dtype, device: torch.devi
     and returns no tensors."""
     positional: list = []
     keywords: dict = {}
-    for spec in specs or [DEFAULT_IMAGE_INPUT]:
-        name, eq, rest = spec.partition("=")
-        if eq:
-            name = name.strip()
-            if not name.isidentifier():
-                raise FxprofError(f"bad --input {spec!r}: a keyword input is NAME=SHAPE[:DTYPE], e.g. ids=2x128:int64")
-            if name in keywords:
-                raise FxprofError(f"bad --input {spec!r}: the keyword input {name!r} is given twice")
-        shape, dt = parse_input(rest if eq else spec)
-        value = None if parse_only else make_input(shape, dt, dtype, device)
-        if eq:
-            keywords[name] = value
+    for spec in check_specs(specs or [DEFAULT_IMAGE_INPUT]):
+        dt = None if spec.dtype is None else getattr(torch, spec.dtype)
+        value = None if parse_only else make_input(spec.shape, dt, dtype, device)
+        if spec.name is not None:
+            keywords[spec.name] = value
         else:
             positional.append(value)
     return positional, keywords

@@ -12,6 +12,7 @@ import sys
 from typing import Any
 
 from ..vocab import CAPTURES, COMPILE_MODES, CUDA_TIMERS, MODES, OPTIMIZERS, TIMER_NAMES
+from .input_spec import check_specs, missing_batch_hint
 from .common import (NODE_COLUMNS, NODE_SORT, _bad, _check_groups, _check_top, _check_node_view, _check_not_inputs, _check_outputs,
                      _check_plotly, _first_line, _max_threads, _print, _signals_deferred, _Terminated, _this_rank_writes,
                      _view, model_sources, parse_concrete, table_options)
@@ -130,6 +131,7 @@ def check(args: argparse.Namespace) -> None:
                    f"torch starts a thread each)")
     if args.no_input and args.input:
         raise _bad("--no-input calls the model with no inputs; drop it or the --input options")
+    check_specs(args.input or [])  # the syntax, before torch is imported
     both = sorted(set(args.leaf_module or []) & set(args.trace_into or []))
     if both:
         raise _bad(f"{', '.join(map(repr, both))} given to both --leaf-module (keep it whole) and --trace-into "
@@ -267,6 +269,7 @@ def _profile(args: argparse.Namespace, bar: Any) -> int:
     try:  # a fixed argument is also passed, so the traced graph's check of its value holds
         prof = profile(model, *positional, model_kwargs={**keywords, **concrete} or None, **options)
     except BaseException as exc:
+        missing_batch_hint(args.input or [], exc)
         partial = getattr(exc, "profile", None)
         if partial is not None and not is_initialized():  # keep what was measured: write it and show it, then fail
             bar.close()
@@ -323,16 +326,18 @@ def _emit(prof: Any, args: argparse.Namespace) -> tuple[list[str], list[int]]:
                 continue
             try:
                 write(path)
-                written.append(f"wrote {label}: {'standard output' if path == '-' else path}")
+                shown = "npz" if label == "json" and str(path).lower().endswith(".npz") else label  # what save() wrote
+                written.append(f"wrote {shown}: {'standard output' if path == '-' else path}")
             except Exception as exc:  # one output failing must not cost the others
                 failures.append(f"cannot write --{label} {path!r}: {getattr(exc, 'reason', None) or exc}")
         try:
             _print(render_summary(prof, _view(args, report)), report)
         except Exception as exc:  # a table that cannot be shown must not cost the profile
             failures.append(f"cannot show the table: {exc}")
-        if failures and not any(line.startswith("wrote json") for line in written):
+        if failures and not any(line.startswith(("wrote json", "wrote npz")) for line in written):
             failures.append(_rescue(prof))
-        for line in sorted(written, key=lambda line: ("wrote csv", "wrote json", "wrote trace", "wrote html").index(line.split(":")[0])):
+        order = ("wrote csv", "wrote json", "wrote npz", "wrote trace", "wrote html")
+        for line in sorted(written, key=lambda line: order.index(line.split(":")[0])):
             _print(line, report)  # in the order of the options, whatever order they were written in
     return failures, signals
 

@@ -11,6 +11,7 @@ import sys
 from typing import Any
 
 from .common import _bad, _check_outputs, _first_line, _max_threads, _print, model_sources
+from .input_spec import check_specs
 
 USAGE = "whatif MODEL"
 SUMMARY = "measure what channels_last, compile, bf16, inference_mode... would do to MODEL"
@@ -88,6 +89,7 @@ def check(args: argparse.Namespace) -> None:
         if not ok:
             raise _bad(f"bad --variants {spec!r}: use channels_last, compile, compile:MODE ({', '.join(COMPILE_MODES)}), "
                        f"bf16, fp16, inference_mode, threads=N or batch=N (N >= 1)")
+    check_specs(args.input or [])  # the syntax, before torch is imported
     if len(set(specs)) != len(specs):
         raise _bad(f"--variants names {', '.join(sorted({s for s in specs if specs.count(s) > 1}))} twice")
     if args.peaks is not None and args.peaks.strip().lower() not in ("auto", "quick", "off"):

@@ -208,6 +208,10 @@ def compare(
         }
     from .blocks import use_blocks_instead
 
+    # nodes matched by name that do another kind of work in b (a swapped layer, or another model)
+    matched = index[in_a & in_b]
+    other = ia.loc[matched, "kind"].astype(str) != ib.loc[matched, "kind"].astype(str)
+    out.attrs["other_op"] = {n: (str(ia.at[n, "kind"]), str(ib.at[n, "kind"])) for n in matched[other.to_numpy()]}
     kinds = use_blocks_instead(a, b, int((out["status"] == "both").sum()), len(out))
     problems = [kinds] if kinds else comparability(a, b, out)
     tested = int(out["p_value"].notna().sum())
@@ -310,6 +314,17 @@ def comparability(a: ProfileOrTable, b: ProfileOrTable, diff: pd.DataFrame | Non
             f"graph: {unmatched} of {len(diff)} nodes ({unmatched / len(diff):.1%}) are in only one profile "
             f"({int((diff['status'] == 'only_a').sum())} only in a, {int((diff['status'] == 'only_b').sum())} only in b): "
             f"their time counts as removed or added, not as changed"
+        )
+    other = diff.attrs.get("other_op") or {}
+    if other:
+        both = int((diff["status"] == "both").sum())
+        shown = ", ".join(f"{n}: {ka} in a, {kb} in b" for n, (ka, kb) in list(other.items())[:3])
+        more = f" and {len(other) - 3} more" if len(other) > 3 else ""
+        names = [item.meta.get("model") if not isinstance(item, pd.DataFrame) else None for item in (a, b)]
+        models = f"a is {names[0]!r}, b is {names[1]!r}, and " if None not in names and names[0] != names[1] else ""
+        problems.append(
+            f"model: {models}{len(other)} of {both} nodes matched by name do another kind of work in b ({shown}{more}): "
+            f"these may be two different models; those nodes' times are not the same work's, and no gate judges them"
         )
     tables = [side for side, item in (("a", a), ("b", b)) if isinstance(item, pd.DataFrame)]
     if tables:

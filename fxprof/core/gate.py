@@ -121,8 +121,11 @@ def busy_sides_words(a: "Profile", b: "Profile") -> str:
 
 def _gate(diff: pd.DataFrame, fail_on: str, run: RunVerdict | None) -> tuple[bool, str]:
     effect = f"{diff.attrs.get('min_effect', MIN_EFFECT):.0%}"
+    if run is not None and run.verdict == "":  # saved profiles, but under 2 runs a side: no test can decide
+        return False, (f"pass (undecided): too few runs to tell: {run.a_runs} and {run.b_runs} run(s), and a verdict "
+                       f"needs at least 2 a side; profile with more --iters")
     if fail_on == "slower":
-        if run is None or run.verdict == "":
+        if run is None:
             raise ValueError("the whole run's verdict needs the runs of both sides: compare saved profiles (.json or .npz), "
                              "not per-node CSV tables")
         words = (f"b's median run is {run.ratio:.3f}x a's (95% interval {run.low:.3f} to {run.high:.3f}, "
@@ -136,9 +139,13 @@ def _gate(diff: pd.DataFrame, fail_on: str, run: RunVerdict | None) -> tuple[boo
     if not (verdicts != "").any():
         raise ValueError("node verdicts need the samples of both sides: compare saved profiles (.json or .npz), "
                          "not per-node CSV tables")
-    slower = diff.index[verdicts == "slower"]
+    other = diff.attrs.get("other_op") or {}  # matched by name, another kind of work: not the same node's time
+    slower = diff.index[(verdicts == "slower") & ~diff.index.isin(list(other))]
+    unjudged = (f"; {len(other)} node(s) matched by name do another kind of work in b and are not judged (see the "
+                f"warnings: two different models?)") if other else ""
     if len(slower):
         names = ", ".join(f"{n} ({diff.at[n, 'ratio']:.2f}x)" for n in slower[:10])
         more = f" and {len(slower) - 10} more" if len(slower) > 10 else ""
-        return True, f"FAIL: {len(slower)} node(s) slower in b, beyond noise and at least {effect}: {names}{more}"
-    return False, f"pass: no node is significantly slower in b by {effect} or more ({int((verdicts != '').sum())} nodes tested)"
+        return True, f"FAIL: {len(slower)} node(s) slower in b, beyond noise and at least {effect}: {names}{more}{unjudged}"
+    return False, (f"pass: no node is significantly slower in b by {effect} or more ({int((verdicts != '').sum())} nodes "
+                   f"tested){unjudged}")

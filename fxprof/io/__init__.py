@@ -78,11 +78,14 @@ def load_profile(path: str | os.PathLike) -> "Profile":
 
 
 def read_any(path: str | os.PathLike) -> "Profile | pd.DataFrame":
-    """A saved profile (JSON or ``.npz``) as a :class:`Profile`, or a per-node CSV as a DataFrame."""
+    """A saved profile (JSON or ``.npz``) as a :class:`Profile`, or a per-node CSV as a DataFrame.
+
+    Told apart by content; a file named ``.json`` or ``.npz`` (or holding a JSON list) is read as
+    a profile whatever it holds, so that its error says what is wrong with it as a profile."""
     path = os.fspath(path)
     with open(path, "rb") as handle:
         head = handle.read(256).lstrip()
-    if head.startswith(b"{") or head.startswith(_ZIP_MAGIC):
+    if (head.startswith((b"{", b"[", _ZIP_MAGIC)) or path.lower().endswith((".json", ".npz"))):
         return load_profile(path)
     return read_csv(path)
 

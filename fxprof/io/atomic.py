@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from ..errors import ProfileWriteError
 
-__all__ = ["atomic_write"]
+__all__ = ["atomic_write", "append_text"]
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[Any], None], binary: bool = False) -> None:
@@ -89,3 +89,19 @@ def _file_mode(path: str) -> int:
         umask = os.umask(0)
         os.umask(umask)
         return 0o666 & ~umask
+
+
+def append_text(path: str | os.PathLike, text: str) -> bool:
+    """Add ``text`` at the end of the file at ``path`` (a CI step summary that earlier steps
+    wrote to), after a blank line; a file that does not exist or is empty is written whole
+    (:func:`atomic_write`). Returns whether it appended."""
+    path = os.fspath(path)
+    if path == "-" or not os.path.isfile(path) or os.path.getsize(path) == 0:
+        atomic_write(path, lambda handle: handle.write(text))
+        return False
+    try:
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write("\n" + text)
+    except OSError as exc:
+        raise _write_error(path, exc) from exc
+    return True

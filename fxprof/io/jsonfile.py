@@ -95,6 +95,9 @@ def load_json(path: str | os.PathLike) -> "Profile":
     source = repr(path)
     with open(path, "rb") as handle:
         raw = handle.read()
+    if not raw.strip():
+        raise ProfileFormatError(f"{source} is an empty file, not a saved fxprof profile. Save profiles with Profile.save() "
+                                 f"or 'fxprof profile --json PATH'.")
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as fast_error:  # the standard parser words what is wrong
@@ -105,16 +108,28 @@ def load_json(path: str | os.PathLike) -> "Profile":
         parse_json(text, source)
         raise ProfileFormatError(f"{source} is not a saved fxprof profile (not JSON: {fast_error})") from fast_error
     del raw
-    if not isinstance(data, dict) or data.get("format") != FORMAT_NAME:
+    if not isinstance(data, dict):
+        kind = {list: "a JSON list", str: "a JSON string", int: "a number", float: "a number",
+                bool: "JSON true or false"}.get(type(data), "JSON null")
+        raise ProfileFormatError(
+            f"{source} holds {kind}, not a saved fxprof profile (the JSON object Profile.save() writes, with "
+            f"\"format\": \"{FORMAT_NAME}\")."
+        )
+    if data.get("format") != FORMAT_NAME:
         raise ProfileFormatError(
             f"{source} is not a saved fxprof profile (no \"format\": \"{FORMAT_NAME}\" field). "
             f"Save profiles with Profile.save(); per-node CSVs are read with fxprof.read_csv()."
         )
     version = data.get("version")
-    if version not in READ_VERSIONS or type(version) is not int:
+    if type(version) is int and version > max(READ_VERSIONS):
         raise ProfileFormatError(
             f"{source} is a version {version!r} fxprof profile; this fxprof reads versions "
             f"{' and '.join(map(str, READ_VERSIONS))}. Upgrade fxprof (or re-save the profile with this version)."
+        )
+    if version not in READ_VERSIONS or type(version) is not int:
+        raise ProfileFormatError(
+            f"{source} says \"version\": {version!r}, which no fxprof ever wrote (the versions are "
+            f"{' and '.join(map(str, READ_VERSIONS))}): the file was edited or damaged; save the profile again."
         )
     if version == 2:
         return _load_v2(data, source)

@@ -783,6 +783,8 @@ def _symbolic(model: nn.Module, concrete_args: Any, leaf_modules: Any, reason: s
             f"does it as a leaf (leaf_modules=[...]); or fix the argument that steers it "
             f"(concrete_args={{...}})."
         ) from cause
+    if not isinstance(model, fx.GraphModule) and (changed or _constants(gm)):  # buffer updates run once, values read from buffers baked in
+        gm = _buffers_live(model, gm, changed, concrete_args, leaf_modules, trace_into)
     if specialised and not isinstance(model, fx.GraphModule):
         _drop_default_guards(gm, specialised)
     hooks = hooks_symbolic_tracing_loses(model, gm, root_hooks_run) if warn_hooks else []
@@ -793,15 +795,48 @@ def _symbolic(model: nn.Module, concrete_args: Any, leaf_modules: Any, reason: s
             f"Python effects are not repeated). capture='dynamo' (or 'auto') runs them in every run.",
             stacklevel=4,
         )
-    if changed:
-        warnings.warn(
-            f"fxprof: {type(model).__name__}'s forward changes buffer(s) {', '.join(changed)}; symbolic tracing ran "
-            f"that update once instead of recording it, so the timed graph leaves it out (fxprof put the buffers "
-            f"back). capture='dynamo' or capture='export' keeps state updates in the graph.",
-            stacklevel=4,
-        )
     drop_all_true_masks(gm)  # attention as the eager model calls it (fxprof.measure.sdpa)
     return GraphCapture(gm, "symbolic", reason)
+
+
+def _constants(gm: fx.GraphModule) -> int:
+    """How many tensors tracing computed once and baked into the graph (``_tensor_constant``)."""
+    return sum(1 for n in gm.graph.nodes if n.op == "get_attr" and str(n.target).split(".")[-1].startswith("_tensor_constant"))
+
+
+def _buffers_live(model: nn.Module, gm: fx.GraphModule, changed: list[str], concrete_args: Any, leaf_modules: Any,
+                  trace_into: Any) -> fx.GraphModule:
+    """A graph that reads and updates the model's buffers in every run, as the model does.
+
+    fx's default tracing runs a buffer's in-place update (``self.calls.add_(1)``) once, while
+    tracing, and bakes a value computed from a buffer (``self.table.mean(0)``) into the graph:
+    every run would then return what the buffer held when the model was traced. Traced with
+    the buffers as graph inputs, both are nodes. That graph is taken where the first one
+    updated a buffer or baked in a value the buffers gave (fewer constants); a forward whose
+    buffer updates symbolic tracing cannot record (it reassigns the buffer, say) is refused
+    with the reason (``capture='auto'`` then uses dynamo, which runs them)."""
+    try:
+        with preserved_buffers(model, report=True) as still:
+            live = trace(model, concrete_args=concrete_args, leaf_modules=leaf_modules, trace_into=trace_into,
+                         proxy_buffers=True)
+    except TraceError as exc:
+        if not changed:  # the constants may not come from buffers: the first graph stands
+            return gm
+        reason = _first_line(exc.__cause__ or exc)
+        still = changed
+    else:
+        if not still and (changed or _constants(live) < _constants(gm)):
+            return live
+        if not changed:
+            return gm
+        reason = (f"the forward gives the buffer a new tensor (self.{still[0].rsplit('.', 1)[-1]} = ..., or += on it), "
+                  f"which a graph cannot record; an in-place method such as .add_(1) can be")
+    raise TraceError(
+        f"cannot trace {type(model).__name__} symbolically: its forward changes buffer(s) {', '.join(still)}, and "
+        f"symbolic tracing cannot record that update ({reason}): it would run once, while tracing, and every timed "
+        f"run would leave it out, so the runs would compute something else than the model. Use capture='dynamo' "
+        f"(or 'auto'), which runs the update in every run."
+    )
 
 
 def _export(model: nn.Module, args: tuple, kwargs: dict) -> GraphCapture:

@@ -59,7 +59,7 @@ import torch
 from torch import fx
 
 from .bridge import RANGE_PREFIX
-from ..errors import NodeExecutionError
+from ..errors import NodeFailure, name_failed_node, node_failure
 from .tree import describe_value
 from .graph import target_name
 from .launches import launches_nothing
@@ -112,9 +112,10 @@ class ProfilingInterpreter(fx.Interpreter):
 
     Every call of :meth:`run` appends one sample per executed node to :attr:`recording` and
     returns exactly what the module returns. Inside a run the recorder already began (another
-    graph's caller opened it), nodes join that run. A node that raises is re-raised as
-    :class:`~fxprof.errors.NodeExecutionError` naming the node, its op and target and what it
-    received; runs that completed before stay in :attr:`recording`.
+    graph's caller opened it), nodes join that run. A node that raises re-raises
+    its own exception (the type the model raises without fxprof), with a note naming the node,
+    its op and target and what it received (also as ``exc.fxprof_node``,
+    :class:`~fxprof.errors.NodeFailure`); runs that completed before stay in :attr:`recording`.
 
     Submodules and attribute owners are looked up once, at the first run: a submodule
     replaced on the model after that is not seen by this interpreter (make a new one).
@@ -245,7 +246,7 @@ class ProfilingInterpreter(fx.Interpreter):
                     h1 = timer.host_ns()
                     m1 = timer.mark()
             except Exception as exc:
-                raise _node_error(n, args, kwargs, exc) from exc
+                raise _node_error(n, args, kwargs, exc)  # the model's own exception, the node named on it
             self.recorder.append((self._names[n], m0, m1, h0, h1))
             return result
 
@@ -437,7 +438,7 @@ def _failure(interp: ProfilingInterpreter, nodes: list[fx.Node], index: dict[fx.
 
     def fail(lineno: int, scope: dict[str, Any], exc: Exception) -> Exception:
         cur = node_at(lineno)
-        if cur < 0 or isinstance(exc, NodeExecutionError):
+        if cur < 0 or node_failure(exc) is not None:
             return exc
         n = nodes[cur]
         value = lambda node: scope.get(f"v{index[node]}")  # noqa: E731
@@ -448,14 +449,16 @@ def _failure(interp: ProfilingInterpreter, nodes: list[fx.Node], index: dict[fx.
     return fail
 
 
-def _node_error(n: fx.Node, args: tuple, kwargs: dict, exc: Exception) -> NodeExecutionError:
-    if isinstance(exc, NodeExecutionError):  # raised by a nested interpreter: keep it
+def _node_error(n: fx.Node, args: tuple, kwargs: dict, exc: Exception) -> Exception:
+    """``exc`` itself (profiling never changes the model's exceptions), named: a note saying which
+    node raised it and what the node received, and ``exc.fxprof_node``."""
+    if node_failure(exc) is not None:  # raised by a nested interpreter: keep its node
         return exc
     inputs = [f"arg{i}: {describe_value(a)}" for i, a in enumerate(args)]
     inputs += [f"{k}: {describe_value(v)}" for k, v in kwargs.items()]
     target = target_name(n)
     lines = [
-        f"node {n.name!r} ({n.op} {target}) raised {type(exc).__name__}: {str(exc).strip()}",
+        f"fxprof: node {n.name!r} ({n.op} {target}) raised this {type(exc).__name__}",
         f"it received {', '.join(inputs)}" if inputs else "it received no arguments",
         "check that the inputs have the shapes, dtypes and devices the model expects "
         "(and match the example used for tracing)",
@@ -465,4 +468,4 @@ def _node_error(n: fx.Node, args: tuple, kwargs: dict, exc: Exception) -> NodeEx
             "CUDA reports kernel errors asynchronously, so the failing kernel may belong to an "
             "earlier node: re-run with timer='sync' or CUDA_LAUNCH_BLOCKING=1 to pin it down"
         )
-    return NodeExecutionError("\n".join(lines), node=n.name, op=n.op, target=target, inputs=inputs)
+    return name_failed_node(exc, NodeFailure(n.name, n.op, target, inputs, lines[1:]), "\n".join(lines))  # type: ignore[return-value]

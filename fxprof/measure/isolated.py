@@ -93,7 +93,7 @@ class _IsolatedInterpreter(fx.Interpreter):
         except Exception as exc:  # name the node and what it received, as timed mode does
             from .interpreter import _node_error
 
-            raise _node_error(n, args, kwargs, exc) from exc
+            raise _node_error(n, args, kwargs, exc)
 
     def _repeat(self, n: fx.Node, args: tuple, kwargs: dict) -> Any:
         name = self.prefix + n.name

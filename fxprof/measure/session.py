@@ -74,7 +74,7 @@ from .ranks import gather, is_initialized
 from ..core.recording import Recording
 from .recorder import Recorder
 from .session_memory import StepMemory, rebind_interpreters
-from .state import PROFILING
+from .state import OPEN_SESSIONS, PROFILING, refuse_inside_session
 from .timers import Timer, resolve_timer, tensor_devices
 
 __all__ = ["Schedule", "Session", "schedule", "session", "ACTIONS"]
@@ -286,6 +286,7 @@ class Session:
         self._said_empty = False  # a cycle that timed nothing was warned about
         self._mode: tuple = ()  # the numerics of the last timed run (autocast, matmul precision, grad)
         self._saved_forward: Any = None
+        self._input_devices: set = set()
         self._had_forward = False
         self._own = EagerSteps()  # the eager steps' own forward times, per input signature
         self._meter = ContentionMeter()  # what the timed forwards lose to other processes
@@ -296,6 +297,7 @@ class Session:
     def __enter__(self) -> "Session":
         if self._open:
             raise RuntimeError("this fxprof session is already open")
+        refuse_inside_session(self.model, "fxprof.session")
         if not PROFILING.acquire(blocking=False):
             raise RuntimeError("another fxprof profile or session is running in another thread of this process; "
                                "profile one thing at a time (the timings would include each other's work)")
@@ -312,6 +314,7 @@ class Session:
             PROFILING.release()
             raise
         self._open = True
+        OPEN_SESSIONS[id(model)] = (self.name, model)
         return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
@@ -330,6 +333,7 @@ class Session:
             for captured in self._all_captures():
                 captured.close()
             self._open = False
+            OPEN_SESSIONS.pop(id(self.model), None)
             PROFILING.release()
 
     def _restore(self) -> None:
@@ -423,6 +427,7 @@ class Session:
             check_devices(list(self.model.parameters()) + list(self.model.buffers()), inputs)
             self._timer = resolve_timer(self.timer_spec, self.model, inputs)
             self._recorder = Recorder(self._timer)
+            self._input_devices = tensor_devices(inputs)  # the device of a model without parameters
         recorder = self._recorder
         assert recorder is not None
         if not timed:
@@ -588,7 +593,7 @@ class Session:
         rec = self._recorder
         rec.recording = cycle.recording
         held = list(self.model.parameters()) + list(self.model.buffers())
-        devices = tensor_devices(held)
+        devices = tensor_devices(held) or self._input_devices
         captured = _Captures(cycle.captures)
         first = cycle.captures[0]
         meta = describe_run(self.model, self.name, self._timer, devices, (), self._warmup_steps(), rec.recording.runs,

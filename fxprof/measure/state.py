@@ -22,10 +22,41 @@ from typing import Iterator
 import torch
 from torch import nn
 
-__all__ = ["PROFILING", "preserved_autocast", "preserved_buffers", "preserved_rng"]
+__all__ = ["PROFILING", "OPEN_SESSIONS", "refuse_inside_session", "preserved_autocast", "preserved_buffers",
+           "preserved_rng"]
 
 #: held for the whole of one ``fxprof.profile`` call; a second thread waits for it
 PROFILING = threading.RLock()
+
+#: the modules an open ``fxprof.session`` instruments (``id`` -> the session's name for it and the
+#: module); the lock above is re-entrant, so a profile or session in the session's own thread gets past it
+OPEN_SESSIONS: dict[int, tuple[str, nn.Module]] = {}
+
+
+def refuse_inside_session(model: nn.Module, what: str) -> None:
+    """Refuse ``what`` (``"fxprof.profile"``...) of ``model`` while an open session instruments
+    it or one of its modules: the session's forward would run inside ``what``'s runs (they would
+    land in the session's cycle, and ``what`` would time fxprof's own code). A second session of
+    a module inside an instrumented model is refused too: the outer session's runs would call it."""
+    if not OPEN_SESSIONS:
+        return
+    for path, module in model.named_modules(remove_duplicate=True):
+        if id(module) in OPEN_SESSIONS:
+            which = "the same model" if not path else f"its module {path!r}"
+            raise RuntimeError(
+                f"{what} of {type(model).__name__} inside an open fxprof.session of {which} "
+                f"({OPEN_SESSIONS[id(module)][0]}): the session instruments its forward, so these runs would land in "
+                f"the session's cycle and time fxprof's own code. Profile it before or after the with-block, or "
+                f"profile a copy (copy.deepcopy(model)) made before the session opened; inside the session, its own "
+                f"profile comes from its schedule.")
+    if what != "fxprof.session":
+        return  # profiling a part of the instrumented model calls that part directly, not the session's forward
+    for name, outer in OPEN_SESSIONS.values():
+        if any(m is model for m in outer.modules()):
+            raise RuntimeError(
+                f"fxprof.session of {type(model).__name__} inside an open fxprof.session of the model that holds it "
+                f"({name}): that session's runs call this module, and each session would time the other's code. "
+                f"Open one session, of the model you want timed.")
 
 
 @contextlib.contextmanager

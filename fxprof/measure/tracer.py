@@ -179,8 +179,14 @@ def trace(
     concrete_args: dict[str, Any] | None = None,
     leaf_modules: Iterable[type | str] = (),
     trace_into: Iterable[type | str] | str = (),
+    proxy_buffers: bool = False,
 ) -> fx.GraphModule:
     """Symbolically trace ``model`` with :class:`ProfilerTracer`.
+
+    ``proxy_buffers``: trace the model's buffers as graph inputs (``get_attr`` nodes), so that a
+    value computed from a buffer is computed in every run and an in-place update of a buffer is
+    a node, instead of running once while tracing (fx's default bakes such a value in as a
+    ``_tensor_constant``).
 
     Returns a ``GraphModule`` that shares the model's parameters and buffers and keeps its
     ``record_function`` ranges. Raises :class:`TraceError` naming the cause and the options
@@ -191,6 +197,7 @@ def trace(
     if not isinstance(model, nn.Module):
         raise TypeError(f"fxprof.trace takes an nn.Module, got {type(model).__name__}")
     tracer = ProfilerTracer(leaf_modules=leaf_modules, trace_into=trace_into)
+    tracer.proxy_buffer_attributes = proxy_buffers
     try:
         graph = tracer.trace(model, concrete_args=concrete_args)
         gm = fx.GraphModule(tracer.root, graph, type(model).__name__)

@@ -29,12 +29,42 @@ from torch import nn
 from ..vocab import COMPILE_MODES
 from .tree import clone_tensors
 
-__all__ = ["Variant", "Prepared", "parse_variant", "prepare", "time_interleaved", "BUILTIN_VARIANTS"]
+__all__ = ["Variant", "Prepared", "NoChange", "parse_variant", "prepare", "time_interleaved", "BUILTIN_VARIANTS"]
 
 #: the built-in variants' names (``threads=N`` and ``batch=N`` take a number, ``compile`` a mode)
 BUILTIN_VARIANTS = ("channels_last", "compile", "bf16", "fp16", "inference_mode", "threads=N", "batch=N")
 
 UserFn = Callable[[nn.Module, tuple], "tuple[nn.Module, tuple]"]
+
+
+class NoChange(ValueError):
+    """A variant that would run exactly what the baseline runs: it is not timed (its "speed-up"
+    would be noise), and its row says why."""
+
+
+def _top_tensors(args: tuple, kwargs: dict) -> list[torch.Tensor]:
+    return [v for v in [*args, *kwargs.values()] if isinstance(v, torch.Tensor)]
+
+
+def _changes_nothing(kind: str, n: Any, model: nn.Module, args: tuple, kwargs: dict) -> None:
+    """Raise :class:`NoChange` (or ValueError for an empty batch) where ``kind`` would leave the
+    model and its inputs as they are."""
+    inputs = _top_tensors(args, kwargs)
+    if kind == "channels_last":
+        if not any(t.dim() == 4 for t in [*inputs, *model.parameters(), *model.buffers()]):
+            raise NoChange("changes nothing: channels_last reorders 4-d (N, C, H, W) tensors, and neither this model's "
+                           "parameters nor its inputs have 4 dimensions")
+    elif kind == "batch":
+        batched = [t for t in inputs if t.dim() >= 1]
+        if not batched:
+            raise NoChange(f"changes nothing: batch={n} repeats the inputs along their first dimension, and no input "
+                           f"tensor has one (0-d tensors and other values are passed as they are)")
+        rows = int(batched[0].shape[0])
+        if rows == 0:
+            raise ValueError(f"batch={n}: the inputs' batch is empty (0 rows along the first dimension), so there is "
+                             f"nothing to repeat; give a batch of at least one sample")
+        if rows == n:
+            raise NoChange(f"changes nothing: the inputs' batch already has {n} row(s)")
 
 
 @dataclass(frozen=True)
@@ -134,10 +164,12 @@ def prepare(variant: Variant | None, model: nn.Module, args: tuple, kwargs: dict
     """The baseline (``variant=None``: a copy of the model as given) or ``variant`` applied to a
     copy of ``model`` and of the inputs. Raises what the change raises (unsupported dtype, a
     compile error shows at the first call)."""
-    model = copy.deepcopy(model)  # never the user's model: no variant changes it in place
-    args, kwargs = clone_tensors((tuple(args), dict(kwargs)))
     name = "baseline" if variant is None else variant.name
     kind = None if variant is None else variant.kind
+    if variant is not None:
+        _changes_nothing(variant.kind, variant.value, model, tuple(args), dict(kwargs))  # before any copy
+    model = copy.deepcopy(model)  # never the user's model: no variant changes it in place
+    args, kwargs = clone_tensors((tuple(args), dict(kwargs)))
     context: Callable[[], Any] = contextlib.nullcontext
     options: dict[str, Any] = {}
     profile_model = None

@@ -59,8 +59,19 @@ def memory_figure(profile: Any) -> Any:
         fig.add_annotation(x=at, y=summary.peak_bytes, text=f"peak {format_bytes(summary.peak_bytes)}<br>{summary.peak_node}",
                            showarrow=True, arrowhead=2, ax=40, ay=-30, font={"size": 11})
     fig.update_xaxes(title_text="node, in run order", gridcolor="#eee")
-    fig.update_yaxes(title_text="bytes held after the node", gridcolor="#eee", rangemode="tozero", tickformat=".3s")
-    fig.update_layout(title={"text": f"memory over the run: {format_bytes(summary.peak_bytes)} at the peak",
+    title = f"memory over the run: {format_bytes(summary.peak_bytes)} at the peak"
+    base = float(summary.held_bytes)
+    top = max(float(np.nanmax(peak)) if len(peak) else 0.0, float(summary.peak_bytes))
+    if base > 0 and top - base < 0.25 * base:
+        # inference: what the run holds from the start (parameters, inputs) would fill the scale and the
+        # activations would be a line on top of it; the axis starts near that level instead, and says so
+        low = max(0.0, base - (top - base))
+        fig.update_yaxes(range=[low, top + 0.15 * (top - base) + 1.0])
+        title += f" (axis from {format_bytes(low)}: the {format_bytes(base)} held from the start fill the rest)"
+    else:
+        fig.update_yaxes(rangemode="tozero")
+    fig.update_yaxes(title_text="bytes held after the node", gridcolor="#eee", tickformat=".3s")
+    fig.update_layout(title={"text": title,
                              "x": 0.0, "xanchor": "left", "font": {"size": 15}},
                       height=380, margin={"l": 10, "r": 20, "t": 48, "b": 40}, paper_bgcolor="white",
                       plot_bgcolor="white", legend={"orientation": "h", "y": -0.25})

@@ -358,7 +358,9 @@ def groups_figure(profile: ProfileOrTable, key: str = "op", n: int = 15, depth: 
         cliponaxis=False, hovertemplate="%{y}: %{x:.1f}% of node time<extra></extra>",
     ))
     fig.update_yaxes(autorange="reversed", automargin=True)
-    fig.update_xaxes(title_text="share of node time (%)", gridcolor="#eee", range=[0, max(float(shown["pct"].max()) * 1.3, 1)])
+    upper = max(float(shown["pct"].max()) * 1.3, 1)  # room for the labels outside the bars
+    ticks = {"tickmode": "array", "tickvals": list(range(0, 101, 20))} if upper > 100 else {}  # a share is at most 100%
+    fig.update_xaxes(title_text="share of node time (%)", gridcolor="#eee", range=[0, upper], **ticks)
     more = f", top {len(shown)} of {len(groups)}" if len(shown) < len(groups) else ""
     label = {"op": "op kind", "range": "record_function range", "phase": "training phase"}.get(key, key)
     return _layout(fig, f"node time by {label}{more}", 90 + 26 * max(len(shown), 1), showlegend=False)
@@ -417,13 +419,17 @@ def blocks_figure(blocks: pd.DataFrame, n: int = 20, label_a: str = "a", label_b
     bars of ``delta_ms`` (b minus a), green where time was saved, red where it grew, labelled
     with the change in words and how many of the block's nodes were judged faster/slower. A
     block has no test of its own: it is called faster or slower when its summed time moved by
-    at least ``min_effect`` (as a node's verdict needs), else ``1.02x the time``."""
+    at least ``min_effect`` (as a node's verdict needs) and at least one of its nodes was judged
+    so, else ``1.02x the time`` (``its nodes: 3 same`` when every judged node was within noise)."""
     go = _go()
     shown = blocks.head(n)
     words = []
-    for ratio, fast, slow in zip(shown["ratio"], shown["faster"], shown["slower"]):
-        verdict = "faster" if ratio <= 1 / (1 + min_effect) else "slower" if ratio >= 1 + min_effect else ""
+    same_counts = shown["same"] if "same" in shown.columns else pd.Series(0, index=shown.index)
+    for ratio, fast, slow, same in zip(shown["ratio"], shown["faster"], shown["slower"], same_counts):
+        verdict = "faster" if ratio <= 1 / (1 + min_effect) and fast else "slower" if ratio >= 1 + min_effect and slow else ""
         counted = ", ".join(t for t in (f"{fast} faster" if fast else "", f"{slow} slower" if slow else "") if t)
+        if not counted and same:
+            counted = f"its nodes: {same} same"
         words.append(change_label(ratio, verdict) + (f" ({counted})" if counted else ""))
     fig = go.Figure(go.Bar(
         x=shown["delta_ms"], y=[str(b) for b in shown.index], orientation="h", text=words, textposition="outside",

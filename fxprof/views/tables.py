@@ -94,9 +94,16 @@ def _format_float(spec: str) -> Callable[[Any], str]:
     return lambda v: "" if v is None or _isna(v) else format(float(v), spec)
 
 
+#: headers that say what a column holds better than its name: ``delta_pct`` is the change of a
+#: node's share of the run in percentage points (a node 3.4x faster reads +3.0), not a change in %
+HEADERS = {"delta_pct": "delta_pts"}
+
+
 def display_name(column: str) -> str:
     """The header of a column in a rendered table: times carry their unit in every cell, so
-    ``median_ms`` is shown as ``median``; other names are kept."""
+    ``median_ms`` is shown as ``median``; other names are kept (but :data:`HEADERS`)."""
+    if column in HEADERS:
+        return HEADERS[column]
     if "mem_" in column and column.endswith("_bytes"):
         return column[: -len("_bytes")]  # memory cells carry their unit: mem_peak
     return column[: -len("_ms")] if column.endswith("_ms") else column

@@ -557,7 +557,14 @@ def render_compare(diff: pd.DataFrame, label_a: str = "a", label_b: str = "b",
     columns = _known_columns(diff, columns, "comparison columns")
     count = _rows(top)
     shown = diff if count is None else diff.head(count)
+    reasons: list[str] = []
+    if width and "noise" in columns and "verdict" in shown.columns and (shown["verdict"] == "noisy").any():
+        # the reasons are sentences: below the table, whole, rather than cut to fit a column
+        columns = [c for c in columns if c != "noise"]
+        reasons = [textwrap.fill(f"noisy {node}: {shown.at[node, 'noise']}", width, subsequent_indent="  ")
+                   for node in shown.index[shown["verdict"] == "noisy"]]
     lines.append(render_table(shown[columns], width, keep={"delta_ms", "ratio", "verdict", sort or "delta_ms"}))
+    lines += reasons
     hidden = len(diff) - len(shown)
     if hidden > 0:
         lines.append(f"... {hidden} more nodes" + (" (smaller changes)" if sort is None else ""))

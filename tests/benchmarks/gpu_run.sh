@@ -19,14 +19,24 @@ here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 list="$here/gpu_wheels.txt"
 
+usage="usage: gpu_run.sh [--dry-run|--download] WHEELS_DIR [OUT_DIR]"
 mode=run
 case "${1:-}" in
     --dry-run) mode=dry; shift ;;
     --download) mode=download; shift ;;
+    -*) echo "gpu_run.sh: unknown option '$1'; $usage" >&2; exit 2 ;;
 esac
 wheels="${1:-}"
-if [ -z "$wheels" ]; then
-    echo "usage: gpu_run.sh [--dry-run|--download] WHEELS_DIR [OUT_DIR]" >&2
+if [ -z "$wheels" ] || [ "$#" -gt 2 ]; then
+    echo "$usage" >&2
+    exit 2
+fi
+# both folders as absolute paths, resolved where the script was started: the run moves to the
+# repository root before its steps, where a relative OUT_DIR would name another folder
+absolute() { case "$1" in /*) printf '%s\n' "$1" ;; *) printf '%s\n' "$PWD/$1" ;; esac; }
+wheels="$(absolute "$wheels")"
+if [ "$mode" != download ] && [ ! -d "$wheels" ]; then
+    echo "gpu_run.sh: no wheels folder $wheels: give the folder the wheels are in (fetch them with --download)" >&2
     exit 2
 fi
 
@@ -45,21 +55,27 @@ fi
 # every listed NAME==VERSION has exactly one wheel in WHEELS_DIR (wheel file names normalise
 # '-' and '.' in the name to '_')
 missing=0
+said=()
 for req in $(requirements); do
     name="${req%%==*}"; version="${req##*==}"
     norm="$(echo "$name" | tr 'A-Z.-' 'a-z__')"
     found=$(find "$wheels" -maxdepth 1 -iname "${norm}-${version}-*.whl" 2>/dev/null | wc -l)
     if [ "$found" -ne 1 ]; then
-        echo "gpu_run.sh: $found wheel(s) for $req in $wheels (need exactly 1): fetch them with --download" >&2
-        missing=1
+        said+=("gpu_run.sh: $found wheel(s) for $req in $wheels (need exactly 1): fetch them with --download")
+        missing=$(( missing + 1 ))
     fi
 done
 extra=$(find "$wheels" -maxdepth 1 -name '*.whl' 2>/dev/null | wc -l)
 if [ "$missing" -ne 0 ]; then
+    if [ "$missing" -eq "$(requirements | wc -l)" ]; then  # the wrong folder, most likely: one line
+        echo "gpu_run.sh: none of the $missing listed wheels is in $wheels ($extra .whl files there): give the folder they are in, or fetch them with --download" >&2
+    else
+        printf '%s\n' "${said[@]}" >&2
+    fi
     exit 1
 fi
 
-out="${2:-${OUT:-$repo/gpu-results}}"
+out="$(absolute "${2:-${OUT:-$repo/gpu-results}}")"
 site="${TMPDIR:-/tmp}/fxprof-site"
 bin="${TMPDIR:-/tmp}/fxprof-bin"
 workers="${FXPROF_TEST_WORKERS:-12}"
@@ -86,6 +102,7 @@ budget="${FXPROF_GPU_BUDGET_S:-520}"
 
 if [ "$mode" = dry ]; then
     echo "gpu_run.sh: $(requirements | wc -l) wheels listed, all in $wheels ($extra .whl files there); budget $budget s"
+    echo "gpu_run.sh: results go to $out"
     for step in "${steps[@]}"; do
         IFS='|' read -r name seconds file command <<<"$step"
         printf '%-20s %4ss -> %-16s %s\n' "$name" "$seconds" "$file" "$command"

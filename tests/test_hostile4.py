@@ -448,12 +448,16 @@ def test_compare_takes_the_headers_it_shows_as_column_names(capsys, saved_profil
 
 
 # --------------------------------------- 16: the README's first command on a CPU machine
-def test_the_readme_set_up_line_installs_torchs_cpu_wheels_before_fxprof():
+def test_the_readme_says_how_to_skip_the_cuda_build_before_the_set_up_line():
+    """Item 16: the CPU-wheel advice came after the line people copy. It comes before it now; the
+    line itself stays PyPI's (on a machine whose pip finds torch's CPU build on disk but PyPI's
+    torchvision, the CPU index gives a torchvision that fails at import)."""
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    setup = readme.split("## Set up and run", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
-    first_pip = setup.find("pip install")
-    assert setup.find("pip install torch torchvision --index-url https://download.pytorch.org/whl/cpu") == first_pip
-    assert first_pip < setup.find("pip install -e .")
+    section = readme.split("## Set up and run", 1)[1]
+    line = section.split("```bash\n", 1)[1].split("```", 1)[0]
+    assert "pip install -e . && fxprof profile resnet18" in line and "download.pytorch.org" not in line
+    advice = section.find("pip install torch torchvision --index-url https://download.pytorch.org/whl/cpu")
+    assert 0 <= advice < section.find("```bash")
 
 
 # --------------------------------------- 15: the report's words

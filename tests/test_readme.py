@@ -23,6 +23,9 @@ def test_readme_main_command_profiles_resnet18_on_the_cpu():
     main_cmd = next(b for b in blocks if "fxprof profile" in b)
     assert main_cmd.endswith("fxprof profile resnet18")
     assert "pip install -e ." in main_cmd
-    # torch's CPU wheels first: installed after `pip install -e .`, they come too late (the CUDA build is in)
-    cpu = main_cmd.find("--index-url https://download.pytorch.org/whl/cpu")
-    assert 0 <= cpu < main_cmd.find("pip install -e .")
+    # the line works from PyPI alone (the registry every machine here reaches); the CPU-wheel advice,
+    # for machines that reach torch's own index, is said before it, where a reader sees it first
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Set up and run", 1)[1]
+    advice = section.find("pip install torch torchvision --index-url https://download.pytorch.org/whl/cpu")
+    assert 0 <= advice < section.find(main_cmd)

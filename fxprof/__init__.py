@@ -34,37 +34,37 @@ _LAZY: dict[str, tuple[str, str]] = {
     "ProfileWriteError": ("errors", "ProfileWriteError"),
     "TimerUnavailableError": ("errors", "TimerUnavailableError"),
     "TraceError": ("errors", "TraceError"),
-    "CpuTimer": ("measure.timers", "CpuTimer"),
-    "CudaEventTimer": ("measure.timers", "CudaEventTimer"),
-    "KernelTimer": ("measure.timers", "KernelTimer"),
-    "SyncTimer": ("measure.timers", "SyncTimer"),
-    "Timer": ("measure.timers", "Timer"),
-    "ProfilerTracer": ("measure.tracer", "ProfilerTracer"),
-    "trace": ("measure.tracer", "trace"),
+    "CpuTimer": ("measure.timing.timers", "CpuTimer"),
+    "CudaEventTimer": ("measure.timing.timers", "CudaEventTimer"),
+    "KernelTimer": ("measure.timing.timers", "KernelTimer"),
+    "SyncTimer": ("measure.timing.timers", "SyncTimer"),
+    "Timer": ("measure.timing.timers", "Timer"),
+    "ProfilerTracer": ("measure.capture.tracer", "ProfilerTracer"),
+    "trace": ("measure.capture.tracer", "trace"),
     "NodeInfo": ("core.nodes", "NodeInfo"),
-    "ProfilingInterpreter": ("measure.interpreter", "ProfilingInterpreter"),
-    "Recorder": ("measure.recorder", "Recorder"),
+    "ProfilingInterpreter": ("measure.capture.interpreter", "ProfilingInterpreter"),
+    "Recorder": ("measure.timing.recorder", "Recorder"),
     "Recording": ("core.recording", "Recording"),
     "Profile": ("core.profile", "Profile"),
     "load": ("io", "load_profile"),
     "read_csv": ("io", "read_csv"),
     "profile": ("api", "profile"),
-    "session": ("measure.session", "session"),
-    "schedule": ("measure.session", "schedule"),
+    "session": ("measure.session.session", "session"),
+    "schedule": ("measure.session.session", "schedule"),
     "by_signature": ("core.signatures", "by_signature"),
     "compare": ("core.compare", "compare"),
     "ComparabilityWarning": ("core.compare", "ComparabilityWarning"),
     "selfcheck": ("selfcheck", "selfcheck"),
     "whatif": ("whatif", "whatif"),
     "WhatIf": ("core.whatif", "WhatIf"),
-    "gather": ("measure.ranks", "gather"),
+    "gather": ("measure.distributed.ranks", "gather"),
     "merge_chrome_traces": ("views.trace", "merge_chrome_traces"),
     "plot_compare": ("views.plot", "plot_compare"),  # matplotlib itself is imported on first use
     "plot_distribution": ("views.plot", "plot_distribution"),
     "plot_groups": ("views.plot", "plot_groups"),
     "plot_top": ("views.plot", "plot_top"),
     "plot_roofline": ("views.plot", "plot_roofline"),
-    "machine_peaks": ("measure.peaks", "machine_peaks"),
+    "machine_peaks": ("measure.passes.peaks", "machine_peaks"),
     "Peaks": ("core.roofline", "Peaks"),
     "show_report": ("views.report", "show_report"),  # plotly itself is imported on first use
 }
@@ -151,9 +151,9 @@ sys.modules[__name__].__class__ = _Package
 if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, imported eagerly
     from .api import profile
     from .core.signatures import by_signature
-    from .measure.session import schedule, session
+    from .measure.session.session import schedule, session
     from .core.compare import ComparabilityWarning, compare
-    from .measure.ranks import gather
+    from .measure.distributed.ranks import gather
     from .selfcheck import selfcheck
     from .errors import (
         FxprofError,
@@ -165,16 +165,16 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, imported e
         TraceError,
         node_failure,
     )
-    from .measure.interpreter import ProfilingInterpreter
-    from .measure.recorder import Recorder
+    from .measure.capture.interpreter import ProfilingInterpreter
+    from .measure.timing.recorder import Recorder
     from .core.recording import Recording
     from .io import load_profile as load, read_csv
     from .core.nodes import NodeInfo
     from .views.plot import plot_compare, plot_distribution, plot_groups, plot_roofline, plot_top
     from .views.report import show_report
     from .views.trace import merge_chrome_traces
-    from .measure.peaks import machine_peaks
+    from .measure.passes.peaks import machine_peaks
     from .core.roofline import Peaks
     from .core.profile import Profile
-    from .measure.timers import CpuTimer, CudaEventTimer, KernelTimer, SyncTimer, Timer
-    from .measure.tracer import ProfilerTracer, trace
+    from .measure.timing.timers import CpuTimer, CudaEventTimer, KernelTimer, SyncTimer, Timer
+    from .measure.capture.tracer import ProfilerTracer, trace

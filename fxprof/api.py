@@ -12,15 +12,15 @@ from torch import nn
 
 from .core.profile import Profile
 from .core.ranks import ISOLATED_UNDER_RANKS
-from .measure.capture import Capture
-from .measure.compiled import profile_compiled_model
+from .measure.capture.captures import Capture
+from .measure.compiled.mode import profile_compiled_model
 from .measure.program import capture_program, wants_compiled
-from .measure.environment import environment
-from .measure.fidelity import OwnRuns
-from .measure.loop import DEFAULT_GPU_WARMUP_MS, RunPlan, check_devices, describe_run, measure
-from .measure.ranks import is_initialized, rank_sync
-from .measure.state import PROFILING, preserved_autocast, preserved_rng, refuse_inside_session
-from .measure.timers import Timer, resolve_timer, tensor_devices
+from .measure.passes.environment import environment
+from .measure.eager.fidelity import OwnRuns
+from .measure.eager.loop import DEFAULT_GPU_WARMUP_MS, RunPlan, check_devices, describe_run, measure
+from .measure.distributed.ranks import is_initialized, rank_sync
+from .measure.common.state import PROFILING, preserved_autocast, preserved_rng, refuse_inside_session
+from .measure.timing.timers import Timer, resolve_timer, tensor_devices
 from .views.progress import Progress, as_progress
 from .vocab import CAPTURES, MODES
 
@@ -75,20 +75,20 @@ def profile(
         timer: ``"auto"`` (``"cuda"`` if any parameter, buffer or input is on CUDA, else
             ``"cpu"``), ``"cpu"``, ``"cuda"``, ``"sync"``, ``"kernel"`` (CUDA events plus the
             device activity each node launched, matched by correlation id in
-            ``torch.profiler``'s trace), or a :class:`~fxprof.measure.timers.Timer`. The CUDA timers
+            ``torch.profiler``'s trace), or a :class:`~fxprof.measure.timing.timers.Timer`. The CUDA timers
             watch every CUDA device the model's tensors are on.
         no_grad: run under ``torch.no_grad()`` (default True).
         capture: how to get the graph(s): ``"auto"`` (symbolic tracing, falling back to
             ``"dynamo"`` when it fails, and saying why in ``profile.meta``), ``"symbolic"``
             (:func:`fxprof.trace`), ``"dynamo"`` (``torch.compile`` with fxprof's backend: one
             graph per region between graph breaks; node names get a ``g0:`` prefix) or
-            ``"export"`` (``torch.export``, aten-level nodes). See :mod:`fxprof.measure.capture`.
+            ``"export"`` (``torch.export``, aten-level nodes). See :mod:`fxprof.measure.capture.captures`.
         concrete_args, leaf_modules, trace_into: passed to :func:`fxprof.trace` (symbolic
             capture); ``trace_into`` names ``torch.nn`` modules to trace inside (or ``"all"``).
         mode: ``"timed"`` (whole runs, every node timed in place) or ``"isolated"`` (after
             warm-up, each node re-run ``iters`` times back to back on its real inputs for a
             steady-state cost; nodes that are impure, random or modify their inputs are
-            skipped, with the reason in the ``skip_reason`` column). See :mod:`fxprof.measure.isolated`.
+            skipped, with the reason in the ``skip_reason`` column). See :mod:`fxprof.measure.eager.isolated`.
         name: the model's name in the profile (default: its class name).
         anatomy: after the timed runs, run once more untimed to record each node's input and
             output shapes, dtype, output bytes and FLOPs (``FlopCounterMode``).
@@ -99,7 +99,7 @@ def profile(
             Default (None): on; ``False`` skips the pass. Nothing is reset: your own
             peak-memory statistics are left as they were. Compiled mode (``compile=``) charges
             the allocations of one more untimed run to its kernels
-            (:mod:`fxprof.measure.compiled_memory`).
+            (:mod:`fxprof.measure.compiled.memory`).
         peaks: the machine's roofs for the roofline columns (``bytes``, ``intensity``,
             ``roof_ms``, ``roof_pct``, ``headroom_ms``, ``limit``; with ``anatomy``):
             ``"auto"`` (default: :func:`fxprof.machine_peaks` for the model's device, the
@@ -117,7 +117,7 @@ def profile(
             graphs (from AOTAutograd) all timed; the table's ``phase`` column says which, and
             backward nodes are charged to the module of the forward op they differentiate.
             Runs with gradients on (``no_grad`` is ignored; inside ``torch.no_grad()`` too), and is
-            refused inside ``torch.inference_mode()``. See :mod:`fxprof.measure.training`.
+            refused inside ``torch.inference_mode()``. See :mod:`fxprof.measure.capture.training`.
         loss_fn: with ``backward``, ``loss_fn(output) -> scalar tensor`` (default: the sum of
             the output's floating-point values).
         optimizer: with ``backward``, also ``optimizer.zero_grad()`` and ``optimizer.step()``
@@ -130,7 +130,7 @@ def profile(
             profiles its eager graph instead, through ``capture``). Rows are then
             the kernels it runs (generated and extern), each charged to the eager nodes it
             computes (``origins``) and their module (``scope``); compile time, graph breaks and
-            recompiles are in ``meta["compiled"]``. See :mod:`fxprof.measure.compiled`.
+            recompiles are in ``meta["compiled"]``. See :mod:`fxprof.measure.compiled.mode`.
 
     Returns:
         A :class:`~fxprof.Profile`. Buffers the runs changed (batch-norm running statistics in
@@ -171,17 +171,17 @@ def profile(
     if mode == "isolated" and is_initialized():
         raise ValueError(ISOLATED_UNDER_RANKS)
     if not (peaks is None or peaks is False or (isinstance(peaks, str) and peaks in ("auto", "quick"))):
-        from .measure.peaks import resolve_peaks
+        from .measure.passes.peaks import resolve_peaks
 
         peaks = resolve_peaks(peaks)  # the user's numbers, checked before anything runs
     if model_kwargs is not None:
         if kwargs:
             raise TypeError(f"unknown option(s) {', '.join(map(repr, kwargs))} of fxprof.profile (model inputs go in model_kwargs)")
         kwargs = dict(model_kwargs)
-    if wants_compiled(model, compile):  # the compiled program's kernels (fxprof.measure.compiled)
+    if wants_compiled(model, compile):  # the compiled program's kernels (fxprof.measure.compiled.mode)
         return profile_compiled_model(model, args, kwargs, compile, explicit, mode, warmup, iters, no_grad, name, memory is not False)
 
-    PROFILING.acquire()  # one profile at a time in this process (see fxprof.measure.state)
+    PROFILING.acquire()  # one profile at a time in this process (see fxprof.measure.common.state)
     restore_rng = contextlib.ExitStack()  # dropout in training mode draws in every run: the caller's sequence is kept
     restore_rng.enter_context(preserved_rng())
     restore_rng.enter_context(preserved_autocast())  # a node that fails inside an autocast region leaves it entered

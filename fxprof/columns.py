@@ -152,7 +152,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("bound", "str", "text", "GPU only: `launch`, `device`, `sync` or empty; see [the rule](#launch-or-device-the-bound-verdict)"),
     Column("pct", "float64", "pct", "the node's share of the summed median node times (sums to 100)", "sum"),
     Column("cum_pct", "float64", "pct", "the running sum of `pct` in the table's order", "running"),
-    # the anatomy pass (fxprof.measure.anatomy), and what is derived from it
+    # the anatomy pass (fxprof.measure.passes.anatomy), and what is derived from it
     Column("flops", "Int64", "flops", "floating-point operations of one call, from `torch.utils.flop_counter.FlopCounterMode`. Only ops with a formula count (convolutions, matrix products, attention kernels); the rest report 0, not a guess", "sum_known", "anatomy", per_call="sum"),
     Column("flops_pct", "float64", "pct", "the node's share of the model's FLOPs", "sum_known"),
     Column("gflops_per_s", "float64", "gflop/s", "`flops` over the median time: the throughput the node achieved"),
@@ -167,7 +167,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("output_shape", "str", "text", "the shape of what the node returned, keeping its structure: `[1, 64, 16, 16]`, `([2, 2], [2, 2])` for a tuple, `{'a': [2]}` for a dict", source="anatomy"),
     Column("dtype", "str", "text", "the dtypes of the tensors returned (`float32`, or `float32,int64` for a mix)", source="anatomy"),
     Column("out_bytes", "Int64", "bytes", "the size of the tensors returned (a view counts in full: this is the logical size, not new memory)", source="anatomy", fmt="bytes", per_call="sum"),
-    # the memory pass (fxprof.measure.memory; docs/memory.md)
+    # the memory pass (fxprof.measure.passes.memory; docs/memory.md)
     Column("mem_delta_bytes", "Int64", "bytes", "bytes allocated inside the node and still held when it returns, minus what it freed of older memory; CPU or CUDA allocator, on by default (docs/memory.md)", "sum_known", "memory", signed=True, rollup_if_measured=True, per_call="sum"),
     Column("mem_temp_bytes", "Int64", "bytes", "bytes allocated and freed inside the node (temporaries, workspaces)", "sum_known", "memory", rollup_if_measured=True, old_default="", per_call="sum"),
     Column("mem_peak_bytes", "Int64", "bytes", "the highest allocation while the node ran, above where it started (outputs plus temporaries)", "max", "memory", rollup_if_measured=True, per_call="max"),

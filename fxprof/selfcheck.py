@@ -37,8 +37,8 @@ from torch import fx, nn
 
 from .api import profile
 from .errors import TimerUnavailableError
-from .measure.interpreter import ProfilingInterpreter
-from .measure.tracer import trace
+from .measure.capture.interpreter import ProfilingInterpreter
+from .measure.capture.tracer import trace
 from .vocab import CUDA_TIMERS
 
 __all__ = ["selfcheck", "SelfCheck", "SPIN_TOLERANCE_MS", "SPIN_TOLERANCE_REL", "GPU_TOLERANCE_REL", "PlainOps", "PLAIN_SIZES", "PLAIN_SIZES_CUDA"]
@@ -227,7 +227,7 @@ def _cpu_rows(iters: int, timers: Mapping[str, Any]) -> list[dict]:
 
 
 def _gpu_rows(iters: int, timers: Mapping[str, Any]) -> list[dict]:
-    from .measure.timers import sleep_cycles_per_ms
+    from .measure.timing.timers import sleep_cycles_per_ms
 
     per_ms = sleep_cycles_per_ms(None)
     cycles = int(2.0 * per_ms)

@@ -25,9 +25,9 @@ CUDA_TIMERS = ("cuda", "sync", "kernel")
 #: ``sync`` is not one: it reads the host clock after synchronizing, one timeline.
 EVENT_TIMERS = ("cuda", "kernel")
 
-#: ``capture=`` values (see fxprof.measure.capture)
+#: ``capture=`` values (see fxprof.measure.capture.captures)
 CAPTURES = ("auto", "symbolic", "dynamo", "export")
-#: torch.compile modes for ``compile={"mode": ...}`` and ``--compile-mode`` (fxprof.measure.compiled)
+#: torch.compile modes for ``compile={"mode": ...}`` and ``--compile-mode`` (fxprof.measure.compiled.mode)
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 #: ``mode=`` values: every node in whole runs, or each node re-run on its own inputs
 MODES = ("timed", "isolated")

@@ -1,6 +1,6 @@
 """``fxprof.whatif``: what each usual remedy would do to this model on this machine, measured.
 
-The baseline and every variant are timed **interleaved** run by run (:mod:`fxprof.measure.variants`),
+The baseline and every variant are timed **interleaved** run by run (:mod:`fxprof.measure.whatif.variants`),
 so drift hits all alike; then each is profiled node by node (:func:`fxprof.profile`) for the
 per-block comparison. The analysis is :class:`fxprof.core.whatif.WhatIf`.
 """
@@ -16,8 +16,8 @@ from torch import nn
 from .api import profile
 from .core.compare import ALPHA, MIN_EFFECT
 from .core.whatif import WhatIf
-from .measure.state import preserved_rng, refuse_inside_session
-from .measure.variants import NoChange, Prepared, parse_variant, prepare, time_interleaved
+from .measure.common.state import preserved_rng, refuse_inside_session
+from .measure.whatif.variants import NoChange, Prepared, parse_variant, prepare, time_interleaved
 
 __all__ = ["whatif"]
 
@@ -105,7 +105,7 @@ def _check_peaks(peaks: Any) -> Any:
         return None
     if peaks is None or peaks is False or (isinstance(peaks, str) and peaks in ("auto", "quick")):
         return peaks
-    from .measure.peaks import resolve_peaks
+    from .measure.passes.peaks import resolve_peaks
 
     try:
         return resolve_peaks(peaks)

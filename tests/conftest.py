@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from fxprof.measure.timers import Timer
+from fxprof.measure.timing.timers import Timer
 
 requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 

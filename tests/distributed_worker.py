@@ -82,7 +82,7 @@ def main(outdir: str, slow_rank: int, collective: bool) -> None:
         # decisions one rank takes alone must be taken by all: a memory budget that runs out on
         # rank 1 only (every rank stops with it, none is left at the next collective), and
         # warm-up by time with rank slow_rank slower (every rank does the same number of runs)
-        import fxprof.measure.loop as api
+        import fxprof.measure.eager.loop as api
 
         real_budget = api.SampleBudget
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from fxprof.measure.timers import Timer
+from fxprof.measure.timing.timers import Timer
 
 
 class StandInEventTimer(Timer):

@@ -13,8 +13,8 @@ from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 import fxprof
-import fxprof.measure.loop
-from fxprof.measure.anatomy import anatomy_pass, describe_shape
+import fxprof.measure.eager.loop
+from fxprof.measure.passes.anatomy import anatomy_pass, describe_shape
 from fxprof.core.recording import Recording
 from fxprof.core.nodes import NodeInfo
 
@@ -202,7 +202,7 @@ def test_a_failing_anatomy_pass_keeps_the_timings(monkeypatch):
             raise RuntimeError("no formula for this op")
         return run
 
-    monkeypatch.setattr(fxprof.measure.loop, "anatomy_pass", broken_pass)
+    monkeypatch.setattr(fxprof.measure.eager.loop, "anatomy_pass", broken_pass)
     with pytest.warns(UserWarning, match="anatomy \\(shapes, FLOPs\\) pass failed.*no formula"):
         prof = fxprof.profile(nn.Linear(4, 4), torch.randn(2, 4), warmup=0, iters=3)
     df = prof.df

@@ -15,7 +15,7 @@ from torch import fx, nn
 
 import fxprof
 from fxprof.core.bound import LAUNCH_IDLE_SHARE, bound_verdicts
-from fxprof.measure.timers import Timer
+from fxprof.measure.timing.timers import Timer
 
 from conftest import FakeClock
 

@@ -11,9 +11,9 @@ from torch import fx, nn
 
 import fxprof
 from fxprof import ProfilingInterpreter
-from fxprof.measure.launches import launch_check, launches_nothing
-from fxprof.measure.recorder import Recorder
-from fxprof.measure.timers import CpuTimer
+from fxprof.measure.timing.launches import launch_check, launches_nothing
+from fxprof.measure.timing.recorder import Recorder
+from fxprof.measure.timing.timers import CpuTimer
 
 from conftest import requires_cuda
 from standin_timer import StandInEventTimer
@@ -228,7 +228,7 @@ def test_the_cuda_event_timer_reads_each_event_once_and_tiles_the_run(monkeypatc
     # the real CudaEventTimer on the CPU, with events that read a fake clock: a run records
     # launching nodes + 1 events, and converting it reads each event once (not twice a node)
     from conftest import FakeClock
-    from fxprof.measure.timers import CudaEventTimer
+    from fxprof.measure.timing.timers import CudaEventTimer
 
     clock, created, reads, synced = FakeClock(), [], [], []
 
@@ -288,7 +288,7 @@ def test_cuda_resnet18_records_launching_nodes_plus_one_events_per_run():
     model = torchvision.models.resnet18(weights=None).eval().cuda()
     x = torch.randn(2, 3, 64, 64, device="cuda")
     gm = fxprof.trace(model)
-    from fxprof.measure.timers import CudaEventTimer
+    from fxprof.measure.timing.timers import CudaEventTimer
 
     timer = CudaEventTimer(device="cuda")
     interp = ProfilingInterpreter(gm, timer=timer)
@@ -308,7 +308,7 @@ def test_cuda_resnet18_records_launching_nodes_plus_one_events_per_run():
 
 @requires_cuda
 def test_cuda_kernel_timer_takes_one_event_per_boundary_and_says_the_input_copies():
-    from fxprof.measure.timers import KernelTimer
+    from fxprof.measure.timing.timers import KernelTimer
 
     torch.manual_seed(0)
     model = torchvision.models.resnet18(weights=None).eval().cuda()

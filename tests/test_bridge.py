@@ -19,8 +19,8 @@ import torch
 from torch import nn
 
 import fxprof
-from fxprof.measure.loop import _attach_kernel_times
-from fxprof.measure.bridge import KINETO_LINE, attribute_events, events_from_kineto, kernel_ms_per_sample, kineto_quiet, memory_by_range
+from fxprof.measure.eager.loop import _attach_kernel_times
+from fxprof.measure.device.bridge import KINETO_LINE, attribute_events, events_from_kineto, kernel_ms_per_sample, kineto_quiet, memory_by_range
 from fxprof.core.recording import Recording
 
 THREAD = 7001
@@ -193,7 +193,7 @@ def test_the_memory_pass_leaves_no_kineto_lines_and_resets_nothing(capfd, monkey
 
 
 # ------------------------------------------------- the flat pass (issue 39 item 4)
-from fxprof.measure.bridge import attribute_kineto  # noqa: E402
+from fxprof.measure.device.bridge import attribute_kineto  # noqa: E402
 
 
 def _same(a, b) -> None:
@@ -238,7 +238,7 @@ def test_the_flat_pass_touches_an_aten_op_twice_at_most():
 
 
 # ------------------------------------------------- the input copies (issue 40 6(c))
-from fxprof.measure.bridge import INPUT_COPIES_RANGE, attribute_events  # noqa: E402
+from fxprof.measure.device.bridge import INPUT_COPIES_RANGE, attribute_events  # noqa: E402
 
 
 @pytest.mark.parametrize("with_activity_type", [True, False])
@@ -270,8 +270,8 @@ def test_the_kernel_timer_makes_its_input_copies_inside_their_range(monkeypatch)
     import contextlib
     import time
 
-    from fxprof.measure import loop
-    from fxprof.measure.timers import Timer
+    from fxprof.measure.eager import loop
+    from fxprof.measure.timing.timers import Timer
 
     class StandInKernelTimer(Timer):
         name, measures_device, boundary_marks, wants_kernel_time = "standin", True, True, True
@@ -302,7 +302,7 @@ def test_the_kernel_timer_makes_its_input_copies_inside_their_range(monkeypatch)
 def test_one_helper_says_whether_an_outer_profiler_runs():
     from torch.profiler import ProfilerActivity, profile
 
-    from fxprof.measure.bridge import profiler_running
+    from fxprof.measure.device.bridge import profiler_running
 
     assert not profiler_running()
     with kineto_quiet(), profile(activities=[ProfilerActivity.CPU]):
@@ -313,7 +313,7 @@ def test_one_helper_says_whether_an_outer_profiler_runs():
 def test_a_real_trace_names_the_input_copies_range():
     from torch.profiler import ProfilerActivity, profile
 
-    from fxprof.measure.bridge import input_copies_range
+    from fxprof.measure.device.bridge import input_copies_range
 
     x = torch.randn(64, 64)
     with kineto_quiet(), profile(activities=[ProfilerActivity.CPU]) as prof:

@@ -11,8 +11,8 @@ from torch import nn
 from torch.profiler import record_function
 
 import fxprof
-from fxprof.measure.capture import capture_model
-from fxprof.measure.recorder import Recorder
+from fxprof.measure.capture.captures import capture_model
+from fxprof.measure.timing.recorder import Recorder
 
 torch._logging.set_logs(dynamo=logging.ERROR)  # graph-break warnings are expected here
 
@@ -239,7 +239,7 @@ def test_modules_whose_names_hold_newlines_quotes_tabs_or_bidi_keep_their_scope_
 
 
 def test_normalize_scope_reads_every_spelling_of_a_path():
-    from fxprof.measure.graph import normalize_scope
+    from fxprof.measure.capture.graph import normalize_scope
 
     assert normalize_scope("L['self'].a\\nb") == "a\nb"
     assert normalize_scope("L['self']._modules[\"q'uote\"]") == "q'uote"

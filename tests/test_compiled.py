@@ -26,7 +26,7 @@ import fxprof
 from fxprof.core.compiled import Kernel, Span, charge_spans, common_scope, extern_op, kernel_nodes, own_run_ms, readable_names
 from fxprof.core.nodes import NodeInfo
 from fxprof.errors import TraceError
-from fxprof.measure.bridge import Event
+from fxprof.measure.device.bridge import Event
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -140,7 +140,7 @@ def _fixture_events():
 
 
 def test_recorded_cpu_events_charge_every_kernel_once_per_run():
-    from fxprof.measure.compiled import spans_from_events
+    from fxprof.measure.compiled.mode import spans_from_events
 
     doc, events, kernels = _fixture_events()
     spans, runs = spans_from_events(events)
@@ -159,7 +159,7 @@ def test_gpu_events_charge_device_time_by_correlation():
     """Kineto's shape of a compiled graph's call on a GPU: a Triton kernel launched straight
     from the call (its device kernel carries its name), an extern ``aten::mm`` launching two
     kernels (summed into one span), all on the device's clock."""
-    from fxprof.measure.compiled import RUN_RANGE, spans_from_events
+    from fxprof.measure.compiled.mode import RUN_RANGE, spans_from_events
 
     ms = 1_000_000
     host = dict(device_type="CPU", thread=7)
@@ -255,7 +255,7 @@ def test_profiling_leaves_model_config_and_loggers_as_they_were(compiled_run, sm
     assert config.cpp.enable_kernel_profile == before["kernel_profile"]
     assert config.fx_graph_cache == before["fx_graph_cache"]
     assert sys.getrecursionlimit() == before["recursion_limit"]  # inductor raises it when it compiles
-    from fxprof.measure.compiled import _TraceCatcher
+    from fxprof.measure.compiled.mode import _TraceCatcher
 
     assert not [h for h in logging.getLogger("torch.__trace").handlers if isinstance(h, _TraceCatcher)]
     for key, value in model.state_dict().items():
@@ -541,7 +541,7 @@ def test_a_model_compiled_many_times_before_still_profiles_compiled(inductor_cac
 
 def test_no_graph_says_why_when_the_recompile_limit_is_reached():
     import torch._dynamo
-    from fxprof.measure.compiled import no_graph_message
+    from fxprof.measure.compiled.mode import no_graph_message
 
     model = _Late()
     message = no_graph_message(model, "profile it eagerly instead")

@@ -2,7 +2,7 @@
 
 Without compiling: the reasons in words, and the cutting of torch's profiler ranges into
 kernels, overhead and breaks on events laid out as a real run gave them (docs of
-fxprof.measure.compiled_breaks). Compiled (module-scoped, inductor takes seconds a model
+fxprof.measure.compiled.breaks). Compiled (module-scoped, inductor takes seconds a model
 here): a print break inside a block and a ``Tensor.item()`` branch in the default run; a
 data-dependent branch, a data-dependent shape and HF BERT are ``slow``.
 """
@@ -22,7 +22,7 @@ from torch import nn
 import fxprof
 from fxprof.core.breaks import BREAK, OVERHEAD, reason_of
 from fxprof.core.compiled import own_run_ms
-from fxprof.measure.bridge import Event
+from fxprof.measure.device.bridge import Event
 
 SINK = io.StringIO()  # where the models' prints go
 
@@ -103,8 +103,8 @@ def test_reasons_in_words():
 def test_profiler_ranges_cut_into_kernels_overhead_breaks_and_entry():
     """One run of a model with a print break between two Linears, as torch.profiler records it
     (times in us, from a real run): the rows' spans and the kernels add up to the run."""
-    from fxprof.measure.compiled import RUN_RANGE
-    from fxprof.measure.compiled_breaks import OUTSIDE_SPAN, OVERHEAD_SPAN, TAIL_SPAN, frame_spans
+    from fxprof.measure.compiled.mode import RUN_RANGE
+    from fxprof.measure.compiled.breaks import OUTSIDE_SPAN, OVERHEAD_SPAN, TAIL_SPAN, frame_spans
 
     us = 1000
     laid = [(RUN_RANGE, 0, 426), ("TorchDynamo Cache Lookup", 80, 98), ("Torch-Compiled Region: 0/0", 100, 342),
@@ -134,9 +134,9 @@ def test_the_profilers_own_cost_is_taken_out_of_the_span_holding_each_event():
     """The run above with a nested aten call in the first addmm, and a cost of 1 us an op event
     and 2 us a range: each event's cost leaves the span of the time holding it (its parent's
     own time), and what left is kept, so spans + kernels + what was taken = the run."""
-    from fxprof.measure.compiled import RUN_RANGE, spans_from_events
-    from fxprof.measure.compiled_breaks import OUTSIDE_SPAN, OVERHEAD_SPAN, TAIL_SPAN
-    from fxprof.measure.profiler_cost import PROFILER_SPAN, ProfilerCost
+    from fxprof.measure.compiled.mode import RUN_RANGE, spans_from_events
+    from fxprof.measure.compiled.breaks import OUTSIDE_SPAN, OVERHEAD_SPAN, TAIL_SPAN
+    from fxprof.measure.compiled.profiler_cost import PROFILER_SPAN, ProfilerCost
 
     us = 1000
     laid = [(RUN_RANGE, 0, 426), ("TorchDynamo Cache Lookup", 80, 98), ("Torch-Compiled Region: 0/0", 100, 342),
@@ -168,9 +168,9 @@ def test_a_scaled_cost_leaves_the_kernels_nested_events_at_the_probes_figure():
     """The same run with the events outside the kernels at 3x (what ``in_situ`` sets when the
     profiled runs' excess is above the probes' figures): the region's events cost 3x, the aten
     call nested in the first addmm stays at 1x, and spans + what was taken still = the run."""
-    from fxprof.measure.compiled import RUN_RANGE, spans_from_events
-    from fxprof.measure.compiled_breaks import OVERHEAD_SPAN
-    from fxprof.measure.profiler_cost import PROFILER_SPAN, ProfilerCost
+    from fxprof.measure.compiled.mode import RUN_RANGE, spans_from_events
+    from fxprof.measure.compiled.breaks import OVERHEAD_SPAN
+    from fxprof.measure.compiled.profiler_cost import PROFILER_SPAN, ProfilerCost
 
     us = 1000
     laid = [(RUN_RANGE, 0, 426), ("TorchDynamo Cache Lookup", 80, 98), ("Torch-Compiled Region: 0/0", 100, 342),
@@ -191,7 +191,7 @@ def test_in_situ_scale_from_the_profiled_runs_excess():
     """The profiler's whole cost a run = the profiled runs' median less the unprofiled runs'.
     Above the probes' figures, the rest is the compiled program's Python's (the nested events
     kept at 1x); below, both scale alike; far outside, the factor is held and says so."""
-    from fxprof.measure.profiler_cost import MAX_SCALE, MIN_SCALE, ProfilerCost, in_situ
+    from fxprof.measure.compiled.profiler_cost import MAX_SCALE, MIN_SCALE, ProfilerCost, in_situ
 
     probe = ProfilerCost(op_us=0.4, range_us=0.8)
     plain = [0.050, 0.051, 0.049]
@@ -212,7 +212,7 @@ def test_in_situ_scale_from_the_profiled_runs_excess():
 
 
 def test_the_calibration_measures_an_op_and_a_range():
-    from fxprof.measure.profiler_cost import calibrate
+    from fxprof.measure.compiled.profiler_cost import calibrate
 
     cost = calibrate()
     # a recorded event costs something and less than 50 us on any machine this runs on
@@ -396,7 +396,7 @@ def test_a_break_reported_for_a_frame_without_graph_is_placed_from_the_traceback
     from walking the traceback's frames through the children's ``forward``."""
     import inspect
 
-    from fxprof.measure.compiled_breaks import reported_site
+    from fxprof.measure.compiled.breaks import reported_site
 
     here = os.path.abspath(__file__)
     outer = inspect.getsourcelines(PrintInBlock.forward)[1] + 1
@@ -417,8 +417,8 @@ def test_the_yardstick_is_a_plain_loop_outside_the_profilers_cycles():
     runs read 8-21% slower than the compiled model in a loop of the user's. Every unprofiled
     run is now timed with no torch.profiler alive, half before the cycles and half after, and
     what each lost to other processes is kept beside it."""
-    from fxprof.measure.compiled import PLAIN_RUNS_MIN, _interleaved_runs
-    from fxprof.measure.contention import ContentionMeter
+    from fxprof.measure.compiled.mode import PLAIN_RUNS_MIN, _interleaved_runs
+    from fxprof.measure.timing.contention import ContentionMeter
 
     log = []
 

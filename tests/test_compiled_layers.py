@@ -20,7 +20,7 @@ from torch import fx, nn
 import fxprof
 from fxprof.core.compiled import Kernel, Span, charge_spans
 from fxprof.core.nodes import NodeInfo
-from fxprof.measure.bridge import Event
+from fxprof.measure.device.bridge import Event
 
 
 # ---------------------------------------------------------------- without compiling
@@ -52,7 +52,7 @@ def test_each_call_of_a_shared_kernel_is_charged_to_its_own_call_site():
 
 def test_gpu_calls_of_a_shared_triton_kernel_are_charged_to_their_call_sites():
     """CUPTI's shape: the same Triton kernel launched from two layers in one call of the graph."""
-    from fxprof.measure.compiled_spans import RUN_RANGE, spans_from_events
+    from fxprof.measure.compiled.spans import RUN_RANGE, spans_from_events
 
     ms = 1_000_000
     host = dict(device_type="CPU", thread=7)
@@ -83,7 +83,7 @@ def _row(name: str) -> NodeInfo:
 def test_flops_of_projections_stay_on_their_own_rows():
     """Inductor's provenance gives the CPU attention call the Q/K/V projections feeding it as
     origins too: their FLOPs belong to their own ``addmm`` rows, the attention's to its own."""
-    from fxprof.measure.compiled_flops import kernel_flops
+    from fxprof.measure.compiled.flops import kernel_flops
 
     kernels = [Kernel("0/0", "extern_kernels.addmm:1", False, "", ("q",)),
                Kernel("0/0", "extern_kernels.addmm:2", False, "", ("k",)),
@@ -112,7 +112,7 @@ class _MovesToDevice(nn.Module):
 def test_graph_flops_count_a_graph_that_moves_a_tensor_to_the_device():
     from torch.utils.flop_counter import FlopCounterMode
 
-    from fxprof.measure.compiled_flops import graph_flops
+    from fxprof.measure.compiled.flops import graph_flops
 
     model, x = _MovesToDevice(), torch.randn(4, 8)
     gm = fx.symbolic_trace(model)
@@ -123,7 +123,7 @@ def test_graph_flops_count_a_graph_that_moves_a_tensor_to_the_device():
 
 
 def test_a_graph_whose_flops_cannot_be_counted_is_named_in_a_note():
-    from fxprof.measure.compiled_flops import graph_flops, missing_flops_notes
+    from fxprof.measure.compiled.flops import graph_flops, missing_flops_notes
 
     class DataDependent(nn.Module):
         def forward(self, x):
@@ -148,7 +148,7 @@ class _TwoLinears(nn.Module):
 
 def test_a_compiled_profile_without_flops_says_so_in_its_header(inductor_cache, monkeypatch):
     """Where the count fails, the rows' flops are empty (not 0) and the header names them and why."""
-    import fxprof.measure.compiled as compiled_mode
+    import fxprof.measure.compiled.mode as compiled_mode
 
     monkeypatch.setattr(compiled_mode, "graph_flops", lambda gm, inputs: ({}, "RuntimeError: no fake kernel for op x"))
     torch.manual_seed(0)

@@ -1,4 +1,4 @@
-"""Memory per kernel in compiled mode (fxprof.measure.compiled_memory, issue 34 item 4), against
+"""Memory per kernel in compiled mode (fxprof.measure.compiled.memory, issue 34 item 4), against
 sizes known from shapes and dtypes, on the CPU (within 5%; most are exact: the CPU allocator
 reports the bytes asked for). Compiles are slow here: tiny models, one compile per test."""
 
@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 import fxprof
-from fxprof.measure.compiled_memory import charge_memory
+from fxprof.measure.compiled.memory import charge_memory
 from fxprof.views.memory import format_bytes
 
 from conftest import requires_cuda
@@ -179,7 +179,7 @@ def test_a_session_gives_each_warm_up_steps_known_peak_and_the_nodes_memory():
 
 
 def test_a_training_sessions_step_peak_is_in_the_loops_own_code_and_can_be_turned_off():
-    from fxprof.measure.session_memory import OUTSIDE
+    from fxprof.measure.session.memory import OUTSIDE
 
     torch.manual_seed(0)
     model = _TwoWide()
@@ -223,7 +223,7 @@ def test_compiled_memory_can_be_turned_off_also_from_the_command_line():
 
 
 def test_a_compiled_models_session_gives_the_warm_up_steps_peak_without_node_columns():
-    from fxprof.measure.session_memory import WHOLE_STEP
+    from fxprof.measure.session.memory import WHOLE_STEP
 
     torch.manual_seed(0)
     model = _TwoWide().eval()
@@ -246,7 +246,7 @@ def test_the_memory_warm_up_step_leaves_the_timed_steps_interpreters_ready(monke
     # the warm-up step runs through a recorder with node ranges; the timed steps must still find
     # their own interpreters made and planned, as after a plain warm-up (else the first timed
     # run's total would hold an interpreter's creation)
-    from fxprof.measure import interpreter
+    from fxprof.measure.capture import interpreter
 
     made: list[str] = []
     real_init = interpreter.ProfilingInterpreter.__init__

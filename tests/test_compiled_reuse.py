@@ -2,7 +2,7 @@
 
 fxprof compiles with inductor's caches off (it needs the generated code and provenance), so every
 compile of its own is a full one; it keeps what it compiled per (model, torch.compile options)
-(fxprof.measure.compiled_reuse) and a later compiled profile or session of the same module reuses
+(fxprof.measure.compiled.reuse) and a later compiled profile or session of the same module reuses
 dynamo's cache entries. Compiles are counted with dynamo's own counter of graphs it compiled.
 One torchvision model (squeezenet1_0, small input) in the default run; new shapes, other options
 and ``torch._dynamo.reset()`` on a small module; resnet18 as the zoo runs it is ``slow``.
@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 import fxprof
-from fxprof.measure.compiled_reuse import REUSED_NOTE
+from fxprof.measure.compiled.reuse import REUSED_NOTE
 
 
 def compiles() -> int:

@@ -8,7 +8,7 @@ import torch
 from torch import fx, nn
 
 import fxprof
-from fxprof.measure.timers import CudaEventTimer
+from fxprof.measure.timing.timers import CudaEventTimer
 
 from conftest import FakeClock, requires_cuda
 
@@ -274,7 +274,7 @@ def test_every_device_is_timed():
 
 
 def test_devices_sort_by_index_not_as_strings():
-    from fxprof.measure.timers import _index_key
+    from fxprof.measure.timing.timers import _index_key
 
     devices = [torch.device("cuda", 10), torch.device("cuda", 2), torch.device("cuda", 0)]
     assert [d.index for d in sorted(devices, key=_index_key)] == [0, 2, 10]

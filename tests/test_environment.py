@@ -11,7 +11,7 @@ from torch import nn
 import fxprof
 from fxprof.core.environment import differences
 from fxprof.views.text import env_line
-from fxprof.measure.environment import environment
+from fxprof.measure.passes.environment import environment
 
 
 def test_environment_records_the_numerics_settings():
@@ -40,7 +40,7 @@ def test_profile_keeps_the_environment_and_prints_it():
 def test_warmup_ms_warms_up_for_at_least_that_long():
     import time
 
-    from fxprof.measure.loop import _warm_up
+    from fxprof.measure.eager.loop import _warm_up
 
     runs, steps = [], []
     t0 = time.perf_counter()

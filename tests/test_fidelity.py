@@ -13,7 +13,7 @@ from torch import nn
 
 import fxprof
 from fxprof.core.fidelity import describe_differences, dispatch_differences, fidelity
-from fxprof.measure.fidelity import own_run_slots
+from fxprof.measure.eager.fidelity import own_run_slots
 
 from conftest import HoldsCompiled
 
@@ -101,7 +101,7 @@ def test_own_runs_are_read_on_the_timers_clock(resnet18, small_image):
     """Rows and own runs on one clock: a CPU timer reading another clock (the zoo's thread CPU
     clock) times the own runs on it too; on the wall clock, a loaded machine's own runs read 5x
     the thread-clock rows (the zoo's (d): 121.6 ms of rows against 21.4 ms own)."""
-    from fxprof.measure.timers import CpuTimer
+    from fxprof.measure.timing.timers import CpuTimer
 
     ticks = iter(range(0, 10**15, 10**6))  # every reading 1 ms after the last
 
@@ -273,7 +273,7 @@ def test_an_all_true_attention_mask_is_dropped_so_the_graph_dispatches_as_eager(
 
 
 def test_without_the_mask_pass_the_difference_would_be_named(monkeypatch):
-    import fxprof.measure.capture as capture
+    import fxprof.measure.capture.captures as capture
 
     monkeypatch.setattr(capture, "drop_all_true_masks", lambda gm: 0)
     with warnings.catch_warnings():
@@ -283,7 +283,7 @@ def test_without_the_mask_pass_the_difference_would_be_named(monkeypatch):
 
 
 def test_a_mask_computed_from_data_is_kept():
-    from fxprof.measure.sdpa import drop_all_true_masks
+    from fxprof.measure.capture.sdpa import drop_all_true_masks
 
     gm = torch.fx.symbolic_trace(Attention(data_mask=True))
     assert drop_all_true_masks(gm) == 0
@@ -337,8 +337,8 @@ def test_each_own_run_is_settled_by_an_untimed_call_and_they_follow_the_warm_up(
     a profiled run, which leaves the eager forward's code and data cold: HF ViT's own runs read
     1.19-1.22x the ones timed back to back outside the profile in two zoo passes. So each own run
     starts with one untimed call."""
-    import fxprof.measure.fidelity as fid
-    import fxprof.measure.loop as loop
+    import fxprof.measure.eager.fidelity as fid
+    import fxprof.measure.eager.loop as loop
 
     order = []
     real_same, real_run, real_call = loop._same_program, fid.OwnRuns.run, fid.OwnRuns.call

@@ -453,7 +453,7 @@ def test_a_second_interrupt_while_saving_does_not_lose_the_profile(prof, tmp_pat
 
 
 def test_huge_iters_stop_cleanly_within_the_memory_budget(monkeypatch):
-    from fxprof.measure import budget
+    from fxprof.measure.timing import budget
 
     monkeypatch.setattr(budget, "available_bytes", lambda: 40 * budget.BYTES_PER_SAMPLE * 3 * 2)
     model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())  # 4 nodes a run
@@ -466,7 +466,7 @@ def test_huge_iters_stop_cleanly_within_the_memory_budget(monkeypatch):
 
 def test_a_budget_that_fits_every_run_exactly_stops_nothing():
     """Asked after the last run, the budget has nothing left to stop: the profile is complete."""
-    from fxprof.measure.budget import SampleBudget
+    from fxprof.measure.timing.budget import SampleBudget
 
     budget = SampleBudget(10)
     budget.limit = 100  # samples: exactly 10 runs of 10

@@ -183,7 +183,7 @@ class Odd(nn.Module):
         return s.b(torch.relu(s.a(x)))
 
 
-def _siamese_loop(model: nn.Module, batches: list, session: "fxprof.measure.session.Session | None" = None) -> list[float]:
+def _siamese_loop(model: nn.Module, batches: list, session: "fxprof.measure.session.session.Session | None" = None) -> list[float]:
     """Two forwards feeding one loss, then a validation pass in eval mode, with and without no_grad."""
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     losses = []

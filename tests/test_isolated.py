@@ -126,7 +126,7 @@ def test_isolated_mode_keeps_the_host_ahead_of_a_device_timer(clock):
     # a device timer that can hold the device gets a hold before every node's repeats, sized
     # from the host time of the node's real run, so repeats are never paced by the launches
     from conftest import FakeTimer
-    from fxprof.measure.isolated import HOLD_FACTOR, HOLD_MARGIN_MS
+    from fxprof.measure.eager.isolated import HOLD_FACTOR, HOLD_MARGIN_MS
 
     holds = []
 

@@ -1,4 +1,4 @@
-"""Memory per node (fxprof.measure.memory, issue 34) against sizes known in advance, on the CPU.
+"""Memory per node (fxprof.measure.passes.memory, issue 34) against sizes known in advance, on the CPU.
 
 Every size below is computed from shapes and dtypes; the pass must find it within 5%
 (most are exact: the CPU allocator reports the bytes asked for)."""
@@ -13,7 +13,7 @@ from torch import nn
 
 import fxprof
 from fxprof.core.memory import memory_summary
-from fxprof.measure.memory import account
+from fxprof.measure.passes.memory import account
 from fxprof.views.memory import format_bytes
 
 from conftest import requires_cuda

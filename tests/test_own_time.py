@@ -16,7 +16,7 @@ from torch import fx, nn
 
 import fxprof
 from fxprof import ProfilingInterpreter, node_failure
-from fxprof.measure.recorder import Recorder
+from fxprof.measure.timing.recorder import Recorder
 
 from conftest import FakeClock, FakeTimer
 

@@ -11,7 +11,7 @@ from torch import nn
 from torch.profiler import record_function
 
 import fxprof
-import fxprof.measure.loop
+import fxprof.measure.eager.loop
 
 from conftest import requires_cuda
 
@@ -175,7 +175,7 @@ def test_an_interrupt_in_the_untimed_passes_keeps_every_timed_run(monkeypatch):
             raise KeyboardInterrupt
         return run
 
-    monkeypatch.setattr(fxprof.measure.loop, "anatomy_pass", interrupted_pass)
+    monkeypatch.setattr(fxprof.measure.eager.loop, "anatomy_pass", interrupted_pass)
     with pytest.raises(KeyboardInterrupt) as info:
         fxprof.profile(nn.Linear(4, 4), torch.ones(2, 4), warmup=1, iters=6)
     kept = info.value.profile

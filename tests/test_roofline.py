@@ -20,7 +20,7 @@ import fxprof
 from conftest import requires_cuda
 from fxprof.core.profile import COLUMNS
 from fxprof.core.roofline import Peaks, parse_peaks, peaks_differ, roofline_columns
-from fxprof.measure.peaks import cache_path, machine_peaks
+from fxprof.measure.passes.peaks import cache_path, machine_peaks
 
 
 @pytest.fixture

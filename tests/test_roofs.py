@@ -20,7 +20,7 @@ import torch
 import fxprof
 from conftest import requires_cuda
 from fxprof.core.roofline import FLOOR_MULTIPLE, Peaks, node_bandwidth, roofline_columns
-from fxprof.measure.peaks import cache_levels, machine_peaks, peaks_source_line
+from fxprof.measure.passes.peaks import cache_levels, machine_peaks, peaks_source_line
 
 H100 = Path(__file__).parent / "golden" / "resnet50-cuda.json"
 REPO = Path(__file__).resolve().parents[1]
@@ -251,7 +251,7 @@ def quiet(monkeypatch):
 
 def test_roofs_from_a_curve_are_its_upper_envelope_with_a_level_per_drop():
     from fxprof.core.roofline import CACHE_FIT, roofs_from_curve
-    from fxprof.measure.peaks import roof_for
+    from fxprof.measure.passes.peaks import roof_for
 
     mib = 2**20
     # (bytes read, rate): an L2 to 2 MiB, a cache to 64 MiB, memory beyond;
@@ -277,7 +277,7 @@ def test_roofs_from_a_curve_are_its_upper_envelope_with_a_level_per_drop():
 
 
 def test_a_plain_op_above_its_roof_raises_that_roof_and_says_so():
-    from fxprof.measure.peaks import _raise_roofs
+    from fxprof.measure.passes.peaks import _raise_roofs
 
     levels = [{"level": "L2", "bytes": 4 << 20, "bytes_per_s": 100e9}]
     check = [{"op": "add", "elements": 1, "bytes": 1 << 20, "moved": 3, "bytes_per_s": 120e9},  # 120% of L2's
@@ -332,11 +332,11 @@ def test_peaks_show_their_curve_levels_and_check(own_cache, quiet):
     from fxprof.core.roofline import roofs_from_curve
 
     # the roofs are the curve's, raised where a plain op beat them; never below a curve point
-    from fxprof.measure.peaks import _roof_points
+    from fxprof.measure.passes.peaks import _roof_points
 
     memory, levels = roofs_from_curve(_roof_points(curve))
     assert peaks.bytes_per_s >= memory and len(peaks.caches) == len(levels)
-    from fxprof.measure.peaks import roof_for
+    from fxprof.measure.passes.peaks import roof_for
 
     for point in curve:
         assert point["bytes_per_s"] <= roof_for(point["bytes"], peaks.bytes_per_s, peaks.caches)[0] * 1.0000001
@@ -360,8 +360,8 @@ def test_cli_peaks_prints_the_bandwidth_curve(tmp_path):
 # ------------------------------------------- peaks from a busy machine (issue 48.4)
 def test_peaks_measured_on_a_busy_machine_are_not_cached_and_say_so(own_cache, monkeypatch):
     monkeypatch.setenv("FXPROF_PEAKS_BUSY", "0")  # any other process's CPU time makes it busy
-    monkeypatch.setattr("fxprof.measure.peaks._Load._stat", staticmethod(lambda: None))  # no /proc/stat: the fallback
-    monkeypatch.setattr("fxprof.measure.peaks.OWN_CPU_BUSY", 2.0)  # less than twice its time: busy
+    monkeypatch.setattr("fxprof.measure.passes.peaks._Load._stat", staticmethod(lambda: None))  # no /proc/stat: the fallback
+    monkeypatch.setattr("fxprof.measure.passes.peaks.OWN_CPU_BUSY", 2.0)  # less than twice its time: busy
     busy = machine_peaks("cpu", torch.float32, threads=1, sizes="quick")
     assert busy.load["busy"] and 0 < busy.load["own_cpu"] and busy.load["threads"] == 1
     assert not own_cache.exists()
@@ -374,12 +374,12 @@ def test_peaks_measured_on_a_busy_machine_are_not_cached_and_say_so(own_cache, m
     assert "not cached: the machine was busy" in peaks_source_line(again)
     assert not own_cache.exists()
     # a profile on a quiet machine with these peaks says so on its roofline line
-    monkeypatch.setattr("fxprof.measure.peaks.os.getloadavg", lambda: (0.2, 0.2, 0.2))
+    monkeypatch.setattr("fxprof.measure.passes.peaks.os.getloadavg", lambda: (0.2, 0.2, 0.2))
     prof = fxprof.profile(torch.nn.ReLU(), torch.randn(4, 8), warmup=0, iters=2, peaks="quick")
     header = next(line for line in str(prof).splitlines() if line.startswith("roofline: peaks"))
     assert "measured on a busy machine (this one " in header
     assert "while this profile ran on a quiet one (load average 0.20 on" in header and "the roofs may be too low" in header
-    monkeypatch.setattr("fxprof.measure.peaks.os.getloadavg", lambda: (9.0, 9.0, 9.0))
+    monkeypatch.setattr("fxprof.measure.passes.peaks.os.getloadavg", lambda: (9.0, 9.0, 9.0))
     loaded = fxprof.profile(torch.nn.ReLU(), torch.randn(4, 8), warmup=0, iters=2, peaks="quick")
     assert "while this profile ran on a quiet one" not in str(loaded) and "measured on a busy machine" in str(loaded)
 
@@ -394,8 +394,8 @@ def test_a_quiet_measurement_is_cached_with_its_load(own_cache, monkeypatch):
     assert "busy" not in peaks.describe()
     # FXPROF_PEAKS_BUSY=off caches busy peaks, and they still say they were measured busy
     monkeypatch.setenv("FXPROF_PEAKS_BUSY", "off")
-    monkeypatch.setattr("fxprof.measure.peaks._Load._stat", staticmethod(lambda: None))
-    monkeypatch.setattr("fxprof.measure.peaks.OWN_CPU_BUSY", 2.0)
+    monkeypatch.setattr("fxprof.measure.passes.peaks._Load._stat", staticmethod(lambda: None))
+    monkeypatch.setattr("fxprof.measure.passes.peaks.OWN_CPU_BUSY", 2.0)
     busy = machine_peaks("cpu", torch.float64, threads=1, sizes="quick")
     kept = [e for k, e in json.loads(own_cache.read_text())["peaks"].items() if "float64" in k]
     assert busy.load["busy"] and kept and kept[0]["load"]["busy"]

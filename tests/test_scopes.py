@@ -16,7 +16,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 import fxprof
 from fxprof.core.nodes import NodeInfo
-from fxprof.measure.graph import describe_graph
+from fxprof.measure.capture.graph import describe_graph
 from fxprof.core.profile import Profile
 
 from conftest import HoldsCompiled

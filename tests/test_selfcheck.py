@@ -11,7 +11,7 @@ import torch
 
 import fxprof
 from fxprof.selfcheck import SPIN_TOLERANCE_MS, SPIN_TOLERANCE_REL
-from fxprof.measure.timers import CpuTimer
+from fxprof.measure.timing.timers import CpuTimer
 
 from conftest import requires_cuda
 

@@ -17,7 +17,7 @@ from torch import nn
 
 import fxprof
 from fxprof.core.signatures import session_runs
-from fxprof.measure.session import Schedule
+from fxprof.measure.session.session import Schedule
 
 from conftest import FakeCostModel, Work
 
@@ -67,7 +67,7 @@ def _loader(batches: int, batch: int = 4, last: int = 2, size: int = 16, seed: i
     return out
 
 
-def _train(model: nn.Module, loader: list, session: "fxprof.measure.session.Session | None" = None) -> list[float]:
+def _train(model: nn.Module, loader: list, session: "fxprof.measure.session.session.Session | None" = None) -> list[float]:
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     losses = []
     for x, y in loader:

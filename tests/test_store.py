@@ -18,7 +18,7 @@ import fxprof
 from fxprof.core.columnar import SampleColumns
 from fxprof.core.nodes import NodeInfo
 from fxprof.core.profile import SAMPLE_COLUMNS
-from fxprof.measure.recorder import Recorder
+from fxprof.measure.timing.recorder import Recorder
 from fxprof.core.recording import Recording
 
 from conftest import FakeCostModel, FakeTimer, Work
@@ -71,8 +71,8 @@ def _chain(length: int) -> torch.fx.GraphModule:
 def test_compiled_plan_writes_marks_into_reused_buffers_and_samples_match_the_generic_loop(clock, timer):
     """The plan's marks land in preallocated buffers (reused run after run) and become the same
     samples, in the same order, as the generic loop's tuples."""
-    from fxprof.measure.interpreter import ProfilingInterpreter
-    from fxprof.measure.timers import CpuTimer
+    from fxprof.measure.capture.interpreter import ProfilingInterpreter
+    from fxprof.measure.timing.timers import CpuTimer
 
     gm = _chain(12)
     make_timer = (lambda: CpuTimer()) if timer == "cpu" else (lambda: FakeTimer(clock))
@@ -102,7 +102,7 @@ def test_compiled_plan_writes_marks_into_reused_buffers_and_samples_match_the_ge
     assert (host is None) == (timer == "cpu")  # the CPU clock: one reading is mark and host time
     # buffers are handed out and returned: the CPU clock's runs are written up to 64 at a
     # time, so at most that many buffers exist however many runs there are
-    from fxprof.measure.recorder import _BATCH_RUNS
+    from fxprof.measure.timing.recorder import _BATCH_RUNS
 
     assert len(pool) == (3 if timer == "cpu" else 1)
     for _ in range(3 * _BATCH_RUNS):
@@ -115,7 +115,7 @@ def test_compiled_plan_writes_marks_into_reused_buffers_and_samples_match_the_ge
 def test_plan_and_tuple_marks_of_one_run_keep_the_order_the_nodes_ran(clock, fake_timer):
     """Two graphs in one run, one through its compiled plan and one through the tuple path:
     the samples are in execution order."""
-    from fxprof.measure.interpreter import ProfilingInterpreter
+    from fxprof.measure.capture.interpreter import ProfilingInterpreter
 
     recorder = Recorder(fake_timer)
     first = ProfilingInterpreter(_chain(4), recorder=recorder, prefix="g0:")

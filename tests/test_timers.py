@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 import fxprof
-from fxprof.measure.timers import CpuTimer, CudaEventTimer, SyncTimer, resolve_timer
+from fxprof.measure.timing.timers import CpuTimer, CudaEventTimer, SyncTimer, resolve_timer
 
 from conftest import FakeTimer, FakeClock, requires_cuda
 

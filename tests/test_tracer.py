@@ -8,7 +8,7 @@ from torch import fx, nn
 from torch.profiler import ProfilerActivity, record_function
 
 import fxprof
-from fxprof.measure.tracer import RANGE_ENTER_TARGETS, RANGE_EXIT_TARGETS
+from fxprof.measure.capture.tracer import RANGE_ENTER_TARGETS, RANGE_EXIT_TARGETS
 
 _ORIGINAL_ENTER = record_function.__enter__
 _ORIGINAL_EXIT = record_function.__exit__

@@ -22,7 +22,7 @@ from fxprof.views.trace import chrome_trace_events
 from fxprof.core.nodes import NodeInfo
 from fxprof.core.profile import Profile
 from fxprof.core.recording import Recording
-from fxprof.measure.training import default_loss
+from fxprof.measure.capture.training import default_loss
 
 from conftest import requires_cuda
 

@@ -9,7 +9,7 @@ from torch import nn
 
 import fxprof
 from fxprof.cli import main
-from fxprof.measure.variants import parse_variant
+from fxprof.measure.whatif.variants import parse_variant
 
 
 @pytest.fixture(autouse=True)

@@ -42,7 +42,7 @@ def check(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..core.roofline import FLOOR_MULTIPLE
-    from ..measure.peaks import machine_peaks, peaks_source_line
+    from ..measure.passes.peaks import machine_peaks, peaks_source_line
     from .models import device_option, float_dtype
 
     dtype = float_dtype(args.dtype)

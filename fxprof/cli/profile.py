@@ -209,7 +209,7 @@ def run(args: argparse.Namespace) -> int:
         _check_view(args)
         import torch  # noqa: F401  (what the bar was waiting for)
 
-        from ..measure.ranks import is_initialized, launched, process_group_from_env
+        from ..measure.distributed.ranks import is_initialized, launched, process_group_from_env
 
         bar.step()
         if launched() and not is_initialized():  # under torchrun: one process group around the command
@@ -222,7 +222,7 @@ def _profile(args: argparse.Namespace, bar: Any) -> int:
     import torch
 
     from ..api import profile
-    from ..measure.ranks import gather, is_initialized
+    from ..measure.distributed.ranks import gather, is_initialized
     from .models import build_inputs, device_option, float_dtype, load_model, resolve_modules
 
     dtype = float_dtype(args.dtype)
@@ -261,7 +261,7 @@ def _profile(args: argparse.Namespace, bar: Any) -> int:
         options = dict(warmup=args.warmup, iters=args.iters, name=args.model, memory=not args.no_memory,
                        compile={"mode": args.compile_mode} if args.compile_mode else True)
     elif args.backward:
-        from ..measure.training import make_optimizer
+        from ..measure.capture.training import make_optimizer
 
         options.update(backward=True, optimizer=make_optimizer(args.optimizer, model) if args.optimizer else None)
     else:

@@ -81,7 +81,7 @@ def check(args: argparse.Namespace) -> None:
         raise _bad("--variants is empty: name at least one, e.g. --variants channels_last,compile")
     from ..vocab import COMPILE_MODES
 
-    for spec in specs:  # the same rules as fxprof.measure.variants.parse_variant, without importing torch
+    for spec in specs:  # the same rules as fxprof.measure.whatif.variants.parse_variant, without importing torch
         name, _, value = spec.partition("=")
         ok = (spec in ("channels_last", "bf16", "fp16", "inference_mode", "compile")
               or (spec.startswith("compile:") and spec.partition(":")[2] in COMPILE_MODES)

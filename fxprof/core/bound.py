@@ -69,7 +69,7 @@ def bound_verdicts(samples: pd.DataFrame, table: pd.DataFrame, no_event: Iterabl
     """The verdict per node of ``table`` (which has ``calls`` and, from the anatomy,
     ``device_ops``, ``syncs``, and ``kernel_median_ms``), from ``samples``. Nodes in ``no_event``
     (the event timers gave them no event: they launch nothing, whatever their inputs; see
-    fxprof.measure.launches) get ``""``: their device time is 0 by construction, not measured."""
+    fxprof.measure.timing.launches) get ``""``: their device time is 0 by construction, not measured."""
     out = pd.Series("", index=table.index, dtype=object)
     if samples.empty:
         return out.astype(str)

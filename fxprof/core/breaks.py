@@ -1,6 +1,6 @@
 """The compiled program's time outside its kernels, as rows: graph breaks and per-graph overhead.
 
-Plain data and pure functions (no torch). :mod:`fxprof.measure.compiled_breaks` reads where
+Plain data and pure functions (no torch). :mod:`fxprof.measure.compiled.breaks` reads where
 and why each compiled graph ends in a break (dynamo's ``compile_subgraph_reason``: reason and
 user stack) and cuts every compiled region of each timed run (torch's own profiler ranges:
 ``TorchDynamo Cache Lookup``, ``Torch-Compiled Region: i/j``, ``## Call CompiledFxGraph``) into

@@ -1,6 +1,6 @@
 """A compiled model's kernels as profile rows: which eager nodes each computes, and its times.
 
-Plain data and pure functions (no torch): :mod:`fxprof.measure.compiled` compiles the model,
+Plain data and pure functions (no torch): :mod:`fxprof.measure.compiled.mode` compiles the model,
 reads inductor's provenance (kernel -> post-grad nodes -> the dynamo graph's nodes) and the
 profiler's events, and hands them here as :class:`Kernel` and :class:`Span` records. This
 module charges every span (one kernel call in one run) to its kernel, and describes each kernel

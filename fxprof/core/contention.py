@@ -1,6 +1,6 @@
 """A busy machine, read from the time each run lost to other processes (no torch).
 
-:mod:`fxprof.measure.contention` records, per timed run, the milliseconds the process waited
+:mod:`fxprof.measure.timing.contention` records, per timed run, the milliseconds the process waited
 for a CPU that another process held (``meta["contention"]["lost_ms"]``; the model's own
 unprofiled runs' in ``own_lost_ms``), with the load average and the usable cores. From them:
 

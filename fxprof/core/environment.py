@@ -1,6 +1,6 @@
 """What two profiles' environments disagree on (from their ``meta``; no torch).
 
-:func:`fxprof.measure.environment.environment` reads the settings that change what the same
+:func:`fxprof.measure.passes.environment.environment` reads the settings that change what the same
 model costs; :func:`differences` lists where two profiles' settings differ.
 """
 

@@ -2,7 +2,7 @@
 and the ``(outside the graph)`` row (no torch).
 
 Every profile times the model's own forward too, uninstrumented and interleaved with the
-profiled runs (:mod:`fxprof.measure.fidelity`), and keeps each of those runs in
+profiled runs (:mod:`fxprof.measure.eager.fidelity`), and keeps each of those runs in
 ``meta["own_runs_ms"]``; a compiled profile's unprofiled runs are
 ``meta["compiled"]["unprofiled_ms"]``. From them:
 

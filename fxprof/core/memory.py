@@ -1,4 +1,4 @@
-"""The run's memory at its peak, from the memory pass (``meta["memory"]``, fxprof.measure.memory).
+"""The run's memory at its peak, from the memory pass (``meta["memory"]``, fxprof.measure.passes.memory).
 
 ``profile.memory`` is a :class:`MemorySummary`: the highest the run's held bytes rose
 (``peak_bytes``), the node running then (``peak_node``), and what was held at that moment by

@@ -1,7 +1,7 @@
 """What fxprof knows about a node before running it, as plain data (no torch).
 
 A :class:`NodeInfo` is keyed by the fx node name (unique within a graph). The measurement layer
-reads these facts from the graph (:func:`fxprof.measure.graph.describe_graph`); files store them;
+reads these facts from the graph (:func:`fxprof.measure.capture.graph.describe_graph`); files store them;
 tables show them.
 """
 
@@ -37,7 +37,7 @@ class NodeInfo:
         scope_source: how ``scope`` was found: ``recorded``, ``frame``, ``inferred`` or ""
             (see :data:`SCOPE_SOURCES`).
         phase: the part of a training step the node belongs to: ``forward``, ``loss``,
-            ``backward`` or ``optimizer`` (see :mod:`fxprof.measure.training`); ``forward`` when only
+            ``backward`` or ``optimizer`` (see :mod:`fxprof.measure.capture.training`); ``forward`` when only
             the forward pass is profiled.
         forward_node: for a backward node, the forward node it differentiates (the one with
             the same autograd ``seq_nr``); else "".

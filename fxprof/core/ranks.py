@@ -1,6 +1,6 @@
 """Profiles of several ranks: the merge, per-rank statistics and the straggler rule (no torch).
 
-The measuring side lives in :mod:`fxprof.measure.ranks`. Under an initialized process group
+The measuring side lives in :mod:`fxprof.measure.distributed.ranks`. Under an initialized process group
 (``torchrun``, or ``init_process_group`` by hand: gloo on the CPU, NCCL on GPUs)
 :func:`fxprof.profile` on every rank:
 

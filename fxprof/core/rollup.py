@@ -11,7 +11,7 @@ from ..vocab import GROUP_KEYS, PHASES, RANGE_KIND
 
 __all__ = ["group_by", "rolled_up", "GROUP_KEYS", "ROOT", "scope_at_depth", "is_bookkeeping", "bookkeeping_note"]
 
-#: the phases of a training step (fxprof.measure.training), in the order they run
+#: the phases of a training step (fxprof.measure.capture.training), in the order they run
 #: the label of nodes that sit at the model's root (no enclosing module) in scope roll-ups
 ROOT = "(root)"
 #: the label of graph plumbing: inputs (under dynamo these include the lifted parameters),
@@ -113,7 +113,7 @@ def group_by(table: pd.DataFrame, key: str = "op", depth: int = 1) -> pd.DataFra
         ``"range"``: the innermost ``record_function`` label; ``(no range)`` outside ranges.
         ``"graph"``: the captured graph (``g0``, ``g1``... with ``capture="dynamo"``).
         ``"phase"``: the part of a training step: ``forward``, ``loss``, ``backward``,
-            ``optimizer`` (see :mod:`fxprof.measure.training`).
+            ``optimizer`` (see :mod:`fxprof.measure.capture.training`).
         ``"scope"``: the module path cut to ``depth`` parts (depth 1: ``layer1``; depth 2:
             ``layer1.0``). A module's group includes the functional nodes inside it (a
             BasicBlock's residual ``add`` counts to its block); nodes at the root are ``(root)``.

@@ -6,7 +6,7 @@ Waterman and Patterson, "Roofline", CACM 2009). That least time is the node's ``
 median over it says how close it runs to the hardware, and the median minus it is the time that
 better code could win back (``headroom_ms``).
 
-The peaks are measured by :func:`fxprof.measure.peaks.machine_peaks` (or given by the user); a
+The peaks are measured by :func:`fxprof.measure.passes.peaks.machine_peaks` (or given by the user); a
 profile keeps the ones it used in ``meta["peaks"]`` (:meth:`Peaks.to_dict`), so a saved profile
 recomputes the same columns without torch. The byte count is the anatomy pass's ``bytes``
 (tensor inputs plus outputs: a lower bound, see docs/roofline.md).
@@ -64,7 +64,7 @@ ABOVE_ROOF_PCT = 110.0
 CURVE_STEP = 0.20
 
 #: after measuring, a plain op (add, add into out, copy) may reach at most this percent of its
-#: roof; one above it raises the roof it was held to (fxprof.measure.peaks)
+#: roof; one above it raises the roof it was held to (fxprof.measure.passes.peaks)
 ROOF_CHECK_PCT = 105.0
 
 

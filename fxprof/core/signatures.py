@@ -1,6 +1,6 @@
 """A session's runs, read back: each run's step and input signature, and roll-ups per signature.
 
-:mod:`fxprof.measure.session` keeps the step and the input signature of every run in the
+:mod:`fxprof.measure.session.session` keeps the step and the input signature of every run in the
 profile's ``meta`` (``run_steps``, ``run_signatures``: one entry per run; ``signatures``: what
 each signature's inputs are), not as columns of the runs table, so that the saved formats
 (JSON, ``.npz``, their schema) stay as they are. These functions join them back. No torch here.

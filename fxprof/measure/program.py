@@ -1,26 +1,26 @@
 """The one capture entry: a model, its inputs and the options -> the program to time.
 
 Every mode gets what it times from :func:`capture_program`: ``fxprof.profile`` (forward passes and
-training steps) and :class:`fxprof.measure.session.Session` (the user's loop) alike, so a fix to
+training steps) and :class:`fxprof.measure.session.session.Session` (the user's loop) alike, so a fix to
 what a capture runs (call patterns, instance forwards, a compiled model) reaches every mode. The
 entry decides *which* program a request means, in this order:
 
 ``compiled``  a ``torch.compile``d model (an ``OptimizedModule``, captured ``"auto"``) or
               ``compile=``: the compiled program's kernels. In a loop,
-              :class:`~fxprof.measure.loop_compiled.LoopCompiledCapture`; ``fxprof.profile`` runs
-              :func:`fxprof.measure.compiled.profile_compiled_model` (compiled mode times whole runs
+              :class:`~fxprof.measure.compiled.in_session.LoopCompiledCapture`; ``fxprof.profile`` runs
+              :func:`fxprof.measure.compiled.mode.profile_compiled_model` (compiled mode times whole runs
               with ``torch.profiler``, not node by node), which :func:`wants_compiled` tells it to.
-              Both build the program with :func:`fxprof.measure.compiled.compiled_program`, compile
-              it with :func:`~fxprof.measure.compiled.first_call` and make the profile with
-              :func:`~fxprof.measure.compiled.profile_from_events`; what differs is who drives the
+              Both build the program with :func:`fxprof.measure.compiled.mode.compiled_program`, compile
+              it with :func:`~fxprof.measure.compiled.mode.first_call` and make the profile with
+              :func:`~fxprof.measure.compiled.mode.profile_from_events`; what differs is who drives the
               runs (compiled mode's profiler cycles with unprofiled runs between, or the loop).
 ``training``  ``backward=True``: forward and backward graphs from AOTAutograd
-              (:mod:`fxprof.measure.training`; in a loop :mod:`fxprof.measure.loop_training`).
-``eager``     the model's graphs (:func:`fxprof.measure.capture.capture_model`: symbolic tracing,
+              (:mod:`fxprof.measure.capture.training`; in a loop :mod:`fxprof.measure.capture.training_loop`).
+``eager``     the model's graphs (:func:`fxprof.measure.capture.captures.capture_model`: symbolic tracing,
               dynamo or export), with the call's pattern of optional inputs and the forward the
               model really runs (an instance forward included).
 
-The returned :class:`~fxprof.measure.capture.Capture` is the program, its nodes and (through
+The returned :class:`~fxprof.measure.capture.captures.Capture` is the program, its nodes and (through
 ``readable_names``) their names.
 """
 
@@ -31,8 +31,8 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from .capture import Capture, DynamoCapture, capture_model, fxprof_backend
-from .compiled import is_compiled
+from .capture.captures import Capture, DynamoCapture, capture_model, fxprof_backend
+from .compiled.mode import is_compiled
 
 __all__ = ["capture_program", "wants_compiled", "COMPILED_BACKWARD"]
 
@@ -60,10 +60,10 @@ def capture_program(model: nn.Module, args: tuple, kwargs: dict, *, capture: str
     non-loop compiled request is not a :class:`Capture`: check :func:`wants_compiled` first."""
     if wants_compiled(model, compile, capture):
         if not loop:
-            raise ValueError("the compiled program is profiled by fxprof.measure.compiled.profile_compiled_model")
+            raise ValueError("the compiled program is profiled by fxprof.measure.compiled.mode.profile_compiled_model")
         if backward:
             raise ValueError(COMPILED_BACKWARD)
-        from .loop_compiled import LoopCompiledCapture
+        from .compiled.in_session import LoopCompiledCapture
 
         return LoopCompiledCapture(model)
     if backward:
@@ -74,10 +74,10 @@ def capture_program(model: nn.Module, args: tuple, kwargs: dict, *, capture: str
                 "inference_mode() block. (Inside torch.no_grad() fxprof turns gradients on for the steps itself.)"
             )
         if loop:
-            from .loop_training import LoopTrainingCapture
+            from .capture.training_loop import LoopTrainingCapture
 
             return LoopTrainingCapture(model, forward if forward is not None else model.forward)
-        from .training import capture_training
+        from .capture.training import capture_training
 
         return capture_training(model, capture, mode, loss_fn, optimizer)
     if loss_fn is not None or optimizer is not None:

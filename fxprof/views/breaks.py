@@ -67,7 +67,7 @@ def profiler_cost_lines(compiled: dict[str, Any]) -> list[str]:
     profiled run spent recording itself, which the rows leave out (so they stand for the model's
     own run; rows + it = the profiled run). The factor: how much more (or less) an event cost in
     the model's runs than in the probes, from the profiled runs' excess over the unprofiled ones
-    (:func:`fxprof.measure.profiler_cost.in_situ`)."""
+    (:func:`fxprof.measure.compiled.profiler_cost.in_situ`)."""
     cost = compiled.get("profiler_cost") or {}
     if cost.get("median_ms") is None:
         return []

@@ -30,10 +30,10 @@ import torch
 from torch.profiler import ProfilerActivity
 
 import fxprof
-from fxprof.measure.bridge import times_from_events
-from fxprof.measure.interpreter import ProfilingInterpreter
-from fxprof.measure.recorder import Recorder
-from fxprof.measure.timers import CpuTimer, CudaEventTimer
+from fxprof.measure.device.bridge import times_from_events
+from fxprof.measure.capture.interpreter import ProfilingInterpreter
+from fxprof.measure.timing.recorder import Recorder
+from fxprof.measure.timing.timers import CpuTimer, CudaEventTimer
 
 from common import MODELS, build, env, print_table, spearman, write_json
 

@@ -81,7 +81,7 @@ def measure(name: str, iters: int) -> dict:
             "rows_over_profiled": rows / profiled, "kernels_over_own": kernels / own, "breaks_ms": breaks,
             "profiler_ms": (prof.meta["compiled"].get("profiler_cost") or {}).get("median_ms"),
             # how much more an event of the compiled program's Python cost in this model's runs than in the
-            # probes (measured, then held to 1..MAX_SCALE: fxprof.measure.profiler_cost.in_situ)
+            # probes (measured, then held to 1..MAX_SCALE: fxprof.measure.compiled.profiler_cost.in_situ)
             "scale": (prof.meta["compiled"].get("profiler_cost") or {}).get("scale", 1.0),
             "measured_scale": (prof.meta["compiled"].get("profiler_cost") or {}).get("measured_scale")}
 

@@ -36,7 +36,7 @@ import torch
 from torch import fx, nn
 
 import fxprof
-from fxprof.measure.timers import CpuTimer
+from fxprof.measure.timing.timers import CpuTimer
 
 from common import env, print_table, write_json
 

@@ -5,7 +5,7 @@
 
 Default: profiles a chain of tiny ReLUs under tracemalloc and prints the peak Python-allocated
 bytes over the run (recording, then the Profile built from it) divided by the samples kept
-(what :data:`fxprof.measure.budget.BYTES_PER_SAMPLE` should be). The tensors are tiny, so the
+(what :data:`fxprof.measure.timing.budget.BYTES_PER_SAMPLE` should be). The tensors are tiny, so the
 samples dominate.
 
 ``--sequence`` (issue 25): a chain of ``--nodes`` cheap ops (adds and relus on a 1x8 tensor)

@@ -17,7 +17,7 @@ import torch
 from torch import fx
 
 import fxprof
-from fxprof.measure.timers import CpuTimer, CudaEventTimer, SyncTimer
+from fxprof.measure.timing.timers import CpuTimer, CudaEventTimer, SyncTimer
 
 from common import MODELS, build, env, interleaved, print_table, write_json
 

@@ -49,8 +49,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import fxprof  # noqa: E402
 from fxprof.core.nodes import NodeInfo  # noqa: E402
 from fxprof.core.profile import Profile  # noqa: E402
-from fxprof.measure.recorder import Recorder  # noqa: E402
-from fxprof.measure.timers import Timer  # noqa: E402
+from fxprof.measure.timing.recorder import Recorder  # noqa: E402
+from fxprof.measure.timing.timers import Timer  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import print_table, write_json  # noqa: E402

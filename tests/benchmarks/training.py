@@ -30,7 +30,7 @@ import torchvision
 
 import fxprof
 from fxprof.cli.models import parse_input
-from fxprof.measure.training import default_loss, make_optimizer
+from fxprof.measure.capture.training import default_loss, make_optimizer
 
 from common import env, print_table, write_json
 

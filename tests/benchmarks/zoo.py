@@ -57,7 +57,7 @@ import torch  # noqa: E402
 from zoo_models import CI_COMPILED, CI_SUBSET, ZOO, ZooModel, call_patterns  # noqa: E402
 
 import fxprof  # noqa: E402
-from fxprof.measure.timers import CpuTimer  # noqa: E402
+from fxprof.measure.timing.timers import CpuTimer  # noqa: E402
 
 #: invariant (d)'s band: rows over the model's own unprofiled run
 BAND = (0.85, 1.10)

@@ -30,7 +30,7 @@ import torch  # noqa: E402
 from torch import fx  # noqa: E402
 
 import fxprof  # noqa: E402
-from fxprof.measure.timers import CpuTimer  # noqa: E402
+from fxprof.measure.timing.timers import CpuTimer  # noqa: E402
 import zoo  # noqa: E402
 from zoo_models import ZOO  # noqa: E402
 

@@ -1,0 +1,1 @@
+"""The bridge to ``torch.profiler``: kernels and device activity (CUPTI), ranges, quiet starts."""

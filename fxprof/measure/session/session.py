@@ -1,0 +1,791 @@
+"""Profiling inside the user's own loop: a schedule, the instrumented model, ``step()``, cycles.
+
+:func:`fxprof.profile` runs the model itself on one example input. A :class:`Session` instead
+instruments the user's model in place and lets the user's loop drive it, with real batches,
+the real loss, optimizer and data-dependent work between steps::
+
+    with fxprof.session(model, schedule=fxprof.schedule(wait=1, warmup=2, active=5, repeat=2),
+                        on_ready=lambda prof: prof.save(f"step{prof.meta['step']}.npz")) as s:
+        for batch in loader:
+            out = s.model(batch)            # s.model is the model itself, instrumented
+            loss_fn(out, batch).backward(); opt.step(); opt.zero_grad()
+            s.step()
+
+The schedule has torch.profiler's names and meaning (:class:`Schedule`; a
+``torch.profiler.schedule(...)`` is accepted as it is). Every model call of a step does what
+the step's action says:
+
+- ``none`` (``skip_first`` and ``wait`` steps, and after the last cycle): the model's own
+  forward, eagerly, at full speed (one attribute check in front of it);
+- ``warmup``: through the profiling interpreter, untimed (the graph is captured on first use);
+- ``active``: through the interpreter with every node timed, every sample kept. A call whose
+  input *signature* (the shapes, dtypes and devices of its tensors, the values of its other
+  inputs, and ``model.training``) was never seen runs untimed instead: the first batch of a
+  shape pays for allocator growth, kernel selection or a dynamo recompile. It is timed from its
+  next occurrence, and the profile's notes say which steps were left out.
+
+When the last active step of a cycle ends (``step()``), the cycle's runs become one
+:class:`~fxprof.core.profile.Profile` (``meta["step"]``: the last step of the cycle,
+``meta["cycle"]``, ``meta["run_steps"]`` and ``meta["run_signatures"]``: the step and signature
+of every run, ``meta["signatures"]``: what each signature is) and go to ``on_ready`` and to
+:attr:`Session.profiles`. The per-run step and signature are kept in ``meta``, one entry per run,
+not as columns of the runs table, so the saved formats stay as they are (:func:`session_runs`
+joins them onto :attr:`Profile.runs`; :func:`by_signature` rolls runs up per signature,
+both in :mod:`fxprof.core.signatures`).
+
+On exit, also on an error or Ctrl-C in the loop, the model's ``forward`` is put back (nothing
+else of the model is touched: hooks, modes, parameters and buffers are the user's and change
+only as the user's own loop changes them). A cycle that was under way goes to ``on_ready``
+with the runs that completed, marked ``meta["incomplete"] = True``.
+
+Gradients flow through the instrumented forward as through the eager one (the interpreter calls
+the same modules and functions on the same tensors). Backward is run by autograd, eagerly, and a
+session times the forward nodes only (``meta["notes"]`` says so), unless ``backward=True``: then
+the forward is captured with AOTAutograd and its backward graph is timed node by node when the
+loop's own ``loss.backward()`` runs it (:mod:`fxprof.measure.capture.training_loop`).
+
+Under ``torch.distributed`` every rank steps its own session; at the end of each cycle the
+cycle's profiles are gathered on rank 0 (:func:`fxprof.gather`): ``on_ready`` gets the gathered
+profile there, and nothing on the other ranks. A rank whose loop fails hands its own runs to its
+own ``on_ready`` (gathering would wait for ranks that are not failing).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import asdict, dataclass
+from typing import Any, Callable
+
+import torch
+from torch import nn
+from torch.utils import _pytree as pytree
+
+from ...core.nodes import NodeInfo
+from ...core.profile import Profile
+from ..common.tree import describe_value
+from ...vocab import CAPTURES
+from ..capture.captures import Capture, DynamoCapture, specialised_inputs
+from ..program import COMPILED_BACKWARD, capture_program, wants_compiled
+from ..passes.environment import environment
+from ..timing.contention import ContentionMeter
+from ..eager.fidelity import EagerSteps
+from ..eager.loop import _build, check_devices, describe_run
+from ..distributed.ranks import gather, is_initialized
+from ...core.recording import Recording
+from ..timing.recorder import Recorder
+from .memory import StepMemory, rebind_interpreters
+from ..common.state import OPEN_SESSIONS, PROFILING, refuse_inside_session
+from ..timing.timers import Timer, resolve_timer, tensor_devices
+
+__all__ = ["Schedule", "Session", "schedule", "session", "ACTIONS"]
+
+#: what a step does: ``none`` (eager), ``warmup`` (interpreter, untimed), ``active`` (timed),
+#: ``active_last`` (timed; the cycle ends with this step)
+ACTIONS = ("none", "warmup", "active", "active_last")
+
+#: torch.profiler.ProfilerAction names -> ours
+_TORCH_ACTIONS = {"NONE": "none", "WARMUP": "warmup", "RECORD": "active", "RECORD_AND_SAVE": "active_last"}
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """Which steps are eager, warm-up and timed: torch.profiler.schedule's names and meaning.
+
+    After ``skip_first`` steps, cycles of ``wait`` eager steps, ``warmup`` untimed steps through
+    the interpreter and ``active`` timed steps repeat ``repeat`` times (``0``: until the loop
+    ends); then every step is eager again. Calling it with a step number (0-based) gives the
+    step's action, one of :data:`ACTIONS`.
+    """
+
+    wait: int = 0
+    warmup: int = 1
+    active: int = 3
+    repeat: int = 1
+    skip_first: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("wait", "warmup", "active", "repeat", "skip_first"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"schedule {name} must be an integer >= 0, got {value!r}")
+        if self.active < 1:
+            raise ValueError("schedule active must be >= 1: an active step is what gets timed (torch.profiler asks the same)")
+
+    def __call__(self, step: int) -> str:
+        if step < self.skip_first:
+            return "none"
+        step -= self.skip_first
+        cycle = self.wait + self.warmup + self.active
+        if self.repeat > 0 and step // cycle >= self.repeat:
+            return "none"
+        at = step % cycle
+        if at < self.wait:
+            return "none"
+        if at < self.wait + self.warmup:
+            return "warmup"
+        return "active" if at < cycle - 1 else "active_last"
+
+
+def schedule(wait: int = 0, warmup: int = 1, active: int = 3, repeat: int = 1, skip_first: int = 0) -> Schedule:
+    """A :class:`Schedule`; the same arguments as ``torch.profiler.schedule``."""
+    return Schedule(wait=wait, warmup=warmup, active=active, repeat=repeat, skip_first=skip_first)
+
+
+def _action(plan: Callable[[int], Any], step: int) -> str:
+    """The action of ``step`` from a :class:`Schedule` or a ``torch.profiler.schedule`` function."""
+    action = plan(step)
+    name = getattr(action, "name", action)
+    name = _TORCH_ACTIONS.get(name, name)
+    if name not in ACTIONS:
+        raise ValueError(f"the schedule returned {action!r} for step {step}; expected one of {', '.join(ACTIONS)} "
+                         f"or a torch.profiler.ProfilerAction")
+    return name
+
+
+# --------------------------------------------------------------------- signatures
+def signature_of(args: tuple, kwargs: dict, training: bool) -> tuple:
+    """What decides whether a batch needs a capture or a warm-up of its own: the input
+    structure, every tensor's shape, dtype and device, the other inputs' values, the mode."""
+    leaves, spec = pytree.tree_flatten((args, kwargs))
+    key: list[Any] = [str(spec), training]
+    for leaf in leaves:
+        if isinstance(leaf, torch.Tensor):
+            key.append(("T", tuple(leaf.shape), leaf.dtype, leaf.device))
+        elif leaf is None or isinstance(leaf, (bool, int, float, str)):
+            key.append((type(leaf).__name__, leaf))
+        else:
+            key.append((type(leaf).__name__,))
+    return tuple(key)
+
+
+def _tree_key(model: nn.Module) -> tuple:
+    """What a symbolic graph of ``model`` holds on to: its modules, parameters and buffers
+    (the objects, by identity, and where they sit). A loop that replaces, adds or removes one
+    changes it; updating a tensor in place (an optimizer step, running statistics) does not."""
+    return (tuple((p, id(m)) for p, m in model.named_modules(remove_duplicate=False)),
+            tuple((p, id(t)) for p, t in model.named_parameters(remove_duplicate=False)),
+            tuple((p, id(t)) for p, t in model.named_buffers(remove_duplicate=False)))
+
+
+def _describe_inputs(args: tuple, kwargs: dict) -> list[str]:
+    return [describe_value(v) for v in args] + [f"{k}={describe_value(v)}" for k, v in kwargs.items()]
+
+
+# ------------------------------------------------------------------------ cycles
+class _Cycle:
+    """One cycle's timed runs, with the step and signature of each."""
+
+    def __init__(self, number: int, first_step: int):
+        self.number = number
+        self.first_step = first_step
+        self.recording = Recording()
+        self.run_steps: list[int] = []
+        self.run_signatures: list[int] = []
+        self.untimed_first: list[dict[str, int]] = []  # first batches of a new signature
+        self.captures: list[Capture] = []
+        self.last_inputs: list[str] = []
+        self.active_steps = 0
+        self.run_modes: list[tuple] = []  # the numerics each timed run had (see _numerics)
+        self.eager_calls = 0  # eval / no-grad forwards of a backward=True session, run eagerly
+        self.run_graphs: list[tuple[int, int]] = []  # backward=True: (forward, backward) graph executions per run
+        self.lost: dict[int, float] = {}  # per run: what its forward(s) lost to other processes (fxprof.core.contention)
+        #: the memory of the warm-up steps before it: (per-node records, meta) (fxprof.measure.session.memory)
+        self.memory: tuple[dict[str, dict[str, Any]], dict[str, Any]] = ({}, {})
+
+    @property
+    def runs(self) -> int:
+        return self.recording.runs
+
+
+class _Captures(Capture):
+    """The captures a cycle's runs went through, as one for :func:`fxprof.measure.eager.loop._build`:
+    their nodes, in order, each name once."""
+
+    def __init__(self, captures: list[Capture]):
+        super().__init__()
+        self.captures = captures
+
+    def nodes_in(self, recorded: set[str]) -> tuple[list[NodeInfo], str]:
+        nodes: dict[str, NodeInfo] = {}
+        notes = []
+        for captured in self.captures:
+            kept, note = captured.nodes_in(recorded)
+            for n in kept:
+                nodes.setdefault(n.name, n)
+            if note:
+                notes.append(note)
+        return list(nodes.values()), "; ".join(notes)
+
+    def readable_names(self, nodes: list[NodeInfo]) -> dict[str, str]:
+        """The first capture that renames (dynamo: ``g0:l_x_``, ``g1:out_3``) names them all,
+        unique over every graph of the cycle."""
+        return next((names for names in (c.readable_names(nodes) for c in self.captures) if names), {})
+
+
+class Session:
+    """fxprof inside the user's loop; see the module docstring. Made by :func:`fxprof.session`.
+
+    Attributes:
+        model: the user's model, instrumented while the session is open (call it as usual).
+        profiles: every Profile handed to ``on_ready`` so far, in order.
+        step_num: the current step (0-based; ``step()`` moves it on).
+    """
+
+    def __init__(self, model: nn.Module, schedule: Callable[[int], Any] | None = None,
+                 on_ready: Callable[[Profile], Any] | None = None, capture: str = "auto", timer: str | Timer = "auto",
+                 backward: bool = False, name: str | None = None, gather: bool = True, leaf_modules: Any = (),
+                 trace_into: Any = (), memory: bool = True):
+        if not isinstance(model, nn.Module):
+            raise TypeError(f"fxprof.session takes an nn.Module, got {type(model).__name__}")
+        if isinstance(model, torch.jit.ScriptModule):
+            raise TypeError(f"{type(model).__name__} is a TorchScript module; pass the eager nn.Module it was made from")
+        if capture not in CAPTURES or capture == "export":
+            raise ValueError(f"capture must be one of auto, symbolic, dynamo for a session, got {capture!r} "
+                             f"(export fixes the input shapes, and a session's batches change)")
+        plan = schedule if schedule is not None else Schedule()
+        if not callable(plan):
+            raise TypeError(f"schedule must be fxprof.schedule(...) or torch.profiler.schedule(...), got {plan!r}")
+        if on_ready is not None and not callable(on_ready):
+            raise TypeError(f"on_ready must be a function taking a Profile, got {on_ready!r}")
+        #: a torch.compile'd model: the compiled program's kernels are timed (fxprof.measure.compiled.in_session)
+        self._compiled = wants_compiled(model, None, capture)
+        if self._compiled and backward:
+            raise ValueError(COMPILED_BACKWARD)
+        self.model = model
+        self.schedule = plan
+        self.on_ready = on_ready
+        self.capture = capture
+        self.timer_spec = timer
+        self.backward = bool(backward)
+        self.name = name or type(model._orig_mod if self._compiled else model).__name__  # type: ignore[union-attr]
+        self.gather = gather
+        self.leaf_modules = leaf_modules
+        self.trace_into = trace_into
+        self.profiles: list[Profile] = []
+        self.step_num = 0
+        self._action = "none"
+        self._open = False
+        self._inside = threading.local()  # re-entry: tracing and dynamo call the model's forward
+        self._captures: dict[Any, Capture] = {}  # (model.training, call pattern) -> its capture (None: backward=True)
+        self._trees: dict[int, tuple] = {}  # id(graph capture) -> the module tree it was made from
+        self._retired: list[Capture] = []  # captures the model's tree no longer matched
+        self._recaptures = 0
+        self._signatures: dict[tuple, int] = {}
+        self._signature_info: list[dict[str, Any]] = []
+        self._signature_keys: list[tuple] = []
+        self._warm: set[int] = set()  # signatures that ran through the interpreter once
+        self._timer: Timer | None = None
+        # one recorder for the whole session, so that interpreters (their compiled plans) are made
+        # once; its recording is the cycle's in timed runs and a scratch one in untimed runs
+        self._recorder: Recorder | None = None
+        self._cycle: _Cycle | None = None
+        self._cycles = 0
+        self._pending: tuple | None = None  # the last timed run, until it has ended
+        self._run_step = -1  # the step the last instrumented forward ran in
+        self._calls = 0  # model calls while the session was open
+        self._said_empty = False  # a cycle that timed nothing was warned about
+        self._mode: tuple = ()  # the numerics of the last timed run (autocast, matmul precision, grad)
+        self._saved_forward: Any = None
+        self._input_devices: set = set()
+        self._had_forward = False
+        self._own = EagerSteps()  # the eager steps' own forward times, per input signature
+        self._meter = ContentionMeter()  # what the timed forwards lose to other processes
+        self._last_action: str | None = None  # the action of the step of the last forward (a cold eager call follows another)
+        self._memory = StepMemory(model, bool(memory))  # memory of the warm-up steps (fxprof.measure.session.memory)
+
+    # ------------------------------------------------------------ open / close
+    def __enter__(self) -> "Session":
+        if self._open:
+            raise RuntimeError("this fxprof session is already open")
+        refuse_inside_session(self.model, "fxprof.session")
+        if not PROFILING.acquire(blocking=False):
+            raise RuntimeError("another fxprof profile or session is running in another thread of this process; "
+                               "profile one thing at a time (the timings would include each other's work)")
+        model = self.model
+        self._had_forward = "forward" in model.__dict__
+        self._saved_forward = model.__dict__.get("forward")
+        self._eager = model.forward  # what the model runs when the session is not timing it
+        self._hook = self._forward  # one bound method, to tell it from a forward the loop sets
+        model.forward = self._hook  # instance attribute: nn.Module.__call__ (and its hooks) calls it
+        try:
+            self._enter_step(0)  # a schedule that fails at step 0 leaves nothing behind
+        except BaseException:
+            self._restore()
+            PROFILING.release()
+            raise
+        self._open = True
+        OPEN_SESSIONS[id(model)] = (self.name, model)
+        return self
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        try:
+            self._memory.abort()
+            self._restore()
+            self._settle(force=exc is None, abort=exc is not None)
+            if self._cycle is not None and self._cycle.runs:
+                self._finish(incomplete=True, error=exc)
+            self._cycle = None
+            if exc is None and not self.profiles and not self._said_empty:
+                import warnings
+
+                warnings.warn(self._nothing_timed(), stacklevel=2)
+        finally:
+            for captured in self._all_captures():
+                captured.close()
+            self._open = False
+            OPEN_SESSIONS.pop(id(self.model), None)
+            PROFILING.release()
+
+    def _restore(self) -> None:
+        model = self.model
+        if model.__dict__.get("forward") is not self._hook:
+            # the loop set a forward of its own during the session (a wrapper, which calls ours): it stays the
+            # user's; ours now runs the model's own forward, eagerly
+            import warnings
+
+            warnings.warn(f"fxprof: the loop set {self.name}.forward during the session; fxprof left it as it is (it "
+                          f"runs the forward it wrapped, eagerly, once the session is over)", stacklevel=4)
+            return
+        if self._had_forward:
+            model.forward = self._saved_forward
+        else:
+            model.__dict__.pop("forward", None)
+
+    # ------------------------------------------------------------------- steps
+    def step(self) -> None:
+        """End the current step: finish the cycle if it was its last active step, then apply
+        the next step's action."""
+        if not self._open:
+            raise RuntimeError("step() called outside the session's with-block")
+        self._settle(force=True)
+        self._memory.close()
+        ending = self._action
+        next_action = _action(self.schedule, self.step_num + 1)
+        if self._cycle is not None and ending.startswith("active"):
+            self._cycle.active_steps += 1
+            if ending == "active_last" or not next_action.startswith("active"):
+                self._finish(incomplete=False)
+        self.step_num += 1
+        self._enter_step(self.step_num, next_action)
+
+    def _enter_step(self, step: int, action: str | None = None) -> None:
+        self._action = action if action is not None else _action(self.schedule, step)
+        if self._action.startswith("active") and self._cycle is None:
+            self._cycle = _Cycle(self._cycles, step)
+            self._cycle.memory = self._memory.take()
+        elif self._action == "warmup":
+            self._memory.open(step)
+
+    # ------------------------------------------------------------- the forward
+    def _forward(self, *args: Any, **kwargs: Any) -> Any:
+        self._calls += 1
+        action = self._action
+        if not self._open or getattr(self._inside, "on", False):
+            return self._eager(*args, **kwargs)
+        cold = self._last_action != "none"  # the loop's first forward, or the first after instrumented ones
+        self._last_action = action
+        if action == "none":  # the model's own forward: timed as it runs (fxprof.measure.eager.fidelity)
+            # keyed as the timed runs' signatures are (inputs, mode and numerics), to be set beside them
+            return self._own.call(self._eager, args, kwargs, signature_of(args, kwargs, self.model.training) + (_numerics(),),
+                                  cold=cold, meter=self._meter)
+        self._inside.on = True
+        try:
+            return self._instrumented(action, args, kwargs)
+        finally:
+            self._inside.on = False
+
+    def _instrumented(self, action: str, args: tuple, kwargs: dict) -> Any:
+        if self.backward and not (torch.is_grad_enabled() and self.model.training):
+            # a validation pass (eval, no_grad) inside a training session: not a training step, no backward
+            # comes; it runs as the eager model, untimed, and leaves an open run as it is
+            if self._cycle is not None:
+                self._cycle.eager_calls += 1
+            return self._eager(*args, **kwargs)
+        numerics = _numerics()  # an autocast or no_grad block runs other kernels: a signature of its own
+        key = signature_of(args, kwargs, self.model.training) + (numerics,)
+        sig = self._signatures.get(key)
+        if sig is None:
+            sig = self._signatures[key] = len(self._signatures)
+            self._signature_keys.append(key)
+            modes = ([f"autocast {numerics[0]}"] if numerics[0] != "off" else []) + ([] if numerics[2] else ["grad off"])
+            self._signature_info.append({"id": sig, "inputs": _describe_inputs(args, kwargs) + modes,
+                                         "training": self.model.training, "first_step": self.step_num,
+                                         "autocast": numerics[0], "grad": numerics[2]})
+        captured = self._capture_for(args, kwargs)
+        cycle = self._cycle
+        timed = action.startswith("active") and cycle is not None and sig in self._warm
+        pending = self._pending
+        # several forwards of one step before its backward (siamese, contrastive, teacher-student): one run
+        join = (getattr(captured, "run_open", False) and self._run_step == self.step_num
+                and (pending is not None and pending[0] is captured and pending[1] is cycle if timed else pending is None))
+        if not join:
+            self._settle(force=True)  # a forward whose backward never came is over
+        self._run_step = self.step_num
+        call_args, call_kwargs = captured.bind(args, kwargs)
+        if self._timer is None:
+            inputs = call_args + tuple(call_kwargs.values())
+            check_devices(list(self.model.parameters()) + list(self.model.buffers()), inputs)
+            self._timer = resolve_timer(self.timer_spec, self.model, inputs)
+            self._recorder = Recorder(self._timer)
+            self._input_devices = tensor_devices(inputs)  # the device of a model without parameters
+        recorder = self._recorder
+        assert recorder is not None
+        if not timed:
+            # warm-up, or the first call of a signature: through the interpreter, untimed
+            if action.startswith("active") and cycle is not None:
+                cycle.untimed_first.append({"step": self.step_num, "signature": sig})
+            if not join:
+                recorder.recording = Recording()  # thrown away
+                if self._memory.recording and not self.backward and not self._compiled:  # every node in a range
+                    recorder = self._memory.recorder(self._timer)
+                    recorder.recording = Recording()
+            out = captured.run(recorder, call_args, call_kwargs, join=True) if join else captured.run(recorder, call_args, call_kwargs)
+            if recorder is not self._recorder:  # the timed runs find their interpreters ready, as after any warm-up
+                rebind_interpreters(captured, self._recorder)
+            self._pending = None
+            self._warm.add(sig)
+            return out
+        assert cycle is not None
+        if captured not in cycle.captures:
+            cycle.captures.append(captured)
+        meter = self._meter
+        if join:
+            lost: list[float] = []
+            out = meter.around(lambda: captured.run(recorder, call_args, call_kwargs, join=True), into=lost)  # type: ignore[call-arg]
+            run = max(cycle.recording.runs - 1, 0)
+            cycle.lost[run] = cycle.lost.get(run, 0.0) + lost[0]
+            self._settle()
+            return out
+        before = cycle.recording.runs
+        if before == 0 and isinstance(captured, DynamoCapture):
+            captured.start_timing()
+        recorder.recording = cycle.recording
+        self._mode = numerics
+        lost = []
+        out = meter.around(lambda: captured.run_timed(recorder, call_args, call_kwargs), into=lost)
+        cycle.lost[before] = cycle.lost.get(before, 0.0) + lost[0]
+        # a training capture's run ends with the loop's backward: it is counted when it has
+        self._pending = (captured, cycle, before, self.step_num, sig, _describe_inputs(args, kwargs))
+        self._settle()
+        return out
+
+    def _settle(self, force: bool = False, abort: bool = False) -> None:
+        """Count the last timed run once it has ended; with ``force``, end a run still waiting
+        for a backward (the step is over); with ``abort``, drop it (the loop failed)."""
+        pending = self._pending
+        if force or abort:  # an untimed run still waiting for its backward: nothing to keep
+            for other in self._all_captures():
+                if getattr(other, "run_open", False) and (pending is None or other is not pending[0]):
+                    other.abort()  # type: ignore[attr-defined]
+        if pending is None:
+            return
+        captured, cycle, before, step, sig, inputs = pending
+        if getattr(captured, "run_open", False):
+            if not (force or abort):
+                return
+            captured.abort() if abort else captured.settle()  # type: ignore[attr-defined]
+        self._pending = None
+        if cycle.recording.runs > before:
+            counts = getattr(getattr(captured, "session", None), "last_counts", None)
+            if self.backward and counts is not None:
+                cycle.run_graphs.append(tuple(counts))
+            cycle.run_steps.append(step)
+            cycle.run_modes.append(self._mode)
+            cycle.run_signatures.append(sig)
+            cycle.last_inputs = inputs
+
+    def _capture_for(self, args: tuple, kwargs: dict) -> Capture:
+        """The capture that runs what the eager model would run for this call, made on first
+        use. Symbolic tracing bakes ``self.training``, the module tree and the call pattern
+        (which optional inputs are None or left out, bool flags) into its graph, so graphs are
+        kept per mode and pattern, and made again when the loop changed the module tree
+        (replaced, added or removed a module, parameter or buffer); dynamo and AOTAutograd
+        follow such changes themselves (their guards recompile)."""
+        mode = self.model.training
+        if self._compiled or self.backward:  # one program: dynamo guards on modes, shapes and the module tree
+            captured = self._captures.get(None)
+            if captured is None:
+                captured = self._captures[None] = self._program(args, kwargs)
+            return captured
+        pattern = tuple(sorted((k, repr(v)) for k, v in specialised_inputs(self.model, args, kwargs).items()))
+        key = (mode, pattern)
+        captured = self._captures.get(key)
+        if captured is None:
+            captured = next((c for (m, _), c in self._captures.items() if m == mode and c.kind == "dynamo"), None)
+        if captured is not None and captured.kind != "dynamo":
+            tree = _tree_key(self.model)
+            if self._trees.get(id(captured)) != tree:
+                self._retire(captured, key)
+                self._recaptures += 1
+                import warnings
+
+                warnings.warn(f"fxprof: the loop changed {self.name}'s modules, parameters or buffers at step {self.step_num} "
+                              f"(replaced, added or removed one): the session captured the model again, so its steps run "
+                              f"what the eager model runs now", stacklevel=6)
+                captured = None
+        if captured is None:
+            # the graph runs inside the model's own __call__ (forward is ours), so its hooks still run
+            captured = self._program(args, kwargs)
+            if captured.kind != "dynamo":
+                self._trees[id(captured)] = _tree_key(self.model)
+        self._captures[key] = captured
+        return captured
+
+    def _program(self, args: tuple, kwargs: dict) -> Capture:
+        """The program this call runs, from the one capture entry (fxprof.measure.program); the
+        graph runs inside the model's own __call__ (forward is ours), so its hooks still run."""
+        return capture_program(self.model, args, kwargs, capture=self.capture, backward=self.backward,
+                               leaf_modules=self.leaf_modules, trace_into=self.trace_into,
+                               compile=None if self._compiled else False, loop=True, forward=self._eager)
+
+    def _retire(self, captured: Capture, key: Any) -> None:
+        """A capture the model no longer matches: its keys go; it is closed once no cycle holds it."""
+        for k in [k for k, c in self._captures.items() if c is captured]:
+            del self._captures[k]
+        self._trees.pop(id(captured), None)
+        self._retired.append(captured)
+
+    def _all_captures(self) -> list[Capture]:
+        """Every capture made so far, each once."""
+        seen: dict[int, Capture] = {}
+        for c in [*self._captures.values(), *self._retired]:
+            seen.setdefault(id(c), c)
+        return list(seen.values())
+
+    # ------------------------------------------------------------------ cycles
+    def _finish(self, incomplete: bool, error: BaseException | None = None) -> None:
+        cycle, self._cycle = self._cycle, None
+        if cycle is None:
+            return
+        self._cycles += 1
+        if not cycle.runs:
+            if cycle.untimed_first and not incomplete:
+                import warnings
+
+                self._said_empty = True
+                warnings.warn(f"fxprof: cycle {cycle.number} (steps {cycle.first_step}-{self.step_num}) timed no run: every "
+                              f"active step's batch had a signature not seen before (those run untimed); more warm-up "
+                              f"steps or fewer distinct shapes help", stacklevel=3)
+            return
+        profile = self._profile(cycle, incomplete, error)
+        if is_initialized() and self.gather and error is None:
+            # a collective: every rank reaches it at the same step. A rank that failed does not
+            # (the others would wait for it forever): it keeps its own runs instead
+            profile = gather(profile)
+            if profile is None:  # not rank 0: the gathered profile is there
+                return
+        self.profiles.append(profile)
+        if self.on_ready is not None:
+            if error is None:
+                self.on_ready(profile)
+                return
+            try:
+                self.on_ready(profile)
+            except Exception as failed:  # never hide the loop's own error
+                error.add_note(f"fxprof: on_ready failed on the incomplete profile ({type(failed).__name__}: {failed}); "
+                               f"it is in the session's .profiles")
+        if error is not None:
+            error.add_note(f"fxprof: {cycle.runs} timed run(s) of cycle {cycle.number} completed before this; the "
+                           f"profile (meta['incomplete'] = True) went to on_ready and is in the session's .profiles")
+
+    def _profile(self, cycle: _Cycle, incomplete: bool, error: BaseException | None) -> Profile:
+        assert self._recorder is not None and self._timer is not None
+        rec = self._recorder
+        rec.recording = cycle.recording
+        held = list(self.model.parameters()) + list(self.model.buffers())
+        devices = tensor_devices(held) or self._input_devices
+        captured = _Captures(cycle.captures)
+        first = cycle.captures[0]
+        meta = describe_run(self.model, self.name, self._timer, devices, (), self._warmup_steps(), rec.recording.runs,
+                            not any(m[2] for m in cycle.run_modes), first)
+        used = sorted(set(cycle.run_signatures))
+        meta.update(
+            env=_run_environment(environment(devices), cycle),
+            inputs=cycle.last_inputs,
+            session=True,
+            step=self.step_num,
+            cycle=cycle.number,
+            first_step=cycle.first_step,
+            schedule=_describe_schedule(self.schedule),
+            run_steps=list(cycle.run_steps),
+            run_signatures=list(cycle.run_signatures),
+            signatures=[{**self._signature_info[s], "runs": cycle.run_signatures.count(s)} for s in used],
+            signatures_seen=len(self._signatures),
+            captures=self._capture_count(),
+            untimed_first_batches=list(cycle.untimed_first),
+        )
+        steps = ", ".join(map(str, cycle.run_steps))
+        notes = [f"session cycle {cycle.number}: steps {cycle.first_step}-{self.step_num} of the user's loop "
+                 f"({_schedule_words(self.schedule)}); timed runs at step(s) {steps}",
+                 self._capture_words()]
+        if cycle.untimed_first:
+            steps = ", ".join(str(u["step"]) for u in cycle.untimed_first)
+            notes.append(f"{len(cycle.untimed_first)} active step(s) ({steps}) had a batch of an input signature never run "
+                         f"before: run untimed (captured/warmed up), timed from that signature's next occurrence")
+        if self.backward:
+            notes.append(_backward_words(cycle))
+        else:
+            notes.append("a session times the forward only: backward runs in autograd, eagerly, and is not in this "
+                         "table (backward=True times it)")
+        if incomplete:
+            cause = f"{type(error).__name__} at step {self.step_num}" if error is not None else f"the loop ended at step {self.step_num}"
+            notes.append(f"incomplete cycle: {cause}; {rec.recording.runs} run(s) of {cycle.active_steps + 1 if error is not None else cycle.active_steps} "
+                         f"active step(s) kept")
+            meta.update(incomplete=True, requested_iters=self._active_steps())
+        memory_records, memory_meta = cycle.memory
+        meta.update({k: v for k, v in memory_meta.items() if k != "notes"})
+        meta["notes"] = notes + memory_meta.get("notes", []) + meta.get("notes", [])
+        meta = self._own.describe(meta, [self._signature_keys[s] for s in used])
+        meta = self._meter.describe(meta, lost_ms=[cycle.lost.get(i, 0.0) for i in range(rec.recording.runs)],
+                                    own_lost_ms=self._own.lost_of([self._signature_keys[s] for s in used]))
+        if first.kind == "compiled":
+            return first.build(meta, self.name)  # type: ignore[attr-defined]
+        return _build(captured, rec, meta, memory_records)
+
+    def _capture_count(self) -> int:
+        count = 0
+        for captured in self._all_captures():
+            if isinstance(captured, DynamoCapture):
+                count += len(captured.session.labels)  # every graph dynamo compiled (recompiles too)
+            elif captured.kind == "compiled":
+                count += len(captured.graphs.order)  # type: ignore[attr-defined]  # every graph inductor compiled
+            elif captured.kind == "aot":
+                count += len(captured.session.pairs)  # type: ignore[attr-defined]  # forward/backward pairs
+            else:
+                count += 1
+        return count
+
+    def _capture_words(self) -> str:
+        kinds = sorted({c.kind for c in self._all_captures()})
+        if "dynamo" in kinds:
+            how = "dynamo: every graph it compiled so far, recompiles for new shapes included"
+        elif "compiled" in kinds:
+            how = "compiled: every graph torch.compile (inductor) compiled so far, recompiles included"
+        elif "aot" in kinds:
+            how = "aot: every forward/backward pair dynamo and AOTAutograd compiled so far, recompiles included"
+        elif len(self._all_captures()) > 1:
+            how = (f"{', '.join(kinds)}: one graph per mode (train, eval) and call pattern (optional inputs None or "
+                   f"given), for every signature")
+        else:
+            how = f"{', '.join(kinds)}: one graph for every signature"
+        if self._recaptures:
+            how += f"; captured again {self._recaptures} time(s) after the loop changed the model's modules"
+        return f"{len(self._signatures)} input signature(s) seen, {self._capture_count()} capture(s) ({how})"
+
+    def _nothing_timed(self) -> str:
+        """Why a session that ends without a profile has none, and what to do."""
+        first = next((k for k in range(10_000) if _action(self.schedule, k).startswith("active")), None)
+        plan = _schedule_words(self.schedule)
+        if not self._calls:
+            seen = "the model was never called inside the session's with-block"
+        else:
+            seen = (f"the model ran {self._calls} time(s) in {self.step_num + 1} step(s) (s.step() was called "
+                    f"{self.step_num} time(s)), and with {plan} the first timed step is "
+                    f"{'never' if first is None else f'step {first}'}")
+        return (f"fxprof: the session of {self.name} ended with no timed step, so it made no profile: {seen}. Call "
+                f"s.step() once per iteration of your loop. When the loop is not yours (Hugging Face generate(), a "
+                f"trainer), step from inside it, once per model call: "
+                f"handle = model.register_forward_hook(lambda *_: s.step()) (handle.remove() afterwards); or use a "
+                f"schedule with fewer warm-up steps (fxprof.schedule(warmup=0, active=...)) for fewer calls.")
+
+    def _warmup_steps(self) -> int:
+        return int(getattr(self.schedule, "warmup", 0))
+
+    def _active_steps(self) -> int:
+        return int(getattr(self.schedule, "active", 0))
+
+    def __repr__(self) -> str:
+        return (f"<fxprof.Session of {self.name}: step {self.step_num} ({self._action}), {len(self.profiles)} profile(s), "
+                f"{'open' if self._open else 'closed'}>")
+
+
+def _numerics() -> tuple[str, str, bool]:
+    """The settings of the loop at a forward that change what it computes and costs: autocast,
+    float32 matmul precision, gradients on."""
+    from ..passes.environment import _autocast
+
+    return _autocast(), torch.get_float32_matmul_precision(), torch.is_grad_enabled()
+
+
+def _run_environment(env: dict[str, Any], cycle: _Cycle) -> dict[str, Any]:
+    """``env`` with the settings the cycle's runs had, read at each run (the loop's autocast or
+    no_grad block is over when the cycle ends): one value, or each distinct one with its steps."""
+    modes = cycle.run_modes
+    if not modes:
+        return env
+
+    def spread(index: int, show: Any = str) -> str:
+        values: dict[str, list[int]] = {}
+        for mode, step in zip(modes, cycle.run_steps):
+            values.setdefault(show(mode[index]), []).append(step)
+        if len(values) == 1:
+            return next(iter(values))
+        return "; ".join(f"{v} (step{'s' if len(set(st)) > 1 else ''} {', '.join(map(str, sorted(set(st))))})"
+                         for v, st in values.items())
+
+    return {**env, "autocast": spread(0), "float32_matmul_precision": spread(1),
+            "grad": spread(2, lambda on: "on" if on else "off")}
+
+
+def _backward_words(cycle: _Cycle) -> str:
+    """What a run of a backward=True cycle holds, from the graph executions counted in it."""
+    def spread(values: list[int]) -> str:
+        lo, hi = min(values), max(values)
+        return str(lo) if lo == hi else f"{lo}-{hi}"
+
+    graphs = cycle.run_graphs or [(1, 1)]
+    fw, bw = spread([g[0] for g in graphs]), spread([g[1] for g in graphs])
+    text = (f"backward=True: each run holds {fw} forward and {bw} backward graph execution(s): every forward of a "
+            f"step before its backward (several forwards feeding one loss are one run) and every backward they owe, "
+            f"timed inside the loop's own backward; from the first forward's start to the last backward's end, the "
+            f"loss and the loop's code between them in the run but in no node (coverage)")
+    if cycle.eager_calls:
+        text += (f"; {cycle.eager_calls} eval/no-grad forward(s) (validation) ran as the eager model, untimed: "
+                 f"backward=True times training-mode forwards with gradients on")
+    return text
+
+
+def _schedule_words(plan: Any) -> str:
+    described = _describe_schedule(plan)
+    if isinstance(described, dict):
+        return "schedule " + " ".join(f"{k}={v}" for k, v in described.items())
+    return f"schedule {described}"
+
+
+def _describe_schedule(plan: Any) -> dict[str, Any] | str:
+    if isinstance(plan, Schedule):
+        return asdict(plan)
+    return getattr(plan, "__qualname__", type(plan).__name__)
+
+
+def session(model: nn.Module, schedule: Callable[[int], Any] | None = None, on_ready: Callable[[Profile], Any] | None = None,
+            capture: str = "auto", timer: str | Timer = "auto", backward: bool = False, name: str | None = None,
+            gather: bool = True, leaf_modules: Any = (), trace_into: Any = (), memory: bool = True) -> Session:
+    """Profile ``model`` inside your own loop; use as ``with fxprof.session(model, ...) as s:``.
+
+    Args:
+        model: the model your loop calls. While the session is open, calling it (or
+            ``s.model``, the same object) goes through the session; on exit its ``forward``
+            is put back.
+        schedule: :func:`fxprof.schedule` (or ``torch.profiler.schedule(...)``): which steps are
+            eager, warm-up and timed. Default: ``schedule()`` (1 warm-up step, 3 active, once).
+        on_ready: called with each cycle's :class:`~fxprof.Profile` when its last active step
+            ends (and on exit with an unfinished cycle's runs, ``meta["incomplete"]`` True).
+        capture: ``"auto"``, ``"symbolic"`` or ``"dynamo"``, as for :func:`fxprof.profile`.
+        timer: as for :func:`fxprof.profile` (``"auto"``: CUDA events for a model on a GPU).
+        backward: also time the backward nodes, inside the loop's own ``loss.backward()``: the
+            forward is captured with AOTAutograd (``torch.compile``), whose backward graph runs
+            through fxprof's interpreter (see :mod:`fxprof.measure.capture.training_loop`). Each run is
+            then one forward and its backward; the ``phase`` column says which. Default False:
+            forward nodes only, backward eager.
+        name: the model's name in the profiles (default: its class name).
+        gather: under ``torch.distributed``, gather each cycle's profiles on rank 0.
+        leaf_modules, trace_into: as for :func:`fxprof.profile` (symbolic capture).
+        memory: record memory in each cycle's warm-up steps (untimed): each step's peak and end
+            bytes (``meta["memory_steps"]``), per-node ``mem_*`` columns and ``profile.memory``
+            from the last one (see :mod:`fxprof.measure.session.memory`). Default True.
+
+    Call ``s.step()`` at the end of every iteration. See :mod:`fxprof.measure.session.session`.
+    """
+    return Session(model, schedule=schedule, on_ready=on_ready, capture=capture, timer=timer, backward=backward,
+                   name=name, gather=gather, leaf_modules=leaf_modules, trace_into=trace_into, memory=memory)

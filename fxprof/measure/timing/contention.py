@@ -1,0 +1,156 @@
+"""Contention: how much of each run this process spent waiting for a CPU that another process held.
+
+A shared machine (a laptop, a CI runner, a server other jobs run on) takes CPU time away from
+the profiled process in scheduler slices of a few milliseconds. The wall clock cannot tell that
+from the model's own time: a run that lost 4 ms to another process just looks 4 ms slower, and
+the time between nodes looks like the interpreter's. Linux tells it: every thread's
+``/proc/self/task/TID/schedstat`` holds the time it spent runnable but waiting on a run queue
+(``run_delay``). :class:`ContentionMeter` reads it before and after each run (outside every
+node's marks) and keeps, per run, the time lost to other processes: the largest wait of any of
+the process's threads in the run (the threads of one parallel region wait for each other, so
+the run loses about the longest wait, not the sum). Where schedstat cannot be read (another
+system, a kernel without scheduler statistics) it falls back on ``getrusage``: with involuntary
+context switches in a run, the main thread's wall time not spent on a CPU.
+
+The figures go to ``meta["contention"]`` (:meth:`ContentionMeter.describe`); what counts as a
+busy run, and what the header says, is :mod:`fxprof.core.contention` (no torch).
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import time
+from typing import Any, Callable, TypeVar
+
+__all__ = ["ContentionMeter", "machine_load", "usable_cores", "quiet_runs"]
+
+T = TypeVar("T")
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity), else the machine's count."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def machine_load() -> float | None:
+    """The 1-minute load average (runnable processes), or None where the system has none."""
+    try:
+        return float(os.getloadavg()[0])
+    except (AttributeError, OSError):
+        return None
+
+
+def _schedstat_waits() -> dict[str, int] | None:
+    """``{thread id: ns spent waiting on a run queue}`` for every thread of this process, or None."""
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return None
+    waits: dict[str, int] = {}
+    for tid in tids:
+        try:
+            with open(f"/proc/self/task/{tid}/schedstat", "rb") as f:
+                fields = f.read().split()
+            waits[tid] = int(fields[1])
+        except (OSError, IndexError, ValueError):
+            continue  # a thread that ended meanwhile
+    return waits or None
+
+
+class ContentionMeter:
+    """Measures, around each call of :meth:`around`, the milliseconds the process lost to other
+    processes; :attr:`lost_ms` keeps one value per measured call (in order), and the load
+    average and usable cores are read at the start and at :meth:`describe`.
+
+    ``source`` is ``"schedstat"`` (per-thread run-queue waits from the kernel), ``"rusage"``
+    (involuntary switches and the main thread's CPU time) or ``""`` when neither can be read
+    (then nothing is measured and :meth:`describe` says so by leaving the figures out)."""
+
+    def __init__(self) -> None:
+        self.source = "schedstat" if _schedstat_waits() is not None else ("rusage" if hasattr(resource, "RUSAGE_THREAD") else "")
+        self.load_start = machine_load()
+        self.cores = usable_cores()
+        self.lost_ms: list[float] = []
+        #: the model's own (unprofiled) runs' lost time, where the caller measures them with this meter
+        self.own_lost_ms: list[float] = []
+        self._window: tuple[Any, int] | None = None
+
+    # ------------------------------------------------------------------ one measurement
+    def _snapshot(self) -> tuple[Any, int]:
+        switches = resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw
+        if self.source == "schedstat":
+            return _schedstat_waits() or {}, switches
+        if self.source == "rusage":
+            return (time.perf_counter_ns(), time.thread_time_ns()), switches
+        return None, switches
+
+    def _lost(self, before: tuple[Any, int], after: tuple[Any, int]) -> tuple[float, int]:
+        (a, s0), (b, s1) = before, after
+        switches = max(0, s1 - s0)
+        if self.source == "schedstat":
+            waits = [b[t] - a[t] for t in b if t in a]
+            return (max(waits) / 1e6 if waits else 0.0), switches
+        if self.source == "rusage":
+            wall, cpu = b[0] - a[0], b[1] - a[1]
+            return (max(0.0, (wall - cpu) / 1e6) if switches else 0.0), switches
+        return float("nan"), switches
+
+    def around(self, call: Callable[[], T], into: list[float] | None = None) -> T:
+        """``call()``, with the time it lost to other processes appended to ``into`` (default
+        :attr:`lost_ms`), also when it raises."""
+        before = self._snapshot()
+        t0 = time.perf_counter_ns()
+        try:
+            return call()
+        finally:
+            wall = (time.perf_counter_ns() - t0) / 1e6
+            lost, _ = self._lost(before, self._snapshot())
+            (self.lost_ms if into is None else into).append(min(lost, wall))  # a wait before the call began is not its
+
+    def start_window(self) -> None:
+        """Start measuring a whole window (the timed runs and everything between them)."""
+        self._window = self._snapshot()
+
+    def window_lost_ms(self) -> float:
+        """What the process lost to other processes since :meth:`start_window` (NaN if not started)."""
+        if self._window is None:
+            return float("nan")
+        return self._lost(self._window, self._snapshot())[0]
+
+    # ------------------------------------------------------------------ the record
+    def describe(self, meta: dict[str, Any], key: str = "lost_ms", **extra: Any) -> dict[str, Any]:
+        """``meta`` with ``meta["contention"]``: ``source``, ``load`` ([at start, now]), ``cores``,
+        ``cpus`` (the machine's) and ``key``: the lost milliseconds of each measured call;
+        ``extra`` adds more figures (the own runs' lost time, the window's)."""
+        if not self.source:
+            return meta
+        found = dict(meta.get("contention") or {})
+        found.update({
+            "source": self.source,
+            "load": [self.load_start, machine_load()],
+            "cores": self.cores,
+            "cpus": os.cpu_count() or self.cores,
+            key: [round(v, 6) for v in self.lost_ms],
+        })
+        for name, value in extra.items():
+            found[name] = [round(v, 6) for v in value] if isinstance(value, list) else value
+        return {**meta, "contention": found}
+
+
+def quiet_runs(lost_ms: list[float], wall_ms: list[float], *more: list[float]) -> tuple[list[float], ...]:
+    """``wall_ms`` and every list in ``more`` (one value a run, in the same order) without the
+    busy runs (:func:`fxprof.core.contention.busy_mask`), where enough quiet ones remain
+    (:func:`fxprof.core.contention.enough_quiet`); as given otherwise, or when the lengths differ."""
+    from ...core.contention import busy_mask, enough_quiet
+
+    lists = (wall_ms, *more)
+    if len(lost_ms) != len(wall_ms) or any(len(m) != len(wall_ms) for m in more):
+        return lists
+    busy = busy_mask(lost_ms, wall_ms)
+    if not busy.any() or not enough_quiet(int((~busy).sum()), len(busy)):
+        return lists
+    return tuple([v for v, b in zip(values, busy) if not b] for values in lists)

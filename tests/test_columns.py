@@ -242,7 +242,7 @@ def test_a_new_column_is_one_line_in_the_table(tmp_path):
 
 
 def test_a_nodes_calls_combine_by_each_columns_per_call_rule():
-    from fxprof.measure.capture.captures import _accumulate
+    from fxprof.measure.capture.dynamo import _accumulate
 
     assert C.PER_CALL == {"flops": "sum", "out_bytes": "sum", "mem_delta_bytes": "sum", "mem_temp_bytes": "sum",
                           "mem_peak_bytes": "max", "mem_live_bytes": "last", "mem_saved_bytes": "sum"}

@@ -31,7 +31,8 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from .capture.captures import Capture, DynamoCapture, capture_model, fxprof_backend
+from .capture.captures import Capture, DynamoCapture, capture_model
+from .capture.dynamo import fxprof_backend
 from .compiled.mode import is_compiled
 
 __all__ = ["capture_program", "wants_compiled", "COMPILED_BACKWARD"]

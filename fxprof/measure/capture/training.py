@@ -41,7 +41,8 @@ from torch import fx, nn
 
 from ..common.tree import tensors_in
 from ...vocab import CAPTURES, OPTIMIZERS, PHASES
-from .captures import Capture, PassFn
+from .captures import Capture
+from .base import PassFn
 from .dispatch import ActiveSession, GraphRunner, GraphSession
 from ...errors import TraceError
 from ...core.nodes import NodeInfo

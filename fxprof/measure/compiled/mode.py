@@ -53,7 +53,7 @@ from .flops import graph_flops, kernel_flops, missing_flops_notes
 from .memory import memory_devices, record_memory_run, with_memory
 from .reuse import cache_entries, kept_session, remember, reuse_note, settle_first_call
 from .spans import CALL_RANGE as _CALL, KERNEL_COST, RUN_RANGE, spans_from_events
-from ..capture.captures import _Resolver
+from ..capture.dynamo import _Resolver
 from ..timing.contention import ContentionMeter, quiet_runs
 from .breaks import break_site, describe_breaks, frame_nodes, recompile_reason, reported_site
 from ..capture.graph import describe_graph, module_kinds

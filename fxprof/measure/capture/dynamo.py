@@ -1,0 +1,289 @@
+"""The dynamo capture: ``torch.compile`` with fxprof's backend, one graph per region between graph
+breaks, each reporting to the profile that runs it (:class:`DynamoCapture`, :func:`fxprof_backend`),
+and the module each of dynamo's nodes runs in (:class:`_Resolver`)."""
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sys
+from typing import Any, Callable
+
+import torch
+from torch import fx, nn
+
+from ...errors import TraceError
+from .interpreter import Recorder
+from ...core.nodes import NodeInfo
+from .graph import describe_graph, normalize_scope, readable_node_names
+from ...columns import PER_CALL
+from .dispatch import ActiveSession, GraphRunner, GraphSession
+from .sdpa import drop_all_true_masks
+
+__all__ = ["CAPTURES", "Capture", "capture_model", "explain_trace_failure"]
+from .base import Capture, PassFn, _HERE
+
+__all__ = ["DynamoCapture", "fxprof_backend"]
+
+# ------------------------------------------------------------------------ dynamo
+class _DynamoSession(GraphSession):
+    """What the shared backend dispatches to while one profile() runs.
+
+    Dynamo compiles frames, not models: a graph of a block's ``forward`` (split by a graph
+    break) is one graph that runs once per block, and its module paths are relative to that
+    frame (``L['self'].fc``). So every call of a graph is placed in the model: in the untimed
+    runs (compile and warm-up), the Python frame that ran it is read (its local modules and
+    the ``self`` of the innermost module ``forward``), and each distinct place is a *site* of
+    the graph with its own nodes (``g0:`` for the first, ``g0@1:``, ``g0@2:``...), scopes
+    resolved to paths of the root model. In the timed runs, the k-th call of a graph within a
+    model run goes to the site of the k-th call in the last untimed run (dynamo often
+    recompiles in its first run, so a warm-up run fixes the order); a site called several
+    times per run (one module applied in a loop) keeps every call (``calls_per_run`` > 1).
+    """
+
+    def __init__(self, model: nn.Module | None = None) -> None:
+        super().__init__()
+        self.labels: dict[int, str] = {}  # id(runner) -> g0, g1... in the order first run
+        self.nodes: list[NodeInfo] = []
+        self.root = model
+        self.paths = {id(m): p for p, m in model.named_modules()} if model is not None else {}
+        self.calls: dict[int, int] = {}  # id(runner) -> calls so far in this model run
+        self.sites: dict[int, list[int]] = {}  # id(runner) -> site of its k-th call in a run
+        self.site_keys: dict[int, list[tuple]] = {}  # id(runner) -> the places, in order seen
+        self.prefixes: dict[tuple[int, int], str] = {}  # (id(runner), site) -> "g0@1"
+        self.locating = True  # until the timed runs: the last untimed run's order is kept
+
+    def label(self, runner: "GraphRunner") -> str:
+        key = id(runner)
+        if key not in self.labels:
+            self.labels[key] = f"g{len(self.labels)}"
+        return self.labels[key]
+
+    def site(self, runner: "GraphRunner") -> tuple[int, str]:
+        """The site of this call of ``runner`` and its name prefix (``g0``, ``g0@1``)."""
+        key = id(runner)
+        k = self.calls.get(key, 0)
+        self.calls[key] = k + 1
+        sites = self.sites.setdefault(key, [])
+        if self.locating or k >= len(sites):  # untimed runs (or a call never seen): read the frame
+            site = self._locate(runner)
+            if k < len(sites):
+                sites[k] = site
+            else:
+                sites.append(site)
+        else:
+            site = sites[k]
+        return site, self.prefixes[(key, site)]
+
+    def _locate(self, runner: "GraphRunner") -> int:
+        label = self.label(runner)
+        frame = sys._getframe(4)  # _locate <- site <- place <- run_graph <- GraphRunner.__call__
+        while frame is not None and _is_internal(frame.f_code.co_filename):
+            frame = frame.f_back
+        local_paths: dict[str, str] = {}
+        enclosing = ""
+        if frame is not None:
+            local_paths = {n: self.paths[id(v)] for n, v in frame.f_locals.items()
+                           if isinstance(v, nn.Module) and id(v) in self.paths}
+            outer = frame
+            while outer is not None:
+                owner = outer.f_locals.get("self")
+                if isinstance(owner, nn.Module) and id(owner) in self.paths:
+                    enclosing = self.paths[id(owner)]
+                    break
+                outer = outer.f_back
+        place = (tuple(sorted(local_paths.items())), enclosing)
+        keys = self.site_keys.setdefault(id(runner), [])
+        if place not in keys:
+            keys.append(place)
+            site = len(keys) - 1
+            prefix = label if site == 0 else f"{label}@{site}"
+            self.prefixes[(id(runner), site)] = prefix
+            self.nodes.extend(describe_graph(runner.gm, graph=label, prefix=f"{prefix}:", infer=False,
+                                             resolve=_Resolver(self.root, local_paths), frame_scope=enclosing))
+        return keys.index(place)
+
+    def place(self, runner: "GraphRunner") -> tuple[tuple[int, int], str]:
+        site, prefix = self.site(runner)
+        return (id(runner), site), prefix
+
+    def add_records(self, records: dict[str, dict[str, Any]]) -> None:
+        _accumulate(self.records, records)  # a graph called several times a run: its calls add up
+
+
+_TORCH_PRIVATE = os.path.join(os.path.dirname(torch.__file__), "_")
+_FXPROF_DIR = _HERE
+
+
+def _is_internal(filename: str) -> bool:
+    """Frames between a dynamo graph and the user's code that ran it (dynamo's wrappers, ours)."""
+    return filename.startswith(_TORCH_PRIVATE) or filename.startswith(_FXPROF_DIR)
+
+
+class _Resolver:
+    """Turns a dynamo module path (``L['self'].fc``, relative to the frame dynamo compiled)
+    into a path of the root model (``blocks.2.fc``) that ``model.get_submodule`` accepts."""
+
+    _LOCAL = re.compile(r"""^L\[['"]([^'"]+)['"]\](.*)$""")
+
+    def __init__(self, root: nn.Module | None, local_paths: dict[str, str]):
+        self.root = root
+        self.local_paths = local_paths
+        self.cache: dict[str, str] = {}
+
+    def __call__(self, raw: str) -> str:
+        raw = str(raw)
+        if raw not in self.cache:
+            self.cache[raw] = self._resolve(raw)
+        return self.cache[raw]
+
+    def _resolve(self, raw: str) -> str:
+        match = self._LOCAL.match(raw)
+        if match and match.group(1) in self.local_paths:
+            base, rest = self.local_paths[match.group(1)], normalize_scope(match.group(2))
+            path = ".".join(p for p in (base, rest) if p)
+        else:
+            path = normalize_scope(raw)
+        if self.root is None:
+            return path
+        parts = path.split(".") if path else []
+        while parts:  # the longest prefix that is a module of the model
+            try:
+                self.root.get_submodule(".".join(parts))
+                break
+            except AttributeError:
+                parts.pop()
+        return ".".join(parts)
+
+
+def _accumulate(into: dict[str, dict[str, Any]], records: dict[str, dict[str, Any]]) -> None:
+    """Add one call's pass records to a run's: sizes and FLOPs add up over a node's calls,
+    peak memory is the highest; shapes are the first call's."""
+    for node, values in records.items():
+        if node not in into:
+            into[node] = dict(values)
+            continue
+        seen = into[node]
+        for col, value in values.items():
+            old, rule = seen.get(col), PER_CALL.get(col, "first")  # each column's rule: fxprof/columns.py
+            if rule == "last":
+                if value is not None:
+                    seen[col] = value  # after the node's last call
+            elif old is None:
+                seen[col] = value
+            elif value is not None and rule == "sum":
+                seen[col] = old + value
+            elif value is not None and rule == "max":
+                seen[col] = max(old, value)
+
+
+#: the dynamo session this thread's graphs report to (see fxprof.measure.capture.dispatch)
+_ACTIVE = ActiveSession(per_thread=True)
+
+
+def fxprof_backend(gm: fx.GraphModule, example_inputs: list) -> Callable[..., Any]:
+    """The one torch.compile backend fxprof uses. Being a single object, the graphs dynamo
+    compiled for it are reused by later profiles of the same model instead of piling up
+    (dynamo stops compiling a function after a few recompiles and would then run it eagerly)."""
+    drop_all_true_masks(gm)  # attention as the eager model calls it (fxprof.measure.capture.sdpa)
+    return GraphRunner(gm, _ACTIVE)
+
+
+class DynamoCapture(Capture):
+    kind = "dynamo"
+
+    def __init__(self, model: nn.Module, reason: str = ""):
+        super().__init__(reason)
+        self.model = model
+        self.compiled = torch.compile(model, backend=fxprof_backend)
+        self.session = _DynamoSession(model)
+        self.timed_from: int | None = None
+
+    @property
+    def nodes(self) -> list[NodeInfo]:
+        return list(self.session.nodes)
+
+    def nodes_in(self, recorded: set[str]) -> tuple[list[NodeInfo], str]:
+        """Only graphs that ran in the timed runs: dynamo may compile a graph, then replace it
+        (a recompile, e.g. when it makes shapes dynamic) or take another branch for good."""
+        # a site (g0, g0@1...) seen only in the untimed runs (their order differed) is left out
+        ran = {n.name.partition(":")[0] for n in self.session.nodes if n.name in recorded}
+        kept = [n for n in self.session.nodes if n.name.partition(":")[0] in ran]
+        dropped = sorted({n.graph for n in self.session.nodes} - {n.graph for n in kept}, key=lambda g: int(g[1:]))
+        notes = []
+        if dropped:
+            notes.append(f"graphs compiled but not run in the timed runs, left out: {', '.join(dropped)}")
+        if self.timed_from is not None and len(self.session.labels) > self.timed_from:
+            new = len(self.session.labels) - self.timed_from
+            notes.append(
+                f"dynamo recompiled during the timed runs ({new} new graph(s)): those runs' totals "
+                f"include compile time; more warm-up, or a model whose Python state dynamo does not "
+                f"guard on, avoids it"
+            )
+        return kept, "; ".join(notes)
+
+    def readable_names(self, nodes: list[NodeInfo]) -> dict[str, str]:
+        """Dynamo names values (``g0:out_49``, ``g0:x_3``): rows are named from their module
+        path and op instead (``layer4_1_conv1``, ``layer1_0_add``), the raw name kept."""
+        return readable_node_names(nodes, self.model)
+
+    def start_timing(self) -> None:
+        """Called when the timed runs begin: graphs first seen after this were recompiles."""
+        self.timed_from = len(self.session.labels)
+        self.session.locating = False
+
+    @property
+    def module(self) -> nn.Module:
+        return self.model
+
+    def _active(self) -> contextlib.AbstractContextManager[None]:
+        return _ACTIVE.active(self.session)
+
+    def run(self, recorder: Recorder, args: tuple, kwargs: dict) -> Any:
+        self.session.recorder, self.session.make_pass = recorder, None
+        self.session.calls.clear()
+        with self._active(), recorder.run():
+            out = self._call(args, kwargs)
+        if not self.session.labels:
+            raise TraceError(
+                "capture='dynamo' captured no graph: torch.compile ran the whole model as plain "
+                "Python (nothing to profile). This happens when dynamo gave up on the model "
+                "(see torch._dynamo's log) or hit its recompile limit; try capture='symbolic'."
+            )
+        return out
+
+    def run_pass(self, make_pass: PassFn, args: tuple, kwargs: dict) -> dict[str, dict[str, Any]]:
+        self.session.calls.clear()
+        with self.session.collecting(make_pass) as records, self._active():
+            self._call(args, kwargs)
+        return records
+
+    def _call(self, args: tuple, kwargs: dict) -> Any:
+        try:
+            return self.compiled(*args, **kwargs)
+        except Exception as exc:
+            if not _recursion_in(exc):
+                raise
+            depth = max((len(path.split(".")) for path, _ in self.model.named_modules() if path), default=0)
+            raise TraceError(
+                f"capture='dynamo' ran past Python's recursion limit ({sys.getrecursionlimit()}) on "
+                f"{type(self.model).__name__}, whose modules nest {depth} deep: dynamo follows each level "
+                f"by recursion. Raise the limit before profiling (sys.setrecursionlimit({max(20000, depth * 100)}); "
+                f"from the command line: python -c \"import sys; sys.setrecursionlimit({max(20000, depth * 100)}); "
+                f"from fxprof.cli import main; sys.exit(main())\" profile ...), or flatten the nesting"
+            ) from exc
+
+    def close(self) -> None:
+        self.session.close()
+
+
+def _recursion_in(exc: BaseException) -> bool:
+    """A RecursionError in ``exc``'s chain (dynamo wraps it in InternalTorchDynamoError)."""
+    seen = 0
+    current: BaseException | None = exc
+    while current is not None and seen < 50:
+        if isinstance(current, RecursionError) or "maximum recursion depth exceeded" in str(current)[:2000]:
+            return True
+        current, seen = current.__cause__ or current.__context__, seen + 1
+    return False
+

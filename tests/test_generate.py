@@ -1,0 +1,151 @@
+"""fxprof.generate: a causal LM's prefill and decode steps profiled node by node, token by token.
+
+Tiny Hugging Face models built from configs (no download, weights from torch.manual_seed): the
+tokens equal plain greedy generate's, one per-token row per new token, the KV cache bytes grow
+linearly and end at the real cache's size, the per-layer split and the memory floor."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+import fxprof
+
+T = pytest.importorskip("transformers")
+torch._logging.set_logs(dynamo=logging.ERROR)
+
+PEAKS = (0.1, 10.0)  # given peaks: no measurement in the tests
+
+
+def _ids(vocab: int, length: int = 8, batch: int = 1) -> torch.Tensor:
+    return torch.randint(0, vocab, (batch, length), generator=torch.Generator().manual_seed(0))
+
+
+def _ready(model):
+    torch.manual_seed(0)
+    model = model.eval()
+    model.generation_config.eos_token_id = None  # never stop early: N new tokens, N model calls
+    return model
+
+
+def llama():
+    torch.manual_seed(0)
+    return _ready(T.LlamaForCausalLM(T.LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                                   num_attention_heads=4, num_key_value_heads=2, vocab_size=500)))
+
+
+def mistral():
+    torch.manual_seed(0)
+    return _ready(T.MistralForCausalLM(T.MistralConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                                       num_attention_heads=4, num_key_value_heads=2, vocab_size=500,
+                                                       sliding_window=None)))
+
+
+def mixtral():
+    torch.manual_seed(0)
+    return _ready(T.MixtralForCausalLM(T.MixtralConfig(hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                                                       num_attention_heads=4, num_key_value_heads=2, vocab_size=500,
+                                                       num_local_experts=4, num_experts_per_tok=2)))
+
+
+def _cache_bytes(model, ids, n):
+    """The real KV cache's bytes after plain generate (it holds prompt + n - 1 tokens)."""
+    out = model.generate(ids, max_new_tokens=n, do_sample=False, return_dict_in_generate=True)
+    cache = out.past_key_values
+    return sum(layer.keys.nbytes + layer.values.nbytes for layer in cache.layers)
+
+
+def _check(model, n=4, prompt=8, batch=1):
+    ids = _ids(model.config.vocab_size, prompt, batch)
+    plain = model.generate(ids, max_new_tokens=n, do_sample=False)
+    rng = torch.get_rng_state()
+    gen = fxprof.generate(model, ids, max_new_tokens=n, peaks=PEAKS)
+    assert torch.equal(torch.get_rng_state(), rng)  # profiling draws no random numbers
+    assert torch.equal(gen.tokens, plain)  # exactly what generate gives without fxprof
+    pt = gen.per_token
+    assert len(pt) == n
+    assert list(pt["phase"]) == ["prefill"] + ["decode"] * (n - 1)
+    assert list(pt["position"]) == list(range(prompt, prompt + n))
+    assert (pt["time_ms"] > 0).all()
+    # KV bytes: the same growth every token, and the real cache's size after the last step
+    growth = np.diff(pt["kv_cache_bytes"].to_numpy())
+    assert np.allclose(growth, gen.meta["kv_bytes_per_token"] * batch) and growth[0] > 0
+    assert pt["kv_cache_bytes"].iloc[-1] == _cache_bytes(model, ids, n)
+    assert (pt["read_bytes"] > pt["kv_cache_bytes"]).all()
+    assert pt["flops"].iloc[0] > pt["flops"].iloc[1] > 0  # the prefill computes prompt_len tokens
+    assert np.allclose(pt["floor_ms"], pt["read_bytes"] / (PEAKS[1] * 1e9) * 1e3)
+    # two profiles: one prefill run, one timed run per decode step, nodes charged to layers
+    assert gen.prefill.num_runs == 1 and gen.decode.num_runs == n - 1
+    assert np.allclose(gen.decode.runs["total_ms"], pt["time_ms"].iloc[1:])
+    for phase in ("prefill", "decode"):
+        layers = gen.layer_table(phase)
+        assert {"layer 0", "layer 1"} <= set(layers.index)
+        assert layers.loc["layer 0", "time_ms"] > 0
+    shares = gen.shares()
+    for group in ("attention", "mlp", "norm", "lm_head"):
+        assert shares.loc[group, "decode_ms"] > 0, group
+    assert abs(shares["decode_pct"].sum() - 100) < 1e-6
+    text = gen.summary()
+    assert "floor of a decode step" in text and "GB/s" in text and "tokens/s" in text
+    assert "floor_ms" in gen.layer_table("decode").columns
+    return gen
+
+
+def test_llama_tokens_per_token_table_kv_growth_floor_and_files(tmp_path):
+    model = llama()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    gen = _check(model, n=4)
+    assert all(torch.equal(v, model.state_dict()[k]) for k, v in before.items())
+    assert "forward" not in model.__dict__  # the session put the forward back
+    assert "one graph for every position" in gen.meta["notes"][0]
+    assert gen.meta["notes"][0] in " ".join(gen.decode.meta["notes"])  # the decode header says how it compiled
+    gen.save(tmp_path / "gen")
+    back = fxprof.load_generation(tmp_path / "gen")
+    pd.testing.assert_frame_equal(back.per_token, gen.per_token)
+    pd.testing.assert_frame_equal(back.layers, gen.layers)
+    assert back.tokens.tolist() == gen.tokens.tolist()
+    pd.testing.assert_frame_equal(back.decode.df, gen.decode.df)
+    assert back.summary() == gen.summary()
+
+
+def test_bad_arguments_say_what_to_do():
+    model = llama()
+    ids = _ids(500)
+    with pytest.raises(ValueError, match="greedy"):
+        fxprof.generate(model, ids, max_new_tokens=2, do_sample=True, peaks=PEAKS)
+    with pytest.raises(ValueError, match="integer token ids"):
+        fxprof.generate(model, ids.float(), max_new_tokens=2, peaks=PEAKS)
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        fxprof.generate(model, ids, max_new_tokens=0, peaks=PEAKS)
+    with pytest.raises(TypeError, match="generate"):
+        fxprof.generate(torch.nn.Linear(2, 2), ids, peaks=PEAKS)
+    with pytest.raises(fxprof.ProfileFormatError, match="generation.json"):
+        fxprof.load_generation("/nonexistent-folder")
+
+
+@pytest.mark.slow
+def test_mistral():
+    _check(mistral(), n=5, prompt=6)
+
+
+@pytest.mark.slow
+def test_mixture_of_experts_reads_top_k_experts():
+    gen = _check(mixtral(), n=4)
+    assert gen.meta["config"]["experts"] == 4
+    assert gen.meta["weight_bytes_decode"] < gen.meta["weight_bytes"]  # top 2 of 4 experts per token
+    assert any("mixture of experts" in n for n in gen.meta["notes"])
+
+
+@pytest.mark.slow
+def test_batch_of_two_and_one_new_token():
+    _check(llama(), n=3, prompt=5, batch=2)
+    model = llama()
+    ids = _ids(500)
+    gen = fxprof.generate(model, ids, max_new_tokens=1, peaks=None)
+    assert gen.decode is None and len(gen.per_token) == 1
+    assert torch.equal(gen.tokens, model.generate(ids, max_new_tokens=1, do_sample=False))
+    assert "no decode step" in gen.summary() and "peaks=None" in gen.summary()

@@ -149,3 +149,30 @@ def test_batch_of_two_and_one_new_token():
     assert gen.decode is None and len(gen.per_token) == 1
     assert torch.equal(gen.tokens, model.generate(ids, max_new_tokens=1, do_sample=False))
     assert "no decode step" in gen.summary() and "peaks=None" in gen.summary()
+
+
+def test_cli_checks_its_options_before_loading_anything(capsys):
+    from fxprof.cli.app import main
+
+    assert main(["generate", "model.py:factory", "--new-tokens", "0"]) == 2
+    assert "--new-tokens 0: must be >= 1" in capsys.readouterr().err
+    assert main(["generate", "resnet18"]) == 2
+    assert "file.py:factory" in capsys.readouterr().err
+    assert main(["generate", "m.py:f", "--peaks", "fast"]) == 2
+    assert "bad --peaks" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_cli_prints_the_summary_and_saves(tmp_path, capsys):
+    import pathlib
+
+    from fxprof.cli.app import main
+
+    script = pathlib.Path(__file__).resolve().parents[1] / "docs" / "scripts" / "generate_models.py"
+    out = tmp_path / "gen"
+    assert main(["--quiet", "generate", f"{script}:tiny_llama", "--prompt-len", "6", "--new-tokens", "3",
+                 "--peaks", "0.1,10", "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "prefill:" in text and "decode: median" in text and "floor of a decode step" in text
+    back = fxprof.load_generation(out)
+    assert len(back.per_token) == 3 and back.tokens.shape == (1, 9)

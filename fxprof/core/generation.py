@@ -162,10 +162,17 @@ class Generation:
             lines.append(f"decode: median {_ms(med)} per step ({_rate(m.get('batch', 1), med)} tokens/s at batch "
                          f"{m.get('batch')}) over {len(dec)} step(s), positions {lo}-{hi}; mean {_ms(float(dec['time_ms'].mean()))}")
             if len(dec) >= 3:
-                slope = float(np.polyfit(dec["position"].astype(float), dec["time_ms"].astype(float), 1)[0])
-                lines.append(f"time per token against position: {slope * 100:+.3g} ms per 100 positions (least squares "
-                             f"over the decode steps; the KV cache grows {_bytes(m.get('kv_bytes_per_token', 0) * m.get('batch', 1))} "
-                             f"a token, {_bytes(float(pt['kv_cache_bytes'].iloc[-1]))} after the last step)")
+                from scipy.stats import theilslopes
+
+                slope = float(theilslopes(dec["time_ms"].astype(float), dec["position"].astype(float))[0])
+                lines.append(f"time per token against position: {slope * 100:+.3g} ms per 100 positions (Theil-Sen: the "
+                             f"median of the slopes between every two decode steps, so a few slow steps do not tilt it; "
+                             f"the KV cache grows {_bytes(m.get('kv_bytes_per_token', 0) * m.get('batch', 1))} a token, "
+                             f"{_bytes(float(pt['kv_cache_bytes'].iloc[-1]))} after the last step)")
+            busy = int((dec["lost_ms"] > 0.1 * dec["time_ms"]).sum())
+            if busy:
+                lines.append(f"machine: {busy} of {len(dec)} decode step(s) lost more than 10% of their time to other "
+                             f"processes (lost_ms, measured); the medians above include it")
         else:
             lines.append("decode: no decode step (one new token: the prefill made it)")
         lines.append("")
@@ -260,7 +267,10 @@ def _ms(value: float) -> str:
 
 
 def _rate(tokens: float, ms: float) -> str:
-    return f"{tokens / ms * 1e3:.4g}" if ms > 0 else "-"
+    if not ms > 0:
+        return "-"
+    rate = tokens / ms * 1e3
+    return f"{rate:,.0f}" if rate >= 100 else f"{rate:.3g}"
 
 
 def _bytes(value: float) -> str:

@@ -176,3 +176,20 @@ def test_cli_prints_the_summary_and_saves(tmp_path, capsys):
     assert "prefill:" in text and "decode: median" in text and "floor of a decode step" in text
     back = fxprof.load_generation(out)
     assert len(back.per_token) == 3 and back.tokens.shape == (1, 9)
+
+
+@pytest.mark.slow
+def test_cost_benchmark_runs_and_reports_both_ratios(tmp_path):
+    import json
+    import pathlib
+    import subprocess
+    import sys
+
+    script = pathlib.Path(__file__).resolve().parent / "benchmarks" / "generate_cost.py"
+    out = tmp_path / "cost.json"
+    done = subprocess.run([sys.executable, str(script), "--hidden", "64", "--prompt-len", "4", "--new-tokens", "3",
+                           "--repeats", "1", "--json", str(out)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "profiled / plain" in done.stdout
+    summary = json.loads(out.read_text())["summary"]
+    assert summary["decode_ratio_median"] > 0 and summary["call_ratio_median"] > 0

@@ -110,6 +110,12 @@ def test_llama_tokens_per_token_table_kv_growth_floor_and_files(tmp_path):
     assert back.tokens.tolist() == gen.tokens.tolist()
     pd.testing.assert_frame_equal(back.decode.df, gen.decode.df)
     assert back.summary() == gen.summary()
+    from fxprof.views.generation import write_generation_html
+
+    write_generation_html(back, str(tmp_path / "gen.html"))  # a loaded result makes the page too
+    page = (tmp_path / "gen.html").read_text()
+    assert page.count("<circle") == len(gen.per_token)  # one point per token
+    assert "Per layer: prefill" in page and "Per layer: decode" in page and "stroke-dasharray" in page
 
 
 def test_bad_arguments_say_what_to_do():
@@ -171,9 +177,11 @@ def test_cli_prints_the_summary_and_saves(tmp_path, capsys):
     script = pathlib.Path(__file__).resolve().parents[1] / "docs" / "scripts" / "generate_models.py"
     out = tmp_path / "gen"
     assert main(["--quiet", "generate", f"{script}:tiny_llama", "--prompt-len", "6", "--new-tokens", "3",
-                 "--peaks", "0.1,10", "--json", str(out)]) == 0
+                 "--peaks", "0.1,10", "--json", str(out), "--html", str(tmp_path / "gen.html")]) == 0
     text = capsys.readouterr().out
     assert "prefill:" in text and "decode: median" in text and "floor of a decode step" in text
+    page = (tmp_path / "gen.html").read_text()
+    assert "<svg" in page and "<polyline" in page and "Per layer: decode" in page and "layer 1" in page
     back = fxprof.load_generation(out)
     assert len(back.per_token) == 3 and back.tokens.shape == (1, 9)
 

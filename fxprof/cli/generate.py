@@ -19,7 +19,7 @@ SUMMARY = "profile a causal LM's generate(): prefill and every decode step, agai
 GENERATE_EXAMPLES = """\
 examples:
   fxprof generate mymodels.py:tiny_llama --prompt-len 32 --new-tokens 16
-  fxprof generate mymodels.py:tiny_llama --new-tokens 64 --peaks 0.5,20 --json run_gen
+  fxprof generate mymodels.py:tiny_llama --new-tokens 64 --peaks 0.5,20 --json run_gen --html gen.html
   fxprof generate mypkg.lm:build --device cuda --dtype bfloat16 --batch 4
 
 The factory returns a causal LM whose generate() calls its forward once per token (Hugging Face
@@ -46,6 +46,8 @@ def add_parser(command: Any) -> argparse.ArgumentParser:
                    help="the memory bandwidth of the floor: measured (auto, the default; quick: a rough one), given "
                         "(0.5,20 for 0.5 TFLOP/s and 20 GB/s), or off")
     g.add_argument("--json", metavar="FOLDER", help="save the result into FOLDER (fxprof.load_generation reads it)")
+    g.add_argument("--html", metavar="PATH", help="write a report page: the time-per-token curve with the floor, the "
+                                                  "shares per phase, the per-layer split of both phases")
     return g
 
 
@@ -68,6 +70,10 @@ def check(args: argparse.Namespace) -> None:
             raise _bad(f"bad --peaks {args.peaks!r}: {exc}") from exc
     if args.json == "":
         raise _bad("--json was given an empty path; give a folder to save the result into")
+    if args.html is not None:
+        from .common import _check_outputs, model_sources
+
+        _check_outputs({"--html": args.html}, inputs=model_sources(args.model))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -100,4 +106,9 @@ def run(args: argparse.Namespace) -> int:
     if args.json is not None:
         result.save(args.json)
         _print(f"wrote generation: {args.json} (fxprof.load_generation reads it)")
+    if args.html is not None:
+        from ..views.generation import write_generation_html
+
+        write_generation_html(result, args.html, title=args.model)
+        _print(f"wrote html: {args.html}")
     return 0

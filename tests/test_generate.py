@@ -52,6 +52,11 @@ def mixtral():
                                                        num_local_experts=4, num_experts_per_tok=2)))
 
 
+def gpt2():
+    torch.manual_seed(0)
+    return _ready(T.GPT2LMHeadModel(T.GPT2Config(vocab_size=500, n_embd=64, n_layer=2, n_head=4, n_positions=64)))
+
+
 def _cache_bytes(model, ids, n):
     """The real KV cache's bytes after plain generate (it holds prompt + n - 1 tokens)."""
     out = model.generate(ids, max_new_tokens=n, do_sample=False, return_dict_in_generate=True)
@@ -136,6 +141,12 @@ def test_bad_arguments_say_what_to_do():
 @pytest.mark.slow
 def test_mistral():
     _check(mistral(), n=5, prompt=6)
+
+
+@pytest.mark.slow
+def test_gpt2_other_config_names_tied_head_and_layer_paths():
+    gen = _check(gpt2(), n=3)  # n_layer/n_head through the config's attribute map, transformer.h.N, ln_1
+    assert gen.meta["config"]["tied_embeddings"]  # the LM head reads the whole embedding table: counted
 
 
 @pytest.mark.slow

@@ -21,6 +21,7 @@ from torch import nn
 
 from .core.generation import PER_TOKEN_COLUMNS, Generation, layer_of
 from .core.roofline import Peaks, parse_peaks
+from .measure.compiled import room_to_compile
 from .measure.session import session
 
 __all__ = ["generate"]
@@ -83,7 +84,11 @@ def generate(model: nn.Module, input_ids: torch.Tensor, max_new_tokens: int = 16
             return "active"
         return "active_last" if step == calls[0] else "none"
 
-    with session(model, schedule=plan, capture=capture, timer=timer, memory=False, name=type(model).__name__) as s:
+    # dynamo counts every compiled version of the forward's code against its recompile limit (8), and
+    # Hugging Face models share one decorator's code: the third fxprof.generate of a process (3 graphs
+    # each) would run as plain Python. The limit is raised by the versions already held, while this runs.
+    with room_to_compile(model), session(model, schedule=plan, capture=capture, timer=timer, memory=False,
+                                         name=type(model).__name__) as s:
         say("warm-up generate: capturing the prefill and decode graphs")
         handle = model.register_forward_hook(count)
         try:

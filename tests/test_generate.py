@@ -187,9 +187,11 @@ def test_cli_prints_the_summary_and_saves(tmp_path, capsys):
 
     script = pathlib.Path(__file__).resolve().parents[1] / "docs" / "scripts" / "generate_models.py"
     out = tmp_path / "gen"
-    assert main(["--quiet", "generate", f"{script}:tiny_llama", "--prompt-len", "6", "--new-tokens", "3",
-                 "--peaks", "0.1,10", "--json", str(out), "--html", str(tmp_path / "gen.html")]) == 0
-    text = capsys.readouterr().out
+    code = main(["--quiet", "generate", f"{script}:tiny_llama", "--prompt-len", "6", "--new-tokens", "3",
+                 "--peaks", "0.1,10", "--json", str(out), "--html", str(tmp_path / "gen.html")])
+    said = capsys.readouterr()
+    assert code == 0, said.err
+    text = said.out
     assert "prefill:" in text and "decode: median" in text and "floor of a decode step" in text
     page = (tmp_path / "gen.html").read_text()
     assert "<svg" in page and "<polyline" in page and "Per layer: decode" in page and "layer 1" in page
@@ -212,3 +214,27 @@ def test_cost_benchmark_runs_and_reports_both_ratios(tmp_path):
     assert "profiled / plain" in done.stdout
     summary = json.loads(out.read_text())["summary"]
     assert summary["decode_ratio_median"] > 0 and summary["call_ratio_median"] > 0
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_both_phases_with_the_cuda_timer():
+    model = llama().cuda()
+    gen = _check(model, n=4)
+    assert gen.prefill.meta["timer"] != "cpu" and gen.decode.meta["timer"] == gen.prefill.meta["timer"]
+
+
+@pytest.mark.slow
+def test_many_generations_in_one_process_stay_compiled():
+    """Llama, Mistral and Mixtral share one decorator's forward code, and dynamo counts every
+    compiled version of it against its recompile limit (8): the sixth call here used to run as
+    plain Python, with no graph to profile ("captured no graph")."""
+    torch._dynamo.reset()
+    calls = [(llama, 4, 8, 1), (mistral, 5, 6, 1), (mixtral, 4, 8, 1), (llama, 3, 5, 2), (llama, 1, 8, 1), (llama, 3, 6, 1)]
+    for make, n, prompt, batch in calls:
+        model = make()
+        if make is llama and prompt == 6:  # a model of another size: new shapes for every graph
+            torch.manual_seed(0)
+            model = _ready(T.LlamaForCausalLM(T.LlamaConfig(hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                                                            num_attention_heads=4, num_key_value_heads=2, vocab_size=500)))
+        gen = fxprof.generate(model, _ids(500, prompt, batch), max_new_tokens=n, peaks=None)
+        assert len(gen.per_token) == n and gen.layer_table("prefill").loc["layer 0", "time_ms"] > 0

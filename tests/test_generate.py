@@ -238,3 +238,17 @@ def test_many_generations_in_one_process_stay_compiled():
                                                             num_attention_heads=4, num_key_value_heads=2, vocab_size=500)))
         gen = fxprof.generate(model, _ids(500, prompt, batch), max_new_tokens=n, peaks=None)
         assert len(gen.per_token) == n and gen.layer_table("prefill").loc["layer 0", "time_ms"] > 0
+
+@pytest.mark.slow
+def test_attention_mask_with_left_padding_passes_through():
+    """A growing attention mask makes every decode step a signature of its own: each was seen in
+    the warm-up call, so every timed step is timed, and one dynamic graph serves them all."""
+    model = llama()
+    ids = _ids(500, 6, 2)
+    mask = torch.ones_like(ids)
+    mask[0, :2] = 0
+    plain = model.generate(ids, attention_mask=mask, max_new_tokens=4, do_sample=False)
+    gen = fxprof.generate(model, ids, max_new_tokens=4, peaks=None, attention_mask=mask)
+    assert torch.equal(gen.tokens, plain)
+    assert gen.decode.num_runs == 3 and gen.decode.meta["untimed_first_batches"] == []
+    assert len(gen.decode.meta["signatures"]) == 3 and "one graph for every position" in gen.meta["notes"][0]

@@ -65,6 +65,10 @@ def generate(model: nn.Module, input_ids: torch.Tensor, max_new_tokens: int = 16
     if generate_kwargs.get("do_sample") or int(generate_kwargs.get("num_beams", 1) or 1) != 1:
         raise ValueError("fxprof.generate profiles greedy decoding only (do_sample=False, num_beams=1): the timed "
                          "generate call must give the tokens its warm-up call gave")
+    if model.training:
+        raise ValueError(f"{type(model).__name__} is in training mode (dropout on: its tokens would depend on the random "
+                         f"numbers drawn, and the timed call would draw other ones than the warm-up call); call "
+                         f"model.eval() first, as generation does")
     generate_kwargs["do_sample"] = False
     bandwidth = _peaks(peaks, model)
     say = progress or (lambda line: None)

@@ -134,6 +134,9 @@ def test_bad_arguments_say_what_to_do():
         fxprof.generate(model, ids, max_new_tokens=0, peaks=PEAKS)
     with pytest.raises(TypeError, match="generate"):
         fxprof.generate(torch.nn.Linear(2, 2), ids, peaks=PEAKS)
+    with pytest.raises(ValueError, match=r"model.eval\(\)"):
+        fxprof.generate(model.train(), ids, max_new_tokens=2, peaks=PEAKS)
+    model.eval()
     with pytest.raises(fxprof.ProfileFormatError, match="generation.json"):
         fxprof.load_generation("/nonexistent-folder")
 

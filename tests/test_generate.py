@@ -255,3 +255,15 @@ def test_attention_mask_with_left_padding_passes_through():
     assert torch.equal(gen.tokens, plain)
     assert gen.decode.num_runs == 3 and gen.decode.meta["untimed_first_batches"] == []
     assert len(gen.decode.meta["signatures"]) == 3 and "one graph for every position" in gen.meta["notes"][0]
+
+
+@pytest.mark.slow
+def test_generation_that_stops_at_eos_has_a_row_per_token_made():
+    model = llama()
+    ids = _ids(500)
+    first = model.generate(ids, max_new_tokens=6, do_sample=False)
+    model.generation_config.eos_token_id = int(first[0, ids.shape[1] + 2])  # the third new token ends it
+    plain = model.generate(ids, max_new_tokens=6, do_sample=False)
+    gen = fxprof.generate(model, ids, max_new_tokens=6, peaks=None)
+    assert torch.equal(gen.tokens, plain) and plain.shape[1] < first.shape[1]
+    assert len(gen.per_token) == plain.shape[1] - ids.shape[1] and gen.decode.num_runs == len(gen.per_token) - 1

@@ -57,6 +57,9 @@ _LAZY: dict[str, tuple[str, str]] = {
     "selfcheck": ("selfcheck", "selfcheck"),
     "whatif": ("whatif", "whatif"),
     "WhatIf": ("core.whatif", "WhatIf"),
+    "generate": ("generate", "generate"),
+    "Generation": ("core.generation", "Generation"),
+    "load_generation": ("io.generation", "load_generation"),
     "gather": ("measure.distributed.ranks", "gather"),
     "merge_chrome_traces": ("views.trace", "merge_chrome_traces"),
     "plot_compare": ("views.plot", "plot_compare"),  # matplotlib itself is imported on first use
@@ -79,6 +82,9 @@ __all__ = [
     "selfcheck",
     "whatif",
     "WhatIf",
+    "generate",
+    "Generation",
+    "load_generation",
     "gather",
     "plot_top",
     "merge_chrome_traces",
@@ -155,6 +161,9 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, imported e
     from .core.compare import ComparabilityWarning, compare
     from .measure.distributed.ranks import gather
     from .selfcheck import selfcheck
+    from .generate import generate
+    from .core.generation import Generation
+    from .io.generation import load_generation
     from .errors import (
         FxprofError,
         NodeExecutionError,

@@ -85,6 +85,10 @@ class _DynamoSession(GraphSession):
         if frame is not None:
             local_paths = {n: self.paths[id(v)] for n, v in frame.f_locals.items()
                            if isinstance(v, nn.Module) and id(v) in self.paths}
+            for n, v in frame.f_locals.items():  # a wrapper's *args (transformers' decorators): L['args'][0] is self
+                if isinstance(v, (tuple, list)):
+                    local_paths.update({f"{n}[{i}]": self.paths[id(m)] for i, m in enumerate(v[:8])
+                                        if isinstance(m, nn.Module) and id(m) in self.paths})
             outer = frame
             while outer is not None:
                 owner = outer.f_locals.get("self")
@@ -125,6 +129,7 @@ class _Resolver:
     into a path of the root model (``blocks.2.fc``) that ``model.get_submodule`` accepts."""
 
     _LOCAL = re.compile(r"""^L\[['"]([^'"]+)['"]\](.*)$""")
+    _INDEXED = re.compile(r"""^L\[['"]([^'"]+)['"]\]\[(\d+)\](.*)$""")  # L['args'][0].fc: a module passed in *args
 
     def __init__(self, root: nn.Module | None, local_paths: dict[str, str]):
         self.root = root
@@ -139,7 +144,11 @@ class _Resolver:
 
     def _resolve(self, raw: str) -> str:
         match = self._LOCAL.match(raw)
-        if match and match.group(1) in self.local_paths:
+        indexed = self._INDEXED.match(raw)
+        if indexed and f"{indexed.group(1)}[{indexed.group(2)}]" in self.local_paths:
+            base, rest = self.local_paths[f"{indexed.group(1)}[{indexed.group(2)}]"], normalize_scope(indexed.group(3))
+            path = ".".join(p for p in (base, rest) if p)
+        elif match and match.group(1) in self.local_paths:
             base, rest = self.local_paths[match.group(1)], normalize_scope(match.group(2))
             path = ".".join(p for p in (base, rest) if p)
         else:

@@ -1,0 +1,114 @@
+"""``fxprof generate FILE.py:factory --prompt-len P --new-tokens N``: a causal LM's generation,
+prefill and decode profiled node by node, token by token, against the memory floor.
+
+The factory returns a causal LM (a Hugging Face ``...ForCausalLM``); the prompt is ``P`` token
+ids drawn from its vocabulary with a fixed seed. Prints :meth:`Generation.summary`; ``--json``
+saves the result (a folder: ``fxprof.load_generation`` reads it)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from .common import _bad, _first_line, _print
+
+USAGE = "generate MODEL"
+SUMMARY = "profile a causal LM's generate(): prefill and every decode step, against the memory floor"
+
+GENERATE_EXAMPLES = """\
+examples:
+  fxprof generate mymodels.py:tiny_llama --prompt-len 32 --new-tokens 16
+  fxprof generate mymodels.py:tiny_llama --new-tokens 64 --peaks 0.5,20 --json run_gen --html gen.html
+  fxprof generate mypkg.lm:build --device cuda --dtype bfloat16 --batch 4
+
+The factory returns a causal LM whose generate() calls its forward once per token (Hugging Face
+...ForCausalLM). Greedy decoding; the prompt is random token ids from the vocabulary (--seed).
+"""
+
+
+def add_parser(command: Any) -> argparse.ArgumentParser:
+    g = command("generate", "profile a causal LM's generate(): prefill and each decode step",
+                "Run MODEL.generate() twice in an fxprof session (a warm-up call that compiles, then a timed call): "
+                "the prompt's forward (prefill) and every decode step are timed node by node; print prefill and "
+                "decode speed, time per token against position, the share of attention, MLP, norms and the LM head "
+                "per phase, the per-layer split, and a decode step's floor (the bytes it must read over the memory "
+                "bandwidth).", GENERATE_EXAMPLES)
+    g.add_argument("model", metavar="MODEL", help="package.module:factory or path/to/file.py:factory returning a causal LM")
+    g.add_argument("--prompt-len", type=int, default=16, metavar="P", help="prompt length in tokens (default: 16)")
+    g.add_argument("--new-tokens", type=int, default=16, metavar="N", help="tokens to generate (default: 16)")
+    g.add_argument("--batch", type=int, default=1, metavar="B", help="prompts in the batch (default: 1)")
+    g.add_argument("--seed", type=int, default=0, help="seed of the random prompt (default: 0)")
+    g.add_argument("--device", default="cpu", help="device for the model and prompt: cpu, cuda, cuda:1 (default: cpu)")
+    g.add_argument("--dtype", default="float32", help="dtype of the model: float32, float16, bfloat16, float64 (default: float32)")
+    g.add_argument("--threads", type=int, default=None, metavar="N", help="torch CPU threads (default: torch's choice)")
+    g.add_argument("--peaks", default=None, metavar="TFLOPS,GBPS|auto|quick|off",
+                   help="the memory bandwidth of the floor: measured (auto, the default; quick: a rough one), given "
+                        "(0.5,20 for 0.5 TFLOP/s and 20 GB/s), or off")
+    g.add_argument("--json", metavar="FOLDER", help="save the result into FOLDER (fxprof.load_generation reads it)")
+    g.add_argument("--html", metavar="PATH", help="write a report page: the time-per-token curve with the floor, the "
+                                                  "shares per phase, the per-layer split of both phases")
+    return g
+
+
+def check(args: argparse.Namespace) -> None:
+    for label, value, minimum in (("--prompt-len", args.prompt_len, 1), ("--new-tokens", args.new_tokens, 1),
+                                  ("--batch", args.batch, 1), ("--threads", args.threads, 1)):
+        if value is not None and value < minimum:
+            raise _bad(f"bad {label} {value}: must be >= {minimum}")
+    if ":" not in args.model:
+        raise _bad(f"bad MODEL {args.model!r}: give path/to/file.py:factory or package.module:factory (a function "
+                   f"returning a causal LM)")
+    if args.dtype not in ("float32", "float16", "bfloat16", "float64"):
+        raise _bad(f"bad --dtype {args.dtype!r}: use float32, float16, bfloat16 or float64")
+    if args.peaks is not None and args.peaks.strip().lower() not in ("auto", "quick", "off"):
+        from ..core.roofline import parse_peaks
+
+        try:
+            parse_peaks(args.peaks)
+        except ValueError as exc:
+            raise _bad(f"bad --peaks {args.peaks!r}: {exc}") from exc
+    if args.json == "":
+        raise _bad("--json was given an empty path; give a folder to save the result into")
+    if args.html is not None:
+        from .common import _check_outputs, model_sources
+
+        _check_outputs({"--html": args.html}, inputs=model_sources(args.model))
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from ..generate import generate
+    from .models import device_option, float_dtype, load_model
+    from .profile import _peaks_option
+
+    device = device_option(args.device)
+    dtype = float_dtype(args.dtype)
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    model = load_model(args.model)
+    if not callable(getattr(model, "generate", None)) or getattr(model, "config", None) is None:
+        raise _bad(f"{args.model} returned a {type(model).__name__}, not a causal LM with generate() and a config "
+                   f"(a Hugging Face ...ForCausalLM)")
+    vocab = int(getattr(model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config,
+                        "vocab_size", 0) or 0)
+    if vocab < 1:
+        raise _bad(f"{type(model).__name__}'s config has no vocab_size to draw the prompt's token ids from")
+    try:
+        model = model.eval().to(device=device, dtype=dtype)
+    except (RuntimeError, AssertionError, MemoryError) as exc:
+        raise _bad(f"cannot put the model on {device} as {args.dtype}: {_first_line(exc)}") from exc
+    ids = torch.randint(0, vocab, (args.batch, args.prompt_len), generator=torch.Generator().manual_seed(args.seed)).to(device)
+    say = (lambda line: None) if args.quiet else (lambda line: print(f"fxprof generate: {line}", file=sys.stderr, flush=True))
+    result = generate(model, ids, max_new_tokens=args.new_tokens, peaks=_peaks_option(args.peaks), progress=say)
+    _print(result.summary())
+    if args.json is not None:
+        result.save(args.json)
+        _print(f"wrote generation: {args.json} (fxprof.load_generation reads it)")
+    if args.html is not None:
+        from ..views.generation import write_generation_html
+
+        write_generation_html(result, args.html, title=args.model)
+        _print(f"wrote html: {args.html}")
+    return 0

@@ -1,0 +1,264 @@
+"""``fxprof.generate``: a causal LM's generation profiled node by node, token by token.
+
+``model.generate`` runs twice inside one :func:`fxprof.session`: the first call warms up
+(dynamo captures the prefill graph and the decode graph(s), recompiles included, and every input
+signature runs once), the second is timed with the session stepped once per model call by a
+forward hook: its first call (the prompt's forward, *prefill*) is one cycle, its decode calls
+the next, one timed run per decode step. Greedy decoding is deterministic, so both calls give the
+same tokens (checked), which are exactly what ``model.generate`` gives without fxprof. The KV
+cache, the bytes a step must read and its FLOPs come from the model's configuration
+(:func:`_shapes`). The analysis is :class:`fxprof.core.generation.Generation`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import nn
+
+from .core.generation import PER_TOKEN_COLUMNS, Generation, layer_of
+from .core.roofline import Peaks, parse_peaks
+from .measure.compiled.mode import room_to_compile
+from .measure.session.session import session
+
+__all__ = ["generate"]
+
+
+def generate(model: nn.Module, input_ids: torch.Tensor, max_new_tokens: int = 16, *, peaks: Any = "auto",
+             capture: str = "auto", timer: str = "auto", progress: Callable[[str], None] | None = None,
+             **generate_kwargs: Any) -> Generation:
+    """Profile ``model.generate(input_ids, max_new_tokens=..., **generate_kwargs)``, greedy.
+
+    Args:
+        model: a Hugging Face causal LM (``generate`` and a ``config``), or any model whose
+            ``generate`` calls its forward once per token and whose config names its layers,
+            heads and hidden size as Hugging Face's do.
+        input_ids: the prompt, ``batch x prompt_len`` integer token ids.
+        max_new_tokens: new tokens to generate (>= 1).
+        peaks: the memory bandwidth of the floor: ``"auto"`` (:func:`fxprof.machine_peaks` on the
+            model's device and dtype, measured once and cached), ``(TFLOPS, GBPS)``, ``"TFLOPS,GBPS"``,
+            a :class:`~fxprof.Peaks`, or ``None`` (no floor).
+        capture, timer: as for :func:`fxprof.session`.
+        progress: called with a line saying what runs now.
+        generate_kwargs: passed to both ``generate`` calls (``attention_mask``, ``min_new_tokens``...).
+            ``do_sample`` must stay False and ``num_beams`` 1: the timed call must produce what the
+            warm-up call produced.
+
+    Returns:
+        A :class:`~fxprof.core.generation.Generation`: ``tokens``, ``prefill``, ``decode``,
+        ``per_token``, ``layers``, ``summary()``, ``save(path)``.
+    """
+    if not isinstance(model, nn.Module) or not callable(getattr(model, "generate", None)):
+        raise TypeError(f"fxprof.generate takes a causal LM with a generate() method (a Hugging Face "
+                        f"...ForCausalLM), got {type(model).__name__}")
+    if getattr(model, "config", None) is None:
+        raise TypeError(f"{type(model).__name__} has no config: fxprof.generate reads the layers, heads and hidden "
+                        f"size from a Hugging Face style config")
+    if not isinstance(input_ids, torch.Tensor) or input_ids.dim() != 2 or input_ids.dtype.is_floating_point:
+        raise ValueError(f"input_ids must be a batch x prompt_len tensor of integer token ids, got "
+                         f"{type(input_ids).__name__}{tuple(getattr(input_ids, 'shape', ()))}")
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be an integer >= 1, got {max_new_tokens!r}")
+    if generate_kwargs.get("do_sample") or int(generate_kwargs.get("num_beams", 1) or 1) != 1:
+        raise ValueError("fxprof.generate profiles greedy decoding only (do_sample=False, num_beams=1): the timed "
+                         "generate call must give the tokens its warm-up call gave")
+    if model.training:
+        raise ValueError(f"{type(model).__name__} is in training mode (dropout on: its tokens would depend on the random "
+                         f"numbers drawn, and the timed call would draw other ones than the warm-up call); call "
+                         f"model.eval() first, as generation does")
+    generate_kwargs["do_sample"] = False
+    bandwidth = _peaks(peaks, model)
+    say = progress or (lambda line: None)
+    calls = [0]
+
+    def count(*_: Any) -> None:
+        calls[0] += 1
+
+    def plan(step: int) -> str:
+        # step 0: the warm-up generate (every call untimed); step 1: the timed prefill (a cycle of its
+        # own); steps 2..C: one timed decode step each (the second cycle); C calls per generate
+        if step == 0:
+            return "warmup"
+        if step == 1:
+            return "active_last"
+        if step < calls[0]:
+            return "active"
+        return "active_last" if step == calls[0] else "none"
+
+    # dynamo counts every compiled version of the forward's code against its recompile limit (8), and
+    # Hugging Face models share one decorator's code: the third fxprof.generate of a process (3 graphs
+    # each) would run as plain Python. The limit is raised by the versions already held, while this runs.
+    with room_to_compile(model), session(model, schedule=plan, capture=capture, timer=timer, memory=False,
+                                         name=type(model).__name__) as s:
+        say("warm-up generate: capturing the prefill and decode graphs")
+        handle = model.register_forward_hook(count)
+        try:
+            first = model.generate(input_ids, max_new_tokens=max_new_tokens, **generate_kwargs)
+        finally:
+            handle.remove()
+        s.step()
+        say(f"timed generate: {calls[0]} model call(s), one timed step each")
+        handle = model.register_forward_hook(lambda *_: s.step())
+        try:
+            tokens = model.generate(input_ids, max_new_tokens=max_new_tokens, **generate_kwargs)
+        finally:
+            handle.remove()
+    if not torch.equal(first, tokens):
+        raise RuntimeError("the timed generate call gave other tokens than the warm-up call (a nondeterministic model "
+                           "or kernel): fxprof.generate needs greedy decoding that repeats itself")
+    profiles = list(s.profiles)
+    if len(profiles) != (2 if calls[0] > 1 else 1):
+        raise RuntimeError(f"expected a prefill and a decode profile from {calls[0]} model call(s), got {len(profiles)}: "
+                           f"does {type(model).__name__}.generate call the model once per token?")
+    prefill, decode = profiles[0], (profiles[1] if len(profiles) > 1 else None)
+    shapes = _shapes(model, input_ids)
+    notes = _notes(prefill, decode, shapes)
+    for prof in (prefill, decode):
+        if prof is not None:
+            prof.meta["notes"] = [f"fxprof.generate: {notes[0]}"] + list(prof.meta.get("notes", []))
+    per_token = _per_token(prefill, decode, shapes, bandwidth)
+    meta = {"model": type(model).__name__, "prompt_len": shapes["prompt_len"], "batch": shapes["batch"],
+            "new_tokens": len(per_token), "max_new_tokens": max_new_tokens, "device": str(input_ids.device),
+            "dtype": str(shapes["dtype"]).replace("torch.", ""), "timer": prefill.meta.get("timer", ""),
+            "threads": torch.get_num_threads(), "torch": torch.__version__,
+            "kv_bytes_per_token": shapes["kv_per_token"], "weight_bytes": shapes["weight_bytes"],
+            "weight_bytes_decode": shapes["weight_bytes_decode"], "config": shapes["config"],
+            "bytes_per_s": bandwidth[0] if bandwidth else None, "flops_per_s": bandwidth[1] if bandwidth else None,
+            "peaks_source": bandwidth[2] if bandwidth else "", "notes": notes}
+    layers = pd.DataFrame({"weight_bytes": pd.Series(shapes["layer_weights"], dtype="float64"),
+                           "kv_bytes_per_token": float(shapes["kv_per_token_layer"])})
+    layers.index.name = "layer"
+    return Generation(tokens=tokens, prefill=prefill, decode=decode, per_token=per_token, layers=layers, meta=meta)
+
+
+# ---------------------------------------------------------------------- what a step moves
+def _shapes(model: nn.Module, input_ids: torch.Tensor) -> dict[str, Any]:
+    """The configuration's figures: KV cache bytes per token (2 x layers x kv_heads x head_dim x
+    dtype bytes), the weights a step reads (the input embedding table is not read whole, only
+    its rows, unless the LM head shares it; a mixture of experts reads top_k of its experts per
+    token), per layer, and the matrix parameters for the FLOPs."""
+    config = model.config
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    layers = int(text.num_hidden_layers)
+    heads = int(text.num_attention_heads)
+    kv_heads = int(getattr(text, "num_key_value_heads", None) or heads)
+    head_dim = int(getattr(text, "head_dim", None) or text.hidden_size // heads)
+    param = next(model.parameters())
+    dtype = param.dtype
+    item = torch.empty((), dtype=dtype).element_size()
+    kv_layer = 2 * kv_heads * head_dim * item
+    experts = int(getattr(text, "num_local_experts", None) or getattr(text, "num_experts", None) or 0)
+    top_k = int(getattr(text, "num_experts_per_tok", None) or 0)
+    embed_in = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+    embed_out = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    in_weight = getattr(embed_in, "weight", None)
+    tied = in_weight is not None and embed_out is not None and getattr(embed_out, "weight", None) is in_weight
+    total = expert = 0.0
+    matrix = expert_matrix = 0.0
+    per_layer: dict[str, float] = {}
+    per_layer_expert: dict[str, float] = {}
+    for name, p in model.named_parameters():
+        size = float(p.numel() * p.element_size())
+        is_expert = experts > 0 and ".experts." in f".{name}."
+        if p is in_weight and not tied:
+            continue  # a step reads the rows of its tokens only
+        total += size
+        layer = layer_of(name)
+        if layer != "outside layers":
+            per_layer[layer] = per_layer.get(layer, 0.0) + size
+            if is_expert:
+                per_layer_expert[layer] = per_layer_expert.get(layer, 0.0) + size
+        if is_expert:
+            expert += size
+        if p.dim() >= 2:
+            matrix += p.numel()
+            if is_expert:
+                expert_matrix += p.numel()
+    batch, prompt_len = int(input_ids.shape[0]), int(input_ids.shape[1])
+    share = (lambda tokens: min(1.0, top_k * tokens / experts)) if experts and top_k else (lambda tokens: 1.0)
+    decode_share = share(batch)
+    return {"batch": batch, "prompt_len": prompt_len, "dtype": dtype, "layers": layers,
+            "kv_per_token": kv_layer * layers, "kv_per_token_layer": kv_layer,
+            "weight_bytes": total, "expert_bytes": expert, "share": share,
+            "weight_bytes_decode": total - expert * (1 - decode_share),
+            "layer_weights": {k: v - per_layer_expert.get(k, 0.0) * (1 - decode_share) for k, v in per_layer.items()},
+            "matrix_params": matrix, "expert_matrix_params": expert_matrix, "attn_width": heads * head_dim,
+            "config": {"layers": layers, "heads": heads, "kv_heads": kv_heads, "head_dim": head_dim,
+                       "experts": experts, "experts_per_token": top_k, "tied_embeddings": bool(tied),
+                       "dtype_bytes": item}}
+
+
+def _step_figures(shapes: dict[str, Any], new: int, cached: int) -> tuple[float, float, float]:
+    """A step that feeds ``new`` tokens a sequence after ``cached`` ones: the KV cache bytes
+    after it, the bytes it reads (weights + that KV cache), its FLOPs (2 per matrix parameter a
+    token uses, and 4 x layers x heads x head_dim per (query, key) pair of causal attention)."""
+    batch = shapes["batch"]
+    share = shapes["share"](batch * new)
+    seq = cached + new
+    kv = float(shapes["kv_per_token"] * seq * batch)
+    weights = shapes["weight_bytes"] - shapes["expert_bytes"] * (1 - share)
+    used = shapes["matrix_params"] - shapes["expert_matrix_params"] * (1 - shapes["share"](1))
+    pairs = new * cached + new * (new + 1) / 2  # causal: query j sees cached + j keys
+    flops = batch * (2.0 * used * new + 4.0 * shapes["layers"] * shapes["attn_width"] * pairs)
+    return kv, weights + kv, flops
+
+
+def _per_token(prefill: Any, decode: Any, shapes: dict[str, Any], bandwidth: tuple | None) -> pd.DataFrame:
+    rows = []
+    P = shapes["prompt_len"]
+    steps = [("prefill", prefill.runs.iloc[0], P, 0)]
+    if decode is not None:
+        steps += [("decode", run, 1, P + i) for i, (_, run) in enumerate(decode.runs.iterrows())]
+    for token, (phase, run, new, cached) in enumerate(steps):
+        kv, read, flops = _step_figures(shapes, new, cached)
+        time_ms = float(run["total_ms"])
+        floor = read / bandwidth[0] * 1e3 if bandwidth else float("nan")
+        rows.append({"token": token, "position": P + token, "phase": phase, "time_ms": time_ms,
+                     "lost_ms": float(run.get("lost_ms", 0.0) or 0.0), "kv_cache_bytes": kv, "read_bytes": read,
+                     "flops": flops, "floor_ms": floor, "floor_pct": floor / time_ms * 100.0 if time_ms > 0 else np.nan})
+    return pd.DataFrame(rows, columns=list(PER_TOKEN_COLUMNS)).astype(
+        {"token": "int64", "position": "int64", "phase": "str", **{c: "float64" for c in PER_TOKEN_COLUMNS[3:]}})
+
+
+def _notes(prefill: Any, decode: Any, shapes: dict[str, Any]) -> list[str]:
+    graphs = int((decode or prefill).meta.get("captures", 0) or 0)
+    kind = prefill.meta.get("capture", "")
+    text = (f"{kind} compiled {graphs} graph(s) over the warm-up and timed generate calls"
+            + (f" ({graphs - 2} recompile(s) beyond one prefill and one decode graph: new shapes, e.g. a static first "
+               f"decode graph, then a dynamic one)" if kind == "dynamo" and graphs > 2 else "")
+            + "; every compile happened in the warm-up call, none in a timed step")
+    if decode is not None:
+        used = sorted({str(g) for g in decode.df.loc[decode.df["calls"] > 0, "graph"] if str(g)})
+        text += (f"; the timed decode steps ran {'one graph for every position' if len(used) <= 1 else f'{len(used)} graphs'}"
+                 f"{' (' + ', '.join(used) + ')' if used else ''}")
+    notes = [text, "per-token bytes and FLOPs come from the model's configuration: weights a step reads (the input "
+                   "embedding table counts only if the LM head shares it) plus the KV cache (2 x layers x kv_heads x "
+                   "head_dim x dtype bytes per token); attention FLOPs causal"]
+    if shapes["config"]["experts"]:
+        c = shapes["config"]
+        notes.append(f"mixture of experts: a step reads the weights of top {c['experts_per_token']} of {c['experts']} "
+                     f"experts per token and layer (at most all of them), an estimate: which experts the router picks "
+                     f"is not read")
+    return notes
+
+
+def _peaks(peaks: Any, model: nn.Module) -> tuple[float, float, str] | None:
+    """(bytes per second, FLOPs per second, source) of the floor, or None."""
+    if peaks is None:
+        return None
+    if isinstance(peaks, str) and peaks.strip().lower() in ("auto", "quick"):
+        from .measure.passes.peaks import machine_peaks
+
+        param = next(model.parameters())
+        found = machine_peaks(param.device, param.dtype, sizes="quick" if peaks.strip().lower() == "quick" else "full")
+        return float(found.bytes_per_s), float(found.flops_per_s), "measured"
+    if isinstance(peaks, str):
+        peaks = parse_peaks(peaks)
+    if isinstance(peaks, (tuple, list)) and len(peaks) == 2:
+        peaks = parse_peaks(f"{peaks[0]},{peaks[1]}")
+    if not isinstance(peaks, Peaks):
+        raise ValueError(f"peaks must be 'auto', (TFLOPS, GBPS), 'TFLOPS,GBPS', a fxprof.Peaks or None, got {peaks!r}")
+    return float(peaks.bytes_per_s), float(peaks.flops_per_s), peaks.source

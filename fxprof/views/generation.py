@@ -1,0 +1,97 @@
+"""``fxprof.generate``'s result as one self-contained HTML page: the summary, the time per token
+against position with the memory floor (an inline SVG, no plotting library), the share of each
+part of the model per phase, the per-layer split of both phases and the per-token table."""
+
+from __future__ import annotations
+
+import html
+import math
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+if TYPE_CHECKING:
+    from ..core.generation import Generation
+
+__all__ = ["write_generation_html", "token_curve_svg"]
+
+
+def token_curve_svg(result: "Generation", width: int = 640, height: int = 260) -> str:
+    """Time per token (ms) against position: the prefill as one orange point, the decode steps as
+    a blue line, each step's memory floor as a dashed grey line (when the bandwidth is known)."""
+    pt = result.per_token
+    if pt.empty:
+        return ""
+    left, right, top, bottom = 56, 12, 12, 36
+    xs = pt["position"].astype(float).tolist()
+    ys = pt["time_ms"].astype(float).tolist()
+    floors = [f for f in pt["floor_ms"].astype(float).tolist() if math.isfinite(f)]
+    x_lo, x_hi = min(xs), max(xs) if max(xs) > min(xs) else min(xs) + 1
+    y_hi = max(ys + floors) * 1.08 or 1.0
+
+    def px(x: float) -> float:
+        return left + (x - x_lo) / (x_hi - x_lo) * (width - left - right)
+
+    def py(y: float) -> float:
+        return height - bottom - y / y_hi * (height - top - bottom)
+
+    parts = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' font-size='11' "
+             f"font-family='system-ui,sans-serif'>",
+             f"<line x1='{left}' y1='{height - bottom}' x2='{width - right}' y2='{height - bottom}' stroke='#333'/>",
+             f"<line x1='{left}' y1='{top}' x2='{left}' y2='{height - bottom}' stroke='#333'/>"]
+    for k in range(5):  # y ticks
+        y = y_hi * k / 4
+        parts.append(f"<text x='{left - 4}' y='{py(y) + 4:.1f}' text-anchor='end'>{y:.3g}</text>"
+                     f"<line x1='{left}' y1='{py(y):.1f}' x2='{width - right}' y2='{py(y):.1f}' stroke='#eee'/>")
+    for x in sorted({xs[0], xs[len(xs) // 2], xs[-1]}):
+        parts.append(f"<text x='{px(x):.1f}' y='{height - bottom + 14}' text-anchor='middle'>{x:.0f}</text>")
+    parts.append(f"<text x='{(left + width - right) / 2}' y='{height - 4}' text-anchor='middle'>position</text>"
+                 f"<text x='12' y='{top + (height - top - bottom) / 2}' transform='rotate(-90 12 "
+                 f"{top + (height - top - bottom) / 2})' text-anchor='middle'>ms per token</text>")
+    decode = pt[pt["phase"] == "decode"]
+    if len(decode):
+        points = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in zip(decode["position"], decode["time_ms"]))
+        parts.append(f"<polyline points='{points}' fill='none' stroke='#1f77b4' stroke-width='1.5'/>")
+        parts += [f"<circle cx='{px(x):.1f}' cy='{py(y):.1f}' r='2' fill='#1f77b4'><title>position {x}: {y:.4g} ms"
+                  f"</title></circle>" for x, y in zip(decode["position"], decode["time_ms"])]
+        if decode["floor_ms"].notna().all():
+            floor = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in zip(decode["position"], decode["floor_ms"]))
+            parts.append(f"<polyline points='{floor}' fill='none' stroke='#888' stroke-dasharray='4 3'/>")
+    prefill = pt[pt["phase"] == "prefill"]
+    for x, y in zip(prefill["position"], prefill["time_ms"]):
+        parts.append(f"<circle cx='{px(x):.1f}' cy='{py(y):.1f}' r='4' fill='#ff7f0e'><title>prefill: {y:.4g} ms"
+                     f"</title></circle>")
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def write_generation_html(result: "Generation", path: str, title: str = "") -> None:
+    """One page: the summary, the time-per-token curve, the shares per phase, the per-layer
+    split of both phases and the per-token table. Written atomically."""
+    from ..io.atomic import atomic_write
+
+    name = title or str(result.meta.get("model", "model"))
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>fxprof generate: {html.escape(name)}</title>",
+             "<style>body{font-family:system-ui,sans-serif;margin:2em}table{border-collapse:collapse;font-size:13px}"
+             "td,th{padding:3px 8px;border-bottom:1px solid #ddd;text-align:right}th{background:#f4f4f4}"
+             "pre{font-size:12px;background:#fafafa;padding:1em;overflow-x:auto}</style></head><body>",
+             f"<h1>fxprof generate: {html.escape(name)}</h1>",
+             "<h2>Time per token against position</h2>",
+             "<p>Orange: the prefill (the prompt's forward, which makes the first new token); blue: each decode "
+             "step's timed run; dashed grey: each decode step's memory floor (the bytes it must read over the "
+             "memory bandwidth).</p>",
+             token_curve_svg(result),
+             "<h2>Share of node time per phase</h2>", _frame(result.shares())]
+    for phase in ("prefill", "decode"):
+        if result.phase_profile(phase) is not None:
+            parts += [f"<h2>Per layer: {phase}</h2>", _frame(result.layer_table(phase))]
+    parts += ["<h2>Summary</h2>", f"<pre>{html.escape(result.summary(rows=len(result.per_token)))}</pre>",
+              "</body></html>"]
+    text = "\n".join(parts)
+    atomic_write(path, lambda handle: handle.write(text))
+
+
+def _frame(frame: pd.DataFrame) -> str:
+    formats = {c: ("{:.1f}" if c == "pct" or c.endswith("_pct") else "{:,.0f}" if c.endswith("bytes") else "{:.4g}")
+               for c in frame.columns if pd.api.types.is_numeric_dtype(frame[c])}
+    return frame.style.format(formats, na_rep="").to_html()

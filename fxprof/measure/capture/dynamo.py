@@ -1,6 +1,6 @@
 """The dynamo capture: ``torch.compile`` with fxprof's backend, one graph per region between graph
-breaks, each reporting to the profile that runs it (:class:`DynamoCapture`, :func:`fxprof_backend`),
-and the module each of dynamo's nodes runs in (:class:`_Resolver`)."""
+breaks, each reporting to the profile that runs it (:class:`DynamoCapture`,
+:func:`fxprof_backend`), and the module each of dynamo's nodes runs in (:class:`_Resolver`)."""
 from __future__ import annotations
 
 import contextlib

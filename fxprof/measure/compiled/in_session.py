@@ -5,7 +5,7 @@ compiled mode times them.
 tracing fails on an ``OptimizedModule`` and fell back to dynamo), not the program the loop runs.
 :class:`LoopCompiledCapture` is :mod:`fxprof.measure.compiled.mode` for a session: the model is compiled
 again with the user's own backend and options (read from the ``OptimizedModule``) through
-:class:`~fxprof.measure.compiled.mode.CompiledSession`, which keeps every graph with its module stacks,
+:class:`~fxprof.measure.compiled.compiling.CompiledSession`, which keeps every graph with its module stacks,
 under the same inductor settings (kernel ranges, provenance, no caches; patched only while fxprof's
 calls run). The session's warm-up steps compile it; from the first timed step of a cycle on,
 ``torch.profiler`` records, and every timed call runs in an ``fxprof::run`` range; when the cycle
@@ -31,8 +31,9 @@ from ...core.nodes import NodeInfo
 from ...core.profile import Profile
 from ..device.bridge import events_from_kineto, kineto_quiet
 from ..capture.captures import Capture
-from .mode import (_inductor_settings, _recursion_limit_kept, compiled_program, first_call,
-                       profile_from_events, room_to_compile, run_range)
+from .compiling import _inductor_settings, _recursion_limit_kept, room_to_compile
+from .mode import compiled_program, first_call, profile_from_events
+from .runs import run_range
 from .profiler_cost import calibrate
 from ..timing.recorder import Recorder
 

@@ -1,6 +1,6 @@
 """One compile per model and options in a process: compiled profiles and sessions reuse it.
 
-Compiled mode compiles the model again, through :class:`fxprof.measure.compiled.mode.CompiledSession`
+Compiled mode compiles the model again, through :class:`fxprof.measure.compiled.compiling.CompiledSession`
 in front of the user's backend, with inductor's caches off (a cache hit generates no code, so no
 provenance): every compile is a full one (swin_t: 65 s here). A notebook user who profiles
 ``torch.compile(model)`` twice (a cell run again, or ``fxprof.profile`` then ``fxprof.session``)
@@ -8,7 +8,7 @@ waited for it each time, and so did the zoo (its session check (g) compiled ever
 time: over a third of its compiled pass).
 
 What fxprof compiled is kept per (model, compile options), weakly: the
-:class:`~fxprof.measure.compiled.mode.CompiledSession` (dynamo's graphs with their nodes, names, FLOPs
+:class:`~fxprof.measure.compiled.compiling.CompiledSession` (dynamo's graphs with their nodes, names, FLOPs
 and break sites), the trace catcher (inductor's generated code and provenance per graph) and the
 ``torch.compile``\\d module whose backend dynamo's cache entries are keyed on. A later compiled
 profile or session of the same module (the ``_orig_mod`` of any ``torch.compile`` of it) with equal
@@ -89,7 +89,7 @@ def _same_backend(a: Any, b: Any) -> bool:
 
 
 def kept_session(root: nn.Module, backend: Any, fullgraph: bool) -> Any:
-    """The :class:`~fxprof.measure.compiled.mode.CompiledSession` fxprof compiled ``root`` with under
+    """The :class:`~fxprof.measure.compiled.compiling.CompiledSession` fxprof compiled ``root`` with under
     the same options, if dynamo still holds its compiled code; None otherwise."""
     try:
         refs = _KEPT.get(root, [])

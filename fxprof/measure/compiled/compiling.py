@@ -1,0 +1,315 @@
+"""Compiling for compiled mode and sessions alike: the compile options (a user's OptimizedModule
+read back, or compile= given), fxprof's backend in front of the user's
+(:class:`CompiledSession`: every graph, its code and provenance), inductor's settings and logs
+caught while it compiles, and room in dynamo's caches."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+import sys
+from typing import Any, Iterator
+
+import torch
+from torch import fx, nn
+
+from ...core.nodes import NodeInfo
+from ...errors import TraceError
+from ...vocab import COMPILE_MODES
+from .flops import graph_flops
+from .reuse import cache_entries
+from ..capture.dynamo import _Resolver
+from .breaks import break_site, recompile_reason, reported_site
+from ..capture.graph import describe_graph
+from .profiler_cost import ProfilerCost
+
+_COMPILE_KEYS = ("mode", "dynamic", "fullgraph", "options", "backend")
+_RECORD = re.compile(r'RAIIAtenRecordFunctionHandle\s+\w+\("([^"]+)"')
+
+
+def is_compiled(model: Any) -> bool:
+    """Is ``model`` what ``torch.compile(module)`` returns (an ``OptimizedModule``)?"""
+    optimized = getattr(getattr(torch, "_dynamo", None), "eval_frame", None)
+    cls = getattr(optimized, "OptimizedModule", None)
+    return cls is not None and isinstance(model, cls)
+
+
+def compile_options(compile: Any) -> dict[str, Any]:
+    """``compile=True`` / ``{"mode": ..., "dynamic": ..., "fullgraph": ..., "options": ...}``
+    checked, as ``torch.compile`` keywords; raises ValueError/TypeError naming what is wrong."""
+    if compile is True:
+        return {}
+    if not isinstance(compile, dict):
+        raise TypeError(f"compile must be True or a dict of torch.compile options ({', '.join(_COMPILE_KEYS)}), got {compile!r}")
+    unknown = sorted(set(compile) - set(_COMPILE_KEYS))
+    if unknown:
+        raise ValueError(f"unknown compile option(s) {', '.join(map(repr, unknown))}; choose from {', '.join(_COMPILE_KEYS)}")
+    if compile.get("dynamic", None) not in (None, True, False):
+        raise ValueError(f"compile option dynamic must be True, False or None (torch.compile's), got {compile['dynamic']!r}")
+    if not isinstance(compile.get("fullgraph", False), bool):
+        raise ValueError(f"compile option fullgraph must be True or False, got {compile['fullgraph']!r}")
+    options = compile.get("options")
+    if options is not None and not (isinstance(options, dict) and all(isinstance(k, str) for k in options)):
+        raise ValueError(f"compile option options must be a dict of inductor settings by name "
+                         f"(e.g. {{'max_autotune': True}}), got {options!r}")
+    mode = compile.get("mode")
+    if mode is not None and mode not in COMPILE_MODES:
+        raise ValueError(f"unknown compile mode {mode!r}; choose one of {', '.join(COMPILE_MODES)}")
+    if compile.get("backend", "inductor") != "inductor":
+        raise ValueError(f"compiled mode times inductor's kernels; backend {compile['backend']!r} generates none "
+                         f"(profile its graphs eagerly with capture='dynamo')")
+    return {k: v for k, v in compile.items() if k != "backend"}
+
+
+def _innermost_backend(callback: Any) -> Any:
+    """The backend a dynamo callback wraps (what ``torch.compile(backend=...)`` was given)."""
+    seen = 0
+    while hasattr(callback, "_torchdynamo_orig_backend") and seen < 16:
+        callback = callback._torchdynamo_orig_backend
+        seen += 1
+    return callback
+
+
+def _mode_of(config: dict[str, Any], dynamic: Any) -> str:
+    """The torch.compile mode whose options are ``config`` ("default" when none matches)."""
+    try:
+        from torch._inductor import list_mode_options
+    except ImportError:  # pragma: no cover
+        return "unknown"
+    for mode in COMPILE_MODES[1:]:
+        try:
+            wanted = list_mode_options(mode, dynamic)
+        except Exception:
+            continue
+        if wanted and all(config.get(k) == v for k, v in wanted.items()):
+            return mode
+    return "default"
+
+
+def _read_compiled(optimized: nn.Module) -> tuple[nn.Module, Any, dict[str, Any]]:
+    """The original module, the user's backend and what it was compiled with."""
+    ctx = getattr(optimized, "dynamo_ctx", None)
+    backend = _innermost_backend(getattr(ctx, "callback", None))
+    name = getattr(backend, "compiler_name", None) or getattr(backend, "__name__", type(backend).__name__)
+    if name != "inductor":
+        raise TraceError(
+            f"compiled mode times the kernels inductor generates; this model was compiled with backend "
+            f"{name!r}, which generates none. Profile its graphs with capture='dynamo' on the original "
+            f"module (model._orig_mod), or compile it with the default backend (inductor)."
+        )
+    config = dict(getattr(backend, "config", {}) or {})
+    dynamic = getattr(backend, "dynamic", None)
+    described = {
+        "backend": "inductor",
+        "mode": _mode_of(config, dynamic),
+        "options": {k: v for k, v in config.items() if isinstance(v, (bool, int, float, str))},
+        "dynamic": dynamic,
+        "fullgraph": bool(getattr(ctx, "fullgraph", False)),
+    }
+    return optimized._orig_mod, backend, described
+
+
+@contextlib.contextmanager
+def _inductor_settings() -> Iterator[None]:
+    """Kernel ranges, provenance, no caches: set for fxprof's compile, restored after."""
+    from torch._inductor import config as inductor_config
+
+    patches: dict[str, Any] = {"cpp.enable_kernel_profile": True, "fx_graph_cache": False}
+    trace = getattr(inductor_config, "trace", None)
+    if hasattr(trace, "provenance_tracking_level"):
+        patches["trace.provenance_tracking_level"] = 1
+    elif hasattr(trace, "provenance_tracking"):
+        patches["trace.provenance_tracking"] = True
+    else:
+        raise TraceError(
+            f"compiled mode reads inductor's provenance tracking (which FX nodes each kernel computes), "
+            f"which torch {torch.__version__} does not have; upgrade torch, or profile the eager graphs "
+            f"with capture='dynamo'"
+        )
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(inductor_config.patch(patches))
+        functorch_config = getattr(getattr(torch, "_functorch", None), "config", None)
+        if functorch_config is not None and hasattr(functorch_config, "enable_autograd_cache"):
+            stack.enter_context(functorch_config.patch({"enable_autograd_cache": False}))
+        yield
+
+
+class _TraceCatcher(logging.Handler):
+    """Keeps inductor's generated code and provenance per compiled graph (``"0/0"``) from
+    torch's structured trace while installed."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.code: dict[str, str] = {}
+        self.provenance: dict[str, dict[str, Any]] = {}
+        #: dynamo's recompiles while installed: (graph, reason, phase), phase as set by the caller
+        self.recompiles: list[tuple[str, str, str]] = []
+        #: dynamo's graph break reports per compile id (where and why, as text)
+        self.breaks: dict[str, str] = {}
+        self.phase = "compile"
+
+    def emit(self, record: logging.LogRecord) -> None:
+        meta = getattr(record, "metadata", None)
+        if not isinstance(meta, dict):
+            return
+        graph = f"{meta.get('frame_id')}/{meta.get('frame_compile_id')}"
+        try:
+            if "inductor_output_code" in meta:
+                self.code[graph] = self.code.get(graph, "") + str(getattr(record, "payload", "") or "")
+            artifact = meta.get("artifact")
+            if isinstance(artifact, dict) and artifact.get("name") == "dynamo_graph_break_reason":
+                self.breaks.setdefault(graph, str(getattr(record, "payload", "") or ""))
+            if isinstance(artifact, dict) and artifact.get("name") == "recompile_reasons":
+                self.recompiles.append((graph, recompile_reason(getattr(record, "payload", "")), self.phase))
+            if isinstance(artifact, dict) and artifact.get("name") == "inductor_provenance_tracking_node_mappings":
+                import json
+
+                self.provenance[graph] = json.loads(getattr(record, "payload", "") or "{}")
+        except Exception:  # a malformed record costs that graph's provenance, never the run
+            pass
+
+
+@contextlib.contextmanager
+def _catch_trace(catcher: _TraceCatcher | None = None) -> Iterator[_TraceCatcher]:
+    logger = logging.getLogger("torch.__trace")
+    catcher = catcher if catcher is not None else _TraceCatcher()
+    logger.addHandler(catcher)
+    try:
+        yield catcher
+    finally:
+        logger.removeHandler(catcher)
+
+
+class CompiledSession:
+    """The graphs dynamo compiled for this profile, with what fxprof needs of each."""
+
+    def __init__(self, root: nn.Module, backend: Any):
+        self.root = root
+        self.backend = backend
+        self.paths = {id(m): p for p, m in root.named_modules()}
+        self.graphs: dict[str, fx.GraphModule] = {}
+        self.nodes: dict[str, dict[str, NodeInfo]] = {}
+        self.flops: dict[str, dict[str, int | None]] = {}
+        #: per graph whose FLOPs could not be counted: why (its rows' flops are unknown, not 0)
+        self.flops_missing: dict[str, str] = {}
+        self.order: list[str] = []
+        #: per graph: the module path whose ``forward`` dynamo was compiling (its frame's ``self``)
+        self.frame_scope: dict[str, str] = {}
+        #: per graph that ends in a graph break: where and why (dynamo's ``compile_subgraph_reason``)
+        self.breaks: dict[str, Any] = {}
+        #: per graph, the median ms a run of each part of its overhead torch's ranges name
+        self.overhead_parts: dict[str, dict[str, float]] = {}
+        #: the profiler's own cost per event (calibrated before the timed runs), and per run what
+        #: was taken out of the rows (ms)
+        self.profiler_cost: ProfilerCost | None = None
+        self.profiler_ms: list[float] = []
+
+    def __call__(self, gm: fx.GraphModule, example_inputs: list) -> Any:
+        graph = _compile_id()
+        if graph not in self.graphs:  # dynamo may hand over a graph again under one compile id (a restart)
+            self.order.append(graph)
+        self.graphs[graph] = gm
+        local = self._frame_modules()
+        resolver = _Resolver(self.root, local)
+        self.nodes[graph] = {n.name: n for n in describe_graph(gm, graph=graph, prefix="", resolve=resolver, infer=False,
+                                                               frame_scope=local.get("self", ""))}
+        self.frame_scope[graph] = local.get("self", "")
+        site = break_site(graph, gm, self.root, self.frame_scope[graph], self.nodes[graph])
+        if site is not None:
+            self.breaks[graph] = site
+        self.flops[graph], why = graph_flops(gm, example_inputs)
+        if why:
+            self.flops_missing[graph] = why
+        return self.backend(gm, example_inputs)
+
+    def reported_breaks(self, reports: dict[str, str]) -> None:
+        """Break sites of the frames dynamo compiled to no graph (nothing before the break: no
+        backend call, so no ``compile_subgraph_reason``), from its graph break reports."""
+        for graph, text in reports.items():
+            if graph not in self.graphs and graph not in self.breaks:
+                site = reported_site(graph, text, self.root)
+                if site is not None:
+                    self.breaks[graph] = site
+
+    def _frame_modules(self) -> dict[str, str]:
+        """The model paths of the modules local to the frame dynamo is compiling (its ``self``
+        above all): a graph's module paths (``L['self'].fc``) are relative to them, which
+        matters for a graph after a break inside a block. Dynamo's frame conversion holds
+        that frame in a local named ``frame``."""
+        frame = sys._getframe(1)
+        while frame is not None:
+            candidate = frame.f_locals.get("frame")
+            f_locals = getattr(candidate, "f_locals", None)
+            if isinstance(f_locals, dict):
+                found = {n: self.paths[id(v)] for n, v in f_locals.items() if isinstance(v, nn.Module) and id(v) in self.paths}
+                if found:
+                    return found
+            frame = frame.f_back
+        return {"self": ""}
+
+
+@contextlib.contextmanager
+def _recursion_limit_kept() -> Iterator[None]:
+    """Inductor raises Python's recursion limit for good when it compiles (to 2000); fxprof's
+    compile puts it back afterwards, so profiling leaves the process as it found it."""
+    limit = sys.getrecursionlimit()
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(limit)
+
+
+def _held_entries(root: nn.Module) -> int:
+    """How many compiled versions dynamo already holds for ``root``'s ``forward`` in this process
+    (every ``torch.compile`` of a model of this class with any backend, every fxprof profile)."""
+    return len(cache_entries(root))
+
+
+@contextlib.contextmanager
+def room_to_compile(root: nn.Module) -> Iterator[None]:
+    """Dynamo's recompile limits raised, while fxprof compiles and runs, by the compiled versions
+    ``root``'s ``forward`` already holds. Dynamo counts every version of a code object against
+    ``torch._dynamo.config.recompile_limit`` (8), whatever backend made it, so a model profiled
+    late in a process (its class compiled before by the user, by other profiles, by eager
+    dynamo captures) got fxprof's compile refused: dynamo ran the model as plain Python and
+    compiled mode had no graph (issue 31 g). Those versions can never serve fxprof's backend;
+    its compile is a first compile, not a recompile. Restored after (also on errors)."""
+    held = _held_entries(root)
+    config = getattr(getattr(torch, "_dynamo", None), "config", None)
+    if not held or config is None or not hasattr(config, "recompile_limit"):
+        yield
+        return
+    patches = {"recompile_limit": config.recompile_limit + held}
+    if hasattr(config, "accumulated_recompile_limit"):
+        patches["accumulated_recompile_limit"] = config.accumulated_recompile_limit + held
+    with config.patch(patches):
+        yield
+
+
+def no_graph_message(root: nn.Module, then: str) -> str:
+    """Why compiled mode has nothing to time, when dynamo compiled no graph of ``root``."""
+    held = _held_entries(root)
+    limit = getattr(getattr(getattr(torch, "_dynamo", None), "config", None), "recompile_limit", None)
+    why = (f"; dynamo holds {held} compiled versions of {type(root).__name__}.forward in this process (its recompile "
+           f"limit is {limit}): torch._dynamo.reset() clears them" if limit and held >= limit else
+           " (is its forward disabled for dynamo, or torch.compiler.set_stance('force_eager') in effect?)")
+    return f"torch.compile compiled no graph of this model: dynamo ran it as plain Python{why}. There are no kernels to time; {then}"
+
+
+def _dynamo_graph_breaks() -> int | None:
+    """Dynamo's running count of graph breaks (``torch._dynamo.utils.counters``), or None."""
+    try:
+        from torch._dynamo.utils import counters
+
+        return int(sum(counters["graph_break"].values()))
+    except Exception:  # pragma: no cover - a release without the counter
+        return None
+
+
+def _compile_id() -> str:
+    try:
+        cid = torch._guards.CompileContext.current_compile_id()
+        return f"{cid.frame_id}/{cid.frame_compile_id}"
+    except Exception:  # pragma: no cover - releases without compile ids
+        return "0/0"

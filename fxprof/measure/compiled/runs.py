@@ -1,0 +1,125 @@
+"""Compiled mode's runs: the unprofiled runs as a plain loop before and after the profiler's
+cycles, and the profiled cycles on torch.profiler's own schedule, each run in an ``fxprof::run``
+range; what each lost to other processes kept beside it."""
+
+from __future__ import annotations
+
+import time
+import warnings
+from typing import Any
+
+import torch
+
+from ..device.bridge import Event, events_from_kineto, kineto_quiet
+from .spans import RUN_RANGE
+from ..timing.contention import ContentionMeter
+from ..common.tree import clone_tensors
+
+#: the profiler stopped took 0.11 ms, the third 0.04 ms, as in a loop without the profiler; the
+#: first recorded call 0.14 ms, the fourth 0.07 ms (docs/performance.md section 11)
+SETTLE_CALLS = 2
+#: at least this many unprofiled runs (the compiled model's own run time)
+PLAIN_RUNS_MIN = 6
+
+
+def run_range() -> Any:
+    """The ``fxprof::run`` range around a timed run: ``_RecordFunctionFast`` (C++ enter and exit,
+    about 1 us under the profiler) where torch has it. ``torch.profiler.record_function`` put
+    10-25 us of its own Python inside every run (its exit resolves
+    ``torch.ops.profiler._record_function_exit`` before the range ends): the largest part of
+    the ``compiled_entry`` row of a toy model."""
+    fast = getattr(getattr(torch._C, "_profiler", None), "_RecordFunctionFast", None)
+    if fast is None:  # pragma: no cover - an old release
+        from torch.profiler import record_function
+
+        return record_function(RUN_RANGE)
+    return fast(RUN_RANGE)
+
+
+def _plain_loop(call: Any, sync: Any, runs: int, args: tuple, kwargs: dict, meter: ContentionMeter, into: list[float],
+                lost: list[float]) -> None:
+    """``runs`` calls of the compiled model back to back with no profiler alive, after
+    :data:`SETTLE_CALLS` untimed ones: the compiled model's own run time as a plain loop of the
+    user's sees it, into ``into`` (ms), what each lost to other processes into ``lost``."""
+    for _ in range(SETTLE_CALLS):
+        call()
+    sync()
+    for _ in range(runs):
+        fresh = clone_tensors((args, kwargs))
+
+        def timed() -> None:
+            t0 = time.perf_counter_ns()
+            call(fresh)
+            sync()
+            into.append((time.perf_counter_ns() - t0) / 1e6)
+
+        meter.around(timed, into=lost)
+
+
+def _interleaved_runs(call: Any, sync: Any, iters: int, args: tuple, kwargs: dict, on_cuda: bool,
+                      meter: ContentionMeter | None = None) -> tuple[list[float], list[Event]]:
+    """The unprofiled runs and ``iters`` profiled cycles on ``torch.profiler``'s own schedule
+    (wait 1, warm-up 1, active 1): the warm-up call lets the profiler start; while active,
+    :data:`SETTLE_CALLS` calls outside every run, then the run, in an ``fxprof::run`` range.
+
+    The unprofiled runs (the compiled model's own run time) are a plain loop, half before the
+    profiler is created and half after it is gone (:func:`_plain_loop`): taken between the
+    profiler's cycles they read 8-21% slower than the same model in a loop of the user's (the
+    profiler's start, stop and trace processing leave the model's code and data cold beyond
+    what settling calls warm again; docs/performance.md). ``meter`` keeps what each run, profiled
+    and unprofiled, lost to other processes (``lost_ms``; ``meter.own`` for the unprofiled).
+    Returns the unprofiled times (ms) and the events."""
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    meter = meter if meter is not None else ContentionMeter()
+    events: list[Event] = []
+    plain: list[float] = []
+    plain_lost: list[float] = []
+    half = max(PLAIN_RUNS_MIN, iters) // 2
+    _plain_loop(call, sync, half, args, kwargs, meter, plain, plain_lost)
+
+    def collect(done: Any) -> None:
+        events.extend(events_from_kineto(done.profiler.kineto_results.events()))
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_cuda else [])
+    quiet = warnings.catch_warnings()  # each cycle's events are collected: its note about clearing them is moot
+    quiet.__enter__()
+    warnings.filterwarnings("ignore", message=".*Profiler clears events at the end of each cycle")
+    try:
+        prof = profile(activities=activities, schedule=schedule(wait=1, warmup=1, active=1, repeat=iters),
+                       on_trace_ready=collect)
+        with kineto_quiet():
+            prof.__enter__()
+    except BaseException:
+        quiet.__exit__(None, None, None)
+        raise
+    try:
+        for _ in range(iters):
+            call()  # the wait step: the profiler is off
+            sync()
+            with kineto_quiet():
+                prof.step()  # -> warm-up: the profiler starts
+            call()
+            sync()
+            with kineto_quiet():
+                prof.step()  # -> active
+            for _ in range(SETTLE_CALLS):  # recorded, outside every run: the first calls after the start run cold
+                call()
+            sync()
+            fresh = clone_tensors((args, kwargs))  # outside the run's range
+
+            def run() -> None:
+                with run_range():
+                    call(fresh)
+                    sync()
+
+            meter.around(run)
+            with kineto_quiet():
+                prof.step()  # the cycle's events reach collect()
+    finally:
+        with kineto_quiet():
+            prof.__exit__(None, None, None)
+        quiet.__exit__(None, None, None)
+    _plain_loop(call, sync, max(PLAIN_RUNS_MIN, iters) - half, args, kwargs, meter, plain, plain_lost)
+    meter.own_lost_ms = plain_lost
+    return plain, events

@@ -17,7 +17,7 @@ from torch import nn
 
 import fxprof
 from fxprof.core.signatures import session_runs
-from fxprof.measure.session.session import Schedule
+from fxprof.measure.session.schedule import Schedule
 
 from conftest import FakeCostModel, Work
 

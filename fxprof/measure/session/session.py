@@ -53,16 +53,12 @@ own ``on_ready`` (gathering would wait for ranks that are not failing).
 from __future__ import annotations
 
 import threading
-from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
 import torch
 from torch import nn
-from torch.utils import _pytree as pytree
 
-from ...core.nodes import NodeInfo
 from ...core.profile import Profile
-from ..common.tree import describe_value
 from ...vocab import CAPTURES
 from ..capture.captures import Capture, DynamoCapture, specialised_inputs
 from ..program import COMPILED_BACKWARD, capture_program, wants_compiled
@@ -76,152 +72,10 @@ from ..timing.recorder import Recorder
 from .memory import StepMemory, rebind_interpreters
 from ..common.state import OPEN_SESSIONS, PROFILING, refuse_inside_session
 from ..timing.timers import Timer, resolve_timer, tensor_devices
+from .schedule import ACTIONS, Schedule, _action, _describe_inputs, _describe_schedule, _schedule_words, _tree_key, schedule, signature_of
+from .cycle import _Captures, _Cycle, _backward_words, _numerics, _run_environment
 
 __all__ = ["Schedule", "Session", "schedule", "session", "ACTIONS"]
-
-#: what a step does: ``none`` (eager), ``warmup`` (interpreter, untimed), ``active`` (timed),
-#: ``active_last`` (timed; the cycle ends with this step)
-ACTIONS = ("none", "warmup", "active", "active_last")
-
-#: torch.profiler.ProfilerAction names -> ours
-_TORCH_ACTIONS = {"NONE": "none", "WARMUP": "warmup", "RECORD": "active", "RECORD_AND_SAVE": "active_last"}
-
-
-@dataclass(frozen=True)
-class Schedule:
-    """Which steps are eager, warm-up and timed: torch.profiler.schedule's names and meaning.
-
-    After ``skip_first`` steps, cycles of ``wait`` eager steps, ``warmup`` untimed steps through
-    the interpreter and ``active`` timed steps repeat ``repeat`` times (``0``: until the loop
-    ends); then every step is eager again. Calling it with a step number (0-based) gives the
-    step's action, one of :data:`ACTIONS`.
-    """
-
-    wait: int = 0
-    warmup: int = 1
-    active: int = 3
-    repeat: int = 1
-    skip_first: int = 0
-
-    def __post_init__(self) -> None:
-        for name in ("wait", "warmup", "active", "repeat", "skip_first"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"schedule {name} must be an integer >= 0, got {value!r}")
-        if self.active < 1:
-            raise ValueError("schedule active must be >= 1: an active step is what gets timed (torch.profiler asks the same)")
-
-    def __call__(self, step: int) -> str:
-        if step < self.skip_first:
-            return "none"
-        step -= self.skip_first
-        cycle = self.wait + self.warmup + self.active
-        if self.repeat > 0 and step // cycle >= self.repeat:
-            return "none"
-        at = step % cycle
-        if at < self.wait:
-            return "none"
-        if at < self.wait + self.warmup:
-            return "warmup"
-        return "active" if at < cycle - 1 else "active_last"
-
-
-def schedule(wait: int = 0, warmup: int = 1, active: int = 3, repeat: int = 1, skip_first: int = 0) -> Schedule:
-    """A :class:`Schedule`; the same arguments as ``torch.profiler.schedule``."""
-    return Schedule(wait=wait, warmup=warmup, active=active, repeat=repeat, skip_first=skip_first)
-
-
-def _action(plan: Callable[[int], Any], step: int) -> str:
-    """The action of ``step`` from a :class:`Schedule` or a ``torch.profiler.schedule`` function."""
-    action = plan(step)
-    name = getattr(action, "name", action)
-    name = _TORCH_ACTIONS.get(name, name)
-    if name not in ACTIONS:
-        raise ValueError(f"the schedule returned {action!r} for step {step}; expected one of {', '.join(ACTIONS)} "
-                         f"or a torch.profiler.ProfilerAction")
-    return name
-
-
-# --------------------------------------------------------------------- signatures
-def signature_of(args: tuple, kwargs: dict, training: bool) -> tuple:
-    """What decides whether a batch needs a capture or a warm-up of its own: the input
-    structure, every tensor's shape, dtype and device, the other inputs' values, the mode."""
-    leaves, spec = pytree.tree_flatten((args, kwargs))
-    key: list[Any] = [str(spec), training]
-    for leaf in leaves:
-        if isinstance(leaf, torch.Tensor):
-            key.append(("T", tuple(leaf.shape), leaf.dtype, leaf.device))
-        elif leaf is None or isinstance(leaf, (bool, int, float, str)):
-            key.append((type(leaf).__name__, leaf))
-        else:
-            key.append((type(leaf).__name__,))
-    return tuple(key)
-
-
-def _tree_key(model: nn.Module) -> tuple:
-    """What a symbolic graph of ``model`` holds on to: its modules, parameters and buffers
-    (the objects, by identity, and where they sit). A loop that replaces, adds or removes one
-    changes it; updating a tensor in place (an optimizer step, running statistics) does not."""
-    return (tuple((p, id(m)) for p, m in model.named_modules(remove_duplicate=False)),
-            tuple((p, id(t)) for p, t in model.named_parameters(remove_duplicate=False)),
-            tuple((p, id(t)) for p, t in model.named_buffers(remove_duplicate=False)))
-
-
-def _describe_inputs(args: tuple, kwargs: dict) -> list[str]:
-    return [describe_value(v) for v in args] + [f"{k}={describe_value(v)}" for k, v in kwargs.items()]
-
-
-# ------------------------------------------------------------------------ cycles
-class _Cycle:
-    """One cycle's timed runs, with the step and signature of each."""
-
-    def __init__(self, number: int, first_step: int):
-        self.number = number
-        self.first_step = first_step
-        self.recording = Recording()
-        self.run_steps: list[int] = []
-        self.run_signatures: list[int] = []
-        self.untimed_first: list[dict[str, int]] = []  # first batches of a new signature
-        self.captures: list[Capture] = []
-        self.last_inputs: list[str] = []
-        self.active_steps = 0
-        self.run_modes: list[tuple] = []  # the numerics each timed run had (see _numerics)
-        self.eager_calls = 0  # eval / no-grad forwards of a backward=True session, run eagerly
-        self.run_graphs: list[tuple[int, int]] = []  # backward=True: (forward, backward) graph executions per run
-        self.lost: dict[int, float] = {}  # per run: what its forward(s) lost to other processes (fxprof.core.contention)
-        #: the memory of the warm-up steps before it: (per-node records, meta) (fxprof.measure.session.memory)
-        self.memory: tuple[dict[str, dict[str, Any]], dict[str, Any]] = ({}, {})
-
-    @property
-    def runs(self) -> int:
-        return self.recording.runs
-
-
-class _Captures(Capture):
-    """The captures a cycle's runs went through, as one for :func:`fxprof.measure.eager.loop._build`:
-    their nodes, in order, each name once."""
-
-    def __init__(self, captures: list[Capture]):
-        super().__init__()
-        self.captures = captures
-
-    def nodes_in(self, recorded: set[str]) -> tuple[list[NodeInfo], str]:
-        nodes: dict[str, NodeInfo] = {}
-        notes = []
-        for captured in self.captures:
-            kept, note = captured.nodes_in(recorded)
-            for n in kept:
-                nodes.setdefault(n.name, n)
-            if note:
-                notes.append(note)
-        return list(nodes.values()), "; ".join(notes)
-
-    def readable_names(self, nodes: list[NodeInfo]) -> dict[str, str]:
-        """The first capture that renames (dynamo: ``g0:l_x_``, ``g1:out_3``) names them all,
-        unique over every graph of the cycle."""
-        return next((names for names in (c.readable_names(nodes) for c in self.captures) if names), {})
-
-
 class Session:
     """fxprof inside the user's loop; see the module docstring. Made by :func:`fxprof.session`.
 
@@ -697,65 +551,6 @@ class Session:
     def __repr__(self) -> str:
         return (f"<fxprof.Session of {self.name}: step {self.step_num} ({self._action}), {len(self.profiles)} profile(s), "
                 f"{'open' if self._open else 'closed'}>")
-
-
-def _numerics() -> tuple[str, str, bool]:
-    """The settings of the loop at a forward that change what it computes and costs: autocast,
-    float32 matmul precision, gradients on."""
-    from ..passes.environment import _autocast
-
-    return _autocast(), torch.get_float32_matmul_precision(), torch.is_grad_enabled()
-
-
-def _run_environment(env: dict[str, Any], cycle: _Cycle) -> dict[str, Any]:
-    """``env`` with the settings the cycle's runs had, read at each run (the loop's autocast or
-    no_grad block is over when the cycle ends): one value, or each distinct one with its steps."""
-    modes = cycle.run_modes
-    if not modes:
-        return env
-
-    def spread(index: int, show: Any = str) -> str:
-        values: dict[str, list[int]] = {}
-        for mode, step in zip(modes, cycle.run_steps):
-            values.setdefault(show(mode[index]), []).append(step)
-        if len(values) == 1:
-            return next(iter(values))
-        return "; ".join(f"{v} (step{'s' if len(set(st)) > 1 else ''} {', '.join(map(str, sorted(set(st))))})"
-                         for v, st in values.items())
-
-    return {**env, "autocast": spread(0), "float32_matmul_precision": spread(1),
-            "grad": spread(2, lambda on: "on" if on else "off")}
-
-
-def _backward_words(cycle: _Cycle) -> str:
-    """What a run of a backward=True cycle holds, from the graph executions counted in it."""
-    def spread(values: list[int]) -> str:
-        lo, hi = min(values), max(values)
-        return str(lo) if lo == hi else f"{lo}-{hi}"
-
-    graphs = cycle.run_graphs or [(1, 1)]
-    fw, bw = spread([g[0] for g in graphs]), spread([g[1] for g in graphs])
-    text = (f"backward=True: each run holds {fw} forward and {bw} backward graph execution(s): every forward of a "
-            f"step before its backward (several forwards feeding one loss are one run) and every backward they owe, "
-            f"timed inside the loop's own backward; from the first forward's start to the last backward's end, the "
-            f"loss and the loop's code between them in the run but in no node (coverage)")
-    if cycle.eager_calls:
-        text += (f"; {cycle.eager_calls} eval/no-grad forward(s) (validation) ran as the eager model, untimed: "
-                 f"backward=True times training-mode forwards with gradients on")
-    return text
-
-
-def _schedule_words(plan: Any) -> str:
-    described = _describe_schedule(plan)
-    if isinstance(described, dict):
-        return "schedule " + " ".join(f"{k}={v}" for k, v in described.items())
-    return f"schedule {described}"
-
-
-def _describe_schedule(plan: Any) -> dict[str, Any] | str:
-    if isinstance(plan, Schedule):
-        return asdict(plan)
-    return getattr(plan, "__qualname__", type(plan).__name__)
 
 
 def session(model: nn.Module, schedule: Callable[[int], Any] | None = None, on_ready: Callable[[Profile], Any] | None = None,

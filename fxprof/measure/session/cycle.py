@@ -1,0 +1,107 @@
+"""A session's cycle: its timed runs with the step, signature and numerics of each, the captures
+they went through, and the words its profile says about them (environment, backward)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ...core.nodes import NodeInfo
+from ..capture.captures import Capture
+from ...core.recording import Recording
+
+class _Cycle:
+    """One cycle's timed runs, with the step and signature of each."""
+
+    def __init__(self, number: int, first_step: int):
+        self.number = number
+        self.first_step = first_step
+        self.recording = Recording()
+        self.run_steps: list[int] = []
+        self.run_signatures: list[int] = []
+        self.untimed_first: list[dict[str, int]] = []  # first batches of a new signature
+        self.captures: list[Capture] = []
+        self.last_inputs: list[str] = []
+        self.active_steps = 0
+        self.run_modes: list[tuple] = []  # the numerics each timed run had (see _numerics)
+        self.eager_calls = 0  # eval / no-grad forwards of a backward=True session, run eagerly
+        self.run_graphs: list[tuple[int, int]] = []  # backward=True: (forward, backward) graph executions per run
+        self.lost: dict[int, float] = {}  # per run: what its forward(s) lost to other processes (fxprof.core.contention)
+        #: the memory of the warm-up steps before it: (per-node records, meta) (fxprof.measure.session.memory)
+        self.memory: tuple[dict[str, dict[str, Any]], dict[str, Any]] = ({}, {})
+
+    @property
+    def runs(self) -> int:
+        return self.recording.runs
+
+
+class _Captures(Capture):
+    """The captures a cycle's runs went through, as one for :func:`fxprof.measure.eager.loop._build`:
+    their nodes, in order, each name once."""
+
+    def __init__(self, captures: list[Capture]):
+        super().__init__()
+        self.captures = captures
+
+    def nodes_in(self, recorded: set[str]) -> tuple[list[NodeInfo], str]:
+        nodes: dict[str, NodeInfo] = {}
+        notes = []
+        for captured in self.captures:
+            kept, note = captured.nodes_in(recorded)
+            for n in kept:
+                nodes.setdefault(n.name, n)
+            if note:
+                notes.append(note)
+        return list(nodes.values()), "; ".join(notes)
+
+    def readable_names(self, nodes: list[NodeInfo]) -> dict[str, str]:
+        """The first capture that renames (dynamo: ``g0:l_x_``, ``g1:out_3``) names them all,
+        unique over every graph of the cycle."""
+        return next((names for names in (c.readable_names(nodes) for c in self.captures) if names), {})
+
+
+def _numerics() -> tuple[str, str, bool]:
+    """The settings of the loop at a forward that change what it computes and costs: autocast,
+    float32 matmul precision, gradients on."""
+    from ..passes.environment import _autocast
+
+    return _autocast(), torch.get_float32_matmul_precision(), torch.is_grad_enabled()
+
+
+def _run_environment(env: dict[str, Any], cycle: _Cycle) -> dict[str, Any]:
+    """``env`` with the settings the cycle's runs had, read at each run (the loop's autocast or
+    no_grad block is over when the cycle ends): one value, or each distinct one with its steps."""
+    modes = cycle.run_modes
+    if not modes:
+        return env
+
+    def spread(index: int, show: Any = str) -> str:
+        values: dict[str, list[int]] = {}
+        for mode, step in zip(modes, cycle.run_steps):
+            values.setdefault(show(mode[index]), []).append(step)
+        if len(values) == 1:
+            return next(iter(values))
+        return "; ".join(f"{v} (step{'s' if len(set(st)) > 1 else ''} {', '.join(map(str, sorted(set(st))))})"
+                         for v, st in values.items())
+
+    return {**env, "autocast": spread(0), "float32_matmul_precision": spread(1),
+            "grad": spread(2, lambda on: "on" if on else "off")}
+
+
+def _backward_words(cycle: _Cycle) -> str:
+    """What a run of a backward=True cycle holds, from the graph executions counted in it."""
+    def spread(values: list[int]) -> str:
+        lo, hi = min(values), max(values)
+        return str(lo) if lo == hi else f"{lo}-{hi}"
+
+    graphs = cycle.run_graphs or [(1, 1)]
+    fw, bw = spread([g[0] for g in graphs]), spread([g[1] for g in graphs])
+    text = (f"backward=True: each run holds {fw} forward and {bw} backward graph execution(s): every forward of a "
+            f"step before its backward (several forwards feeding one loss are one run) and every backward they owe, "
+            f"timed inside the loop's own backward; from the first forward's start to the last backward's end, the "
+            f"loss and the loop's code between them in the run but in no node (coverage)")
+    if cycle.eager_calls:
+        text += (f"; {cycle.eager_calls} eval/no-grad forward(s) (validation) ran as the eager model, untimed: "
+                 f"backward=True times training-mode forwards with gradients on")
+    return text

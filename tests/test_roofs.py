@@ -360,8 +360,8 @@ def test_cli_peaks_prints_the_bandwidth_curve(tmp_path):
 # ------------------------------------------- peaks from a busy machine (issue 48.4)
 def test_peaks_measured_on_a_busy_machine_are_not_cached_and_say_so(own_cache, monkeypatch):
     monkeypatch.setenv("FXPROF_PEAKS_BUSY", "0")  # any other process's CPU time makes it busy
-    monkeypatch.setattr("fxprof.measure.passes.peaks._Load._stat", staticmethod(lambda: None))  # no /proc/stat: the fallback
-    monkeypatch.setattr("fxprof.measure.passes.peaks.OWN_CPU_BUSY", 2.0)  # less than twice its time: busy
+    monkeypatch.setattr("fxprof.measure.passes.load._Load._stat", staticmethod(lambda: None))  # no /proc/stat: the fallback
+    monkeypatch.setattr("fxprof.measure.passes.load.OWN_CPU_BUSY", 2.0)  # less than twice its time: busy
     busy = machine_peaks("cpu", torch.float32, threads=1, sizes="quick")
     assert busy.load["busy"] and 0 < busy.load["own_cpu"] and busy.load["threads"] == 1
     assert not own_cache.exists()
@@ -394,8 +394,8 @@ def test_a_quiet_measurement_is_cached_with_its_load(own_cache, monkeypatch):
     assert "busy" not in peaks.describe()
     # FXPROF_PEAKS_BUSY=off caches busy peaks, and they still say they were measured busy
     monkeypatch.setenv("FXPROF_PEAKS_BUSY", "off")
-    monkeypatch.setattr("fxprof.measure.passes.peaks._Load._stat", staticmethod(lambda: None))
-    monkeypatch.setattr("fxprof.measure.passes.peaks.OWN_CPU_BUSY", 2.0)
+    monkeypatch.setattr("fxprof.measure.passes.load._Load._stat", staticmethod(lambda: None))
+    monkeypatch.setattr("fxprof.measure.passes.load.OWN_CPU_BUSY", 2.0)
     busy = machine_peaks("cpu", torch.float64, threads=1, sizes="quick")
     kept = [e for k, e in json.loads(own_cache.read_text())["peaks"].items() if "float64" in k]
     assert busy.load["busy"] and kept and kept[0]["load"]["busy"]

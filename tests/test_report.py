@@ -25,9 +25,9 @@ from fxprof.core.rollup import is_bookkeeping
 from fxprof.views.tables import format_ms
 from fxprof.views.text import render_header
 from fxprof.views.tables import display_name
-from fxprof.views.report import (
-    BOOKKEEPING, MISSING_PLOTLY, Report, compare_figure, distribution_figure, groups_figure, ranks_figure,
-    render_compare_report, render_report, runs_figure, tree_figure,
+from fxprof.views.report import MISSING_PLOTLY, Report, render_compare_report, render_report
+from fxprof.views.report_figures import (
+    BOOKKEEPING, compare_figure, distribution_figure, groups_figure, ranks_figure, runs_figure, tree_figure,
 )
 from conftest import Ranged  # noqa: E402
 

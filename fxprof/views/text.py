@@ -16,6 +16,7 @@ from .tables import format_ms, hidden_note, render_fitted
 
 if TYPE_CHECKING:
     from ..core.profile import Profile
+from .compiled_header import compiled_line, compiled_run_lines
 
 __all__ = ["render_summary", "render_body", "render_compare", "render_blocks", "render_header", "render_table", "DEFAULT_COLUMNS", "GROUP_COLUMNS", "HIGH_SPREAD", "HIGH_TAIL", "spread_flags", "ranked"]
 
@@ -120,78 +121,6 @@ def render_header(profile: "Profile") -> str:
         lines.append(f"INCOMPLETE: {profile.num_runs} of {meta.get('requested_iters', '?')} requested runs completed")
     return "\n".join(lines)
 
-
-def compiled_line(compiled: Mapping[str, Any]) -> str:
-    """What program a compiled profile describes: backend, mode, compile time, graphs."""
-    options = compiled.get("options") or {}
-    extra = f", options {', '.join(f'{k}={v}' for k, v in options.items())}" if options else ""
-    dynamic = compiled.get("dynamic")
-    return (
-        f"compiled program: torch.compile backend {compiled.get('backend', '?')}, mode {compiled.get('mode', '?')}"
-        f"{extra}{'' if dynamic is None else f', dynamic={dynamic}'}; "
-        + ("compile reused from an earlier profile in this process" if compiled.get("reused") and not compiled.get("compile_s")
-           else f"compiled in {compiled.get('compile_s', float('nan')):.2f} s (not in any run)")
-        + f"; {compiled.get('graphs', '?')} graph(s), {compiled.get('graph_breaks', '?')} graph break(s), "
-        f"{compiled.get('recompiles', '?')} recompile(s); rows are its {compiled.get('kernels', '?')} kernels"
-        + (f", its graph breaks and overhead" if "breaks" in compiled else "")
-    )
-
-
-def compiled_run_lines(profile: "Profile") -> list[str]:
-    """The run line of a compiled profile: kernel time against the profiled runs and against
-    the compiled model's own (unprofiled) run time."""
-    totals = np.asarray(profile.kept_totals())
-    q25, med, q75 = np.percentile(totals, [25, 50, 75])
-    from .breaks import breaks_lines, kernel_rows
-
-    from .headline import busy_kept
-
-    lost = ", and time lost to other processes (busy machine)" if busy_kept(profile) else ""
-    samples = profile.kept_samples()
-    framed = not bool(kernel_rows(profile.df).all())  # rows for the time outside the kernels (graph breaks, overhead)
-    all_ms = float(samples.groupby("run", observed=True)["time_ms"].sum().median()) if len(samples) else float("nan")
-    if framed:
-        samples = samples[samples["node"].isin(profile.df.index[kernel_rows(profile.df)])]
-    kernel_ms = float(samples.groupby("run", observed=True)["time_ms"].sum().median()) if len(samples) else float("nan")
-    lines = [
-        f"run: median {format_ms(med)} (IQR {format_ms(q75 - q25)}) over {len(totals)} profiled runs; "
-        + (f"its rows (kernels, graph breaks, the compiled program's own Python) account for {profile.coverage * 100:.1f}% "
-           f"of it (coverage)" + (", the profiler's own cost the rest" if (profile.meta.get("compiled") or {}).get("profiler_cost")
-                                  else "") + lost if framed else
-           f"kernels account for {profile.coverage * 100:.1f}% of it (coverage), the rest is the compiled program's own "
-           f"Python (guards, wrappers, allocations) and the profiler's" + lost)
-    ]
-    from ..core.compiled import own_run_ms
-
-    plain, count = own_run_ms(profile.meta)
-    if plain:
-        lines.append(
-            f"kernels: {format_ms(kernel_ms)} a run (median over the runs of their summed times), "
-            f"{kernel_ms / plain * 100:.1f}% of the compiled model's own median run time ({format_ms(plain)}, "
-            f"{count} unprofiled runs in a plain loop)"
-            + (f"; all rows {all_ms / plain * 100:.1f}% of it" + _rows_note(profile.meta)
-               + ("" if ROWS_SHARE_PLAUSIBLE[0] <= all_ms / plain <= ROWS_SHARE_PLAUSIBLE[1] else
-                  ": far from 100%, so the runs differed from the unprofiled ones by more than the profiler's cost "
-                  "(a noisy or busy machine: see the machine line; profile again with more --iters)") if framed else "")
-        )
-    lines.extend(breaks_lines(profile, plain))
-    return lines
-
-
-#: a compiled profile's rows over its own run outside this range are said to be implausible
-ROWS_SHARE_PLAUSIBLE = (0.7, 1.3)
-
-
-def _rows_note(meta: Mapping[str, Any]) -> str:
-    """What the compiled rows' share of the own run rests on: the profiler's cost left in them,
-    or measured as the profiled runs' excess over the unprofiled ones (then the share is 100% by
-    construction, unless the factor was held)."""
-    cost = (meta.get("compiled") or {}).get("profiler_cost")
-    if not cost:
-        return " (the profiler's own cost is in them)"
-    if "measured_scale" in cost and cost.get("measured_scale") == cost.get("scale"):
-        return " (the profiler's own cost taken out is the profiled runs' excess over these)"
-    return ""
 
 
 def peaks_line(peaks: Mapping[str, Any]) -> str:

@@ -2,27 +2,19 @@
 
 from __future__ import annotations
 
-import contextlib
 import inspect
-import warnings
 from typing import Any, Callable, Iterable
 
 import torch
 from torch import nn
 
 from .core.profile import Profile
-from .core.ranks import ISOLATED_UNDER_RANKS
-from .measure.capture.captures import Capture
 from .measure.compiled.mode import profile_compiled_model
-from .measure.program import capture_program, wants_compiled
-from .measure.passes.environment import environment
-from .measure.eager.fidelity import OwnRuns
-from .measure.eager.loop import DEFAULT_GPU_WARMUP_MS, RunPlan, check_devices, describe_run, measure
-from .measure.distributed.ranks import is_initialized, rank_sync
-from .measure.common.state import PROFILING, preserved_autocast, preserved_rng, refuse_inside_session
-from .measure.timing.timers import Timer, resolve_timer, tensor_devices
+from .measure.eager.plan import ProfilePlan
+from .measure.program import wants_compiled
+from .measure.run import profile_eager
+from .measure.timing.timers import Timer
 from .views.progress import Progress, as_progress
-from .vocab import CAPTURES, MODES
 
 __all__ = ["profile"]
 
@@ -151,99 +143,22 @@ def profile(
             naming the node and what it received (:func:`fxprof.node_failure` reads it). If
             timed runs had completed, the exception's ``profile`` attribute holds them.
     """
-    explicit = {k for k, v in (("warmup", warmup), ("iters", iters), ("timer", timer), ("no_grad", no_grad),
-                                ("concrete_args", concrete_args), ("leaf_modules", leaf_modules), ("name", name),
-                                ("anatomy", anatomy), ("memory", memory), ("progress", progress), ("capture", capture),
-                                 ("warmup_ms", warmup_ms), ("backward", backward), ("loss_fn", loss_fn), ("optimizer", optimizer),
-                                 ("trace_into", trace_into), ("compile", compile), ("peaks", peaks))
-                if v is not _DEFAULTS[k]}
-    _check_count("warmup", warmup, minimum=0)
-    _check_count("iters", iters, minimum=1)
-    if warmup_ms is not None and (isinstance(warmup_ms, bool) or not isinstance(warmup_ms, (int, float)) or not warmup_ms >= 0):
-        raise ValueError(f"warmup_ms must be a number of milliseconds >= 0, got {warmup_ms!r}")
-    if not isinstance(model, nn.Module):
-        raise TypeError(f"fxprof.profile takes an nn.Module or fx.GraphModule, got {type(model).__name__}")
-    refuse_inside_session(model, "fxprof.profile")
-    if capture not in CAPTURES:
-        raise ValueError(f"unknown capture {capture!r}; choose one of {', '.join(CAPTURES)}")
-    if mode not in MODES:
-        raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
-    if mode == "isolated" and is_initialized():
-        raise ValueError(ISOLATED_UNDER_RANKS)
-    if not (peaks is None or peaks is False or (isinstance(peaks, str) and peaks in ("auto", "quick"))):
-        from .measure.passes.peaks import resolve_peaks
-
-        peaks = resolve_peaks(peaks)  # the user's numbers, checked before anything runs
+    options = dict(warmup=warmup, iters=iters, timer=timer, no_grad=no_grad, concrete_args=concrete_args,
+                   leaf_modules=leaf_modules, name=name, anatomy=anatomy, memory=memory, progress=progress, capture=capture,
+                   mode=mode, warmup_ms=warmup_ms, backward=backward, loss_fn=loss_fn, optimizer=optimizer,
+                   trace_into=trace_into, compile=compile, peaks=peaks)
+    given = {k for k, v in options.items() if v is not _DEFAULTS[k]}
+    plan = ProfilePlan.checked(model, given, **options)  # every option, checked before anything runs
     if model_kwargs is not None:
         if kwargs:
             raise TypeError(f"unknown option(s) {', '.join(map(repr, kwargs))} of fxprof.profile (model inputs go in model_kwargs)")
         kwargs = dict(model_kwargs)
     if wants_compiled(model, compile):  # the compiled program's kernels (fxprof.measure.compiled.mode)
-        return profile_compiled_model(model, args, kwargs, compile, explicit, mode, warmup, iters, no_grad, name, memory is not False)
-
-    PROFILING.acquire()  # one profile at a time in this process (see fxprof.measure.common.state)
-    restore_rng = contextlib.ExitStack()  # dropout in training mode draws in every run: the caller's sequence is kept
-    restore_rng.enter_context(preserved_rng())
-    restore_rng.enter_context(preserved_autocast())  # a node that fails inside an autocast region leaves it entered
+        return profile_compiled_model(model, args, kwargs, plan)
     bar, own_bar = as_progress(progress)
-    try:
-        bar.phase("tracing" if capture in ("auto", "symbolic") else f"capturing ({capture})")
-        # the one capture entry (fxprof.measure.program): training steps or the model's graphs
-        captured: Capture = capture_program(model, args, kwargs, capture=capture, backward=backward, loss_fn=loss_fn,
-                                            optimizer=optimizer, mode=mode, concrete_args=concrete_args,
-                                            leaf_modules=leaf_modules, trace_into=trace_into, compile=False)
-        if backward:
-            no_grad = False
-    except BaseException:
-        if own_bar:
-            bar.close()
-        restore_rng.close()
-        PROFILING.release()
-        raise
-    bar.step()
-    try:
-        if model_kwargs is None:
-            _refuse_ambiguous_keywords(captured.input_names(), explicit)
-        call_args, call_kwargs = captured.bind(args, kwargs)
-        inputs = call_args + tuple(call_kwargs.values())
-        held = list(captured.module.parameters()) + list(captured.module.buffers())
-        check_devices(held, inputs)
-        chosen = resolve_timer(timer, captured.module, inputs)
-        devices = tensor_devices(held + list(inputs))
-        if any(d.type == "meta" for d in devices):
-            raise ValueError(
-                "the model's tensors are on the meta device, which holds no data and computes nothing: "
-                "every node's time would be Python overhead, not the model's. Profile on a real device "
-                "(device='cpu' or 'cuda'); shapes and FLOPs need a real run as well"
-            )
-        if getattr(chosen, "name", None) == "cpu" and any(d.type == "cuda" for d in devices):
-            warnings.warn(
-                "timer='cpu' on CUDA tensors measures only the time to launch kernels (CUDA is "
-                "asynchronous); use timer='cuda' (or 'auto') for device time.",
-                stacklevel=2,
-            )
-        on_cuda = any(d.type == "cuda" for d in devices)
-        if warmup_ms is None:
-            warmup_ms = DEFAULT_GPU_WARMUP_MS if on_cuda else 0.0
-        meta = describe_run(model, name, chosen, devices, inputs, warmup, iters, no_grad, captured)
-        meta.update(env=environment(devices), warmup_ms=float(warmup_ms))
-        if backward:
-            meta.update(captured.describe())  # type: ignore[attr-defined]
-        ranks = rank_sync()  # under torch.distributed: a barrier before each timed run
-        if ranks is not None:
-            # everything that decides how many times a rank runs the model (and so its collectives)
-            ranks.check_same(warmup=warmup, warmup_ms=float(warmup_ms), iters=iters, mode=mode, capture=captured.kind,
-                             timer=getattr(chosen, "name", type(chosen).__name__), anatomy=bool(anatomy),
-                             memory=bool(True if memory is None else memory))
-            meta = {**meta, **ranks.meta()}
-        plan = RunPlan(warmup=warmup, iters=iters, warmup_ms=float(warmup_ms), mode=mode, anatomy=anatomy, memory=memory,
-                       no_grad=no_grad, backward=backward, peaks=peaks)
-        return measure(captured, call_args, call_kwargs, chosen, plan, meta, devices, ranks, bar,
-                       own=OwnRuns.for_profile(model, captured, (args, kwargs), (call_args, call_kwargs), chosen, devices, backward, mode))
+    try:  # the eager graphs, or a training step (fxprof.measure.run)
+        return profile_eager(model, args, kwargs, plan, bar, keywords_are_options=model_kwargs is None)
     finally:
-        captured.close()
-        restore_rng.close()
-        PROFILING.release()
         if own_bar:
             bar.close()
 
@@ -252,23 +167,3 @@ def profile(
 _DEFAULTS: dict[str, Any] = {
     k: p.default for k, p in inspect.signature(profile).parameters.items() if p.default is not inspect.Parameter.empty
 }
-
-
-def _check_count(label: str, value: Any, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{label} must be an integer, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{label} must be >= {minimum}, got {value}")
-
-
-def _refuse_ambiguous_keywords(inputs: set[str], explicit: set[str]) -> None:
-    """A keyword that is both a profile() option and a model input cannot be placed safely."""
-    clash = sorted(explicit & inputs)
-    if clash:
-        raise TypeError(
-            f"{', '.join(map(repr, clash))} is both an option of fxprof.profile and an input of the "
-            f"model, so it is not clear which you meant; pass the model's inputs as "
-            f"model_kwargs={{...}} (then every other keyword is a profile option)"
-        )
-
-

@@ -75,7 +75,7 @@ def header_problems(profile: Any) -> list[str]:
                 problems.append(f"summed node time {nodes_ms} ms on the page, the table's medians sum to {table_sum}")
             if coverage > 100 and "more than the median run" not in rest:
                 problems.append(f"coverage above 100% unexplained: {run!r}")
-            outside = re.search(r", " + _TIME + r" outside every node \((.*)\)$", rest)
+            outside = re.search(r", " + _TIME + r" of it outside every node \((.*)\)$", rest)
             if coverage <= 100:
                 if not outside:
                     problems.append(f"run line without the time outside every node: {run!r}")
@@ -155,7 +155,7 @@ def header_problems(profile: Any) -> list[str]:
         if not notes:
             problems.append("the row of time in no node has no note saying what it is")
         else:
-            m = re.search(r": " + _TIME + r" of the model's own run", notes[0])
+            m = re.search(r": " + _TIME + r" of the model's own unprofiled run", notes[0])
             value = re.search(_TIME, row_rows[0][len(label):])
             if m and value and not _close(_ms(m[1], m[2]), _ms(value[1], value[2]), abs_ms=0.002):
                 problems.append(f"the row says {value[0]}, its note {m[1]} {m[2]}")

@@ -35,7 +35,7 @@ def test_the_run_line_leads_with_the_median_run_and_its_parts_add_up(r18):
     assert line.startswith(f"run: median {format_ms(f.run_ms)} (IQR ")
     assert f"{format_ms(f.nodes_ms)} summed median node time" in line
     if f.outside_ms > 0:
-        assert f"{format_ms(f.outside_ms)} outside every node" in line
+        assert f"{format_ms(f.outside_ms)} of it outside every node" in line
         assert f.nodes_ms + f.outside_ms == pytest.approx(f.run_ms)
 
 

@@ -93,7 +93,9 @@ def outside_note(profile: "Profile") -> str:
     if found is None or not found.outside_shown or profile.meta.get("capture") == "compiled":
         return ""
     label = outside_label(profile.meta)
-    what = ("the model's Python that the captured graph(s) do not contain, and the interpreter between nodes"
-            if label == "(outside the graph)" else "the interpreter's own steps between nodes (many small nodes cost it)")
-    return (f"{label}: {format_ms(found.outside_ms)} of the model's own run ({format_ms(found.own_ms)}) is in no node: "
-            f"{what}; the own run minus the summed node medians, measured on unprofiled runs; not ranked")
+    what = ("the model's Python that the captured graph(s) do not contain, and its calls between their ops"
+            if label == "(outside the graph)" else "the model's own Python around its ops (module calls, the forward's code)")
+    # the model's own run has no interpreter: this is the model's time, not fxprof's (the header's
+    # 'outside every node' is the profiled runs', where the interpreter's steps are)
+    return (f"{label}: {format_ms(found.outside_ms)} of the model's own unprofiled run ({format_ms(found.own_ms)}) is in no "
+            f"node's time: {what}; the own run minus the summed node medians; not ranked")

@@ -91,7 +91,8 @@ def run_line(profile: "Profile") -> str:
     if coverage > 1:
         return (head + ", more than the median run: each node's median comes from other runs, and the runs "
                 "vary (see the IQR); compare medians of whole runs, not the nodes' sum")
-    return head + f", {format_ms(f.run_ms * (1 - coverage))} outside every node ({outside_words(profile.meta, busy_kept(profile))})"
+    return head + (f", {format_ms(f.run_ms * (1 - coverage))} of it outside every node "
+                   f"({outside_words(profile.meta, busy_kept(profile))})")
 
 
 def ratio_words(ratio: float) -> str:

@@ -33,7 +33,7 @@ import contextlib
 import re
 import time
 import types
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -57,6 +57,9 @@ from ..common.state import preserved_buffers
 from ..common.tree import clone_tensors
 from .compiling import CompiledSession, _RECORD, _TraceCatcher, _catch_trace, _dynamo_graph_breaks, _inductor_settings, _read_compiled, _recursion_limit_kept, compile_options, is_compiled, no_graph_message, room_to_compile
 from .runs import _interleaved_runs
+
+if TYPE_CHECKING:
+    from ..eager.plan import ProfilePlan
 
 __all__ = ["is_compiled", "compile_options", "profile_compiled", "CompiledSession", "spans_from_events",
            "COMPILE_MODES", "describe_meta", "profile_compiled_model"]
@@ -298,25 +301,26 @@ _NOT_COMPILED = ("timer", "concrete_args", "leaf_modules", "capture", "warmup_ms
                  "trace_into", "progress")
 
 
-def profile_compiled_model(model: nn.Module, args: tuple, kwargs: dict, compile: Any, explicit: set[str], mode: str,
-                           warmup: int, iters: int, no_grad: bool, name: str | None, memory: bool = True) -> Profile:
-    """:func:`fxprof.profile` for a compiled model (an ``OptimizedModule``, or ``compile=``)."""
+def profile_compiled_model(model: nn.Module, args: tuple, kwargs: dict, plan: "ProfilePlan") -> Profile:
+    """:func:`fxprof.profile` for a compiled model (an ``OptimizedModule``, or ``compile=``), as
+    ``plan`` (:class:`~fxprof.measure.eager.plan.ProfilePlan`) says."""
     from ..common.state import PROFILING
 
-    refused = sorted(explicit & set(_NOT_COMPILED)) + (["mode"] if mode != "timed" else [])
+    refused = sorted(plan.given & set(_NOT_COMPILED)) + (["mode"] if plan.mode != "timed" else [])
     if refused:
         raise ValueError(
             f"{', '.join(map(repr, refused))} cannot be used when profiling a compiled model (its kernels are "
             f"timed by torch.profiler in whole timed runs); leave them out, or profile the eager model "
             f"(model._orig_mod) for them"
         )
+    compile = plan.compile
     if is_compiled(model) and compile not in (None, False, True):
         raise ValueError("compile= options apply to an eager model; this one is already compiled (its own "
                          "options are kept): leave compile= out")
     PROFILING.acquire()
     try:
-        meta = describe_meta(model, args, kwargs, warmup, iters, no_grad)
-        return profile_compiled(model, args, kwargs, True if compile in (None, False) else compile, warmup, iters,
-                                no_grad, name, meta, memory)
+        meta = describe_meta(model, args, kwargs, plan.warmup, plan.iters, plan.no_grad)
+        return profile_compiled(model, args, kwargs, True if compile in (None, False) else compile, plan.warmup, plan.iters,
+                                plan.no_grad, plan.name, meta, plan.memory is not False)
     finally:
         PROFILING.release()

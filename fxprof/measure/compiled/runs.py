@@ -36,12 +36,17 @@ def run_range() -> Any:
     return fast(RUN_RANGE)
 
 
+#: untimed calls before each half of the plain loop: it follows the profiler's calibration or its
+#: cycles, whose teardown leaves the model's code and data cold for more than a couple of calls
+PLAIN_SETTLE_CALLS = 10
+
+
 def _plain_loop(call: Any, sync: Any, runs: int, args: tuple, kwargs: dict, meter: ContentionMeter, into: list[float],
                 lost: list[float]) -> None:
     """``runs`` calls of the compiled model back to back with no profiler alive, after
     :data:`SETTLE_CALLS` untimed ones: the compiled model's own run time as a plain loop of the
     user's sees it, into ``into`` (ms), what each lost to other processes into ``lost``."""
-    for _ in range(SETTLE_CALLS):
+    for _ in range(PLAIN_SETTLE_CALLS):
         call()
     sync()
     for _ in range(runs):
@@ -72,6 +77,7 @@ def _interleaved_runs(call: Any, sync: Any, iters: int, args: tuple, kwargs: dic
     from torch.profiler import ProfilerActivity, profile, schedule
 
     meter = meter if meter is not None else ContentionMeter()
+    meter.rescan()  # the threads the warm-up started
     events: list[Event] = []
     plain: list[float] = []
     plain_lost: list[float] = []

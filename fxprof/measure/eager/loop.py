@@ -22,7 +22,6 @@ import datetime as _dt
 import platform
 import time
 import warnings
-from dataclasses import dataclass
 from typing import Any, Iterator
 
 import torch
@@ -36,6 +35,7 @@ from ..device.bridge import KernelProfiler, input_copies_range, kernel_ms_per_sa
 from ..timing.budget import SampleBudget
 from ..timing.contention import ContentionMeter
 from ..capture.captures import Capture
+from .plan import DEFAULT_GPU_WARMUP_MS, ProfilePlan
 from .fidelity import OwnRuns, count_aten_ops, dispatch_note, own_run_slots
 from .isolated import isolated_pass
 from ..timing.launches import launch_check
@@ -45,26 +45,10 @@ from ..common.state import preserved_buffers
 from ..timing.timers import Timer, _index_key, epoch_ns, tensor_devices
 from ..common.tree import clone_tensors, describe_value
 
-__all__ = ["RunPlan", "measure", "describe_run", "check_devices", "DEFAULT_GPU_WARMUP_MS"]
+__all__ = ["measure", "describe_run", "check_devices", "DEFAULT_GPU_WARMUP_MS"]
 
 
-@dataclass(frozen=True)
-class RunPlan:
-    """What the runs are to be, as :func:`fxprof.profile` checked it."""
-
-    warmup: int
-    iters: int
-    warmup_ms: float
-    mode: str = "timed"
-    anatomy: bool = True
-    memory: bool | None = None
-    no_grad: bool = True
-    #: training steps: gradients on even when the caller is inside torch.no_grad()
-    backward: bool = False
-    peaks: Any = "auto"  # see fxprof.measure.passes.peaks.resolve_peaks
-
-
-def measure(captured: Capture, call_args: tuple, call_kwargs: dict[str, Any], timer: Timer, plan: RunPlan,
+def measure(captured: Capture, call_args: tuple, call_kwargs: dict[str, Any], timer: Timer, plan: ProfilePlan,
             meta: dict[str, Any], devices: set[torch.device], ranks: RankSync | None, bar: Any,
             own: OwnRuns | None = None) -> Profile:
     """Warm up, run the timed runs (or the isolated re-runs) and the untimed passes of
@@ -325,7 +309,7 @@ def _untimed_passes(captured: Capture, inputs: tuple, devices: set[torch.device]
     return records
 
 
-def _with_peaks(meta: dict[str, Any], plan: RunPlan, records: dict[str, dict[str, Any]], devices: set[torch.device],
+def _with_peaks(meta: dict[str, Any], plan: ProfilePlan, records: dict[str, dict[str, Any]], devices: set[torch.device],
                 bar: Any) -> dict[str, Any]:
     """``meta`` with ``peaks``: the roofs of the roofline columns, measured (or cached) for the
     profile's device, the dtype of the node that does the most FLOPs and the thread count, or
@@ -360,11 +344,6 @@ def _busiest_dtype(records: dict[str, dict[str, Any]]) -> torch.dtype:
         if isinstance(dtype, torch.dtype) and dtype.is_floating_point and flops > best:
             best, chosen = flops, dtype
     return chosen
-
-
-#: default ``warmup_ms`` on CUDA: long enough for a GPU to leave its idle clocks (a choice, to be
-#: checked on a GPU: docs/performance.md)
-DEFAULT_GPU_WARMUP_MS = 200.0
 
 
 def _warm_up(one_run: Any, runs: int, ms: float, step: Any, agree: Any = None) -> int:

@@ -225,6 +225,7 @@ class Session:
     def _enter_step(self, step: int, action: str | None = None) -> None:
         self._action = action if action is not None else _action(self.schedule, step)
         if self._action.startswith("active") and self._cycle is None:
+            self._meter.rescan()  # the threads the loop has started by now
             self._cycle = _Cycle(self._cycles, step)
             self._cycle.memory = self._memory.take()
         elif self._action == "warmup":

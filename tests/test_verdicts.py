@@ -174,7 +174,7 @@ def test_cli_compare_shows_p_values_verdicts_interval_and_warnings(clock, tmp_pa
     assert f"warning: CPU threads: a {a.meta['threads']}, b {b.meta['threads']}" in out
     header = next(line for line in out.splitlines() if line.startswith("node "))
     assert header.split() == ["node", "status", "kind", "scope", "a", "b", "delta", "ratio", "p_value", "verdict",
-                              "a_pct", "b_pct", "delta_pct"]  # times carry their unit in each cell
+                              "a_pct", "b_pct", "delta_pts"]  # times carry their unit in each cell
     row = next(line for line in out.splitlines() if line.startswith("blocks_4 "))
     assert re.split(r"\s{2,}", row.strip())[9] == "slower"  # cells such as "1.23 ms" hold one space
     assert main(["compare", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--min-effect", "1.5"]) == 0

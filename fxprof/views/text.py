@@ -149,7 +149,7 @@ def _loop_line(profile: "Profile") -> list[str]:
     found = between_runs(profile.meta, profile.runs)
     if found is None or found.share <= 0.02:
         return []
-    return [f"between runs: fxprof's bookkeeping took {format_ms(found.between_ms)} over {profile.num_runs} runs "
+    return [f"between runs: fxprof took {format_ms(found.between_ms)} over {profile.num_runs} runs "
             f"({found.share * 100:.1f}% of the runs' own time), outside every run's time"
             + (f" (the model's own runs, {format_ms(found.own_ms)}, not counted)" if found.own_ms > 0 else "")]
 

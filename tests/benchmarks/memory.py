@@ -33,7 +33,7 @@ from torch import nn
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import fxprof  # noqa: E402
-from fxprof.measure import budget  # noqa: E402
+from fxprof.measure.timing import budget  # noqa: E402
 
 
 def _peak_bytes() -> int:

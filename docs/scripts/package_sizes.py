@@ -1,0 +1,31 @@
+"""docs/architecture.md: each package's share of fxprof's lines, and the largest modules.
+
+    python docs/scripts/package_sizes.py
+"""
+
+from __future__ import annotations
+
+import pathlib
+from collections import Counter
+
+ROOT = pathlib.Path(__file__).resolve().parents[2] / "fxprof"
+
+
+def main() -> None:
+    sizes = {p: len(p.read_text().splitlines()) for p in ROOT.rglob("*.py")}
+    total = sum(sizes.values())
+    packages: Counter[str] = Counter()
+    for path, lines in sizes.items():
+        parts = path.relative_to(ROOT).parts
+        key = "/".join(parts[:2]) if parts[0] == "measure" and len(parts) > 2 else (parts[0] if len(parts) > 1 else "(top)")
+        packages[key] += lines
+    print(f"{total} lines in {len(sizes)} modules")
+    for key, lines in packages.most_common():
+        print(f"  {key:24} {lines:6}  {lines / total:6.1%}")
+    print("largest modules:")
+    for path, lines in sorted(sizes.items(), key=lambda kv: -kv[1])[:5]:
+        print(f"  {path.relative_to(ROOT)}  {lines}")
+
+
+if __name__ == "__main__":
+    main()

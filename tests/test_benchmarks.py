@@ -117,6 +117,7 @@ def test_attribution_benchmark_runs():
     assert "record path" in result.stdout and "flat pass" in result.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("inductor_cache")
 def test_compiled_yardstick_benchmark_times_both(tmp_path):
     """tests/benchmarks/compiled_yardstick.py times the compiled model in a plain loop and a

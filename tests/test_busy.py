@@ -123,6 +123,7 @@ def test_session_header_holds_beside_a_busy_loop():
     assert_consistent(prof)
 
 
+@pytest.mark.slow  # a compile: CI runs it in its slow pass
 @pytest.mark.usefixtures("inductor_cache")
 def test_compiled_header_holds_beside_a_busy_loop():
     model = Mlp().eval()

@@ -173,6 +173,19 @@ def test_without_a_process_group_nothing_changes(resnet18, small_image):
 
 
 # --------------------------------------------------------------- real gloo processes
+#: gloo's teardown, when one rank leaves while the other's connection threads still run, now and
+#: then aborts a rank in C++ after its work is done (seen once in five CI passes: rank 1 exit -6,
+#: "terminate called without an active exception"); a torchrun test is run again once then
+GLOO_TEARDOWN = "terminate called without an active exception"
+
+
+def _torchrun(cmd: list[str], **kwargs) -> subprocess.CompletedProcess:
+    result = subprocess.run(cmd, **kwargs)
+    if result.returncode != 0 and GLOO_TEARDOWN in (result.stderr or ""):
+        result = subprocess.run(cmd, **kwargs)
+    return result
+
+
 def _env(**extra: str) -> dict[str, str]:
     env = dict(os.environ)
     root = str(HERE.parent)
@@ -268,7 +281,7 @@ def torchrun_two(tmp_path_factory):
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
            "-m", "fxprof", "profile", f"{WORKER}:straggler_model", "--input", "4x16", "--warmup", "1", "--iters", "6",
            "--json", str(paths["json"]), "--csv", str(paths["csv"]), "--trace", str(paths["trace"]), "--quiet"]
-    result = subprocess.run(cmd, env=_env(FXPROF_TEST_SLOW_RANK="1"), capture_output=True, text=True, timeout=1800,
+    result = _torchrun(cmd, env=_env(FXPROF_TEST_SLOW_RANK="1"), capture_output=True, text=True, timeout=1800,
                             stdin=subprocess.DEVNULL, cwd=d)
     assert result.returncode == 0, result.stderr[-3000:]
     return result, paths
@@ -327,7 +340,7 @@ def test_torchrun_resnet18_command(tmp_path):
     """The command of the issue, as written (resnet18, 1x3x64x64), plus a small --iters."""
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m", "fxprof",
            "profile", "resnet18", "--input", "1x3x64x64", "--json", "run.json", "--iters", "5", "--warmup", "1"]
-    result = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=1200, stdin=subprocess.DEVNULL, cwd=tmp_path)
+    result = _torchrun(cmd, env=_env(), capture_output=True, text=True, timeout=1200, stdin=subprocess.DEVNULL, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.count("fxprof: resnet18 |") == 1 and "10 timed runs (2 ranks)" in result.stdout
     prof = fxprof.load(tmp_path / "run.json")
@@ -365,7 +378,7 @@ def test_torchrun_isolated_mode_is_refused_on_every_rank_before_running(tmp_path
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
            "-m", "fxprof", "profile", f"{WORKER}:straggler_model", "--input", "4x16", "--mode", "isolated",
            "--iters", "3", "--json", "d1.json"]
-    result = subprocess.run(cmd, env=_env(FXPROF_TEST_SLOW_RANK="-1"), capture_output=True, text=True, timeout=600,
+    result = _torchrun(cmd, env=_env(FXPROF_TEST_SLOW_RANK="-1"), capture_output=True, text=True, timeout=600,
                             stdin=subprocess.DEVNULL, cwd=tmp_path)
     assert result.returncode != 0
     assert result.stderr.count("fxprof: error: mode='isolated' cannot be used under torch.distributed") == 2

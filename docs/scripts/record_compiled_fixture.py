@@ -1,5 +1,5 @@
 """Record the profiler events and inductor kernels of a small compiled model, for the tests of
-fxprof.measure.compiled.mode that run without compiling (tests/golden/compiled_cpu.json).
+fxprof.measure.compiled's modules that run without compiling (tests/golden/compiled_cpu.json).
 
     PYTHONPATH=. python docs/scripts/record_compiled_fixture.py tests/golden/compiled_cpu.json
 
@@ -21,7 +21,9 @@ sys.path.insert(0, "tests")
 from test_compiled import Small  # noqa: E402
 
 from fxprof.measure.device.bridge import events_from_kineto, kineto_quiet  # noqa: E402
-from fxprof.measure.compiled.mode import RUN_RANGE, CompiledSession, _catch_trace, _inductor_settings, _kernels  # noqa: E402
+from fxprof.measure.compiled.compiling import CompiledSession, _catch_trace, _inductor_settings  # noqa: E402
+from fxprof.measure.compiled.mode import _kernels  # noqa: E402
+from fxprof.measure.compiled.spans import RUN_RANGE  # noqa: E402
 
 
 def main(path: str) -> None:
@@ -30,7 +32,7 @@ def main(path: str) -> None:
     model = Small().eval()
     x = torch.randn(2, 3, 16, 16)
     user = torch.compile(model)
-    from fxprof.measure.compiled.mode import _read_compiled
+    from fxprof.measure.compiled.compiling import _read_compiled
 
     root, backend, _ = _read_compiled(user)
     session = CompiledSession(root, backend)

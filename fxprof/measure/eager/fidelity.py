@@ -271,5 +271,5 @@ class EagerSteps:
                "no eager step of the schedule (wait, skip_first) ran a batch of this shape before the profile was made")
         out["notes"] = list(out.get("notes", [])) + [
             f"no fidelity line: a session times the model's own forward at the schedule's eager steps, and {why} "
-            f"(its first eager step after instrumented ones runs cold and is not kept: fxprof.schedule(wait=3, ...) gives it some)"]
+            f"(its first eager step after instrumented ones runs cold and is not kept: fxprof.schedule(wait=4, ...) gives it the three a ratio needs)"]
         return out

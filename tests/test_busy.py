@@ -170,3 +170,17 @@ def test_the_checker_finds_what_issue_45_saw(resnet18, monkeypatch):
     monkeypatch.setattr(fidelity_view, "fidelity_lines", lambda profile: [
         f"fidelity: profiled run {found.ratio:.2f} x the model's own (1.00 ms, median of 3 unprofiled runs between the profiled ones)"])
     assert any(p.startswith("fidelity stated though") for p in header_problems(prof))
+
+
+def test_the_real_gpu_profiles_read_consistently():
+    """The header checker on the real H100/H200 profiles of ../shared/gpu (taken before contention
+    was measured: no machine line, and their own runs were in the time between runs)."""
+    import glob
+    import pathlib
+
+    found = sorted(glob.glob(str(pathlib.Path(__file__).resolve().parents[2] / "shared" / "gpu" / "*.json")))
+    if not found:
+        pytest.skip("../shared/gpu is not beside this checkout")
+    for path in found:
+        prof = fxprof.load(path)
+        assert header_problems(prof) == [], path

@@ -422,3 +422,17 @@ def test_the_report_draws_the_bandwidth_curve_and_its_roofs(own_cache, quiet):
     assert 'id="roofs"' in page and "The bandwidth roofs" in page and "Levels where the curve drops: " in page
     given = fxprof.profile(torch.nn.ReLU(), torch.randn(4, 8), warmup=0, iters=2, peaks=(0.1, 10))
     assert 'id="roofs"' not in render_report(given) and bandwidth_figure(given.meta["peaks"]) is None
+
+
+def test_peaks_with_more_threads_than_usable_cores_are_not_cached(own_cache, monkeypatch):
+    """2 threads measured under `taskset -c 1` gave half the GEMM rate, cached as the 2-thread
+    roof; convolutions of a later, unpinned 2-thread profile then read 191% of it. Threads that
+    take turns on fewer cores make a busy measurement whatever the other processes do."""
+    monkeypatch.setenv("FXPROF_PEAKS_BUSY", "1")  # other processes may use every CPU: only the cores decide
+    monkeypatch.setattr("fxprof.measure.passes.load.os.sched_getaffinity", lambda pid: {0})
+    cramped = machine_peaks("cpu", torch.float32, threads=2, sizes="quick")
+    assert cramped.load["busy"] and cramped.load["usable_cores"] == 1
+    assert not own_cache.exists()
+    assert "2 threads on 1 usable core(s)" in peaks_source_line(cramped)
+    alone = machine_peaks("cpu", torch.float32, threads=1, sizes="quick")  # one thread on one core: fine
+    assert not alone.load["busy"] and own_cache.exists()

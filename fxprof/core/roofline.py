@@ -199,6 +199,9 @@ def load_text(load: Mapping[str, Any]) -> str:
         parts.append(f"this one {load['own_cpu']:.0%} of its {whose} time")
     if isinstance(load.get("loadavg"), (int, float)):
         parts.append(f"load average {load['loadavg']:.2f}")
+    usable, threads = load.get("usable_cores"), load.get("threads") or 1
+    if isinstance(usable, int) and threads > usable:
+        parts.append(f"{threads} threads on {usable} usable core(s)")
     return ", ".join(parts) or "load not recorded"
 
 

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["BUSY_SHARE", "BUSY_MIN_MS", "QUIET_MIN_RUNS", "BUSY_LOAD_MARGIN", "Contention", "contention", "busy_mask",
-           "enough_quiet", "quiet_values", "machine_words", "busy_machine"]
+           "enough_quiet", "quiet_values", "quiet_runs", "machine_words", "busy_machine"]
 
 #: a run is busy when other processes took at least this share of its wall time ...
 BUSY_SHARE = 0.05
@@ -66,6 +66,19 @@ def quiet_values(values: Sequence[float], lost_ms: Sequence[float] | None) -> tu
     if len(quiet) >= QUIET_MIN_RUNS:
         return quiet, 0
     return [max(v - float(lost), 0.0) if b else v for v, lost, b in zip(values, lost_ms, busy)], int(busy.sum())
+
+
+def quiet_runs(lost_ms: Sequence[float], wall_ms: Sequence[float], *more: Sequence[float]) -> tuple[list[float], ...]:
+    """``wall_ms`` and every list in ``more`` (one value a run, in the same order) without the
+    busy runs, where enough quiet ones remain (:func:`enough_quiet`); as given otherwise, or when
+    the lengths differ. Compiled mode's profiler-cost factor comes from these."""
+    lists = tuple(list(values) for values in (wall_ms, *more))
+    if len(lost_ms) != len(wall_ms) or any(len(m) != len(wall_ms) for m in more):
+        return lists
+    busy = busy_mask(lost_ms, wall_ms)
+    if not busy.any() or not enough_quiet(int((~busy).sum()), len(busy)):
+        return lists
+    return tuple([v for v, b in zip(values, busy) if not b] for values in lists)
 
 
 @dataclass(frozen=True)

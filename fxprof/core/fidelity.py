@@ -19,6 +19,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+import numpy as np
+
 __all__ = ["OWN_RUNS", "GPU_RATIO_LIMIT", "OUTSIDE_MIN_SHARE", "OWN_SPREAD_LIMIT", "OWN_RUNS_MIN", "Fidelity", "own_runs_ms", "fidelity", "outside_label",
            "dispatch_differences", "describe_differences"]
 
@@ -111,16 +113,11 @@ class Fidelity:
 
 
 def _spread(values: Sequence[float]) -> float:
-    ordered = sorted(values)
-    if len(ordered) < 2:
+    """Interquartile range over the median (0 with fewer than two values)."""
+    if len(values) < 2:
         return 0.0
-    def at(q: float) -> float:
-        pos = q * (len(ordered) - 1)
-        lo = int(math.floor(pos))
-        hi = min(lo + 1, len(ordered) - 1)
-        return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
-    middle = _median(ordered)
-    return (at(0.75) - at(0.25)) / middle if middle > 0 else math.inf
+    q1, middle, q3 = np.percentile(np.asarray(values, dtype=np.float64), [25, 50, 75])
+    return float((q3 - q1) / middle) if middle > 0 else math.inf
 
 
 def fidelity(meta: Mapping[str, Any], run_totals: Sequence[float], node_medians: Sequence[float],

@@ -49,7 +49,8 @@ from .flops import kernel_flops, missing_flops_notes
 from .memory import memory_devices, record_memory_run, with_memory
 from .reuse import kept_session, remember, reuse_note, settle_first_call
 from .spans import CALL_RANGE as _CALL, KERNEL_COST, RUN_RANGE, spans_from_events
-from ..timing.contention import ContentionMeter, quiet_runs
+from ...core.contention import quiet_runs
+from ..timing.contention import ContentionMeter
 from .breaks import describe_breaks, frame_nodes
 from ..capture.graph import module_kinds
 from .profiler_cost import PROFILER_SPAN, calibrate, in_situ

@@ -4,12 +4,13 @@ from a busy machine are not cached."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 from typing import Any
 
 import torch
+
+from ..common.machine import machine_load, usable_cores
 
 
 #: a measurement is "busy" (and not cached) when other processes used more than this share of
@@ -75,8 +76,9 @@ class _Load:
         record: dict[str, Any] = {"cpus": cpus, "threads": self.threads, "seconds": round(wall, 3)}
         threads = self.threads if self.device.type == "cpu" else 1
         record["own_cpu"] = round(cpu / (wall * threads), 3) if wall > 0 else None
-        with contextlib.suppress(OSError, AttributeError):
-            record["loadavg"] = round(os.getloadavg()[0], 2)
+        load = machine_load()
+        if load is not None:
+            record["loadavg"] = round(load, 2)
         allowed = _busy_threshold()
         if stat is not None and self.stat is not None and stat[1] > self.stat[1]:
             ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -89,8 +91,7 @@ class _Load:
         # more threads than the cores this process may use (taskset, a container's CPU limit): the
         # threads take turns on a core, and the compute roof comes out as low as the cores allow
         # (2 threads pinned to one core gave half the GEMM rate, and convolutions then read 191%)
-        with contextlib.suppress(AttributeError, OSError):
-            record["usable_cores"] = len(os.sched_getaffinity(0))
-        cramped = self.device.type == "cpu" and threads > record.get("usable_cores", threads)
+        record["usable_cores"] = usable_cores()
+        cramped = self.device.type == "cpu" and threads > record["usable_cores"]
         record["busy"] = (bool(busy) and allowed < 1.0 or cramped) and self.device.type == "cpu"
         self.record = record

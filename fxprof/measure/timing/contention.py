@@ -23,25 +23,11 @@ import resource
 import time
 from typing import Any, Callable, TypeVar
 
-__all__ = ["ContentionMeter", "machine_load", "usable_cores", "quiet_runs"]
+from ..common.machine import machine_load, usable_cores
+
+__all__ = ["ContentionMeter"]
 
 T = TypeVar("T")
-
-
-def usable_cores() -> int:
-    """The cores this process may run on (its affinity), else the machine's count."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
-def machine_load() -> float | None:
-    """The 1-minute load average (runnable processes), or None where the system has none."""
-    try:
-        return float(os.getloadavg()[0])
-    except (AttributeError, OSError):
-        return None
 
 
 class _Waits:
@@ -171,10 +157,11 @@ class ContentionMeter:
         return self._lost(self._window, self._snapshot())[0]
 
     # ------------------------------------------------------------------ the record
-    def describe(self, meta: dict[str, Any], key: str = "lost_ms", **extra: Any) -> dict[str, Any]:
+    def describe(self, meta: dict[str, Any], lost_ms: list[float] | None = None, **extra: Any) -> dict[str, Any]:
         """``meta`` with ``meta["contention"]``: ``source``, ``load`` ([at start, now]), ``cores``,
-        ``cpus`` (the machine's) and ``key``: the lost milliseconds of each measured call;
-        ``extra`` adds more figures (the own runs' lost time, the window's)."""
+        ``cpus`` (the machine's) and ``lost_ms``: what each timed run lost (default: each call
+        :meth:`around` measured into :attr:`lost_ms`); ``extra`` adds more figures (the own
+        runs' lost time, the window's)."""
         if not self.source:
             return meta
         found = dict(meta.get("contention") or {})
@@ -183,23 +170,8 @@ class ContentionMeter:
             "load": [self.load_start, machine_load()],
             "cores": self.cores,
             "cpus": os.cpu_count() or self.cores,
-            key: [round(v, 6) for v in self.lost_ms],
+            "lost_ms": [round(v, 6) for v in (self.lost_ms if lost_ms is None else lost_ms)],
         })
         for name, value in extra.items():
             found[name] = [round(v, 6) for v in value] if isinstance(value, list) else value
         return {**meta, "contention": found}
-
-
-def quiet_runs(lost_ms: list[float], wall_ms: list[float], *more: list[float]) -> tuple[list[float], ...]:
-    """``wall_ms`` and every list in ``more`` (one value a run, in the same order) without the
-    busy runs (:func:`fxprof.core.contention.busy_mask`), where enough quiet ones remain
-    (:func:`fxprof.core.contention.enough_quiet`); as given otherwise, or when the lengths differ."""
-    from ...core.contention import busy_mask, enough_quiet
-
-    lists = (wall_ms, *more)
-    if len(lost_ms) != len(wall_ms) or any(len(m) != len(wall_ms) for m in more):
-        return lists
-    busy = busy_mask(lost_ms, wall_ms)
-    if not busy.any() or not enough_quiet(int((~busy).sum()), len(busy)):
-        return lists
-    return tuple([v for v, b in zip(values, busy) if not b] for values in lists)

@@ -65,7 +65,7 @@ for req in $(requirements); do
         missing=$(( missing + 1 ))
     fi
 done
-extra=$(find "$wheels" -maxdepth 1 -name '*.whl' 2>/dev/null | wc -l)
+extra=$(find "$wheels" -maxdepth 1 -type f -name '*.whl' 2>/dev/null | wc -l)
 if [ "$missing" -ne 0 ]; then
     if [ "$missing" -eq "$(requirements | wc -l)" ]; then  # the wrong folder, most likely: one line
         echo "gpu_run.sh: none of the $missing listed wheels is in $wheels ($extra .whl files there): give the folder they are in, or fetch them with --download" >&2
@@ -81,6 +81,7 @@ bin="${TMPDIR:-/tmp}/fxprof-bin"
 workers="${FXPROF_TEST_WORKERS:-12}"
 resnet=(--device cuda --input 32x3x224x224 --dtype float16)
 bert=("$here/gpu_models.py:bert_base" --device cuda --input input_ids=8x128:int64 --dtype float16)
+llama=("$here/gpu_models.py:llama_decoder" --device cuda --dtype float16 --prompt-len 128 --new-tokens 16)
 
 # the steps, most wanted first: "name|seconds|output file|command". Each runs for at most its
 # own seconds and at most what is left of the whole run's budget (FXPROF_GPU_BUDGET_S, default
@@ -92,9 +93,11 @@ steps=(
     "resnet50-kernel|40|cli.txt|fxprof profile resnet50 ${resnet[*]} --timer kernel --json $out/p/resnet50-kernel.json"
     "resnet50-backward|40|cli.txt|fxprof profile resnet50 ${resnet[*]} --backward --json $out/p/resnet50-backward.json"
     "bert-cuda|40|cli.txt|fxprof profile ${bert[*]} --json $out/p/bert-cuda.json"
+    "generate-cuda|60|cli.txt|fxprof generate ${llama[*]} --json $out/p/generate-cuda"
+    "bert-compiled|70|cli.txt|fxprof profile ${bert[*]} --compile --json $out/p/bert-compiled.json"
     "resnet50-compiled|70|cli.txt|fxprof profile resnet50 ${resnet[*]} --compile --json $out/p/resnet50-compiled.json"
     "resnet50-cudagraphs|70|cli.txt|fxprof profile resnet50 ${resnet[*]} --compile --compile-mode reduce-overhead --json $out/p/resnet50-cudagraphs.json"
-    "tests-rest|150|tests-rest.txt|python3 -m pytest -m 'not cuda' -n $workers -p no:cacheprovider -q -rfE"
+    "tests-rest|150|tests-rest.txt|python3 -m pytest -m 'not cuda and not slow' -n $workers -p no:cacheprovider -q -rfE"
     "agreement|40|benchmarks.txt|python3 $here/agreement.py --device cuda --models resnet18,resnet50"
     "overhead|60|benchmarks.txt|test ! -f $here/gpu_overhead.py || python3 $here/gpu_overhead.py"
 )

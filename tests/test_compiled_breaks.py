@@ -428,8 +428,8 @@ def test_the_yardstick_is_a_plain_loop_outside_the_profilers_cycles():
         return torch.ones(2) + 1
 
     meter = ContentionMeter()
-    plain, events = _interleaved_runs(call, lambda: None, 4, (torch.ones(2),), {}, False, meter)
-    assert len(plain) == PLAIN_RUNS_MIN == len(meter.own_lost_ms)
+    plain, events, after = _interleaved_runs(call, lambda: None, 4, (torch.ones(2),), {}, False, meter)
+    assert len(plain) == PLAIN_RUNS_MIN == len(meter.own_lost_ms) and after == []  # the CPU keeps both halves
     assert len(meter.lost_ms) == 4  # one per profiled run
     timed = [i for i, (what, on) in enumerate(log) if what == "timed"]
     profiled = [i for i in timed if log[i][1]]

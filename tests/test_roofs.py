@@ -193,12 +193,16 @@ def test_measured_peaks_with_cache_levels_survive_save_and_load(own_cache, tmp_p
 def test_gpu_peaks_measure_the_l2_and_a_floor_the_timer_sees(own_cache):
     peaks = machine_peaks("cuda", torch.float16, sizes="quick")
     l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
-    # the L2 found where the curve drops, named after the L2 the device reports (within 4x of it)
-    assert peaks.caches and peaks.caches[0]["level"] == "L2" and l2 / 4 <= peaks.caches[0]["bytes"] <= 4 * l2
-    assert peaks.caches[0]["bytes_per_s"] > peaks.bytes_per_s > 1e11  # faster than HBM, HBM faster than PCIe
+    assert peaks.bytes_per_s > 1e11  # HBM, faster than PCIe
+    # a level is where the curve drops: the L2 the device reports (within 4x), faster than HBM.
+    # Whether one shows depends on the chip: timed from an idle device (launch latency in every
+    # call) an H200's curve was flat up to 1 MB and no L2 level was found
+    for level in peaks.caches:
+        assert level["level"] == "L2" and l2 / 4 <= level["bytes"] <= 4 * l2 and level["bytes_per_s"] > peaks.bytes_per_s
     assert not peaks.load.get("busy")  # kernels timed on the device: a busy host does not make them busy
-    # events around one call, as the cuda timer times a node: under the back-to-back launch rate
-    assert 0 < peaks.overhead_s < 20e-6
+    # events around one call from an idle device, as the cuda timer times a node of a host-bound
+    # model: the host's launch latency (9.3 us on an H100 host, 19-35 us on an H200 host)
+    assert 0 < peaks.overhead_s < 100e-6
 
 
 @requires_cuda

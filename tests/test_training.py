@@ -312,8 +312,11 @@ def _check_cuda_training_step(model, x):
     df = prof.df
     backward = df[(df["phase"] == "backward") & (df["kind"] == "convolution_backward")]
     assert len(backward) == 20 and (backward["median_ms"] > 0).all() and (backward["calls"] == 5).all()
-    for name, grads in seen.items():
-        torch.testing.assert_close(grads[0], eager[name], rtol=1e-3, atol=1e-4)
+    # the same program, summed in another order: on an H200 21 of conv1.weight's 9408 gradients
+    # (those near zero) were off by more than rtol 1e-3, so the check is each gradient's
+    # relative norm (8e-6 on an H100 with TF32 off, issue 40)
+    worst = max((float((grads[0] - eager[name]).norm() / eager[name].norm().clamp_min(1e-12)), name) for name, grads in seen.items())
+    assert worst[0] < 1e-4, f"first gradients differ from eager: {worst[1]} by {worst[0]:.2e} relative norm"
     after = _snapshot(model)
     assert all(torch.equal(after[k], v) for k, v in before.items())
     assert 0 < prof.coverage <= 1.05

@@ -50,7 +50,7 @@ LABELS = {
 }
 
 #: meta keys that are names or outcomes of the measurement, not conditions of it
-NOT_CONDITIONS = ("model", "timed_wall_ms", "env.threads", "compiled.compile_s", "compiled.unprofiled_ms",
+NOT_CONDITIONS = ("model", "timed_wall_ms", "env.threads", "compiled.compile_s", "compiled.unprofiled_ms", "compiled.unprofiled_after_profiler_ms",
                   "compiled.kernels", "compiled.graphs", "compiled.recompiles", "compiled.graph_breaks",
                   "compiled.kernel_source", "compiled.torch", "compiled.unprofiled_runs", "compiled.unprofiled_median_ms",
                   "compiled.reused")

@@ -110,7 +110,9 @@ def profile_compiled(model: nn.Module, args: tuple, kwargs: dict, compile: Any, 
         caught.phase = "timed"
         session.profiler_cost = calibrate(on_cuda)  # the profiler's own cost per event, taken out of the rows
         meter = ContentionMeter()  # what each run lost to other processes (fxprof.core.contention)
-        plain, events = _interleaved_runs(call, sync, iters, args, kwargs, on_cuda, meter)
+        plain, events, after = _interleaved_runs(call, sync, iters, args, kwargs, on_cuda, meter)
+        if after:
+            described["unprofiled_after_profiler_ms"] = [round(v, 6) for v in after]
         recorded = record_memory_run(call, sync, lambda: clone_tensors((args, kwargs)), root, memory_devices(root, args, kwargs),
                                      meta_base, RUN_RANGE, outer) if memory else None  # untimed: memory per kernel
         described["recompile_reasons"] = [{"graph": g, "reason": r, "during": p} for g, r, p in caught.recompiles]

@@ -4,6 +4,7 @@ range; what each lost to other processes kept beside it."""
 
 from __future__ import annotations
 
+import statistics
 import time
 import warnings
 from typing import Any
@@ -39,6 +40,11 @@ def run_range() -> Any:
 #: untimed calls before each half of the plain loop: it follows the profiler's calibration or its
 #: cycles, whose teardown leaves the model's code and data cold for more than a couple of calls
 PLAIN_SETTLE_CALLS = 10
+#: on a GPU, unprofiled runs after the profiler this much slower than those before it are left
+#: out of the model's own run time: an H200 ran compiled BERT-base in 3.9 ms before
+#: torch.profiler (CUPTI) had run in the process and 7.5 ms after it (FACTS.md: eager resnet50
+#: 4.1 -> 6.4 ms on an H100)
+AFTER_PROFILER_SLOWER = 1.15
 
 
 def _plain_loop(call: Any, sync: Any, runs: int, args: tuple, kwargs: dict, meter: ContentionMeter, into: list[float],
@@ -62,7 +68,7 @@ def _plain_loop(call: Any, sync: Any, runs: int, args: tuple, kwargs: dict, mete
 
 
 def _interleaved_runs(call: Any, sync: Any, iters: int, args: tuple, kwargs: dict, on_cuda: bool,
-                      meter: ContentionMeter | None = None) -> tuple[list[float], list[Event]]:
+                      meter: ContentionMeter | None = None) -> tuple[list[float], list[Event], list[float]]:
     """The unprofiled runs and ``iters`` profiled cycles on ``torch.profiler``'s own schedule
     (wait 1, warm-up 1, active 1): the warm-up call lets the profiler start; while active,
     :data:`SETTLE_CALLS` calls outside every run, then the run, in an ``fxprof::run`` range.
@@ -73,7 +79,9 @@ def _interleaved_runs(call: Any, sync: Any, iters: int, args: tuple, kwargs: dic
     profiler's start, stop and trace processing leave the model's code and data cold beyond
     what settling calls warm again; docs/performance.md). ``meter`` keeps what each run, profiled
     and unprofiled, lost to other processes (``lost_ms``; ``meter.own`` for the unprofiled).
-    Returns the unprofiled times (ms) and the events."""
+    On a GPU, the half after the profiler is left out when it is :data:`AFTER_PROFILER_SLOWER`
+    than the half before (CUPTI slows every later launch of the process).
+    Returns the unprofiled times (ms), the events, and the runs after the profiler left out."""
     from torch.profiler import ProfilerActivity, profile, schedule
 
     meter = meter if meter is not None else ContentionMeter()
@@ -126,6 +134,14 @@ def _interleaved_runs(call: Any, sync: Any, iters: int, args: tuple, kwargs: dic
         with kineto_quiet():
             prof.__exit__(None, None, None)
         quiet.__exit__(None, None, None)
+    before = len(plain)
     _plain_loop(call, sync, max(PLAIN_RUNS_MIN, iters) - half, args, kwargs, meter, plain, plain_lost)
+    after = plain[before:]
+    if on_cuda and after and statistics.median(after) > AFTER_PROFILER_SLOWER * statistics.median(plain[:before]):
+        # once CUPTI has run, the process launches slower for good: the runs after the profiler
+        # are not the model's own (the user's process never ran a profiler)
+        del plain[before:], plain_lost[before:]
+    else:
+        after = []
     meter.own_lost_ms = plain_lost
-    return plain, events
+    return plain, events, after

@@ -34,6 +34,7 @@ import os
 import re
 import sys
 import tempfile
+import warnings
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
@@ -451,10 +452,12 @@ class KernelProfiler:
         from torch.profiler import ProfilerActivity, profile, schedule
 
         self.warmup = max(1, int(warmup))
-        self.prof = profile(
-            activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
-            schedule=schedule(wait=0, warmup=self.warmup, active=iters, repeat=1),
-        )
+        with warnings.catch_warnings():  # one cycle (repeat=1): torch's note about clearing cycles is moot
+            warnings.filterwarnings("ignore", message=".*Profiler clears events at the end of each cycle")
+            self.prof = profile(
+                activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+                schedule=schedule(wait=0, warmup=self.warmup, active=iters, repeat=1),
+            )
 
     def __enter__(self) -> "KernelProfiler":
         with kineto_quiet():

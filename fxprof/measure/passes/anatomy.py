@@ -141,7 +141,9 @@ def _sync_debug(enabled: bool) -> Any:
         yield
         return
     previous = torch.cuda.get_sync_debug_mode()
-    torch.cuda.set_sync_debug_mode("warn")
+    with warnings.catch_warnings():  # torch's note that the mode is a prototype, on the user's terminal
+        warnings.filterwarnings("ignore", message=".*Synchronization debug mode is a prototype")
+        torch.cuda.set_sync_debug_mode("warn")
     try:
         yield
     finally:

@@ -76,6 +76,14 @@ from .schedule import ACTIONS, Schedule, _action, _describe_inputs, _describe_sc
 from .cycle import _Captures, _Cycle, _backward_words, _numerics, _run_environment
 
 __all__ = ["Schedule", "Session", "schedule", "session", "ACTIONS"]
+#: the kernel timer's torch.profiler brackets a loop of timed runs that fxprof drives; a session's
+#: timed runs are the caller's own steps, and no kernel would be charged to a node (a GPU run:
+#: the kernel column came back empty in both phases of fxprof.generate)
+SESSION_KERNEL_TIMER = ("timer='kernel' is not available in a session (nor in fxprof.generate): its kernels are charged "
+                        "only in fxprof.profile's own timed runs. Use timer='cuda' here (events per node), or "
+                        "fxprof.profile(model, *inputs, timer='kernel') for one input's kernels per node")
+
+
 class Session:
     """fxprof inside the user's loop; see the module docstring. Made by :func:`fxprof.session`.
 
@@ -101,6 +109,8 @@ class Session:
             raise TypeError(f"schedule must be fxprof.schedule(...) or torch.profiler.schedule(...), got {plan!r}")
         if on_ready is not None and not callable(on_ready):
             raise TypeError(f"on_ready must be a function taking a Profile, got {on_ready!r}")
+        if timer == "kernel" or getattr(timer, "wants_kernel_time", False):
+            raise ValueError(SESSION_KERNEL_TIMER)
         #: a torch.compile'd model: the compiled program's kernels are timed (fxprof.measure.compiled.in_session)
         self._compiled = wants_compiled(model, None, capture)
         if self._compiled and backward:

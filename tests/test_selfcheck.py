@@ -77,4 +77,4 @@ def test_selfcheck_passes_on_the_gpu():
     result = fxprof.selfcheck("cuda", iters=10, file=None)
     assert result.passed, str(result)
     rows = result.rows
-    assert set(rows["timer"]) == {"cuda", "sync", "kernel", "cpu"}
+    assert set(rows["timer"]) == {"cuda", "sync", "kernel", "cpu", "roofs"}  # roofs: issue 48's plain ops

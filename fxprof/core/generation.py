@@ -175,10 +175,17 @@ class Generation:
                     lines.append(f"time per token against position: no trend beyond the steps' spread over positions "
                                  f"{lo}-{hi} (Theil-Sen slope {slope * 100:+.3g} ms per 100 positions, {interval}; {kv}): "
                                  f"more new tokens give a longer stretch")
+                elif high < 0.0:
+                    # position and time advance together: a machine that speeds up reads the same (an
+                    # H200 run: -5.04 ms per 100 positions over 15 steps of 15.3 ms)
+                    lines.append(f"time per token against position: {slope * 100:+.3g} ms per 100 positions ({interval}): "
+                                 f"falling, so not the KV cache ({kv}), which only adds work: the steps sped up as they "
+                                 f"ran (the machine warming up); compare medians, or profile again")
                 else:
                     lines.append(f"time per token against position: {slope * 100:+.3g} ms per 100 positions ({interval}; "
                                  f"Theil-Sen: the median of the slopes between every two decode steps, so a few slow steps "
-                                 f"do not tilt it; {kv})")
+                                 f"do not tilt it; position and time advance together, so a machine slowing down reads the "
+                                 f"same; {kv})")
             busy = int((dec["lost_ms"] > 0.1 * dec["time_ms"]).sum())
             if busy:
                 lines.append(f"machine: {busy} of {len(dec)} decode step(s) lost more than 10% of their time to other "

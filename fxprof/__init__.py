@@ -22,7 +22,19 @@ import sys
 import types
 from typing import TYPE_CHECKING, Any
 
+from .core import hooks as _hooks
 from .vocab import __version__
+
+
+def _conveniences() -> types.ModuleType:
+    from .views import conveniences
+
+    return conveniences
+
+
+# Profile (fxprof.core) renders and writes itself through the views and writers above it: the
+# package, above every layer, hands it the way to them (fxprof/core/hooks.py)
+_hooks.provide(_conveniences)
 
 #: public name -> (module, attribute in it)
 _LAZY: dict[str, tuple[str, str]] = {

@@ -93,15 +93,6 @@ def test_loading_showing_and_comparing_saved_files_imports_no_torch(tmp_path, re
     assert "TORCH []" in result.stdout, result.stdout[-2000:]
 
 
-def _delegation_lines() -> range:
-    """Line numbers of Profile's delegation section (from its marker to the end of the class)."""
-    text = (PACKAGE / "core" / "profile.py").read_text().splitlines()
-    start = next(i for i, line in enumerate(text, 1) if "# ------------------------------------------------------------ delegations" in line)
-    tree = ast.parse("\n".join(text))
-    end = next(n.end_lineno for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Profile")
-    return range(start, end + 1)
-
-
 def _module_name(path: pathlib.Path) -> str:
     parts = list(path.relative_to(ROOT).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
@@ -109,9 +100,8 @@ def _module_name(path: pathlib.Path) -> str:
 
 def _import_graph() -> dict[str, set[str]]:
     """fxprof's own imports, module level and lazy (inside functions), without those made only
-    for type checkers (``if TYPE_CHECKING:``) and without Profile's delegation section."""
+    for type checkers (``if TYPE_CHECKING:``)."""
     modules = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
-    delegations = _delegation_lines()
     graph: dict[str, set[str]] = {m: set() for m in modules}
     for name, path in modules.items():
         tree = ast.parse(path.read_text())
@@ -122,8 +112,6 @@ def _import_graph() -> dict[str, set[str]]:
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         for node in ast.walk(tree):
             if not isinstance(node, ast.ImportFrom) or id(node) in typing_only:
-                continue
-            if name == "fxprof.core.profile" and node.lineno in delegations:
                 continue
             if node.level:
                 base = package.split(".")
@@ -139,7 +127,9 @@ def _import_graph() -> dict[str, set[str]]:
     return graph
 
 
-def test_no_import_circle_outside_profiles_delegations():
+def test_no_import_circle():
+    """Issue 49: no circle at all, lazy imports included (Profile's conveniences reach views and
+    io through fxprof.core.hooks, which the package fills)."""
     graph = _import_graph()
     state: dict[str, int] = {}
     path: list[str] = []

@@ -23,7 +23,8 @@ import torch.distributed as dist
 import fxprof
 from fxprof.views.trace import chrome_trace_events
 from fxprof.cli import app as cli
-from fxprof.core.ranks import RANK_TABLE_COLUMNS, STRAGGLER_MARGIN, barrier_skew, merge, profile_parts, straggler, with_ranks
+from fxprof.core.rankmerge import merge, profile_parts, with_ranks
+from fxprof.core.ranks import RANK_TABLE_COLUMNS, STRAGGLER_MARGIN, barrier_skew, straggler
 from fxprof.core.profile import TABLE_COLUMNS
 
 from conftest import FakeCostModel, Work
@@ -350,7 +351,7 @@ def test_torchrun_resnet18_command(tmp_path):
 def test_the_rank_columns_are_of_the_same_values_as_the_table():
     """Per-rank medians are of per-run values (calls in a run summed), as median_ms is; a node
     with no finite time has no slowest rank instead of breaking the table."""
-    from fxprof.core.ranks import with_ranks
+    from fxprof.core.rankmerge import with_ranks
     from fxprof.core.nodes import NodeInfo
     from fxprof.core.profile import Profile
 

@@ -419,7 +419,7 @@ def test_an_empty_profile_report_loads_without_errors_in_chromium(tmp_path):
 @pytest.fixture(scope="module")
 def two_ranks(r18, r18_again) -> fxprof.Profile:
     """Two real resnet18 profiles as the ranks of one gathered profile (what gather() merges)."""
-    from fxprof.core.ranks import merge, profile_parts, with_ranks
+    from fxprof.core.rankmerge import merge, profile_parts, with_ranks
 
     parts = []
     for rank, prof in enumerate((r18, r18_again)):

@@ -11,6 +11,7 @@ import pandas as pd
 
 from ..columns import node_columns, table_dtypes
 from ..vocab import ANATOMY_COLUMNS
+from . import hooks
 from .memory import MemorySummary, memory_summary
 from .columnar import SampleColumns
 from .recording import Recording
@@ -425,9 +426,9 @@ class Profile:
 
     # ------------------------------------------------------------ delegations
     # The README's conveniences. Each is one call into the layer that does the work (tables
-    # and roll-ups here in core; text, notebook HTML and traces in views; files in io). The
-    # imports of views and io below are the only ones in core that climb: they are lazy, and
-    # listed as the exceptions of the import-linter contract in pyproject.toml.
+    # and roll-ups here in core; text, notebook HTML and traces in views; files in io): those
+    # above core are reached through fxprof.core.hooks, which fxprof/__init__.py fills, so no
+    # import of core climbs.
 
     def by_rank(self) -> pd.DataFrame:
         """One row per (node, rank); see :func:`fxprof.core.ranks.by_rank`."""
@@ -478,16 +479,11 @@ class Profile:
                 By default a sorted table leaves them out and states their count and share on
                 a line of its own (their time counts in every share either way).
         """
-        from ..views.options import ViewOptions
-        from ..views.text import render_summary
-
-        return render_summary(self, ViewOptions.of(sort, top, columns, group_by, depth, ascending, width, bookkeeping))
+        return hooks.conveniences().summary(self, sort, top, columns, group_by, depth, ascending, width, bookkeeping)
 
     def _repr_html_(self) -> str:
         """Jupyter's rich display: the header and the top nodes, shares as bars (see :mod:`fxprof.views.notebook`)."""
-        from ..views.notebook import render_html
-
-        return render_html(self)
+        return hooks.conveniences().repr_html(self)
 
     def to_csv(self, path: str | os.PathLike) -> None:
         """Write the per-node table (:attr:`df`) to ``path`` atomically.
@@ -496,9 +492,7 @@ class Profile:
         :class:`~fxprof.errors.ProfileWriteError` if the path is not writable; the profile
         itself is untouched.
         """
-        from ..io import write_csv
-
-        write_csv(self.df, path)
+        hooks.conveniences().to_csv(self, path)
 
     def to_chrome_trace(self, path: str | os.PathLike, runs: str | int | Iterable[int] | None = "representative") -> None:
         """Write every node of the chosen runs as a span on a timeline (Chrome trace JSON).
@@ -511,16 +505,12 @@ class Profile:
         slowest run by ``total_ms``), ``"all"``, ``"median"``, ``"first:N"``, ``"last:N"``,
         ``"0-4"``, ``"0,5,9"``, or run numbers. Written atomically.
         """
-        from ..views.trace import write_chrome_trace
-
-        write_chrome_trace(self, path, runs=runs)
+        hooks.conveniences().to_chrome_trace(self, path, runs)
 
     def to_html(self, path: str | os.PathLike) -> None:
         """Write a self-contained interactive HTML report (module tree, distributions, run totals,
         the sortable node table; needs ``pip install 'fxprof[report]'``); see :mod:`fxprof.views.report`."""
-        from ..views.report import write_report
-
-        write_report(self, path)
+        hooks.conveniences().to_html(self, path)
 
     def save(self, path: str | os.PathLike) -> None:
         """Save the whole profile (raw samples, nodes, anatomy, metadata), chosen by extension:
@@ -531,9 +521,7 @@ class Profile:
 
         Lossless: :func:`fxprof.load` gives back an equal profile from either. Written atomically.
         """
-        from ..io import save_profile
-
-        save_profile(self, path)
+        hooks.conveniences().save(self, path)
 
 
 def sort_table(table: pd.DataFrame, sort: str | None, ascending: bool = False, what: str = "") -> pd.DataFrame:

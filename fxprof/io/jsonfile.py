@@ -152,7 +152,7 @@ def load_json(path: str | os.PathLike) -> "Profile":
         anatomy = decode_anatomy(data.get("anatomy"), nodes)
         profile = Profile.from_recording(nodes, recording, data.get("meta") or {}, anatomy)
         if "rank" in r:  # torch.distributed ranks (fxprof.gather)
-            from ..core.ranks import with_ranks
+            from ..core.rankmerge import with_ranks
 
             profile = with_ranks(profile, [int(v) for v in r["rank"]], r.get("barrier_ms"), [int(v) for v in r["rank_run"]])
     except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError) as exc:
@@ -178,7 +178,7 @@ def _load_v2(data: dict[str, Any], source: str) -> "Profile":
         anatomy = decode_anatomy(data.get("anatomy"), nodes)
         profile = Profile(nodes, columns, frame, data.get("meta") or {}, anatomy)
         if "rank" in runs:  # torch.distributed ranks (fxprof.gather)
-            from ..core.ranks import with_ranks
+            from ..core.rankmerge import with_ranks
 
             barrier = runs.get("barrier_ms")
             profile = with_ranks(profile, runs["rank"].tolist(),

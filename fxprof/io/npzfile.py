@@ -188,7 +188,7 @@ def _build(path: str, header: dict[str, Any], arrays: dict[str, np.ndarray]) -> 
         anatomy = decode_anatomy(header.get("anatomy"), nodes)
         profile = Profile(nodes, columns, pd.DataFrame(runs), header.get("meta") or {}, anatomy)
         if "runs/rank" in arrays:  # torch.distributed ranks (fxprof.gather)
-            from ..core.ranks import with_ranks
+            from ..core.rankmerge import with_ranks
 
             ranked = {col: _array(arrays, f"runs/{col}", "f" if col == "barrier_ms" else "i", header["runs"])
                       for col in _RANK_ARRAYS}

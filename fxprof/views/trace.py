@@ -288,7 +288,7 @@ def trace_events(profile: "Profile", runs: Any = "representative") -> list[dict[
     Each rank's runs start at its own first run's start; the barrier before that run lines the
     ranks up to within the barrier skew shown in the header.
     """
-    from ..core.ranks import rank_profile
+    from ..core.rankmerge import rank_profile
 
     selection = parse_runs(runs)
     events: list[dict[str, Any]] = []

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any, Iterator
 import numpy as np
 import torch
 
-from ...core.ranks import ISOLATED_UNDER_RANKS, merge, profile_parts, with_ranks
+from ...core.rankmerge import merge, profile_parts, with_ranks
+from ...core.ranks import ISOLATED_UNDER_RANKS
 
 if TYPE_CHECKING:
     from ...core.profile import Profile

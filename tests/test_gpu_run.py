@@ -59,7 +59,7 @@ def test_the_dry_run_lists_every_step_the_issue_asks_for(tmp_path):
     assert len(budgets) >= 10 and all(b > 0 for b in budgets)
     assert "budget 520 s" in out  # the whole run stays under 9 minutes whatever the steps' own limits
     assert "selfcheck --device cuda" in out
-    assert "-m cuda -p no:xdist" in out and "-m 'not cuda' -n" in out  # GPU tests never share the GPU
+    assert "-m cuda -p no:xdist" in out and "-m 'not cuda and not slow' -n" in out  # GPU tests never share the GPU
     for flags in ("--timer kernel", "--backward", "--compile --json", "--compile-mode reduce-overhead", "gpu_models.py:bert_base"):
         assert flags in out, flags
     assert "--input 32x3x224x224 --dtype float16" in out

@@ -326,6 +326,25 @@ def test_a_bad_input_spec_is_refused_before_torch_is_imported_with_what_was_mean
     assert "bad --input '1,3,224,224'" in done.stderr and "did you mean 1x3x224x224?" in done.stderr
 
 
+@pytest.mark.parametrize("command", ["profile", "whatif"])
+def test_a_misspelt_model_name_is_refused_before_torch_is_imported(command):
+    """It took 34 s (torch and torchvision imported first); torchvision's names are read from
+    its files, the same set as torchvision.models.list_models()."""
+    code = ("import sys; from fxprof.cli.app import main; "
+            f"rc = main([{command!r}, 'resnt18']); print('torch' in sys.modules, rc)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.stdout.split() == ["False", "2"], (done.stdout, done.stderr)
+    assert "unknown model 'resnt18'" in done.stderr and "Did you mean: resnet18" in done.stderr
+
+
+def test_torchvision_names_read_from_its_files_are_list_models():
+    import torchvision
+
+    from fxprof.cli.model_names import torchvision_model_names
+
+    assert torchvision_model_names() == set(torchvision.models.list_models())
+
+
 def test_a_3d_input_to_an_image_model_says_the_batch_dimension_is_missing(capsys):
     from fxprof.cli.app import main
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..vocab import CAPTURES, COMPILE_MODES, CUDA_TIMERS, MODES, OPTIMIZERS, TIMER_NAMES
 from .input_spec import check_specs, missing_batch_hint
+from .model_names import check_model_name
 from .common import (NODE_COLUMNS, NODE_SORT, _bad, _check_groups, _check_top, _check_node_view, _check_not_inputs, _check_outputs,
                      _check_plotly, _first_line, _max_threads, _print, _signals_deferred, _Terminated, _this_rank_writes,
                      _view, model_sources, parse_concrete, table_options)
@@ -118,6 +119,7 @@ def add_parser(command: Any) -> argparse.ArgumentParser:
 
 def check(args: argparse.Namespace) -> None:
     """Every option and combination that can be judged without importing torch."""
+    check_model_name(args.model)  # a torchvision name: known from its files, before the imports (34 s when misspelt)
     _check_top(args)
     _check_groups(args)
     if args.warmup_ms is not None and not math.isfinite(args.warmup_ms):  # inf warmed up forever; nan failed later

@@ -66,6 +66,10 @@ def add_parser(command: Any) -> argparse.ArgumentParser:
 def check(args: argparse.Namespace) -> None:
     import math
 
+    from .model_names import check_model_name
+
+    check_model_name(args.model)  # before torch: a misspelt name waited for the imports
+
     for label, value, minimum in (("--iters", args.iters, 2), ("--warmup", args.warmup, 0), ("--depth", args.depth, 1),
                                   ("--threads", args.threads, 1)):
         if value is not None and value < minimum:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import importlib
 import logging
+import re
 import subprocess
 import sys
 import warnings
@@ -469,6 +470,26 @@ def test_compare_takes_the_headers_it_shows_as_column_names(capsys, saved_profil
     assert header.split() == ["node", "a", "b", "delta", "delta_pts"]
 
 
+def test_compare_by_scope_says_b_against_a_in_the_words_of_plain_compare(capsys, tmp_path):
+    """Plain compare said ``b 1.44x slower`` where ``--by scope`` said only ``speed-up a/b
+    0.70x`` for the same pair: both now say b against a in words."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 256))
+    paths = []
+    for batch in (4, 512):  # b computes 128x the rows: slower beyond any noise
+        paths.append(tmp_path / f"b{batch}.json")
+        fxprof.profile(model, torch.randn(batch, 256), warmup=2, iters=10).save(paths[-1])
+    rc, plain, err = _cli(capsys, "compare", paths[0], paths[1])
+    assert rc == 0, err
+    rc, scoped, err = _cli(capsys, "compare", paths[0], paths[1], "--by", "scope")
+    assert rc == 0, err
+    run = next(line for line in scoped.splitlines() if line.startswith("run: "))
+    blocks = next(line for line in scoped.splitlines() if line.startswith("blocks "))
+    assert re.search(r"b \d+(\.\d+)?x slower \(speed-up a/b 0\.\d+x\)", run), run
+    assert re.search(r": b \d+(\.\d+)?x slower \(speed-up a/b", blocks), blocks
+    assert re.search(r"b \d+(\.\d+)?x slower", plain) and "faster" not in run + blocks
+
+
 # --------------------------------------- 16: the README's first command on a CPU machine
 def test_the_readme_says_how_to_skip_the_cuda_build_before_the_set_up_line():
     """Item 16: the CPU-wheel advice came after the line people copy. It comes before it now; the
@@ -553,3 +574,15 @@ def test_a_session_of_a_part_of_a_model_under_a_session_is_refused_but_profiling
             s.step()
     assert s.profiles[0].num_runs == 2
     assert "forward" not in model[0].__dict__
+
+
+def test_a_reader_that_stops_early_gets_no_error_line(saved_profiles):
+    """`fxprof show x.json | head -2` printed `fxprof: error: [Errno 32] Broken pipe`: a closed
+    stdout now ends the command quietly, with the status a shell tool killed by SIGPIPE has."""
+    import signal
+
+    proc = subprocess.Popen([sys.executable, "-m", "fxprof", "show", str(saved_profiles["five"]), "--top", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
+    proc.stdout.close()  # the reader goes away before anything is written (the child is still importing)
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) in (0, 128 + signal.SIGPIPE) and "Broken pipe" not in err and "error" not in err, err

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import signal
 import sys
 import threading
@@ -110,6 +111,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("fxprof: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError as exc:
+        if exc.filename:  # a file fxprof was writing: an error like any other
+            _print(f"fxprof: error: cannot write {exc.filename!r}: {exc.strerror}", sys.stderr)
+            return 2
+        # the reader of stdout went away (`fxprof show x.json | head`): stop quietly, as a shell tool
+        # killed by SIGPIPE would; stdout goes to /dev/null so the interpreter's last flush is silent
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
     except Exception as exc:  # every failure is one line; --debug shows the traceback
         if args.debug:
             traceback.print_exc()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import textwrap
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
@@ -395,6 +396,16 @@ def _render_groups(groups: pd.DataFrame, key: str, depth: int, top: int | None, 
     return "\n".join(lines)
 
 
+def _b_against_a(speedup: float) -> str:
+    """``b 1.44x slower (speed-up a/b 0.70x)``: the words of plain compare's headline (b against
+    a), then the number the ``speedup`` column holds per block (issue 47 #14: plain compare said
+    ``b 1.44x slower`` where this said only ``speed-up a/b 0.70x`` for the same pair)."""
+    from .headline import ratio_words
+
+    words = ratio_words(1.0 / speedup) if speedup and math.isfinite(speedup) and speedup > 0 else ""
+    return (f"b {words} (speed-up a/b {speedup:.3g}x)" if words else f"speed-up a/b {speedup:.3g}x")
+
+
 def render_blocks(blocks: pd.DataFrame, label_a: str = "a", label_b: str = "b",
                   view: ViewOptions = ViewOptions(sort=None)) -> str:
     """A per-block comparison (``fxprof.compare(a, b, by="scope")``) as text: the totals and
@@ -414,11 +425,11 @@ def render_blocks(blocks: pd.DataFrame, label_a: str = "a", label_b: str = "b",
     if attrs.get("run_speedup"):  # the headline: the runs first (fxprof.views.headline)
         runs = (f"median run a {format_ms(attrs['a_run_ms'])}, b {format_ms(attrs['b_run_ms'])}: "
                 if attrs.get("a_run_ms") is not None else "median run ")
-        lines.append(f"run: {runs}speed-up a/b {attrs['run_speedup']:.2f}x")
+        lines.append(f"run: {runs}{_b_against_a(attrs['run_speedup'])}")
     lines += [
         f"blocks (sum of node or kernel medians, without the time between them): a "
-        f"{format_ms(attrs.get('a_total_ms', float('nan')))}, b {format_ms(attrs.get('b_total_ms', float('nan')))}, "
-        f"speed-up a/b {attrs.get('speedup', float('nan')):.2f}x",
+        f"{format_ms(attrs.get('a_total_ms', float('nan')))}, b {format_ms(attrs.get('b_total_ms', float('nan')))}: "
+        f"{_b_against_a(attrs.get('speedup', float('nan')))}",
         "",
     ]
     count = _rows(top)

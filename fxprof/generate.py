@@ -27,6 +27,25 @@ from .measure.session.session import session
 __all__ = ["generate"]
 
 
+#: compiled decoding is not profiled yet (issue 50 item 3): the session would time the eager graph
+#: it captures itself, not the compiled program's kernels, and call those figures the model's
+COMPILED_DECODING = ("{what}: fxprof.generate does not profile compiled decoding yet (it would time an eager graph "
+                     "of its own, not the compiled program's kernels). Pass the eager model; for one compiled "
+                     "forward's kernels per layer, fxprof.profile(model, input_ids, compile=True)")
+
+
+def _compiled_forward(model: nn.Module) -> str:
+    """What is compiled about ``model``'s decoding ("" when nothing is): the module itself
+    (``torch.compile(model)``) or its forward (``model.forward = torch.compile(model.forward)``,
+    Hugging Face's static-cache recipe)."""
+    if type(model).__name__ == "OptimizedModule" or hasattr(model, "_orig_mod"):
+        return "the model is torch.compile'd"
+    forward = model.__dict__.get("forward")
+    if forward is not None and (hasattr(forward, "_torchdynamo_orig_callable") or hasattr(forward, "_torchdynamo_inline")):
+        return "the model's forward is torch.compile'd"
+    return ""
+
+
 def generate(model: nn.Module, input_ids: torch.Tensor, max_new_tokens: int = 16, *, peaks: Any = "auto",
              capture: str = "auto", timer: str = "auto", progress: Callable[[str], None] | None = None,
              **generate_kwargs: Any) -> Generation:
@@ -65,6 +84,9 @@ def generate(model: nn.Module, input_ids: torch.Tensor, max_new_tokens: int = 16
     if generate_kwargs.get("do_sample") or int(generate_kwargs.get("num_beams", 1) or 1) != 1:
         raise ValueError("fxprof.generate profiles greedy decoding only (do_sample=False, num_beams=1): the timed "
                          "generate call must give the tokens its warm-up call gave")
+    compiled = _compiled_forward(model)
+    if compiled:
+        raise ValueError(COMPILED_DECODING.format(what=compiled))
     if model.training:
         raise ValueError(f"{type(model).__name__} is in training mode (dropout on: its tokens would depend on the random "
                          f"numbers drawn, and the timed call would draw other ones than the warm-up call); call "

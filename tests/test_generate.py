@@ -226,6 +226,18 @@ def test_cuda_both_phases_with_the_cuda_timer():
     assert gen.prefill.meta["timer"] != "cpu" and gen.decode.meta["timer"] == gen.prefill.meta["timer"]
 
 
+def test_compiled_decoding_is_refused_with_what_to_do_instead():
+    """A forward compiled in place (Hugging Face's static-cache recipe) ran, but the session timed
+    an eager graph of its own and called it the model's: refused until compiled decoding is
+    profiled (issue 50 item 3)."""
+    model = llama()
+    model.forward = torch.compile(model.forward)
+    with pytest.raises(ValueError, match=r"forward is torch.compile'd: fxprof.generate does not profile compiled decoding"):
+        fxprof.generate(model, _ids(500), max_new_tokens=2, peaks=None)
+    with pytest.raises(ValueError, match=r"the model is torch.compile'd.*Pass the eager model"):
+        fxprof.generate(torch.compile(llama()), _ids(500), max_new_tokens=2, peaks=None)
+
+
 def test_the_kernel_timer_is_refused_before_anything_runs():
     """A GPU run (H200): timer='kernel' in fxprof.generate came back with an empty kernel column
     in both phases (a session's timed runs are the caller's steps, no torch.profiler around

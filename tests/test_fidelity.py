@@ -4,6 +4,8 @@ program that dispatches other aten ops than the model is named."""
 
 from __future__ import annotations
 
+import pathlib
+
 import time
 import warnings
 
@@ -14,6 +16,8 @@ from torch import nn
 import fxprof
 from fxprof.core.fidelity import describe_differences, dispatch_differences, fidelity
 from fxprof.measure.eager.fidelity import own_run_slots
+
+GOLDEN = pathlib.Path(__file__).parent / "golden"
 
 from conftest import HoldsCompiled
 
@@ -240,6 +244,34 @@ def test_over_the_gpu_limit_the_line_says_what_to_do(resnet18, small_image):
     assert "over 1.2x" not in prof.summary()
 
 
+def test_over_the_gpu_limit_a_kernel_timer_profile_is_not_told_to_use_the_kernel_timer():
+    """A real H200 profile (resnet50 bs32 fp16, --timer kernel, 2.63x its own run) was advised to
+    'read device time with --timer kernel'; compiled ones were told to profile with --compile."""
+    prof = fxprof.load(GOLDEN / "gpu_resnet50_kernel.json")
+    if prof.meta.get("timer") != "kernel":
+        pytest.skip("the golden GPU profile is not a kernel-timer one")
+    prof.meta.pop("contention", None)
+    median = sorted(prof.kept_totals())[len(prof.kept_totals()) // 2]
+    prof.meta["own_runs_ms"] = [median / 2.63] * 5
+    line = next(line for line in prof.summary().splitlines() if line.startswith("fidelity:"))
+    assert "over 1.2x on the GPU" in line and "kernel_median_ms" in line and "--timer kernel" not in line, line
+
+
+def test_a_compiled_gpu_profile_gets_gpu_words():
+    """Real H200 profiles (resnet50 bs32 fp16, inductor; 27 Nov): 1.56x its own run, rows 48% of
+    it (the GPU waiting for launches is in no row); with CUDA graphs rows 159% (a host row
+    overlaps the kernels it replays). They were told to profile with --compile, and that a noisy
+    machine made the rows far from 100%."""
+    text = fxprof.load(GOLDEN / "gpu_resnet50_compiled.json").summary()
+    line = next(line for line in text.splitlines() if line.startswith("fidelity:"))
+    assert "over 1.2x on the GPU" in line and "(--compile)" not in line and "reduce-overhead" in line, line
+    kernels = next(line for line in text.splitlines() if line.startswith("kernels:"))
+    assert "far under 100%: on a GPU" in kernels and "noisy" not in kernels, kernels
+    graphs = fxprof.load(GOLDEN / "gpu_resnet50_cudagraphs.json").summary()
+    kernels = next(line for line in graphs.splitlines() if line.startswith("kernels:"))
+    assert "over 100%: on a GPU the overhead rows are host time" in kernels and "noisy" not in kernels, kernels
+
+
 class Attention(nn.Module):
     """Calls SDPA with ``attn_mask=None`` eagerly and with an expanded all-True bool mask while
     traced: the pattern of Hugging Face models captured by dynamo (transformers 5.17, torch 2.11),
@@ -372,3 +404,20 @@ def test_each_own_run_is_settled_by_an_untimed_call_and_they_follow_the_warm_up(
     assert order[0] == "dispatch check" and order.count("warm-up") == 1, order  # its own forwards are untimed calls too
     own = order[order.index("warm-up") + 1:]
     assert own == ["own run", "untimed call"] * len(prof.meta["own_runs_ms"]), order
+
+
+def test_own_runs_after_the_profiler_left_out_are_said():
+    """A real H200 profile (compiled BERT-base): the unprofiled runs took 3.9 ms before
+    torch.profiler had run in the process and 7.5 ms after it. Split as the measurement now
+    splits them (the later half in unprofiled_after_profiler_ms), the line says so and the ratio
+    is against the runs before."""
+    prof = fxprof.load(GOLDEN / "gpu_bert_compiled.json")
+    compiled = dict(prof.meta["compiled"])
+    runs = compiled["unprofiled_ms"]
+    assert max(runs[:10]) < 4.1 < 6.6 < min(runs[10:])  # the two halves as measured
+    compiled["unprofiled_ms"], compiled["unprofiled_after_profiler_ms"] = runs[:10], runs[10:]
+    prof.meta["compiled"] = compiled
+    prof.meta.pop("contention", None)
+    line = next(line for line in prof.summary().splitlines() if line.startswith("fidelity:"))
+    assert "median of 10 unprofiled runs in a plain loop before the profiled ones; those after took 7.57 ms, 1.93 x" in line, line
+    assert "profiled run 1.39 x" in line

@@ -80,6 +80,15 @@ def _check_scopes(model, prof):
         model.get_submodule(scope)
 
 
+def _covered(prof) -> float:
+    """The median over runs of the nodes' summed time over the run's time less what it lost to
+    other processes (``runs.lost_ms``, measured)."""
+    nodes = prof.samples.groupby("run", observed=True)["time_ms"].sum()
+    runs = prof.runs.set_index("run")
+    lost = runs["lost_ms"].fillna(0.0) if "lost_ms" in runs.columns else 0.0
+    return float((nodes / (runs["total_ms"] - lost).clip(lower=1e-9)).median())
+
+
 @pytest.mark.parametrize("name", _cases("auto"))
 def test_auto_profiles_and_says_why_and_where(name):
     model, args, kwargs = _build(name)
@@ -93,7 +102,9 @@ def test_auto_profiles_and_says_why_and_where(name):
     assert ".py:" in reason and "Error:" not in reason, reason  # plain words, not torch.fx's text
     # the nodes hold a real part of the run (a capture that timed nothing reads ~0); not a figure: with
     # 2 runs late in CI's long process GPT-2 read 0.21 once (about 0.5 alone); docs/zoo.md has the figures
-    assert prof.coverage > COVERS
+    # of each run's own time: under load 5.5 on 2 cores, BERT's two runs lost most of theirs to other
+    # processes and read 0.097 of the whole run
+    assert _covered(prof) > COVERS
     _check_scopes(model, prof)
     assert prof.df["kind"].isin(["linear", "addmm"]).sum() >= 8  # the two layers' projections (GPT-2: Conv1D is addmm)
     del expected

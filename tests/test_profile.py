@@ -29,7 +29,8 @@ def test_resnet18_every_node_present_with_every_sample(resnet18, small_image):
     adds = df[df["target"] == "operator.add"]
     assert len(adds) == 8 and (adds["op"] == "call_function").all()
     assert df.loc["flatten", "target"] == "torch.flatten"
-    assert (df["calls"] == 4).all()
+    kept = prof.kept_runs()  # a run that lost time to other processes is left out of df (issue 45)
+    assert (df["calls"] == (4 if kept is None else len(kept))).all()
     samples = prof.samples
     assert len(samples) == 71 * 4
     assert samples.groupby("node", observed=True).size().eq(4).all()

@@ -5,8 +5,10 @@ unknown capture or mode, a malformed ``peaks=``, isolated mode under ``torch.dis
 profile of a model inside its own open session) and keeps which options the caller gave
 (``given``: compiled mode refuses the ones it cannot honour). The eager run
 (:mod:`fxprof.measure.run`), its loop (:mod:`fxprof.measure.eager.loop`: warm-up, timed runs,
-isolated re-runs, training steps) and compiled mode (:mod:`fxprof.measure.compiled.mode`) read
-it; a new option is a field here and a line in the mode that uses it.
+isolated re-runs, training steps), compiled mode (:mod:`fxprof.measure.compiled.mode`) and a
+session (:class:`fxprof.measure.session.session.Session`: the options it shares with
+``fxprof.profile``, its own checks first) read it; a new option is a field here and a line in
+the mode that uses it.
 """
 
 from __future__ import annotations

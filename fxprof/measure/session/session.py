@@ -68,6 +68,7 @@ from ..eager.fidelity import EagerSteps
 from ..eager.loop import _build, check_devices, describe_run
 from ..distributed.ranks import gather, is_initialized
 from ...core.recording import Recording
+from ..eager.plan import ProfilePlan
 from ..timing.recorder import Recorder
 from .memory import StepMemory, rebind_interpreters
 from ..common.state import OPEN_SESSIONS, PROFILING, refuse_inside_session
@@ -76,9 +77,8 @@ from .schedule import ACTIONS, Schedule, _action, _describe_inputs, _describe_sc
 from .cycle import _Captures, _Cycle, _backward_words, _numerics, _run_environment
 
 __all__ = ["Schedule", "Session", "schedule", "session", "ACTIONS"]
-#: the kernel timer's torch.profiler brackets a loop of timed runs that fxprof drives; a session's
-#: timed runs are the caller's own steps, and no kernel would be charged to a node (a GPU run:
-#: the kernel column came back empty in both phases of fxprof.generate)
+#: the kernel timer's profiler brackets fxprof's own loop of runs, not the caller's steps (a GPU
+#: run: fxprof.generate's kernel column came back empty in both phases)
 SESSION_KERNEL_TIMER = ("timer='kernel' is not available in a session (nor in fxprof.generate): its kernels are charged "
                         "only in fxprof.profile's own timed runs. Use timer='cuda' here (events per node), or "
                         "fxprof.profile(model, *inputs, timer='kernel') for one input's kernels per node")
@@ -118,13 +118,12 @@ class Session:
         self.model = model
         self.schedule = plan
         self.on_ready = on_ready
-        self.capture = capture
-        self.timer_spec = timer
-        self.backward = bool(backward)
-        self.name = name or type(model._orig_mod if self._compiled else model).__name__  # type: ignore[union-attr]
+        #: the options a session shares with fxprof.profile, as the one plan object every mode takes
+        #: (fxprof.measure.eager.plan); checked above for what a session cannot do
+        self.plan = ProfilePlan(capture=capture, timer=timer, backward=bool(backward), leaf_modules=leaf_modules,
+                                trace_into=trace_into, memory=bool(memory),
+                                name=name or type(model._orig_mod if self._compiled else model).__name__)  # type: ignore[union-attr]
         self.gather = gather
-        self.leaf_modules = leaf_modules
-        self.trace_into = trace_into
         self.profiles: list[Profile] = []
         self.step_num = 0
         self._action = "none"
@@ -155,7 +154,7 @@ class Session:
         self._own = EagerSteps()  # the eager steps' own forward times, per input signature
         self._meter = ContentionMeter()  # what the timed forwards lose to other processes
         self._last_action: str | None = None  # the action of the step of the last forward (a cold eager call follows another)
-        self._memory = StepMemory(model, bool(memory))  # memory of the warm-up steps (fxprof.measure.session.memory)
+        self._memory = StepMemory(model, self.plan.memory)  # memory of the warm-up steps (fxprof.measure.session.memory)
 
     # ------------------------------------------------------------ open / close
     def __enter__(self) -> "Session":
@@ -178,7 +177,7 @@ class Session:
             PROFILING.release()
             raise
         self._open = True
-        OPEN_SESSIONS[id(model)] = (self.name, model)
+        OPEN_SESSIONS[id(model)] = (self.plan.name, model)
         return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
@@ -207,7 +206,7 @@ class Session:
             # user's; ours now runs the model's own forward, eagerly
             import warnings
 
-            warnings.warn(f"fxprof: the loop set {self.name}.forward during the session; fxprof left it as it is (it "
+            warnings.warn(f"fxprof: the loop set {self.plan.name}.forward during the session; fxprof left it as it is (it "
                           f"runs the forward it wrapped, eagerly, once the session is over)", stacklevel=4)
             return
         if self._had_forward:
@@ -260,7 +259,7 @@ class Session:
             self._inside.on = False
 
     def _instrumented(self, action: str, args: tuple, kwargs: dict) -> Any:
-        if self.backward and not (torch.is_grad_enabled() and self.model.training):
+        if self.plan.backward and not (torch.is_grad_enabled() and self.model.training):
             # a validation pass (eval, no_grad) inside a training session: not a training step, no backward
             # comes; it runs as the eager model, untimed, and leaves an open run as it is
             if self._cycle is not None:
@@ -290,7 +289,7 @@ class Session:
         if self._timer is None:
             inputs = call_args + tuple(call_kwargs.values())
             check_devices(list(self.model.parameters()) + list(self.model.buffers()), inputs)
-            self._timer = resolve_timer(self.timer_spec, self.model, inputs)
+            self._timer = resolve_timer(self.plan.timer, self.model, inputs)
             self._recorder = Recorder(self._timer)
             self._input_devices = tensor_devices(inputs)  # the device of a model without parameters
         recorder = self._recorder
@@ -301,7 +300,7 @@ class Session:
                 cycle.untimed_first.append({"step": self.step_num, "signature": sig})
             if not join:
                 recorder.recording = Recording()  # thrown away
-                if self._memory.recording and not self.backward and not self._compiled:  # every node in a range
+                if self._memory.recording and not self.plan.backward and not self._compiled:  # every node in a range
                     recorder = self._memory.recorder(self._timer)
                     recorder.recording = Recording()
             out = captured.run(recorder, call_args, call_kwargs, join=True) if join else captured.run(recorder, call_args, call_kwargs)
@@ -352,7 +351,7 @@ class Session:
         self._pending = None
         if cycle.recording.runs > before:
             counts = getattr(getattr(captured, "session", None), "last_counts", None)
-            if self.backward and counts is not None:
+            if self.plan.backward and counts is not None:
                 cycle.run_graphs.append(tuple(counts))
             cycle.run_steps.append(step)
             cycle.run_modes.append(self._mode)
@@ -367,7 +366,7 @@ class Session:
         (replaced, added or removed a module, parameter or buffer); dynamo and AOTAutograd
         follow such changes themselves (their guards recompile)."""
         mode = self.model.training
-        if self._compiled or self.backward:  # one program: dynamo guards on modes, shapes and the module tree
+        if self._compiled or self.plan.backward:  # one program: dynamo guards on modes, shapes and the module tree
             captured = self._captures.get(None)
             if captured is None:
                 captured = self._captures[None] = self._program(args, kwargs)
@@ -384,7 +383,7 @@ class Session:
                 self._recaptures += 1
                 import warnings
 
-                warnings.warn(f"fxprof: the loop changed {self.name}'s modules, parameters or buffers at step {self.step_num} "
+                warnings.warn(f"fxprof: the loop changed {self.plan.name}'s modules, parameters or buffers at step {self.step_num} "
                               f"(replaced, added or removed one): the session captured the model again, so its steps run "
                               f"what the eager model runs now", stacklevel=6)
                 captured = None
@@ -399,8 +398,8 @@ class Session:
     def _program(self, args: tuple, kwargs: dict) -> Capture:
         """The program this call runs, from the one capture entry (fxprof.measure.program); the
         graph runs inside the model's own __call__ (forward is ours), so its hooks still run."""
-        return capture_program(self.model, args, kwargs, capture=self.capture, backward=self.backward,
-                               leaf_modules=self.leaf_modules, trace_into=self.trace_into,
+        return capture_program(self.model, args, kwargs, capture=self.plan.capture, backward=self.plan.backward,
+                               leaf_modules=self.plan.leaf_modules, trace_into=self.plan.trace_into,
                                compile=None if self._compiled else False, loop=True, forward=self._eager)
 
     def _retire(self, captured: Capture, key: Any) -> None:
@@ -461,7 +460,7 @@ class Session:
         devices = tensor_devices(held) or self._input_devices
         captured = _Captures(cycle.captures)
         first = cycle.captures[0]
-        meta = describe_run(self.model, self.name, self._timer, devices, (), self._warmup_steps(), rec.recording.runs,
+        meta = describe_run(self.model, self.plan.name, self._timer, devices, (), self._warmup_steps(), rec.recording.runs,
                             not any(m[2] for m in cycle.run_modes), first)
         used = sorted(set(cycle.run_signatures))
         meta.update(
@@ -487,7 +486,7 @@ class Session:
             steps = ", ".join(str(u["step"]) for u in cycle.untimed_first)
             notes.append(f"{len(cycle.untimed_first)} active step(s) ({steps}) had a batch of an input signature never run "
                          f"before: run untimed (captured/warmed up), timed from that signature's next occurrence")
-        if self.backward:
+        if self.plan.backward:
             notes.append(_backward_words(cycle))
         else:
             notes.append("a session times the forward only: backward runs in autograd, eagerly, and is not in this "
@@ -504,7 +503,7 @@ class Session:
         meta = self._meter.describe(meta, lost_ms=[cycle.lost.get(i, 0.0) for i in range(rec.recording.runs)],
                                     own_lost_ms=self._own.lost_of([self._signature_keys[s] for s in used]))
         if first.kind == "compiled":
-            return first.build(meta, self.name)  # type: ignore[attr-defined]
+            return first.build(meta, self.plan.name)  # type: ignore[attr-defined]
         return _build(captured, rec, meta, memory_records)
 
     def _capture_count(self) -> int:
@@ -547,7 +546,7 @@ class Session:
             seen = (f"the model ran {self._calls} time(s) in {self.step_num + 1} step(s) (s.step() was called "
                     f"{self.step_num} time(s)), and with {plan} the first timed step is "
                     f"{'never' if first is None else f'step {first}'}")
-        return (f"fxprof: the session of {self.name} ended with no timed step, so it made no profile: {seen}. Call "
+        return (f"fxprof: the session of {self.plan.name} ended with no timed step, so it made no profile: {seen}. Call "
                 f"s.step() once per iteration of your loop. When the loop is not yours (Hugging Face generate(), a "
                 f"trainer), step from inside it, once per model call: "
                 f"handle = model.register_forward_hook(lambda *_: s.step()) (handle.remove() afterwards); or use a "
@@ -560,7 +559,7 @@ class Session:
         return int(getattr(self.schedule, "active", 0))
 
     def __repr__(self) -> str:
-        return (f"<fxprof.Session of {self.name}: step {self.step_num} ({self._action}), {len(self.profiles)} profile(s), "
+        return (f"<fxprof.Session of {self.plan.name}: step {self.step_num} ({self._action}), {len(self.profiles)} profile(s), "
                 f"{'open' if self._open else 'closed'}>")
 
 

@@ -433,3 +433,15 @@ def test_ranks_given_different_inputs_are_said_to_differ_and_name_no_straggler(c
     # the same inputs on both ranks: the straggler is named as before
     same = _merged(clock, fake_timer, [BASE, [c * 2 for c in BASE]])
     assert "inputs: Tensor(shape=[2, 3]" in same.summary() and straggler(same)["rank"] == 1
+
+
+def test_a_gathered_run_line_names_its_figure_per_run(clock, fake_timer):
+    """The run line of a gathered profile printed "19.9 ms summed median node time" where the
+    table's medians summed to 11.0 ms (two ranks on one core): its figure is each run's summed node
+    time, and the line now says so; the header checker holds it."""
+    from header_check import header_problems
+
+    prof = _merged(clock, fake_timer, [BASE, [c * 1.5 for c in BASE]])
+    line = next(row for row in prof.summary().splitlines() if row.startswith("run: "))
+    assert "of node time per run (the median over every rank's runs" in line and "summed median node time" not in line
+    assert header_problems(prof) == []

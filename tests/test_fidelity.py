@@ -421,3 +421,15 @@ def test_own_runs_after_the_profiler_left_out_are_said():
     line = next(line for line in prof.summary().splitlines() if line.startswith("fidelity:"))
     assert "median of 10 unprofiled runs in a plain loop before the profiled ones; those after took 7.57 ms, 1.93 x" in line, line
     assert "profiled run 1.39 x" in line
+
+
+def test_a_gathered_profile_compares_own_and_profiled_runs_alike():
+    """Under torchrun the gathered profile's runs are not judged for lost time, but its own runs
+    were taken "less the time they lost": two ranks on one core read 1.77x against the corrected
+    own runs. Both sides now stay as measured."""
+    meta = {"own_runs_ms": [10.0, 20.0, 20.0, 20.0], "device": "cpu",
+            "contention": {"own_lost_ms": [0.0, 10.0, 10.0, 10.0]}}
+    alone = fidelity(meta, [20.0], [9.0])
+    assert alone.corrected_own == 3 and alone.own_ms == 10.0  # one process: the lost time taken out
+    gathered = fidelity({**meta, "ranks": [0, 1]}, [20.0], [9.0])
+    assert gathered.corrected_own == 0 and gathered.own_ms == 20.0 and gathered.ratio == 1.0

@@ -134,7 +134,13 @@ def fidelity(meta: Mapping[str, Any], run_totals: Sequence[float], node_medians:
         return None
     contention = meta.get("contention") or {}
     lost = contention.get("own_lost_ms") if meta.get(OWN_RUNS) else contention.get("unprofiled_lost_ms")
-    used, corrected = quiet_values(own, lost)
+    if meta.get("ranks"):
+        # a gathered profile's runs are not judged for lost time (fxprof.core.contention): its own
+        # runs are not either, or a ratio would hold one side's lost time and not the other's
+        # (two ranks on one core: 1.77x against own runs "less the time they lost")
+        used, corrected = [float(v) for v in own], 0
+    else:
+        used, corrected = quiet_values(own, lost)
     gpu = str(meta.get("device", "")).startswith("cuda")
     nodes = [float(v) for v in node_medians if v == v]
     return Fidelity(own_ms=_median(used), profiled_ms=_median(run_totals), node_ms=math.fsum(nodes) if nodes else math.nan,

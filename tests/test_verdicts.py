@@ -303,3 +303,19 @@ def test_noise_reasons():
     spread = noise_reason(np.linspace(2.0, 4.0, 20), np.linspace(2.9, 4.9, 20))
     assert spread.startswith("a's IQR 1 ms is wider than the change 900 us")
     assert noise_reason(np.linspace(2.0, 2.2, 20), np.linspace(4.0, 4.2, 20)) == ""
+
+
+def test_a_node_that_moved_far_in_two_modes_is_noisy_not_same(clock):
+    """docs/tour.md re-run on a busy machine: layer2_0_conv2 read a 250 us, b 13.1 ms (52x), p 0.43,
+    verdict "same" -- b's samples were in two modes (8 near 0.2 ms, 12 near 15 ms). A node whose
+    median moved by the minimum effect or more without a significant test is "noisy", with why."""
+    costs_a = _costs(PATTERN_A)
+    costs_b = _costs(PATTERN_B)
+    costs_a[3] = [0.21 + 0.01 * (i % 10) for i in range(RUNS - 1)] + [16.3]
+    costs_b[3] = [0.13 + 0.01 * i for i in range(8)] + [12.8 + 0.4 * i for i in range(12)]
+    diff = fxprof.compare(_profile(clock, costs_a), _profile(clock, costs_b))
+    row = diff.loc["blocks_3"]
+    assert row["ratio"] > 20 and row["p_value"] >= ALPHA  # the test cannot tell: before, "same"
+    assert row["verdict"] == "noisy" and "b has two modes" in row["noise"], (row["verdict"], row["noise"])
+    others = diff[(diff["kind"] == "work") & (diff.index != "blocks_3")]
+    assert set(others["verdict"]) == {"same"}  # nothing else moved

@@ -113,7 +113,8 @@ def compare(
       else ``"same"``; ``"too few runs"`` when the two sides have so few samples that no
       outcome could give ``p_value < alpha`` (3 runs a side: the smallest possible p is 0.1), so
       "same" would claim what the test cannot tell; ``"noisy"`` for a node that would be faster
-      or slower but whose samples cannot carry it: either side in two modes (3 ms or 7 ms at
+      or slower, or whose median moved by ``min_effect`` or more without a significant test,
+      but whose samples cannot carry a verdict: either side in two modes (3 ms or 7 ms at
       random), or an interquartile range wider than the change (:mod:`fxprof.core.noise`);
       ``""`` where there is no p-value. A node with 0 ms in ``a`` and more in ``b`` (no finite
       ratio) counts as slower;
@@ -184,7 +185,12 @@ def compare(
     if with_samples:  # a verdict the samples cannot carry (two modes, spread wider than the change) is held back
         from .noise import NOISY, noise_reason
 
-        judged = [n for n in both if out.at[n, "verdict"] in ("faster", "slower")]
+        # and a "same" whose median moved by the minimum effect or more: the test could not tell,
+        # and when its samples are in two modes or spread wider than the change that is noise, not
+        # "unchanged" (a busy machine: a node at 250 us in a and 13.1 ms in b, p 0.43, read "same")
+        moved = (effect >= 1.0 + min_effect) | (effect <= 1.0 / (1.0 + min_effect))
+        judged = [n for n in both if out.at[n, "verdict"] in ("faster", "slower")
+                  or (out.at[n, "verdict"] == "same" and bool(moved.get(n, False)))]
         for n in judged:
             reason = noise_reason(_finite_values(sa.get(n, empty)), _finite_values(sb.get(n, empty)))
             if reason:

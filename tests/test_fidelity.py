@@ -433,3 +433,13 @@ def test_a_gathered_profile_compares_own_and_profiled_runs_alike():
     assert alone.corrected_own == 3 and alone.own_ms == 10.0  # one process: the lost time taken out
     gathered = fidelity({**meta, "ranks": [0, 1]}, [20.0], [9.0])
     assert gathered.corrected_own == 0 and gathered.own_ms == 20.0 and gathered.ratio == 1.0
+
+
+def test_compiled_rows_over_the_run_on_the_cpu_are_not_given_a_rest():
+    """docs/memory.md's compiled run read "account for 100.9% of it (coverage), the profiler's own
+    cost the rest": there is no rest over 100%. (The CUDA-graph profile, read as if from a CPU.)"""
+    prof = fxprof.load(GOLDEN / "gpu_resnet50_cudagraphs.json")
+    prof.meta["device"] = "cpu"
+    assert prof.coverage > 1.0
+    run = next(line for line in prof.summary().splitlines() if line.startswith("run: "))
+    assert "the rest" not in run and "over 100%: each row's median comes from other runs" in run, run

@@ -75,11 +75,11 @@ ROWS_SHARE_PLAUSIBLE = (0.7, 1.3)
 def _coverage_rest(profile: "Profile") -> str:
     """What the profiled run holds beyond its rows: the profiler's cost; on a GPU also the time
     the device waits for launches (in no row), and host rows overlap the kernels they launch."""
-    if not str(profile.meta.get("device", "")).startswith("cuda"):
-        return ", the profiler's own cost the rest"
-    if profile.coverage > 1.0:
-        return " (on a GPU host rows and the kernels they launch overlap)"
-    return ", the rest the GPU waiting for launches and the profiler's own cost"
+    gpu = str(profile.meta.get("device", "")).startswith("cuda")
+    if profile.coverage > 1.0:  # no rest: each row's median comes from its own runs
+        return (" (on a GPU host rows and the kernels they launch overlap)" if gpu else
+                " (over 100%: each row's median comes from other runs than the run's; the runs vary, see the IQR)")
+    return ", the rest the GPU waiting for launches and the profiler's own cost" if gpu else ", the profiler's own cost the rest"
 
 
 def _rows_share_words(profile: "Profile", share: float) -> str:

@@ -460,3 +460,28 @@ def test_a_gathered_run_line_says_its_node_time_is_per_run_not_the_tables_sum(cl
     # every node, which it does not parse as a time: not this test's matter)
     problems = header_problems(merged)
     assert not [p for p in problems if p.startswith(("summed node time", "unreadable run line", "coverage "))], problems
+
+
+def test_a_gathered_fidelity_line_sets_uncorrected_own_runs_against_uncorrected_profiled_runs(clock):
+    """docs/distributed.md (27 Nov), two ranks on one core: 'fidelity: profiled run 2.12 x the model's own
+    (11.5 ms, median of 5 unprofiled runs ..., 5 of them less the time they lost to other processes)'.
+    A gathered profile leaves no busy run out (the ranks' runs carry no machine line), so its profiled runs
+    keep the other rank's time; only the own runs were counted less it."""
+    from test_stats import Chain
+
+    from conftest import FakeTimer
+
+    parts = []
+    for rank in range(2):
+        chain = Chain(clock, [[2.0, 2.0, 2.0], [2.0, 2.0, 2.0]])  # runs of 4 ms
+        prof = fxprof.profile(chain, torch.ones(1, 2), timer=FakeTimer(clock), warmup=0, iters=3, leaf_modules=[Work],
+                              anatomy=False, memory=False, peaks=None)
+        prof.meta.update(rank=rank, world_size=2, backend="gloo")
+        parts.append(profile_parts(with_ranks(prof, [rank] * 3)))
+    merged = merge(parts)
+    # the model's own runs took 4 ms each, of which the other rank took 2 ms (as ContentionMeter records it)
+    merged.meta["own_runs_ms"] = [4.0, 4.0, 4.0, 4.0, 4.0]
+    merged.meta.setdefault("contention", {})["own_lost_ms"] = [2.0] * 5
+    line = next(x for x in merged.summary(top=0).splitlines() if x.startswith("fidelity:"))
+    assert "less the time they lost" not in line, line
+    assert "profiled run 1.00 x the model's own (4.00 ms" in line, line

@@ -14,15 +14,11 @@ import re
 from typing import Any
 
 _UNITS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
-#: a time as format_ms prints it: a number and its unit, or a bare 0
-_TIME = r"(-?[\d.,]+)(?: (ns|us|ms|s)\b)?"
+_TIME = r"(-?[\d.,]+) (ns|us|ms|s)\b"
 
 
-def _ms(number: str, unit: str | None) -> float:
-    value = float(number.replace(",", ""))
-    if unit is None and value != 0:
-        raise ValueError(f"a time without its unit: {number!r}")
-    return value * _UNITS[unit] if unit else 0.0
+def _ms(number: str, unit: str) -> float:
+    return float(number.replace(",", "")) * _UNITS[unit]
 
 
 def _close(a: float, b: float, rel: float = 0.02, abs_ms: float = 0.0) -> bool:
@@ -59,9 +55,10 @@ def header_problems(profile: Any) -> list[str]:
     if profile.num_runs and run is None:
         problems.append("no run line")
     if run is not None and not compiled:
+        gathered = len(profile.ranks) > 1  # each run's nodes summed, median over the ranks' runs: not the table's sum
         m = re.match(r"run: median " + _TIME + r" \(IQR " + _TIME + r"\) over (\d+) runs; nodes account for ([\d.]+)% of it "
-                     r"\(coverage\): " + _TIME + r" (?:summed median node time|of node time per run \(the median over every "
-                     r"rank's runs of a run's summed node times; the table's medians are over the ranks' runs together\))(.*)$", run)
+                     r"\(coverage\): " + _TIME + (r" of node time a run \(each run's nodes summed, median over every "
+                                                    r"rank's runs\)(.*)$" if gathered else r" summed median node time(.*)$"), run)
         if not m:
             problems.append(f"unreadable run line: {run!r}")
         else:
@@ -76,10 +73,7 @@ def header_problems(profile: Any) -> list[str]:
             if not _close(coverage, profile.coverage * 100, rel=0.002, abs_ms=0.05):
                 problems.append(f"coverage {coverage}% on the page, {profile.coverage * 100:.2f}% in the profile")
             table_sum = float(profile.df["median_ms"].sum())
-            ranked = len(profile.ranks) > 1  # a gathered profile's figure is per run, said so, not the table's sum
-            if (ranked and "of node time per run" not in run) or (not ranked and "summed median node time" not in run):
-                problems.append(f"the run line names the wrong node-time figure for {len(profile.ranks)} rank(s): {run!r}")
-            if not ranked and not _close(nodes_ms, table_sum, abs_ms=0.002):
+            if not gathered and not _close(nodes_ms, table_sum, abs_ms=0.002):
                 problems.append(f"summed node time {nodes_ms} ms on the page, the table's medians sum to {table_sum}")
             if coverage > 100 and "more than the median run" not in rest:
                 problems.append(f"coverage above 100% unexplained: {run!r}")

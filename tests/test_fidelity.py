@@ -230,6 +230,15 @@ def test_a_session_times_the_models_own_forward_at_its_eager_steps(resnet18, sma
             s.step()
     assert "own_runs_ms" not in s.profiles[0].meta
     assert any(n.startswith("no fidelity line: a session times the model's own forward") for n in s.profiles[0].meta["notes"])
+    # docs/session.md (27 Nov): with wait=1 and repeat=2 both eager steps (0 and 5) ran this very shape, each cold;
+    # the note said that no eager step had run it
+    with torch.no_grad(), fxprof.session(resnet18, schedule=fxprof.schedule(wait=1, warmup=1, active=1, repeat=2)) as s:
+        for _ in range(6):
+            resnet18(small_image)
+            s.step()
+    note = next(n for n in s.profiles[1].meta["notes"] if n.startswith("no fidelity line"))
+    assert "the 2 eager step(s) of the schedule (wait, skip_first) that ran a batch of this shape" in note, note
+    assert "no eager step" not in note
 
 
 def test_over_the_gpu_limit_the_line_says_what_to_do(resnet18, small_image):

@@ -19,7 +19,7 @@ from typing import Iterable, Mapping, Sequence
 from .names import input_name, weight_name
 from .nodes import NodeInfo
 
-__all__ = ["own_run_ms", "Kernel", "Span", "common_scope", "readable_names", "charge_spans", "kernel_nodes", "extern_op",
+__all__ = ["own_run_ms", "quiet_own_run_ms", "Kernel", "Span", "common_scope", "readable_names", "charge_spans", "kernel_nodes", "extern_op",
            "strip_graph_prefix", "unmatched_nodes", "short_kernel_name", "UNMATCHED"]
 
 #: the ``op`` of a generated kernel's row and of an extern call's (``mm``, convolution...)
@@ -79,6 +79,21 @@ def own_run_ms(meta: Mapping[str, object]) -> tuple[float | None, int]:
     runs.sort()
     middle = len(runs) // 2
     return (runs[middle] if len(runs) % 2 else (runs[middle - 1] + runs[middle]) / 2.0), len(runs)
+
+
+def quiet_own_run_ms(meta: Mapping[str, object]) -> tuple[float | None, int]:
+    """The compiled model's own median run time (ms) that its rows are set against, and how many
+    unprofiled runs it is from: the runs that lost no time to other processes
+    (:func:`fxprof.core.contention.quiet_values`, as the fidelity line and the profiler cost's
+    yardstick take them); every run, as :func:`own_run_ms`, where none was measured."""
+    from .contention import quiet_values
+
+    runs = [float(v) for v in ((meta.get("compiled") or {}).get("unprofiled_ms") or ())]  # type: ignore[union-attr]
+    if not runs:
+        return None, 0
+    lost = (meta.get("contention") or {}).get("unprofiled_lost_ms")  # type: ignore[union-attr]
+    used, _ = quiet_values(runs, lost)
+    return own_run_ms({"compiled": {"unprofiled_ms": used}})[0], len(used)
 
 
 def extern_op(base: str) -> str:

@@ -91,10 +91,10 @@ def profiler_cost_lines(compiled: dict[str, Any]) -> list[str]:
 def breaks_table(profile: "Profile") -> pd.DataFrame:
     """Each graph break of a compiled profile, biggest first: where, why, how often a run, its
     median time a run and its share of the compiled model's own run."""
-    from ..core.compiled import own_run_ms
+    from ..core.compiled import quiet_own_run_ms
 
     breaks = (profile.meta.get("compiled") or {}).get("breaks") or []
-    own, _ = own_run_ms(profile.meta)
+    own, _ = quiet_own_run_ms(profile.meta)
     rows = [{"break": e.get("name", ""), "reason": e.get("reason", ""), "where": describe_site(e).split(" at ", 1)[-1],
              "scope": e.get("scope", "") or "(root)", "count": e.get("count"), "median_ms": e.get("median_ms"),
              "pct_of_run": (e["median_ms"] / own * 100) if own and e.get("median_ms") is not None else None}

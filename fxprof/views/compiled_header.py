@@ -53,9 +53,9 @@ def compiled_run_lines(profile: "Profile") -> list[str]:
            f"kernels account for {profile.coverage * 100:.1f}% of it (coverage), the rest is the compiled program's own "
            f"Python (guards, wrappers, allocations) and the profiler's" + lost)
     ]
-    from ..core.compiled import own_run_ms
+    from ..core.compiled import quiet_own_run_ms
 
-    plain, count = own_run_ms(profile.meta)
+    plain, count = quiet_own_run_ms(profile.meta)  # the quiet runs, as the fidelity line and the rows' construction
     if plain:
         lines.append(
             f"kernels: {format_ms(kernel_ms)} a run (median over the runs of their summed times), "

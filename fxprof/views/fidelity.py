@@ -23,6 +23,7 @@ def profile_fidelity(profile: "Profile") -> Fidelity | None:
         return None
     from .headline import busy_kept
 
+    # a gathered profile's own runs are kept whole, as its profiled runs are (fxprof.core.fidelity)
     return fidelity(profile.meta, profile.kept_totals(), profile.df["median_ms"].tolist(), busy_profiled=busy_kept(profile))
 
 
@@ -93,13 +94,27 @@ def fidelity_lines(profile: "Profile") -> list[str]:
     return [line] + kernel_line(profile)
 
 
+def _own_runs_shared(profile: "Profile") -> bool:
+    """A gathered profile whose own runs lost time to other processes (another rank on the same
+    core): they are kept whole for the fidelity ratio, so their excess over the nodes is not the
+    model's own Python, and no outside row is made of it."""
+    if len(profile.ranks) <= 1:
+        return False
+    from ..core.contention import busy_mask
+    from ..core.fidelity import own_runs_ms
+
+    own = own_runs_ms(profile.meta)
+    lost = (profile.meta.get("contention") or {}).get("own_lost_ms")
+    return bool(own) and lost is not None and len(lost) == len(own) and bool(busy_mask(lost, own).any())
+
+
 def outside_row(profile: "Profile") -> pd.DataFrame:
     """One row (index ``(outside the graph)`` or ``(between nodes)``) with the time of the
     model's own run that is in no node, ``median_ms`` only; empty when there is none worth a row.
     Tables show it after the node rows, out of every ranking; with it the rows add up to the
     model's own run."""
     found = profile_fidelity(profile)
-    if found is None or not found.outside_shown or profile.meta.get("capture") == "compiled":
+    if found is None or not found.outside_shown or profile.meta.get("capture") == "compiled" or _own_runs_shared(profile):
         return pd.DataFrame()
     return pd.DataFrame({"kind": ["outside"], "median_ms": [found.outside_ms]}, index=pd.Index([outside_label(profile.meta)], name="node"))
 
@@ -107,7 +122,7 @@ def outside_row(profile: "Profile") -> pd.DataFrame:
 def outside_note(profile: "Profile") -> str:
     """The footer line that says what the outside row is."""
     found = profile_fidelity(profile)
-    if found is None or not found.outside_shown or profile.meta.get("capture") == "compiled":
+    if found is None or not found.outside_shown or profile.meta.get("capture") == "compiled" or _own_runs_shared(profile):
         return ""
     label = outside_label(profile.meta)
     what = ("the model's Python that the captured graph(s) do not contain, and its calls between their ops"

@@ -86,12 +86,12 @@ def run_line(profile: "Profile") -> str:
     the time outside every node, so that the two add up to the run."""
     f = run_figures(profile)
     coverage = profile.coverage  # per rank for a gathered profile
-    # a gathered profile's coverage is each run's summed node time (median over every rank's runs),
-    # not the table's summed medians: two ranks on one core read 19.9 ms here and 11.0 ms summed
-    what = ("of node time per run (the median over every rank's runs of a run's summed node times; the table's "
-            "medians are over the ranks' runs together)" if len(profile.ranks) > 1 else "summed median node time")
+    # gathered: each run's node times summed, median over every rank's runs (the table's medians, over all
+    # ranks' samples of a node, need not add up to it: docs/distributed.md, 19.9 ms against a table of 11.0)
+    nodes = (f"{format_ms(f.run_ms * coverage)} of node time a run (each run's nodes summed, median over every "
+             f"rank's runs)" if len(profile.ranks) > 1 else f"{format_ms(f.run_ms * coverage)} summed median node time")
     head = (f"run: median {format_ms(f.run_ms)} (IQR {format_ms(f.iqr_ms)}) over {f.runs} runs; nodes account for "
-            f"{coverage * 100:.1f}% of it (coverage): {format_ms(f.run_ms * coverage)} {what}")
+            f"{coverage * 100:.1f}% of it (coverage): {nodes}")
     if coverage > 1:
         return (head + ", more than the median run: each node's median comes from other runs, and the runs "
                 "vary (see the IQR); compare medians of whole runs, not the nodes' sum")

@@ -209,6 +209,7 @@ class EagerSteps:
     def __init__(self) -> None:
         self._runs: dict[tuple, list[Any]] = {}
         self._lost: dict[tuple, list[float]] = {}
+        self._cold: dict[tuple, int] = {}  # the cold calls of each signature: run, not kept
 
     def call(self, forward: Callable[..., Any], args: tuple, kwargs: dict, key: tuple, cold: bool = False,
              meter: Any = None) -> Any:
@@ -216,6 +217,7 @@ class EagerSteps:
         untouched. ``meter`` (a :class:`~fxprof.measure.timing.contention.ContentionMeter`) keeps what
         the call lost to other processes."""
         if cold:
+            self._cold[key] = self._cold.get(key, 0) + 1
             return forward(*args, **kwargs)
         cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
         lost: list[float] = []
@@ -267,7 +269,10 @@ class EagerSteps:
         if ms:
             out["own_runs_ms"] = [round(v, 6) for v in ms]
             return out
+        cold = self._cold.get(keys[0], 0) if len(keys) == 1 else 0
         why = ("its timed runs had several input signatures" if len(keys) > 1 else
+               f"the {cold} eager step(s) of the schedule (wait, skip_first) that ran a batch of this shape each came "
+               f"first in the loop or right after instrumented steps, so none is kept" if cold else
                "no eager step of the schedule (wait, skip_first) ran a batch of this shape before the profile was made")
         out["notes"] = list(out.get("notes", [])) + [
             f"no fidelity line: a session times the model's own forward at the schedule's eager steps, and {why} "

@@ -452,3 +452,14 @@ def test_compiled_rows_over_the_run_on_the_cpu_are_not_given_a_rest():
     assert prof.coverage > 1.0
     run = next(line for line in prof.summary().splitlines() if line.startswith("run: "))
     assert "the rest" not in run and "over 100%: each row's median comes from other runs" in run, run
+
+
+def test_a_ratio_resting_mostly_on_corrected_own_runs_is_not_stated():
+    """docs/cli.md's re-run read "fidelity: profiled run 0.87 x the model's own ... 4 of them less the
+    time they lost": with most own runs estimated rather than measured, no ratio is printed."""
+    meta = {"own_runs_ms": [10.0, 20.0, 20.0, 20.0, 20.0], "device": "cpu",
+            "contention": {"own_lost_ms": [0.0, 10.0, 10.0, 10.0, 10.0]}}
+    found = fidelity(meta, [10.0], [9.0])
+    assert found.corrected_own == 4 and "4 of the 5 unprofiled runs lost time" in found.unreliable
+    meta["contention"]["own_lost_ms"] = [0.0, 0.0, 0.0, 10.0, 10.0]  # three quiet ones: the busy two left out
+    assert fidelity(meta, [10.0], [9.0]).unreliable == ""

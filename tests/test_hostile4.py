@@ -490,6 +490,18 @@ def test_compare_by_scope_says_b_against_a_in_the_words_of_plain_compare(capsys,
     assert re.search(r"b \d+(\.\d+)?x slower", plain) and "faster" not in run + blocks
 
 
+def test_compare_by_scope_keeps_the_speed_ups_figures_beside_its_words():
+    """docs/compiled.md's BERT re-run printed ``b 2.00x faster (speed-up a/b 2x)`` and ``b 1.30x
+    faster (speed-up a/b 1.3x)``, beside ``(speed-up a/b 0.547x)`` in the same page: three
+    significant figures drop their trailing zeros, and the two numbers read as different figures."""
+    from fxprof.views.text import _b_against_a
+
+    assert _b_against_a(2.0) == "b 2.00x faster (speed-up a/b 2.00x)"
+    assert _b_against_a(1.3) == "b 1.30x faster (speed-up a/b 1.30x)"
+    assert _b_against_a(0.55) == "b 1.82x slower (speed-up a/b 0.550x)"
+    assert _b_against_a(0.547) == "b 1.83x slower (speed-up a/b 0.547x)"
+
+
 # --------------------------------------- 16: the README's first command on a CPU machine
 def test_the_readme_says_how_to_skip_the_cuda_build_before_the_set_up_line():
     """Item 16: the CPU-wheel advice came after the line people copy. It comes before it now; the

@@ -403,7 +403,8 @@ def _b_against_a(speedup: float) -> str:
     from .headline import ratio_words
 
     words = ratio_words(1.0 / speedup) if speedup and math.isfinite(speedup) and speedup > 0 else ""
-    return (f"b {words} (speed-up a/b {speedup:.3g}x)" if words else f"speed-up a/b {speedup:.3g}x")
+    # "#": three significant figures with their trailing zeros ("2.00x", not "2x" beside "b 2.00x faster")
+    return (f"b {words} (speed-up a/b {speedup:#.3g}x)" if words else f"speed-up a/b {speedup:#.3g}x")
 
 
 def render_blocks(blocks: pd.DataFrame, label_a: str = "a", label_b: str = "b",

@@ -35,6 +35,7 @@ from .tracer import trace
 __all__ = ["CAPTURES", "Capture", "capture_model", "explain_trace_failure"]
 from .base import Capture, GraphCapture, _forward_location, explain_trace_failure, where_tracing_stopped
 from .dynamo import DynamoCapture
+from .fsdp import capture_fsdp, is_fsdp
 
 
 # ------------------------------------------------------------------------- entry
@@ -108,6 +109,8 @@ def _capture(model: nn.Module, args: tuple, kwargs: dict, capture: str, concrete
              root_hooks_run: bool = False, forward: Any = None) -> Capture:
     if isinstance(model, fx.GraphModule) and capture in ("auto", "symbolic"):
         return GraphCapture(model, "graphmodule", "a GraphModule was given: used as is")
+    if is_fsdp(model):
+        return capture_fsdp(model, args, kwargs, capture, concrete_args, leaf_modules, trace_into)
     own = instance_forward(model, forward)
     if own is not None and capture in ("auto", "symbolic", "export"):
         what = (f"{type(model).__name__}'s forward is set on the instance ({_callable_name(own)}), and that is what "

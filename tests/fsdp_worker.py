@@ -1,0 +1,107 @@
+"""Run under ``torchrun`` by tests/test_distributed_fsdp.py (not a test module itself).
+
+``torchrun --nproc-per-node N fsdp_worker.py OUTDIR``: each rank shards :class:`TwoBlocks` with
+FSDP2 (``fully_shard`` on each block, then the root; gloo on the CPU), profiles it, gathers on
+rank 0, and writes what it saw to ``OUTDIR/rankN.json``; rank 0 also saves the gathered profile.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+
+class Block(nn.Module):
+    """A residual MLP block: Linear, ReLU, Linear, add."""
+
+    def __init__(self, width: int = 16, hidden: int = 32):
+        super().__init__()
+        self.fc1 = nn.Linear(width, hidden)
+        self.fc2 = nn.Linear(hidden, width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.fc2(torch.relu(self.fc1(x)))
+
+
+class TwoBlocks(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([Block(), Block()])
+        self.head = nn.Linear(16, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x)
+
+
+def sharded_model() -> nn.Module:
+    from torch.distributed.fsdp import fully_shard
+
+    torch.manual_seed(0)
+    model = TwoBlocks()
+    for block in model.blocks:
+        fully_shard(block)
+    fully_shard(model)
+    return model
+
+
+def _local(p: torch.Tensor) -> torch.Tensor:
+    return (p.to_local() if hasattr(p, "to_local") else p).detach().clone()
+
+
+def _refusal(call) -> str:
+    try:
+        call()
+    except ValueError as exc:
+        return str(exc)
+    return ""
+
+
+def main(outdir: str) -> None:
+    import fxprof
+    from fxprof.measure.capture.fsdp import capture_fsdp
+
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    try:
+        model = sharded_model()
+        torch.manual_seed(1 + rank)  # data parallel: each rank its own batch
+        x = torch.randn(8, 16)
+        with torch.no_grad():
+            reference = model(x)
+        params = {name: _local(p) for name, p in model.named_parameters()}
+        rng = torch.get_rng_state()
+
+        prof = fxprof.profile(model, x, warmup=1, iters=5)
+        merged = fxprof.gather(prof, dst=0)
+
+        with torch.no_grad():
+            after = model(x)
+            graph_out = capture_fsdp(model, (x,), {}, "auto").gm(x)  # what the timed runs ran
+        record = {
+            "rank": rank,
+            "nodes": [n.name for n in prof.nodes],
+            "capture": prof.meta.get("capture"),
+            "same_output": bool(torch.equal(after, reference)),
+            "graph_output": bool(torch.equal(graph_out, reference)),
+            "same_params": all(torch.equal(_local(p), params[name]) for name, p in model.named_parameters()),
+            "same_rng": bool(torch.equal(torch.get_rng_state(), rng)),
+            "backward": _refusal(lambda: fxprof.profile(model, x, backward=True, iters=1)),
+            "dynamo": _refusal(lambda: fxprof.profile(model, x, capture="dynamo", iters=1)),
+        }
+        if merged is not None:
+            merged.save(os.path.join(outdir, "merged.json"))
+        with open(os.path.join(outdir, f"rank{rank}.json"), "w") as handle:
+            json.dump(record, handle)
+    finally:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

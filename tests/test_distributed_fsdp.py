@@ -1,0 +1,101 @@
+"""FSDP2 models (``fully_shard``) profiled per rank: every layer's nodes, FSDP's all-gathers as rows.
+
+A real gloo job under ``torchrun`` on the CPU (tests/fsdp_worker.py): a model of two residual
+blocks, each ``fully_shard``-ed, then the root.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch.distributed as dist
+
+import fxprof
+from fxprof.core.rankstats import is_communication
+
+from test_distributed import HERE, _env, _torchrun
+
+WORKER = HERE / "fsdp_worker.py"
+
+needs_fsdp = pytest.mark.skipif(
+    not (dist.is_available() and dist.is_gloo_available() and hasattr(__import__("torch.distributed.fsdp").distributed.fsdp, "fully_shard")),
+    reason="needs torch.distributed with gloo and FSDP2 (torch.distributed.fsdp.fully_shard)")
+
+
+def _run(tmp_path, ranks: int):
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(ranks), str(WORKER), str(tmp_path)]
+    result = _torchrun(cmd, env=_env(), capture_output=True, text=True, timeout=1200, stdin=subprocess.DEVNULL, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-4000:]
+    records = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(ranks)]
+    return fxprof.load(tmp_path / "merged.json"), records
+
+
+@pytest.fixture(scope="module")
+def two_ranks(tmp_path_factory):
+    return _run(tmp_path_factory.mktemp("fsdp2"), 2)
+
+
+@needs_fsdp
+def test_fsdp2_all_gathers_are_rows_charged_to_their_layer(two_ranks):
+    prof, records = two_ranks
+    assert prof.ranks == [0, 1] and len(prof.runs) == 2 * 5
+    df = prof.df
+    for block in ("blocks.0", "blocks.1"):
+        label = block.replace(".", "_")
+        rows = df.loc[[f"{label}_all_gather", f"{label}_wait", f"{label}_reshard"]]
+        assert rows["kind"].tolist() == ["all_gather", "wait", "reshard"]
+        assert (rows["scope"] == block).all()  # charged to the block it gathers for
+        assert (rows["median_ms"] > 0).all() and rows["rank_max_ms"].notna().all()
+        assert df.loc[f"{label}_all_gather", "bytes"] > 0  # the shards copied in and gathered
+    # every node of every layer is timed, between its block's gather and its reshard
+    nodes = [n.name for n in prof.nodes]
+    for block in ("blocks_0", "blocks_1"):
+        start, end = nodes.index(f"{block}_wait"), nodes.index(f"{block}_reshard")
+        inside = nodes[start + 1:end]
+        assert [df.loc[n, "kind"] for n in inside] == ["linear", "relu", "linear", "add"]
+    # the root's parameters (head) are gathered before any block, and FSDP keeps them after forward
+    assert nodes.index("root_all_gather") < nodes.index("blocks_0_all_gather") and "root_reshard" not in nodes
+    assert all(r["nodes"] == nodes for r in records)  # the same graph on every rank
+    assert all(r["capture"] == "symbolic" for r in records)
+
+
+@needs_fsdp
+def test_fsdp2_comm_roll_up_separates_the_gathers(two_ranks):
+    prof, _ = two_ranks
+    df = prof.df
+    comm = is_communication(df.reset_index())
+    comm.index = df.index
+    assert set(df.index[comm]) == {"root_all_gather", "root_wait", "blocks_0_all_gather", "blocks_0_wait",
+                                   "blocks_1_all_gather", "blocks_1_wait"}
+    by = prof.group_by("comm")
+    assert by.loc["communication", "nodes"] == 6
+    assert by.loc["communication", "median_ms"] == pytest.approx(df.loc[comm, "median_ms"].sum())
+    ranks = prof.group_by("rank")
+    assert (ranks["comm_ms"] > 0).all()
+    # per layer: each block's row holds its own gather, wait and reshard with its compute
+    per_layer = prof.group_by("scope", depth=2)
+    for block in ("blocks.0", "blocks.1"):
+        label = block.replace(".", "_")
+        own = df[df["scope"].str.startswith(block)]
+        assert per_layer.loc[block, "nodes"] == len(own) == 7
+        assert per_layer.loc[block, "median_ms"] == pytest.approx(own["median_ms"].sum())
+        assert {f"{label}_all_gather", f"{label}_wait", f"{label}_reshard"} <= set(own.index)
+
+
+@needs_fsdp
+def test_fsdp2_profiling_leaves_outputs_parameters_and_rng_unchanged(two_ranks):
+    _, records = two_ranks
+    for r in records:
+        assert r["same_output"] and r["graph_output"], r
+        assert r["same_params"] and r["same_rng"], r
+
+
+@needs_fsdp
+def test_fsdp2_what_is_not_supported_yet_is_refused_on_every_rank(two_ranks):
+    _, records = two_ranks
+    for r in records:
+        assert "backward=True on an FSDP2 model" in r["backward"] and "not supported yet" in r["backward"]
+        assert "capture='dynamo' cannot profile an FSDP2 model" in r["dynamo"]

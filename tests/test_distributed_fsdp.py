@@ -99,3 +99,17 @@ def test_fsdp2_what_is_not_supported_yet_is_refused_on_every_rank(two_ranks):
     for r in records:
         assert "backward=True on an FSDP2 model" in r["backward"] and "not supported yet" in r["backward"]
         assert "capture='dynamo' cannot profile an FSDP2 model" in r["dynamo"]
+
+
+@pytest.mark.slow
+@needs_fsdp
+def test_fsdp2_on_four_ranks(tmp_path):
+    """Four ranks: each holds a quarter of every block; the same rows, every rank's outputs unchanged."""
+    prof, records = _run(tmp_path, 4)
+    assert prof.ranks == [0, 1, 2, 3]
+    by = prof.by_rank()
+    for node in ("blocks_0_all_gather", "blocks_0_wait", "blocks_1_all_gather", "blocks_1_wait"):
+        assert by.loc[node]["median_ms"].gt(0).all() and len(by.loc[node]) == 4
+    assert prof.group_by("comm").loc["communication", "nodes"] == 6
+    for r in records:
+        assert r["same_output"] and r["graph_output"] and r["same_params"] and r["same_rng"], r

@@ -36,6 +36,7 @@ __all__ = ["CAPTURES", "Capture", "capture_model", "explain_trace_failure"]
 from .base import Capture, GraphCapture, _forward_location, explain_trace_failure, where_tracing_stopped
 from .dynamo import DynamoCapture
 from .fsdp import capture_fsdp, is_fsdp
+from .tensor_parallel import split_tensor_parallel
 
 
 # ------------------------------------------------------------------------- entry
@@ -126,8 +127,8 @@ def _capture(model: nn.Module, args: tuple, kwargs: dict, capture: str, concrete
         specialised = set(omitted) - set(concrete_args or {})
         concrete_args = {**omitted, **(concrete_args or {})} or None
     if capture == "symbolic":
-        return _symbolic(model, concrete_args, leaf_modules, trace_into=trace_into, specialised=specialised,
-                         warn_hooks=True, root_hooks_run=root_hooks_run)
+        return split_tensor_parallel(_symbolic(model, concrete_args, leaf_modules, trace_into=trace_into, specialised=specialised,
+                                               warn_hooks=True, root_hooks_run=root_hooks_run), args, kwargs)
     if capture == "export":
         return _export(model, args, kwargs)
     if capture == "dynamo":
@@ -139,7 +140,7 @@ def _capture(model: nn.Module, args: tuple, kwargs: dict, capture: str, concrete
         if hooks:
             return DynamoCapture(model, f"symbolic tracing would lose {'; '.join(hooks)} (it calls forward directly); "
                                         f"used dynamo, which runs them")
-        return traced
+        return split_tensor_parallel(traced, args, kwargs)
     except TraceError as exc:
         cause = explain_trace_failure(exc.__cause__ or exc) or _first_line(exc.__cause__ or exc)
         where = where_tracing_stopped(exc.__cause__ or exc) or _forward_location(model)

@@ -25,6 +25,7 @@ left out), ``reshard_after_forward`` as an int, and captures other than symbolic
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import torch
@@ -37,6 +38,8 @@ FSDP_KINDS = ("all_gather", "wait", "reshard")
 
 
 def _fsdp_module_class() -> type | None:
+    if "torch.distributed.fsdp" not in sys.modules:  # never imported: no module was sharded by it
+        return None
     try:
         from torch.distributed.fsdp import FSDPModule
     except ImportError:  # a torch without torch.distributed

@@ -1,7 +1,10 @@
-"""FSDP2 models (``fully_shard``) profiled per rank: every layer's nodes, FSDP's all-gathers as rows.
+"""Sharded models profiled per rank, their collectives as rows: FSDP2 (``fully_shard``: every
+layer's nodes and FSDP's all-gathers) and tensor parallelism (``parallelize_module``: each
+layer's input and output redistributions).
 
-A real gloo job under ``torchrun`` on the CPU (tests/fsdp_worker.py): a model of two residual
-blocks, each ``fully_shard``-ed, then the root.
+Real gloo jobs under ``torchrun`` on the CPU (tests/sharded_worker.py): a model of two residual
+blocks, each ``fully_shard``-ed, then the root; one such block with ColwiseParallel then
+RowwiseParallel linears.
 """
 
 from __future__ import annotations
@@ -18,15 +21,15 @@ from fxprof.core.rankstats import is_communication
 
 from test_distributed import HERE, _env, _torchrun
 
-WORKER = HERE / "fsdp_worker.py"
+WORKER = HERE / "sharded_worker.py"
 
 needs_fsdp = pytest.mark.skipif(
     not (dist.is_available() and dist.is_gloo_available() and hasattr(__import__("torch.distributed.fsdp").distributed.fsdp, "fully_shard")),
     reason="needs torch.distributed with gloo and FSDP2 (torch.distributed.fsdp.fully_shard)")
 
 
-def _run(tmp_path, ranks: int):
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(ranks), str(WORKER), str(tmp_path)]
+def _run(tmp_path, ranks: int, kind: str = "fsdp"):
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(ranks), str(WORKER), str(tmp_path), kind]
     result = _torchrun(cmd, env=_env(), capture_output=True, text=True, timeout=1200, stdin=subprocess.DEVNULL, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-4000:]
     records = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(ranks)]
@@ -112,4 +115,33 @@ def test_fsdp2_on_four_ranks(tmp_path):
         assert by.loc[node]["median_ms"].gt(0).all() and len(by.loc[node]) == 4
     assert prof.group_by("comm").loc["communication", "nodes"] == 6
     for r in records:
+        assert r["same_output"] and r["graph_output"] and r["same_params"] and r["same_rng"], r
+
+
+# ------------------------------------------------------------------ tensor parallel
+@pytest.fixture(scope="module")
+def tensor_parallel(tmp_path_factory):
+    return _run(tmp_path_factory.mktemp("tp"), 2, "tp")
+
+
+@needs_fsdp
+def test_tensor_parallel_collectives_are_rows_of_their_own(tensor_parallel):
+    """fc1 (ColwiseParallel) and fc2 (RowwiseParallel): each split into its input redistribution,
+    its sharded matmul and its output redistribution; fc2's output is the all-reduce of the
+    partial sums, the only collective, and no longer inside fc2's row."""
+    prof, records = tensor_parallel
+    df = prof.df
+    nodes = [n.name for n in prof.nodes]
+    assert nodes == ["x", "fc1_input", "fc1", "fc1_output", "relu", "fc2_input", "fc2", "fc2_output", "add", "output"]
+    assert df.loc[["fc1_input", "fc1", "fc1_output", "fc2_input", "fc2", "fc2_output"], "kind"].tolist() == [
+        "redistribute", "linear", "redistribute", "redistribute", "linear", "all_reduce"]
+    assert df.loc[["fc1_input", "fc1", "fc1_output"], "scope"].tolist() == ["fc1"] * 3
+    assert (df.loc[["fc2_input", "fc2", "fc2_output"], "scope"] == "fc2").all()
+    assert df.loc["fc2_output", "median_ms"] > 0 and df.loc["fc2_output", "rank_max_ms"] > 0
+    by = prof.group_by("comm")
+    assert by.loc["communication", "nodes"] == 1
+    assert by.loc["communication", "median_ms"] == pytest.approx(df.loc["fc2_output", "median_ms"])
+    assert prof.by_rank().loc["fc2_output"]["median_ms"].gt(0).all()
+    for r in records:
+        assert r["nodes"] == nodes and r["capture"] == "symbolic"
         assert r["same_output"] and r["graph_output"] and r["same_params"] and r["same_rng"], r

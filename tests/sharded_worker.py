@@ -53,6 +53,47 @@ def sharded_model() -> nn.Module:
     return model
 
 
+class Outer(nn.Module):
+    """A Linear and a parameter of its own, used by its own code."""
+
+    def __init__(self):
+        super().__init__()
+        self.inner = nn.Linear(16, 16)
+        self.w = nn.Parameter(torch.randn(16, 16) / 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.inner(x) @ self.w
+
+
+class Nested(nn.Module):
+    """What tracing through FSDP2 modules must get right: a parameter used by the root's own
+    code, a sharded Linear traced into (``fully_shard`` on a leaf), a module called twice (its
+    parameters gathered and freed twice), an FSDP module inside another."""
+
+    def __init__(self):
+        super().__init__()
+        self.scale = nn.Parameter(torch.linspace(0.5, 1.5, 16))
+        self.a = nn.Linear(16, 16)
+        self.shared = nn.Linear(16, 16)
+        self.outer = Outer()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.shared(self.outer(self.shared(self.a(x * self.scale))))
+
+
+def nested_model() -> nn.Module:
+    from torch.distributed.fsdp import fully_shard
+
+    torch.manual_seed(0)
+    model = Nested()
+    fully_shard(model.a)
+    fully_shard(model.shared)
+    fully_shard(model.outer.inner)
+    fully_shard(model.outer)
+    fully_shard(model)
+    return model
+
+
 def tensor_parallel_block() -> nn.Module:
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
@@ -106,7 +147,16 @@ def main(outdir: str, kind: str) -> None:
             "same_params": all(torch.equal(_local(p), params[name]) for name, p in model.named_parameters()),
             "same_rng": bool(torch.equal(torch.get_rng_state(), rng)),
         }
-        if kind == "fsdp":  # what FSDP2 cannot yet be profiled with
+        if kind == "fsdp":
+            nested = nested_model()
+            with torch.no_grad():
+                expected = nested(x)
+            profiled = fxprof.profile(nested, x, warmup=1, iters=2, anatomy=False)
+            with torch.no_grad():
+                got = capture_model(nested, (x,), {}, "auto").gm(x)
+            record["nested_nodes"] = [[n.name, n.kind, n.scope] for n in profiled.nodes]
+            record["nested_output"] = bool(torch.equal(got, expected)) and bool(torch.equal(nested(x), expected))
+            # what FSDP2 cannot yet be profiled with
             record["backward"] = _refusal(lambda: fxprof.profile(model, x, backward=True, iters=1))
             record["dynamo"] = _refusal(lambda: fxprof.profile(model, x, capture="dynamo", iters=1))
         if merged is not None:

@@ -97,6 +97,23 @@ def test_fsdp2_profiling_leaves_outputs_parameters_and_rng_unchanged(two_ranks):
 
 
 @needs_fsdp
+def test_fsdp2_nested_shared_and_traced_into_modules(two_ranks):
+    """A module called twice is gathered and freed twice; each call reads the parameters FSDP
+    registered for it (not the first call's, freed since); an FSDP module inside another is
+    gathered after it and freed before it; the root's own parameter follows its gathers."""
+    _, records = two_ranks
+    for r in records:
+        assert r["nested_output"], r
+        steps = [(name, scope) for name, kind, scope in r["nested_nodes"] if kind in ("all_gather", "wait", "reshard")]
+        assert [n for n, _ in steps] == [
+            "root_all_gather", "root_wait", "a_all_gather", "a_wait", "a_reshard",
+            "shared_all_gather", "shared_wait", "shared_reshard",
+            "outer_all_gather", "outer_wait", "outer_inner_all_gather", "outer_inner_wait", "outer_inner_reshard",
+            "outer_reshard", "shared_all_gather_1", "shared_wait_1", "shared_reshard_1"]
+        assert dict(steps)["outer_inner_wait"] == "outer.inner" and dict(steps)["shared_wait_1"] == "shared"
+
+
+@needs_fsdp
 def test_fsdp2_what_is_not_supported_yet_is_refused_on_every_rank(two_ranks):
     _, records = two_ranks
     for r in records:

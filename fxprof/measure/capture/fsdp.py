@@ -43,6 +43,6 @@ def capture_fsdp(model: nn.Module, args: tuple, kwargs: dict, capture: str, conc
             f"cannot trace FSDP2 model {type(model).__name__} symbolically: {exc}\n(An FSDP2 model is profiled from "
             f"its traced layers with FSDP's all-gathers as nodes; dynamo and export cannot see FSDP's work.)"
         ) from exc.__cause__
-    insert_fsdp_steps(gm, modules)
+    insert_fsdp_steps(gm, modules, model)
     return GraphCapture(gm, "symbolic", f"FSDP2 model (fully_shard on {', '.join(p or '(root)' for p in modules)}): "
                                         f"layers traced, FSDP's all-gathers timed as nodes")

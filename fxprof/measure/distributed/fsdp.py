@@ -116,13 +116,16 @@ class FSDPStep:
     A callable object, so that the node's ``kind`` is the step (``__name__``) and the module
     travels with the graph; ``all_gather`` returns the handle that ``wait`` takes."""
 
-    def __init__(self, step: str, module: nn.Module, path: str):
+    def __init__(self, step: str, module: nn.Module, path: str, mirrors: tuple = ()):
         if step not in FSDP_KINDS:
             raise ValueError(f"unknown FSDP step {step!r}")
         self.__name__ = step
         self.__qualname__ = step
         self.__module__ = __name__
         self.step, self.module, self.path = step, module, path
+        #: (graph's module, model's module, name): the graph's copies of parameters this module
+        #: gathers, which must follow what FSDP registers on the model
+        self.mirrors = mirrors
 
     def __call__(self, *args: Any) -> Any:
         if self.step == "all_gather":
@@ -131,8 +134,10 @@ class FSDPStep:
             handle = args[0]
             if handle is not None:
                 handle.wait()
-            return None
-        self.module.reshard()  # type: ignore[operator]
+        else:
+            self.module.reshard()  # type: ignore[operator]
+        for copy, real, name in self.mirrors:
+            copy._parameters[name] = real._parameters[name]
         return None
 
     def __repr__(self) -> str:
@@ -181,12 +186,48 @@ def _spans(nodes: list[fx.Node], path: str) -> list[tuple[fx.Node, fx.Node]]:
     return spans
 
 
-def insert_fsdp_steps(gm: fx.GraphModule, modules: dict[str, nn.Module]) -> fx.GraphModule:
+def _fresh_reads(graph: fx.Graph) -> None:
+    """One ``get_attr`` per use: tracing reads a parameter once and hands the value to every
+    later use, but FSDP registers a new tensor at each unshard (a module called twice, its
+    parameters freed in between, would get the first call's)."""
+    for node in [n for n in graph.nodes if n.op == "get_attr" and len(n.users) > 1]:
+        for user in list(node.users)[1:]:
+            with graph.inserting_before(user):
+                fresh = graph.get_attr(str(node.target))
+            fresh.meta = dict(node.meta)
+            user.replace_input_with(node, fresh)
+
+
+def _mirrors(gm: fx.GraphModule, model: nn.Module, modules: dict[str, nn.Module]) -> dict[str, tuple]:
+    """Per FSDP module path: the parameters the graph reads (``get_attr``) from its own copy of a
+    module rather than the model's (a ``GraphModule`` copies the attributes of traced-through
+    modules), as (copy, real module, name). FSDP registers new tensors at each unshard and
+    reshard; the steps put them on the copies too."""
+    out: dict[str, list] = {p: [] for p in modules}
+    seen = set()
+    for node in gm.graph.nodes:
+        if node.op != "get_attr" or str(node.target) in seen:
+            continue
+        seen.add(str(node.target))
+        owner, _, name = str(node.target).rpartition(".")
+        real = model.get_submodule(owner)
+        copy = gm.get_submodule(owner)
+        if copy is real or name not in real._parameters or name not in copy._parameters:
+            continue
+        manager = max((p for p in modules if not p or owner == p or owner.startswith(p + ".")), key=len, default=None)
+        if manager is not None:
+            out[manager].append((copy, real, name))
+    return {p: tuple(v) for p, v in out.items()}
+
+
+def insert_fsdp_steps(gm: fx.GraphModule, modules: dict[str, nn.Module], model: nn.Module | None = None) -> fx.GraphModule:
     """Put FSDP's work for each call of each module in ``modules`` (:func:`fsdp_modules`) into
     ``gm``: ``all_gather`` and ``wait`` before the call's first node, ``reshard`` after its last
     (where FSDP reshards after forward). Nested modules: the outer module's all-gather comes
     first, as FSDP's pre-hooks run outer first. Returns ``gm``, recompiled."""
     graph = gm.graph
+    _fresh_reads(graph)
+    mirrors = _mirrors(gm, model, modules) if model is not None else {}
     work = [n for n in graph.nodes if n.op not in ("placeholder", "output")]
     # outer modules first, so that an inner module's steps land inside the outer's
     plan = []
@@ -206,13 +247,13 @@ def insert_fsdp_steps(gm: fx.GraphModule, modules: dict[str, nn.Module]) -> fx.G
             with graph.inserting_before(first):
                 gather = graph.create_node("call_function", FSDPStep("all_gather", module, path), (), {},
                                            name=f"{label}_all_gather{suffix}")
-                wait = graph.create_node("call_function", FSDPStep("wait", module, path), (gather,), {},
+                wait = graph.create_node("call_function", FSDPStep("wait", module, path, mirrors.get(path, ())), (gather,), {},
                                          name=f"{label}_wait{suffix}")
             for node in (gather, wait):
                 node.meta["nn_module_stack"] = dict(stack)
             if reshard:
                 with graph.inserting_after(last):
-                    free = graph.create_node("call_function", FSDPStep("reshard", module, path), (), {},
+                    free = graph.create_node("call_function", FSDPStep("reshard", module, path, mirrors.get(path, ())), (), {},
                                              name=f"{label}_reshard{suffix}")
                 free.meta["nn_module_stack"] = dict(stack)
     graph.lint()

@@ -146,6 +146,7 @@ def main(outdir: str, kind: str) -> None:
             "graph_output": bool(torch.equal(graph_out, reference)),
             "same_params": all(torch.equal(_local(p), params[name]) for name, p in model.named_parameters()),
             "same_rng": bool(torch.equal(torch.get_rng_state(), rng)),
+            "plain_notes": prof.meta.get("notes", []),
         }
         if kind == "fsdp":
             nested = nested_model()
@@ -156,6 +157,11 @@ def main(outdir: str, kind: str) -> None:
                 got = capture_model(nested, (x,), {}, "auto").gm(x)
             record["nested_nodes"] = [[n.name, n.kind, n.scope] for n in profiled.nodes]
             record["nested_output"] = bool(torch.equal(got, expected)) and bool(torch.equal(nested(x), expected))
+            model.blocks[0].set_modules_to_forward_prefetch([model.blocks[1]])
+            prefetched = fxprof.profile(model, x, warmup=0, iters=1, anatomy=False)
+            record["prefetch_notes"] = prefetched.meta.get("notes", [])
+            record["prefetch_output"] = bool(torch.equal(model(x), reference))
+            model.blocks[0].set_modules_to_forward_prefetch([])
             # what FSDP2 cannot yet be profiled with
             record["backward"] = _refusal(lambda: fxprof.profile(model, x, backward=True, iters=1))
             record["dynamo"] = _refusal(lambda: fxprof.profile(model, x, capture="dynamo", iters=1))

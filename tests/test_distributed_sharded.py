@@ -114,6 +114,15 @@ def test_fsdp2_nested_shared_and_traced_into_modules(two_ranks):
 
 
 @needs_fsdp
+def test_fsdp2_forward_prefetch_is_said_not_reproduced(two_ranks):
+    _, records = two_ranks
+    for r in records:
+        assert any("forward prefetch is set on blocks.0" in n and "does not reproduce it" in n for n in r["prefetch_notes"]), r
+        assert r["prefetch_output"]
+        assert not any("prefetch" in n for n in r.get("plain_notes", [])), r
+
+
+@needs_fsdp
 def test_fsdp2_what_is_not_supported_yet_is_refused_on_every_rank(two_ranks):
     _, records = two_ranks
     for r in records:

@@ -10,7 +10,7 @@ from torch import nn
 
 from ...errors import TraceError
 from ..common.state import preserved_buffers, preserved_rng
-from ..distributed.fsdp import bypass_types, fsdp_modules, insert_fsdp_steps, refuse_unsupported
+from ..distributed.fsdp import bypass_types, fsdp_modules, insert_fsdp_steps, prefetch_note, refuse_unsupported
 from .base import GraphCapture
 from .tracer import trace
 
@@ -44,5 +44,9 @@ def capture_fsdp(model: nn.Module, args: tuple, kwargs: dict, capture: str, conc
             f"its traced layers with FSDP's all-gathers as nodes; dynamo and export cannot see FSDP's work.)"
         ) from exc.__cause__
     insert_fsdp_steps(gm, modules, model)
-    return GraphCapture(gm, "symbolic", f"FSDP2 model (fully_shard on {', '.join(p or '(root)' for p in modules)}): "
-                                        f"layers traced, FSDP's all-gathers timed as nodes")
+    captured = GraphCapture(gm, "symbolic", f"FSDP2 model (fully_shard on {', '.join(p or '(root)' for p in modules)}): "
+                                            f"layers traced, FSDP's all-gathers timed as nodes")
+    note = prefetch_note(modules)
+    if note:
+        captured.notes["notes"] = [note]
+    return captured

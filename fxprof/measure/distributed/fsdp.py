@@ -31,7 +31,7 @@ from typing import Any
 import torch
 from torch import fx, nn
 
-__all__ = ["fsdp_modules", "insert_fsdp_steps", "refuse_unsupported", "bypass_types", "FSDPStep", "FSDP_KINDS"]
+__all__ = ["fsdp_modules", "insert_fsdp_steps", "refuse_unsupported", "prefetch_note", "bypass_types", "FSDPStep", "FSDP_KINDS"]
 
 #: the kinds of the nodes fxprof inserts for FSDP's work
 FSDP_KINDS = ("all_gather", "wait", "reshard")
@@ -72,6 +72,18 @@ def _reshards_after_forward(module: nn.Module) -> bool:
     post-forward mesh (FSDP's lazy initialization, which the model's first forward runs, clears it
     for the root; ``reshard_after_forward=False`` never sets it)."""
     return any(getattr(g, "post_forward_mesh_info", None) is not None for g in _param_groups(module))
+
+
+def prefetch_note(modules: dict[str, nn.Module]) -> str:
+    """What the profile leaves out when FSDP's explicit forward prefetch is set
+    (``set_modules_to_forward_prefetch``; read from FSDP's state), else ""."""
+    found = [path or "(root)" for path, m in modules.items()
+             if getattr(m._get_fsdp_state(), "_states_to_forward_prefetch", None)]  # type: ignore[operator]
+    if not found:
+        return ""
+    return (f"FSDP's forward prefetch is set on {', '.join(found)} (set_modules_to_forward_prefetch), and fxprof does not "
+            f"reproduce it: each layer is gathered right before it runs, so every all-gather shows as waited for in "
+            f"full (the model itself overlaps the prefetched ones with the layer before)")
 
 
 def refuse_unsupported(model: nn.Module, capture: str = "symbolic", backward: bool = False, session: bool = False) -> None:

@@ -116,6 +116,17 @@ def _refusal(call) -> str:
     return ""
 
 
+def _train_step(model: nn.Module, x: torch.Tensor) -> tuple[float, dict[str, torch.Tensor]]:
+    """One SGD step on ``model`` (FSDP's own hooks: gathers, reduce-scatters): the loss and the
+    local shards after it."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    loss = model(x).square().mean()
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss.item(), {name: _local(p) for name, p in model.named_parameters()}
+
+
 def main(outdir: str, kind: str) -> None:
     import fxprof
     from fxprof.measure.capture.captures import capture_model
@@ -149,6 +160,14 @@ def main(outdir: str, kind: str) -> None:
             "plain_notes": prof.meta.get("notes", []),
         }
         if kind == "fsdp":
+            # training after profiling: the same step as on a twin never profiled (FSDP's state intact)
+            twin = sharded_model()
+            with torch.no_grad():
+                twin(x)  # the profiled model has run forward under no_grad too (FSDP keeps the root gathered)
+            loss, shards = _train_step(model, x)
+            twin_loss, twin_shards = _train_step(twin, x)
+            record["train_same"] = loss == twin_loss and all(torch.equal(shards[k], twin_shards[k]) for k in shards)
+            record["train_loss"] = loss
             nested = nested_model()
             with torch.no_grad():
                 expected = nested(x)
@@ -158,9 +177,12 @@ def main(outdir: str, kind: str) -> None:
             record["nested_nodes"] = [[n.name, n.kind, n.scope] for n in profiled.nodes]
             record["nested_output"] = bool(torch.equal(got, expected)) and bool(torch.equal(nested(x), expected))
             model.blocks[0].set_modules_to_forward_prefetch([model.blocks[1]])
+            with torch.no_grad():
+                trained = model(x)  # the step above changed the parameters
             prefetched = fxprof.profile(model, x, warmup=0, iters=1, anatomy=False)
             record["prefetch_notes"] = prefetched.meta.get("notes", [])
-            record["prefetch_output"] = bool(torch.equal(model(x), reference))
+            with torch.no_grad():
+                record["prefetch_output"] = bool(torch.equal(model(x), trained))
             model.blocks[0].set_modules_to_forward_prefetch([])
             # what FSDP2 cannot yet be profiled with
             record["backward"] = _refusal(lambda: fxprof.profile(model, x, backward=True, iters=1))

@@ -94,6 +94,8 @@ def test_fsdp2_profiling_leaves_outputs_parameters_and_rng_unchanged(two_ranks):
     for r in records:
         assert r["same_output"] and r["graph_output"], r
         assert r["same_params"] and r["same_rng"], r
+        # a training step after profiling: the same loss and shards as on a twin never profiled
+        assert r["train_same"] and r["train_loss"] > 0, r
 
 
 @needs_fsdp

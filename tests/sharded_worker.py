@@ -104,6 +104,23 @@ def tensor_parallel_block() -> nn.Module:
     return parallelize_module(block, mesh, {"fc1": ColwiseParallel(), "fc2": RowwiseParallel()})
 
 
+def two_dimensional() -> nn.Module:
+    """:class:`TwoBlocks` on a 2x2 mesh: each block tensor parallel over ``tp`` (as
+    :func:`tensor_parallel_block`), then FSDP2 over ``dp``."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+    torch.manual_seed(0)
+    model = TwoBlocks()
+    for block in model.blocks:
+        parallelize_module(block, mesh["tp"], {"fc1": ColwiseParallel(), "fc2": RowwiseParallel()})
+        fully_shard(block, mesh=mesh["dp"])
+    fully_shard(model, mesh=mesh["dp"])
+    return model
+
+
 def _local(p: torch.Tensor) -> torch.Tensor:
     return (p.to_local() if hasattr(p, "to_local") else p).detach().clone()
 
@@ -134,9 +151,9 @@ def main(outdir: str, kind: str) -> None:
     dist.init_process_group("gloo")
     rank = dist.get_rank()
     try:
-        model = sharded_model() if kind == "fsdp" else tensor_parallel_block()
-        # data parallel: each rank its own batch; tensor parallel: every rank the same input
-        torch.manual_seed(1 + rank if kind == "fsdp" else 1)
+        model = {"fsdp": sharded_model, "tp": tensor_parallel_block, "2d": two_dimensional}[kind]()
+        # data parallel: each rank its own batch; tensor parallel: every rank of a group the same input
+        torch.manual_seed({"fsdp": 1 + rank, "tp": 1, "2d": 1 + rank // 2}[kind])
         x = torch.randn(8, 16)
         with torch.no_grad():
             reference = model(x) + 0  # + 0: a collective's result waited for

@@ -173,3 +173,21 @@ def test_tensor_parallel_collectives_are_rows_of_their_own(tensor_parallel):
     for r in records:
         assert r["nodes"] == nodes and r["capture"] == "symbolic"
         assert r["same_output"] and r["graph_output"] and r["same_params"] and r["same_rng"], r
+
+
+@pytest.mark.slow
+@needs_fsdp
+def test_fsdp2_over_tensor_parallel_blocks_on_a_2x2_mesh(tmp_path):
+    """Four ranks, each block tensor parallel over two of them and sharded by FSDP2 over the
+    other two: FSDP's gathers and the tensor-parallel redistributions are rows of their own."""
+    prof, records = _run(tmp_path, 4, "2d")
+    df = prof.df
+    nodes = [n.name for n in prof.nodes]
+    block = nodes[nodes.index("blocks_0_all_gather"):nodes.index("blocks_0_reshard") + 1]
+    assert block == ["blocks_0_all_gather", "blocks_0_wait", "blocks_0_fc1_input", "blocks_0_fc1", "blocks_0_fc1_output",
+                     "relu", "blocks_0_fc2_input", "blocks_0_fc2", "blocks_0_fc2_output", "add", "blocks_0_reshard"]
+    assert df.loc["blocks_0_fc2_output", "kind"] == "all_reduce" and df.loc["blocks_0_fc1_output", "kind"] == "redistribute"
+    assert (df.loc[block, "scope"].str.startswith("blocks.0")).all()
+    assert prof.group_by("comm").loc["communication", "nodes"] == 8  # 3 gathers, 3 waits, 2 all-reduces
+    for r in records:
+        assert r["same_output"] and r["graph_output"] and r["same_params"] and r["same_rng"], r

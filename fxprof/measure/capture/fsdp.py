@@ -12,6 +12,7 @@ from ...errors import TraceError
 from ..common.state import preserved_buffers, preserved_rng
 from ..distributed.fsdp import bypass_types, fsdp_modules, insert_fsdp_steps, prefetch_note, refuse_unsupported
 from .base import GraphCapture
+from .tensor_parallel import split_tensor_parallel
 from .tracer import trace
 
 __all__ = ["capture_fsdp", "is_fsdp"]
@@ -46,6 +47,7 @@ def capture_fsdp(model: nn.Module, args: tuple, kwargs: dict, capture: str, conc
     insert_fsdp_steps(gm, modules, model)
     captured = GraphCapture(gm, "symbolic", f"FSDP2 model (fully_shard on {', '.join(p or '(root)' for p in modules)}): "
                                             f"layers traced, FSDP's all-gathers timed as nodes")
+    captured = split_tensor_parallel(captured, args, kwargs)  # FSDP over tensor parallelism (2D)
     note = prefetch_note(modules)
     if note:
         captured.notes["notes"] = [note]

@@ -203,6 +203,15 @@ def main(outdir: str, kind: str) -> None:
             model.blocks[0].set_modules_to_forward_prefetch([])
             # what FSDP2 cannot yet be profiled with
             record["backward"] = _refusal(lambda: fxprof.profile(model, x, backward=True, iters=1))
+
+            def in_a_session() -> None:
+                with fxprof.session(model, schedule=fxprof.schedule(wait=0, warmup=0, active=1)) as s:
+                    model(x)
+                    s.step()
+
+            record["session"] = _refusal(in_a_session)
+            with torch.no_grad():  # the session gave the model back as it was
+                record["after_session"] = "forward" not in model.__dict__ and bool(torch.equal(model(x), trained))
             record["dynamo"] = _refusal(lambda: fxprof.profile(model, x, capture="dynamo", iters=1))
         if merged is not None:
             merged.save(os.path.join(outdir, "merged.json"))

@@ -130,6 +130,8 @@ def test_fsdp2_what_is_not_supported_yet_is_refused_on_every_rank(two_ranks):
     for r in records:
         assert "backward=True on an FSDP2 model" in r["backward"] and "not supported yet" in r["backward"]
         assert "capture='dynamo' cannot profile an FSDP2 model" in r["dynamo"]
+        assert "fxprof.session on an FSDP2 model" in r["session"] and "not supported yet" in r["session"]
+        assert r["after_session"]
 
 
 @pytest.mark.slow

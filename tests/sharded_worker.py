@@ -197,7 +197,7 @@ def main(outdir: str, kind: str) -> None:
             with torch.no_grad():
                 trained = model(x)  # the step above changed the parameters
             prefetched = fxprof.profile(model, x, warmup=0, iters=1, anatomy=False)
-            record["prefetch_notes"] = prefetched.meta.get("notes", [])
+            record["prefetch_nodes"] = [n.name for n in prefetched.nodes]
             with torch.no_grad():
                 record["prefetch_output"] = bool(torch.equal(model(x), trained))
             model.blocks[0].set_modules_to_forward_prefetch([])

@@ -116,12 +116,17 @@ def test_fsdp2_nested_shared_and_traced_into_modules(two_ranks):
 
 
 @needs_fsdp
-def test_fsdp2_forward_prefetch_is_said_not_reproduced(two_ranks):
+def test_fsdp2_forward_prefetch_is_reproduced(two_ranks):
+    """blocks.0 prefetches blocks.1 (set_modules_to_forward_prefetch): blocks.1's all-gather is
+    issued right after blocks.0's wait, as FSDP does in blocks.0's pre-forward; blocks.1's wait
+    stays before its layer; the values are the model's."""
     _, records = two_ranks
     for r in records:
-        assert any("forward prefetch is set on blocks.0" in n and "does not reproduce it" in n for n in r["prefetch_notes"]), r
-        assert r["prefetch_output"]
-        assert not any("prefetch" in n for n in r.get("plain_notes", [])), r
+        nodes = r["prefetch_nodes"]
+        assert nodes.index("blocks_1_all_gather") == nodes.index("blocks_0_wait") + 1
+        assert nodes.index("blocks_1_wait") == nodes.index("blocks_0_reshard") + 1
+        assert nodes.count("blocks_1_all_gather") == 1 and r["prefetch_output"]
+        assert r["nodes"].index("blocks_1_all_gather") == r["nodes"].index("blocks_0_reshard") + 1  # without it
 
 
 @needs_fsdp

@@ -31,7 +31,7 @@ from typing import Any
 import torch
 from torch import fx, nn
 
-__all__ = ["fsdp_modules", "insert_fsdp_steps", "refuse_unsupported", "prefetch_note", "bypass_types", "FSDPStep", "FSDP_KINDS"]
+__all__ = ["fsdp_modules", "insert_fsdp_steps", "refuse_unsupported", "forward_prefetch", "bypass_types", "FSDPStep", "FSDP_KINDS"]
 
 #: the kinds of the nodes fxprof inserts for FSDP's work
 FSDP_KINDS = ("all_gather", "wait", "reshard")
@@ -72,18 +72,6 @@ def _reshards_after_forward(module: nn.Module) -> bool:
     post-forward mesh (FSDP's lazy initialization, which the model's first forward runs, clears it
     for the root; ``reshard_after_forward=False`` never sets it)."""
     return any(getattr(g, "post_forward_mesh_info", None) is not None for g in _param_groups(module))
-
-
-def prefetch_note(modules: dict[str, nn.Module]) -> str:
-    """What the profile leaves out when FSDP's explicit forward prefetch is set
-    (``set_modules_to_forward_prefetch``; read from FSDP's state), else ""."""
-    found = [path or "(root)" for path, m in modules.items()
-             if getattr(m._get_fsdp_state(), "_states_to_forward_prefetch", None)]  # type: ignore[operator]
-    if not found:
-        return ""
-    return (f"FSDP's forward prefetch is set on {', '.join(found)} (set_modules_to_forward_prefetch), and fxprof does not "
-            f"reproduce it: each layer is gathered right before it runs, so every all-gather shows as waited for in "
-            f"full (the model itself overlaps the prefetched ones with the layer before)")
 
 
 def refuse_unsupported(model: nn.Module, capture: str = "symbolic", backward: bool = False, session: bool = False) -> None:
@@ -139,9 +127,13 @@ class FSDPStep:
         #: gathers, which must follow what FSDP registers on the model
         self.mirrors = mirrors
 
+    #: whether the all-gather is issued without waiting (its wait is the ``wait`` step); FSDP's own
+    #: setting for a prefetched gather (:func:`_apply_prefetch`)
+    async_op = True
+
     def __call__(self, *args: Any) -> Any:
         if self.step == "all_gather":
-            return self.module.unshard(async_op=True)  # type: ignore[operator]
+            return self.module.unshard(async_op=self.async_op)  # type: ignore[operator]
         if self.step == "wait":
             handle = args[0]
             if handle is not None:
@@ -247,6 +239,7 @@ def insert_fsdp_steps(gm: fx.GraphModule, modules: dict[str, nn.Module], model: 
         spans = _spans(work, path) if path else ([(work[0], work[-1])] if work else [])
         plan.append((path, module, spans))
     count = {p: 0 for p in modules}
+    steps: dict[str, list[tuple[fx.Node, fx.Node]]] = {p: [] for p in modules}  # per module, per call: gather, wait
     for path, module, spans in plan:
         reshard = _reshards_after_forward(module)
         label = path.replace(".", "_") or "root"
@@ -263,14 +256,60 @@ def insert_fsdp_steps(gm: fx.GraphModule, modules: dict[str, nn.Module], model: 
                                          name=f"{label}_wait{suffix}")
             for node in (gather, wait):
                 node.meta["nn_module_stack"] = dict(stack)
+            steps[path].append((gather, wait))
             if reshard:
                 with graph.inserting_after(last):
                     free = graph.create_node("call_function", FSDPStep("reshard", module, path, mirrors.get(path, ())), (), {},
                                              name=f"{label}_reshard{suffix}")
                 free.meta["nn_module_stack"] = dict(stack)
+    _apply_prefetch(graph, modules, steps)
     graph.lint()
     gm.recompile()
     return gm
+
+
+def forward_prefetch(modules: dict[str, nn.Module]) -> dict[str, list[str]]:
+    """Per module path: the modules whose all-gather FSDP issues in its pre-forward
+    (``set_modules_to_forward_prefetch``; read from FSDP's state), by path, in FSDP's order."""
+    by_state = {}
+    for path, module in modules.items():
+        by_state[id(module._get_fsdp_state())] = path  # type: ignore[operator]
+    out: dict[str, list[str]] = {}
+    for path, module in modules.items():
+        states = getattr(module._get_fsdp_state(), "_states_to_forward_prefetch", None) or []  # type: ignore[operator]
+        targets = [by_state[id(state)] for state in states if id(state) in by_state]
+        if targets:
+            out[path] = targets
+    return out
+
+
+def _async_unshard(module: nn.Module) -> bool:
+    """FSDP's ``unshard_async_op`` for ``module`` (False unless set): a prefetched all-gather is
+    issued with it, so that on the CPU (gloo) it runs at once, as in FSDP, unless set."""
+    return any(bool(getattr(g, "unshard_async_op", False)) for g in _param_groups(module))
+
+
+def _apply_prefetch(graph: fx.Graph, modules: dict[str, nn.Module], steps: dict[str, list[tuple[fx.Node, fx.Node]]]) -> None:
+    """Where FSDP's forward prefetch is set, move each target's next all-gather to right after the
+    prefetching module's wait, as FSDP issues it at the end of that module's pre-forward; the
+    target's ``wait`` stays before its layer and shows what the layer still waited."""
+    prefetch = forward_prefetch(modules)
+    if not prefetch:
+        return
+    order = {node: i for i, node in enumerate(graph.nodes)}
+    taken: set[fx.Node] = set()
+    for path, targets in prefetch.items():
+        for _, wait in steps[path]:
+            cursor = wait
+            for target in targets:
+                later = [g for g, _ in steps[target] if order[g] > order[wait] and g not in taken]
+                if not later:
+                    continue
+                gather = min(later, key=order.__getitem__)
+                taken.add(gather)
+                gather.target.async_op = _async_unshard(modules[target])  # type: ignore[union-attr]
+                cursor.append(gather)
+                cursor = gather
 
 
 def bypass_types() -> tuple[type, ...]:

@@ -86,6 +86,12 @@ def test_fsdp2_comm_roll_up_separates_the_gathers(two_ranks):
         assert per_layer.loc[block, "nodes"] == len(own) == 7
         assert per_layer.loc[block, "median_ms"] == pytest.approx(own["median_ms"].sum())
         assert {f"{label}_all_gather", f"{label}_wait", f"{label}_reshard"} <= set(own.index)
+        # ... and splits it: its own gather and wait against the rest
+        gathers = df.loc[[f"{label}_all_gather", f"{label}_wait"], "median_ms"].sum()
+        assert per_layer.loc[block, "comm_ms"] == pytest.approx(gathers)
+        assert per_layer.loc[block, "compute_ms"] == pytest.approx(own["median_ms"].sum() - gathers)
+    assert per_layer.loc["head", "comm_ms"] == 0
+    assert "comm_ms" not in prof.group_by("op").columns and "comm_ms" not in by.columns
 
 
 @needs_fsdp
@@ -198,3 +204,11 @@ def test_fsdp2_over_tensor_parallel_blocks_on_a_2x2_mesh(tmp_path):
     assert prof.group_by("comm").loc["communication", "nodes"] == 8  # 3 gathers, 3 waits, 2 all-reduces
     for r in records:
         assert r["same_output"] and r["graph_output"] and r["same_params"] and r["same_rng"], r
+
+
+def test_roll_ups_without_collectives_have_no_comm_columns():
+    import torch
+    from torch import nn
+
+    prof = fxprof.profile(nn.Sequential(nn.Linear(4, 4), nn.ReLU()), torch.ones(2, 4), warmup=0, iters=2, anatomy=False)
+    assert "comm_ms" not in prof.group_by("scope").columns and "compute_ms" not in prof.group_by("module_type").columns

@@ -210,6 +210,19 @@ def main(outdir: str, kind: str) -> None:
                     s.step()
 
             record["session"] = _refusal(in_a_session)
+
+            def mixed_precision() -> None:
+                from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+                torch.manual_seed(0)
+                halves = TwoBlocks()
+                policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16)
+                for block in halves.blocks:
+                    fully_shard(block, mp_policy=policy)
+                fully_shard(halves, mp_policy=policy)
+                fxprof.profile(halves, x, iters=1)
+
+            record["mixed_precision"] = _refusal(mixed_precision)
             with torch.no_grad():  # the session gave the model back as it was
                 record["after_session"] = "forward" not in model.__dict__ and bool(torch.equal(model(x), trained))
             record["dynamo"] = _refusal(lambda: fxprof.profile(model, x, capture="dynamo", iters=1))

@@ -143,6 +143,7 @@ def test_fsdp2_what_is_not_supported_yet_is_refused_on_every_rank(two_ranks):
         assert "capture='dynamo' cannot profile an FSDP2 model" in r["dynamo"]
         assert "fxprof.session on an FSDP2 model" in r["session"] and "not supported yet" in r["session"]
         assert r["after_session"]
+        assert "sharded with a MixedPrecisionPolicy" in r["mixed_precision"], r["mixed_precision"]
 
 
 @pytest.mark.slow

@@ -200,6 +200,9 @@ def trace(
     a node, instead of running once while tracing (fx's default bakes such a value in as a
     ``_tensor_constant``).
 
+    ``past_hooks``: module classes traced into with their forward hooks left out (FSDP2's
+    ``FSDPModule``: :mod:`fxprof.measure.capture.fsdp` puts FSDP's work in the graph itself).
+
     Returns a ``GraphModule`` that shares the model's parameters and buffers and keeps its
     ``record_function`` ranges. Raises :class:`TraceError` naming the cause and the options
     when ``torch.fx`` cannot trace the model.

@@ -16,11 +16,16 @@ of a ``fully_shard``-ed module, each driving FSDP2's public API:
 before the module's first node and after its last. Their scope is the module, so the per-layer
 roll-up charges a layer its own all-gather, and ``all_gather``/``wait`` are communication
 (:data:`fxprof.core.rankstats.COLLECTIVE_KINDS`) for ``group_by("comm")``. The values are the
-model's own: the same all-gather of the same shards gives the same parameters.
+model's own: the same all-gather of the same shards gives the same parameters. A module called
+twice is gathered and freed twice; nested modules are gathered outer first and freed inner
+first; where FSDP's forward prefetch is set, the prefetched gather moves to right after the
+prefetching module's wait (:func:`forward_prefetch`). The graph's own copies of traced-through
+modules' parameters follow what FSDP registers (:func:`_mirrors`).
 
 Not supported yet (refused with the reason): ``backward=True`` (FSDP's reduce-scatters run in
-autograd hooks this graph does not hold), ``fxprof.session``, mixed precision (FSDP's input casts live in the hooks
-left out), ``reshard_after_forward`` as an int, and captures other than symbolic tracing.
+autograd hooks this graph does not hold), ``fxprof.session``, mixed precision (FSDP's input
+casts live in the hooks left out), ``reshard_after_forward`` as an int, and captures other than
+symbolic tracing.
 """
 
 from __future__ import annotations
@@ -28,7 +33,6 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-import torch
 from torch import fx, nn
 
 __all__ = ["fsdp_modules", "insert_fsdp_steps", "refuse_unsupported", "forward_prefetch", "bypass_types", "FSDPStep", "FSDP_KINDS"]

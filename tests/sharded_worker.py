@@ -42,11 +42,28 @@ class TwoBlocks(nn.Module):
         return self.head(x)
 
 
-def sharded_model() -> nn.Module:
+class NappingBlock(Block):
+    """A :class:`Block` that first naps ``nap_ms`` (a rank made slow on purpose; one node)."""
+
+    def __init__(self, nap_ms: int):
+        super().__init__()
+        self.nap_ms = nap_ms
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        from distributed_worker import nap
+
+        return super().forward(nap(x, self.nap_ms))
+
+
+def sharded_model(nap_ms: int = 0) -> nn.Module:
+    """:class:`TwoBlocks` sharded by FSDP2; with ``nap_ms``, its first block naps that long."""
     from torch.distributed.fsdp import fully_shard
 
     torch.manual_seed(0)
     model = TwoBlocks()
+    if nap_ms:
+        model.blocks[0] = NappingBlock(nap_ms)
+        model.blocks[0].load_state_dict(Block().state_dict())
     for block in model.blocks:
         fully_shard(block)
     fully_shard(model)
@@ -151,16 +168,21 @@ def main(outdir: str, kind: str) -> None:
     dist.init_process_group("gloo")
     rank = dist.get_rank()
     try:
-        model = {"fsdp": sharded_model, "tp": tensor_parallel_block, "2d": two_dimensional}[kind]()
+        if kind == "slow":  # rank 1 naps in the first block: the others wait in the second block's gather
+            from distributed_worker import SLOW_MS
+
+            model = sharded_model(SLOW_MS if rank == 1 else 1)
+        else:
+            model = {"fsdp": sharded_model, "tp": tensor_parallel_block, "2d": two_dimensional}[kind]()
         # data parallel: each rank its own batch; tensor parallel: every rank of a group the same input
-        torch.manual_seed({"fsdp": 1 + rank, "tp": 1, "2d": 1 + rank // 2}[kind])
+        torch.manual_seed({"fsdp": 1 + rank, "slow": 1 + rank, "tp": 1, "2d": 1 + rank // 2}[kind])
         x = torch.randn(8, 16)
         with torch.no_grad():
             reference = model(x) + 0  # + 0: a collective's result waited for
         params = {name: _local(p) for name, p in model.named_parameters()}
         rng = torch.get_rng_state()
 
-        prof = fxprof.profile(model, x, warmup=1, iters=5)
+        prof = fxprof.profile(model, x, warmup=1, iters=5, anatomy=kind != "slow")
         merged = fxprof.gather(prof, dst=0)
 
         with torch.no_grad():

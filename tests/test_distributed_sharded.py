@@ -213,3 +213,22 @@ def test_roll_ups_without_collectives_have_no_comm_columns():
 
     prof = fxprof.profile(nn.Sequential(nn.Linear(4, 4), nn.ReLU()), torch.ones(2, 4), warmup=0, iters=2, anatomy=False)
     assert "comm_ms" not in prof.group_by("scope").columns and "compute_ms" not in prof.group_by("module_type").columns
+
+
+@pytest.mark.slow
+@needs_fsdp
+def test_fsdp2_names_the_slow_rank_and_the_others_wait_in_the_next_gather(tmp_path):
+    """Rank 1 naps SLOW_MS in blocks.0 (the others 1 ms): the merged profile names rank 1, and
+    rank 0 spends the difference in blocks.1's gather, where it meets rank 1 again."""
+    from distributed_worker import SLOW_MS
+    from fxprof.core.ranks import straggler
+
+    prof, _ = _run(tmp_path, 2, "slow")
+    assert straggler(prof)["rank"] == 1
+    by = prof.by_rank()["median_ms"]
+    assert by[("nap", 1)] >= SLOW_MS * 0.9 and by[("nap", 0)] < SLOW_MS / 4
+    gather_0 = by[("blocks_1_all_gather", 0)] + by[("blocks_1_wait", 0)]
+    gather_1 = by[("blocks_1_all_gather", 1)] + by[("blocks_1_wait", 1)]
+    assert gather_0 > gather_1 + SLOW_MS / 2
+    layers = prof.group_by("scope", depth=2)
+    assert layers.loc["blocks.1", "comm_ms"] > layers.loc["blocks.1", "compute_ms"]

@@ -245,6 +245,7 @@ def main(outdir: str, kind: str) -> None:
                 fxprof.profile(halves, x, iters=1)
 
             record["mixed_precision"] = _refusal(mixed_precision)
+            record["leaf"] = _refusal(lambda: fxprof.profile(model, x, iters=1, leaf_modules=["blocks.1"]))
             with torch.no_grad():  # the session gave the model back as it was
                 record["after_session"] = "forward" not in model.__dict__ and bool(torch.equal(model(x), trained))
             record["dynamo"] = _refusal(lambda: fxprof.profile(model, x, capture="dynamo", iters=1))

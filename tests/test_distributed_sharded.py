@@ -144,6 +144,7 @@ def test_fsdp2_what_is_not_supported_yet_is_refused_on_every_rank(two_ranks):
         assert "fxprof.session on an FSDP2 model" in r["session"] and "not supported yet" in r["session"]
         assert r["after_session"]
         assert "sharded with a MixedPrecisionPolicy" in r["mixed_precision"], r["mixed_precision"]
+        assert "leaf_modules names FSDP2 module(s) blocks.1" in r["leaf"], r["leaf"]
 
 
 @pytest.mark.slow

@@ -32,6 +32,14 @@ def capture_fsdp(model: nn.Module, args: tuple, kwargs: dict, capture: str, conc
     would on the first step of training."""
     refuse_unsupported(model, capture)
     modules = fsdp_modules(model)
+    kept = [p or "(root)" for p, m in modules.items()
+            if p in {v for v in leaf_modules if isinstance(v, str)}
+            or isinstance(m, tuple(v for v in leaf_modules if isinstance(v, type)))]
+    if kept:
+        raise ValueError(
+            f"leaf_modules names FSDP2 module(s) {', '.join(kept)}: fxprof traces into every fully_shard-ed module, "
+            f"since FSDP's all-gathers are rows of their own; as one node it would hold them unseen. Leave them out of "
+            f"leaf_modules (their own torch.nn submodules stay leaves).")
     with torch.no_grad(), preserved_rng(), preserved_buffers(model):
         model(*args, **kwargs)
     refuse_unsupported(model, capture)  # FSDP's groups are complete once it initialized itself

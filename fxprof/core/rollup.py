@@ -102,6 +102,24 @@ def _phase_columns(table: pd.DataFrame, labels: pd.Series, out: pd.DataFrame) ->
     return out
 
 
+def _comm_columns(table: pd.DataFrame, labels: pd.Series, out: pd.DataFrame) -> pd.DataFrame:
+    """``comm_ms`` and ``compute_ms`` (summed median times of the group's communication nodes and
+    of the rest) after ``median_ms``, when the table holds collectives: a layer's own all-gathers
+    and redistributions against its computation."""
+    from .rankstats import is_communication
+
+    if not {"kind", "target", "op"} <= set(table.columns):
+        return out
+    comm = is_communication(table)
+    if not comm.any():
+        return out
+    at = out.columns.get_loc("median_ms") + 1
+    summed = table["median_ms"].where(comm, 0.0).groupby(labels, sort=False, observed=True).sum()
+    out.insert(at, "comm_ms", summed.reindex(out.index))
+    out.insert(at + 1, "compute_ms", out["median_ms"] - out["comm_ms"])
+    return out
+
+
 def group_by(table: pd.DataFrame, key: str = "op", depth: int = 1) -> pd.DataFrame:
     """Sum a per-node table (:attr:`Profile.df`) by ``key``.
 
@@ -140,12 +158,17 @@ def group_by(table: pd.DataFrame, key: str = "op", depth: int = 1) -> pd.DataFra
         time in that phase; they add up to ``mean_ms``) and ``bwd_fwd_ratio`` (backward over
         forward time; NaN without forward time). Backward nodes count to the scope and module
         type of the forward op they differentiate.
+        A table holding collectives (``"comm"``'s communication) also has, after ``median_ms``,
+        ``comm_ms`` and ``compute_ms`` (the group's summed median time in communication nodes and
+        in the rest), except by ``"op"`` and ``"comm"``, whose groups are one or the other.
     """
     labels = _labels(table, key, depth).rename(key)
     grouped = table.groupby(labels, sort=False, observed=True)
     out = pd.DataFrame({"nodes": grouped.size(), **rolled_up(grouped, table)})
     if key != "phase":
         out = _phase_columns(table, labels, out)
+    if key not in ("comm", "op"):
+        out = _comm_columns(table, labels, out)
     out = out.sort_values("pct", ascending=False, kind="stable")
     for col in _RUNNING:  # cum_pct: over the roll-up's rows, in its order
         out[col] = out[col.replace("cum_", "", 1)].cumsum()

@@ -34,6 +34,7 @@ from torch import nn
 from .capture.captures import Capture, DynamoCapture, capture_model
 from .capture.dynamo import fxprof_backend
 from .compiled.mode import is_compiled
+from .distributed.fsdp import refuse_unsupported
 
 __all__ = ["capture_program", "wants_compiled", "COMPILED_BACKWARD"]
 
@@ -67,6 +68,7 @@ def capture_program(model: nn.Module, args: tuple, kwargs: dict, *, capture: str
         from .compiled.in_session import LoopCompiledCapture
 
         return LoopCompiledCapture(model)
+    refuse_unsupported(model, capture, backward=backward, session=loop)  # FSDP2: the forward only, for now
     if backward:
         if torch.is_inference_mode_enabled():
             raise ValueError(

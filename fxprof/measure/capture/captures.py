@@ -35,6 +35,8 @@ from .tracer import trace
 __all__ = ["CAPTURES", "Capture", "capture_model", "explain_trace_failure"]
 from .base import Capture, GraphCapture, _forward_location, explain_trace_failure, where_tracing_stopped
 from .dynamo import DynamoCapture
+from .fsdp import capture_fsdp, is_fsdp
+from .tensor_parallel import split_tensor_parallel
 
 
 # ------------------------------------------------------------------------- entry
@@ -108,6 +110,8 @@ def _capture(model: nn.Module, args: tuple, kwargs: dict, capture: str, concrete
              root_hooks_run: bool = False, forward: Any = None) -> Capture:
     if isinstance(model, fx.GraphModule) and capture in ("auto", "symbolic"):
         return GraphCapture(model, "graphmodule", "a GraphModule was given: used as is")
+    if is_fsdp(model):
+        return capture_fsdp(model, args, kwargs, capture, concrete_args, leaf_modules, trace_into)
     own = instance_forward(model, forward)
     if own is not None and capture in ("auto", "symbolic", "export"):
         what = (f"{type(model).__name__}'s forward is set on the instance ({_callable_name(own)}), and that is what "
@@ -123,8 +127,8 @@ def _capture(model: nn.Module, args: tuple, kwargs: dict, capture: str, concrete
         specialised = set(omitted) - set(concrete_args or {})
         concrete_args = {**omitted, **(concrete_args or {})} or None
     if capture == "symbolic":
-        return _symbolic(model, concrete_args, leaf_modules, trace_into=trace_into, specialised=specialised,
-                         warn_hooks=True, root_hooks_run=root_hooks_run)
+        return split_tensor_parallel(_symbolic(model, concrete_args, leaf_modules, trace_into=trace_into, specialised=specialised,
+                                               warn_hooks=True, root_hooks_run=root_hooks_run), args, kwargs)
     if capture == "export":
         return _export(model, args, kwargs)
     if capture == "dynamo":
@@ -136,7 +140,7 @@ def _capture(model: nn.Module, args: tuple, kwargs: dict, capture: str, concrete
         if hooks:
             return DynamoCapture(model, f"symbolic tracing would lose {'; '.join(hooks)} (it calls forward directly); "
                                         f"used dynamo, which runs them")
-        return traced
+        return split_tensor_parallel(traced, args, kwargs)
     except TraceError as exc:
         cause = explain_trace_failure(exc.__cause__ or exc) or _first_line(exc.__cause__ or exc)
         where = where_tracing_stopped(exc.__cause__ or exc) or _forward_location(model)

@@ -71,22 +71,33 @@ class ProfilerTracer(fx.Tracer):
         trace_into: ``torch.nn`` modules to trace inside instead of keeping them as one node,
             given as classes (``nn.TransformerEncoderLayer``) or qualified names; ``"all"``
             traces inside every module. ``leaf_modules`` wins where both name a module.
+        past_hooks: module classes traced inside, always, with their forward hooks left out
+            (FSDP2's modules: fxprof puts their work in the graph itself).
         **kwargs: passed to ``fx.Tracer``.
     """
 
-    def __init__(self, leaf_modules: Iterable[type | str] = (), trace_into: Iterable[type | str] | str = (), **kwargs: Any):
+    def __init__(self, leaf_modules: Iterable[type | str] = (), trace_into: Iterable[type | str] | str = (),
+                 past_hooks: tuple[type, ...] = (), **kwargs: Any):
         super().__init__(**kwargs)
+        self._past_hooks = tuple(past_hooks)
         leaf_modules = tuple(leaf_modules)
         self._leaf_types, self._leaf_names = _modules_option("leaf_modules", leaf_modules)
         self._into_all = trace_into == "all"
         self._into_types, self._into_names = _modules_option("trace_into", () if self._into_all else tuple(trace_into))
 
     def is_leaf_module(self, m: nn.Module, module_qualified_name: str) -> bool:
+        if self._past_hooks and isinstance(m, self._past_hooks):
+            return False
         if module_qualified_name in self._leaf_names or isinstance(m, self._leaf_types):
             return True
         if self._into_all or module_qualified_name in self._into_names or isinstance(m, self._into_types):
             return False
         return super().is_leaf_module(m, module_qualified_name)
+
+    def call_module(self, m: nn.Module, forward: Any, args: tuple, kwargs: dict) -> Any:
+        if self._past_hooks and isinstance(m, self._past_hooks):
+            forward = m.forward  # the module's own code, not __call__ with its hooks
+        return super().call_module(m, forward, args, kwargs)
 
     def trace(self, root: nn.Module | Any, concrete_args: dict[str, Any] | None = None) -> fx.Graph:
         self.stream_switches = 0
@@ -180,6 +191,7 @@ def trace(
     leaf_modules: Iterable[type | str] = (),
     trace_into: Iterable[type | str] | str = (),
     proxy_buffers: bool = False,
+    past_hooks: tuple[type, ...] = (),
 ) -> fx.GraphModule:
     """Symbolically trace ``model`` with :class:`ProfilerTracer`.
 
@@ -187,6 +199,9 @@ def trace(
     value computed from a buffer is computed in every run and an in-place update of a buffer is
     a node, instead of running once while tracing (fx's default bakes such a value in as a
     ``_tensor_constant``).
+
+    ``past_hooks``: module classes traced into with their forward hooks left out (FSDP2's
+    ``FSDPModule``: :mod:`fxprof.measure.capture.fsdp` puts FSDP's work in the graph itself).
 
     Returns a ``GraphModule`` that shares the model's parameters and buffers and keeps its
     ``record_function`` ranges. Raises :class:`TraceError` naming the cause and the options
@@ -196,7 +211,7 @@ def trace(
         return model
     if not isinstance(model, nn.Module):
         raise TypeError(f"fxprof.trace takes an nn.Module, got {type(model).__name__}")
-    tracer = ProfilerTracer(leaf_modules=leaf_modules, trace_into=trace_into)
+    tracer = ProfilerTracer(leaf_modules=leaf_modules, trace_into=trace_into, past_hooks=past_hooks)
     tracer.proxy_buffer_attributes = proxy_buffers
     try:
         graph = tracer.trace(model, concrete_args=concrete_args)

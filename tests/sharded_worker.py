@@ -1,0 +1,261 @@
+"""Run under ``torchrun`` by tests/test_distributed_sharded.py (not a test module itself).
+
+``torchrun --nproc-per-node N sharded_worker.py OUTDIR fsdp``: each rank shards :class:`TwoBlocks`
+with FSDP2 (``fully_shard`` on each block, then the root; gloo on the CPU); ``... OUTDIR tp``: each
+rank holds a tensor-parallel :class:`Block` (``ColwiseParallel`` then ``RowwiseParallel``). Each
+rank profiles its model, gathers on rank 0, and writes what it saw to ``OUTDIR/rankN.json``;
+rank 0 also saves the gathered profile.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+
+class Block(nn.Module):
+    """A residual MLP block: Linear, ReLU, Linear, add."""
+
+    def __init__(self, width: int = 16, hidden: int = 32):
+        super().__init__()
+        self.fc1 = nn.Linear(width, hidden)
+        self.fc2 = nn.Linear(hidden, width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.fc2(torch.relu(self.fc1(x)))
+
+
+class TwoBlocks(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([Block(), Block()])
+        self.head = nn.Linear(16, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x)
+
+
+class NappingBlock(Block):
+    """A :class:`Block` that first naps ``nap_ms`` (a rank made slow on purpose; one node)."""
+
+    def __init__(self, nap_ms: int):
+        super().__init__()
+        self.nap_ms = nap_ms
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        from distributed_worker import nap
+
+        return super().forward(nap(x, self.nap_ms))
+
+
+def sharded_model(nap_ms: int = 0) -> nn.Module:
+    """:class:`TwoBlocks` sharded by FSDP2; with ``nap_ms``, its first block naps that long."""
+    from torch.distributed.fsdp import fully_shard
+
+    torch.manual_seed(0)
+    model = TwoBlocks()
+    if nap_ms:
+        model.blocks[0] = NappingBlock(nap_ms)
+        model.blocks[0].load_state_dict(Block().state_dict())
+    for block in model.blocks:
+        fully_shard(block)
+    fully_shard(model)
+    return model
+
+
+class Outer(nn.Module):
+    """A Linear and a parameter of its own, used by its own code."""
+
+    def __init__(self):
+        super().__init__()
+        self.inner = nn.Linear(16, 16)
+        self.w = nn.Parameter(torch.randn(16, 16) / 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.inner(x) @ self.w
+
+
+class Nested(nn.Module):
+    """What tracing through FSDP2 modules must get right: a parameter used by the root's own
+    code, a sharded Linear traced into (``fully_shard`` on a leaf), a module called twice (its
+    parameters gathered and freed twice), an FSDP module inside another."""
+
+    def __init__(self):
+        super().__init__()
+        self.scale = nn.Parameter(torch.linspace(0.5, 1.5, 16))
+        self.a = nn.Linear(16, 16)
+        self.shared = nn.Linear(16, 16)
+        self.outer = Outer()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.shared(self.outer(self.shared(self.a(x * self.scale))))
+
+
+def nested_model() -> nn.Module:
+    from torch.distributed.fsdp import fully_shard
+
+    torch.manual_seed(0)
+    model = Nested()
+    fully_shard(model.a)
+    fully_shard(model.shared)
+    fully_shard(model.outer.inner)
+    fully_shard(model.outer)
+    fully_shard(model)
+    return model
+
+
+def tensor_parallel_block() -> nn.Module:
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    torch.manual_seed(0)
+    block = Block()
+    mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+    return parallelize_module(block, mesh, {"fc1": ColwiseParallel(), "fc2": RowwiseParallel()})
+
+
+def two_dimensional() -> nn.Module:
+    """:class:`TwoBlocks` on a 2x2 mesh: each block tensor parallel over ``tp`` (as
+    :func:`tensor_parallel_block`), then FSDP2 over ``dp``."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+    torch.manual_seed(0)
+    model = TwoBlocks()
+    for block in model.blocks:
+        parallelize_module(block, mesh["tp"], {"fc1": ColwiseParallel(), "fc2": RowwiseParallel()})
+        fully_shard(block, mesh=mesh["dp"])
+    fully_shard(model, mesh=mesh["dp"])
+    return model
+
+
+def _local(p: torch.Tensor) -> torch.Tensor:
+    return (p.to_local() if hasattr(p, "to_local") else p).detach().clone()
+
+
+def _refusal(call) -> str:
+    try:
+        call()
+    except ValueError as exc:
+        return str(exc)
+    return ""
+
+
+def _train_step(model: nn.Module, x: torch.Tensor) -> tuple[float, dict[str, torch.Tensor]]:
+    """One SGD step on ``model`` (FSDP's own hooks: gathers, reduce-scatters): the loss and the
+    local shards after it."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    loss = model(x).square().mean()
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss.item(), {name: _local(p) for name, p in model.named_parameters()}
+
+
+def main(outdir: str, kind: str) -> None:
+    import fxprof
+    from fxprof.measure.capture.captures import capture_model
+
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    try:
+        if kind == "slow":  # rank 1 naps in the first block: the others wait in the second block's gather
+            from distributed_worker import SLOW_MS
+
+            model = sharded_model(SLOW_MS if rank == 1 else 1)
+        else:
+            model = {"fsdp": sharded_model, "tp": tensor_parallel_block, "2d": two_dimensional}[kind]()
+        # data parallel: each rank its own batch; tensor parallel: every rank of a group the same input
+        torch.manual_seed({"fsdp": 1 + rank, "slow": 1 + rank, "tp": 1, "2d": 1 + rank // 2}[kind])
+        x = torch.randn(8, 16)
+        with torch.no_grad():
+            reference = model(x) + 0  # + 0: a collective's result waited for
+        params = {name: _local(p) for name, p in model.named_parameters()}
+        rng = torch.get_rng_state()
+
+        prof = fxprof.profile(model, x, warmup=1, iters=5, anatomy=kind != "slow")
+        merged = fxprof.gather(prof, dst=0)
+
+        with torch.no_grad():
+            after = model(x) + 0
+            graph_out = capture_model(model, (x,), {}, "auto").gm(x) + 0  # what the timed runs ran
+        record = {
+            "rank": rank,
+            "nodes": [n.name for n in prof.nodes],
+            "capture": prof.meta.get("capture"),
+            "same_output": bool(torch.equal(after, reference)),
+            "graph_output": bool(torch.equal(graph_out, reference)),
+            "same_params": all(torch.equal(_local(p), params[name]) for name, p in model.named_parameters()),
+            "same_rng": bool(torch.equal(torch.get_rng_state(), rng)),
+            "plain_notes": prof.meta.get("notes", []),
+        }
+        if kind == "fsdp":
+            # training after profiling: the same step as on a twin never profiled (FSDP's state intact)
+            twin = sharded_model()
+            with torch.no_grad():
+                twin(x)  # the profiled model has run forward under no_grad too (FSDP keeps the root gathered)
+            loss, shards = _train_step(model, x)
+            twin_loss, twin_shards = _train_step(twin, x)
+            record["train_same"] = loss == twin_loss and all(torch.equal(shards[k], twin_shards[k]) for k in shards)
+            record["train_loss"] = loss
+            nested = nested_model()
+            with torch.no_grad():
+                expected = nested(x)
+            profiled = fxprof.profile(nested, x, warmup=1, iters=2, anatomy=False)
+            with torch.no_grad():
+                got = capture_model(nested, (x,), {}, "auto").gm(x)
+            record["nested_nodes"] = [[n.name, n.kind, n.scope] for n in profiled.nodes]
+            record["nested_output"] = bool(torch.equal(got, expected)) and bool(torch.equal(nested(x), expected))
+            model.blocks[0].set_modules_to_forward_prefetch([model.blocks[1]])
+            with torch.no_grad():
+                trained = model(x)  # the step above changed the parameters
+            prefetched = fxprof.profile(model, x, warmup=0, iters=1, anatomy=False)
+            record["prefetch_nodes"] = [n.name for n in prefetched.nodes]
+            with torch.no_grad():
+                record["prefetch_output"] = bool(torch.equal(model(x), trained))
+            model.blocks[0].set_modules_to_forward_prefetch([])
+            # what FSDP2 cannot yet be profiled with
+            record["backward"] = _refusal(lambda: fxprof.profile(model, x, backward=True, iters=1))
+
+            def in_a_session() -> None:
+                with fxprof.session(model, schedule=fxprof.schedule(wait=0, warmup=0, active=1)) as s:
+                    model(x)
+                    s.step()
+
+            record["session"] = _refusal(in_a_session)
+
+            def mixed_precision() -> None:
+                from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+                torch.manual_seed(0)
+                halves = TwoBlocks()
+                policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16)
+                for block in halves.blocks:
+                    fully_shard(block, mp_policy=policy)
+                fully_shard(halves, mp_policy=policy)
+                fxprof.profile(halves, x, iters=1)
+
+            record["mixed_precision"] = _refusal(mixed_precision)
+            record["leaf"] = _refusal(lambda: fxprof.profile(model, x, iters=1, leaf_modules=["blocks.1"]))
+            with torch.no_grad():  # the session gave the model back as it was
+                record["after_session"] = "forward" not in model.__dict__ and bool(torch.equal(model(x), trained))
+            record["dynamo"] = _refusal(lambda: fxprof.profile(model, x, capture="dynamo", iters=1))
+        if merged is not None:
+            merged.save(os.path.join(outdir, "merged.json"))
+        with open(os.path.join(outdir, f"rank{rank}.json"), "w") as handle:
+            json.dump(record, handle)
+    finally:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])

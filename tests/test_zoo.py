@@ -239,3 +239,14 @@ def test_the_layer_and_compiled_flops_checks_catch_what_they_are_for():
     assert zoo.check_compiled_flops(run).ok is False
     run.compiled = _kernel_profile({"0": 1, "1": 3, "2": 1})
     assert zoo.check_layers_charged(run).ok is True and zoo.check_layers_even(run).ok is False
+
+
+def test_a_sequentials_batch_norms_among_convolutions_are_no_stack():
+    """shufflenet's branch2 and mnasnet's layers (Conv, BN, ReLU, Conv, BN, ...): their BatchNorms
+    at 1, 4 and 6 read as a stack of layers, and inductor folds them into the convolutions, so (k)
+    said 34 layers had no kernel call. Blocks of their own modules still are a stack."""
+    branch = nn.Sequential(nn.Conv2d(4, 4, 1), nn.BatchNorm2d(4), nn.ReLU(), nn.Conv2d(4, 4, 3, padding=1),
+                           nn.BatchNorm2d(4), nn.Conv2d(4, 4, 1), nn.BatchNorm2d(4), nn.ReLU())
+    assert zoo.layer_stacks(branch) == {}
+    blocks = nn.Sequential(*(nn.Sequential(nn.Conv2d(4, 4, 1), nn.BatchNorm2d(4)) for _ in range(3)))
+    assert zoo.layer_stacks(blocks) == {"": ["0", "1", "2"]}

@@ -171,7 +171,7 @@ def measure(spec: ZooModel, iters: int = 10, warmup: int = 3, compiled: bool = T
                 model(*args, **kwargs)
             with FlopCounterMode(display=False) as counter:
                 model(*args, **kwargs)
-            # the reference for compiled mode's count (m): nn.MultiheadAttention's inference fast path
+            # the reference for the FLOP counts (b, m): nn.MultiheadAttention's inference fast path
             # is one op without a FLOP formula (vit_b_16: 1,946 against 2,908 MFLOP, the attention
             # projections missing); off, its projections and attention are counted as the compiled graph does
             fastpath = torch.backends.mha.get_fastpath_enabled()
@@ -258,7 +258,8 @@ def check_flops(run: Run) -> Check:
     if run.eager is None or run.flops_ref is None:
         return Check(None, "no eager profile")
     ours = int(run.eager.df["flops"].fillna(0).sum())
-    ref = run.flops_ref
+    # nn.MultiheadAttention's fast path is counted with the fast path off (fxprof.measure.passes.anatomy)
+    ref = run.flops_full if run.flops_full is not None else run.flops_ref
     if ref == 0:
         return Check(ours == 0, f"{ours} vs 0")
     ratio = ours / ref
@@ -493,10 +494,10 @@ def check_no_step_warning(run: Run, calls: int = 3) -> Check:
 
 def layer_stacks(model: Any) -> dict[str, list[str]]:
     """The model's stacks of repeated layers: ``{container path: [layer paths]}`` for every
-    container's numbered children (``0``, ``1``...) that are identical blocks, two or more of
-    one class with the same parameters (names and shapes) and children of their own: a
-    transformer's layers, a stage's blocks after its first; what inductor can share kernels
-    between. A ConvNeXt's ``stages`` (of
+    container's numbered children (``0``, ``1``...) that are identical, two or more of one class
+    with the same parameters (names and shapes), each a block of its own modules or a leaf of a
+    container of one class: a transformer's layers, a stage's blocks after its first, an MLP's
+    Linears; what inductor can share kernels between. A ConvNeXt's ``stages`` (of
     different depths and widths) is no stack; a second group of identical children in one
     container is keyed ``path~2``."""
     out: dict[str, list[str]] = {}
@@ -505,11 +506,13 @@ def layer_stacks(model: Any) -> dict[str, list[str]]:
         if len(kids) < 2 or not all(n.isdigit() for n, _ in kids):
             continue
         groups: dict[tuple, list[str]] = {}
+        one_class = len({type(m) for _, m in kids}) == 1
         for n, m in kids:
             params = tuple((k, tuple(p.shape)) for k, p in m.named_parameters())
-            # a layer is a block (a module of modules): a Sequential's BatchNorms at 1, 4 and 6 are
-            # no stack (shufflenet's branch2, mnasnet's layers: inductor folds them into the convs)
-            if params and next(m.children(), None) is not None:
+            # a layer is a block (a module of modules), or a leaf of a container of one class (an MLP's
+            # Linears): a Sequential's BatchNorms at 1, 4 and 6 among convolutions are no stack
+            # (shufflenet's branch2, mnasnet's layers: inductor folds them into the convolutions)
+            if params and (one_class or next(m.children(), None) is not None):
                 groups.setdefault((type(m), params), []).append(f"{path}.{n}" if path else n)
         for i, layers in enumerate(g for g in groups.values() if len(g) >= 2):
             out[path if i == 0 else f"{path}~{i + 1}"] = layers
@@ -654,8 +657,8 @@ def result_row(run: Run, checks: dict[str, Check]) -> dict[str, Any]:
     row["compiled_error"] = run.compiled_error
     row["eager_error"] = run.eager_error
     if eager is not None and run.flops_ref:
-        row["flops_ratio"] = float(eager.df["flops"].fillna(0).sum()) / run.flops_ref
-    row["flops_ref"] = run.flops_ref
+        row["flops_ratio"] = float(eager.df["flops"].fillna(0).sum()) / (run.flops_full or run.flops_ref)
+    row["flops_ref"] = run.flops_full if run.flops_full is not None else run.flops_ref
     if eager is not None:
         pct, where = largest_roof(eager)
         row["max_roof_pct"], row["max_roof_at"] = (pct if pct == pct else None), where

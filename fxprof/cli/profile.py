@@ -119,7 +119,6 @@ def add_parser(command: Any) -> argparse.ArgumentParser:
 
 def check(args: argparse.Namespace) -> None:
     """Every option and combination that can be judged without importing torch."""
-    check_model_name(args.model)  # a torchvision name: known from its files, before the imports (34 s when misspelt)
     _check_top(args)
     _check_groups(args)
     if args.warmup_ms is not None and not math.isfinite(args.warmup_ms):  # inf warmed up forever; nan failed later
@@ -209,6 +208,8 @@ def run(args: argparse.Namespace) -> int:
     with Progress(enabled=not args.quiet and _this_rank_writes()) as bar:
         bar.phase("importing torch")
         _check_view(args)
+        # every option first, then a torchvision name, known from its files before the imports (34 s when misspelt)
+        check_model_name(args.model)
         import torch  # noqa: F401  (what the bar was waiting for)
 
         from ..measure.distributed.ranks import is_initialized, launched, process_group_from_env

@@ -68,8 +68,6 @@ def check(args: argparse.Namespace) -> None:
 
     from .model_names import check_model_name
 
-    check_model_name(args.model)  # before torch: a misspelt name waited for the imports
-
     for label, value, minimum in (("--iters", args.iters, 2), ("--warmup", args.warmup, 0), ("--depth", args.depth, 1),
                                   ("--threads", args.threads, 1)):
         if value is not None and value < minimum:
@@ -104,6 +102,7 @@ def check(args: argparse.Namespace) -> None:
         except ValueError as exc:
             raise _bad(f"bad --peaks {args.peaks!r}: {exc}") from exc
     _check_outputs({"--csv": args.csv, "--html": args.html}, inputs=model_sources(args.model))
+    check_model_name(args.model)  # last, after the options; before torch: a misspelt name waited for the imports
 
 
 def _variants(text: str) -> list[str]:

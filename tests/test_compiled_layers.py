@@ -303,3 +303,37 @@ def test_tiny_bart_compiled_per_layer_and_flops(inductor_cache):
         # the last layer's last kernel may fuse into what follows it (the encoder's into the decoder's embedding)
         calls = _layer_calls(prof, stack_)
         assert len(calls) == 2 and max(calls.values()) <= min(calls.values()) + 1, (stack_, calls)
+
+
+def _passes_through(fn):
+    """A decorator as transformers' (``check_model_inputs``...): dynamo then sees the module as
+    ``L['args'][0]`` of the wrapper's frame, not as ``L['self']``."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return fn(*args, **kwargs)
+
+    return wrapper
+
+
+class _WrappedStack(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(16, 16) for _ in range(2))
+
+    @_passes_through
+    def forward(self, x):
+        for layer in self.layers:
+            x = torch.relu(layer(x))
+        return x
+
+
+def test_a_forward_behind_a_decorator_keeps_its_scopes_compiled(inductor_cache):
+    """hf_llama_gqa in the zoo, compiled: every kernel row had no scope (its forward sits behind a
+    decorator, so dynamo's paths read L['args'][0].layers.0...), and no layer was charged."""
+    torch.manual_seed(0)
+    with torch.no_grad():
+        prof = fxprof.profile(torch.compile(_WrappedStack().eval()), torch.randn(4, 16), warmup=1, iters=3, peaks=None)
+    calls = _layer_calls(prof, "layers.")
+    assert sorted(calls) == ["layers.0", "layers.1"] and min(calls.values()) > 0, calls

@@ -243,6 +243,10 @@ class CompiledSession:
             f_locals = getattr(candidate, "f_locals", None)
             if isinstance(f_locals, dict):
                 found = {n: self.paths[id(v)] for n, v in f_locals.items() if isinstance(v, nn.Module) and id(v) in self.paths}
+                for n, v in f_locals.items():  # a wrapper's *args (transformers' decorators): L['args'][0] is self
+                    if isinstance(v, (tuple, list)):  # (hf_llama_gqa compiled: every kernel row had no scope)
+                        found.update({f"{n}[{i}]": self.paths[id(m)] for i, m in enumerate(v[:8])
+                                      if isinstance(m, nn.Module) and id(m) in self.paths})
                 if found:
                     return found
             frame = frame.f_back

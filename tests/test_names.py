@@ -166,7 +166,10 @@ def test_module_rows_show_their_scope():
     # every node's row; "(between nodes)" is the time in no node (issue 39), no module's
     assert all(row[n] for n in row if n not in ("x", "output", "flatten") and not n.startswith("("))
     html = prof._repr_html_()
-    assert ">layer1.0.conv1<" in html
+    # the notebook shows the top rows with their scope (which rows are on top depends on the machine's
+    # load: layer1.0.conv1 was not among them under load)
+    top = prof.df.sort_values("pct", ascending=False).index[0]
+    assert f">{prof.df.loc[top, 'scope']}<" in html, top
 
 
 def test_session_of_a_model_with_a_graph_break_has_no_graph_prefixes():

@@ -421,7 +421,8 @@ def test_backward_true_times_the_loops_own_backward():
     assert prof.meta["untimed_first_batches"] == [{"step": 5, "signature": 1}]
     table = prof.df
     assert set(table["phase"]) == {"forward", "backward"}
-    assert (table["calls"] == 4).all()  # every forward and backward node, once in every run
+    kept = prof.kept_runs()  # a run that lost time to other processes is left out of df (issue 45)
+    assert (table["calls"] == (4 if kept is None else len(kept))).all()  # every forward and backward node, once a run
     backward = table[table["phase"] == "backward"]
     assert "convolution_backward" in set(backward["kind"]) and "conv" in set(backward["scope"])
     assert prof.group_by("phase").loc["backward", "median_ms"] > 0

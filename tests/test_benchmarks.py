@@ -85,6 +85,7 @@ def test_session_benchmark_reports_every_phase_against_the_plain_loop(tmp_path):
     assert "## training step in a session" in result.stdout and "wait_ratio" in result.stdout
 
 
+@pytest.mark.slow  # issue 49 item 6: the README's command near ten minutes; CI runs it in the slow pass
 def test_gpu_overhead_benchmark_runs_and_says_where(tmp_path):
     """issue 39 item 5: the side-by-side table, one fresh process per variant; on the CPU it
     says it ran there. Figures come from real runs (docs/performance.md), never from asserts."""

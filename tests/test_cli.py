@@ -486,8 +486,9 @@ def _in(folder, *args, entry="module"):
 TINY_RUN = ["--input", "2x8", "--iters", "2", "--warmup", "0", "--top", "2"]
 
 
-@pytest.mark.parametrize("name", ["profile.py", "sympy.py"])
-@pytest.mark.parametrize("entry", ["module", "script"])
+# one of the four in the README's command, the others in the slow pass (issue 49 item 6: near ten minutes)
+@pytest.mark.parametrize("name", ["profile.py", pytest.param("sympy.py", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("entry", ["module", pytest.param("script", marks=pytest.mark.slow)])
 def test_a_model_file_named_like_a_standard_or_installed_module_shadows_nothing(tmp_path, name, entry):
     """Issue 26 #19: profile.py became sys.modules['profile'] (cProfile then imported it); torch
     imports sympy. Run from the file's own folder and from another one."""

@@ -102,6 +102,7 @@ class Net(nn.Module):
         return self.fc(self.conv(x).relu().mean((2, 3))).sigmoid()
 
 
+@pytest.mark.slow  # issue 49 item 6: the README's command near ten minutes; CI runs it in the slow pass
 def test_new_shapes_other_options_and_a_dynamo_reset_compile_again():
     import torch._dynamo
 

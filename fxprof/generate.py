@@ -21,6 +21,7 @@ from torch import nn
 
 from .core.generation import PER_TOKEN_COLUMNS, Generation, layer_of
 from .core.roofline import Peaks, parse_peaks
+from .measure.compiled.compiling import is_compiled
 from .measure.compiled.mode import room_to_compile
 from .measure.session.session import session
 
@@ -38,7 +39,7 @@ def _compiled_forward(model: nn.Module) -> str:
     """What is compiled about ``model``'s decoding ("" when nothing is): the module itself
     (``torch.compile(model)``) or its forward (``model.forward = torch.compile(model.forward)``,
     Hugging Face's static-cache recipe)."""
-    if type(model).__name__ == "OptimizedModule" or hasattr(model, "_orig_mod"):
+    if is_compiled(model):
         return "the model is torch.compile'd"
     forward = model.__dict__.get("forward")
     if forward is not None and (hasattr(forward, "_torchdynamo_orig_callable") or hasattr(forward, "_torchdynamo_inline")):

@@ -83,12 +83,7 @@ class _DynamoSession(GraphSession):
         local_paths: dict[str, str] = {}
         enclosing = ""
         if frame is not None:
-            local_paths = {n: self.paths[id(v)] for n, v in frame.f_locals.items()
-                           if isinstance(v, nn.Module) and id(v) in self.paths}
-            for n, v in frame.f_locals.items():  # a wrapper's *args (transformers' decorators): L['args'][0] is self
-                if isinstance(v, (tuple, list)):
-                    local_paths.update({f"{n}[{i}]": self.paths[id(m)] for i, m in enumerate(v[:8])
-                                        if isinstance(m, nn.Module) and id(m) in self.paths})
+            local_paths = frame_module_paths(frame.f_locals, self.paths)
             outer = frame
             while outer is not None:
                 owner = outer.f_locals.get("self")
@@ -122,6 +117,16 @@ _FXPROF_DIR = _HERE
 def _is_internal(filename: str) -> bool:
     """Frames between a dynamo graph and the user's code that ran it (dynamo's wrappers, ours)."""
     return filename.startswith(_TORCH_PRIVATE) or filename.startswith(_FXPROF_DIR)
+
+
+def frame_module_paths(f_locals: dict, paths: dict[int, str]) -> dict[str, str]:
+    """The model paths of a frame's local modules, as dynamo names them: ``self``, and a
+    wrapper's ``*args`` (transformers' decorators: ``L['args'][0]`` is the module)."""
+    found = {n: paths[id(v)] for n, v in f_locals.items() if isinstance(v, nn.Module) and id(v) in paths}
+    for n, v in f_locals.items():
+        if isinstance(v, (tuple, list)):
+            found.update({f"{n}[{i}]": paths[id(m)] for i, m in enumerate(v[:8]) if isinstance(m, nn.Module) and id(m) in paths})
+    return found
 
 
 class _Resolver:

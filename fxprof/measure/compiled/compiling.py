@@ -19,7 +19,7 @@ from ...errors import TraceError
 from ...vocab import COMPILE_MODES
 from .flops import graph_flops
 from .reuse import cache_entries
-from ..capture.dynamo import _Resolver
+from ..capture.dynamo import _Resolver, frame_module_paths
 from .breaks import break_site, recompile_reason, reported_site
 from ..capture.graph import describe_graph
 from .profiler_cost import ProfilerCost
@@ -242,11 +242,8 @@ class CompiledSession:
             candidate = frame.f_locals.get("frame")
             f_locals = getattr(candidate, "f_locals", None)
             if isinstance(f_locals, dict):
-                found = {n: self.paths[id(v)] for n, v in f_locals.items() if isinstance(v, nn.Module) and id(v) in self.paths}
-                for n, v in f_locals.items():  # a wrapper's *args (transformers' decorators): L['args'][0] is self
-                    if isinstance(v, (tuple, list)):  # (hf_llama_gqa compiled: every kernel row had no scope)
-                        found.update({f"{n}[{i}]": self.paths[id(m)] for i, m in enumerate(v[:8])
-                                      if isinstance(m, nn.Module) and id(m) in self.paths})
+                # with a wrapper's *args, as eager dynamo capture reads them (hf_llama_gqa compiled: no scope at all)
+                found = frame_module_paths(f_locals, self.paths)
                 if found:
                     return found
             frame = frame.f_back

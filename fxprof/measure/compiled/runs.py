@@ -49,8 +49,9 @@ AFTER_PROFILER_SLOWER = 1.15
 
 def _plain_loop(call: Any, sync: Any, runs: int, args: tuple, kwargs: dict, meter: ContentionMeter, into: list[float],
                 lost: list[float]) -> None:
-    """``runs`` calls of the compiled model back to back with no profiler alive, after
-    :data:`SETTLE_CALLS` untimed ones: the compiled model's own run time as a plain loop of the
+    """``runs`` timed calls of the compiled model with no profiler alive, after
+    :data:`PLAIN_SETTLE_CALLS` untimed ones, each after one untimed call of its own (between the
+    meter's syscalls and the run): the compiled model's own run time as a plain loop of the
     user's sees it, into ``into`` (ms), what each lost to other processes into ``lost``."""
     for _ in range(PLAIN_SETTLE_CALLS):
         call()
@@ -64,7 +65,9 @@ def _plain_loop(call: Any, sync: Any, runs: int, args: tuple, kwargs: dict, mete
             sync()
             into.append((time.perf_counter_ns() - t0) / 1e6)
 
-        meter.around(timed, into=lost)
+        # one untimed call after the meter's syscalls and before the run: 1.087x the plain loop
+        # without it, 1.010x with it (docs/performance.md section 13)
+        meter.around(timed, into=lost, warm=lambda: (call(), sync()))
 
 
 def _interleaved_runs(call: Any, sync: Any, iters: int, args: tuple, kwargs: dict, on_cuda: bool,
@@ -117,17 +120,19 @@ def _interleaved_runs(call: Any, sync: Any, iters: int, args: tuple, kwargs: dic
             sync()
             with kineto_quiet():
                 prof.step()  # -> active
-            for _ in range(SETTLE_CALLS):  # recorded, outside every run: the first calls after the start run cold
-                call()
-            sync()
             fresh = clone_tensors((args, kwargs))  # outside the run's range
+
+            def settle() -> None:  # recorded, outside every run: the first calls after the start run cold
+                for _ in range(SETTLE_CALLS):
+                    call()
+                sync()
 
             def run() -> None:
                 with run_range():
                     call(fresh)
                     sync()
 
-            meter.around(run)
+            meter.around(run, warm=settle)  # the settling calls after the meter's syscalls, not before them
             with kineto_quiet():
                 prof.step()  # the cycle's events reach collect()
     finally:

@@ -20,11 +20,11 @@ import traceback
 from typing import Any, Iterator, Sequence
 
 from ..vocab import __version__
-from . import compare, generate, peaks, profile, report, selfcheck, show, whatif
+from . import ab, compare, generate, peaks, profile, report, selfcheck, show, whatif
 from .common import _first_line, _Parser, _print, _Terminated, _attach_dash_values
 
 #: the commands, in the order of ``fxprof --help``: one module each
-COMMANDS = (profile, show, compare, report, selfcheck, peaks, whatif, generate)
+COMMANDS = (profile, show, compare, ab, report, selfcheck, peaks, whatif, generate)
 
 DESCRIPTION = ("Time every node of a PyTorch model's torch.fx graph, on the CPU or the GPU.\n\ncommands:\n"
                + "".join(f"  {c.USAGE:<16}{c.SUMMARY}\n" for c in COMMANDS)

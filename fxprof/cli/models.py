@@ -242,3 +242,55 @@ def resolve_modules(option: str, items: list[str], model: nn.Module) -> list:
             raise FxprofError(f"bad {option} {item!r}: it names {type(value).__name__} {value!r}, not an nn.Module class")
         out.append(value)
     return out
+
+
+def _model_folder(spec: str) -> str | None:
+    """The folder a model spec's own code comes from: a file's folder, the current folder for
+    ``package.module:factory``; None for a torchvision name."""
+    if ":" not in spec:
+        return None
+    where = spec.rpartition(":")[0]
+    if where.endswith(".py") or os.sep in where or "/" in where:
+        return os.path.dirname(os.path.abspath(where))
+    return os.getcwd()
+
+
+def _own_modules(names: set[str], folder: str) -> list[str]:
+    """Of the modules ``names``, those whose file lies in ``folder`` (installed packages in a
+    virtual environment inside it excepted)."""
+    root = os.path.realpath(folder) + os.sep
+    own = []
+    for name in names:
+        path = getattr(sys.modules.get(name), "__file__", None)
+        if not path:
+            continue
+        real = os.path.realpath(path)
+        if real.startswith(root) and "site-packages" not in real and "dist-packages" not in real:
+            own.append(name)
+    return own
+
+
+def load_side_by_side(spec_a: str, spec_b: str) -> tuple[nn.Module, nn.Module]:
+    """Two models in one process, each from its own code: ``a`` is loaded, then the modules that
+    loading ``a`` imported from its own folder are forgotten and that folder leaves the import
+    path while ``b`` loads. So ``base/model.py:build`` and ``model.py:build`` (two checkouts
+    whose ``model.py`` both ``import layers``) each get their own ``layers``, not the one that
+    was imported first. ``a``'s model keeps the classes it was built from; ``sys.path`` is put
+    back after."""
+    before = set(sys.modules)
+    model_a = load_model(spec_a)
+    folder = _model_folder(spec_a)
+    if folder is None or spec_a == spec_b:
+        return model_a, load_model(spec_b)  # the same spec twice (an A/A pair): two builds, nothing shared
+    for name in _own_modules(set(sys.modules) - before, folder):
+        sys.modules.pop(name, None)
+    saved = list(sys.path)
+    other = _model_folder(spec_b)
+    here = os.path.realpath(folder)
+    if other is None or os.path.realpath(other) != here:
+        sys.path[:] = [p for p in sys.path if os.path.realpath(p or os.curdir) != here]
+    try:
+        return model_a, load_model(spec_b)
+    finally:
+        sys.path[:] = saved
+

@@ -26,7 +26,7 @@ from .compare import ALPHA, MIN_EFFECT, TOO_FEW
 if TYPE_CHECKING:
     from .profile import Profile
 
-__all__ = ["RunVerdict", "run_verdict", "gate", "gate_totals", "busy_sides_words", "BUSY_DRIFT", "FAIL_ON", "GATE_EXIT"]
+__all__ = ["RunVerdict", "run_verdict", "paired_run_verdict", "gate", "gate_totals", "busy_sides_words", "BUSY_DRIFT", "FAIL_ON", "GATE_EXIT"]
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,9 @@ class RunVerdict:
     verdict: str
     a_runs: int
     b_runs: int
+    #: the runs were taken in pairs, one of each side a round (:func:`paired_run_verdict`):
+    #: ``ratio`` is the median round's b/a, ``p_value`` a Wilcoxon signed-rank test's
+    paired: bool = False
 
     @property
     def speedup(self) -> float:
@@ -68,6 +71,26 @@ def run_verdict(a_totals: Sequence[float], b_totals: Sequence[float], alpha: flo
     too_few = pd.Series([bool(smallest_p_value(len(xa), len(xb)) >= alpha)]) if len(xa) >= 2 and len(xb) >= 2 else None
     verdict = _verdicts(pd.Series([p]), pd.Series([ratio]), alpha, min_effect, too_few).iloc[0]
     return RunVerdict(ratio=ratio, low=low, high=high, p_value=p, verdict=str(verdict), a_runs=len(xa), b_runs=len(xb))
+
+
+def paired_run_verdict(a_totals: Sequence[float], b_totals: Sequence[float], alpha: float = ALPHA,
+                       min_effect: float = MIN_EFFECT) -> RunVerdict:
+    """The verdict on ``b``'s runs against ``a``'s where run ``i`` of both was taken in the same
+    round (``fxprof ab``: interleaved in one process): by :func:`run_verdict`'s rules (``p <
+    alpha`` and a change of at least ``min_effect``), on the rounds' ratios
+    (:func:`fxprof.core.stats.paired_ratio`: their median, a Wilcoxon signed-rank p-value, an
+    interval over rounds). A round in which another process took the CPU from one of the two
+    runs gives one outlying ratio, where it widens two independent samples' spread."""
+    from .compare import _verdicts
+    from .stats import paired_ratio, smallest_paired_p_value
+
+    ratio, low, high, p, pairs = paired_ratio(a_totals, b_totals)
+    if pairs < 2:
+        return RunVerdict(ratio=ratio, low=low, high=high, p_value=p, verdict="", a_runs=pairs, b_runs=pairs, paired=True)
+    too_few = pd.Series([bool(smallest_paired_p_value(pairs) >= alpha)])
+    verdict = _verdicts(pd.Series([p]), pd.Series([ratio]), alpha, min_effect, too_few).iloc[0]
+    return RunVerdict(ratio=ratio, low=low, high=high, p_value=p, verdict=str(verdict), a_runs=pairs, b_runs=pairs,
+                      paired=True)
 
 
 def gate_totals(profile: "Profile", keep_outliers: bool | None = None) -> list[float]:
@@ -123,17 +146,19 @@ def _gate(diff: pd.DataFrame, fail_on: str, run: RunVerdict | None) -> tuple[boo
     effect = f"{diff.attrs.get('min_effect', MIN_EFFECT):.0%}"
     if run is not None and run.verdict == "":  # saved profiles, but under 2 runs a side: no test can decide
         return False, (f"pass (undecided): too few runs to tell: {run.a_runs} and {run.b_runs} run(s), and a verdict "
-                       f"needs at least 2 a side; profile with more --iters")
+                       f"needs at least 2 a side; {'run' if run.paired else 'profile'} with more --iters")
     if fail_on == "slower":
         if run is None:
             raise ValueError("the whole run's verdict needs the runs of both sides: compare saved profiles (.json or .npz), "
                              "not per-node CSV tables")
         words = (f"b's median run is {run.ratio:.3f}x a's (95% interval {run.low:.3f} to {run.high:.3f}, "
-                 f"p = {run.p_value:.2g}, {run.a_runs} and {run.b_runs} runs)")
+                 f"p = {run.p_value:.2g}, {run.a_runs} and {run.b_runs} runs)") if not run.paired else (
+                 f"b/a is {run.ratio:.3f} in the median of {run.a_runs} interleaved rounds (95% interval {run.low:.3f} to "
+                 f"{run.high:.3f}, Wilcoxon signed-rank p = {run.p_value:.2g})")
         if run.verdict == "slower":
             return True, f"FAIL: b is slower than a: {words}, beyond noise and at least {effect}"
         if run.verdict == TOO_FEW:
-            return False, f"pass (undecided): too few runs to tell: {words}; profile with more --iters"
+            return False, f"pass (undecided): too few runs to tell: {words}; {'run' if run.paired else 'profile'} with more --iters"
         return False, f"pass: b is not significantly slower than a by {effect} or more ({run.verdict}): {words}"
     verdicts = diff["verdict"] if "verdict" in diff.columns else pd.Series(dtype=str)
     if not (verdicts != "").any():

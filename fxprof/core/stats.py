@@ -137,6 +137,39 @@ def smallest_p_value(n_a: int, n_b: int) -> float:
                               alternative="two-sided").pvalue)
 
 
+def paired_ratio(a: Sequence[float], b: Sequence[float], confidence: float = 0.95, resamples: int = 2000,
+                 seed: int = 0) -> tuple[float, float, float, float, int]:
+    """Runs taken in pairs (run ``i`` of ``a`` and of ``b`` in the same round, as ``fxprof ab``
+    interleaves them): ``(ratio, low, high, p_value, pairs)``. The ratio is the median of the
+    rounds' ``b/a``; its percentile-bootstrap interval resamples whole rounds
+    (``scipy.stats.bootstrap``, fixed seed); the p-value is the two-sided Wilcoxon signed-rank
+    test on the rounds' log ratios. Drift that slows both runs of a round cancels in its ratio,
+    where two independent samples keep it as spread. NaN with fewer than 2 finite pairs."""
+    xa = np.asarray(a, dtype=np.float64)
+    xb = np.asarray(b, dtype=np.float64)
+    n = min(len(xa), len(xb))
+    xa, xb = xa[:n], xb[:n]
+    keep = np.isfinite(xa) & np.isfinite(xb) & (xa > 0) & (xb > 0)
+    logs = np.log(xb[keep] / xa[keep])
+    nan = float("nan")
+    if len(logs) < 2:
+        return nan, nan, nan, nan, len(logs)
+    from scipy.stats import bootstrap, wilcoxon
+
+    ratio = float(np.exp(np.median(logs)))
+    result = bootstrap((logs,), lambda x, axis=-1: np.median(x, axis=axis), vectorized=True, confidence_level=confidence,
+                       n_resamples=resamples, method="percentile", **_seed(seed))
+    p = float(wilcoxon(logs).pvalue) if np.any(logs != 0) else 1.0
+    return (ratio, float(np.exp(result.confidence_interval.low)), float(np.exp(result.confidence_interval.high)), p,
+            len(logs))
+
+
+def smallest_paired_p_value(pairs: int) -> float:
+    """The smallest two-sided Wilcoxon signed-rank p-value that ``pairs`` pairs can give (every
+    difference of one sign): ``2 / 2**pairs``; 5 pairs cannot reach 0.05."""
+    return 2.0 / 2.0 ** pairs if pairs >= 1 else float("nan")
+
+
 def ratio_interval(a: Sequence[float], b: Sequence[float], confidence: float = 0.95,
                    resamples: int = 2000, seed: int = 0) -> tuple[float, float, float]:
     """``median(b) / median(a)`` and its percentile-bootstrap confidence interval.

@@ -11,6 +11,12 @@ both rates are printed side by side.
     PYTHONPATH=$PWD python tests/benchmarks/gate_aa.py --pairs 20 --out /tmp/gate
     PYTHONPATH=$PWD python tests/benchmarks/gate_aa.py --pairs 3 --iters 10   # quick
 
+``--interleaved`` measures the other gate instead: ``fxprof ab FILE:make_a FILE:make_b --fail-on
+slower``, A and B timed interleaved in one process (each pair is then one process for A/A and one
+for A/B; the verdict is the command's exit status, the ratio read from its ``--csv``).
+
+    PYTHONPATH=$PWD python tests/benchmarks/gate_aa.py --interleaved --pairs 20 --iters 30
+
 Prints one line per pair and the rates; docs/ci.md holds the figures. The machine's load is
 printed with them: run it quiet and beside other work (``--busy`` starts a busy loop on each
 core the profiles may use, for the whole benchmark).
@@ -64,6 +70,22 @@ def _profile(factory: str, path: Path, iters: int, threads: int) -> None:
         raise SystemExit(f"profiling failed: {' '.join(cmd)}\n{done.stderr[-2000:]}")
 
 
+def _interleaved(factory_b: str, csv: Path, iters: int, threads: int) -> tuple[bool, float]:
+    """``fxprof ab FILE:make_a FILE:factory_b --fail-on slower`` in a process of its own: (the
+    gate failed, b/a median run ratio)."""
+    import statistics
+
+    here = Path(__file__).resolve()
+    cmd = [sys.executable, "-m", "fxprof", "ab", f"{here}:make_a", f"{here}:{factory_b}", "--input", f"{BATCH}x{WIDTH}",
+           "--iters", str(iters), "--threads", str(threads), "--fail-on", "slower", "--csv", str(csv), "--quiet"]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode not in (0, 3) or not csv.exists():
+        raise SystemExit(f"fxprof ab failed: {' '.join(cmd)}\n{done.stderr[-2000:]}")
+    rows = [line.split(",") for line in csv.read_text().splitlines()[1:]]
+    a, b = [float(r[1]) for r in rows], [float(r[2]) for r in rows]
+    return done.returncode == 3, statistics.median(b) / statistics.median(a)
+
+
 def _verdicts(a_path: Path, b_path: Path) -> dict[str, tuple[bool, float]]:
     """Per rule, (the gate failed, b/a median run ratio)."""
     import fxprof
@@ -99,6 +121,8 @@ def main() -> None:
     parser.add_argument("--iters", type=int, default=20)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", default=None, help="folder for the profiles (default: a temporary one)")
+    parser.add_argument("--interleaved", action="store_true",
+                        help="measure `fxprof ab` (A and B interleaved in one process) instead of two profiles compared")
     parser.add_argument("--busy", action="store_true", help="a busy loop on every usable core during the benchmark")
     parser.add_argument("--evaluate", action="store_true",
                         help="profile nothing: read the verdicts of the profiles already in --out (a0.json, a20.json, b0.json...)")
@@ -113,14 +137,18 @@ def main() -> None:
         print(f"load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores at start; busy loops: {len(loops)}", flush=True)
         for i in range(args.pairs):
             paths = {k: out / f"{k}{i}.json" for k in ("a", "a2", "b")}
-            if args.evaluate:
+            if args.interleaved:
+                aa = {"ab (interleaved)": _interleaved("make_a", out / f"aa{i}.csv", args.iters, args.threads)}
+                ab = {"ab (interleaved)": _interleaved("make_b", out / f"ab{i}.csv", args.iters, args.threads)}
+            elif args.evaluate:
                 if not all(p.exists() for p in paths.values()):
                     break
             else:
                 _profile("make_a", paths["a"], args.iters, args.threads)
                 _profile("make_a", paths["a2"], args.iters, args.threads)
                 _profile("make_b", paths["b"], args.iters, args.threads)
-            aa, ab = _verdicts(paths["a"], paths["a2"]), _verdicts(paths["a"], paths["b"])
+            if not args.interleaved:
+                aa, ab = _verdicts(paths["a"], paths["a2"]), _verdicts(paths["a"], paths["b"])
             for rule in aa:
                 c = counts.setdefault(rule, {"false_alarms": 0, "detected": 0})
                 c["false_alarms"] += aa[rule][0]

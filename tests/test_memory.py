@@ -211,3 +211,21 @@ def test_the_notebook_view_shows_the_memory_line_and_columns():
     assert f"memory: peak {format_bytes(prof.memory.peak_bytes)}" in page
     assert ">mem_peak<" in page and ">mem_live<" in page
     assert format_bytes(prof.df.loc["_0", "mem_live_bytes"]) in page
+
+
+def test_a_peak_level_reached_again_names_every_node_that_reaches_it(tmp_path):
+    """Issue 47, item 16: in a stack of equal Linear+ReLU layers every layer reaches the same
+    level (its input and its output held), and every row shows the same mem_peak; the header
+    named one node as if it alone held the peak. It now says the level was reached first there
+    and again during the others, in run order; kept through save and load."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 64)).eval()
+    prof = fxprof.profile(model, torch.randn(32, 64), warmup=0, iters=1, peaks=None)
+    summary = prof.memory
+    assert summary.peak_node == "_1" and summary.peak_again == ("_2", "_3", "_4")
+    line = next(x for x in prof.summary(top=0).splitlines() if x.startswith("memory:"))
+    assert line.endswith("; reached first there, the same level again during _2, _3, _4"), line
+    prof.save(tmp_path / "p.json")
+    assert fxprof.load(tmp_path / "p.json").memory.peak_again == ("_2", "_3", "_4")
+    single = fxprof.profile(_WithTemporary(), torch.randn(64, 64), warmup=0, iters=1, peaks=None)
+    assert single.memory.peak_again == () and "again" not in single.summary(top=0)

@@ -28,6 +28,9 @@ class MemorySummary:
     held_bytes: int = 0
     #: with a backward pass: all bytes autograd saved for it (None without)
     saved_bytes: int | None = None
+    #: other nodes that reach the same peak level while they run, in run order (the peak is
+    #: ``peak_node``'s because it reached it first)
+    peak_again: tuple[str, ...] = ()
 
     def largest(self, n: int = 2) -> list[tuple[str, int]]:
         """The ``n`` largest categories at the peak, largest first (empty ones left out)."""
@@ -39,6 +42,8 @@ class MemorySummary:
                "held_bytes": self.held_bytes}
         if self.saved_bytes is not None:
             out["saved_bytes"] = self.saved_bytes
+        if self.peak_again:
+            out["peak_again"] = list(self.peak_again)
         return out
 
 
@@ -52,8 +57,9 @@ def memory_summary(meta: Mapping[str, Any], nodes: Sequence[Any] = ()) -> Memory
     shown = {getattr(n, "raw_name", "") or n.name: n.name for n in nodes}
     breakdown = {c: int((found.get("breakdown") or {}).get(c, 0) or 0) for c in CATEGORIES}
     saved = found.get("saved_bytes")
+    again = tuple(shown.get(str(n), str(n)) for n in found.get("peak_again") or ())
     return MemorySummary(int(found["peak_bytes"]), shown.get(node, node), breakdown, int(found.get("held_bytes", 0) or 0),
-                         None if saved is None else int(saved))
+                         None if saved is None else int(saved), again)
 
 
 #: how a roll-up combines the per-node memory columns: bytes a node adds or saves add up over a

@@ -41,6 +41,10 @@ def memory_line(profile: Any) -> list[str]:
         return []
     parts = ", ".join(f"{name.replace('_', ' ')} {format_bytes(size)}" for name, size in summary.largest(2))
     line = f"memory: peak {format_bytes(summary.peak_bytes)} during {summary.peak_node}" + (f" ({parts})" if parts else "")
+    if summary.peak_again:  # the same level again later: say so, or a reader of the table sees another node first
+        shown = summary.peak_again[:3]
+        more = f" and {len(summary.peak_again) - 3} more" if len(summary.peak_again) > 3 else ""
+        line += f"; reached first there, the same level again during {', '.join(shown)}{more}"
     if summary.saved_bytes is not None:
         line += f"; saved for backward {format_bytes(summary.saved_bytes)}"
     return [line]

@@ -364,6 +364,12 @@ def account(ranges: list[tuple[str, int, int]], events: list[tuple[int, int, int
                 at = max(0, bisect.bisect_right(starts, best_t) - 1)
         summary = {"peak_bytes": base + best, "peak_node": ranges[at][0],
                    "breakdown": _breakdown(allocs, best_t, at, held, grads), "held_bytes": base}
+        again = []  # other nodes that raise the level to the run's peak too (reached, freed, reached again);
+        for i, (name, _, _) in enumerate(ranges):  # not those that only run while it is held (an output, an in-place op)
+            if best > 0 and peak[i] == best > start_level[i] and i != at and name != ranges[at][0] and name not in again:
+                again.append(name)
+        if again:
+            summary["peak_again"] = again
         if best > 0 and (best_t < ranges[0][1] or best_t > max(r[2] for r in ranges)):
             summary["peak_outside"] = True  # before the first range or after the last (a session's loop code)
         if saved is not None:

@@ -90,3 +90,18 @@ def test_run_verdict_follows_compares_rules():
     assert few.verdict == "too few runs" and few.ratio == pytest.approx(2.0)
     with pytest.raises(ValueError, match="fail_on"):
         gate(__import__("pandas").DataFrame({"verdict": []}), "faster", None)
+
+
+def test_markdown_prints_each_warning_as_its_own_sentence():
+    """A busy side's warning read '- :warning: the profiles differ in b was profiled on a busy
+    machine' in the Markdown summary: every warning was put after 'the profiles differ in'."""
+    import pandas as pd
+
+    from fxprof.views.markdown import render_compare_markdown
+
+    diff = pd.DataFrame({"status": ["both"], "verdict": ["same"]}, index=["x"])
+    diff.attrs["warnings"] = ["inputs: a Tensor(shape=[1]), b Tensor(shape=[2])",
+                              "b was profiled on a busy machine: 1 of 20 timed runs lost 5% or more of their time"]
+    text = render_compare_markdown(diff, "a.json", "b.json")
+    assert "- :warning: b was profiled on a busy machine: 1 of 20" in text
+    assert "- :warning: inputs: a Tensor(shape=[1])" in text and "differ in b was" not in text

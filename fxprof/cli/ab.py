@@ -46,7 +46,7 @@ def add_parser(command: Any) -> argparse.ArgumentParser:
                 "calls both once, which goes first alternating, after --warmup untimed calls each), and print B's "
                 "median run against A's with a 95% bootstrap interval, a Mann-Whitney U p-value and a verdict "
                 "(faster, slower, same, too few runs: compare's rules, on the rounds' paired ratios: their median, a "
-                "Wilcoxon signed-rank p-value). Drift of the machine between processes does "
+                "sign-test p-value). Drift of the machine between processes does "
                 "not enter (docs/ci.md gives its false-alarm and detection rates).", AB_EXAMPLES)
     p.add_argument("a", metavar="A", help="the baseline model: torchvision name, package.module:factory, or file.py:factory")
     p.add_argument("b", metavar="B", help="the other model, called with the same inputs")

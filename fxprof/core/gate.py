@@ -43,7 +43,7 @@ class RunVerdict:
     a_runs: int
     b_runs: int
     #: the runs were taken in pairs, one of each side a round (:func:`paired_run_verdict`):
-    #: ``ratio`` is the median round's b/a, ``p_value`` a Wilcoxon signed-rank test's
+    #: ``ratio`` is the median round's b/a, ``p_value`` a sign test test's
     paired: bool = False
 
     @property
@@ -78,7 +78,7 @@ def paired_run_verdict(a_totals: Sequence[float], b_totals: Sequence[float], alp
     """The verdict on ``b``'s runs against ``a``'s where run ``i`` of both was taken in the same
     round (``fxprof ab``: interleaved in one process): by :func:`run_verdict`'s rules (``p <
     alpha`` and a change of at least ``min_effect``), on the rounds' ratios
-    (:func:`fxprof.core.stats.paired_ratio`: their median, a Wilcoxon signed-rank p-value, an
+    (:func:`fxprof.core.stats.paired_ratio`: their median, a sign-test p-value, an
     interval over rounds). A round in which another process took the CPU from one of the two
     runs gives one outlying ratio, where it widens two independent samples' spread."""
     from .compare import _verdicts
@@ -154,7 +154,7 @@ def _gate(diff: pd.DataFrame, fail_on: str, run: RunVerdict | None) -> tuple[boo
         words = (f"b's median run is {run.ratio:.3f}x a's (95% interval {run.low:.3f} to {run.high:.3f}, "
                  f"p = {run.p_value:.2g}, {run.a_runs} and {run.b_runs} runs)") if not run.paired else (
                  f"b/a is {run.ratio:.3f} in the median of {run.a_runs} interleaved rounds (95% interval {run.low:.3f} to "
-                 f"{run.high:.3f}, Wilcoxon signed-rank p = {run.p_value:.2g})")
+                 f"{run.high:.3f}, sign test p = {run.p_value:.2g})")
         if run.verdict == "slower":
             return True, f"FAIL: b is slower than a: {words}, beyond noise and at least {effect}"
         if run.verdict == TOO_FEW:

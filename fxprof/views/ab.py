@@ -32,7 +32,7 @@ def _result(run: "RunVerdict", meta: dict[str, Any]) -> str:
     else:
         head = "b against a: no verdict (under 2 runs a side)"
     return (f"{head}: median run {a_ms:.4g} ms (a) and {b_ms:.4g} ms (b); b/a {run.ratio:.3f} in the median round "
-            f"(95% interval {run.low:.3f} to {run.high:.3f}), Wilcoxon signed-rank p = {run.p_value:.2g} over "
+            f"(95% interval {run.low:.3f} to {run.high:.3f}), sign test p = {run.p_value:.2g} over "
             f"{run.a_runs} rounds; a verdict needs p < {meta.get('alpha', 0.05):g} and a change of at least "
             f"{meta.get('min_effect', 0.10):.0%}")
 

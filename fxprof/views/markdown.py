@@ -46,7 +46,7 @@ def render_compare_markdown(diff: pd.DataFrame, label_a: str, label_b: str, run:
     if diff.attrs.get("test"):
         lines.append(f"- test: {diff.attrs['test']}")
     for warning in diff.attrs.get("warnings", []):
-        lines.append(f"- :warning: the profiles differ in {_escape(warning)}")
+        lines.append(f"- :warning: {_escape(warning)}")  # each a sentence of its own, as the text view prints it
     shown = diff if top == 0 else diff.head(top)
     table = shown[[c for c in MARKDOWN_COLUMNS if c in shown.columns]].copy()
     for column in ("a_ms", "b_ms", "delta_ms"):

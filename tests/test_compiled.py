@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 import fxprof
-from fxprof.core.compiled import Kernel, Span, charge_spans, common_scope, extern_op, kernel_nodes, own_run_ms, readable_names
+from fxprof.core.compiled import Kernel, Span, charge_spans, common_scope, extern_op, extern_own_nodes, kernel_nodes, own_run_ms, readable_names
 from fxprof.core.nodes import NodeInfo
 from fxprof.errors import TraceError
 from fxprof.measure.device.bridge import Event
@@ -83,6 +83,18 @@ def test_common_scope_and_extern_ops():
     assert common_scope(["fc"]) == "fc"
     assert extern_op("extern_kernels.addmm") == "addmm"
     assert extern_op("torch.ops.mkldnn._convolution_pointwise.default") == "_convolution_pointwise"
+
+
+def test_an_extern_call_computes_its_own_op_not_the_producers_of_its_input():
+    # inductor's provenance of torchvision FPN's layer_blocks.0 conv: the conv, then the interpolate and add
+    post = ["convolution_3", "add_4", "_unsafe_index", "unsqueeze", "iota", "mul_1"]
+    assert extern_own_nodes("extern_kernels.convolution", post) == ["convolution_3"]
+    assert extern_own_nodes("extern_kernels.addmm", ["addmm", "view_2"]) == ["addmm"]
+    assert extern_own_nodes("extern_kernels.mm", ["mm_12", "mm_1x", "addmm_1"]) == ["mm_12"]
+    assert extern_own_nodes("torch.ops.mkldnn._convolution_pointwise.default",
+                            ["_convolution_pointwise_default_1", "relu"]) == ["_convolution_pointwise_default_1"]
+    # no node named for the op (a decomposed or renamed one): all of them, as inductor gave them
+    assert extern_own_nodes("extern_kernels.bmm", ["view_3", "expand"]) == ["view_3", "expand"]
 
 
 def _node(name, scope, kind, op="call_function", module_type=""):

@@ -337,3 +337,26 @@ def test_a_forward_behind_a_decorator_keeps_its_scopes_compiled(inductor_cache):
         prof = fxprof.profile(torch.compile(_WrappedStack().eval()), torch.randn(4, 16), warmup=1, iters=3, peaks=None)
     calls = _layer_calls(prof, "layers.")
     assert sorted(calls) == ["layers.0", "layers.1"] and min(calls.values()) > 0, calls
+
+
+def test_an_extern_conv_that_convolves_a_fused_sum_is_charged_to_its_own_layer(inductor_cache):
+    """fasterrcnn_mobilenet_v3_large_320_fpn in the zoo, compiled: torchvision's FPN convolves
+    ``interpolate(last_inner) + inner_lateral`` with ``layer_blocks.0``; inductor lists the sum's
+    nodes among the extern convolution's provenance, so the conv was charged to the FPN itself and
+    ``layer_blocks.0`` got no kernel call while ``layer_blocks.1`` got two."""
+    from torchvision.ops import FeaturePyramidNetwork
+    from torchvision.ops.feature_pyramid_network import LastLevelMaxPool
+
+    torch.manual_seed(0)
+    fpn = FeaturePyramidNetwork([8, 16], 8, extra_blocks=LastLevelMaxPool()).eval()
+    features = {"a": torch.rand(1, 8, 8, 8), "b": torch.rand(1, 16, 4, 4)}
+    with torch.no_grad():
+        prof = fxprof.profile(torch.compile(fpn), features, warmup=1, iters=2, peaks=None)
+    calls = _layer_calls(prof, "layer_blocks.", ("extern",))
+    assert sorted(calls) == ["layer_blocks.0", "layer_blocks.1"] and calls["layer_blocks.0"] == calls["layer_blocks.1"] == 1, calls
+    table = prof.df
+    convs = table[(table["op"] == "extern") & table["scope"].astype(str).str.startswith("layer_blocks.0")]
+    assert list(convs["origins"]) == ["layer_blocks_0_0"], convs[["scope", "origins"]]
+    # the interpolate and add stay on the generated kernel that computes them, charged to the FPN
+    sums = table[table["origins"].astype(str).str.contains("interpolate")]
+    assert len(sums) >= 1 and (sums["op"] == "kernel").all() and (sums["scope"] == "").all(), sums[["op", "scope"]]

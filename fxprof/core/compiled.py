@@ -19,7 +19,7 @@ from typing import Iterable, Mapping, Sequence
 from .names import input_name, weight_name
 from .nodes import NodeInfo
 
-__all__ = ["own_run_ms", "quiet_own_run_ms", "Kernel", "Span", "common_scope", "readable_names", "charge_spans", "kernel_nodes", "extern_op",
+__all__ = ["own_run_ms", "quiet_own_run_ms", "Kernel", "Span", "common_scope", "readable_names", "charge_spans", "kernel_nodes", "extern_op", "extern_own_nodes",
            "strip_graph_prefix", "unmatched_nodes", "short_kernel_name", "UNMATCHED"]
 
 #: the ``op`` of a generated kernel's row and of an extern call's (``mm``, convolution...)
@@ -107,6 +107,21 @@ def extern_op(base: str) -> str:
     if len(parts) > 1 and parts[-1] in ("default", "Tensor", "Scalar", "out", "int", "self"):
         parts = parts[:-1]
     return parts[-1]
+
+
+def extern_own_nodes(base: str, post: Sequence[str]) -> list[str]:
+    """The post-grad nodes an extern call computes, of the ones inductor's provenance lists for it.
+
+    Inductor names an extern call's ``origin_node`` when it has one, else all of the call's IR
+    origins, and those include the producers it lowered into the call's input: torchvision's
+    FPN's ``extern_kernels.convolution`` (``layer_blocks.0``'s conv) lists ``convolution_3``
+    and the interpolate and add whose sum it convolves (``add_4``, ``_unsafe_index``...), which a
+    generated kernel computes. The call runs one library op: its nodes are the ones named for
+    that op (``convolution_3`` for ``extern_kernels.convolution``, FX's name for an op and its
+    repeats); when none is, all of ``post``, as inductor gave them."""
+    op = re.escape(extern_op(base))
+    own = [p for p in post if re.fullmatch(rf"{op}(_default)?(_\d+)?", p)]
+    return own or list(post)
 
 
 _GRAPH_PREFIX = re.compile(r"^graph_\d+_")

@@ -40,7 +40,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from ...core.compiled import Kernel, Span, charge_spans, kernel_nodes, readable_names, strip_graph_prefix, unmatched_nodes
+from ...core.compiled import Kernel, Span, charge_spans, extern_own_nodes, kernel_nodes, readable_names, strip_graph_prefix, unmatched_nodes
 from ...core.profile import Profile
 from ...errors import TraceError
 from ...vocab import COMPILE_MODES
@@ -74,6 +74,8 @@ def _kernels(graph: str, code: str, provenance: dict[str, Any]) -> list[Kernel]:
     for key, post in kernel_to_post.items():
         base = key.rsplit(":", 1)[0]
         generated = not (base.startswith("extern_kernels.") or base.startswith("torch.ops.") or "." in base)
+        if not generated:  # one library op: not the producers inductor lowered into its input
+            post = extern_own_nodes(base, post)
         pre: list[str] = []
         for p in post:
             for q in post_to_pre.get(p, []):

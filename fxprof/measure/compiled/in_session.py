@@ -45,10 +45,10 @@ class LoopCompiledCapture(Capture):
 
     kind = "compiled"
 
-    def __init__(self, optimized: nn.Module):
+    def __init__(self, optimized: nn.Module, forward: Any = None):
         super().__init__("a torch.compile'd model: the compiled program's kernels, timed by torch.profiler in each timed "
                          "step and charged to the eager nodes they compute (as compiled mode)")
-        self.root, self.described, self.graphs, self.compiled = compiled_program(optimized)
+        self.root, self.described, self.graphs, self.compiled = compiled_program(optimized, forward=forward)
         root = self.root
         self.catcher = self.graphs.kept.catcher  # a program compiled before in this process keeps its code and provenance
         self.compile_s = 0.0

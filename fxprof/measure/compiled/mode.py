@@ -47,7 +47,7 @@ from ...vocab import COMPILE_MODES
 from ..device.bridge import Event, profiler_running
 from .flops import kernel_flops, missing_flops_notes
 from .memory import memory_devices, record_memory_run, with_memory
-from .reuse import kept_session, remember, reuse_note, settle_first_call
+from .reuse import Kept, kept_session, remember, reuse_note, settle_first_call
 from .spans import CALL_RANGE as _CALL, KERNEL_COST, RUN_RANGE, spans_from_events
 from ...core.contention import quiet_runs
 from ..timing.contention import ContentionMeter
@@ -56,7 +56,7 @@ from ..capture.graph import module_kinds
 from .profiler_cost import PROFILER_SPAN, calibrate, in_situ
 from ..common.state import preserved_buffers
 from ..common.tree import clone_tensors
-from .compiling import CompiledSession, _RECORD, _TraceCatcher, _catch_trace, _dynamo_graph_breaks, _inductor_settings, _read_compiled, _recursion_limit_kept, compile_options, is_compiled, no_graph_message, room_to_compile
+from .compiling import CompiledSession, _RECORD, _TraceCatcher, _catch_trace, _dynamo_graph_breaks, _inductor_settings, _read_compiled, compiled_forward, is_compiled_function, read_compiled_forward, _recursion_limit_kept, compile_options, is_compiled, no_graph_message, room_to_compile
 from .runs import _interleaved_runs
 
 if TYPE_CHECKING:
@@ -122,11 +122,24 @@ def profile_compiled(model: nn.Module, args: tuple, kwargs: dict, compile: Any, 
     return profile
 
 
-def compiled_program(model: nn.Module, compile: Any = True) -> tuple[nn.Module, dict[str, Any], "CompiledSession", Any]:
+def compiled_program(model: nn.Module, compile: Any = True, forward: Any = None) -> tuple[nn.Module, dict[str, Any], "CompiledSession", Any]:
     """The program to time, for compiled mode and sessions alike: ``(root, described, session,
-    compiled)``. ``model`` is an ``OptimizedModule`` (its backend and options kept) or an eager
-    module compiled with the ``compile=`` options; ``compiled`` is the original module compiled
-    again with :class:`CompiledSession` in front of the user's backend."""
+    compiled)``. ``model`` is an ``OptimizedModule`` (its backend and options kept), a module whose
+    forward is compiled in place (``model.forward = torch.compile(model.forward)``: that forward's
+    options kept) or an eager module compiled with the ``compile=`` options; ``compiled`` is the
+    original module (or the function the forward compiled) compiled again with
+    :class:`CompiledSession` in front of the user's backend. ``forward``: the forward the model
+    runs, when a session replaced the instance attribute (the user's compiled one, if it is)."""
+    if not is_compiled(model) and (is_compiled_function(forward) or compiled_forward(model) is not None):
+        # the function itself is compiled again, not the module: the module's __call__ leads to its
+        # instance forward (the user's compiled one, or a session's), not to the program. Not kept for
+        # reuse (the registry's programs are modules, which this is not): each profile compiles it.
+        root, function, backend, described = read_compiled_forward(model, forward)
+        session = CompiledSession(root, backend)
+        compiled = torch.compile(function, backend=session, dynamic=described["dynamic"], fullgraph=described["fullgraph"])
+        session.kept = Kept(compiled, _TraceCatcher(), described["fullgraph"])
+        described["compiled_forward"] = True
+        return root, described, session, compiled
     if is_compiled(model):
         root, backend, described = _read_compiled(model)
     else:

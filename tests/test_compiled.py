@@ -552,6 +552,38 @@ def test_no_graph_says_why_when_the_recompile_limit_is_reached():
     assert "_Late.forward" in message and "recompile limit is 1" in message and "torch._dynamo.reset()" in message
 
 
+def test_no_graph_says_why_when_the_recompile_limit_was_exceeded_before():
+    """A code object that once exceeded dynamo's recompile limit is never compiled again in the
+    process, even under the limit fxprof raises (room_to_compile): fxprof.generate's tests met it
+    (the user's own compile exceeded the limit; fxprof's compile then found no graph) and the
+    message asked whether the forward was disabled for dynamo."""
+    import torch._dynamo
+    from fxprof.measure.compiled.compiling import room_to_compile
+    from fxprof.measure.compiled.mode import no_graph_message
+
+    class Exceeded(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+
+        def forward(self, x):
+            return self.lin(x).relu()
+
+    torch._dynamo.reset()
+    model, x = Exceeded(), torch.randn(2, 4)
+    compiled = []
+    with torch._dynamo.config.patch(recompile_limit=2):
+        for i in range(3):  # the third exceeds the limit: dynamo gives the code up
+            torch.compile(model, backend=lambda gm, inputs, i=i: compiled.append(i) or gm.forward)(x)
+        with room_to_compile(model):  # the limit raised by the 2 versions held: still nothing compiles
+            torch.compile(model, backend=lambda gm, inputs: compiled.append("raised") or gm.forward)(x)
+            message = no_graph_message(model, "profile it eagerly instead")
+    assert compiled == [0, 1]
+    assert "exceeded earlier in this process" in message and "never compiled again" in message
+    assert "torch._dynamo.reset()" in message and "disabled for dynamo" not in message
+    torch._dynamo.reset()
+
+
 def test_a_forward_compiled_in_place_profiles_its_compiled_kernels(small, inductor_cache):
     """``model.forward = torch.compile(model.forward)`` (Hugging Face's recipe): fxprof.profile failed
     ("captured no graph": dynamo cannot capture eager graphs through a compiled forward) and a

@@ -346,8 +346,21 @@ def no_graph_message(root: nn.Module, then: str) -> str:
     limit = getattr(getattr(getattr(torch, "_dynamo", None), "config", None), "recompile_limit", None)
     why = (f"; dynamo holds {held} compiled versions of {type(root).__name__}.forward in this process (its recompile "
            f"limit is {limit}): torch._dynamo.reset() clears them" if limit and held >= limit else
+           f"; dynamo holds {held} compiled versions of {type(root).__name__}.forward and reported its recompile limit "
+           f"exceeded earlier in this process: a code object that once exceeded it is never compiled again, even "
+           f"under a raised limit (torch._dynamo.reset() clears that)" if held and _limit_exceeded() else
            " (is its forward disabled for dynamo, or torch.compiler.set_stance('force_eager') in effect?)")
     return f"torch.compile compiled no graph of this model: dynamo ran it as plain Python{why}. There are no kernels to time; {then}"
+
+
+def _limit_exceeded() -> bool:
+    """Has dynamo reported a recompile limit exceeded in this process (its ``unimplemented`` counter)?"""
+    try:
+        from torch._dynamo.utils import counters
+
+        return any("recompile limit" in str(key).lower() or "cache_size_limit" in str(key) for key in counters["unimplemented"])
+    except Exception:  # pragma: no cover - a release without the counter
+        return False
 
 
 def _dynamo_graph_breaks() -> int | None:

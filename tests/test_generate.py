@@ -272,14 +272,14 @@ def _compiled_check(n, **kwargs):
     assert "every compile happened in the warm-up call, none in a timed step" in gen.meta["notes"][0]
     text = gen.summary()
     assert "timer compiled kernels (torch.profiler)" in text and "compiled: inductor, mode default" in text
-    return gen
+    return gen, model
 
 
 def test_compiled_decoding_static_cache_profiles_the_compiled_kernels_per_layer():
     """Hugging Face's static-cache recipe: one prefill and one decode graph (one recompile of the
     forward), the same decode graph for every position, kernels charged to layers. It used to be
     refused (fxprof's session would have timed an eager graph of its own)."""
-    gen = _compiled_check(4, cache_implementation="static")
+    gen, _ = _compiled_check(4, cache_implementation="static")
     assert gen.meta["compiled"]["graphs"] == 2 and gen.meta["compiled"]["recompiles"] == 1
     assert gen.meta["compiled"]["cache"] == "static"
     assert "one graph for every position" in gen.meta["notes"][0] and "static cache" in gen.meta["notes"][0]
@@ -290,9 +290,14 @@ def test_compiled_decoding_static_cache_profiles_the_compiled_kernels_per_layer(
 def test_compiled_decoding_dynamic_cache_says_it_recompiled():
     """The default dynamic cache: dynamo gives the first decode step a static graph, then a
     dynamic one for the later positions (3 graphs, 2 recompiles), all in the warm-up call."""
-    gen = _compiled_check(5)
+    gen, model = _compiled_check(5)
     assert gen.meta["compiled"]["graphs"] == 3 and gen.meta["compiled"]["recompiles"] == 2
     assert "the timed decode steps ran 2 graphs" in gen.meta["notes"][0]
+    # profiled again: fxprof's compile of this forward is reused (dynamo still holds it), nothing compiles
+    again = fxprof.generate(model, _ids(500), max_new_tokens=5, peaks=None)
+    assert torch.equal(again.tokens, gen.tokens) and again.prefill.meta["compiled"].get("reused") is True
+    assert again.meta["compiled"]["compile_s"] == 0 and again.meta["compiled"]["graphs"] == 3
+    assert any("reused the compile" in n for n in again.prefill.meta["notes"])
 
 
 def test_the_kernel_timer_is_refused_before_anything_runs():

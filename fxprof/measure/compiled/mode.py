@@ -47,7 +47,7 @@ from ...vocab import COMPILE_MODES
 from ..device.bridge import Event, profiler_running
 from .flops import kernel_flops, missing_flops_notes
 from .memory import memory_devices, record_memory_run, with_memory
-from .reuse import Kept, kept_session, remember, reuse_note, settle_first_call
+from .reuse import kept_session, remember, reuse_note, settle_first_call
 from .spans import CALL_RANGE as _CALL, KERNEL_COST, RUN_RANGE, spans_from_events
 from ...core.contention import quiet_runs
 from ..timing.contention import ContentionMeter
@@ -132,13 +132,15 @@ def compiled_program(model: nn.Module, compile: Any = True, forward: Any = None)
     runs, when a session replaced the instance attribute (the user's compiled one, if it is)."""
     if not is_compiled(model) and (is_compiled_function(forward) or compiled_forward(model) is not None):
         # the function itself is compiled again, not the module: the module's __call__ leads to its
-        # instance forward (the user's compiled one, or a session's), not to the program. Not kept for
-        # reuse (the registry's programs are modules, which this is not): each profile compiles it.
+        # instance forward (the user's compiled one, or a session's), not to the program
         root, function, backend, described = read_compiled_forward(model, forward)
+        described["compiled_forward"] = True
+        session = kept_session(root, backend, described["fullgraph"], function=True)  # compiled before: reused
+        if session is not None:
+            return root, described, session, session.kept.compiled
         session = CompiledSession(root, backend)
         compiled = torch.compile(function, backend=session, dynamic=described["dynamic"], fullgraph=described["fullgraph"])
-        session.kept = Kept(compiled, _TraceCatcher(), described["fullgraph"])
-        described["compiled_forward"] = True
+        remember(session, compiled, _TraceCatcher(), described["fullgraph"], function=True)
         return root, described, session, compiled
     if is_compiled(model):
         root, backend, described = _read_compiled(model)

@@ -275,7 +275,7 @@ def _compiled_check(n, **kwargs):
     return gen, model
 
 
-def test_compiled_decoding_static_cache_profiles_the_compiled_kernels_per_layer():
+def test_compiled_decoding_static_cache_profiles_the_compiled_kernels_per_layer(tmp_path):
     """Hugging Face's static-cache recipe: one prefill and one decode graph (one recompile of the
     forward), the same decode graph for every position, kernels charged to layers. It used to be
     refused (fxprof's session would have timed an eager graph of its own)."""
@@ -284,6 +284,9 @@ def test_compiled_decoding_static_cache_profiles_the_compiled_kernels_per_layer(
     assert gen.meta["compiled"]["cache"] == "static"
     assert "one graph for every position" in gen.meta["notes"][0] and "static cache" in gen.meta["notes"][0]
     assert "2 graph(s), 1 recompile(s)" in gen.summary()
+    gen.save(tmp_path / "gen")
+    back = fxprof.load_generation(tmp_path / "gen")
+    assert back.summary() == gen.summary() and back.meta["compiled"] == gen.meta["compiled"]
 
 
 @pytest.mark.slow

@@ -75,7 +75,8 @@ class LoopCompiledCapture(Capture):
                 sync = torch.cuda.synchronize if self.on_cuda else (lambda: None)
                 out, self.compile_s, self.compiled_first = first_call(
                     self.root, self.graphs, self.described, lambda: (self.compiled(*args, **kwargs), sync())[0],
-                    "profile it eagerly instead (fxprof.session(model._orig_mod))")
+                    "profile it eagerly instead (fxprof.session(model._orig_mod); for a forward "
+                    "compiled in place, fxprof.session(model, capture='dynamo'))")
                 return out
         finally:
             logger.removeHandler(self.catcher)

@@ -91,6 +91,7 @@ class Session:
         model: the user's model, instrumented while the session is open (call it as usual).
         profiles: every Profile handed to ``on_ready`` so far, in order.
         step_num: the current step (0-based; ``step()`` moves it on).
+        captures: the graphs captured or compiled so far, recompiles included (``meta["captures"]``).
     """
 
     def __init__(self, model: nn.Module, schedule: Callable[[int], Any] | None = None,

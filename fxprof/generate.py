@@ -8,6 +8,14 @@ the next, one timed run per decode step. Greedy decoding is deterministic, so bo
 same tokens (checked), which are exactly what ``model.generate`` gives without fxprof. The KV
 cache, the bytes a step must read and its FLOPs come from the model's configuration
 (:func:`_shapes`). The analysis is :class:`fxprof.core.generation.Generation`.
+
+Compiled decoding: a model whose forward is compiled in place (``model.forward =
+torch.compile(model.forward)``, Hugging Face's recipe, best with ``cache_implementation="static"``)
+is profiled as the session profiles any compiled program
+(:mod:`fxprof.measure.compiled.in_session`): fxprof compiles that forward again with its options
+and times the compiled program's kernels per step, charged to the nodes and layers they compute;
+the header says how many graphs and recompiles there were, and whether any compiled in a timed
+step. ``torch.compile(model)`` is refused: its ``generate`` runs the eager module.
 """
 
 from __future__ import annotations
@@ -28,23 +36,13 @@ from .measure.session.session import session
 __all__ = ["generate"]
 
 
-#: compiled decoding is not profiled yet (issue 50 item 3): the session would time the eager graph
-#: it captures itself, not the compiled program's kernels, and call those figures the model's
-COMPILED_DECODING = ("{what}: fxprof.generate does not profile compiled decoding yet (it would time an eager graph "
-                     "of its own, not the compiled program's kernels). Pass the eager model; for one compiled "
-                     "forward's kernels per layer, fxprof.profile(model, input_ids, compile=True)")
-
-
-def _compiled_forward(model: nn.Module) -> str:
-    """What is compiled about ``model``'s decoding ("" when nothing is): the module itself
-    (``torch.compile(model)``) or its forward (``model.forward = torch.compile(model.forward)``,
-    Hugging Face's static-cache recipe)."""
-    if is_compiled(model):
-        return "the model is torch.compile'd"
-    forward = model.__dict__.get("forward")
-    if forward is not None and (hasattr(forward, "_torchdynamo_orig_callable") or hasattr(forward, "_torchdynamo_inline")):
-        return "the model's forward is torch.compile'd"
-    return ""
+#: ``torch.compile(model).generate(...)`` runs no compiled code: ``generate`` is the original module's method
+#: (the OptimizedModule hands it back) and calls the original module, whose forward is eager
+COMPILED_MODULE = ("the model is torch.compile'd (an OptimizedModule), but its generate() never runs the compiled "
+                   "program: generate is the original module's method and calls the original module, eagerly. Compile "
+                   "the forward the way Hugging Face does, model.forward = torch.compile(model.forward) (with "
+                   "cache_implementation='static' for one decode graph for all positions), and pass the model; or pass "
+                   "model._orig_mod to profile the eager generation it runs")
 
 
 def generate(model: nn.Module, input_ids: torch.Tensor, max_new_tokens: int = 16, *, peaks: Any = "auto",
@@ -85,9 +83,8 @@ def generate(model: nn.Module, input_ids: torch.Tensor, max_new_tokens: int = 16
     if generate_kwargs.get("do_sample") or int(generate_kwargs.get("num_beams", 1) or 1) != 1:
         raise ValueError("fxprof.generate profiles greedy decoding only (do_sample=False, num_beams=1): the timed "
                          "generate call must give the tokens its warm-up call gave")
-    compiled = _compiled_forward(model)
-    if compiled:
-        raise ValueError(COMPILED_DECODING.format(what=compiled))
+    if is_compiled(model):
+        raise ValueError(COMPILED_MODULE)
     if model.training:
         raise ValueError(f"{type(model).__name__} is in training mode (dropout on: its tokens would depend on the random "
                          f"numbers drawn, and the timed call would draw other ones than the warm-up call); call "
@@ -123,6 +120,7 @@ def generate(model: nn.Module, input_ids: torch.Tensor, max_new_tokens: int = 16
         finally:
             handle.remove()
         s.step()
+        warm_graphs = s.captures
         say(f"timed generate: {calls[0]} model call(s), one timed step each")
         handle = model.register_forward_hook(lambda *_: s.step())
         try:
@@ -138,7 +136,7 @@ def generate(model: nn.Module, input_ids: torch.Tensor, max_new_tokens: int = 16
                            f"does {type(model).__name__}.generate call the model once per token?")
     prefill, decode = profiles[0], (profiles[1] if len(profiles) > 1 else None)
     shapes = _shapes(model, input_ids)
-    notes = _notes(prefill, decode, shapes)
+    notes = _notes(prefill, decode, shapes, s.captures - warm_graphs, generate_kwargs.get("cache_implementation") == "static")
     for prof in (prefill, decode):
         if prof is not None:
             prof.meta["notes"] = [f"fxprof.generate: {notes[0]}"] + list(prof.meta.get("notes", []))
@@ -151,6 +149,14 @@ def generate(model: nn.Module, input_ids: torch.Tensor, max_new_tokens: int = 16
             "weight_bytes_decode": shapes["weight_bytes_decode"], "config": shapes["config"],
             "bytes_per_s": bandwidth[0] if bandwidth else None, "flops_per_s": bandwidth[1] if bandwidth else None,
             "peaks_source": bandwidth[2] if bandwidth else "", "notes": notes}
+    if prefill.meta.get("capture") == "compiled":  # the compiled program's kernels (torch.profiler), not an eager graph
+        c = prefill.meta.get("compiled", {})
+        last = (decode or prefill).meta.get("compiled", {})
+        meta["timer"] = "compiled kernels (torch.profiler)"
+        meta["compiled"] = {"backend": c.get("backend"), "mode": c.get("mode"), "dynamic": c.get("dynamic"),
+                            "fullgraph": c.get("fullgraph"), "graphs": last.get("graphs"), "recompiles": last.get("recompiles"),
+                            "kernels": last.get("kernels"), "compile_s": c.get("compile_s"),
+                            "cache": str(generate_kwargs.get("cache_implementation") or "dynamic")}
     layers = pd.DataFrame({"weight_bytes": pd.Series(shapes["layer_weights"], dtype="float64"),
                            "kv_bytes_per_token": float(shapes["kv_per_token_layer"])})
     layers.index.name = "layer"
@@ -246,17 +252,33 @@ def _per_token(prefill: Any, decode: Any, shapes: dict[str, Any], bandwidth: tup
         {"token": "int64", "position": "int64", "phase": "str", **{c: "float64" for c in PER_TOKEN_COLUMNS[3:]}})
 
 
-def _notes(prefill: Any, decode: Any, shapes: dict[str, Any]) -> list[str]:
+def _notes(prefill: Any, decode: Any, shapes: dict[str, Any], timed_compiles: int = 0, static: bool = False) -> list[str]:
     graphs = int((decode or prefill).meta.get("captures", 0) or 0)
     kind = prefill.meta.get("capture", "")
-    text = (f"{kind} compiled {graphs} graph(s) over the warm-up and timed generate calls"
-            + (f" ({graphs - 2} recompile(s) beyond one prefill and one decode graph: new shapes, e.g. a static first "
-               f"decode graph, then a dynamic one)" if kind == "dynamo" and graphs > 2 else "")
-            + "; every compile happened in the warm-up call, none in a timed step")
+    if kind == "compiled":
+        c = (decode or prefill).meta.get("compiled", {})
+        recompiles = int(c.get("recompiles", 0) or 0)
+        text = (f"compiled: the model's forward is torch.compile'd (inductor, mode {c.get('mode', 'default')}); fxprof compiled "
+                f"it again with the same options (kernel ranges and provenance on) and timed the compiled program's kernels "
+                f"(torch.profiler), charged to the nodes and layers they compute; {graphs} graph(s) over the warm-up and "
+                f"timed generate calls, {recompiles} of them recompile(s) of the forward for new shapes (a decode graph after "
+                f"the prefill graph; with the default dynamic cache the first decode step gets a static graph before a "
+                f"dynamic one, cache_implementation='static' keeps one decode graph for all positions)")
+    else:
+        text = (f"{kind} compiled {graphs} graph(s) over the warm-up and timed generate calls"
+                + (f" ({graphs - 2} recompile(s) beyond one prefill and one decode graph: new shapes, e.g. a static first "
+                   f"decode graph, then a dynamic one)" if kind == "dynamo" and graphs > 2 else ""))
+    text += ("; every compile happened in the warm-up call, none in a timed step" if timed_compiles <= 0 else
+             f"; {timed_compiles} graph(s) were compiled during the timed generate call (guards failed on a shape the "
+             f"warm-up call had run): a step that compiled is in the table with its compile time")
     if decode is not None:
         used = sorted({str(g) for g in decode.df.loc[decode.df["calls"] > 0, "graph"] if str(g)})
         text += (f"; the timed decode steps ran {'one graph for every position' if len(used) <= 1 else f'{len(used)} graphs'}"
                  f"{' (' + ', '.join(used) + ')' if used else ''}")
+    if static:
+        text += ("; static cache (cache_implementation='static'): the cache is allocated for its whole length at the "
+                 "start; kv_cache_bytes counts the positions filled, what a step must read at least (attention over the "
+                 "static cache may read the whole allocation)")
     notes = [text, "per-token bytes and FLOPs come from the model's configuration: weights a step reads (the input "
                    "embedding table counts only if the LM head shares it) plus the KV cache (2 x layers x kv_heads x "
                    "head_dim x dtype bytes per token); attention FLOPs causal"]

@@ -562,3 +562,61 @@ def test_no_graph_says_why_when_the_recompile_limit_is_reached():
         torch.compile(model, backend=lambda gm, inputs: gm.forward)(torch.randn(1, 8))
         message = no_graph_message(model, "profile it eagerly instead")
     assert "_Late.forward" in message and "recompile limit is 1" in message and "torch._dynamo.reset()" in message
+
+
+def test_no_graph_says_why_when_the_recompile_limit_was_exceeded_before():
+    """A code object that once exceeded dynamo's recompile limit is never compiled again in the
+    process, even under the limit fxprof raises (room_to_compile): fxprof.generate's tests met it
+    (the user's own compile exceeded the limit; fxprof's compile then found no graph) and the
+    message asked whether the forward was disabled for dynamo."""
+    import torch._dynamo
+    from fxprof.measure.compiled.compiling import room_to_compile
+    from fxprof.measure.compiled.mode import no_graph_message
+
+    class Exceeded(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+
+        def forward(self, x):
+            return self.lin(x).relu()
+
+    torch._dynamo.reset()
+    model, x = Exceeded(), torch.randn(2, 4)
+    compiled = []
+    with torch._dynamo.config.patch(recompile_limit=2):
+        for i in range(3):  # the third exceeds the limit: dynamo gives the code up
+            torch.compile(model, backend=lambda gm, inputs, i=i: compiled.append(i) or gm.forward)(x)
+        with room_to_compile(model):  # the limit raised by the 2 versions held: still nothing compiles
+            torch.compile(model, backend=lambda gm, inputs: compiled.append("raised") or gm.forward)(x)
+            message = no_graph_message(model, "profile it eagerly instead")
+    assert compiled == [0, 1]
+    assert "exceeded earlier in this process" in message and "never compiled again" in message
+    assert "torch._dynamo.reset()" in message and "disabled for dynamo" not in message
+    torch._dynamo.reset()
+
+
+def test_a_forward_compiled_in_place_profiles_its_compiled_kernels(small, inductor_cache):
+    """``model.forward = torch.compile(model.forward)`` (Hugging Face's recipe): fxprof.profile failed
+    ("captured no graph": dynamo cannot capture eager graphs through a compiled forward) and a
+    session timed an eager graph of its own. Both now time the compiled program's kernels, with
+    the forward's own options, charged to the model's modules; the user's forward stays in place."""
+    x = small[1]
+    model = Small().eval()
+    model.load_state_dict(small[0].state_dict())
+    model.forward = torch.compile(model.forward, dynamic=False)
+    users = model.forward
+    with torch.no_grad():
+        prof = fxprof.profile(model, x, warmup=1, iters=2)
+        assert prof.meta["capture"] == "compiled" and prof.meta["compiled"]["compiled_forward"] is True
+        assert prof.meta["compiled"]["dynamic"] is False  # the forward's own options
+        kernels = prof.df[prof.df["op"].isin(("kernel", "extern"))]
+        assert set(kernels.loc[kernels["kind"] == "conv2d", "scope"]) >= {"stem", "block.conv"}
+        with fxprof.session(model, schedule=fxprof.schedule(warmup=1, active=2)) as s:
+            for _ in range(3):
+                out = model(x)
+                s.step()
+    assert model.forward is users
+    p = s.profiles[-1]
+    assert p.meta["capture"] == "compiled" and len(p.runs) == 2 and (p.df["op"] == "extern").any()
+    assert torch.allclose(out, small[0](x), atol=1e-5)

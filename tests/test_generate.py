@@ -226,16 +226,81 @@ def test_cuda_both_phases_with_the_cuda_timer():
     assert gen.prefill.meta["timer"] != "cpu" and gen.decode.meta["timer"] == gen.prefill.meta["timer"]
 
 
-def test_compiled_decoding_is_refused_with_what_to_do_instead():
-    """A forward compiled in place (Hugging Face's static-cache recipe) ran, but the session timed
-    an eager graph of its own and called it the model's: refused until compiled decoding is
-    profiled (issue 50 item 3)."""
+def test_a_compiled_module_is_refused_because_its_generate_runs_eagerly():
+    """torch.compile(model).generate(...) runs no compiled code: generate is the original module's
+    method (the OptimizedModule hands it back) and calls the original module. Refused, with Hugging
+    Face's way to compile decoding instead, before anything runs."""
+    model = llama()
+    calls = []
+    handle = model.register_forward_hook(lambda *a: calls.append(1))
+    try:
+        with pytest.raises(ValueError, match=r"never runs the compiled program.*model.forward = torch.compile\(model.forward\)"):
+            fxprof.generate(torch.compile(model), _ids(500), max_new_tokens=2, peaks=None)
+    finally:
+        handle.remove()
+    assert calls == []
+
+
+def _compiled_check(n, **kwargs):
+    """A forward compiled in place (Hugging Face's recipe): the tokens the user's compiled model
+    gives, and profiles of the compiled program's kernels, not of an eager graph of fxprof's.
+    Dynamo's caches are cleared first: the models earlier tests compiled share the forward's code
+    (Llama, Mistral, Mixtral: one decorator's), and the user's own compile below would exceed
+    dynamo's recompile limit (8) and run eagerly, after which dynamo compiled no graph of it for fxprof either."""
+    torch._dynamo.reset()
     model = llama()
     model.forward = torch.compile(model.forward)
-    with pytest.raises(ValueError, match=r"forward is torch.compile'd: fxprof.generate does not profile compiled decoding"):
-        fxprof.generate(model, _ids(500), max_new_tokens=2, peaks=None)
-    with pytest.raises(ValueError, match=r"the model is torch.compile'd.*Pass the eager model"):
-        fxprof.generate(torch.compile(llama()), _ids(500), max_new_tokens=2, peaks=None)
+    users = model.forward
+    ids = _ids(500)
+    plain = model.generate(ids, max_new_tokens=n, do_sample=False, **kwargs)
+    gen = fxprof.generate(model, ids, max_new_tokens=n, peaks=PEAKS, **kwargs)
+    assert torch.equal(gen.tokens, plain)
+    assert model.forward is users  # the user's compiled forward is back in place
+    assert gen.prefill.meta["capture"] == "compiled" and gen.decode.meta["capture"] == "compiled"
+    assert list(gen.per_token["phase"]) == ["prefill"] + ["decode"] * (n - 1)
+    assert len(gen.decode.runs) == n - 1 and (gen.per_token["time_ms"] > 0).all()
+    for prof in (gen.prefill, gen.decode):
+        df = prof.df
+        # rows are inductor's kernels (a generated kernel's range or an extern op), charged to the layers
+        assert df["origins"].astype(str).str.len().gt(0).any()
+        assert df.loc[df["calls"] > 0, "scope"].astype(str).str.startswith("model.layers.0").any()
+        assert df.loc[df["calls"] > 0, "scope"].astype(str).str.startswith("model.layers.1").any()
+    for phase in ("prefill", "decode"):
+        table = gen.layer_table(phase)
+        assert table.loc["layer 0", "time_ms"] > 0 and table.loc["layer 1", "time_ms"] > 0
+    assert gen.meta["compiled"]["backend"] == "inductor"
+    assert "every compile happened in the warm-up call, none in a timed step" in gen.meta["notes"][0]
+    text = gen.summary()
+    assert "timer compiled kernels (torch.profiler)" in text and "compiled: inductor, mode default" in text
+    return gen, model
+
+
+def test_compiled_decoding_static_cache_profiles_the_compiled_kernels_per_layer(tmp_path):
+    """Hugging Face's static-cache recipe: one prefill and one decode graph (one recompile of the
+    forward), the same decode graph for every position, kernels charged to layers. It used to be
+    refused (fxprof's session would have timed an eager graph of its own)."""
+    gen, _ = _compiled_check(4, cache_implementation="static")
+    assert gen.meta["compiled"]["graphs"] == 2 and gen.meta["compiled"]["recompiles"] == 1
+    assert gen.meta["compiled"]["cache"] == "static"
+    assert "one graph for every position" in gen.meta["notes"][0] and "static cache" in gen.meta["notes"][0]
+    assert "2 graph(s), 1 recompile(s)" in gen.summary()
+    gen.save(tmp_path / "gen")
+    back = fxprof.load_generation(tmp_path / "gen")
+    assert back.summary() == gen.summary() and back.meta["compiled"] == gen.meta["compiled"]
+
+
+@pytest.mark.slow
+def test_compiled_decoding_dynamic_cache_says_it_recompiled():
+    """The default dynamic cache: dynamo gives the first decode step a static graph, then a
+    dynamic one for the later positions (3 graphs, 2 recompiles), all in the warm-up call."""
+    gen, model = _compiled_check(5)
+    assert gen.meta["compiled"]["graphs"] == 3 and gen.meta["compiled"]["recompiles"] == 2
+    assert "the timed decode steps ran 2 graphs" in gen.meta["notes"][0]
+    # profiled again: fxprof's compile of this forward is reused (dynamo still holds it), nothing compiles
+    again = fxprof.generate(model, _ids(500), max_new_tokens=5, peaks=None)
+    assert torch.equal(again.tokens, gen.tokens) and again.prefill.meta["compiled"].get("reused") is True
+    assert again.meta["compiled"]["compile_s"] == 0 and again.meta["compiled"]["graphs"] == 3
+    assert any("reused the compile" in n for n in again.prefill.meta["notes"])
 
 
 def test_the_kernel_timer_is_refused_before_anything_runs():

@@ -152,6 +152,10 @@ class Generation:
         lines = [f"fxprof generate: {m.get('model', '?')} | prompt {m.get('prompt_len')} tokens x batch {m.get('batch')}, "
                  f"{len(pt)} new token(s) | {m.get('dtype', '')} on {m.get('device', '')} | timer {m.get('timer', '')} | "
                  f"threads {m.get('threads', '')} | torch {m.get('torch', '')}"]
+        if m.get("compiled"):  # a torch.compile'd forward: its kernels, and how often it compiled
+            c = m["compiled"]
+            lines.append(f"compiled: {c.get('backend')}, mode {c.get('mode')}, {c.get('cache')} cache | {c.get('graphs')} graph(s), "
+                         f"{c.get('recompiles')} recompile(s), {c.get('kernels')} kernel(s) | first call compiled in {c.get('compile_s')} s (untimed)")
         if len(pre):
             t = float(pre["time_ms"].iloc[0])
             lines.append(f"prefill: {_ms(t)} for {m.get('prompt_len')} prompt token(s) x batch {m.get('batch')} "

@@ -33,6 +33,7 @@ from torch import nn
 
 from .capture.captures import Capture, DynamoCapture, capture_model
 from .capture.dynamo import fxprof_backend
+from .compiled.compiling import compiled_forward, is_compiled_function
 from .compiled.mode import is_compiled
 from .distributed.fsdp import refuse_unsupported
 
@@ -43,12 +44,17 @@ COMPILED_BACKWARD = ("backward=True times the backward graphs of an eager model 
                      "backward=True out, or pass the eager model (model._orig_mod) for backward=True")
 
 
-def wants_compiled(model: nn.Module, compile: Any = None, capture: str = "auto") -> bool:
+def wants_compiled(model: nn.Module, compile: Any = None, capture: str = "auto", forward: Any = None) -> bool:
     """Does the request mean the compiled program (``compile=`` given, or a compiled model taken
-    as it is)? ``compile=False`` or an explicit eager ``capture`` asks for the eager graphs."""
+    as it is: an ``OptimizedModule``, or a module whose forward is compiled in place)?
+    ``compile=False`` or an explicit eager ``capture`` asks for the eager graphs. ``forward``: the
+    forward a session runs (it replaces the instance attribute with its own). A forward compiled in
+    place (``model.forward = torch.compile(model.forward)``) means its compiled program: dynamo cannot
+    capture eager graphs through it (``capture='dynamo'`` compiled no graph of such a model)."""
     if compile:
         return True
-    return compile is None and is_compiled(model) and capture == "auto"
+    in_place = is_compiled_function(forward) or compiled_forward(model) is not None
+    return compile is None and (is_compiled(model) or in_place) and capture == "auto"
 
 
 def capture_program(model: nn.Module, args: tuple, kwargs: dict, *, capture: str = "auto", backward: bool = False,
@@ -60,14 +66,14 @@ def capture_program(model: nn.Module, args: tuple, kwargs: dict, *, capture: str
     ``loop``: for a session, whose graphs run inside the model's own ``__call__`` (the session put
     its forward on the instance; ``forward`` is the one it replaced, what the model runs). A
     non-loop compiled request is not a :class:`Capture`: check :func:`wants_compiled` first."""
-    if wants_compiled(model, compile, capture):
+    if wants_compiled(model, compile, capture, forward if loop else None):
         if not loop:
             raise ValueError("the compiled program is profiled by fxprof.measure.compiled.mode.profile_compiled_model")
         if backward:
             raise ValueError(COMPILED_BACKWARD)
         from .compiled.in_session import LoopCompiledCapture
 
-        return LoopCompiledCapture(model)
+        return LoopCompiledCapture(model, forward)
     refuse_unsupported(model, capture, backward=backward, session=loop)  # FSDP2: the forward only, for now
     if backward:
         if torch.is_inference_mode_enabled():

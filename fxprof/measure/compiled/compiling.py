@@ -87,16 +87,68 @@ def _mode_of(config: dict[str, Any], dynamic: Any) -> str:
     return "default"
 
 
+def compiled_forward(model: Any) -> Any:
+    """The ``torch.compile``d function ``model`` runs as its forward when the forward was compiled
+    in place (``model.forward = torch.compile(model.forward)``, Hugging Face's static-cache
+    recipe), or None. ``nn.Module.__call__`` calls that instance attribute, so the compiled program
+    is what every call of the model (``generate`` included) runs."""
+    if not isinstance(model, nn.Module) or is_compiled(model):
+        return None
+    forward = model.__dict__.get("forward")
+    return forward if is_compiled_function(forward) else None
+
+
+def is_compiled_function(fn: Any) -> bool:
+    """Is ``fn`` what ``torch.compile(function)`` returns?"""
+    return callable(fn) and not isinstance(fn, nn.Module) and hasattr(fn, "_torchdynamo_orig_callable")
+
+
+def _context_of(compiled: Any) -> Any:
+    """The dynamo context (its ``callback``: the backend; ``fullgraph``) a ``torch.compile``d
+    function was made by: the object in its closure that has both (a torch release that keeps it
+    elsewhere gives None, and the caller refuses)."""
+    for cell in getattr(compiled, "__closure__", None) or ():
+        try:
+            value = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+        if hasattr(value, "callback") and hasattr(value, "fullgraph"):
+            return value
+    return None
+
+
+def read_compiled_forward(model: nn.Module, forward: Any = None) -> tuple[nn.Module, Any, Any, dict[str, Any]]:
+    """A model whose forward is compiled in place: ``(model, the function that was compiled (its
+    bound forward), the user's backend, what it was compiled with)``, as :func:`_read_compiled`
+    reads an ``OptimizedModule``. ``forward``: that compiled forward, when the instance attribute
+    is no longer it (a session put its own there)."""
+    forward = forward if is_compiled_function(forward) else compiled_forward(model)
+    ctx = _context_of(forward)
+    if forward is None or ctx is None:
+        raise TraceError(
+            f"fxprof cannot read the torch.compile options of {type(model).__name__}.forward on torch {torch.__version__} "
+            f"(the compiled function keeps them where fxprof does not look). Compile the module instead "
+            f"(torch.compile(model)) or profile the eager model (del model.forward)"
+        )
+    root, backend, described = _read_context(ctx, model)
+    return root, forward._torchdynamo_orig_callable, backend, described
+
+
 def _read_compiled(optimized: nn.Module) -> tuple[nn.Module, Any, dict[str, Any]]:
     """The original module, the user's backend and what it was compiled with."""
-    ctx = getattr(optimized, "dynamo_ctx", None)
+    return _read_context(getattr(optimized, "dynamo_ctx", None), optimized._orig_mod)
+
+
+def _read_context(ctx: Any, root: nn.Module) -> tuple[nn.Module, Any, dict[str, Any]]:
+    """``(root, the user's backend, what it was compiled with)`` from a dynamo context."""
     backend = _innermost_backend(getattr(ctx, "callback", None))
     name = getattr(backend, "compiler_name", None) or getattr(backend, "__name__", type(backend).__name__)
     if name != "inductor":
         raise TraceError(
             f"compiled mode times the kernels inductor generates; this model was compiled with backend "
             f"{name!r}, which generates none. Profile its graphs with capture='dynamo' on the original "
-            f"module (model._orig_mod), or compile it with the default backend (inductor)."
+            f"module (model._orig_mod; for a forward compiled in place, capture='dynamo' on the model), or compile "
+            f"it with the default backend (inductor)."
         )
     config = dict(getattr(backend, "config", {}) or {})
     dynamic = getattr(backend, "dynamic", None)
@@ -107,7 +159,7 @@ def _read_compiled(optimized: nn.Module) -> tuple[nn.Module, Any, dict[str, Any]
         "dynamic": dynamic,
         "fullgraph": bool(getattr(ctx, "fullgraph", False)),
     }
-    return optimized._orig_mod, backend, described
+    return root, backend, described
 
 
 @contextlib.contextmanager
@@ -294,8 +346,21 @@ def no_graph_message(root: nn.Module, then: str) -> str:
     limit = getattr(getattr(getattr(torch, "_dynamo", None), "config", None), "recompile_limit", None)
     why = (f"; dynamo holds {held} compiled versions of {type(root).__name__}.forward in this process (its recompile "
            f"limit is {limit}): torch._dynamo.reset() clears them" if limit and held >= limit else
+           f"; dynamo holds {held} compiled versions of {type(root).__name__}.forward and reported its recompile limit "
+           f"exceeded earlier in this process: a code object that once exceeded it is never compiled again, even "
+           f"under a raised limit (torch._dynamo.reset() clears that)" if held and _limit_exceeded() else
            " (is its forward disabled for dynamo, or torch.compiler.set_stance('force_eager') in effect?)")
     return f"torch.compile compiled no graph of this model: dynamo ran it as plain Python{why}. There are no kernels to time; {then}"
+
+
+def _limit_exceeded() -> bool:
+    """Has dynamo reported a recompile limit exceeded in this process (its ``unimplemented`` counter)?"""
+    try:
+        from torch._dynamo.utils import counters
+
+        return any("recompile limit" in str(key).lower() or "cache_size_limit" in str(key) for key in counters["unimplemented"])
+    except Exception:  # pragma: no cover - a release without the counter
+        return False
 
 
 def _dynamo_graph_breaks() -> int | None:

@@ -45,10 +45,10 @@ class LoopCompiledCapture(Capture):
 
     kind = "compiled"
 
-    def __init__(self, optimized: nn.Module):
+    def __init__(self, optimized: nn.Module, forward: Any = None):
         super().__init__("a torch.compile'd model: the compiled program's kernels, timed by torch.profiler in each timed "
                          "step and charged to the eager nodes they compute (as compiled mode)")
-        self.root, self.described, self.graphs, self.compiled = compiled_program(optimized)
+        self.root, self.described, self.graphs, self.compiled = compiled_program(optimized, forward=forward)
         root = self.root
         self.catcher = self.graphs.kept.catcher  # a program compiled before in this process keeps its code and provenance
         self.compile_s = 0.0
@@ -75,7 +75,8 @@ class LoopCompiledCapture(Capture):
                 sync = torch.cuda.synchronize if self.on_cuda else (lambda: None)
                 out, self.compile_s, self.compiled_first = first_call(
                     self.root, self.graphs, self.described, lambda: (self.compiled(*args, **kwargs), sync())[0],
-                    "profile it eagerly instead (fxprof.session(model._orig_mod))")
+                    "profile it eagerly instead (fxprof.session(model._orig_mod); for a forward "
+                    "compiled in place, fxprof.session(model, capture='dynamo'))")
                 return out
         finally:
             logger.removeHandler(self.catcher)

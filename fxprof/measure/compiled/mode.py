@@ -56,7 +56,7 @@ from ..capture.graph import module_kinds
 from .profiler_cost import PROFILER_SPAN, calibrate, in_situ
 from ..common.state import preserved_buffers
 from ..common.tree import clone_tensors
-from .compiling import CompiledSession, _RECORD, _TraceCatcher, _catch_trace, _dynamo_graph_breaks, _inductor_settings, _read_compiled, _recursion_limit_kept, compile_options, is_compiled, no_graph_message, room_to_compile
+from .compiling import CompiledSession, _RECORD, _TraceCatcher, _catch_trace, _dynamo_graph_breaks, _inductor_settings, _read_compiled, compiled_forward, is_compiled_function, read_compiled_forward, _recursion_limit_kept, compile_options, is_compiled, no_graph_message, room_to_compile
 from .runs import _interleaved_runs
 
 if TYPE_CHECKING:
@@ -124,11 +124,26 @@ def profile_compiled(model: nn.Module, args: tuple, kwargs: dict, compile: Any, 
     return profile
 
 
-def compiled_program(model: nn.Module, compile: Any = True) -> tuple[nn.Module, dict[str, Any], "CompiledSession", Any]:
+def compiled_program(model: nn.Module, compile: Any = True, forward: Any = None) -> tuple[nn.Module, dict[str, Any], "CompiledSession", Any]:
     """The program to time, for compiled mode and sessions alike: ``(root, described, session,
-    compiled)``. ``model`` is an ``OptimizedModule`` (its backend and options kept) or an eager
-    module compiled with the ``compile=`` options; ``compiled`` is the original module compiled
-    again with :class:`CompiledSession` in front of the user's backend."""
+    compiled)``. ``model`` is an ``OptimizedModule`` (its backend and options kept), a module whose
+    forward is compiled in place (``model.forward = torch.compile(model.forward)``: that forward's
+    options kept) or an eager module compiled with the ``compile=`` options; ``compiled`` is the
+    original module (or the function the forward compiled) compiled again with
+    :class:`CompiledSession` in front of the user's backend. ``forward``: the forward the model
+    runs, when a session replaced the instance attribute (the user's compiled one, if it is)."""
+    if not is_compiled(model) and (is_compiled_function(forward) or compiled_forward(model) is not None):
+        # the function itself is compiled again, not the module: the module's __call__ leads to its
+        # instance forward (the user's compiled one, or a session's), not to the program
+        root, function, backend, described = read_compiled_forward(model, forward)
+        described["compiled_forward"] = True
+        session = kept_session(root, backend, described["fullgraph"], function=True)  # compiled before: reused
+        if session is not None:
+            return root, described, session, session.kept.compiled
+        session = CompiledSession(root, backend)
+        compiled = torch.compile(function, backend=session, dynamic=described["dynamic"], fullgraph=described["fullgraph"])
+        remember(session, compiled, _TraceCatcher(), described["fullgraph"], function=True)
+        return root, described, session, compiled
     if is_compiled(model):
         root, backend, described = _read_compiled(model)
     else:

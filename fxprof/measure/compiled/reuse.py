@@ -51,6 +51,9 @@ class Kept:
     catcher: Any  #: the trace catcher: inductor's code and provenance per graph, dynamo's break reports
     fullgraph: bool
     first: dict[str, Any] | None = None  #: the first call's compile seconds, graphs and graph breaks, once compiled
+    #: ``compiled`` is the model's forward function compiled (a forward compiled in place), not the module: kept
+    #: apart, since calling it skips the module's ``__call__`` (its hooks) where a compiled module runs them
+    function: bool = False
 
 
 def _unwrap(backend: Any) -> Any:
@@ -88,9 +91,10 @@ def _same_backend(a: Any, b: Any) -> bool:
         return False
 
 
-def kept_session(root: nn.Module, backend: Any, fullgraph: bool) -> Any:
+def kept_session(root: nn.Module, backend: Any, fullgraph: bool, function: bool = False) -> Any:
     """The :class:`~fxprof.measure.compiled.compiling.CompiledSession` fxprof compiled ``root`` with under
-    the same options, if dynamo still holds its compiled code; None otherwise."""
+    the same options, if dynamo still holds its compiled code; None otherwise. ``function``: the
+    program of a forward compiled in place (see :attr:`Kept.function`)."""
     try:
         refs = _KEPT.get(root, [])
     except TypeError:  # a module that cannot be hashed or weakly referenced
@@ -98,7 +102,7 @@ def kept_session(root: nn.Module, backend: Any, fullgraph: bool) -> Any:
     for ref in refs:
         session = ref()
         kept = getattr(session, "kept", None)
-        if kept is None or kept.first is None or kept.fullgraph != fullgraph:
+        if kept is None or kept.first is None or kept.fullgraph != fullgraph or kept.function != function:
             continue
         if _same_backend(session.backend, backend) and _entries_of(session):
             session.profiler_cost = None  # measured again for each profile, as for a fresh one
@@ -107,9 +111,9 @@ def kept_session(root: nn.Module, backend: Any, fullgraph: bool) -> Any:
     return None
 
 
-def remember(session: Any, compiled: nn.Module, catcher: Any, fullgraph: bool) -> None:
+def remember(session: Any, compiled: Any, catcher: Any, fullgraph: bool, function: bool = False) -> None:
     """Keep ``session`` for later profiles of its module with equal options (weakly)."""
-    session.kept = Kept(compiled, catcher, fullgraph)
+    session.kept = Kept(compiled, catcher, fullgraph, function=function)
     try:
         refs = [r for r in _KEPT.get(session.root, []) if r() is not None]
         _KEPT[session.root] = refs + [weakref.ref(session)]

@@ -91,6 +91,7 @@ class Session:
         model: the user's model, instrumented while the session is open (call it as usual).
         profiles: every Profile handed to ``on_ready`` so far, in order.
         step_num: the current step (0-based; ``step()`` moves it on).
+        captures: the graphs captured or compiled so far, recompiles included (``meta["captures"]``).
     """
 
     def __init__(self, model: nn.Module, schedule: Callable[[int], Any] | None = None,
@@ -112,7 +113,7 @@ class Session:
         if timer == "kernel" or getattr(timer, "wants_kernel_time", False):
             raise ValueError(SESSION_KERNEL_TIMER)
         #: a torch.compile'd model: the compiled program's kernels are timed (fxprof.measure.compiled.in_session)
-        self._compiled = wants_compiled(model, None, capture)
+        self._compiled = wants_compiled(model, None, capture, model.__dict__.get("forward"))
         if self._compiled and backward:
             raise ValueError(COMPILED_BACKWARD)
         self.model = model
@@ -122,7 +123,7 @@ class Session:
         #: (fxprof.measure.eager.plan); checked above for what a session cannot do
         self.plan = ProfilePlan(capture=capture, timer=timer, backward=bool(backward), leaf_modules=leaf_modules,
                                 trace_into=trace_into, memory=bool(memory),
-                                name=name or type(model._orig_mod if self._compiled else model).__name__)  # type: ignore[union-attr]
+                                name=name or type(getattr(model, "_orig_mod", model) if self._compiled else model).__name__)
         self.gather = gather
         self.profiles: list[Profile] = []
         self.step_num = 0
@@ -505,6 +506,11 @@ class Session:
         if first.kind == "compiled":
             return first.build(meta, self.plan.name)  # type: ignore[attr-defined]
         return _build(captured, rec, meta, memory_records)
+
+    @property
+    def captures(self) -> int:
+        """Every graph captured or compiled so far (recompiles included), as ``meta["captures"]`` counts them."""
+        return self._capture_count()
 
     def _capture_count(self) -> int:
         count = 0

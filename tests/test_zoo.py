@@ -13,6 +13,8 @@ Cost: resnet18 eager is the fast representative; the rest is ``slow`` (CI's firs
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 import sys
 import warnings
 from pathlib import Path
@@ -231,6 +233,10 @@ def test_the_layer_and_compiled_flops_checks_catch_what_they_are_for():
     assert zoo.layer_stacks(nn.Sequential(nn.Linear(4, 4), nn.ReLU())) == {}  # not one class: no stack
     # not identical (a ConvNeXt's stages of different widths): no stack; the identical ones are
     assert zoo.layer_stacks(nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 8), nn.Linear(4, 8))) == {"": ["1", "2"]}
+    named = nn.Sequential(OrderedDict((f"encoder_layer_{i}", nn.Sequential(nn.Linear(4, 4), nn.ReLU())) for i in range(3)))
+    assert zoo.layer_stacks(named) == {"": ["encoder_layer_0", "encoder_layer_1", "encoder_layer_2"]}  # torchvision ViT's
+    mixed = nn.Sequential(OrderedDict([("conv1", nn.Linear(4, 4)), ("bn1", nn.Linear(4, 4)), ("conv2", nn.Linear(4, 4))]))
+    assert zoo.layer_stacks(mixed) == {}  # two prefixes: no numbered children
     run = zoo.Run(ZOO["resnet18"], model=model, flops_ref=1000)
     run.compiled = _kernel_profile({"0": 2, "1": 2, "2": 2}, flops=1000)
     assert (zoo.check_layers_charged(run).ok, zoo.check_layers_even(run).ok, zoo.check_compiled_flops(run).ok) == (True,) * 3

@@ -492,9 +492,19 @@ def check_no_step_warning(run: Run, calls: int = 3) -> Check:
     return Check(bool(said), said[0][:120] if said else f"no warning ({len(caught)} others)")
 
 
+def _numbered(names: list[str]) -> bool:
+    """Children named by number: ``0``, ``1``... (a Sequential, a ModuleList) or one prefix and a
+    number (torchvision ViT's ``encoder_layer_0``, RegNet's ``block3-0``); ``conv1``, ``bn1``,
+    ``conv2`` are not (two prefixes)."""
+    if all(n.isdigit() for n in names):
+        return True
+    found = [re.fullmatch(r"(\D.*?)(\d+)", n) for n in names]
+    return all(found) and len({m.group(1) for m in found if m}) == 1
+
+
 def layer_stacks(model: Any) -> dict[str, list[str]]:
     """The model's stacks of repeated layers: ``{container path: [layer paths]}`` for every
-    container's numbered children (``0``, ``1``...) that are identical, two or more of one class
+    container's numbered children (``0``, ``1``..., or ``layer_0``, ``layer_1``...) that are identical, two or more of one class
     with the same parameters (names and shapes), each a block of its own modules or a leaf of a
     container of one class: a transformer's layers, a stage's blocks after its first, an MLP's
     Linears; what inductor can share kernels between. A ConvNeXt's ``stages`` (of
@@ -503,7 +513,7 @@ def layer_stacks(model: Any) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for path, module in model.named_modules():
         kids = list(module.named_children())
-        if len(kids) < 2 or not all(n.isdigit() for n, _ in kids):
+        if len(kids) < 2 or not _numbered([n for n, _ in kids]):
             continue
         groups: dict[tuple, list[str]] = {}
         one_class = len({type(m) for _, m in kids}) == 1

@@ -1,0 +1,151 @@
+"""Training steps (``backward=True``) of an FSDP2 model, with FSDP's own work as rows.
+
+The step is captured as any training step is (:mod:`fxprof.measure.capture.training`: dynamo
+and AOTAutograd, every forward and backward node timed). Dynamo does not trace FSDP2's hooks
+(``torch._dynamo.disable``): it breaks the graph at each of them and they run as in the model's
+own training, so each FSDP module's layers are graphs of their own, run between its pre- and
+post-forward hook, and the autograd hooks these register run FSDP's backward work: the
+pre-backward all-gather, the post-backward reduce-scatter of the gradients, the root's final
+callback. Gradients are FSDP's own (reduce-scattered onto every rank's shards).
+
+What this module adds (:class:`FSDPTrainingCapture`):
+
+* FSDP's work timed as rows (:class:`fxprof.measure.distributed.fsdp.TrainingSteps`):
+  ``fsdp:<layer>_all_gather``, ``_wait``, ``_reshard`` in the forward and
+  ``fsdp_bw:<layer>_all_gather``, ``_wait``, ``_reduce_scatter`` (and ``_reshard``) in the
+  backward, each charged to its layer (``scope``), kinds ``all_gather``/``wait``/
+  ``reduce_scatter`` being communication (``group_by("comm")``);
+* the layers' scopes: a graph dynamo compiled from an FSDP module's own ``forward`` names its
+  modules from that module (``fc1``); they are put under the module's path (``blocks.0.fc1``),
+  the innermost FSDP module whose forward was running when the graph first ran.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from typing import Any, Callable, Iterator
+
+import torch
+from torch import nn
+
+from ...core.nodes import NodeInfo
+from ..distributed.fsdp import TrainingSteps, fsdp_modules
+from .base import PassFn
+from .training import LOSS_SCOPE, TrainingCapture, _TrainingSession
+from ..timing.recorder import Recorder
+
+__all__ = ["FSDPTrainingCapture", "is_fsdp"]
+
+
+def is_fsdp(model: nn.Module) -> bool:
+    """Whether ``model`` holds ``fully_shard``-ed (FSDP2) modules."""
+    return bool(fsdp_modules(model))
+
+#: the graph (node-name prefix) of FSDP's rows, per phase
+FSDP_GRAPHS = {"forward": "fsdp", "backward": "fsdp_bw"}
+
+
+class _FSDPSession(_TrainingSession):
+    """A training session that puts the nodes of a graph compiled from an FSDP module's own
+    forward under that module's path."""
+
+    def __init__(self, model_type: type, running: Callable[[], str]):
+        super().__init__(model_type)
+        self.running = running
+        self.prefix: dict[int, str] = {}  # id(pair) -> the FSDP module path its forward graph ran in
+
+    def label(self, runner: Any) -> str:
+        new = id(runner) not in self.described
+        first = len(self.nodes)
+        label = super().label(runner)
+        if new:
+            if runner.which == "forward":
+                self.prefix[id(runner.pair)] = self.running()
+            prefix = self.prefix.get(id(runner.pair), "")
+            if prefix:
+                self.nodes[first:] = [_under(info, prefix) for info in self.nodes[first:]]
+        return label
+
+
+def _under(info: NodeInfo, prefix: str) -> NodeInfo:
+    if info.op not in ("call_function", "call_method", "call_module") or info.scope == LOSS_SCOPE:
+        return info
+    return dataclasses.replace(info, scope=f"{prefix}.{info.scope}" if info.scope else prefix)
+
+
+class _Clock:
+    """Times one FSDP step for :class:`TrainingSteps` into the profile's recorder (while a timed
+    run is on), and names its row."""
+
+    def __init__(self, capture: "FSDPTrainingCapture"):
+        self.capture = capture
+
+    def start(self) -> Any:
+        recorder = self.capture.timing
+        if recorder is None:
+            return None
+        return recorder.timer.mark(), recorder.timer.host_ns()
+
+    def stop(self, token: Any, name: str, kind: str, path: str, phase: str) -> None:
+        recorder = self.capture.timing
+        if token is None or recorder is None:
+            return
+        h1 = recorder.timer.host_ns()
+        m1 = recorder.timer.mark()
+        graph = FSDP_GRAPHS[phase]
+        full = f"{graph}:{name}"
+        recorder.append((full, token[0], m1, token[1], h1))
+        self.capture.add_row(full, NodeInfo(name=full, op="call_function", target=f"fsdp.{kind}({path or 'root'})",
+                                            module_type="", scope=path, range="", kind=kind, graph=graph, phase=phase))
+
+
+class FSDPTrainingCapture(TrainingCapture):
+    """A training step of an FSDP2 model (see the module docs)."""
+
+    def __init__(self, model: nn.Module, loss_fn: Any = None, optimizer: Any = None):
+        super().__init__(model, loss_fn, optimizer)
+        self.reason = ("backward=True on an FSDP2 model: forward and backward graphs from AOTAutograd, "
+                       "FSDP's hooks run as in training, its all-gathers and reduce-scatters timed as rows")
+        self.steps = TrainingSteps(fsdp_modules(model), _Clock(self), _phase)
+        self.session = _FSDPSession(type(model), lambda: self.steps.running[-1] if self.steps.running else "")
+        #: the recorder of the timed run going on, else None
+        self.timing: Recorder | None = None
+        self.rows: dict[str, NodeInfo] = {}
+
+    def add_row(self, name: str, info: NodeInfo) -> None:
+        self.rows.setdefault(name, info)
+
+    @property
+    def nodes(self) -> list[NodeInfo]:
+        return super().nodes + list(self.rows.values())
+
+    def nodes_in(self, recorded: set[str]) -> tuple[list[NodeInfo], str]:
+        kept, note = super().nodes_in(recorded)
+        return kept + [info for name, info in self.rows.items() if name in recorded], note
+
+    @contextlib.contextmanager
+    def _fsdp(self, recorder: Recorder | None) -> Iterator[None]:
+        """FSDP's steps wrapped for one step, timed into ``recorder`` (None: untimed)."""
+        self.timing = recorder
+        self.steps.new_run()
+        try:
+            with self.steps:
+                yield
+        finally:
+            self.timing = None
+
+    def run(self, recorder: Recorder, args: tuple, kwargs: dict) -> Any:
+        with self._fsdp(recorder):
+            return super().run(recorder, args, kwargs)
+
+    def run_pass(self, make_pass: PassFn, args: tuple, kwargs: dict) -> dict[str, dict[str, Any]]:
+        with self._fsdp(None):
+            return super().run_pass(make_pass, args, kwargs)
+
+
+
+def _phase() -> str:
+    """``backward`` while autograd runs a backward on this thread (as FSDP itself tells it:
+    the graph task id that ``torch._C`` gives, -1 outside a backward), else ``forward``."""
+    return "backward" if torch._C._current_graph_task_id() != -1 else "forward"

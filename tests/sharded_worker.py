@@ -197,6 +197,7 @@ def train(outdir: str, rank: int) -> None:
         prof = fxprof.profile(model, x, backward=True, optimizer=keep, warmup=1, iters=3, anatomy=False)
         record[name] = {
             "nodes": [[n.name, n.kind, n.scope, n.phase] for n in prof.nodes],
+            "capture_note": prof.meta.get("capture_note", ""),
             # every profiled step's gradients are FSDP's reduce-scattered ones
             "steps": len(keep.seen),
             "same_grads": all(len(seen) == len(expected) and all(g is not None and torch.equal(g, e) for g, e in zip(seen, expected))

@@ -180,6 +180,10 @@ def test_fsdp2_training_step_reduce_scatters_are_rows_and_gradients_are_fsdps(tr
             got = r[model]
             assert got["steps"] >= 3 and got["same_grads"], (model, got["steps"])  # every profiled step's
             assert got["same_params"] and got["no_grads_left"] and got["after"], (model, got)
+        # what dynamo ran eagerly is said: TwoBlocks' forward (a graph break in its loop: the head), Nested's
+        # fully_shard-ed Linears
+        assert "FSDP module(s) (root) (head) ran outside every graph" in r["two"]["capture_note"], r["two"]["capture_note"]
+        assert "FSDP module(s) a; shared; outer.inner ran outside" in r["nested"]["capture_note"], r["nested"]["capture_note"]
         # nested, shared and traced-into FSDP modules: a reduce-scatter for each call, inner before outer
         names = [n for n, kind, _, _ in r["nested"]["nodes"] if kind == "reduce_scatter"]
         assert names == ["fsdp_bw:shared_reduce_scatter", "fsdp_bw:outer_inner_reduce_scatter", "fsdp_bw:outer_reduce_scatter",

@@ -30,7 +30,7 @@ import torch
 from torch import nn
 
 from ...core.nodes import NodeInfo
-from ..distributed.fsdp import TrainingSteps, fsdp_modules
+from ..distributed.fsdp import TrainingSteps, compute_outside_graphs, fsdp_modules
 from .base import PassFn
 from .training import LOSS_SCOPE, TrainingCapture, _TrainingSession
 from ..timing.recorder import Recorder
@@ -107,7 +107,8 @@ class FSDPTrainingCapture(TrainingCapture):
         super().__init__(model, loss_fn, optimizer)
         self.reason = ("backward=True on an FSDP2 model: forward and backward graphs from AOTAutograd, "
                        "FSDP's hooks run as in training, its all-gathers and reduce-scatters timed as rows")
-        self.steps = TrainingSteps(fsdp_modules(model), _Clock(self), _phase)
+        self.modules = fsdp_modules(model)
+        self.steps = TrainingSteps(self.modules, _Clock(self), _phase)
         self.session = _FSDPSession(type(model), lambda: self.steps.running[-1] if self.steps.running else "")
         #: the recorder of the timed run going on, else None
         self.timing: Recorder | None = None
@@ -122,6 +123,14 @@ class FSDPTrainingCapture(TrainingCapture):
 
     def nodes_in(self, recorded: set[str]) -> tuple[list[NodeInfo], str]:
         kept, note = super().nodes_in(recorded)
+        scopes = {n.scope for n in kept if n.phase == "forward" and n.op in ("call_function", "call_method", "call_module")
+                  and n.graph not in FSDP_GRAPHS.values()}
+        missed = compute_outside_graphs(self.modules, scopes)
+        if missed:
+            said = (f"the compute with the parameters of FSDP module(s) {'; '.join(missed)} ran outside every graph, so it "
+                    f"is not timed (their FSDP rows are): dynamo ran that code eagerly (a graph break it could not resume "
+                    f"from, e.g. inside a loop, or a torch.nn module fully_shard-ed on its own)")
+            note = f"{note}; {said}" if note else said
         return kept + [info for name, info in self.rows.items() if name in recorded], note
 
     @contextlib.contextmanager

@@ -38,7 +38,7 @@ from typing import Any
 from torch import fx, nn
 
 __all__ = ["fsdp_modules", "insert_fsdp_steps", "refuse_unsupported", "forward_prefetch", "bypass_types", "FSDPStep", "FSDP_KINDS",
-           "TrainingSteps", "param_groups_by_path"]
+           "TrainingSteps", "param_groups_by_path", "compute_outside_graphs"]
 
 #: the kinds of the nodes fxprof inserts for FSDP's work
 FSDP_KINDS = ("all_gather", "wait", "reshard")
@@ -438,3 +438,27 @@ class TrainingSteps:
         self._calls[key] = n + 1
         label = path.replace(".", "_") or "root"
         self.clock.stop(token, f"{label}_{step}{f'_{n}' if n else ''}", step, path, phase)
+
+
+def _within(scope: str, path: str) -> bool:
+    return not path or scope == path or scope.startswith(path + ".")
+
+
+def compute_outside_graphs(modules: dict[str, nn.Module], scopes: set[str]) -> list[str]:
+    """The FSDP modules (by path, ``(root)`` for the root, with the submodules that hold those
+    parameters) that hold parameters of their own (not
+    of an FSDP module inside them) but none of whose ``scopes`` (those of the timed forward
+    nodes) lies in them outside their inner FSDP modules: their layers' compute ran outside every
+    graph (dynamo skipped the frame: a graph break it could not resume from, such as one inside a
+    loop, or the forward of a torch.nn module fully_shard-ed on its own)."""
+    out = []
+    for path, module in modules.items():
+        inner = [p for p in modules if p != path and _within(p, path)]
+        own = [name for name, _ in module.named_parameters()
+               if not any(_within(f"{path}.{name}" if path else name, p) for p in inner)]
+        if not own:
+            continue
+        if not any(_within(s, path) and not any(_within(s, p) for p in inner) for s in scopes):
+            owners = sorted({name.rpartition(".")[0] for name in own} - {""})
+            out.append((path or "(root)") + (f" ({', '.join(owners)})" if owners else ""))
+    return out

@@ -185,6 +185,7 @@ def _grads(model: nn.Module, x: torch.Tensor) -> list[torch.Tensor]:
 def train(outdir: str, rank: int) -> None:
     """``fxprof.profile(backward=True)`` on :class:`TwoBlocks` and on :class:`Nested` (FSDP2)."""
     import fxprof
+    from fxprof.measure.distributed.fsdp import TrainingSteps, fsdp_modules, param_groups_by_path
 
     torch.manual_seed(1 + rank)
     x = torch.randn(8, 16)
@@ -204,6 +205,9 @@ def train(outdir: str, rank: int) -> None:
                               for seen in keep.seen),
             "same_params": all(torch.equal(_local(p), params[n]) for n, p in model.named_parameters()),
             "no_grads_left": all(p.grad is None for p in model.parameters()),
+            # FSDP's objects are given back as they were: no timing wrapper left on a parameter group
+            "unwrapped": all(not set(TrainingSteps.WRAPPED) & set(vars(group))
+                             for _, group in param_groups_by_path(fsdp_modules(model))),
             # FSDP's state is left as it was: a plain step afterwards gives the same gradients again
             "after": all(torch.equal(g, e) for g, e in zip(_grads(model, x), expected)),
         }

@@ -179,7 +179,7 @@ def test_fsdp2_training_step_reduce_scatters_are_rows_and_gradients_are_fsdps(tr
         for model in ("two", "nested"):
             got = r[model]
             assert got["steps"] >= 3 and got["same_grads"], (model, got["steps"])  # every profiled step's
-            assert got["same_params"] and got["no_grads_left"] and got["after"], (model, got)
+            assert got["same_params"] and got["no_grads_left"] and got["after"] and got["unwrapped"], (model, got)
         # what dynamo ran eagerly is said: TwoBlocks' forward (a graph break in its loop: the head), Nested's
         # fully_shard-ed Linears
         assert "FSDP module(s) (root) (head) ran outside every graph" in r["two"]["capture_note"], r["two"]["capture_note"]

@@ -375,10 +375,12 @@ class TrainingSteps:
         self._calls.clear()
 
     def __enter__(self) -> "TrainingSteps":
+        taken = [(path, name) for path, group in self.groups for name in self.WRAPPED if name in vars(group)]
+        if taken:  # another profile's wrappers, or someone's own: neither is ours to replace or remove
+            raise RuntimeError(f"FSDP parameter group of {taken[0][0] or 'the root'} already has its own {taken[0][1]} "
+                               f"attribute; fxprof cannot time FSDP's steps on it")
         for path, group in self.groups:
             for name in self.WRAPPED:
-                if name in vars(group):
-                    raise RuntimeError(f"FSDP parameter group of {path or 'the root'} already has {name} wrapped")
                 setattr(group, name, self._wrap(path, group, name, getattr(group, name)))
         return self
 

@@ -42,6 +42,28 @@ class TwoBlocks(nn.Module):
         return self.head(x)
 
 
+class FourBlocks(nn.Module):
+    """Four identical blocks called one after the other (no loop: dynamo compiles the root's frame)."""
+
+    def __init__(self):
+        super().__init__()
+        self.b0, self.b1, self.b2, self.b3 = Block(), Block(), Block(), Block()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.b3(self.b2(self.b1(self.b0(x))))
+
+
+def four_blocks_model() -> nn.Module:
+    from torch.distributed.fsdp import fully_shard
+
+    torch.manual_seed(0)
+    model = FourBlocks()
+    for block in (model.b0, model.b1, model.b2, model.b3):
+        fully_shard(block)
+    fully_shard(model)
+    return model
+
+
 class NappingBlock(Block):
     """A :class:`Block` that first naps ``nap_ms`` (a rank made slow on purpose; one node)."""
 
@@ -190,7 +212,7 @@ def train(outdir: str, rank: int) -> None:
     torch.manual_seed(1 + rank)
     x = torch.randn(8, 16)
     record: dict = {"rank": rank}
-    for name, make in (("two", sharded_model), ("nested", nested_model)):
+    for name, make in (("two", sharded_model), ("nested", nested_model), ("four", four_blocks_model)):
         model, twin = make(), make()
         expected = _grads(twin, x)  # a plain training step's gradients (never profiled)
         params = {n: _local(p) for n, p in model.named_parameters()}

@@ -176,7 +176,7 @@ def test_fsdp2_training_step_reduce_scatters_are_rows_and_gradients_are_fsdps(tr
     assert set(comm["kind"]) == {"all_gather", "wait", "reduce_scatter"} and len(comm) == 13
     assert prof.group_by("comm").loc["communication", "nodes"] == 13
     for r in records:
-        for model in ("two", "nested"):
+        for model in ("two", "nested", "four"):
             got = r[model]
             assert got["steps"] >= 3 and got["same_grads"], (model, got["steps"])  # every profiled step's
             assert got["same_params"] and got["no_grads_left"] and got["after"] and got["unwrapped"], (model, got)
@@ -184,6 +184,15 @@ def test_fsdp2_training_step_reduce_scatters_are_rows_and_gradients_are_fsdps(tr
         # fully_shard-ed Linears
         assert "FSDP module(s) (root) (head) ran outside every graph" in r["two"]["capture_note"], r["two"]["capture_note"]
         assert "FSDP module(s) a; shared; outer.inner ran outside" in r["nested"]["capture_note"], r["nested"]["capture_note"]
+        # identical blocks share one compiled graph (b1 to b3: same code, same guards); each block's calls are
+        # still rows of its own, forward and backward, charged to it
+        four = r["four"]
+        assert four["capture_note"] == "", four["capture_note"]
+        for block in ("b0", "b1", "b2", "b3"):
+            for phase, kinds in (("forward", {"addmm"}), ("backward", {"mm"})):
+                labels = {name.split(":")[0] for name, kind, scope, ph in four["nodes"]
+                          if ph == phase and kind in kinds and scope.startswith(block + ".")}
+                assert len(labels) == 1, (block, phase, labels)
         # nested, shared and traced-into FSDP modules: a reduce-scatter for each call, inner before outer
         names = [n for n, kind, _, _ in r["nested"]["nodes"] if kind == "reduce_scatter"]
         assert names == ["fsdp_bw:shared_reduce_scatter", "fsdp_bw:outer_inner_reduce_scatter", "fsdp_bw:outer_reduce_scatter",

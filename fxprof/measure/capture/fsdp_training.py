@@ -16,8 +16,9 @@ What this module adds (:class:`FSDPTrainingCapture`):
   backward, each charged to its layer (``scope``), kinds ``all_gather``/``wait``/
   ``reduce_scatter`` being communication (``group_by("comm")``);
 * the layers' scopes: a graph dynamo compiled from an FSDP module's own ``forward`` names its
-  modules from that module (``fc1``); they are put under the module's path (``blocks.0.fc1``),
-  the innermost FSDP module whose forward was running when the graph first ran.
+  modules from that module (``fc1``), and identical blocks share one compiled graph; each call
+  is placed by (graph, FSDP module) and its nodes put under the module's path (``blocks.0.fc1``)
+  (:class:`_FSDPSession`).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from torch import nn
 from ...core.nodes import NodeInfo
 from ..distributed.fsdp import TrainingSteps, compute_outside_graphs, fsdp_modules
 from .base import PassFn
-from .training import LOSS_SCOPE, TrainingCapture, _TrainingSession
+from .training import LOSS_SCOPE, TrainingCapture, _TrainingSession, describe_backward, describe_forward
 from ..timing.recorder import Recorder
 
 __all__ = ["FSDPTrainingCapture", "is_fsdp"]
@@ -47,29 +48,56 @@ FSDP_GRAPHS = {"forward": "fsdp", "backward": "fsdp_bw"}
 
 
 class _FSDPSession(_TrainingSession):
-    """A training session that puts the nodes of a graph compiled from an FSDP module's own
-    forward under that module's path."""
+    """A training session whose graphs are told apart by the FSDP module they run for.
+
+    Dynamo compiles each FSDP module's ``forward`` as a frame of its own, and identical blocks
+    share one compiled graph (the same code, the same guards: from the second block of a stack on,
+    whose input requires grad). Each call is therefore placed by (graph, FSDP module): the forward
+    by the innermost FSDP module whose forward is running, the backward by the forward calls of
+    the same graph, last first (autograd differentiates them in reverse). Each (graph, module)
+    has its own label (``fw3``, ``bw3``) and its nodes are put under the module's path
+    (``blocks.2.fc1``)."""
 
     def __init__(self, model_type: type, running: Callable[[], str]):
         super().__init__(model_type)
         self.running = running
-        self.prefix: dict[int, str] = {}  # id(pair) -> the FSDP module path its forward graph ran in
+        self.slots: dict[tuple[int, str], int] = {}  # (id(pair), FSDP path) -> label index
+        self.calls: dict[int, list[str]] = {}  # id(pair) -> FSDP paths of its forward calls not yet differentiated
+        self.placed: set[tuple[int, str]] = set()  # (id(runner), path) described
 
-    def label(self, runner: Any) -> str:
-        new = id(runner) not in self.described
-        first = len(self.nodes)
-        label = super().label(runner)
-        if new:
+    def new_step(self) -> None:
+        self.calls.clear()
+
+    def _owner(self, runner: Any) -> str:
+        pair = id(runner.pair)
+        if runner.which == "forward":
+            path = self.running()
+            self.calls.setdefault(pair, []).append(path)
+            return path
+        pending = self.calls.get(pair)
+        return pending.pop() if pending else ""
+
+    def place(self, runner: Any) -> tuple[Any, str]:
+        path = self._owner(runner)
+        self.pairs.setdefault(id(runner.pair), len(self.pairs))
+        slot = (id(runner.pair), path)
+        index = self.slots.setdefault(slot, len(self.slots))
+        label = f"{'fw' if runner.which == 'forward' else 'bw'}{index}"
+        if (id(runner), path) not in self.placed:
+            self.placed.add((id(runner), path))
             if runner.which == "forward":
-                self.prefix[id(runner.pair)] = self.running()
-            prefix = self.prefix.get(id(runner.pair), "")
-            if prefix:
-                self.nodes[first:] = [_under(info, prefix) for info in self.nodes[first:]]
-        return label
+                infos = describe_forward(runner.gm, label, self.model_type, self.root_name)
+                self.forward_infos[slot] = {i.name.split(":", 1)[1]: i for i in infos}  # type: ignore[index]
+            else:
+                fw = runner.pair.forward
+                infos = describe_backward(runner.gm, label, fw.gm if fw is not None else None,
+                                          self.forward_infos.get(slot, {}), self.model_type, self.root_name)  # type: ignore[call-overload]
+            self.nodes.extend(_under(info, path) for info in infos)
+        return (id(runner), path), label
 
 
 def _under(info: NodeInfo, prefix: str) -> NodeInfo:
-    if info.op not in ("call_function", "call_method", "call_module") or info.scope == LOSS_SCOPE:
+    if not prefix or info.op not in ("call_function", "call_method", "call_module") or info.scope == LOSS_SCOPE:
         return info
     return dataclasses.replace(info, scope=f"{prefix}.{info.scope}" if info.scope else prefix)
 
@@ -138,6 +166,7 @@ class FSDPTrainingCapture(TrainingCapture):
         """FSDP's steps wrapped for one step, timed into ``recorder`` (None: untimed)."""
         self.timing = recorder
         self.steps.new_run()
+        self.session.new_step()
         try:
             with self.steps:
                 yield

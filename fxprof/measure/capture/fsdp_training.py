@@ -33,7 +33,7 @@ from torch import nn
 from ...core.nodes import NodeInfo
 from ..distributed.fsdp import TrainingSteps, compute_outside_graphs, fsdp_modules
 from .base import PassFn
-from .training import LOSS_SCOPE, TrainingCapture, _TrainingSession, describe_backward, describe_forward
+from .training import LOSS_SCOPE, TrainingCapture, _TrainingSession, describe_backward, describe_forward, training_backend
 from ..timing.recorder import Recorder
 
 __all__ = ["FSDPTrainingCapture", "is_fsdp"]
@@ -140,6 +140,8 @@ class FSDPTrainingCapture(TrainingCapture):
         self.session = _FSDPSession(type(model), lambda: self.steps.running[-1] if self.steps.running else "")
         #: the recorder of the timed run going on, else None
         self.timing: Recorder | None = None
+        self.leaves = [(m, torch.compile(m.forward, backend=training_backend)) for m in self.modules.values()
+                       if getattr(type(m).forward, "__module__", "").startswith("torch.nn.")]
         self.rows: dict[str, NodeInfo] = {}
 
     def add_row(self, name: str, info: NodeInfo) -> None:
@@ -157,7 +159,7 @@ class FSDPTrainingCapture(TrainingCapture):
         if missed:
             said = (f"the compute with the parameters of FSDP module(s) {'; '.join(missed)} ran outside every graph, so it "
                     f"is not timed (their FSDP rows are): dynamo ran that code eagerly (a graph break it could not resume "
-                    f"from, e.g. inside a loop, or a torch.nn module fully_shard-ed on its own)")
+                    f"from, such as one inside a loop, makes it skip the whole function)")
             note = f"{note}; {said}" if note else said
         return kept + [info for name, info in self.rows.items() if name in recorded], note
 
@@ -168,10 +170,27 @@ class FSDPTrainingCapture(TrainingCapture):
         self.steps.new_run()
         self.session.new_step()
         try:
-            with self.steps:
+            with self.steps, self._compiled_leaves():
                 yield
         finally:
             self.timing = None
+
+    @contextlib.contextmanager
+    def _compiled_leaves(self) -> Iterator[None]:
+        """A ``fully_shard``-ed module whose ``forward`` is torch.nn's own (a bare ``Linear``) runs
+        that forward as a frame of its own between FSDP's hooks, and dynamo does not compile a
+        frame of torch.nn's code it was not asked to: for the step, such a module's ``forward`` is
+        that same method compiled with the training backend (an instance attribute, deleted after)."""
+        put = []
+        try:
+            for module, compiled in self.leaves:
+                if "forward" not in vars(module):  # a forward of the caller's own is left alone
+                    module.forward = compiled
+                    put.append(module)
+            yield
+        finally:
+            for module in put:
+                del module.forward
 
     def run(self, recorder: Recorder, args: tuple, kwargs: dict) -> Any:
         with self._fsdp(recorder):

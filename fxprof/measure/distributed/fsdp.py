@@ -452,7 +452,7 @@ def compute_outside_graphs(modules: dict[str, nn.Module], scopes: set[str]) -> l
     of an FSDP module inside them) but none of whose ``scopes`` (those of the timed forward
     nodes) lies in them outside their inner FSDP modules: their layers' compute ran outside every
     graph (dynamo skipped the frame: a graph break it could not resume from, such as one inside a
-    loop, or the forward of a torch.nn module fully_shard-ed on its own)."""
+    loop)."""
     out = []
     for path, module in modules.items():
         inner = [p for p in modules if p != path and _within(p, path)]

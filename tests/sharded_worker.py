@@ -42,6 +42,28 @@ class TwoBlocks(nn.Module):
         return self.head(x)
 
 
+class FourBlocks(nn.Module):
+    """Four identical blocks called one after the other (no loop: dynamo compiles the root's frame)."""
+
+    def __init__(self):
+        super().__init__()
+        self.b0, self.b1, self.b2, self.b3 = Block(), Block(), Block(), Block()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.b3(self.b2(self.b1(self.b0(x))))
+
+
+def four_blocks_model() -> nn.Module:
+    from torch.distributed.fsdp import fully_shard
+
+    torch.manual_seed(0)
+    model = FourBlocks()
+    for block in (model.b0, model.b1, model.b2, model.b3):
+        fully_shard(block)
+    fully_shard(model)
+    return model
+
+
 class NappingBlock(Block):
     """A :class:`Block` that first naps ``nap_ms`` (a rank made slow on purpose; one node)."""
 
@@ -161,6 +183,65 @@ def _train_step(model: nn.Module, x: torch.Tensor) -> tuple[float, dict[str, tor
     return loss.item(), {name: _local(p) for name, p in model.named_parameters()}
 
 
+class KeepGrads(torch.optim.Optimizer):
+    """An optimizer whose step changes nothing and keeps a copy of every local gradient shard it
+    sees: what a real optimizer would have stepped with in each profiled training step."""
+
+    def __init__(self, params):
+        super().__init__(params, {})
+        self.seen: list[list[torch.Tensor]] = []
+
+    def step(self, closure=None):
+        self.seen.append([_local(p.grad) if p.grad is not None else None
+                          for group in self.param_groups for p in group["params"]])
+
+
+def _grads(model: nn.Module, x: torch.Tensor) -> list[torch.Tensor]:
+    """The local gradient shards of one plain forward and backward (FSDP's own), loss = sum of outputs."""
+    model(x).sum().backward()
+    grads = [_local(p.grad) for p in model.parameters()]
+    model.zero_grad(set_to_none=True)
+    return grads
+
+
+def train(outdir: str, rank: int) -> None:
+    """``fxprof.profile(backward=True)`` on :class:`TwoBlocks` and on :class:`Nested` (FSDP2)."""
+    import fxprof
+    from fxprof.measure.distributed.fsdp import TrainingSteps, fsdp_modules, param_groups_by_path
+
+    torch.manual_seed(1 + rank)
+    x = torch.randn(8, 16)
+    record: dict = {"rank": rank}
+    for name, make in (("two", sharded_model), ("nested", nested_model), ("four", four_blocks_model)):
+        model, twin = make(), make()
+        expected = _grads(twin, x)  # a plain training step's gradients (never profiled)
+        params = {n: _local(p) for n, p in model.named_parameters()}
+        keep = KeepGrads(model.parameters())
+        prof = fxprof.profile(model, x, backward=True, optimizer=keep, warmup=1, iters=3, anatomy=False)
+        record[name] = {
+            "nodes": [[n.name, n.kind, n.scope, n.phase] for n in prof.nodes],
+            "capture_note": prof.meta.get("capture_note", ""),
+            # every profiled step's gradients are FSDP's reduce-scattered ones
+            "steps": len(keep.seen),
+            "same_grads": all(len(seen) == len(expected) and all(g is not None and torch.equal(g, e) for g, e in zip(seen, expected))
+                              for seen in keep.seen),
+            "same_params": all(torch.equal(_local(p), params[n]) for n, p in model.named_parameters()),
+            "no_grads_left": all(p.grad is None for p in model.parameters()),
+            # FSDP's objects are given back as they were: no timing wrapper left on a parameter group
+            "unwrapped": all(not set(TrainingSteps.WRAPPED) & set(vars(group))
+                             for _, group in param_groups_by_path(fsdp_modules(model)))
+            and not any("forward" in vars(m) for m in model.modules()),
+            # FSDP's state is left as it was: a plain step afterwards gives the same gradients again
+            "after": all(torch.equal(g, e) for g, e in zip(_grads(model, x), expected)),
+        }
+        if name == "two":
+            merged = fxprof.gather(prof, dst=0)
+            if merged is not None:
+                merged.save(os.path.join(outdir, "merged.json"))
+    with open(os.path.join(outdir, f"rank{rank}.json"), "w") as handle:
+        json.dump(record, handle)
+
+
 def main(outdir: str, kind: str) -> None:
     import fxprof
     from fxprof.measure.capture.captures import capture_model
@@ -168,6 +249,8 @@ def main(outdir: str, kind: str) -> None:
     dist.init_process_group("gloo")
     rank = dist.get_rank()
     try:
+        if kind == "train":
+            return train(outdir, rank)
         if kind == "slow":  # rank 1 naps in the first block: the others wait in the second block's gather
             from distributed_worker import SLOW_MS
 
@@ -224,7 +307,6 @@ def main(outdir: str, kind: str) -> None:
                 record["prefetch_output"] = bool(torch.equal(model(x), trained))
             model.blocks[0].set_modules_to_forward_prefetch([])
             # what FSDP2 cannot yet be profiled with
-            record["backward"] = _refusal(lambda: fxprof.profile(model, x, backward=True, iters=1))
 
             def in_a_session() -> None:
                 with fxprof.session(model, schedule=fxprof.schedule(wait=0, warmup=0, active=1)) as s:

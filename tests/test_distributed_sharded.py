@@ -139,12 +139,68 @@ def test_fsdp2_forward_prefetch_is_reproduced(two_ranks):
 def test_fsdp2_what_is_not_supported_yet_is_refused_on_every_rank(two_ranks):
     _, records = two_ranks
     for r in records:
-        assert "backward=True on an FSDP2 model" in r["backward"] and "not supported yet" in r["backward"]
         assert "capture='dynamo' cannot profile an FSDP2 model" in r["dynamo"]
         assert "fxprof.session on an FSDP2 model" in r["session"] and "not supported yet" in r["session"]
         assert r["after_session"]
         assert "sharded with a MixedPrecisionPolicy" in r["mixed_precision"], r["mixed_precision"]
         assert "leaf_modules names FSDP2 module(s) blocks.1" in r["leaf"], r["leaf"]
+
+
+@pytest.fixture(scope="module")
+def training(tmp_path_factory):
+    return _run(tmp_path_factory.mktemp("fsdp2_train"), 2, "train")
+
+
+@needs_fsdp
+def test_fsdp2_training_step_reduce_scatters_are_rows_and_gradients_are_fsdps(training):
+    """backward=True: FSDP's hooks run as in training, so its backward work runs (and is timed as
+    rows charged to the layer): the pre-backward all-gathers and the post-backward reduce-scatters;
+    every profiled step's gradients are the ones a plain training step reduce-scatters."""
+    prof, records = training
+    assert prof.ranks == [0, 1]
+    df = prof.df
+    for block in ("blocks.0", "blocks.1"):
+        label = block.replace(".", "_")
+        forward = df.loc[[f"fsdp:{label}_all_gather", f"fsdp:{label}_wait", f"fsdp:{label}_reshard"]]
+        backward = df.loc[[f"fsdp_bw:{label}_all_gather", f"fsdp_bw:{label}_wait", f"fsdp_bw:{label}_reduce_scatter"]]
+        assert forward["kind"].tolist() == ["all_gather", "wait", "reshard"] and (forward["phase"] == "forward").all()
+        assert backward["kind"].tolist() == ["all_gather", "wait", "reduce_scatter"] and (backward["phase"] == "backward").all()
+        for rows in (forward, backward):
+            assert (rows["scope"] == block).all() and (rows["median_ms"] > 0).all() and rows["rank_max_ms"].notna().all()
+        # the block's own layers, forward and backward, are charged to it too (not to a bare "fc1")
+        for phase in ("forward", "backward"):
+            assert (df[(df["phase"] == phase) & (df["kind"].isin(["addmm", "mm"]))]["scope"].str.startswith(block)).any()
+    assert not df["scope"].isin(["fc1", "fc2"]).any()
+    assert df.loc["fsdp_bw:root_reduce_scatter", "kind"] == "reduce_scatter"  # the root's head, in FSDP's final callback
+    comm = df[is_communication(df)]
+    assert set(comm["kind"]) == {"all_gather", "wait", "reduce_scatter"} and len(comm) == 13
+    assert prof.group_by("comm").loc["communication", "nodes"] == 13
+    for r in records:
+        for model in ("two", "nested", "four"):
+            got = r[model]
+            assert got["steps"] >= 3 and got["same_grads"], (model, got["steps"])  # every profiled step's
+            assert got["same_params"] and got["no_grads_left"] and got["after"] and got["unwrapped"], (model, got)
+        # what dynamo ran eagerly is said: TwoBlocks' forward (a graph break in its loop: the head)
+        assert "FSDP module(s) (root) (head) ran outside every graph" in r["two"]["capture_note"], r["two"]["capture_note"]
+        # fully_shard-ed bare Linears (their forward is torch.nn's, which dynamo compiles only when asked): timed,
+        # forward and backward, each under its own path (shared: one graph, two calls)
+        assert r["nested"]["capture_note"] == "", r["nested"]["capture_note"]
+        for leaf in ("a", "shared", "outer.inner"):
+            for phase, kind in (("forward", "addmm"), ("backward", "mm")):
+                assert any(k == kind and scope == leaf and ph == phase for _, k, scope, ph in r["nested"]["nodes"]), (leaf, phase)
+        # identical blocks share one compiled graph (b1 to b3: same code, same guards); each block's calls are
+        # still rows of its own, forward and backward, charged to it
+        four = r["four"]
+        assert four["capture_note"] == "", four["capture_note"]
+        for block in ("b0", "b1", "b2", "b3"):
+            for phase, kinds in (("forward", {"addmm"}), ("backward", {"mm"})):
+                labels = {name.split(":")[0] for name, kind, scope, ph in four["nodes"]
+                          if ph == phase and kind in kinds and scope.startswith(block + ".")}
+                assert len(labels) == 1, (block, phase, labels)
+        # nested, shared and traced-into FSDP modules: a reduce-scatter for each call, inner before outer
+        names = [n for n, kind, _, _ in r["nested"]["nodes"] if kind == "reduce_scatter"]
+        assert names == ["fsdp_bw:shared_reduce_scatter", "fsdp_bw:outer_inner_reduce_scatter", "fsdp_bw:outer_reduce_scatter",
+                         "fsdp_bw:shared_reduce_scatter_1", "fsdp_bw:a_reduce_scatter", "fsdp_bw:root_reduce_scatter"]
 
 
 @pytest.mark.slow

@@ -86,9 +86,11 @@ def capture_program(model: nn.Module, args: tuple, kwargs: dict, *, capture: str
             from .capture.training_loop import LoopTrainingCapture
 
             return LoopTrainingCapture(model, forward if forward is not None else model.forward)
-        from .capture.training import capture_training
+        from .capture.fsdp_training import FSDPTrainingCapture, is_fsdp
+        from .capture.training import TrainingCapture, capture_training
 
-        return capture_training(model, capture, mode, loss_fn, optimizer)
+        cls = FSDPTrainingCapture if is_fsdp(model) else TrainingCapture  # FSDP2: its work timed as rows
+        return capture_training(model, capture, mode, loss_fn, optimizer, cls)
     if loss_fn is not None or optimizer is not None:
         raise ValueError("loss_fn and optimizer apply to training steps: pass backward=True as well")
     captured = capture_model(model, args, kwargs, capture, concrete_args=concrete_args, leaf_modules=leaf_modules,

@@ -451,8 +451,10 @@ def _what(value: Any) -> str:
     return type(value).__name__
 
 
-def capture_training(model: nn.Module, capture: str, mode: str, loss_fn: Any, optimizer: Any) -> TrainingCapture:
-    """Check the options that a training profile cannot take, then capture ``model``."""
+def capture_training(model: nn.Module, capture: str, mode: str, loss_fn: Any, optimizer: Any,
+                     cls: type[TrainingCapture] = TrainingCapture) -> TrainingCapture:
+    """Check the options that a training profile cannot take, then capture ``model`` (with ``cls``:
+    a subclass for a kind of model, e.g. FSDP2's)."""
     if capture not in CAPTURES:
         raise ValueError(f"unknown capture {capture!r}; choose one of {', '.join(CAPTURES)}")
     if capture not in ("auto", "dynamo"):
@@ -462,4 +464,4 @@ def capture_training(model: nn.Module, capture: str, mode: str, loss_fn: Any, op
         )
     if mode != "timed":
         raise ValueError("backward=True works with mode='timed' only (whole training steps)")
-    return TrainingCapture(model, loss_fn, optimizer)
+    return cls(model, loss_fn, optimizer)

@@ -22,8 +22,10 @@ first; where FSDP's forward prefetch is set, the prefetched gather moves to righ
 prefetching module's wait (:func:`forward_prefetch`). The graph's own copies of traced-through
 modules' parameters follow what FSDP registers (:func:`_mirrors`).
 
-Not supported yet (refused with the reason): ``backward=True`` (FSDP's reduce-scatters run in
-autograd hooks this graph does not hold), ``fxprof.session``, mixed precision (FSDP's input
+Training steps (``backward=True``) are not profiled from this graph: there FSDP's hooks run as in
+training and :class:`TrainingSteps` times their work (:mod:`fxprof.measure.capture.fsdp_training`).
+
+Not supported yet (refused with the reason): ``fxprof.session``, mixed precision (FSDP's input
 casts live in the hooks left out), ``reshard_after_forward`` as an int, and captures other than
 symbolic tracing.
 """
@@ -35,7 +37,8 @@ from typing import Any
 
 from torch import fx, nn
 
-__all__ = ["fsdp_modules", "insert_fsdp_steps", "refuse_unsupported", "forward_prefetch", "bypass_types", "FSDPStep", "FSDP_KINDS"]
+__all__ = ["fsdp_modules", "insert_fsdp_steps", "refuse_unsupported", "forward_prefetch", "bypass_types", "FSDPStep", "FSDP_KINDS",
+           "TrainingSteps", "param_groups_by_path", "compute_outside_graphs"]
 
 #: the kinds of the nodes fxprof inserts for FSDP's work
 FSDP_KINDS = ("all_gather", "wait", "reshard")
@@ -87,14 +90,9 @@ def refuse_unsupported(model: nn.Module, capture: str = "symbolic", backward: bo
     if session:
         raise ValueError(
             f"fxprof.session on an FSDP2 model (fully_shard on {paths}) is not supported yet: inside the training "
-            f"loop FSDP's own hooks run around fxprof's graph. Profile the forward with fxprof.profile(model, x) on "
-            f"every rank (its all-gathers are rows), then fxprof.gather.")
-    if backward:
-        raise ValueError(
-            f"backward=True on an FSDP2 model (fully_shard on {paths}) is not supported yet: FSDP's reduce-scatters "
-            f"run in autograd hooks that fxprof's graph does not hold, so the backward would be timed without them "
-            f"(and gradients would not be reduced). Profile the forward (backward=False): its all-gathers are rows.")
-    if capture not in ("auto", "symbolic"):
+            f"loop FSDP's own hooks run around fxprof's graph. Profile a training step with fxprof.profile(model, x, "
+            f"backward=True) on every rank (its all-gathers and reduce-scatters are rows), then fxprof.gather.")
+    if not backward and capture not in ("auto", "symbolic"):  # a training step's capture checks its own
         raise ValueError(
             f"capture={capture!r} cannot profile an FSDP2 model (fully_shard on {paths}): dynamo skips FSDP's hooks "
             f"and export cannot hold them. Use capture='auto' or 'symbolic': fxprof traces the layers and times "
@@ -321,3 +319,148 @@ def bypass_types() -> tuple[type, ...]:
     cls = _fsdp_module_class()
     return (cls,) if cls is not None else ()
 
+
+
+# ------------------------------------------------------------------ training steps (backward=True)
+def param_groups_by_path(modules: dict[str, nn.Module]) -> list[tuple[str, Any]]:
+    """``(path, group)`` for every FSDP parameter group of ``modules`` (:func:`fsdp_modules`)."""
+    return [(path, group) for path, module in modules.items() for group in _param_groups(module)]
+
+
+class TrainingSteps:
+    """FSDP2's own work in a training step, each piece timed as a row, while FSDP's hooks run.
+
+    In a training step (``backward=True``) FSDP's hooks run as they do in the model's own training:
+    dynamo does not trace them (they are ``torch._dynamo.disable``-d), so each layer's graph runs
+    between its pre- and post-forward hook, and the autograd hooks those forward hooks register run
+    FSDP's backward work (the pre-backward all-gather, the post-backward reduce-scatter of the
+    gradients, the root's final callback). What this class adds is the timing: for as long as it is
+    entered, the methods of each FSDP parameter group that do that work are wrapped on the group
+    object itself (instance attributes, deleted on exit; nothing global), and each call that does
+    work becomes a row through ``clock``:
+
+    ==================  =================================================================
+    ``all_gather``      ``unshard``: the all-gather issued (forward, backward, prefetch)
+    ``wait``            ``wait_for_unshard``: its wait and FSDP's copy-out
+    ``reshard``         ``reshard``: the gathered parameters freed (after forward, and after
+                        backward where it is not inside the post-backward row)
+    ``reduce_scatter``  ``post_backward``: the gradients reduce-scattered onto the shards
+                        (with the reshard after backward inside it)
+    ==================  =================================================================
+
+    A call that does nothing (an all-gather of parameters already gathered or already issued by a
+    prefetch, a wait with nothing pending, the root's reshard after forward, which FSDP skips) is
+    not a row. Rows are named ``<layer>_<step>`` (``_1``, ``_2``... for a layer's later calls in the
+    same phase) and charged to the FSDP module's path. ``pre_forward``/``post_forward`` are wrapped
+    too, untimed, to know which FSDP module's forward is running (:attr:`running`).
+
+    ``clock`` has ``start() -> token`` and ``stop(token, name, kind, path, phase)``; ``phase()``
+    says ``forward`` or ``backward``. Private parts of FSDP2 used (torch 2.11 and later): the
+    parameter group's methods above, ``is_unsharded`` and ``_all_gather_result``.
+    """
+
+    WRAPPED = ("pre_forward", "post_forward", "unshard", "wait_for_unshard", "reshard", "post_backward")
+
+    def __init__(self, modules: dict[str, nn.Module], clock: Any, phase: Any):
+        self.groups = param_groups_by_path(modules)
+        self.clock = clock
+        self.phase = phase
+        #: paths of the FSDP modules whose forward is running, outermost first
+        self.running: list[str] = []
+        self._depth = 0
+        self._calls: dict[tuple[str, str, str], int] = {}
+
+    def new_run(self) -> None:
+        """Count each layer's calls from 0 again (one training step)."""
+        self._calls.clear()
+
+    def __enter__(self) -> "TrainingSteps":
+        taken = [(path, name) for path, group in self.groups for name in self.WRAPPED if name in vars(group)]
+        if taken:  # another profile's wrappers, or someone's own: neither is ours to replace or remove
+            raise RuntimeError(f"FSDP parameter group of {taken[0][0] or 'the root'} already has its own {taken[0][1]} "
+                               f"attribute; fxprof cannot time FSDP's steps on it")
+        for path, group in self.groups:
+            for name in self.WRAPPED:
+                setattr(group, name, self._wrap(path, group, name, getattr(group, name)))
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for _, group in self.groups:
+            for name in self.WRAPPED:
+                vars(group).pop(name, None)
+        self.running.clear()
+        self._depth = 0
+
+    def _wrap(self, path: str, group: Any, name: str, method: Any) -> Any:
+        if name == "pre_forward":
+            def pre_forward(*args: Any, **kwargs: Any) -> Any:
+                self.running.append(path)
+                return method(*args, **kwargs)
+            return pre_forward
+        if name == "post_forward":
+            def post_forward(*args: Any, **kwargs: Any) -> Any:
+                try:
+                    return method(*args, **kwargs)
+                finally:
+                    if self.running and self.running[-1] == path:
+                        self.running.pop()
+            return post_forward
+        step = {"unshard": "all_gather", "wait_for_unshard": "wait", "reshard": "reshard",
+                "post_backward": "reduce_scatter"}[name]
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            if self._depth or not self._does_work(group, step):
+                return method(*args, **kwargs)
+            was_unsharded = group.is_unsharded
+            self._depth += 1
+            try:
+                token = self.clock.start()
+                out = method(*args, **kwargs)
+                if step != "reshard" or (was_unsharded and not group.is_unsharded):  # FSDP may skip a reshard
+                    self._stop(token, path, step)
+                return out
+            finally:
+                self._depth -= 1
+        return timed
+
+    @staticmethod
+    def _does_work(group: Any, step: str) -> bool:
+        if step == "all_gather":
+            return not group.is_unsharded and getattr(group, "_all_gather_result", None) is None
+        if step == "wait":
+            return getattr(group, "_all_gather_result", None) is not None
+        if step == "reshard":
+            return bool(group.is_unsharded)
+        return True
+
+    def _stop(self, token: Any, path: str, step: str) -> None:
+        phase = self.phase()
+        key = (path, step, phase)
+        n = self._calls.get(key, 0)
+        self._calls[key] = n + 1
+        label = path.replace(".", "_") or "root"
+        self.clock.stop(token, f"{label}_{step}{f'_{n}' if n else ''}", step, path, phase)
+
+
+def _within(scope: str, path: str) -> bool:
+    return not path or scope == path or scope.startswith(path + ".")
+
+
+def compute_outside_graphs(modules: dict[str, nn.Module], scopes: set[str]) -> list[str]:
+    """The FSDP modules (by path, ``(root)`` for the root, with the submodules that hold those
+    parameters) that hold parameters of their own (not
+    of an FSDP module inside them) but none of whose ``scopes`` (those of the timed forward
+    nodes) lies in them outside their inner FSDP modules: their layers' compute ran outside every
+    graph (dynamo skipped the frame: a graph break it could not resume from, such as one inside a
+    loop)."""
+    out = []
+    for path, module in modules.items():
+        inner = [p for p in modules if p != path and _within(p, path)]
+        own = [name for name, _ in module.named_parameters()
+               if not any(_within(f"{path}.{name}" if path else name, p) for p in inner)]
+        if not own:
+            continue
+        if not any(_within(s, path) and not any(_within(s, p) for p in inner) for s in scopes):
+            owners = sorted({name.rpartition(".")[0] for name in own} - {""})
+            out.append((path or "(root)") + (f" ({', '.join(owners)})" if owners else ""))
+    return out

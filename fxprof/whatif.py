@@ -10,6 +10,7 @@ from __future__ import annotations
 import warnings
 from typing import Any, Callable, Iterable, Mapping
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -131,10 +132,12 @@ def _whatif(model: nn.Module, args: tuple, kwargs: dict, parsed: list, names: li
         except Exception as exc:
             failed(variant.name, exc)
     say(f"timing {len(ready)} variants interleaved: {warmup} warm-up and {iters} timed runs each")
-    times = time_interleaved(ready, iters, warmup, on_error=failed)
+    lost: dict[str, list[float]] = {}
+    times = time_interleaved(ready, iters, warmup, on_error=failed, lost=lost)
     if "baseline" not in times:
         raise RuntimeError(f"the model as given failed to run: {errors.get('baseline', 'unknown error')}")
     result = WhatIf(times=times, samples={p.name: p.samples for p in ready}, order=names, errors=errors,
+                    lost_ms={n: np.asarray(v, dtype=np.float64) for n, v in lost.items() if n in times},
                     alpha=alpha, min_effect=min_effect, depth=depth,
                     meta={"iters": iters, "warmup": warmup, "threads": torch.get_num_threads(), "torch": torch.__version__,
                           "device": _device(base), "interleaved": True})

@@ -48,6 +48,9 @@ class WhatIf:
     profiles: dict[str, "Profile"] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=dict)
+    #: per variant, what each timed call lost to other processes (ms; the order of ``times``),
+    #: where it was measured
+    lost_ms: dict[str, np.ndarray] = field(default_factory=dict)
     alpha: float = ALPHA
     min_effect: float = MIN_EFFECT
     depth: int = 1

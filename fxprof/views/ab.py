@@ -19,7 +19,18 @@ def _conditions(meta: dict[str, Any]) -> str:
     return (f"{meta.get('rounds', '?')} interleaved rounds (a and b once a round, which goes first alternating), "
             f"{meta.get('warmup', '?')} warm-up calls each; {meta.get('device', '?')}, {meta.get('threads', '?')} "
             f"thread(s), torch {meta.get('torch', '?')}"
-            + (f"; load {shown} (start and end) on {meta.get('cores', '?')} usable core(s)" if shown else ""))
+            + (f"; load {shown} (start and end) on {meta.get('cores', '?')} usable core(s)" if shown else "")
+            + _busy(meta))
+
+
+def _busy(meta: dict[str, Any]) -> str:
+    if not meta.get("measured"):
+        return ""
+    busy, calls = meta.get("busy_calls", 0), meta.get("calls", 0)
+    if not busy:
+        return "; no call lost time to other processes"
+    return (f"; machine busy: {busy} of {calls} calls lost 5% or more of their time to other processes, and every "
+            f"call is held less what it lost")
 
 
 def _result(run: "RunVerdict", meta: dict[str, Any]) -> str:
@@ -31,7 +42,7 @@ def _result(run: "RunVerdict", meta: dict[str, Any]) -> str:
         head = f"b against a: {run.verdict}"
     else:
         head = "b against a: no verdict (under 2 runs a side)"
-    return (f"{head}: median run {a_ms:.4g} ms (a) and {b_ms:.4g} ms (b); b/a {run.ratio:.3f} in the median round "
+    return (f"{head}: median call {a_ms:.4g} ms (a) and {b_ms:.4g} ms (b); b/a {run.ratio:.3f} in the median round "
             f"(95% interval {run.low:.3f} to {run.high:.3f}), sign test p = {run.p_value:.2g} over "
             f"{run.a_runs} rounds; a verdict needs p < {meta.get('alpha', 0.05):g} and a change of at least "
             f"{meta.get('min_effect', 0.10):.0%}")

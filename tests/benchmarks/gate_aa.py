@@ -13,7 +13,8 @@ both rates are printed side by side.
 
 ``--interleaved`` measures the other gate instead: ``fxprof ab FILE:make_a FILE:make_b --fail-on
 slower``, A and B timed interleaved in one process (each pair is then one process for A/A and one
-for A/B; the verdict is the command's exit status, the ratio read from its ``--csv``).
+for A/B; the verdict is the command's exit status, the median round's ratio read from its
+``--csv``, each call less what it lost to other processes).
 
     PYTHONPATH=$PWD python tests/benchmarks/gate_aa.py --interleaved --pairs 20 --iters 30
 
@@ -81,9 +82,11 @@ def _interleaved(factory_b: str, csv: Path, iters: int, threads: int) -> tuple[b
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode not in (0, 3) or not csv.exists():
         raise SystemExit(f"fxprof ab failed: {' '.join(cmd)}\n{done.stderr[-2000:]}")
-    rows = [line.split(",") for line in csv.read_text().splitlines()[1:]]
-    a, b = [float(r[1]) for r in rows], [float(r[2]) for r in rows]
-    return done.returncode == 3, statistics.median(b) / statistics.median(a)
+    lines = csv.read_text().splitlines()
+    rows = [dict(zip(lines[0].split(","), map(float, line.split(",")))) for line in lines[1:]]
+    # each call less what it lost to other processes, as the verdict holds them (the median round's ratio)
+    ratios = [(r["b_ms"] - r.get("b_lost_ms", 0.0)) / (r["a_ms"] - r.get("a_lost_ms", 0.0)) for r in rows]
+    return done.returncode == 3, statistics.median(ratios)
 
 
 def _verdicts(a_path: Path, b_path: Path) -> dict[str, tuple[bool, float]]:

@@ -219,12 +219,18 @@ def _sync(device_type: str) -> None:
 
 def time_interleaved(prepared: list[Prepared], iters: int, warmup: int, no_grad: bool = True,
                      on_error: Callable[[str, BaseException], None] | None = None,
-                     step: Callable[[], None] | None = None) -> dict[str, np.ndarray]:
+                     step: Callable[[], None] | None = None,
+                     lost: dict[str, list[float]] | None = None) -> dict[str, np.ndarray]:
     """Warm every variant up (``warmup`` calls each; a compiled one compiles here), then
     ``iters`` rounds in which each variant's model is called once, the order rotating by one
     each round. Returns each variant's call times in ms (host clock, the device synchronized
     before and after each call on CUDA). A variant whose call raises is dropped from the
-    remaining rounds and reported to ``on_error(name, exc)`` (raised when None)."""
+    remaining rounds and reported to ``on_error(name, exc)`` (raised when None). ``lost``, where
+    given, receives per variant what each timed call lost to other processes, in ms
+    (:class:`~fxprof.measure.timing.contention.ContentionMeter`, outside the timed span)."""
+    from ..timing.contention import ContentionMeter
+
+    meter = ContentionMeter() if lost is not None else None
     device_type = _device_type(prepared[0].model, prepared[0].args) if prepared else "cpu"
     grad = torch.no_grad if no_grad else contextlib.nullcontext
     alive = list(prepared)
@@ -248,13 +254,21 @@ def time_interleaved(prepared: list[Prepared], iters: int, warmup: int, no_grad:
         for i in range(iters):
             order = alive[i % len(alive):] + alive[: i % len(alive)] if alive else []
             for p in order:
-                try:
+                def timed(p: Prepared = p) -> None:
                     _sync(device_type)
                     start = time.perf_counter_ns()
                     p.call()
                     _sync(device_type)
                     times[p.name].append((time.perf_counter_ns() - start) / 1e6)
+
+                try:
+                    if meter is not None and lost is not None:
+                        meter.around(timed, into=lost.setdefault(p.name, []))
+                    else:
+                        timed()
                 except Exception as exc:
+                    if lost is not None:
+                        lost.pop(p.name, None)
                     failed(p, exc)
             if step is not None:
                 step()

@@ -183,6 +183,37 @@ def test_cli_checks_its_options_before_loading_anything(capsys):
 
 
 @pytest.mark.slow
+def test_cli_refuses_a_bad_compile_mode_before_loading(capsys):
+    from fxprof.cli.app import main
+
+    assert main(["generate", "m.py:f", "--compile", "fastest"]) == 2
+    assert "--compile" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exited:  # argparse's own choices
+        main(["generate", "m.py:f", "--cache", "paged"])
+    assert exited.value.code == 2
+
+
+@pytest.mark.slow
+def test_cli_compile_profiles_the_compiled_forward_with_a_static_cache(tmp_path, capsys):
+    """Issue 50, item 2: ``fxprof generate --compile`` is Hugging Face's compiled decoding
+    (``model.forward = torch.compile(model.forward)``, a static cache): the header says so and the
+    rows are the compiled program's kernels."""
+    import pathlib
+
+    from fxprof.cli.app import main
+
+    torch._dynamo.reset()  # earlier tests' compiles of the same forward code count against dynamo's limit
+    script = pathlib.Path(__file__).resolve().parents[1] / "docs" / "scripts" / "generate_models.py"
+    out = tmp_path / "gen"
+    code = main(["--quiet", "generate", f"{script}:tiny_llama", "--prompt-len", "6", "--new-tokens", "3",
+                 "--peaks", "0.1,10", "--compile", "--json", str(out)])
+    said = capsys.readouterr()
+    assert code == 0, said.err
+    assert "compiled:" in said.out and "static" in said.out
+    back = fxprof.load_generation(out)
+    assert back.decode.meta["capture"] == "compiled" and back.meta["compiled"]["cache"] == "static"
+
+
 def test_cli_prints_the_summary_and_saves(tmp_path, capsys):
     import pathlib
 

@@ -21,6 +21,7 @@ examples:
   fxprof generate mymodels.py:tiny_llama --prompt-len 32 --new-tokens 16
   fxprof generate mymodels.py:tiny_llama --new-tokens 64 --peaks 0.5,20 --json run_gen --html gen.html
   fxprof generate mypkg.lm:build --device cuda --dtype bfloat16 --batch 4
+  fxprof generate mymodels.py:tiny_llama --compile --new-tokens 16        # Hugging Face's compiled decoding
 
 The factory returns a causal LM whose generate() calls its forward once per token (Hugging Face
 ...ForCausalLM). Greedy decoding; the prompt is random token ids from the vocabulary (--seed).
@@ -42,6 +43,13 @@ def add_parser(command: Any) -> argparse.ArgumentParser:
     g.add_argument("--device", default="cpu", help="device for the model and prompt: cpu, cuda, cuda:1 (default: cpu)")
     g.add_argument("--dtype", default="float32", help="dtype of the model: float32, float16, bfloat16, float64 (default: float32)")
     g.add_argument("--threads", type=int, default=None, metavar="N", help="torch CPU threads (default: torch's choice)")
+    g.add_argument("--compile", nargs="?", const="default", default=None, metavar="MODE",
+                   help="compile the model's forward in place first (model.forward = torch.compile(model.forward, "
+                        "mode=MODE), Hugging Face's recipe) and profile the compiled kernels per layer; MODE: default, "
+                        "reduce-overhead, max-autotune, max-autotune-no-cudagraphs (default: default)")
+    g.add_argument("--cache", choices=("dynamic", "static"), default=None,
+                   help="the KV cache generate() uses: static (one decode graph for every position when compiled) or "
+                        "dynamic (default: static with --compile, else the model's own)")
     g.add_argument("--peaks", default=None, metavar="TFLOPS,GBPS|auto|quick|off",
                    help="the memory bandwidth of the floor: measured (auto, the default; quick: a rough one), given "
                         "(0.5,20 for 0.5 TFLOP/s and 20 GB/s), or off")
@@ -68,6 +76,11 @@ def check(args: argparse.Namespace) -> None:
             parse_peaks(args.peaks)
         except ValueError as exc:
             raise _bad(f"bad --peaks {args.peaks!r}: {exc}") from exc
+    if args.compile is not None:
+        from ..vocab import COMPILE_MODES
+
+        if args.compile not in COMPILE_MODES:
+            raise _bad(f"bad --compile {args.compile!r}: use one of {', '.join(COMPILE_MODES)}")
     if args.json == "":
         raise _bad("--json was given an empty path; give a folder to save the result into")
     if args.html is not None:
@@ -101,7 +114,13 @@ def run(args: argparse.Namespace) -> int:
         raise _bad(f"cannot put the model on {device} as {args.dtype}: {_first_line(exc)}") from exc
     ids = torch.randint(0, vocab, (args.batch, args.prompt_len), generator=torch.Generator().manual_seed(args.seed)).to(device)
     say = (lambda line: None) if args.quiet else (lambda line: print(f"fxprof generate: {line}", file=sys.stderr, flush=True))
-    result = generate(model, ids, max_new_tokens=args.new_tokens, peaks=_peaks_option(args.peaks), progress=say)
+    extra = {}
+    cache = args.cache or ("static" if args.compile is not None else None)
+    if cache is not None:
+        extra["cache_implementation"] = cache
+    if args.compile is not None:  # Hugging Face's recipe: the forward compiled in place, the model's own generate()
+        model.forward = torch.compile(model.forward, mode=None if args.compile == "default" else args.compile)
+    result = generate(model, ids, max_new_tokens=args.new_tokens, peaks=_peaks_option(args.peaks), progress=say, **extra)
     _print(result.summary())
     if args.json is not None:
         result.save(args.json)

@@ -18,6 +18,7 @@ from .api import profile
 from .core.compare import ALPHA, MIN_EFFECT
 from .core.whatif import WhatIf
 from .measure.common.state import preserved_rng, refuse_inside_session
+from .measure.timing.contention import ContentionMeter
 from .measure.whatif.variants import NoChange, Prepared, parse_variant, prepare, time_interleaved
 
 __all__ = ["whatif"]
@@ -133,7 +134,7 @@ def _whatif(model: nn.Module, args: tuple, kwargs: dict, parsed: list, names: li
             failed(variant.name, exc)
     say(f"timing {len(ready)} variants interleaved: {warmup} warm-up and {iters} timed runs each")
     lost: dict[str, list[float]] = {}
-    times = time_interleaved(ready, iters, warmup, on_error=failed, lost=lost)
+    times = time_interleaved(ready, iters, warmup, on_error=failed, lost=lost, meter=ContentionMeter())
     if "baseline" not in times:
         raise RuntimeError(f"the model as given failed to run: {errors.get('baseline', 'unknown error')}")
     result = WhatIf(times=times, samples={p.name: p.samples for p in ready}, order=names, errors=errors,

@@ -220,17 +220,15 @@ def _sync(device_type: str) -> None:
 def time_interleaved(prepared: list[Prepared], iters: int, warmup: int, no_grad: bool = True,
                      on_error: Callable[[str, BaseException], None] | None = None,
                      step: Callable[[], None] | None = None,
-                     lost: dict[str, list[float]] | None = None) -> dict[str, np.ndarray]:
+                     lost: dict[str, list[float]] | None = None, meter: Any = None) -> dict[str, np.ndarray]:
     """Warm every variant up (``warmup`` calls each; a compiled one compiles here), then
     ``iters`` rounds in which each variant's model is called once, the order rotating by one
     each round. Returns each variant's call times in ms (host clock, the device synchronized
     before and after each call on CUDA). A variant whose call raises is dropped from the
-    remaining rounds and reported to ``on_error(name, exc)`` (raised when None). ``lost``, where
-    given, receives per variant what each timed call lost to other processes, in ms
-    (:class:`~fxprof.measure.timing.contention.ContentionMeter`, outside the timed span)."""
-    from ..timing.contention import ContentionMeter
-
-    meter = ContentionMeter() if lost is not None else None
+    remaining rounds and reported to ``on_error(name, exc)`` (raised when None). With ``meter``
+    (a :class:`~fxprof.measure.timing.contention.ContentionMeter`, given by the caller: this
+    package sits beside ``timing``, not above it) and ``lost``, ``lost`` receives per variant
+    what each timed call lost to other processes, in ms, measured outside the timed span."""
     device_type = _device_type(prepared[0].model, prepared[0].args) if prepared else "cpu"
     grad = torch.no_grad if no_grad else contextlib.nullcontext
     alive = list(prepared)

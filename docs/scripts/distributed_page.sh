@@ -19,3 +19,12 @@ echo "### S3"
 python -m fxprof show slow.json --group-by comm
 echo "### E"
 torchrun --nproc-per-node 2 "$root/docs/scripts/distributed_example.py" 2>/dev/null
+echo "### F1"  # FSDP2's forward: all-gather, wait and reshard as rows (docs/distributed.md, sharded models)
+torchrun --nproc-per-node 2 -m fxprof profile "$root/tests/sharded_worker.py:sharded_model" --input 8x16 --warmup 2 \
+    --iters 20 --json fsdp.json 2>/dev/null
+echo "### F2"  # an FSDP2 training step: the backward's all-gathers and reduce-scatters as rows too
+torchrun --nproc-per-node 2 -m fxprof profile "$root/tests/sharded_worker.py:sharded_model" --input 8x16 --backward \
+    --warmup 2 --iters 20 --json fsdp_bw.json 2>/dev/null
+echo "### T1"  # a tensor-parallel block: the collectives parallelize_module inserts
+torchrun --nproc-per-node 2 -m fxprof profile "$root/tests/sharded_worker.py:tensor_parallel_block" --input 8x16 \
+    --warmup 2 --iters 20 2>/dev/null

@@ -134,6 +134,31 @@ def _max_threads() -> int:
     return max(1024, 4 * (os.cpu_count() or 1))
 
 
+def check_counts(*counts: tuple[str, int | None, int]) -> None:
+    """Each ``(option, value, least)``: a given value below its least is a usage error."""
+    for label, value, minimum in counts:
+        if value is not None and value < minimum:
+            raise _bad(f"bad {label} {value}: must be >= {minimum}")
+
+
+def check_threads(threads: int | None) -> None:
+    """``--threads``: at least 1, at most :func:`_max_threads`."""
+    check_counts(("--threads", threads, 1))
+    if threads is not None and threads > _max_threads():
+        raise _bad(f"bad --threads {threads}: at most {_max_threads()} on this machine")
+
+
+def check_verdict_rules(alpha: float, min_effect: float) -> None:
+    """``--alpha`` (a level between 0 and 1) and ``--min-effect`` (a finite fraction >= 0): the
+    rules of compare's, whatif's and ab's verdicts."""
+    import math
+
+    if not 0.0 < alpha < 1.0:
+        raise _bad(f"bad --alpha {alpha}: a significance level between 0 and 1, e.g. 0.05")
+    if not math.isfinite(min_effect) or min_effect < 0:
+        raise _bad(f"bad --min-effect {min_effect}: a fraction >= 0, e.g. 0.10 for 10%")
+
+
 def _this_rank_writes() -> bool:
     """False on the ranks other than 0 of a ``torchrun`` job (read from the environment, so
     that no torch is imported to know it)."""

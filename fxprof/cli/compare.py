@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from typing import Any
 
 from ..vocab import FAIL_ON, GATE_EXIT
-from .common import _bad, _check_columns, _check_outputs, _check_plotly, _check_top, _print, _view, table_options
+from .common import (_bad, _check_columns, _check_outputs, _check_plotly, _check_top, _print, _view, check_verdict_rules,
+                     table_options)
 
 USAGE = "compare A B"
 SUMMARY = "compare two saved profiles or tables node by node"
@@ -70,10 +70,7 @@ def add_parser(command: Any) -> argparse.ArgumentParser:
 
 def check(args: argparse.Namespace) -> None:
     _check_top(args)
-    if not 0.0 < args.alpha < 1.0:
-        raise _bad(f"bad --alpha {args.alpha}: a significance level between 0 and 1, e.g. 0.05")
-    if not math.isfinite(args.min_effect) or args.min_effect < 0:
-        raise _bad(f"bad --min-effect {args.min_effect}: a fraction >= 0, e.g. 0.10 for 10%")
+    check_verdict_rules(args.alpha, args.min_effect)
     if args.by == "scope" and args.html is not None:
         raise _bad("--html draws the node-by-node comparison; --by scope has none: drop one of them")
     if args.by == "scope" and (args.fail_on or args.markdown is not None):

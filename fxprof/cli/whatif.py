@@ -10,7 +10,7 @@ import argparse
 import sys
 from typing import Any
 
-from .common import _bad, _check_outputs, _first_line, _max_threads, _print, model_sources
+from .common import _bad, _check_outputs, _first_line, _print, check_counts, check_threads, check_verdict_rules, model_sources
 from .input_spec import check_specs
 
 USAGE = "whatif MODEL"
@@ -64,20 +64,11 @@ def add_parser(command: Any) -> argparse.ArgumentParser:
 
 
 def check(args: argparse.Namespace) -> None:
-    import math
-
     from .model_names import check_model_name
 
-    for label, value, minimum in (("--iters", args.iters, 2), ("--warmup", args.warmup, 0), ("--depth", args.depth, 1),
-                                  ("--threads", args.threads, 1)):
-        if value is not None and value < minimum:
-            raise _bad(f"bad {label} {value}: must be >= {minimum}")
-    if args.threads is not None and args.threads > _max_threads():
-        raise _bad(f"bad --threads {args.threads}: at most {_max_threads()} on this machine")
-    if not 0.0 < args.alpha < 1.0:
-        raise _bad(f"bad --alpha {args.alpha}: a significance level between 0 and 1, e.g. 0.05")
-    if not math.isfinite(args.min_effect) or args.min_effect < 0:
-        raise _bad(f"bad --min-effect {args.min_effect}: a fraction >= 0, e.g. 0.10 for 10%")
+    check_counts(("--iters", args.iters, 2), ("--warmup", args.warmup, 0), ("--depth", args.depth, 1))
+    check_threads(args.threads)
+    check_verdict_rules(args.alpha, args.min_effect)
     specs = _variants(args.variants)
     if not specs:
         raise _bad("--variants is empty: name at least one, e.g. --variants channels_last,compile")

@@ -14,8 +14,8 @@ import argparse
 import sys
 from typing import Any
 
-from .common import (_bad, _check_outputs, _first_line, _print, check_counts, check_threads, check_verdict_rules,
-                     model_sources)
+from .common import (_bad, _check_outputs, _first_line, _print, add_device_option, add_input_option, check_counts, check_threads,
+                     check_verdict_rules, model_sources)
 from .input_spec import check_specs
 
 USAGE = "ab A B"
@@ -45,18 +45,16 @@ Exit status: 0, or 3 when --fail-on slower holds (b slower than a beyond noise a
 def add_parser(command: Any) -> argparse.ArgumentParser:
     p = command("ab", SUMMARY,
                 "Load models A and B, then time them interleaved in one process on the same inputs (each round "
-                "calls both once, which goes first alternating, after --warmup untimed calls each), and print B's "
-                "median run against A's with a 95% bootstrap interval, a Mann-Whitney U p-value and a verdict "
-                "(faster, slower, same, too few runs: compare's rules, on the rounds' paired ratios: their median, a "
-                "sign-test p-value). Drift of the machine between processes does "
-                "not enter (docs/ci.md gives its false-alarm and detection rates).", AB_EXAMPLES)
+                "calls both once, which goes first alternating, after --warmup untimed calls each), each call less the "
+                "time it lost to other processes, and print b/a in the median round with a 95% bootstrap interval "
+                "over rounds, a sign-test p-value and a verdict (faster, slower, same, too few runs: compare's rules "
+                "on the rounds' paired ratios). Drift of the machine between processes does not enter (docs/ci.md "
+                "gives the false-alarm and detection rates measured).", AB_EXAMPLES)
     p.add_argument("a", metavar="A", help="the baseline model: torchvision name, package.module:factory, or file.py:factory")
     p.add_argument("b", metavar="B", help="the other model, called with the same inputs")
     m = p.add_argument_group("inputs")
-    m.add_argument("--input", action="append", metavar="[NAME=]SHAPE[:DTYPE]",
-                   help="an input: 1x3x224x224, 2x128:int64, or a keyword input ids=2x128:int64; repeat for several "
-                        "(default: 1x3x224x224)")
-    m.add_argument("--device", default="cpu", help="device for the models and inputs: cpu, cuda, cuda:1 (default: cpu)")
+    add_input_option(m)
+    add_device_option(m, "the models and inputs")
     r = p.add_argument_group("running")
     r.add_argument("--iters", type=int, default=30, metavar="N", help="interleaved rounds: a and b once each (default: 30)")
     r.add_argument("--warmup", type=int, default=3, metavar="N", help="untimed calls of each model first (default: 3)")

@@ -134,6 +134,18 @@ def _max_threads() -> int:
     return max(1024, 4 * (os.cpu_count() or 1))
 
 
+def add_input_option(group: Any) -> None:
+    """``--input [NAME=]SHAPE[:DTYPE]`` (repeatable), as profile, whatif and ab take it."""
+    group.add_argument("--input", action="append", metavar="[NAME=]SHAPE[:DTYPE]",
+                       help="an input: 1x3x224x224, 2x128:int64, or a keyword input ids=2x128:int64; repeat for "
+                            "several (default: 1x3x224x224)")
+
+
+def add_device_option(group: Any, what: str = "the model and inputs") -> None:
+    """``--device`` (default cpu), for ``what``."""
+    group.add_argument("--device", default="cpu", help=f"device for {what}: cpu, cuda, cuda:1 (default: cpu)")
+
+
 def check_counts(*counts: tuple[str, int | None, int]) -> None:
     """Each ``(option, value, least)``: a given value below its least is a usage error."""
     for label, value, minimum in counts:

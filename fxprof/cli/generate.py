@@ -11,7 +11,7 @@ import argparse
 import sys
 from typing import Any
 
-from .common import _bad, _first_line, _print
+from .common import _bad, _first_line, _print, add_device_option
 
 USAGE = "generate MODEL"
 SUMMARY = "profile a causal LM's generate(): prefill and every decode step, against the memory floor"
@@ -40,7 +40,7 @@ def add_parser(command: Any) -> argparse.ArgumentParser:
     g.add_argument("--new-tokens", type=int, default=16, metavar="N", help="tokens to generate (default: 16)")
     g.add_argument("--batch", type=int, default=1, metavar="B", help="prompts in the batch (default: 1)")
     g.add_argument("--seed", type=int, default=0, help="seed of the random prompt (default: 0)")
-    g.add_argument("--device", default="cpu", help="device for the model and prompt: cpu, cuda, cuda:1 (default: cpu)")
+    add_device_option(g, "the model and prompt")
     g.add_argument("--dtype", default="float32", help="dtype of the model: float32, float16, bfloat16, float64 (default: float32)")
     g.add_argument("--threads", type=int, default=None, metavar="N", help="torch CPU threads (default: torch's choice)")
     g.add_argument("--compile", nargs="?", const="default", default=None, metavar="MODE",

@@ -44,7 +44,7 @@ def load_model(spec: str) -> nn.Module:
     where, _, factory_name = spec.rpartition(":")
     if not where or not factory_name.isidentifier():
         raise FxprofError(f"bad model {spec!r}: expected 'package.module:factory' or 'path/to/file.py:factory'")
-    if where.endswith(".py") or os.sep in where or "/" in where:
+    if _is_file(where):
         if not os.path.isfile(where):
             raise FxprofError(f"bad model {spec!r}: no such file {where!r}")
         folder = os.path.dirname(os.path.abspath(where))
@@ -244,13 +244,18 @@ def resolve_modules(option: str, items: list[str], model: nn.Module) -> list:
     return out
 
 
+def _is_file(where: str) -> bool:
+    """``where`` (a spec's part before ``:factory``) names a file, not a ``package.module``."""
+    return where.endswith(".py") or os.sep in where or "/" in where
+
+
 def _model_folder(spec: str) -> str | None:
     """The folder a model spec's own code comes from: a file's folder, the current folder for
     ``package.module:factory``; None for a torchvision name."""
     if ":" not in spec:
         return None
     where = spec.rpartition(":")[0]
-    if where.endswith(".py") or os.sep in where or "/" in where:
+    if _is_file(where):
         return os.path.dirname(os.path.abspath(where))
     return os.getcwd()
 

@@ -14,7 +14,7 @@ from typing import Any
 from ..vocab import CAPTURES, COMPILE_MODES, CUDA_TIMERS, MODES, OPTIMIZERS, TIMER_NAMES
 from .input_spec import check_specs, missing_batch_hint
 from .model_names import check_model_name
-from .common import (NODE_COLUMNS, NODE_SORT, _bad, _check_groups, _check_top, _check_node_view, _check_not_inputs, _check_outputs,
+from .common import (NODE_COLUMNS, add_device_option, add_input_option, NODE_SORT, _bad, _check_groups, _check_top, _check_node_view, _check_not_inputs, _check_outputs,
                      _check_plotly, _first_line, _max_threads, _print, _signals_deferred, _Terminated, _this_rank_writes,
                      _view, model_sources, parse_concrete, table_options)
 
@@ -55,12 +55,10 @@ def add_parser(command: Any) -> argparse.ArgumentParser:
                 "nodes that take the most time.", PROFILE_EXAMPLES)
     p.add_argument("model", metavar="MODEL", help="torchvision name (resnet18), package.module:factory, or path/to/file.py:factory")
     m = p.add_argument_group("model and inputs")
-    m.add_argument("--input", action="append", metavar="[NAME=]SHAPE[:DTYPE]",
-                   help="an input: 1x3x224x224, 2x128:int64, or a keyword input ids=2x128:int64; repeat for several "
-                        "(default: 1x3x224x224)")
+    add_input_option(m)
     m.add_argument("--no-input", action="store_true",
                    help="call the model with no inputs at all (a model whose forward takes none)")
-    m.add_argument("--device", default="cpu", help="device for the model and inputs: cpu, cuda, cuda:1 (default: cpu)")
+    add_device_option(m)
     m.add_argument("--dtype", default="float32", help="dtype of the model and of float inputs: float32, float16, bfloat16, float64 (default: float32)")
     c = p.add_argument_group("capture (how the graph is made)")
     c.add_argument("--capture", default="auto", choices=CAPTURES,

@@ -10,7 +10,8 @@ import argparse
 import sys
 from typing import Any
 
-from .common import _bad, _check_outputs, _first_line, _print, check_counts, check_threads, check_verdict_rules, model_sources
+from .common import (_bad, _check_outputs, _first_line, _print, add_device_option, add_input_option, check_counts, check_threads,
+                     check_verdict_rules, model_sources)
 from .input_spec import check_specs
 
 USAGE = "whatif MODEL"
@@ -40,10 +41,8 @@ def add_parser(command: Any) -> argparse.ArgumentParser:
                    help="comma-separated: channels_last, compile[:MODE], bf16, fp16, inference_mode, threads=N, batch=N "
                         "(default: channels_last,compile,inference_mode)")
     m = w.add_argument_group("model and inputs")
-    m.add_argument("--input", action="append", metavar="[NAME=]SHAPE[:DTYPE]",
-                   help="an input: 1x3x224x224, 2x128:int64, or a keyword input ids=2x128:int64; repeat for several "
-                        "(default: 1x3x224x224)")
-    m.add_argument("--device", default="cpu", help="device for the model and inputs: cpu, cuda, cuda:1 (default: cpu)")
+    add_input_option(m)
+    add_device_option(m)
     r = w.add_argument_group("running")
     r.add_argument("--iters", type=int, default=20, metavar="N",
                    help="interleaved rounds: each variant runs once a round (default: 20)")

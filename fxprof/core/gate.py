@@ -93,21 +93,18 @@ def paired_run_verdict(a_totals: Sequence[float], b_totals: Sequence[float], alp
                       paired=True)
 
 
-#: a call that lost this share of its wall time or more to other processes counts as busy (the
-#: rule for a profile's runs, fxprof.core.contention)
-BUSY_SHARE = 0.05
-
-
 def less_lost(times: Sequence[float], lost: Sequence[float] | None) -> tuple[list[float], int]:
     """Each call's time less what it lost to other processes (``lost``, ms, one a call; None or
-    another length: the times as they are), and how many calls lost :data:`BUSY_SHARE` of their
-    time or more. Interleaved rounds on a busy machine: the second call of a round is the one
+    another length: the times as they are), and how many calls were busy
+    (:func:`fxprof.core.contention.busy_mask`, a profile's rule for its runs). Interleaved rounds on a busy machine: the second call of a round is the one
     preempted (an A/A pair read 1.10-1.40x in rounds where b went second, 0.84-1.06x where it
     went first, at load 3 with a busy loop on each core), which the paired ratios alone cannot
     cancel when preemption is that regular."""
     if lost is None or len(lost) != len(times):
         return [float(t) for t in times], 0
-    busy = sum(1 for t, w in zip(times, lost) if t > 0 and w >= BUSY_SHARE * t)
+    from .contention import busy_mask
+
+    busy = int(busy_mask(lost, times).sum())
     return [max(float(t) - float(w), 0.0) for t, w in zip(times, lost)], busy
 
 

@@ -29,7 +29,9 @@ def _busy(meta: dict[str, Any]) -> str:
     busy, calls = meta.get("busy_calls", 0), meta.get("calls", 0)
     if not busy:
         return "; no call lost time to other processes"
-    return (f"; machine busy: {busy} of {calls} calls lost 5% or more of their time to other processes, and every "
+    from ..core.contention import BUSY_SHARE
+
+    return (f"; machine busy: {busy} of {calls} calls lost {BUSY_SHARE:.0%} or more of their time to other processes, and every "
             f"call is held less what it lost")
 
 

@@ -115,12 +115,19 @@ class _Clock:
             return None
         return recorder.timer.mark(), recorder.timer.host_ns()
 
-    def stop(self, token: Any, name: str, kind: str, path: str, phase: str) -> None:
+    def end(self, token: Any) -> Any:
+        """The step's end marks, taken the moment FSDP's method returns (naming the row comes after)."""
         recorder = self.capture.timing
         if token is None or recorder is None:
-            return
+            return None
         h1 = recorder.timer.host_ns()
-        m1 = recorder.timer.mark()
+        return recorder.timer.mark(), h1
+
+    def stop(self, token: Any, end: Any, name: str, kind: str, path: str, phase: str) -> None:
+        recorder = self.capture.timing
+        if token is None or end is None or recorder is None:
+            return
+        m1, h1 = end
         graph = FSDP_GRAPHS[phase]
         full = f"{graph}:{name}"
         recorder.append((full, token[0], m1, token[1], h1))

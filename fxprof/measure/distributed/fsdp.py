@@ -354,7 +354,8 @@ class TrainingSteps:
     same phase) and charged to the FSDP module's path. ``pre_forward``/``post_forward`` are wrapped
     too, untimed, to know which FSDP module's forward is running (:attr:`running`).
 
-    ``clock`` has ``start() -> token`` and ``stop(token, name, kind, path, phase)``; ``phase()``
+    ``clock`` has ``start() -> token``, ``end(token) -> end`` (the end marks, taken as FSDP's
+    method returns) and ``stop(token, end, name, kind, path, phase)``; ``phase()``
     says ``forward`` or ``backward``. Private parts of FSDP2 used (torch 2.11 and later): the
     parameter group's methods above, ``is_unsharded`` and ``_all_gather_result``.
     """
@@ -416,8 +417,9 @@ class TrainingSteps:
             try:
                 token = self.clock.start()
                 out = method(*args, **kwargs)
+                end = self.clock.end(token)  # first: the bookkeeping below is not FSDP's time
                 if step != "reshard" or (was_unsharded and not group.is_unsharded):  # FSDP may skip a reshard
-                    self._stop(token, path, step)
+                    self._stop(token, end, path, step)
                 return out
             finally:
                 self._depth -= 1
@@ -433,13 +435,13 @@ class TrainingSteps:
             return bool(group.is_unsharded)
         return True
 
-    def _stop(self, token: Any, path: str, step: str) -> None:
+    def _stop(self, token: Any, end: Any, path: str, step: str) -> None:
         phase = self.phase()
         key = (path, step, phase)
         n = self._calls.get(key, 0)
         self._calls[key] = n + 1
         label = path.replace(".", "_") or "root"
-        self.clock.stop(token, f"{label}_{step}{f'_{n}' if n else ''}", step, path, phase)
+        self.clock.stop(token, end, f"{label}_{step}{f'_{n}' if n else ''}", step, path, phase)
 
 
 def _within(scope: str, path: str) -> bool:

@@ -73,6 +73,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "Generation": ("core.generation", "Generation"),
     "load_generation": ("io.generation", "load_generation"),
     "gather": ("measure.distributed.ranks", "gather"),
+    "overlap": ("core.overlap", "overlap"),
     "merge_chrome_traces": ("views.trace", "merge_chrome_traces"),
     "plot_compare": ("views.plot", "plot_compare"),  # matplotlib itself is imported on first use
     "plot_distribution": ("views.plot", "plot_distribution"),
@@ -98,6 +99,7 @@ __all__ = [
     "Generation",
     "load_generation",
     "gather",
+    "overlap",
     "plot_top",
     "merge_chrome_traces",
     "plot_groups",

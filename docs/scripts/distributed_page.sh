@@ -28,3 +28,10 @@ torchrun --nproc-per-node 2 -m fxprof profile "$root/tests/sharded_worker.py:sha
 echo "### T1"  # a tensor-parallel block: the collectives parallelize_module inserts
 torchrun --nproc-per-node 2 -m fxprof profile "$root/tests/sharded_worker.py:tensor_parallel_block" --input 8x16 \
     --warmup 2 --iters 20 2>/dev/null
+echo "### O1"  # FSDP2 overlap: four blocks prefetching, asynchronous all-gathers, a training step
+torchrun --nproc-per-node 2 -m fxprof profile "$root/tests/overlap_worker.py:prefetched_async" --input 16x64 --backward \
+    --warmup 2 --iters 20 --json ov.json --top 0 2>/dev/null | grep "^FSDP all-gathers"
+python -m fxprof show ov.json --top 0 --overlap | sed -n '/^layer/,$p'
+echo "### O2"  # the same with FSDP's defaults: synchronous all-gathers
+torchrun --nproc-per-node 2 -m fxprof profile "$root/tests/overlap_worker.py:prefetched" --input 16x64 \
+    --warmup 2 --iters 20 --top 0 2>/dev/null | grep "^FSDP all-gathers"

@@ -17,6 +17,7 @@ examples:
   fxprof show run.json --group-by op --sort nodes
   fxprof show run.json --group-by scope --depth 2 --columns nodes,median_ms,pct
   fxprof show run.json --group-by rank          # one row per torch.distributed rank
+  fxprof show fsdp.json --overlap               # FSDP2: each layer's all-gathers, exposed and hidden
   fxprof show run.csv --columns kind,median_ms,output_shape   # a CSV has no run header
 """
 
@@ -27,6 +28,9 @@ def add_parser(command: Any) -> argparse.ArgumentParser:
                 "running anything.", SHOW_EXAMPLES)
     s.add_argument("file", metavar="FILE", help="a .json or .npz profile or .csv table written by fxprof")
     table_options(s, NODE_SORT, NODE_COLUMNS)
+    s.add_argument("--overlap", action="store_true",
+                   help="an FSDP2 profile: per layer and phase, its all-gathers' issue, the work ahead of their wait, the "
+                        "wait, the time exposed and the share hidden behind other work (fxprof.overlap), after the table")
     return s
 
 
@@ -46,11 +50,15 @@ def run(args: argparse.Namespace) -> int:
     _check_view(args)
     loaded = read_any(args.file)
     if isinstance(loaded, __import__("pandas").DataFrame):
-        if args.group_by == "rank":
-            raise _bad("--group-by rank needs a saved profile (.json or .npz); a CSV holds no runs")
+        if args.group_by == "rank" or args.overlap:
+            raise _bad(f"{'--overlap' if args.overlap else '--group-by rank'} needs a saved profile (.json or .npz); a CSV holds no runs")
         _print(f"fxprof: per-node table from {args.file} (a CSV holds no raw samples and no run header)\n")
         _print(render_body(loaded, _view(args)))
     else:
         loaded.keep_outliers = args.keep_outliers
         _print(render_summary(loaded, _view(args)))
+        if args.overlap:
+            from ..views.overlap import overlap_text
+
+            _print("\n" + overlap_text(loaded))
     return 0

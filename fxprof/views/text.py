@@ -111,6 +111,9 @@ def render_header(profile: "Profile") -> str:
         from .ranks import rank_header
 
         lines.extend(rank_header(profile))
+    from .overlap import overlap_lines
+
+    lines.extend(overlap_lines(profile))  # FSDP2: the all-gathers' time exposed and hidden
     from .fidelity import fidelity_lines
 
     lines.extend(fidelity_lines(profile))

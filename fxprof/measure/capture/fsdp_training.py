@@ -31,7 +31,7 @@ import torch
 from torch import nn
 
 from ...core.nodes import NodeInfo
-from ..distributed.fsdp import TrainingSteps, compute_outside_graphs, fsdp_modules
+from ..distributed.fsdp import TrainingSteps, async_gathers, compute_outside_graphs, fsdp_modules
 from .base import PassFn
 from .training import LOSS_SCOPE, TrainingCapture, _TrainingSession, describe_backward, describe_forward, training_backend
 from ..timing.recorder import Recorder
@@ -143,6 +143,7 @@ class FSDPTrainingCapture(TrainingCapture):
         self.reason = ("backward=True on an FSDP2 model: forward and backward graphs from AOTAutograd, "
                        "FSDP's hooks run as in training, its all-gathers and reduce-scatters timed as rows")
         self.modules = fsdp_modules(model)
+        self.notes["fsdp"] = {"unshard_async_op": async_gathers(self.modules)}  # read by fxprof.core.overlap
         self.steps = TrainingSteps(self.modules, _Clock(self), _phase)
         self.session = _FSDPSession(type(model), lambda: self.steps.running[-1] if self.steps.running else "")
         #: the recorder of the timed run going on, else None

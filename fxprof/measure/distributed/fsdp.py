@@ -37,7 +37,7 @@ from typing import Any
 
 from torch import fx, nn
 
-__all__ = ["fsdp_modules", "insert_fsdp_steps", "refuse_unsupported", "forward_prefetch", "bypass_types", "FSDPStep", "FSDP_KINDS",
+__all__ = ["fsdp_modules", "async_gathers", "insert_fsdp_steps", "refuse_unsupported", "forward_prefetch", "bypass_types", "FSDPStep", "FSDP_KINDS",
            "TrainingSteps", "param_groups_by_path", "compute_outside_graphs"]
 
 #: the kinds of the nodes fxprof inserts for FSDP's work
@@ -312,6 +312,13 @@ def _apply_prefetch(graph: fx.Graph, modules: dict[str, nn.Module], steps: dict[
                 gather.target.async_op = _async_unshard(modules[target])  # type: ignore[union-attr]
                 cursor.append(gather)
                 cursor = gather
+
+
+def async_gathers(modules: dict[str, nn.Module]) -> dict[str, bool]:
+    """Per FSDP module path: whether FSDP issues its all-gathers asynchronously (its
+    ``unshard_async_op``, False unless set): on the CPU, gloo runs a synchronous one inside the
+    issue (:mod:`fxprof.core.overlap` reads this from ``meta["fsdp"]``)."""
+    return {path: _async_unshard(module) for path, module in modules.items()}
 
 
 def bypass_types() -> tuple[type, ...]:

@@ -1,0 +1,135 @@
+"""FSDP2's all-gathers against the work around them (fxprof.overlap and the header's line):
+real gloo jobs under torchrun on the CPU (tests/overlap_worker.py): four blocks, each prefetching
+the next one's parameters, FSDP's all-gathers synchronous (its default) or asynchronous."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import fxprof
+from fxprof.core.overlap import OVERLAP_COLUMNS, fsdp_steps
+
+from test_distributed import HERE, _env, _torchrun
+from test_distributed_sharded import needs_fsdp
+
+WORKER = HERE / "overlap_worker.py"
+
+
+@pytest.fixture(scope="module")
+def profiles(tmp_path_factory):
+    out = tmp_path_factory.mktemp("overlap")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", str(WORKER), str(out)]
+    result = _torchrun(cmd, env=_env(), capture_output=True, text=True, timeout=1200, stdin=subprocess.DEVNULL, cwd=out)
+    assert result.returncode == 0, result.stderr[-4000:]
+    return {name: fxprof.load(out / f"{name}.json") for name in ("sync", "async", "async_train")}
+
+
+def _per_run(prof, names):
+    """Per (run): the sum of the named nodes' times in that run."""
+    s = prof.samples
+    return s[s["node"].astype(str).isin(names)].groupby("run")["time_ms"].sum()
+
+
+def _starts(prof, name):
+    s = prof.samples
+    return s[s["node"].astype(str) == name].set_index("run")
+
+
+@needs_fsdp
+def test_every_layers_gather_is_paired_with_its_wait(profiles):
+    for name, prof in profiles.items():
+        table = fxprof.overlap(prof)
+        assert list(table.columns[:len(OVERLAP_COLUMNS)]) == list(OVERLAP_COLUMNS)
+        phases = ["forward", "backward"] if name == "async_train" else ["forward"]
+        for phase in phases:
+            for block in ("b0", "b1", "b2", "b3"):
+                row = table.loc[(block, phase)]
+                assert row["gathers"] == 1, (name, block, phase)
+                assert row["exposed_ms"] == pytest.approx(row["issue_ms"] + row["waited_ms"])
+                assert 0 <= row["hidden_pct"] <= 100
+                assert row["most_waited_rank"] in (0, 1)
+        # the issue's median is the all-gather row's own (one call per run, every rank's runs)
+        gather = "b1_all_gather" if name != "async_train" else "fsdp:b1_all_gather"
+        assert table.loc[("b1", "forward"), "issue_ms"] == pytest.approx(prof.df.loc[gather, "median_ms"])
+    steps = fsdp_steps(profiles["async_train"])
+    assert {"all_gather", "wait", "reduce_scatter"} <= set(steps.values())
+    train = fxprof.overlap(profiles["async_train"])
+    assert (train.xs("backward", level="phase")["reduce_scatter_ms"] > 0).all()  # post-backward's rows
+
+
+@needs_fsdp
+def test_a_synchronous_gather_hides_nothing_and_the_header_says_why(profiles):
+    """FSDP's default on the CPU: the prefetched gather runs inside b0's pre-forward, so b0's own
+    compute between b1's issue and b1's wait hid none of it."""
+    prof = profiles["sync"]
+    table = fxprof.overlap(prof)
+    blocks = table.loc[[(b, "forward") for b in ("b0", "b1", "b2", "b3")]]
+    assert blocks["blocking"].all() and (blocks["hidden_pct"] == 0).all() and (blocks["ahead_ms"] == 0).all()
+    line = next(x for x in prof.summary(top=0).splitlines() if x.startswith("FSDP all-gathers:"))
+    assert "none of it hidden behind other work" in line and "unshard_async_op is off" in line, line
+    # exposed: the median over runs (of both ranks) of a run's all-gather rows, plus that of its wait rows
+    steps = fsdp_steps(prof)
+    issues, waits = [n for n, s in steps.items() if s == "all_gather"], [n for n, s in steps.items() if s == "wait"]
+    assert len(issues) == len(waits) == 5  # the root and four blocks
+    exposed = float(np.median(_per_run(prof, issues))) + float(np.median(_per_run(prof, waits)))
+    assert f"FSDP all-gathers: {exposed:.3f} ms exposed per run" in line, line
+
+
+@needs_fsdp
+def test_an_asynchronous_prefetch_is_in_flight_while_the_previous_block_computes(profiles):
+    """b1's all-gather is issued in b0's pre-forward and waited for before b1's first node: b0's
+    linear, relu, linear and add ran in between, so the time ahead of b1's wait is at least
+    theirs, run by run (and so in the median)."""
+    prof = profiles["async"]
+    table = fxprof.overlap(prof)
+    b0 = [n.name for n in prof.nodes if n.scope.startswith("b0") and n.name in prof.df.index
+          and n.kind in ("linear", "relu", "add")]
+    assert len(b0) == 4
+    compute = _per_run(prof, b0)
+    issue, wait = _starts(prof, "b1_all_gather"), _starts(prof, "b1_wait")
+    window = wait["start_ms"] - (issue["start_ms"] + issue["time_ms"])
+    assert (window >= compute.reindex(window.index) - 1e-6).all()
+    row = table.loc[("b1", "forward")]
+    assert not row["blocking"] and row["ahead_ms"] == pytest.approx(float(np.median(window)))
+    assert row["ahead_ms"] >= float(np.median(compute)) - 1e-6
+    assert row["hidden_pct"] == pytest.approx(100 * row["ahead_ms"] / (row["ahead_ms"] + row["waited_ms"]))
+    # the root's own gather stays synchronous (only the blocks were switched): said so
+    assert table.loc[("", "forward"), "blocking"]
+    line = next(x for x in prof.summary(top=0).splitlines() if x.startswith("FSDP all-gathers:"))
+    assert "hidden behind other work" in line and "none of it" not in line and "blocked in the issue" in line, line
+
+
+@needs_fsdp
+def test_overlap_survives_saving_and_is_empty_without_fsdp(profiles, tmp_path):
+    prof = profiles["async"]
+    for ext in ("json", "npz"):
+        prof.save(tmp_path / f"p.{ext}")
+        back = fxprof.load(tmp_path / f"p.{ext}")
+        assert fxprof.overlap(back).equals(fxprof.overlap(prof))
+    import torch
+    plain = fxprof.profile(torch.nn.Linear(4, 4), torch.randn(2, 4), warmup=0, iters=2, anatomy=False, memory=False)
+    assert fxprof.overlap(plain).empty and not any(x.startswith("FSDP") for x in plain.summary().splitlines())
+
+
+@needs_fsdp
+def test_show_overlap_prints_each_layers_row(profiles, tmp_path, capsys):
+    from fxprof.cli import main
+
+    prof = profiles["async_train"]
+    table = fxprof.overlap(prof)
+    assert table.xs("forward", level="phase")["reduce_scatter_ms"].isna().all()  # no reduce-scatter in a forward
+    prof.save(tmp_path / "t.json")
+    assert main(["show", str(tmp_path / "t.json"), "--top", "3", "--overlap"]) == 0
+    out = capsys.readouterr().out
+    lines = out[out.index("layer    phase"):].splitlines()
+    assert "hidden_pct" in lines[0] and "most_waited_rank" in lines[0]
+    body = [x.split() for x in lines[2:] if x.strip()]  # the four times each split into value and unit
+    assert [(r[0], r[1]) for r in body] == [(layer or "(root)", phase) for layer, phase in table.index]
+    assert [r[11] for r in body] == [f"{v:.0f}" for v in table["hidden_pct"]]
+    prof.to_csv(tmp_path / "t.csv")
+    assert main(["show", str(tmp_path / "t.csv"), "--overlap"]) != 0
+    assert "--overlap needs a saved profile" in capsys.readouterr().err

@@ -16,10 +16,15 @@ is profiled as the session profiles any compiled program
 and times the compiled program's kernels per step, charged to the nodes and layers they compute;
 the header says how many graphs and recompiles there were, and whether any compiled in a timed
 step. ``torch.compile(model)`` is refused: its ``generate`` runs the eager module.
+
+The profiled steps are held against the model's own: a plain ``generate`` after the profiled one,
+each model call timed from a forward pre-hook to a forward hook (``meta["own_ms"]``; the summary's
+``fidelity`` line).
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any, Callable
 
 import numpy as np
@@ -29,7 +34,7 @@ from torch import nn
 
 from .core.generation import PER_TOKEN_COLUMNS, Generation, layer_of
 from .core.roofline import Peaks, parse_peaks
-from .measure.compiled.compiling import is_compiled
+from .measure.compiled.compiling import compiled_forward, is_compiled
 from .measure.compiled.mode import room_to_compile
 from .measure.session.session import session
 
@@ -134,6 +139,8 @@ def generate(model: nn.Module, input_ids: torch.Tensor, max_new_tokens: int = 16
     if len(profiles) != (2 if calls[0] > 1 else 1):
         raise RuntimeError(f"expected a prefill and a decode profile from {calls[0]} model call(s), got {len(profiles)}: "
                            f"does {type(model).__name__}.generate call the model once per token?")
+    say("plain generate: the model's own calls, unprofiled")
+    own = _own_calls(model, input_ids, max_new_tokens, generate_kwargs, tokens)
     prefill, decode = profiles[0], (profiles[1] if len(profiles) > 1 else None)
     shapes = _shapes(model, input_ids)
     notes = _notes(prefill, decode, shapes, s.captures - warm_graphs, generate_kwargs.get("cache_implementation") == "static")
@@ -148,7 +155,7 @@ def generate(model: nn.Module, input_ids: torch.Tensor, max_new_tokens: int = 16
             "kv_bytes_per_token": shapes["kv_per_token"], "weight_bytes": shapes["weight_bytes"],
             "weight_bytes_decode": shapes["weight_bytes_decode"], "config": shapes["config"],
             "bytes_per_s": bandwidth[0] if bandwidth else None, "flops_per_s": bandwidth[1] if bandwidth else None,
-            "peaks_source": bandwidth[2] if bandwidth else "", "notes": notes}
+            "peaks_source": bandwidth[2] if bandwidth else "", "notes": notes, "own_ms": own}
     if prefill.meta.get("capture") == "compiled":  # the compiled program's kernels (torch.profiler), not an eager graph
         c = prefill.meta.get("compiled", {})
         last = (decode or prefill).meta.get("compiled", {})
@@ -161,6 +168,39 @@ def generate(model: nn.Module, input_ids: torch.Tensor, max_new_tokens: int = 16
                            "kv_bytes_per_token": float(shapes["kv_per_token_layer"])})
     layers.index.name = "layer"
     return Generation(tokens=tokens, prefill=prefill, decode=decode, per_token=per_token, layers=layers, meta=meta)
+
+
+def _own_calls(model: nn.Module, input_ids: torch.Tensor, max_new_tokens: int, generate_kwargs: dict[str, Any],
+               tokens: torch.Tensor) -> list[float]:
+    """Each model call of a plain ``model.generate`` (no fxprof around it) after the profiled one,
+    in ms, forward pre-hook to forward hook (the device synchronized at both on a GPU): the
+    model's own prefill and decode steps that the profiled ones are held against. A forward
+    compiled in place runs once more before (the user's compiled function compiles on its first
+    call, whose steps are not kept). Empty when the plain call gives other tokens."""
+    cuda = input_ids.is_cuda
+    times: list[float] = []
+    start = [0]
+
+    def before(*_: Any) -> None:
+        if cuda:
+            torch.cuda.synchronize()
+        start[0] = time.perf_counter_ns()
+
+    def after(*_: Any) -> None:
+        if cuda:
+            torch.cuda.synchronize()
+        times.append((time.perf_counter_ns() - start[0]) / 1e6)
+
+    with torch.no_grad():
+        if compiled_forward(model) is not None:
+            model.generate(input_ids, max_new_tokens=max_new_tokens, **generate_kwargs)
+        handles = [model.register_forward_pre_hook(before), model.register_forward_hook(after)]
+        try:
+            out = model.generate(input_ids, max_new_tokens=max_new_tokens, **generate_kwargs)
+        finally:
+            for handle in handles:
+                handle.remove()
+    return times if torch.equal(out, tokens) else []
 
 
 # ---------------------------------------------------------------------- what a step moves

@@ -97,7 +97,18 @@ def _check(model, n=4, prompt=8, batch=1):
     text = gen.summary()
     assert "floor of a decode step" in text and "GB/s" in text and "tokens/s" in text
     assert "floor_ms" in gen.layer_table("decode").columns
+    _check_fidelity(gen)
     return gen
+
+
+def _check_fidelity(gen):
+    """The profiled steps against the model's own: one unprofiled call per token, the ratio said."""
+    own = gen.meta["own_ms"]
+    assert len(own) == len(gen.per_token) and all(v > 0 for v in own)
+    line = next(x for x in gen.summary().splitlines() if x.startswith("fidelity:"))
+    ratio = gen.per_token["time_ms"].iloc[1:].median() / np.median(own[1:])
+    assert f"the profiled decode step is {ratio:.2f}x the model's own" in line, line
+    assert f"median of {len(own) - 1} decode steps of a plain generate" in line
 
 
 def test_llama_tokens_per_token_table_kv_growth_floor_and_files(tmp_path):
@@ -303,6 +314,7 @@ def _compiled_check(n, **kwargs):
     assert "every compile happened in the warm-up call, none in a timed step" in gen.meta["notes"][0]
     text = gen.summary()
     assert "timer compiled kernels (torch.profiler)" in text and "compiled: inductor, mode default" in text
+    _check_fidelity(gen)  # the user's compiled forward, warmed by a plain call first
     return gen, model
 
 

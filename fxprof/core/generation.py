@@ -190,6 +190,7 @@ class Generation:
                                  f"Theil-Sen: the median of the slopes between every two decode steps, so a few slow steps "
                                  f"do not tilt it; position and time advance together, so a machine slowing down reads the "
                                  f"same; {kv})")
+            lines.extend(self.fidelity_lines())
             busy = int((dec["lost_ms"] > 0.1 * dec["time_ms"]).sum())
             if busy:
                 lines.append(f"machine: {busy} of {len(dec)} decode step(s) lost more than 10% of their time to other "
@@ -216,6 +217,22 @@ class Generation:
         for note in m.get("notes", []):
             lines.append(f"note: {note}")
         return "\n".join(lines)
+
+    def fidelity_lines(self) -> list[str]:
+        """The profiled decode step (and prefill) against the model's own: a plain ``generate``
+        after the profiled one, each call timed around the model's forward (``meta["own_ms"]``)."""
+        own = [float(v) for v in self.meta.get("own_ms") or []]
+        pt = self.per_token
+        dec = pt[pt["phase"] == "decode"]
+        if len(own) != len(pt) or not len(dec):
+            return []
+        own_dec = float(np.median(own[1:]))
+        med = float(dec["time_ms"].median())
+        pre = float(pt["time_ms"].iloc[0])
+        return [f"fidelity: the profiled decode step is {med / own_dec:.2f}x the model's own ({_ms(own_dec)}, median of "
+                f"{len(own) - 1} decode steps of a plain generate after the profiled one, each call timed around the "
+                f"forward); prefill {pre / own[0]:.2f}x ({_ms(own[0])}, one call). The table's times are the profiled "
+                f"steps'; the two calls ran one after the other, not interleaved"]
 
     def floor_line(self) -> str:
         """The decode step's memory floor and the share of it achieved, in words."""

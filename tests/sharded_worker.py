@@ -207,7 +207,8 @@ def _grads(model: nn.Module, x: torch.Tensor) -> list[torch.Tensor]:
 def _training_loop(model: nn.Module, xs: list[torch.Tensor], session=None, fail_at: int | None = None) -> dict:
     """The user's own FSDP2 training loop: forward, loss, backward, SGD with momentum, zero_grad
     (and ``session.step()``); each step's loss, local gradient shards and local parameter shards.
-    ``fail_at``: the loop raises at that step, between its forward and its backward."""
+    At step 3 a validation pass (eval, no_grad) follows the step. ``fail_at``: the loop raises at
+    that step, between its forward and its backward."""
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     seen: dict = {"losses": [], "grads": [], "params": []}
     for step, x in enumerate(xs):
@@ -220,6 +221,11 @@ def _training_loop(model: nn.Module, xs: list[torch.Tensor], session=None, fail_
         optimizer.zero_grad()
         seen["losses"].append(loss.detach().clone())
         seen["params"].append([_local(p) for p in model.parameters()])
+        if step == 3:
+            model.eval()
+            with torch.no_grad():
+                seen["losses"].append(model(x).square().mean())
+            model.train()
         if session is not None:
             session.step()
     return seen

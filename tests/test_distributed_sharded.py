@@ -208,7 +208,7 @@ def test_fsdp2_training_step_reduce_scatters_are_rows_and_gradients_are_fsdps(tr
 def test_fsdp2_session_over_a_training_loop_times_what_the_profile_does_and_changes_nothing(training):
     """fxprof.session(model, backward=True) over the user's own FSDP2 loop (SGD with momentum, 6 steps,
     3 timed): every rank's losses, gradient shards and parameter shards are bit-identical, step by step, to
-    a twin's loop never profiled; the timed runs hold the same nodes and FSDP rows as the training-step
+    a twin's loop never profiled (a validation pass at step 3 included, untimed); the timed runs hold the same nodes and FSDP rows as the training-step
     profile of the same model (less fxprof's own loss graph and optimizer rows: here they are the loop's);
     rank 0 gets the gathered profile, the other ranks hand theirs over without a warning; a loop that
     raises leaves no wrapper behind and FSDP's state as a twin's."""
@@ -229,7 +229,12 @@ def test_fsdp2_session_over_a_training_loop_times_what_the_profile_does_and_chan
         profiled = [tuple(n) for n in rank0[model]["nodes"]]
         loss_graphs = {name.split(":")[0].replace("fw", "") for name, _, _, phase in profiled if phase == "loss"}
         expected = {n for n in profiled if n[3] != "optimizer" and n[0].split(":")[0].lstrip("fwb") not in loss_graphs}
-        assert {tuple(n) for n in got["nodes"]} == expected, model
+        extra = {tuple(n) for n in got["nodes"]} - expected
+        assert expected <= {tuple(n) for n in got["nodes"]}, model
+        # FSDP's own work after the validation pass, shown as it happens: in the next step's backward FSDP2 gathers
+        # FourBlocks' last block once more at the end (its backward prefetch follows the eval forward's order; a
+        # plain loop without fxprof does the same gather, checked with torch 2.14.1; other versions may not)
+        assert extra <= ({("fsdp_bw:b3_all_gather_1", "all_gather", "b3", "backward")} if model == "four" else set()), (model, extra)
         assert got["note"] == rank0[model]["capture_note"]
     # the gathered profile splits compute from communication per layer, with every rank's times
     two = rank0["session"]["two"]

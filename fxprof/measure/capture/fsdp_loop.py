@@ -97,7 +97,8 @@ class FSDPLoopTrainingCapture(FSDPRows, LoopTrainingCapture):
         super().__init__(model, forward)
         self.reason = ("backward=True on an FSDP2 model: forward and backward graphs from AOTAutograd, the backward "
                        "timed inside the loop's own loss.backward(); FSDP's hooks run as in training, its all-gathers "
-                       "and reduce-scatters timed as rows")
+                       "and reduce-scatters timed as rows; each run from the outermost FSDP module's pre-forward (the root's "
+                       "all-gather) to FSDP's final backward callback (the last reduce-scatters)")
         self.modules = fsdp_modules(model)
         self.rows: dict[str, NodeInfo] = {}
         self.leaves = compiled_leaves(self.modules)

@@ -42,7 +42,8 @@ Gradients flow through the instrumented forward as through the eager one (the in
 the same modules and functions on the same tensors). Backward is run by autograd, eagerly, and a
 session times the forward nodes only (``meta["notes"]`` says so), unless ``backward=True``: then
 the forward is captured with AOTAutograd and its backward graph is timed node by node when the
-loop's own ``loss.backward()`` runs it (:mod:`fxprof.measure.capture.training_loop`).
+loop's own ``loss.backward()`` runs it (:mod:`fxprof.measure.capture.training_loop`; an FSDP2
+model's, with FSDP's all-gathers and reduce-scatters as rows: :mod:`fxprof.measure.capture.fsdp_loop`).
 
 Under ``torch.distributed`` every rank steps its own session; at the end of each cycle the
 cycle's profiles are gathered on rank 0 (:func:`fxprof.gather`): ``on_ready`` gets the gathered

@@ -49,7 +49,7 @@ class _FSDPLoopSession(_LoopSession, _FSDPSession):
     placed by FSDP module (:class:`_FSDPSession`), and whose runs end after autograd's final
     callbacks, FSDP's among them."""
 
-    def __init__(self, model_type: type, running: Callable[[], str], ended: Callable[[], None]):
+    def __init__(self, model_type: type, running: Callable[[], str], ended: Callable[[bool], None]):
         super().__init__(model_type)
         self.running = running
         self.ended = ended
@@ -82,12 +82,12 @@ class _FSDPLoopSession(_LoopSession, _FSDPSession):
     def _end(self) -> None:
         self._queued = False
         super().end_run()
-        self.ended()
+        self.ended(False)
 
     def abort_run(self) -> None:
         self._queued = False
         super().abort_run()
-        self.ended()
+        self.ended(True)
 
 
 class FSDPLoopTrainingCapture(FSDPRows, LoopTrainingCapture):
@@ -146,8 +146,11 @@ class FSDPLoopTrainingCapture(FSDPRows, LoopTrainingCapture):
             if recorder is not None and recorder.active and not self.run_open:
                 recorder.abort_run()
 
-    def _ended(self) -> None:
+    def _ended(self, aborted: bool) -> None:
+        """A run ended (``aborted``: dropped, the loop or the model raised)."""
         self._early = False
+        if aborted:  # a forward that raised never ran FSDP's post-forward: its modules are not running any more
+            self.steps.running.clear()
 
     # ------------------------------------------------------------------- runs
     def run(self, recorder: Recorder, args: tuple, kwargs: dict, join: bool = False) -> Any:

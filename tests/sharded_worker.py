@@ -231,6 +231,25 @@ def _training_loop(model: nn.Module, xs: list[torch.Tensor], session=None, fail_
     return seen
 
 
+def _skipping_loop(model: nn.Module, xs: list[torch.Tensor], session=None) -> list[torch.Tensor]:
+    """A loop that skips a bad batch: at step 3 the model itself raises (a batch of the wrong width)."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    losses = []
+    for step, x in enumerate(xs):
+        try:
+            loss = model(x if step != 3 else x[:, :15]).square().mean()
+        except RuntimeError:
+            loss = None
+        if loss is not None:
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            losses.append(loss.detach().clone())
+        if session is not None:
+            session.step()
+    return losses
+
+
 def _same(a: dict, b: dict) -> bool:
     """Bit-identical losses, gradient shards and parameter shards, step by step."""
     if len(a["losses"]) != len(b["losses"]) or not a["losses"]:
@@ -295,6 +314,18 @@ def in_a_session(outdir: str, rank: int) -> dict:
         _training_loop(twin, xs, fail_at=3)
     except RuntimeError:
         pass
+    # the model raises inside a timed step's forward and the loop goes on: the runs after it are whole
+    model, twin = sharded_model(), sharded_model()
+    ready = []
+    with fxprof.session(model, schedule=fxprof.schedule(wait=1, warmup=1, active=5), backward=True, gather=False,
+                        on_ready=ready.append) as s:
+        losses = _skipping_loop(model, xs, s)
+    expected = _skipping_loop(twin, xs)
+    samples = ready[0].samples
+    last = samples[samples["run"] == samples["run"].max()]
+    out["skipped"] = {"same": len(losses) == 5 and all(torch.equal(a, b) for a, b in zip(losses, expected)),
+                      "unwrapped": _unwrapped(model), "runs": int(ready[0].num_runs),
+                      "last_run_rows": sorted(n for n in last["node"] if n.startswith("fsdp:"))}
     out["raised"] = {"error": failed, "unwrapped": _unwrapped(model), "incomplete": bool(s.profiles and s.profiles[0].meta.get("incomplete")),
                      "same_after": _same(_training_loop(model, xs[:2]), _training_loop(twin, xs[:2]))}
     return out

@@ -210,8 +210,9 @@ def test_fsdp2_session_over_a_training_loop_times_what_the_profile_does_and_chan
     3 timed): every rank's losses, gradient shards and parameter shards are bit-identical, step by step, to
     a twin's loop never profiled (a validation pass at step 3 included, untimed); the timed runs hold the same nodes and FSDP rows as the training-step
     profile of the same model (less fxprof's own loss graph and optimizer rows: here they are the loop's);
-    rank 0 gets the gathered profile, the other ranks hand theirs over without a warning; a loop that
-    raises leaves no wrapper behind and FSDP's state as a twin's."""
+    rank 0 gets the gathered profile, the other ranks hand theirs over without a warning; a batch the model
+    raises on, skipped by the loop, leaves the later runs whole; a loop that raises leaves no wrapper behind
+    and FSDP's state as a twin's."""
     _, records = training
     for r in records:
         session = r["session"]
@@ -219,6 +220,11 @@ def test_fsdp2_session_over_a_training_loop_times_what_the_profile_does_and_chan
             got = session[model]
             assert got["same"] and got["unwrapped"] and got["warnings"] == [], (r["rank"], model, got)
             assert got["profiles"] == (1 if r["rank"] == 0 else 0)
+        # a bad batch the model raises on, skipped by the loop: the timed runs after it are whole, the root's gather first
+        skipped = session["skipped"]
+        assert skipped["same"] and skipped["unwrapped"] and skipped["runs"] == 3, skipped  # steps 2, 4, 5
+        assert skipped["last_run_rows"] == sorted(f"fsdp:{layer}_{step}" for layer in ("root", "blocks_0", "blocks_1")
+                                                  for step in ("all_gather", "wait", "reshard") if layer != "root" or step != "reshard")
         raised = session["raised"]
         assert raised["error"] == "the loop's own error at step 3" and raised["unwrapped"], raised
         assert raised["incomplete"] and raised["same_after"], raised

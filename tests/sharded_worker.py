@@ -299,6 +299,9 @@ def in_a_session(outdir: str, rank: int) -> dict:
                 record.update(comm_nodes=int(prof.group_by("comm").loc["communication", "nodes"]),
                               layer_comm_ms={b: float(per_layer.loc[b, "comm_ms"]) for b in ("blocks.0", "blocks.1")},
                               layer_compute_ms={b: float(per_layer.loc[b, "compute_ms"]) for b in ("blocks.0", "blocks.1")},
+                              overlap=[[row["layer"], row["phase"], int(row["gathers"])]
+                                       for _, row in fxprof.overlap(prof).reset_index().iterrows()],
+                              fsdp_meta=prof.meta.get("fsdp"),
                               fsdp_rows_on_both_ranks=bool(len(fsdp) and fsdp["rank_max_ms"].notna().all()
                                                            and (fsdp["median_ms"] > 0).all()))
         out[name] = record

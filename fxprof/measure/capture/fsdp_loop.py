@@ -35,7 +35,7 @@ import torch
 from torch import nn
 
 from ...core.nodes import NodeInfo
-from ..distributed.fsdp import TrainingSteps, fsdp_modules
+from ..distributed.fsdp import TrainingSteps, async_gathers, fsdp_modules
 from ..timing.recorder import Recorder
 from .fsdp_training import FSDPRows, _Clock, _FSDPSession, _phase, compiled_leaves
 from .training import _ACTIVE
@@ -100,6 +100,7 @@ class FSDPLoopTrainingCapture(FSDPRows, LoopTrainingCapture):
                        "and reduce-scatters timed as rows; each run from the outermost FSDP module's pre-forward (the root's "
                        "all-gather) to FSDP's final backward callback (the last reduce-scatters)")
         self.modules = fsdp_modules(model)
+        self.notes["fsdp"] = {"unshard_async_op": async_gathers(self.modules)}  # read by fxprof.core.overlap
         self.rows: dict[str, NodeInfo] = {}
         self.leaves = compiled_leaves(self.modules)
         # the plain loop session LoopTrainingCapture made is replaced by one that places calls by FSDP module

@@ -40,3 +40,4 @@ torchrun --nproc-per-node 2 "$root/docs/scripts/fsdp_session.py" fsdp_session.js
 python -m fxprof show fsdp_session.json --top 8
 python -m fxprof show fsdp_session.json --group-by scope --depth 2
 python -m fxprof show fsdp_session.json --group-by comm
+python -m fxprof show fsdp_session.json --top 0 --overlap | sed -n '/^FSDP all-gathers/p;/^layer/,$p'

@@ -250,6 +250,21 @@ def _skipping_loop(model: nn.Module, xs: list[torch.Tensor], session=None) -> li
     return losses
 
 
+def _two_forward_loop(model: nn.Module, xs: list[torch.Tensor], session=None) -> list[torch.Tensor]:
+    """Two forwards feeding one loss in each step (one backward for both)."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    losses = []
+    for first, second in zip(xs[0::2], xs[1::2]):
+        loss = model(first).square().mean() + model(second).abs().mean()
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        losses.append(loss.detach().clone())
+        if session is not None:
+            session.step()
+    return losses
+
+
 def _same(a: dict, b: dict) -> bool:
     """Bit-identical losses, gradient shards and parameter shards, step by step."""
     if len(a["losses"]) != len(b["losses"]) or not a["losses"]:
@@ -305,18 +320,16 @@ def in_a_session(outdir: str, rank: int) -> dict:
                               fsdp_rows_on_both_ranks=bool(len(fsdp) and fsdp["rank_max_ms"].notna().all()
                                                            and (fsdp["median_ms"] > 0).all()))
         out[name] = record
-    # the loop raises between a timed step's forward and its backward: everything removed, FSDP's state intact
+    # two forwards before one backward: one run per step, the second call's FSDP rows numbered _1
     model, twin = sharded_model(), sharded_model()
-    failed = ""
-    try:
-        with fxprof.session(model, schedule=plan, backward=True, gather=False) as s:
-            _training_loop(model, xs, s, fail_at=3)
-    except RuntimeError as exc:
-        failed = str(exc)
-    try:
-        _training_loop(twin, xs, fail_at=3)
-    except RuntimeError:
-        pass
+    ready = []
+    pairs = xs + [torch.randn(8, 16) for _ in range(6)]
+    with fxprof.session(model, schedule=fxprof.schedule(wait=1, warmup=1, active=3), backward=True, gather=False,
+                        on_ready=ready.append) as s:
+        losses = _two_forward_loop(model, pairs, s)
+    expected = _two_forward_loop(twin, pairs)
+    out["joined"] = {"same": len(losses) == 6 and all(torch.equal(a, b) for a, b in zip(losses, expected)),
+                     "runs": int(ready[0].num_runs), "rows": sorted(n.name for n in ready[0].nodes if n.graph == "fsdp")}
     # the model raises inside a timed step's forward and the loop goes on: the runs after it are whole
     model, twin = sharded_model(), sharded_model()
     ready = []
@@ -329,6 +342,18 @@ def in_a_session(outdir: str, rank: int) -> dict:
     out["skipped"] = {"same": len(losses) == 5 and all(torch.equal(a, b) for a, b in zip(losses, expected)),
                       "unwrapped": _unwrapped(model), "runs": int(ready[0].num_runs),
                       "last_run_rows": sorted(n for n in last["node"] if n.startswith("fsdp:"))}
+    # the loop raises between a timed step's forward and its backward: everything removed, FSDP's state intact
+    model, twin = sharded_model(), sharded_model()
+    failed = ""
+    try:
+        with fxprof.session(model, schedule=plan, backward=True, gather=False) as s:
+            _training_loop(model, xs, s, fail_at=3)
+    except RuntimeError as exc:
+        failed = str(exc)
+    try:
+        _training_loop(twin, xs, fail_at=3)
+    except RuntimeError:
+        pass
     out["raised"] = {"error": failed, "unwrapped": _unwrapped(model), "incomplete": bool(s.profiles and s.profiles[0].meta.get("incomplete")),
                      "same_after": _same(_training_loop(model, xs[:2]), _training_loop(twin, xs[:2]))}
     return out

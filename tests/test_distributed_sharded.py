@@ -211,7 +211,8 @@ def test_fsdp2_session_over_a_training_loop_times_what_the_profile_does_and_chan
     a twin's loop never profiled (a validation pass at step 3 included, untimed); the timed runs hold the same nodes and FSDP rows as the training-step
     profile of the same model (less fxprof's own loss graph and optimizer rows: here they are the loop's);
     rank 0 gets the gathered profile, the other ranks hand theirs over without a warning; a batch the model
-    raises on, skipped by the loop, leaves the later runs whole; a loop that raises leaves no wrapper behind
+    raises on, skipped by the loop, leaves the later runs whole; two forwards feeding one loss are one
+    run; a loop that raises leaves no wrapper behind
     and FSDP's state as a twin's."""
     _, records = training
     for r in records:
@@ -225,6 +226,11 @@ def test_fsdp2_session_over_a_training_loop_times_what_the_profile_does_and_chan
         assert skipped["same"] and skipped["unwrapped"] and skipped["runs"] == 3, skipped  # steps 2, 4, 5
         assert skipped["last_run_rows"] == sorted(f"fsdp:{layer}_{step}" for layer in ("root", "blocks_0", "blocks_1")
                                                   for step in ("all_gather", "wait", "reshard") if layer != "root" or step != "reshard")
+        # two forwards feeding one loss: one run per step, each call's gathers rows of their own
+        joined = session["joined"]
+        assert joined["same"] and joined["runs"] == 3, joined
+        assert {f"fsdp:blocks_{b}_{step}{n}" for b in (0, 1) for step in ("all_gather", "wait", "reshard")
+                for n in ("", "_1")} <= set(joined["rows"]), joined["rows"]
         raised = session["raised"]
         assert raised["error"] == "the loop's own error at step 3" and raised["unwrapped"], raised
         assert raised["incomplete"] and raised["same_after"], raised

@@ -175,7 +175,8 @@ class FSDPLoopTrainingCapture(FSDPRows, LoopTrainingCapture):
 
 class _Steps(TrainingSteps):
     """:class:`TrainingSteps` that also tell the capture when the outermost FSDP module's forward
-    begins and ends."""
+    begins and ends, and that go straight to FSDP's method while no run is on (the wrappers stay
+    on for the whole session)."""
 
     def __init__(self, capture: FSDPLoopTrainingCapture, *args: Any):
         super().__init__(*args)
@@ -197,6 +198,12 @@ class _Steps(TrainingSteps):
                     if not self.running:
                         self.capture._outermost(False)
             return post_forward
-        return wrapped
+        capture = self.capture
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            if capture.timing is None:  # no run on (the schedule's eager steps): FSDP's own method, nothing more
+                return method(*args, **kwargs)
+            return wrapped(*args, **kwargs)
+        return timed
 
 

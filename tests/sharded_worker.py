@@ -471,6 +471,7 @@ def main(outdir: str, kind: str) -> None:
                     s.step()
 
             record["session"] = _refusal(in_a_session)
+            record["session_at_once"] = _refusal(lambda: fxprof.session(model))  # at the call, before any step
 
             def mixed_precision() -> None:
                 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard

@@ -142,6 +142,7 @@ def test_fsdp2_what_is_not_supported_yet_is_refused_on_every_rank(two_ranks):
         assert "capture='dynamo' cannot profile an FSDP2 model" in r["dynamo"]
         # a forward-only session cannot run FSDP's hooks as in training: it says to use backward=True
         assert "needs backward=True" in r["session"] and "fxprof.session(model, backward=True)" in r["session"], r["session"]
+        assert r["session_at_once"] == r["session"]  # refused by fxprof.session(...) itself, not steps later in the loop
         assert r["after_session"]
         assert "sharded with a MixedPrecisionPolicy" in r["mixed_precision"], r["mixed_precision"]
         assert "leaf_modules names FSDP2 module(s) blocks.1" in r["leaf"], r["leaf"]

@@ -67,6 +67,7 @@ from ..passes.environment import environment
 from ..timing.contention import ContentionMeter
 from ..eager.fidelity import EagerSteps
 from ..eager.loop import _build, check_devices, describe_run
+from ..distributed.fsdp import refuse_unsupported
 from ..distributed.ranks import gather, is_initialized
 from ...core.recording import Recording
 from ..eager.plan import ProfilePlan
@@ -117,6 +118,8 @@ class Session:
         self._compiled = wants_compiled(model, None, capture, model.__dict__.get("forward"))
         if self._compiled and backward:
             raise ValueError(COMPILED_BACKWARD)
+        if not self._compiled:  # what an FSDP2 model cannot be profiled with: said here, not steps later in the loop
+            refuse_unsupported(model, capture, backward=bool(backward), session=True)
         self.model = model
         self.schedule = plan
         self.on_ready = on_ready

@@ -204,8 +204,164 @@ def _grads(model: nn.Module, x: torch.Tensor) -> list[torch.Tensor]:
     return grads
 
 
+def _training_loop(model: nn.Module, xs: list[torch.Tensor], session=None, fail_at: int | None = None) -> dict:
+    """The user's own FSDP2 training loop: forward, loss, backward, SGD with momentum, zero_grad
+    (and ``session.step()``); each step's loss, local gradient shards and local parameter shards.
+    At step 3 a validation pass (eval, no_grad) follows the step. ``fail_at``: the loop raises at
+    that step, between its forward and its backward."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    seen: dict = {"losses": [], "grads": [], "params": []}
+    for step, x in enumerate(xs):
+        loss = model(x).square().mean()
+        if step == fail_at:
+            raise RuntimeError(f"the loop's own error at step {step}")
+        loss.backward()
+        seen["grads"].append([_local(p.grad) for p in model.parameters()])
+        optimizer.step()
+        optimizer.zero_grad()
+        seen["losses"].append(loss.detach().clone())
+        seen["params"].append([_local(p) for p in model.parameters()])
+        if step == 3:
+            model.eval()
+            with torch.no_grad():
+                seen["losses"].append(model(x).square().mean())
+            model.train()
+        if session is not None:
+            session.step()
+    return seen
+
+
+def _skipping_loop(model: nn.Module, xs: list[torch.Tensor], session=None) -> list[torch.Tensor]:
+    """A loop that skips a bad batch: at step 3 the model itself raises (a batch of the wrong width)."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    losses = []
+    for step, x in enumerate(xs):
+        try:
+            loss = model(x if step != 3 else x[:, :15]).square().mean()
+        except RuntimeError:
+            loss = None
+        if loss is not None:
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            losses.append(loss.detach().clone())
+        if session is not None:
+            session.step()
+    return losses
+
+
+def _two_forward_loop(model: nn.Module, xs: list[torch.Tensor], session=None) -> list[torch.Tensor]:
+    """Two forwards feeding one loss in each step (one backward for both)."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    losses = []
+    for first, second in zip(xs[0::2], xs[1::2]):
+        loss = model(first).square().mean() + model(second).abs().mean()
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        losses.append(loss.detach().clone())
+        if session is not None:
+            session.step()
+    return losses
+
+
+def _same(a: dict, b: dict) -> bool:
+    """Bit-identical losses, gradient shards and parameter shards, step by step."""
+    if len(a["losses"]) != len(b["losses"]) or not a["losses"]:
+        return False
+    return (all(torch.equal(x, y) for x, y in zip(a["losses"], b["losses"]))
+            and all(len(g) == len(h) and all(torch.equal(x, y) for x, y in zip(g, h))
+                    for key in ("grads", "params") for g, h in zip(a[key], b[key])))
+
+
+def _unwrapped(model: nn.Module) -> bool:
+    """No timing wrapper left on an FSDP parameter group, no forward left on an instance."""
+    from fxprof.measure.distributed.fsdp import TrainingSteps, fsdp_modules, param_groups_by_path
+
+    return (all(not set(TrainingSteps.WRAPPED) & set(vars(group)) for _, group in param_groups_by_path(fsdp_modules(model)))
+            and not any("forward" in vars(m) for m in model.modules()))
+
+
+def in_a_session(outdir: str, rank: int) -> dict:
+    """``fxprof.session(model, backward=True)`` over the user's FSDP2 training loop, on each model:
+    every rank's loop against a twin's never profiled; rank 0 keeps the gathered profile. Then a
+    loop that raises inside the session."""
+    import warnings
+
+    import fxprof
+
+    torch.manual_seed(10 + rank)
+    xs = [torch.randn(8, 16) for _ in range(6)]
+    out: dict = {}
+    plan = fxprof.schedule(wait=1, warmup=1, active=3)  # steps 0 eager, 1 warm-up, 2-4 timed, 5 eager again
+    for name, make in (("two", sharded_model), ("nested", nested_model), ("four", four_blocks_model)):
+        model, twin = make(), make()
+        expected = _training_loop(twin, xs)
+        ready: list = []
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with fxprof.session(model, schedule=plan, backward=True, on_ready=ready.append) as s:
+                got = _training_loop(model, xs, s)
+        record = {"same": _same(got, expected), "unwrapped": _unwrapped(model), "profiles": len(s.profiles),
+                  "warnings": [str(w.message) for w in caught if "fxprof" in str(w.message)]}
+        if ready:
+            prof = ready[0]
+            record.update(ranks=prof.ranks, runs=len(prof.runs), note=prof.meta.get("capture_note", ""),
+                          nodes=[[n.name, n.kind, n.scope, n.phase] for n in prof.nodes])
+            if name == "two":
+                per_layer = prof.group_by("scope", depth=2)
+                fsdp = prof.df[prof.df.index.str.startswith("fsdp")]
+                record.update(comm_nodes=int(prof.group_by("comm").loc["communication", "nodes"]),
+                              layer_comm_ms={b: float(per_layer.loc[b, "comm_ms"]) for b in ("blocks.0", "blocks.1")},
+                              layer_compute_ms={b: float(per_layer.loc[b, "compute_ms"]) for b in ("blocks.0", "blocks.1")},
+                              overlap=[[row["layer"], row["phase"], int(row["gathers"])]
+                                       for _, row in fxprof.overlap(prof).reset_index().iterrows()],
+                              fsdp_meta=prof.meta.get("fsdp"),
+                              fsdp_rows_on_both_ranks=bool(len(fsdp) and fsdp["rank_max_ms"].notna().all()
+                                                           and (fsdp["median_ms"] > 0).all()))
+        out[name] = record
+    # two forwards before one backward: one run per step, the second call's FSDP rows numbered _1
+    model, twin = sharded_model(), sharded_model()
+    ready = []
+    pairs = xs + [torch.randn(8, 16) for _ in range(6)]
+    with fxprof.session(model, schedule=fxprof.schedule(wait=1, warmup=1, active=3), backward=True, gather=False,
+                        on_ready=ready.append) as s:
+        losses = _two_forward_loop(model, pairs, s)
+    expected = _two_forward_loop(twin, pairs)
+    out["joined"] = {"same": len(losses) == 6 and all(torch.equal(a, b) for a, b in zip(losses, expected)),
+                     "runs": int(ready[0].num_runs), "rows": sorted(n.name for n in ready[0].nodes if n.graph == "fsdp")}
+    # the model raises inside a timed step's forward and the loop goes on: the runs after it are whole
+    model, twin = sharded_model(), sharded_model()
+    ready = []
+    with fxprof.session(model, schedule=fxprof.schedule(wait=1, warmup=1, active=5), backward=True, gather=False,
+                        on_ready=ready.append) as s:
+        losses = _skipping_loop(model, xs, s)
+    expected = _skipping_loop(twin, xs)
+    samples = ready[0].samples
+    last = samples[samples["run"] == samples["run"].max()]
+    out["skipped"] = {"same": len(losses) == 5 and all(torch.equal(a, b) for a, b in zip(losses, expected)),
+                      "unwrapped": _unwrapped(model), "runs": int(ready[0].num_runs),
+                      "last_run_rows": sorted(n for n in last["node"] if n.startswith("fsdp:"))}
+    # the loop raises between a timed step's forward and its backward: everything removed, FSDP's state intact
+    model, twin = sharded_model(), sharded_model()
+    failed = ""
+    try:
+        with fxprof.session(model, schedule=plan, backward=True, gather=False) as s:
+            _training_loop(model, xs, s, fail_at=3)
+    except RuntimeError as exc:
+        failed = str(exc)
+    try:
+        _training_loop(twin, xs, fail_at=3)
+    except RuntimeError:
+        pass
+    out["raised"] = {"error": failed, "unwrapped": _unwrapped(model), "incomplete": bool(s.profiles and s.profiles[0].meta.get("incomplete")),
+                     "same_after": _same(_training_loop(model, xs[:2]), _training_loop(twin, xs[:2]))}
+    return out
+
+
 def train(outdir: str, rank: int) -> None:
-    """``fxprof.profile(backward=True)`` on :class:`TwoBlocks` and on :class:`Nested` (FSDP2)."""
+    """``fxprof.profile(backward=True)`` on :class:`TwoBlocks` and on :class:`Nested` (FSDP2), and
+    ``fxprof.session(backward=True)`` over a training loop of each (:func:`in_a_session`)."""
     import fxprof
     from fxprof.measure.distributed.fsdp import TrainingSteps, fsdp_modules, param_groups_by_path
 
@@ -238,6 +394,7 @@ def train(outdir: str, rank: int) -> None:
             merged = fxprof.gather(prof, dst=0)
             if merged is not None:
                 merged.save(os.path.join(outdir, "merged.json"))
+    record["session"] = in_a_session(outdir, rank)
     with open(os.path.join(outdir, f"rank{rank}.json"), "w") as handle:
         json.dump(record, handle)
 
@@ -314,6 +471,7 @@ def main(outdir: str, kind: str) -> None:
                     s.step()
 
             record["session"] = _refusal(in_a_session)
+            record["session_at_once"] = _refusal(lambda: fxprof.session(model))  # at the call, before any step
 
             def mixed_precision() -> None:
                 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard

@@ -35,3 +35,9 @@ python -m fxprof show ov.json --top 0 --overlap | sed -n '/^layer/,$p'
 echo "### O2"  # the same with FSDP's defaults: synchronous all-gathers
 torchrun --nproc-per-node 2 -m fxprof profile "$root/tests/overlap_worker.py:prefetched" --input 16x64 \
     --warmup 2 --iters 20 --top 0 2>/dev/null | grep "^FSDP all-gathers"
+echo "### F3"  # FSDP2 in a session: fxprof.session(model, backward=True) over a training loop
+torchrun --nproc-per-node 2 "$root/docs/scripts/fsdp_session.py" fsdp_session.json 2>/dev/null
+python -m fxprof show fsdp_session.json --top 8
+python -m fxprof show fsdp_session.json --group-by scope --depth 2
+python -m fxprof show fsdp_session.json --group-by comm
+python -m fxprof show fsdp_session.json --top 0 --overlap | sed -n '/^FSDP all-gathers/p;/^layer/,$p'

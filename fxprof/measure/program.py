@@ -74,7 +74,7 @@ def capture_program(model: nn.Module, args: tuple, kwargs: dict, *, capture: str
         from .compiled.in_session import LoopCompiledCapture
 
         return LoopCompiledCapture(model, forward)
-    refuse_unsupported(model, capture, backward=backward, session=loop)  # FSDP2: the forward only, for now
+    refuse_unsupported(model, capture, backward=backward, session=loop)  # FSDP2: what fxprof cannot yet time
     if backward:
         if torch.is_inference_mode_enabled():
             raise ValueError(
@@ -82,11 +82,14 @@ def capture_program(model: nn.Module, args: tuple, kwargs: dict, *, capture: str
                 "(tensors made there can never take part in autograd); call fxprof.profile outside the "
                 "inference_mode() block. (Inside torch.no_grad() fxprof turns gradients on for the steps itself.)"
             )
+        from .capture.fsdp_training import FSDPTrainingCapture, is_fsdp
+
         if loop:
+            from .capture.fsdp_loop import FSDPLoopTrainingCapture
             from .capture.training_loop import LoopTrainingCapture
 
-            return LoopTrainingCapture(model, forward if forward is not None else model.forward)
-        from .capture.fsdp_training import FSDPTrainingCapture, is_fsdp
+            loop_cls = FSDPLoopTrainingCapture if is_fsdp(model) else LoopTrainingCapture  # FSDP2: its work timed as rows
+            return loop_cls(model, forward if forward is not None else model.forward)
         from .capture.training import TrainingCapture, capture_training
 
         cls = FSDPTrainingCapture if is_fsdp(model) else TrainingCapture  # FSDP2: its work timed as rows

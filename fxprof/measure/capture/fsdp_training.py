@@ -36,7 +36,7 @@ from .base import PassFn
 from .training import LOSS_SCOPE, TrainingCapture, _TrainingSession, describe_backward, describe_forward, training_backend
 from ..timing.recorder import Recorder
 
-__all__ = ["FSDPTrainingCapture", "is_fsdp"]
+__all__ = ["FSDPTrainingCapture", "FSDPRows", "compiled_leaves", "is_fsdp", "FSDP_GRAPHS"]
 
 
 def is_fsdp(model: nn.Module) -> bool:
@@ -58,7 +58,7 @@ class _FSDPSession(_TrainingSession):
     has its own label (``fw3``, ``bw3``) and its nodes are put under the module's path
     (``blocks.2.fc1``)."""
 
-    def __init__(self, model_type: type, running: Callable[[], str]):
+    def __init__(self, model_type: type, running: Callable[[], str] = lambda: ""):
         super().__init__(model_type)
         self.running = running
         self.slots: dict[tuple[int, str], int] = {}  # (id(pair), FSDP path) -> label index
@@ -135,22 +135,23 @@ class _Clock:
                                             module_type="", scope=path, range="", kind=kind, graph=graph, phase=phase))
 
 
-class FSDPTrainingCapture(TrainingCapture):
-    """A training step of an FSDP2 model (see the module docs)."""
+def compiled_leaves(modules: dict[str, nn.Module]) -> list[tuple[nn.Module, Any]]:
+    """``(module, its forward compiled with the training backend)`` for each ``fully_shard``-ed
+    module whose ``forward`` is torch.nn's own (a bare ``Linear``; see :meth:`FSDPRows._compiled_leaves`)."""
+    return [(m, torch.compile(m.forward, backend=training_backend)) for m in modules.values()
+            if getattr(type(m).forward, "__module__", "").startswith("torch.nn.")]
 
-    def __init__(self, model: nn.Module, loss_fn: Any = None, optimizer: Any = None):
-        super().__init__(model, loss_fn, optimizer)
-        self.reason = ("backward=True on an FSDP2 model: forward and backward graphs from AOTAutograd, "
-                       "FSDP's hooks run as in training, its all-gathers and reduce-scatters timed as rows")
-        self.modules = fsdp_modules(model)
-        self.notes["fsdp"] = {"unshard_async_op": async_gathers(self.modules)}  # read by fxprof.core.overlap
-        self.steps = TrainingSteps(self.modules, _Clock(self), _phase)
-        self.session = _FSDPSession(type(model), lambda: self.steps.running[-1] if self.steps.running else "")
-        #: the recorder of the timed run going on, else None
-        self.timing: Recorder | None = None
-        self.leaves = [(m, torch.compile(m.forward, backend=training_backend)) for m in self.modules.values()
-                       if getattr(type(m).forward, "__module__", "").startswith("torch.nn.")]
-        self.rows: dict[str, NodeInfo] = {}
+
+class FSDPRows:
+    """What a capture of FSDP2 training steps adds to its graphs' nodes: FSDP's work as rows
+    (:class:`_Clock` adds them), and the note on compute that ran outside every graph. Shared by
+    :class:`FSDPTrainingCapture` and the session's
+    :class:`fxprof.measure.capture.fsdp_loop.FSDPLoopTrainingCapture`; set ``modules``, ``rows``
+    and ``leaves``."""
+
+    modules: dict[str, nn.Module]
+    rows: dict[str, NodeInfo]
+    leaves: list[tuple[nn.Module, Any]]
 
     def add_row(self, name: str, info: NodeInfo) -> None:
         self.rows.setdefault(name, info)
@@ -172,18 +173,6 @@ class FSDPTrainingCapture(TrainingCapture):
         return kept + [info for name, info in self.rows.items() if name in recorded], note
 
     @contextlib.contextmanager
-    def _fsdp(self, recorder: Recorder | None) -> Iterator[None]:
-        """FSDP's steps wrapped for one step, timed into ``recorder`` (None: untimed)."""
-        self.timing = recorder
-        self.steps.new_run()
-        self.session.new_step()
-        try:
-            with self.steps, self._compiled_leaves():
-                yield
-        finally:
-            self.timing = None
-
-    @contextlib.contextmanager
     def _compiled_leaves(self) -> Iterator[None]:
         """A ``fully_shard``-ed module whose ``forward`` is torch.nn's own (a bare ``Linear``) runs
         that forward as a frame of its own between FSDP's hooks, and dynamo does not compile a
@@ -199,6 +188,35 @@ class FSDPTrainingCapture(TrainingCapture):
         finally:
             for module in put:
                 del module.forward
+
+
+class FSDPTrainingCapture(FSDPRows, TrainingCapture):
+    """A training step of an FSDP2 model (see the module docs)."""
+
+    def __init__(self, model: nn.Module, loss_fn: Any = None, optimizer: Any = None):
+        super().__init__(model, loss_fn, optimizer)
+        self.reason = ("backward=True on an FSDP2 model: forward and backward graphs from AOTAutograd, "
+                       "FSDP's hooks run as in training, its all-gathers and reduce-scatters timed as rows")
+        self.modules = fsdp_modules(model)
+        self.notes["fsdp"] = {"unshard_async_op": async_gathers(self.modules)}  # read by fxprof.core.overlap
+        self.steps = TrainingSteps(self.modules, _Clock(self), _phase)
+        self.session = _FSDPSession(type(model), lambda: self.steps.running[-1] if self.steps.running else "")
+        #: the recorder of the timed run going on, else None
+        self.timing: Recorder | None = None
+        self.leaves = compiled_leaves(self.modules)
+        self.rows: dict[str, NodeInfo] = {}
+
+    @contextlib.contextmanager
+    def _fsdp(self, recorder: Recorder | None) -> Iterator[None]:
+        """FSDP's steps wrapped for one step, timed into ``recorder`` (None: untimed)."""
+        self.timing = recorder
+        self.steps.new_run()
+        self.session.new_step()
+        try:
+            with self.steps, self._compiled_leaves():
+                yield
+        finally:
+            self.timing = None
 
     def run(self, recorder: Recorder, args: tuple, kwargs: dict) -> Any:
         with self._fsdp(recorder):

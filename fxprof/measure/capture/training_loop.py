@@ -127,14 +127,17 @@ class LoopTrainingCapture(Capture):
         """A run is waiting for its backward."""
         return self.session.waiting is not None
 
-    def run(self, recorder: Recorder, args: tuple, kwargs: dict, join: bool = False) -> Any:
+    def run(self, recorder: Recorder, args: tuple, kwargs: dict, join: bool = False, begun: bool = False) -> Any:
         """One forward; its run ends when every backward it and the forwards joined to it owe has
-        run. ``join``: add this forward to the open run (several forwards feeding one loss)."""
+        run. ``join``: add this forward to the open run (several forwards feeding one loss).
+        ``begun``: ``recorder``'s run was begun already, for work the model's ``__call__`` did
+        before this forward (FSDP2's pre-forward all-gather: :mod:`fxprof.measure.capture.fsdp_loop`)."""
         session = self.session
         if not (join and self.run_open):
             self.settle()
             session.recorder, session.make_pass = recorder, None
-            recorder.begin_run()
+            if not begun:
+                recorder.begin_run()
             session.begin()
         owed = dict(session.waiting or {})
         try:

@@ -25,7 +25,9 @@ modules' parameters follow what FSDP registers (:func:`_mirrors`).
 Training steps (``backward=True``) are not profiled from this graph: there FSDP's hooks run as in
 training and :class:`TrainingSteps` times their work (:mod:`fxprof.measure.capture.fsdp_training`).
 
-Not supported yet (refused with the reason): ``fxprof.session``, mixed precision (FSDP's input
+A session (``fxprof.session``) takes an FSDP2 model with ``backward=True`` only
+(:mod:`fxprof.measure.capture.fsdp_loop`). Not supported yet (refused with the reason): a
+forward-only session, mixed precision (FSDP's input
 casts live in the hooks left out), ``reshard_after_forward`` as an int, and captures other than
 symbolic tracing.
 """
@@ -87,11 +89,12 @@ def refuse_unsupported(model: nn.Module, capture: str = "symbolic", backward: bo
     if not modules:
         return
     paths = ", ".join(p or "(root)" for p in modules)
-    if session:
+    if session and not backward:
         raise ValueError(
-            f"fxprof.session on an FSDP2 model (fully_shard on {paths}) is not supported yet: inside the training "
-            f"loop FSDP's own hooks run around fxprof's graph. Profile a training step with fxprof.profile(model, x, "
-            f"backward=True) on every rank (its all-gathers and reduce-scatters are rows), then fxprof.gather.")
+            f"fxprof.session(model) on an FSDP2 model (fully_shard on {paths}) needs backward=True: inside the loop "
+            f"FSDP's own hooks run around the session's forward, and only the training capture runs them as in "
+            f"training. Use fxprof.session(model, backward=True) over the training loop (forward and backward, the "
+            f"all-gathers and reduce-scatters as rows), or fxprof.profile(model, x) for the forward alone.")
     if not backward and capture not in ("auto", "symbolic"):  # a training step's capture checks its own
         raise ValueError(
             f"capture={capture!r} cannot profile an FSDP2 model (fully_shard on {paths}): dynamo skips FSDP's hooks "

@@ -42,7 +42,8 @@ Gradients flow through the instrumented forward as through the eager one (the in
 the same modules and functions on the same tensors). Backward is run by autograd, eagerly, and a
 session times the forward nodes only (``meta["notes"]`` says so), unless ``backward=True``: then
 the forward is captured with AOTAutograd and its backward graph is timed node by node when the
-loop's own ``loss.backward()`` runs it (:mod:`fxprof.measure.capture.training_loop`).
+loop's own ``loss.backward()`` runs it (:mod:`fxprof.measure.capture.training_loop`; an FSDP2
+model's, with FSDP's all-gathers and reduce-scatters as rows: :mod:`fxprof.measure.capture.fsdp_loop`).
 
 Under ``torch.distributed`` every rank steps its own session; at the end of each cycle the
 cycle's profiles are gathered on rank 0 (:func:`fxprof.gather`): ``on_ready`` gets the gathered
@@ -66,6 +67,7 @@ from ..passes.environment import environment
 from ..timing.contention import ContentionMeter
 from ..eager.fidelity import EagerSteps
 from ..eager.loop import _build, check_devices, describe_run
+from ..distributed.fsdp import refuse_unsupported
 from ..distributed.ranks import gather, is_initialized
 from ...core.recording import Recording
 from ..eager.plan import ProfilePlan
@@ -116,6 +118,8 @@ class Session:
         self._compiled = wants_compiled(model, None, capture, model.__dict__.get("forward"))
         if self._compiled and backward:
             raise ValueError(COMPILED_BACKWARD)
+        if not self._compiled:  # what an FSDP2 model cannot be profiled with: said here, not steps later in the loop
+            refuse_unsupported(model, capture, backward=bool(backward), session=True)
         self.model = model
         self.schedule = plan
         self.on_ready = on_ready
@@ -148,6 +152,7 @@ class Session:
         self._run_step = -1  # the step the last instrumented forward ran in
         self._calls = 0  # model calls while the session was open
         self._said_empty = False  # a cycle that timed nothing was warned about
+        self._handed_on = 0  # cycles gathered onto rank 0 from this rank (their profiles are there, not here)
         self._mode: tuple = ()  # the numerics of the last timed run (autocast, matmul precision, grad)
         self._saved_forward: Any = None
         self._input_devices: set = set()
@@ -189,7 +194,7 @@ class Session:
             if self._cycle is not None and self._cycle.runs:
                 self._finish(incomplete=True, error=exc)
             self._cycle = None
-            if exc is None and not self.profiles and not self._said_empty:
+            if exc is None and not self.profiles and not self._said_empty and not self._handed_on:
                 import warnings
 
                 warnings.warn(self._nothing_timed(), stacklevel=2)
@@ -399,9 +404,13 @@ class Session:
     def _program(self, args: tuple, kwargs: dict) -> Capture:
         """The program this call runs, from the one capture entry (fxprof.measure.program); the
         graph runs inside the model's own __call__ (forward is ours), so its hooks still run."""
-        return capture_program(self.model, args, kwargs, capture=self.plan.capture, backward=self.plan.backward,
-                               leaf_modules=self.plan.leaf_modules, trace_into=self.plan.trace_into,
-                               compile=None if self._compiled else False, loop=True, forward=self._eager)
+        captured = capture_program(self.model, args, kwargs, capture=self.plan.capture, backward=self.plan.backward,
+                                   leaf_modules=self.plan.leaf_modules, trace_into=self.plan.trace_into,
+                                   compile=None if self._compiled else False, loop=True, forward=self._eager)
+        follow = getattr(captured, "follow", None)
+        if follow is not None:  # a capture whose runs begin before the forward (FSDP2's root all-gather): which steps are ours
+            follow(lambda: self._open and self._action != "none")
+        return captured
 
     def _retire(self, captured: Capture, key: Any) -> None:
         """A capture the model no longer matches: its keys go; it is closed once no cycle holds it."""
@@ -438,6 +447,7 @@ class Session:
             # (the others would wait for it forever): it keeps its own runs instead
             profile = gather(profile)
             if profile is None:  # not rank 0: the gathered profile is there
+                self._handed_on += 1
                 return
         self.profiles.append(profile)
         if self.on_ready is not None:

@@ -19,7 +19,10 @@ step. ``torch.compile(model)`` is refused: its ``generate`` runs the eager modul
 
 The profiled steps are held against the model's own: a plain ``generate`` after the profiled one,
 each model call timed from a forward pre-hook to a forward hook (``meta["own_ms"]``; the summary's
-``fidelity`` line).
+``fidelity`` line). A forward compiled in place also runs a plain ``generate`` before the session
+(the user's program compiles there) and one in the session's eager steps, between the warm-up and
+the timed call: the decode profile holds its kernels against those own steps and measures the
+profiler's cost per event from them (:mod:`fxprof.measure.compiled.in_session`).
 """
 
 from __future__ import annotations
@@ -102,16 +105,30 @@ def generate(model: nn.Module, input_ids: torch.Tensor, max_new_tokens: int = 16
     def count(*_: Any) -> None:
         calls[0] += 1
 
+    # a forward compiled in place: the model's own compiled steps are the yardstick of the profiler's
+    # cost per event (fxprof.measure.compiled.in_session), timed by the session in a plain generate
+    # between the warm-up and the timed one (step 1, "none"); a plain generate before the session
+    # compiles the user's own program first, so that no compile lands in those steps
+    own_steps = 1 if compiled_forward(model) is not None else 0
+
     def plan(step: int) -> str:
-        # step 0: the warm-up generate (every call untimed); step 1: the timed prefill (a cycle of its
-        # own); steps 2..C: one timed decode step each (the second cycle); C calls per generate
+        # step 0: the warm-up generate (every call untimed); then own_steps plain generates (the
+        # model's own forward, timed by the session as its eager steps); then the timed prefill (a
+        # cycle of its own) and one timed decode step each (the second cycle); C calls per generate
         if step == 0:
             return "warmup"
+        step -= own_steps
+        if step < 1:
+            return "none"
         if step == 1:
             return "active_last"
         if step < calls[0]:
             return "active"
         return "active_last" if step == calls[0] else "none"
+
+    if own_steps:
+        with torch.no_grad():
+            model.generate(input_ids, max_new_tokens=max_new_tokens, **generate_kwargs)
 
     # dynamo counts every compiled version of the forward's code against its recompile limit (8), and
     # Hugging Face models share one decorator's code: the third fxprof.generate of a process (3 graphs
@@ -126,6 +143,10 @@ def generate(model: nn.Module, input_ids: torch.Tensor, max_new_tokens: int = 16
             handle.remove()
         s.step()
         warm_graphs = s.captures
+        for _ in range(own_steps):
+            say("plain generate: the model's own compiled steps, the profiler's yardstick")
+            model.generate(input_ids, max_new_tokens=max_new_tokens, **generate_kwargs)
+            s.step()
         say(f"timed generate: {calls[0]} model call(s), one timed step each")
         handle = model.register_forward_hook(lambda *_: s.step())
         try:
@@ -174,9 +195,7 @@ def _own_calls(model: nn.Module, input_ids: torch.Tensor, max_new_tokens: int, g
                tokens: torch.Tensor) -> list[float]:
     """Each model call of a plain ``model.generate`` (no fxprof around it) after the profiled one,
     in ms, forward pre-hook to forward hook (the device synchronized at both on a GPU): the
-    model's own prefill and decode steps that the profiled ones are held against. A forward
-    compiled in place runs once more before (the user's compiled function compiles on its first
-    call, whose steps are not kept). Empty when the plain call gives other tokens."""
+    model's own prefill and decode steps that the profiled ones are held against. Empty when the plain call gives other tokens."""
     cuda = input_ids.is_cuda
     times: list[float] = []
     start = [0]
@@ -192,8 +211,6 @@ def _own_calls(model: nn.Module, input_ids: torch.Tensor, max_new_tokens: int, g
         times.append((time.perf_counter_ns() - start[0]) / 1e6)
 
     with torch.no_grad():
-        if compiled_forward(model) is not None:
-            model.generate(input_ids, max_new_tokens=max_new_tokens, **generate_kwargs)
         handles = [model.register_forward_pre_hook(before), model.register_forward_hook(after)]
         try:
             out = model.generate(input_ids, max_new_tokens=max_new_tokens, **generate_kwargs)

@@ -620,3 +620,45 @@ def test_a_forward_compiled_in_place_profiles_its_compiled_kernels(small, induct
     p = s.profiles[-1]
     assert p.meta["capture"] == "compiled" and len(p.runs) == 2 and (p.df["op"] == "extern").any()
     assert torch.allclose(out, small[0](x), atol=1e-5)
+
+
+def test_a_session_holds_compiled_kernels_to_its_eager_steps_and_keeps_fxprofs_settings_out_of_its_runs(
+        small, inductor_cache, monkeypatch):
+    """A session of a compiled model entered fxprof's settings for its compiled program (inductor's
+    config patch, about 40 us each way) inside every timed run: a 0.05 ms model's profiled run read
+    141 us. And it held the kernels to nothing, though the schedule's wait steps time the user's
+    own compiled forward. Here the settings are made to cost 20 ms each way: no run may hold them;
+    and the wait steps' runs are the yardstick of the kernels line and of the profiler's cost."""
+    import contextlib
+    import time
+
+    from fxprof.measure.compiled import in_session
+
+    real = in_session._inductor_settings
+
+    @contextlib.contextmanager
+    def slow():
+        time.sleep(0.02)
+        with real():
+            yield
+        time.sleep(0.02)
+
+    monkeypatch.setattr(in_session, "_inductor_settings", slow)
+    x = small[1]
+    model = Small().eval()
+    model.load_state_dict(small[0].state_dict())
+    compiled = torch.compile(model)
+    with torch.no_grad(), fxprof.session(compiled, schedule=fxprof.schedule(wait=5, warmup=1, active=3)) as s:
+        for _ in range(9):
+            compiled(x)
+            s.step()
+    p = s.profiles[0]
+    assert p.meta["capture"] == "compiled" and len(p.runs) == 3
+    assert p.runs["total_ms"].max() < 20, p.runs  # the settings' 40 ms a call are outside every run
+    own = p.meta["own_runs_ms"]
+    assert len(own) == 4  # the five wait steps, the first (cold) not kept
+    assert p.meta["compiled"]["unprofiled_ms"] == pytest.approx(own, abs=1e-6)
+    assert "measured_scale" in p.meta["compiled"]["profiler_cost"]  # measured against them
+    assert any("the 4 unprofiled runs it holds them against are the model's own compiled forward" in n
+               for n in p.meta["notes"])
+    assert re.search(r"kernels: .* of the compiled model's own median run time \(.*, 4 unprofiled runs", p.summary())

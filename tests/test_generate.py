@@ -315,6 +315,12 @@ def _compiled_check(n, **kwargs):
     text = gen.summary()
     assert "timer compiled kernels (torch.profiler)" in text and "compiled: inductor, mode default" in text
     _check_fidelity(gen)  # the user's compiled forward, warmed by a plain call first
+    # the decode profile's yardstick: the user's own compiled decode steps, timed at the session's
+    # eager steps (a plain generate between the warm-up and the timed one), one per decode step
+    own = gen.decode.meta["compiled"]["unprofiled_ms"]
+    if kwargs.get("cache_implementation") == "static":  # one decode signature for every position
+        assert len(own) == n - 1 and all(v > 0 for v in own)
+        assert "measured_scale" in gen.decode.meta["compiled"]["profiler_cost"]
     return gen, model
 
 

@@ -49,9 +49,10 @@ def build(hidden: int, layers: int):
     return model
 
 
-def timed_calls(model, run) -> list[float]:
-    """Each model call while ``run()`` runs, in ms (forward pre-hook to forward hook)."""
-    times: list[float] = []
+def timed_calls(model, run, into: list[float] | None = None) -> list[float]:
+    """Each model call while ``run()`` runs, in ms (forward pre-hook to forward hook), appended to
+    ``into`` (a new list by default) as they come."""
+    times: list[float] = [] if into is None else into
     start = [0]
 
     def before(*_):
@@ -95,12 +96,22 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for r in range(args.repeats):
         plain = plain_calls(model, ids, args.new_tokens, **extra)
-        found = []
-        calls = timed_calls(model, lambda: found.append(fxprof.generate(model, ids, max_new_tokens=args.new_tokens, peaks=None, **extra)))
+        found: list = []
+        marks: dict[str, int] = {}
+        calls: list[float] = []
+
+        def said(line: str) -> None:  # fxprof.generate says which generate runs next: mark where the timed one is
+            for key in ("timed generate", "plain generate: the model's own calls"):
+                if line.startswith(key):
+                    marks[key] = len(calls)
+
+        timed_calls(model, lambda: found.append(fxprof.generate(model, ids, max_new_tokens=args.new_tokens, peaks=None,
+                                                                 progress=said, **extra)), into=calls)
         gen = found[0]
         dec = gen.per_token[gen.per_token["phase"] == "decode"]
         prof = dec["time_ms"].tolist()
-        timed = calls[len(calls) // 2 + 1:]  # the timed generate's decode calls (the second half of the calls)
+        # the timed generate's decode calls: between the progress lines that announce it and the plain one after it
+        timed = calls[marks["timed generate"] + 1:marks["plain generate: the model's own calls"]]
         rows.append({"repeat": r, "plain_decode_ms": statistics.median(plain[1:]), "fxprof_decode_ms": statistics.median(prof),
                      "fxprof_call_ms": statistics.median(timed),
                      "plain_prefill_ms": plain[0], "fxprof_prefill_ms": float(gen.per_token["time_ms"].iloc[0]),

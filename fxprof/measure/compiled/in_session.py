@@ -20,6 +20,7 @@ The session times forwards only: a backward the loop runs executes outside the r
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import warnings
 from typing import Any
@@ -55,6 +56,7 @@ class LoopCompiledCapture(Capture):
         self.compiled_first: int | None = None
         self.on_cuda = any(t.is_cuda for t in [*root.parameters(), *root.buffers()])
         self._profiler: Any = None
+        self._probed: Any = None  # the probes' ProfilerCost, before any cycle's in_situ scale
         self._quiet: contextlib.ExitStack | None = None
 
     @property
@@ -65,34 +67,43 @@ class LoopCompiledCapture(Capture):
     def module(self) -> nn.Module:
         return self.root
 
-    def _call(self, args: tuple, kwargs: dict) -> Any:
+    @contextlib.contextmanager
+    def _settings(self) -> Any:
+        """What fxprof's compiled program runs under (its trace catcher, inductor's settings, room
+        to compile): entered around a timed call's run range, never inside it (its cost is fxprof's)."""
         logger = logging.getLogger("torch.__trace")
         logger.addHandler(self.catcher)
         try:
             with _recursion_limit_kept(), room_to_compile(self.root), _inductor_settings():
-                if self.compiled_first is not None:
-                    return self.compiled(*args, **kwargs)
-                sync = torch.cuda.synchronize if self.on_cuda else (lambda: None)
-                out, self.compile_s, self.compiled_first = first_call(
-                    self.root, self.graphs, self.described, lambda: (self.compiled(*args, **kwargs), sync())[0],
-                    "profile it eagerly instead (fxprof.session(model._orig_mod); for a forward "
-                    "compiled in place, fxprof.session(model, capture='dynamo'))")
-                return out
+                yield
         finally:
             logger.removeHandler(self.catcher)
 
+    def _call(self, args: tuple, kwargs: dict) -> Any:
+        """One call of the compiled program, inside :meth:`_settings`; the first one compiles."""
+        if self.compiled_first is not None:
+            return self.compiled(*args, **kwargs)
+        sync = torch.cuda.synchronize if self.on_cuda else (lambda: None)
+        out, self.compile_s, self.compiled_first = first_call(
+            self.root, self.graphs, self.described, lambda: (self.compiled(*args, **kwargs), sync())[0],
+            "profile it eagerly instead (fxprof.session(model._orig_mod); for a forward "
+            "compiled in place, fxprof.session(model, capture='dynamo'))")
+        return out
+
     def run(self, recorder: Recorder, args: tuple, kwargs: dict) -> Any:
         """An untimed call (warm-up; the first one compiles)."""
-        return self._call(args, kwargs)
+        with self._settings():
+            return self._call(args, kwargs)
 
     def run_timed(self, recorder: Recorder, args: tuple, kwargs: dict) -> Any:
         """A timed call: recorded by ``torch.profiler`` in an ``fxprof::run`` range."""
         if self._profiler is None:
             self._start()
-        with recorder.run(), run_range():
-            out = self._call(args, kwargs)
-            if self.on_cuda:
-                torch.cuda.synchronize()
+        with self._settings():
+            with recorder.run(), run_range():
+                out = self._call(args, kwargs)
+                if self.on_cuda:
+                    torch.cuda.synchronize()
         return out
 
     def _start(self) -> None:
@@ -115,14 +126,31 @@ class LoopCompiledCapture(Capture):
     def build(self, meta: dict[str, Any], name: str | None) -> Profile:
         """The cycle's profile: the kernel calls inside its timed runs (the profiler stops here)."""
         events = self._stop()
-        if self.graphs.profiler_cost is None:  # the profiler's own cost per event, once per session
-            self.graphs.profiler_cost = calibrate(self.on_cuda)
-        profile = profile_from_events(self.root, self.graphs, self.catcher, events, self.on_cuda, [], self.compile_s,
-                                      dict(self.described), self.compiled_first or 0, meta, name)
+        if self._probed is None:  # the profiler's own cost per event, probed once per session
+            kept = self.graphs.profiler_cost  # a program compiled before keeps its probes' figures (maybe scaled)
+            self._probed = (dataclasses.replace(kept, scale=1.0, nested_scale=1.0, measured=0.0, scale_reason="")
+                            if kept is not None else calibrate(self.on_cuda))
+        self.graphs.profiler_cost = self._probed  # each cycle scales the probes' figures afresh (in_situ)
+        # the user's own compiled forward at the schedule's eager steps (wait, skip_first), of the
+        # cycle's one input signature (fxprof.measure.eager.fidelity.EagerSteps): the yardstick that
+        # compiled mode times itself, here timed as the loop ran it; on the CPU it measures the
+        # profiler's cost per event in this program's runs (profiler_cost.in_situ), as compiled mode does
+        plain = [] if self.on_cuda else [float(v) for v in meta.get("own_runs_ms") or []]
+        contention = meta.get("contention") or {}
+        lost = None
+        if plain and contention.get("lost_ms") is not None and contention.get("own_lost_ms") is not None:
+            lost = ([float(v) for v in contention["lost_ms"]], [float(v) for v in contention["own_lost_ms"]])
+            meta = {**meta, "contention": {**contention, "unprofiled_lost_ms": contention["own_lost_ms"]}}
+        profile = profile_from_events(self.root, self.graphs, self.catcher, events, self.on_cuda, plain, self.compile_s,
+                                      dict(self.described), self.compiled_first or 0, meta, name, lost=lost)
         profile.meta["capture_reason"] = self.reason
         profile.meta.setdefault("notes", []).append(
             "a session of a compiled model times the compiled program's forward kernels in each timed step (as compiled "
-            "mode does); there are no unprofiled runs to hold them against, and a backward the loop runs is not timed")
+            "mode does), and a backward the loop runs is not timed; " + (
+                f"the {len(plain)} unprofiled runs it holds them against are the model's own compiled forward at the "
+                f"schedule's eager steps (wait, skip_first) with this input signature" if plain else
+                "no eager step of the schedule (wait, skip_first) ran this input signature, so there are no unprofiled "
+                "runs to hold them against (fxprof.schedule(wait=4, ...) gives some)"))
         return profile
 
     def close(self) -> None:

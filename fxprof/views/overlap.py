@@ -52,7 +52,7 @@ def overlap_text(profile: "Profile") -> str:
     for (layer, phase), row in table.iterrows():
         cells = [layer or "(root)", phase, int(row["gathers"])]
         cells += [format_ms(row[c]) for c in ("issue_ms", "ahead_ms", "waited_ms", "exposed_ms")]
-        cells += ["" if np.isnan(row["hidden_pct"]) else f"{row['hidden_pct']:.0f}", "yes" if row["blocking"] else "no",
+        cells += ["" if np.isnan(row["hidden_pct"]) else f"{row['hidden_pct']:.0f}", "" if not row["gathers"] else ("yes" if row["blocking"] else "no"),
                   "" if np.isnan(row["reduce_scatter_ms"]) else format_ms(row["reduce_scatter_ms"])]
         if "most_waited_rank" in table.columns:
             cells.append("" if row["most_waited_rank"] is None or str(row["most_waited_rank"]) == "<NA>" else int(row["most_waited_rank"]))

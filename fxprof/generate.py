@@ -40,6 +40,7 @@ from .core.roofline import Peaks, parse_peaks
 from .measure.compiled.compiling import compiled_forward, is_compiled
 from .measure.compiled.mode import room_to_compile
 from .measure.session.session import session
+from .measure.timing.contention import ContentionMeter
 
 __all__ = ["generate"]
 
@@ -161,7 +162,7 @@ def generate(model: nn.Module, input_ids: torch.Tensor, max_new_tokens: int = 16
         raise RuntimeError(f"expected a prefill and a decode profile from {calls[0]} model call(s), got {len(profiles)}: "
                            f"does {type(model).__name__}.generate call the model once per token?")
     say("plain generate: the model's own calls, unprofiled")
-    own = _own_calls(model, input_ids, max_new_tokens, generate_kwargs, tokens)
+    own, own_lost = _own_calls(model, input_ids, max_new_tokens, generate_kwargs, tokens)
     prefill, decode = profiles[0], (profiles[1] if len(profiles) > 1 else None)
     shapes = _shapes(model, input_ids)
     notes = _notes(prefill, decode, shapes, s.captures - warm_graphs, generate_kwargs.get("cache_implementation") == "static")
@@ -176,7 +177,7 @@ def generate(model: nn.Module, input_ids: torch.Tensor, max_new_tokens: int = 16
             "kv_bytes_per_token": shapes["kv_per_token"], "weight_bytes": shapes["weight_bytes"],
             "weight_bytes_decode": shapes["weight_bytes_decode"], "config": shapes["config"],
             "bytes_per_s": bandwidth[0] if bandwidth else None, "flops_per_s": bandwidth[1] if bandwidth else None,
-            "peaks_source": bandwidth[2] if bandwidth else "", "notes": notes, "own_ms": own}
+            "peaks_source": bandwidth[2] if bandwidth else "", "notes": notes, "own_ms": own, "own_lost_ms": own_lost}
     if prefill.meta.get("capture") == "compiled":  # the compiled program's kernels (torch.profiler), not an eager graph
         c = prefill.meta.get("compiled", {})
         last = (decode or prefill).meta.get("compiled", {})
@@ -192,23 +193,28 @@ def generate(model: nn.Module, input_ids: torch.Tensor, max_new_tokens: int = 16
 
 
 def _own_calls(model: nn.Module, input_ids: torch.Tensor, max_new_tokens: int, generate_kwargs: dict[str, Any],
-               tokens: torch.Tensor) -> list[float]:
+               tokens: torch.Tensor) -> tuple[list[float], list[float]]:
     """Each model call of a plain ``model.generate`` (no fxprof around it) after the profiled one,
     in ms, forward pre-hook to forward hook (the device synchronized at both on a GPU): the
-    model's own prefill and decode steps that the profiled ones are held against. Empty when the plain call gives other tokens."""
+    model's own prefill and decode steps that the profiled ones are held against; and what each
+    lost to other processes (ms). Empty when the plain call gives other tokens."""
     cuda = input_ids.is_cuda
     times: list[float] = []
-    start = [0]
+    lost: list[float] = []
+    meter = ContentionMeter()
+    start: list[Any] = [0, None]
 
     def before(*_: Any) -> None:
         if cuda:
             torch.cuda.synchronize()
+        start[1] = meter.mark()
         start[0] = time.perf_counter_ns()
 
     def after(*_: Any) -> None:
         if cuda:
             torch.cuda.synchronize()
         times.append((time.perf_counter_ns() - start[0]) / 1e6)
+        lost.append(meter.lost_since(start[1]))
 
     with torch.no_grad():
         handles = [model.register_forward_pre_hook(before), model.register_forward_hook(after)]
@@ -217,7 +223,7 @@ def _own_calls(model: nn.Module, input_ids: torch.Tensor, max_new_tokens: int, g
         finally:
             for handle in handles:
                 handle.remove()
-    return times if torch.equal(out, tokens) else []
+    return (times, lost) if torch.equal(out, tokens) else ([], [])
 
 
 # ---------------------------------------------------------------------- what a step moves

@@ -21,7 +21,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["OWN_RUNS", "GPU_RATIO_LIMIT", "OUTSIDE_MIN_SHARE", "OWN_SPREAD_LIMIT", "OWN_RUNS_MIN", "Fidelity", "own_runs_ms", "fidelity", "outside_label",
+__all__ = ["iqr_share", "OWN_RUNS", "GPU_RATIO_LIMIT", "OUTSIDE_MIN_SHARE", "OWN_SPREAD_LIMIT", "OWN_RUNS_MIN", "Fidelity", "own_runs_ms", "fidelity", "outside_label",
            "dispatch_differences", "describe_differences"]
 
 #: ``meta`` key: the model's own forward times (ms), each unprofiled run in the order it ran
@@ -116,7 +116,7 @@ class Fidelity:
         return self.gpu and self.ratio > GPU_RATIO_LIMIT
 
 
-def _spread(values: Sequence[float]) -> float:
+def iqr_share(values: Sequence[float]) -> float:
     """Interquartile range over the median (0 with fewer than two values)."""
     if len(values) < 2:
         return 0.0
@@ -148,7 +148,7 @@ def fidelity(meta: Mapping[str, Any], run_totals: Sequence[float], node_medians:
     gpu = str(meta.get("device", "")).startswith("cuda")
     nodes = [float(v) for v in node_medians if v == v]
     return Fidelity(own_ms=_median(used), profiled_ms=_median(run_totals), node_ms=math.fsum(nodes) if nodes else math.nan,
-                    own_runs=len(used), gpu=gpu, corrected_own=corrected, busy_profiled=busy_profiled, own_spread=_spread(used))
+                    own_runs=len(used), gpu=gpu, corrected_own=corrected, busy_profiled=busy_profiled, own_spread=iqr_share(used))
 
 
 def outside_label(meta: Mapping[str, Any]) -> str:

@@ -221,18 +221,33 @@ class Generation:
     def fidelity_lines(self) -> list[str]:
         """The profiled decode step (and prefill) against the model's own: a plain ``generate``
         after the profiled one, each call timed around the model's forward (``meta["own_ms"]``)."""
+        from .contention import busy_mask, quiet_values
+        from .fidelity import Fidelity, iqr_share
+
         own = [float(v) for v in self.meta.get("own_ms") or []]
         pt = self.per_token
         dec = pt[pt["phase"] == "decode"]
         if len(own) != len(pt) or not len(dec):
             return []
-        own_dec = float(np.median(own[1:]))
-        med = float(dec["time_ms"].median())
+        lost = [float(v) for v in self.meta.get("own_lost_ms") or []]
+        # the rules of every fidelity line (fxprof.core.fidelity): own steps that lost time to other
+        # processes left out (or corrected), and no ratio from too few, too spread or busy steps
+        used, corrected = quiet_values(own[1:], lost[1:] if len(lost) == len(own) else None)
+        times = dec["time_ms"].astype(float).to_numpy()
+        busy = bool(busy_mask(dec["lost_ms"].astype(float).to_numpy(), times).any())
+        found = Fidelity(own_ms=float(np.median(used)), profiled_ms=float(np.median(times)), node_ms=math.nan,
+                         own_runs=len(used), gpu=str(self.meta.get("device", "")).startswith("cuda"),
+                         corrected_own=corrected, busy_profiled=busy, own_spread=iqr_share(used))
+        where = (f"median of {len(used)} decode steps of a plain generate after the profiled one, each call timed "
+                 f"around the forward")
+        if found.unreliable:
+            return [f"fidelity: not stated: {found.unreliable}; the median profiled decode step took "
+                    f"{_ms(found.profiled_ms)}, the model's own {_ms(found.own_ms)} ({where})"]
         pre = float(pt["time_ms"].iloc[0])
-        return [f"fidelity: the profiled decode step is {med / own_dec:.2f}x the model's own ({_ms(own_dec)}, median of "
-                f"{len(own) - 1} decode steps of a plain generate after the profiled one, each call timed around the "
-                f"forward); prefill {pre / own[0]:.2f}x ({_ms(own[0])}, one call). The table's times are the profiled "
-                f"steps'; the two calls ran one after the other, not interleaved"]
+        return [f"fidelity: the profiled decode step is {found.ratio:.2f}x the model's own ({_ms(found.own_ms)}, {where}"
+                + (f", {corrected} of them less the time they lost to other processes" if corrected else "")
+                + f"); prefill {pre / own[0]:.2f}x ({_ms(own[0])}, one call). The table's times are the profiled "
+                  f"steps'; the two calls ran one after the other, not interleaved"]
 
     def floor_line(self) -> str:
         """The decode step's memory floor and the share of it achieved, in words."""

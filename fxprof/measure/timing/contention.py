@@ -155,6 +155,17 @@ class ContentionMeter:
                 lost *= own / wall
             (self.lost_ms if into is None else into).append(min(lost, own))  # a wait before the call began is not its
 
+    def mark(self) -> tuple[tuple[Any, int], int]:
+        """Where a call that is not a callable here begins (a forward pre-hook): give it to
+        :meth:`lost_since` where it ends."""
+        return self._snapshot(), time.perf_counter_ns()
+
+    def lost_since(self, mark: tuple[tuple[Any, int], int]) -> float:
+        """What the process lost to other processes since :meth:`mark` (ms), at most the time since."""
+        before, t0 = mark
+        wall = (time.perf_counter_ns() - t0) / 1e6
+        return min(self._lost(before, self._snapshot())[0], wall)
+
     def rescan(self) -> None:
         """Take in the threads started since the meter was made (torch's pools start on first use)."""
         self._waits.rescan()

@@ -33,6 +33,11 @@ def overlap_lines(profile: "Profile") -> list[str]:
                 f"({found['ahead_ms']:.3f} ms of work ran between issues and waits)")
         if found["some_blocking"]:
             body += "; the layers whose unshard_async_op is off blocked in the issue"
+        kept = profile.kept_runs()
+        busy = [r for r in profile.busy_runs if kept is None or r in kept]
+        if busy:  # time taken by other processes between an issue and its wait reads as work ahead
+            body += (f" ({len(busy)} of the runs these medians are over lost time to other processes: the time "
+                     f"between issues and waits holds it too)")
     most = found["most_exposed"]
     tail = f"; most exposed: {most[0][0] or '(root)'} ({most[0][1]}, {most[1]:.3f} ms)" if most else ""
     return [head + body + tail + "; per layer: fxprof.overlap(prof)"]

@@ -30,12 +30,12 @@ def profiles(tmp_path_factory):
 
 def _per_run(prof, names):
     """Per (run): the sum of the named nodes' times in that run."""
-    s = prof.samples
+    s = prof.kept_samples()  # the runs the statistics use (outlier runs left out)
     return s[s["node"].astype(str).isin(names)].groupby("run")["time_ms"].sum()
 
 
 def _starts(prof, name):
-    s = prof.samples
+    s = prof.kept_samples()  # the runs the statistics use (outlier runs left out)
     return s[s["node"].astype(str) == name].set_index("run")
 
 

@@ -317,6 +317,7 @@ def in_a_session(outdir: str, rank: int) -> dict:
                               overlap=[[row["layer"], row["phase"], int(row["gathers"])]
                                        for _, row in fxprof.overlap(prof).reset_index().iterrows()],
                               fsdp_meta=prof.meta.get("fsdp"),
+                              backward_note=next((n for n in prof.meta.get("notes", []) if n.startswith("backward=True")), ""),
                               fsdp_rows_on_both_ranks=bool(len(fsdp) and fsdp["rank_max_ms"].notna().all()
                                                            and (fsdp["median_ms"] > 0).all()))
         out[name] = record

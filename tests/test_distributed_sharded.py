@@ -255,6 +255,9 @@ def test_fsdp2_session_over_a_training_loop_times_what_the_profile_does_and_chan
     for block in ("blocks.0", "blocks.1"):
         assert two["layer_comm_ms"][block] > 0 and two["layer_compute_ms"][block] > 0
     assert two["fsdp_rows_on_both_ranks"]
+    # the session's note says what an FSDP run spans: FSDP's hooks' work before the forward and after the backward
+    assert "from the outermost FSDP module's pre-forward" in two["backward_note"], two["backward_note"]
+    assert "first forward's start" not in two["backward_note"]
     # fxprof.overlap reads a session's profile as a training step's: each layer's gather paired with its wait
     assert two["fsdp_meta"] == {"unshard_async_op": {"": False, "blocks.0": False, "blocks.1": False}}
     assert sorted(two["overlap"]) == sorted([["", "forward", 1], ["blocks.0", "forward", 1], ["blocks.1", "forward", 1],

@@ -101,6 +101,9 @@ class FSDPLoopTrainingCapture(FSDPRows, LoopTrainingCapture):
                        "all-gather) to FSDP's final backward callback (the last reduce-scatters)")
         self.modules = fsdp_modules(model)
         self.notes["fsdp"] = {"unshard_async_op": async_gathers(self.modules)}  # read by fxprof.core.overlap
+        #: what a run spans, in the session's backward note (fxprof.measure.session.cycle)
+        self.run_span = ("from the outermost FSDP module's pre-forward (the root's all-gather, before the forward "
+                         "itself) to FSDP's final backward callback (after the last reduce-scatters)")
         self.rows: dict[str, NodeInfo] = {}
         self.leaves = compiled_leaves(self.modules)
         # the plain loop session LoopTrainingCapture made is replaced by one that places calls by FSDP module

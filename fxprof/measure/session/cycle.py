@@ -97,9 +97,13 @@ def _backward_words(cycle: _Cycle) -> str:
 
     graphs = cycle.run_graphs or [(1, 1)]
     fw, bw = spread([g[0] for g in graphs]), spread([g[1] for g in graphs])
+    # a capture whose runs span more than its graphs (FSDP2: its hooks' work before the first forward
+    # and after the last backward) says so
+    span = next((c.run_span for c in cycle.captures if getattr(c, "run_span", "")),
+                "from the first forward's start to the last backward's end")
     text = (f"backward=True: each run holds {fw} forward and {bw} backward graph execution(s): every forward of a "
             f"step before its backward (several forwards feeding one loss are one run) and every backward they owe, "
-            f"timed inside the loop's own backward; from the first forward's start to the last backward's end, the "
+            f"timed inside the loop's own backward; {span}, the "
             f"loss and the loop's code between them in the run but in no node (coverage)")
     if cycle.eager_calls:
         text += (f"; {cycle.eager_calls} eval/no-grad forward(s) (validation) ran as the eager model, untimed: "

@@ -290,6 +290,17 @@ def test_cost_benchmark_runs_and_reports_both_ratios(tmp_path):
     assert "profiled / plain" in done.stdout
     summary = json.loads(out.read_text())["summary"]
     assert summary["decode_ratio_median"] > 0 and summary["call_ratio_median"] > 0
+    # compiled decoding, and torch.profiler's own cost of a compiled step (the floor of that ratio)
+    done = subprocess.run([sys.executable, str(script), "--hidden", "64", "--prompt-len", "4", "--new-tokens", "3",
+                           "--repeats", "1", "--compile", "--json", str(out)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "forward compiled in place, static cache" in done.stdout
+    assert json.loads(out.read_text())["summary"]["call_ratio_median"] > 0
+    floor = script.parent / "profiler_floor.py"
+    done = subprocess.run([sys.executable, str(floor), "--hidden", "64", "--new-tokens", "4", "--rounds", "1"],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "under torch.profiler" in done.stdout
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")

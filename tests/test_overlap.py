@@ -133,3 +133,19 @@ def test_show_overlap_prints_each_layers_row(profiles, tmp_path, capsys):
     prof.to_csv(tmp_path / "t.csv")
     assert main(["show", str(tmp_path / "t.csv"), "--overlap"]) != 0
     assert "--overlap needs a saved profile" in capsys.readouterr().err
+
+
+@needs_fsdp
+def test_the_report_has_the_overlap_table(profiles, tmp_path):
+    pytest.importorskip("plotly")
+    prof = profiles["async_train"]
+    prof.to_html(tmp_path / "r.html")
+    page = (tmp_path / "r.html").read_text()
+    start = page.index('<section id="overlap">')
+    section = page[start:page.index("</section>", start)]
+    assert "FSDP all-gathers per layer: exposed and hidden" in section and 'href="#overlap"' in page
+    assert section.count("<tr>") == len(fxprof.overlap(prof)) + 1  # the head and a row per layer and phase
+    assert ">b1</td><td>backward</td>" in section and "FSDP all-gathers: " in section  # the header's line under it
+    plain = profiles["sync"]
+    plain.to_html(tmp_path / "s.html")
+    assert "<td>yes</td>" in (tmp_path / "s.html").read_text()  # synchronous gathers: blocking

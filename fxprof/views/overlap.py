@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import pandas as pd
+
 import numpy as np
 
 from ..core.overlap import overlap_totals
@@ -12,7 +14,7 @@ from ..core.overlap import overlap_totals
 if TYPE_CHECKING:
     from ..core.profile import Profile
 
-__all__ = ["overlap_lines", "overlap_text"]
+__all__ = ["overlap_lines", "overlap_text", "overlap_frame"]
 
 
 def overlap_lines(profile: "Profile") -> list[str]:
@@ -44,25 +46,38 @@ def overlap_lines(profile: "Profile") -> list[str]:
 
 
 def overlap_text(profile: "Profile") -> str:
-    """:func:`fxprof.core.overlap.overlap` as a text table (times in ms, us, ns)."""
+    """:func:`overlap_frame` as a text table (times in ms, us, ns)."""
     from tabulate import tabulate
 
-    from ..core.overlap import overlap
     from .tables import format_ms
 
-    table = overlap(profile)
+    table = overlap_frame(profile)
     if table.empty:
         return "no FSDP all-gathers in this profile (fxprof.overlap needs a profile of a fully_shard-ed model)"
+    ranked = "most_waited_rank" in table.columns
     rows = []
-    for (layer, phase), row in table.iterrows():
-        cells = [layer or "(root)", phase, int(row["gathers"])]
-        cells += [format_ms(row[c]) for c in ("issue_ms", "ahead_ms", "waited_ms", "exposed_ms")]
-        cells += ["" if np.isnan(row["hidden_pct"]) else f"{row['hidden_pct']:.0f}", "" if not row["gathers"] else ("yes" if row["blocking"] else "no"),
-                  "" if np.isnan(row["reduce_scatter_ms"]) else format_ms(row["reduce_scatter_ms"])]
-        if "most_waited_rank" in table.columns:
-            cells.append("" if row["most_waited_rank"] is None or str(row["most_waited_rank"]) == "<NA>" else int(row["most_waited_rank"]))
+    for layer, row in table.iterrows():
+        cells = [layer, row["phase"], int(row["gathers"])]
+        cells += ["" if pd.isna(row[c]) else format_ms(row[c])
+                  for c in ("issue_ms", "ahead_ms", "waited_ms", "exposed_ms")]
+        cells += ["" if pd.isna(row["hidden_pct"]) else f"{row['hidden_pct']:.0f}", row["blocking"],
+                  "" if pd.isna(row["reduce_scatter_ms"]) else format_ms(row["reduce_scatter_ms"])]
+        if ranked:
+            cells.append("" if pd.isna(row["most_waited_rank"]) else int(row["most_waited_rank"]))
         rows.append(cells)
     headers = ["layer", "phase", "gathers", "issue", "ahead", "waited", "exposed", "hidden_pct", "blocking", "reduce_scatter"]
-    if "most_waited_rank" in table.columns:
-        headers.append("most_waited_rank")
+    headers += ["most_waited_rank"] if ranked else []
     return tabulate(rows, headers=headers, disable_numparse=True, colalign=("left", "left") + ("right",) * (len(headers) - 2))
+
+
+def overlap_frame(profile: "Profile") -> "pd.DataFrame":
+    """:func:`fxprof.core.overlap.overlap` for a page: indexed by layer (``(root)`` for the root),
+    the phase a column, ``hidden_pct`` rounded to whole percent, ``blocking`` in words (blank where
+    the layer and phase have no all-gather)."""
+    from ..core.overlap import overlap
+
+    table = overlap(profile).reset_index()
+    table["layer"] = table["layer"].replace("", "(root)")
+    table["hidden_pct"] = table["hidden_pct"].round(0)
+    table["blocking"] = ["" if not g else ("yes" if b else "no") for g, b in zip(table["gathers"], table["blocking"])]
+    return table.set_index("layer")

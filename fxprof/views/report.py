@@ -46,6 +46,7 @@ from ..vocab import __version__
 from .tables import display_name, format_ms, formatter_for
 from .options import ViewOptions
 from .memory_plot import memory_figure
+from .overlap import overlap_frame, overlap_lines
 from .text import render_compare, render_header
 
 if TYPE_CHECKING:
@@ -298,6 +299,16 @@ def render_report(profile: Profile, title: str | None = None) -> str:
         extra.append(_section("ranks", "Time by rank", "Medians over each rank's runs; the straggler is named.",
                               _figure_html(ranks_figure(profile), "fx-ranks"), table_html(ranks, "fx-ranks-table", "ranks")))
         nav.append(("ranks", "ranks"))
+    gathers = overlap_frame(profile)  # FSDP2: each layer's all-gathers, exposed and hidden (fxprof.core.overlap)
+    if not gathers.empty:
+        extra.append(_section("overlap", "FSDP all-gathers per layer: exposed and hidden",
+                              "Per layer and phase, medians over the runs: the call that issues the all-gather, the work "
+                              "that ran before its wait (ahead), the wait, the time the layer was kept waiting (exposed = "
+                              "issue + waited), and the share of the collective's time in flight that other work ran "
+                              "beside (hidden_pct); blocking: FSDP issued it synchronously, so on the CPU it ran inside "
+                              "the issue (docs/distributed.md).",
+                              table_html(gathers, "fx-overlap", "overlap"), _note(" ".join(overlap_lines(profile)))))
+        nav.append(("overlap", "FSDP overlap"))
     body += extra
     if (profile.meta.get("compiled") or {}).get("breaks"):  # a compiled model's graph breaks (fxprof.views.breaks)
         from .breaks import breaks_table

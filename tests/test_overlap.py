@@ -113,6 +113,9 @@ def test_overlap_survives_saving_and_is_empty_without_fsdp(profiles, tmp_path):
     import torch
     plain = fxprof.profile(torch.nn.Linear(4, 4), torch.randn(2, 4), warmup=0, iters=2, anatomy=False, memory=False)
     assert fxprof.overlap(plain).empty and not any(x.startswith("FSDP") for x in plain.summary().splitlines())
+    prof.to_csv(tmp_path / "p.csv")
+    with pytest.raises(TypeError, match=r"a per-node table \(\.csv\) has no runs"):
+        fxprof.overlap(fxprof.read_csv(tmp_path / "p.csv"))
 
 
 @needs_fsdp

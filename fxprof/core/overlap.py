@@ -107,6 +107,12 @@ def overlap(profile: "Profile") -> pd.DataFrame:
     Index ``(layer, phase)``, the layer as its module path (``""`` for the root); with ranks, a
     ``most_waited_rank`` column names the rank whose median wait is the longest. Empty for a
     profile without FSDP's rows."""
+    from .profile import Profile
+
+    if not isinstance(profile, Profile):
+        raise TypeError(f"fxprof.overlap needs a Profile with its samples (fxprof.profile, a session, or fxprof.load of a "
+                        f".json/.npz file), got {type(profile).__name__}: a per-node table (.csv) has no runs to pair "
+                        f"an all-gather with its wait in")
     steps = fsdp_steps(profile)
     pairs = _pairs(profile, steps) if steps else pd.DataFrame()
     if pairs.empty:

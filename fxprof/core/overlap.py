@@ -115,8 +115,10 @@ def overlap(profile: "Profile") -> pd.DataFrame:
                         f"an all-gather with its wait in")
     steps = fsdp_steps(profile)
     pairs = _pairs(profile, steps) if steps else pd.DataFrame()
-    if pairs.empty:
-        return pd.DataFrame(columns=list(OVERLAP_COLUMNS), index=pd.MultiIndex.from_tuples([], names=["layer", "phase"]))
+    if pairs.empty:  # the columns' own dtypes, as a table with rows has them
+        dtypes = {c: "bool" if c == "blocking" else "int64" if c == "gathers" else "float64" for c in OVERLAP_COLUMNS}
+        return pd.DataFrame({c: pd.Series(dtype=t) for c, t in dtypes.items()},
+                            index=pd.MultiIndex.from_tuples([], names=["layer", "phase"]))
     on_cpu = str(profile.meta.get("device", "cpu")) == "cpu"
     asyncs = _async(profile.meta)
     keys = ["layer", "phase"]

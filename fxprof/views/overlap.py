@@ -77,6 +77,8 @@ def overlap_frame(profile: "Profile") -> "pd.DataFrame":
     from ..core.overlap import overlap
 
     table = overlap(profile).reset_index()
+    if table.empty:
+        return table.set_index("layer")
     table["layer"] = table["layer"].replace("", "(root)")
     table["hidden_pct"] = table["hidden_pct"].round(0)
     table["blocking"] = ["" if not g else ("yes" if b else "no") for g, b in zip(table["gathers"], table["blocking"])]

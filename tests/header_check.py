@@ -95,9 +95,12 @@ def header_problems(profile: Any) -> list[str]:
 
     machine = line("machine: ")
     found = profile.contention
+    cpu_clock = (profile.meta.get("contention") or {}).get("clock") == "cpu"
     if found is None:
-        if machine is not None:
+        if machine is not None and not cpu_clock:
             problems.append("a machine line without a measurement")
+        if cpu_clock and (machine is None or "BUSY" in machine or "CPU time" not in machine):
+            problems.append(f"runs timed on a CPU clock, yet the machine line says otherwise: {machine!r}")
     elif machine is None:
         problems.append("contention was measured, and no machine line says what it found")
     else:

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["BUSY_SHARE", "BUSY_MIN_MS", "QUIET_MIN_RUNS", "BUSY_LOAD_MARGIN", "Contention", "contention", "busy_mask",
-           "enough_quiet", "quiet_values", "quiet_runs", "machine_words", "busy_machine"]
+           "enough_quiet", "quiet_values", "quiet_runs", "machine_words", "cpu_clock_words", "busy_machine"]
 
 #: a run is busy when other processes took at least this share of its wall time ...
 BUSY_SHARE = 0.05
@@ -157,6 +157,20 @@ def machine_words(found: Contention) -> str:
     else:
         then = ("; too few quiet runs to leave them out: the times here include time lost to other processes")
     return head + then + "; for steadier figures pin the process to a core of its own (taskset -c N), use fewer threads, or a quiet machine"
+
+
+def cpu_clock_words(meta: Mapping[str, Any]) -> str:
+    """The machine line of runs timed on a CPU-time clock (a timer reading this thread's CPU
+    time): no time lost to other processes is in them, so none is called busy or corrected;
+    "" for any other profile."""
+    found = meta.get("contention") or {}
+    if found.get("clock") != "cpu":
+        return ""
+    loads = [v for v in (found.get("load") or ()) if isinstance(v, (int, float))]
+    where = (f"load {max(loads):.1f} on {found.get('cores')} usable core(s)" if loads
+             else f"{found.get('cores')} usable core(s)")
+    return (f"machine: the timer reads the thread's CPU time, which holds no time lost to other processes: "
+            f"no run is called busy or corrected ({where})")
 
 
 def busy_machine(meta: Mapping[str, Any], runs: pd.DataFrame) -> str:

@@ -67,10 +67,13 @@ def machine_line(profile: "Profile") -> list[str]:
     """The header's machine line (:func:`fxprof.core.contention.machine_words`): quiet, or how
     many runs lost how much to other processes and what the statistics did about it; none when
     it was not measured."""
-    from ..core.contention import machine_words
+    from ..core.contention import cpu_clock_words, machine_words
 
     found = profile.contention
-    return [machine_words(found)] if found is not None else []
+    if found is not None:
+        return [machine_words(found)]
+    words = cpu_clock_words(profile.meta)
+    return [words] if words else []
 
 
 def busy_kept(profile: "Profile") -> bool:

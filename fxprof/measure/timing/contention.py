@@ -1,16 +1,30 @@
-"""Contention: how much of each run this process spent waiting for a CPU that another process held.
+"""Contention: how much of each run the threads that did its work spent waiting for a CPU that
+another process held.
 
 A shared machine (a laptop, a CI runner, a server other jobs run on) takes CPU time away from
 the profiled process in scheduler slices of a few milliseconds. The wall clock cannot tell that
 from the model's own time: a run that lost 4 ms to another process just looks 4 ms slower, and
-the time between nodes looks like the interpreter's. Linux tells it: every thread's
-``/proc/self/task/TID/schedstat`` holds the time it spent runnable but waiting on a run queue
-(``run_delay``). :class:`ContentionMeter` reads it before and after each run (outside every
-node's marks) and keeps, per run, the time lost to other processes: the largest wait of any of
-the process's threads in the run (the threads of one parallel region wait for each other, so
-the run loses about the longest wait, not the sum). Where schedstat cannot be read (another
-system, a kernel without scheduler statistics) it falls back on ``getrusage``: with involuntary
-context switches in a run, the main thread's wall time not spent on a CPU.
+the time between nodes looks like the interpreter's. :class:`ContentionMeter` reads, before and
+after each run (outside every node's marks), two clocks the kernel keeps per thread:
+
+- the thread's **CPU time** (``time.thread_time_ns`` for the thread that runs the model: exact to
+  the nanosecond; ``/proc/self/task/TID/schedstat``'s first field for the others), so a thread's
+  **time off the CPU** in the run is its wall time less its CPU time;
+- the time it spent **runnable but waiting on a run queue** (schedstat's ``run_delay``).
+
+A run's lost time is the largest run-queue wait of a thread that ran in it, each thread's
+wait bounded by its own time off the CPU, and the whole bounded by the calling thread's time off
+the CPU (``wall - thread CPU time``): a thread that never left the CPU lost nothing, and a run
+cannot have lost more than the time its calling thread spent off the CPU. Both bounds matter:
+on a virtual machine at load 10-20 a thread's ``run_delay`` grew by 8-40 ms over 1.1-1.6 ms
+forwards that never left the CPU (shared/FACTS.md, seventh round), and the idle threads of
+torch's pool wait on run queues while the run does not wait for them. Proved against an
+independent ground truth (the competing processes' own record of when they ran) in
+``tests/benchmarks/contention_truth.py``; the table is in docs/methodology.md.
+
+Where schedstat cannot be read (another system, a kernel without scheduler statistics) the meter
+falls back on ``getrusage``: with involuntary context switches in a run, the calling thread's
+time off the CPU.
 
 The figures go to ``meta["contention"]`` (:meth:`ContentionMeter.describe`); what counts as a
 busy run, and what the header says, is :mod:`fxprof.core.contention` (no torch).
@@ -20,29 +34,50 @@ from __future__ import annotations
 
 import os
 import resource
+import threading
 import time
 from typing import Any, Callable, TypeVar
 
 from ..common.machine import machine_load, usable_cores
 
-__all__ = ["ContentionMeter"]
+__all__ = ["ContentionMeter", "Snapshot", "lost_between", "clock_excludes_other_processes", "cpu_clock_record"]
 
 T = TypeVar("T")
 
+#: the clocks that count only this thread's or process's CPU time: a timer reading one of them
+#: holds no time lost to other processes, so its runs are never called busy nor corrected
+_CPU_CLOCKS = frozenset({time.thread_time_ns, time.thread_time, time.process_time_ns, time.process_time})
 
-class _Waits:
-    """The run-queue waits of this process's threads, read with one ``pread`` per thread on files
-    opened once (about 0.6 us a thread: reading ``/proc`` afresh around a 0.1 ms compiled call
-    cost it a third of its time, in cold caches)."""
+
+def clock_excludes_other_processes(timer: Any) -> bool:
+    """Whether ``timer`` (a fxprof ``Timer``) reads a CPU-time clock (its ``host_ns`` or ``mark``
+    is this thread's or process's CPU clock), or says so itself (``excludes_other_processes``):
+    time lost to other processes never enters its figures."""
+    said = getattr(timer, "excludes_other_processes", None)
+    if said is not None:
+        return bool(said)
+    return any(getattr(timer, name, None) in _CPU_CLOCKS for name in ("host_ns", "mark"))
+
+
+def cpu_clock_record() -> dict[str, Any]:
+    """``meta["contention"]`` of runs timed on a CPU-time clock: the load and cores, and
+    ``clock: "cpu"`` in place of lost times (:mod:`fxprof.core.contention` says so)."""
+    return {"clock": "cpu", "load": [machine_load()], "cores": usable_cores(), "cpus": os.cpu_count() or usable_cores()}
+
+
+class _Threads:
+    """The CPU time and run-queue wait of this process's threads, read with one ``pread`` per
+    thread on files opened once (about 0.6 us a thread: reading ``/proc`` afresh around a 0.1 ms
+    compiled call cost it a third of its time, in cold caches)."""
 
     def __init__(self) -> None:
-        self.fds: dict[str, int] = {}
+        self.fds: dict[int, int] = {}
         self.rescan()
 
     def rescan(self) -> None:
         """Open the threads started since the last scan, forget the ones that ended."""
         try:
-            tids = set(os.listdir("/proc/self/task"))
+            tids = {int(t) for t in os.listdir("/proc/self/task")}
         except OSError:
             return
         for tid in set(self.fds) - tids:
@@ -53,7 +88,7 @@ class _Waits:
             except OSError:
                 continue
 
-    def _close(self, tid: str) -> None:
+    def _close(self, tid: int) -> None:
         fd = self.fds.pop(tid, None)
         if fd is not None:
             try:
@@ -61,15 +96,16 @@ class _Waits:
             except OSError:
                 pass
 
-    def read(self) -> dict[str, int]:
-        """``{thread id: ns spent waiting on a run queue}``."""
-        waits: dict[str, int] = {}
+    def read(self) -> dict[int, tuple[int, int]]:
+        """``{thread id: (ns on a CPU, ns waiting on a run queue)}``."""
+        found: dict[int, tuple[int, int]] = {}
         for tid, fd in list(self.fds.items()):
             try:
-                waits[tid] = int(os.pread(fd, 96, 0).split()[1])
+                fields = os.pread(fd, 96, 0).split()
+                found[tid] = (int(fields[0]), int(fields[1]))
             except (OSError, IndexError, ValueError):
                 self._close(tid)  # a thread that ended
-        return waits
+        return found
 
     def close(self) -> None:
         for tid in list(self.fds):
@@ -79,54 +115,70 @@ class _Waits:
         self.close()
 
 
-def _schedstat_waits() -> dict[str, int] | None:
-    """``{thread id: ns spent waiting on a run queue}`` for every thread of this process, read
-    once from scratch, or None where the kernel keeps no scheduler statistics."""
-    waits = _Waits()
-    try:
-        return waits.read() or None
-    finally:
-        waits.close()
+#: one reading: (wall ns, the calling thread's id, its CPU ns, every thread's (CPU ns, wait ns)
+#: or None, the process's involuntary context switches)
+Snapshot = tuple[int, int, int, "dict[int, tuple[int, int]] | None", int]
+
+
+def lost_between(before: Snapshot, after: Snapshot) -> float:
+    """The milliseconds lost to other processes between two snapshots taken on one thread: the
+    largest run-queue wait of any thread that was on a CPU in between (each at most its own time
+    off the CPU), at most the calling thread's time off the CPU; without per-thread waits, the
+    calling thread's time off the CPU where it was switched out involuntarily, else 0."""
+    wall = after[0] - before[0]
+    off = wall - (after[2] - before[2]) if after[1] == before[1] else wall
+    off = max(off, 0)
+    a, b = before[3], after[3]
+    if a is None or b is None:
+        return off / 1e6 if after[4] > before[4] else 0.0
+    waits = [0]
+    for tid, (cpu, wait) in b.items():
+        old = a.get(tid)
+        if old is None:
+            continue
+        ran = cpu - old[0]
+        if ran <= 0 and tid != after[1]:
+            continue  # a thread that never ran held nothing up (torch's idle pool waits on queues too)
+        waits.append(min(wait - old[1], max(wall - ran, 0)))
+    return max(0, min(max(waits), off)) / 1e6
 
 
 class ContentionMeter:
-    """Measures, around each call of :meth:`around`, the milliseconds the process lost to other
-    processes; :attr:`lost_ms` keeps one value per measured call (in order), and the load
-    average and usable cores are read at the start and at :meth:`describe`.
+    """Measures, around each call of :meth:`around`, the milliseconds the calling thread's run
+    lost to other processes (:func:`lost_between`); :attr:`lost_ms` keeps one value per measured
+    call (in order), and the load average and usable cores are read at the start and at
+    :meth:`describe`. :attr:`windows` keeps each measured call's start and end
+    (``time.perf_counter_ns``) beside what it was charged, for checking the meter against a
+    ground truth (tests/benchmarks/contention_truth.py).
 
-    ``source`` is ``"schedstat"`` (per-thread run-queue waits from the kernel), ``"rusage"``
-    (involuntary switches and the main thread's CPU time) or ``""`` when neither can be read
-    (then nothing is measured and :meth:`describe` says so by leaving the figures out)."""
+    ``source`` is ``"schedstat"`` (per-thread CPU time and run-queue waits from the kernel),
+    ``"rusage"`` (involuntary switches and the calling thread's CPU time) or ``""`` when neither
+    can be read (then nothing is measured and :meth:`describe` says so by leaving the figures
+    out)."""
 
     def __init__(self) -> None:
-        self._waits = _Waits()
-        self.source = "schedstat" if self._waits.read() else ("rusage" if hasattr(resource, "RUSAGE_THREAD") else "")
+        self._threads = _Threads()
+        self.source = "schedstat" if self._threads.read() else ("rusage" if hasattr(resource, "RUSAGE_THREAD") else "")
         self.load_start = machine_load()
         self.cores = usable_cores()
         self.lost_ms: list[float] = []
         #: the model's own (unprofiled) runs' lost time, where the caller measures them with this meter
         self.own_lost_ms: list[float] = []
-        self._window: tuple[Any, int] | None = None
+        #: (start ns, end ns, lost ms, ``id`` of the list the value went to, 0 for :meth:`lost_since`)
+        #: of every measured call, in order
+        self.windows: list[tuple[int, int, float, int]] = []
+        self._window: Snapshot | None = None
 
     # ------------------------------------------------------------------ one measurement
-    def _snapshot(self) -> tuple[Any, int]:
+    def _snapshot(self) -> Snapshot:
         switches = resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw
-        if self.source == "schedstat":
-            return self._waits.read(), switches
-        if self.source == "rusage":
-            return (time.perf_counter_ns(), time.thread_time_ns()), switches
-        return None, switches
+        threads = self._threads.read() if self.source == "schedstat" else None
+        return time.perf_counter_ns(), threading.get_native_id(), time.thread_time_ns(), threads, switches
 
-    def _lost(self, before: tuple[Any, int], after: tuple[Any, int]) -> tuple[float, int]:
-        (a, s0), (b, s1) = before, after
-        switches = max(0, s1 - s0)
-        if self.source == "schedstat":
-            waits = [b[t] - a[t] for t in b if t in a]
-            return (max(waits) / 1e6 if waits else 0.0), switches
-        if self.source == "rusage":
-            wall, cpu = b[0] - a[0], b[1] - a[1]
-            return (max(0.0, (wall - cpu) / 1e6) if switches else 0.0), switches
-        return float("nan"), switches
+    def _lost(self, before: Snapshot, after: Snapshot) -> float:
+        if not self.source:
+            return float("nan")
+        return lost_between(before, after)
 
     def around(self, call: Callable[[], T], into: list[float] | None = None,
                warm: Callable[[], Any] | None = None) -> T:
@@ -140,48 +192,50 @@ class ContentionMeter:
         proportion: ``call`` is charged the part of it that its share of the window's wall time
         gives."""
         before = self._snapshot()
-        t0 = time.perf_counter_ns()
-        t1 = t0
+        t1 = before[0]
         try:
             if warm is not None:
                 warm()
                 t1 = time.perf_counter_ns()
             return call()
         finally:
-            t2 = time.perf_counter_ns()
-            wall, own = (t2 - t0) / 1e6, (t2 - t1) / 1e6
-            lost, _ = self._lost(before, self._snapshot())
+            after = self._snapshot()
+            wall, own = (after[0] - before[0]) / 1e6, (after[0] - t1) / 1e6
+            lost = self._lost(before, after)
             if warm is not None and wall > 0:
                 lost *= own / wall
-            (self.lost_ms if into is None else into).append(min(lost, own))  # a wait before the call began is not its
+            lost = min(lost, own)  # a wait before the call began is not its
+            target = self.lost_ms if into is None else into
+            target.append(lost)
+            self.windows.append((t1, after[0], lost, id(target)))
 
-    def mark(self) -> tuple[tuple[Any, int], int]:
+    def mark(self) -> Snapshot:
         """Where a call that is not a callable here begins (a forward pre-hook): give it to
-        :meth:`lost_since` where it ends."""
-        return self._snapshot(), time.perf_counter_ns()
+        :meth:`lost_since` where it ends, on the same thread."""
+        return self._snapshot()
 
-    def lost_since(self, mark: tuple[tuple[Any, int], int]) -> float:
-        """What the process lost to other processes since :meth:`mark` (ms), at most the time since."""
-        before, t0 = mark
-        wall = (time.perf_counter_ns() - t0) / 1e6
-        return min(self._lost(before, self._snapshot())[0], wall)
+    def lost_since(self, mark: Snapshot) -> float:
+        """What the run since :meth:`mark` lost to other processes (ms), at most the time since."""
+        after = self._snapshot()
+        lost = min(self._lost(mark, after), (after[0] - mark[0]) / 1e6)
+        self.windows.append((mark[0], after[0], lost, 0))
+        return lost
 
     def rescan(self) -> None:
         """Take in the threads started since the meter was made (torch's pools start on first use)."""
-        self._waits.rescan()
+        self._threads.rescan()
 
     def start_window(self) -> None:
         """Start measuring a whole window (the timed runs and everything between them); threads
         started since the meter was made (torch's pools start on first use) are taken in."""
-        self._waits.rescan()
+        self._threads.rescan()
         self._window = self._snapshot()
 
     def window_lost_ms(self) -> float:
         """What the process lost to other processes since :meth:`start_window` (NaN if not started)."""
         if self._window is None:
             return float("nan")
-        return self._lost(self._window, self._snapshot())[0]
-
+        return self._lost(self._window, self._snapshot())
     # ------------------------------------------------------------------ the record
     def describe(self, meta: dict[str, Any], lost_ms: list[float] | None = None, **extra: Any) -> dict[str, Any]:
         """``meta`` with ``meta["contention"]``: ``source``, ``load`` ([at start, now]), ``cores``,

@@ -177,7 +177,8 @@ def generate(model: nn.Module, input_ids: torch.Tensor, max_new_tokens: int = 16
             "kv_bytes_per_token": shapes["kv_per_token"], "weight_bytes": shapes["weight_bytes"],
             "weight_bytes_decode": shapes["weight_bytes_decode"], "config": shapes["config"],
             "bytes_per_s": bandwidth[0] if bandwidth else None, "flops_per_s": bandwidth[1] if bandwidth else None,
-            "peaks_source": bandwidth[2] if bandwidth else "", "notes": notes, "own_ms": own, "own_lost_ms": own_lost}
+            "peaks_source": bandwidth[2] if bandwidth else "", "notes": notes, "own_ms": own, "own_lost_ms": own_lost,
+            **_machine(prefill, decode)}
     if prefill.meta.get("capture") == "compiled":  # the compiled program's kernels (torch.profiler), not an eager graph
         c = prefill.meta.get("compiled", {})
         last = (decode or prefill).meta.get("compiled", {})
@@ -190,6 +191,13 @@ def generate(model: nn.Module, input_ids: torch.Tensor, max_new_tokens: int = 16
                            "kv_bytes_per_token": float(shapes["kv_per_token_layer"])})
     layers.index.name = "layer"
     return Generation(tokens=tokens, prefill=prefill, decode=decode, per_token=per_token, layers=layers, meta=meta)
+
+
+def _machine(prefill: Any, decode: Any) -> dict[str, Any]:
+    """The highest load average the steps' meters read, and the usable cores."""
+    found = [p.meta.get("contention") or {} for p in (prefill, decode) if p is not None]
+    loads = [float(v) for f in found for v in (f.get("load") or ()) if isinstance(v, (int, float))]
+    return {"load": max(loads) if loads else None, "cores": max((int(f.get("cores") or 0) for f in found), default=0)}
 
 
 def _own_calls(model: nn.Module, input_ids: torch.Tensor, max_new_tokens: int, generate_kwargs: dict[str, Any],

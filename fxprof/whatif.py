@@ -18,6 +18,7 @@ from .api import profile
 from .core.compare import ALPHA, MIN_EFFECT
 from .core.whatif import WhatIf
 from .measure.common.state import preserved_rng, refuse_inside_session
+from .measure.common.machine import machine_load
 from .measure.timing.contention import ContentionMeter
 from .measure.whatif.variants import NoChange, Prepared, parse_variant, prepare, time_interleaved
 
@@ -134,14 +135,16 @@ def _whatif(model: nn.Module, args: tuple, kwargs: dict, parsed: list, names: li
             failed(variant.name, exc)
     say(f"timing {len(ready)} variants interleaved: {warmup} warm-up and {iters} timed runs each")
     lost: dict[str, list[float]] = {}
-    times = time_interleaved(ready, iters, warmup, on_error=failed, lost=lost, meter=ContentionMeter())
+    meter = ContentionMeter()
+    times = time_interleaved(ready, iters, warmup, on_error=failed, lost=lost, meter=meter)
     if "baseline" not in times:
         raise RuntimeError(f"the model as given failed to run: {errors.get('baseline', 'unknown error')}")
     result = WhatIf(times=times, samples={p.name: p.samples for p in ready}, order=names, errors=errors,
                     lost_ms={n: np.asarray(v, dtype=np.float64) for n, v in lost.items() if n in times},
                     alpha=alpha, min_effect=min_effect, depth=depth,
                     meta={"iters": iters, "warmup": warmup, "threads": torch.get_num_threads(), "torch": torch.__version__,
-                          "device": _device(base), "interleaved": True})
+                          "device": _device(base), "interleaved": True,
+                          "load": [meter.load_start, machine_load()], "cores": meter.cores})
     if blocks:
         for p in ready:
             if p.name not in times:

@@ -4,6 +4,7 @@ caught on A/B pairs) are a benchmark: tests/benchmarks/gate_aa.py --interleaved,
 
 from __future__ import annotations
 
+import re
 import sys
 import textwrap
 
@@ -143,3 +144,51 @@ def test_calls_are_held_less_what_they_lost_to_other_processes():
     assert (a_busy, b_busy) == (0, 30) and np.allclose(a_net, work_a) and np.allclose(b_net, work_b)
     assert paired_run_verdict(a_net, b_net, min_effect=0.05).verdict == "same"
     assert less_lost([2.0, 3.0], None) == ([2.0, 3.0], 0) and less_lost([2.0], [5.0]) == ([0.0], 1)
+
+
+def test_on_a_crowded_machine_a_small_real_change_is_never_called_same(tmp_path, monkeypatch, capsys):
+    """Issue 56, item 4: beside three busy loops per core the gate passed a real 1.45x change as
+    "same". A 1.14x change (8 Linears against 7 a block) is now "slower" or "undecided", and the
+    verdict line says how many of the rounds it uses."""
+    from test_busy import crowded
+
+    for folder, width in (("base", 6), ("change", 7)):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "layers.py").write_text(textwrap.dedent(LAYERS.format(width=width)))
+        (tmp_path / folder / "model.py").write_text(textwrap.dedent(MODEL))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    for name in ("layers", "model"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    try:
+        with crowded():
+            code = main(["ab", "base/model.py:build", "change/model.py:build", "--input", "64x16", "--iters", "20",
+                         "--threads", "1", "--min-effect", "0.05", "--fail-on", "slower", "--quiet"])
+    finally:
+        for name in ("layers", "model"):
+            sys.modules.pop(name, None)
+    out = capsys.readouterr().out
+    verdict = next(line for line in out.splitlines() if line.startswith(("b is", "b against a")))
+    assert "x slower than a" in verdict or "undecided" in verdict, out
+    assert "faster" not in verdict and ": same:" not in verdict, out
+    assert re.search(r"over (all 20 rounds|\d+ of 20 rounds \()", verdict), verdict
+    assert (code == 3) == ("x slower than a" in verdict), out
+
+
+def test_a_busy_same_whose_interval_reaches_past_the_effect_is_undecided():
+    from fxprof.core.gate import UNDECIDED, busy_paired_verdict, gate
+
+    rng = np.random.default_rng(1)
+    a = rng.uniform(1.0, 1.2, 12)
+    b = a * rng.normal(1.08, 0.25, 12)  # a spread that leaves an 8% change unresolved at 12 rounds
+    run = paired_run_verdict(a, b, min_effect=0.05)
+    assert run.verdict == "same" and run.high > 1.05
+    assert busy_paired_verdict(run, busy=False, min_effect=0.05).verdict == "same"  # a quiet machine's verdict stands
+    busy = busy_paired_verdict(run, busy=True, min_effect=0.05)
+    assert busy.verdict == UNDECIDED
+    rules = __import__("pandas").DataFrame()
+    rules.attrs["min_effect"] = 0.05
+    failed, line = gate(rules, "slower", busy)
+    assert not failed and line.startswith("pass (undecided): the machine was busy")
+    tight = paired_run_verdict(a, a * rng.normal(1.0, 0.005, 12), min_effect=0.05)
+    assert busy_paired_verdict(tight, busy=True, min_effect=0.05).verdict == "same"  # inside the band: decided

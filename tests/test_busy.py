@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 import fxprof
+from fxprof.core.contention import busy_mask
 from header_check import assert_consistent, header_problems
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or not os.path.exists("/proc/self/task"),
@@ -218,7 +219,7 @@ def test_a_warmed_window_charges_the_call_its_share_of_the_lost_time(monkeypatch
     meter = ContentionMeter()
     order = []
     snapshot = meter._snapshot
-    monkeypatch.setattr(meter, "_snapshot", lambda: order.append("snapshot") or snapshot())
+    monkeypatch.setattr(meter, "_snapshot", lambda end=False: order.append("snapshot") or snapshot(end))
     monkeypatch.setattr(meter, "_lost", lambda a, b: 1.0)  # the window lost 1 ms
     lost = []
     meter.around(lambda: (order.append("call"), time.sleep(0.03)), into=lost,
@@ -241,7 +242,7 @@ def test_every_own_run_of_a_compiled_model_follows_an_untimed_call_after_the_met
     log = []
     meter = ContentionMeter()
     snapshot = meter._snapshot
-    monkeypatch.setattr(meter, "_snapshot", lambda: (log.append("snapshot"), snapshot())[1])
+    monkeypatch.setattr(meter, "_snapshot", lambda end=False: (log.append("snapshot"), snapshot(end))[1])
 
     def call(fresh=None):
         log.append("timed" if fresh is not None else "call")
@@ -316,9 +317,9 @@ def test_lost_time_never_exceeds_the_calling_threads_time_off_the_cpu_beside_bus
         time.sleep(0.3)
         meter = ContentionMeter()
         bounds = []
-        for _ in range(40):
+        for _ in range(20):  # calls of about 10 ms: longer than a slice, so some are switched out inside
             t0, c0 = time.perf_counter_ns(), time.thread_time_ns()
-            meter.around(lambda: sum(i * i for i in range(20_000)))
+            meter.around(lambda: sum(i * i for i in range(300_000)))
             bounds.append(((time.perf_counter_ns() - t0) - (time.thread_time_ns() - c0)) / 1e6)
     finally:
         for p in loops:
@@ -327,7 +328,7 @@ def test_lost_time_never_exceeds_the_calling_threads_time_off_the_cpu_beside_bus
     # the two clocks are read a few microseconds apart outside the window
     assert all(lost <= bound + 0.02 for lost, bound in zip(meter.lost_ms, bounds)), [
         (lost, bound) for lost, bound in zip(meter.lost_ms, bounds) if lost > bound]
-    assert sum(meter.lost_ms) > 0  # three loops per core took the core from some of the 40 calls
+    assert sum(meter.lost_ms) > 0  # three loops per core took the core from some of the 20 calls
 
 
 def test_the_meter_agrees_with_a_competitors_own_record_of_when_it_ran():
@@ -350,7 +351,11 @@ def test_the_meter_agrees_with_a_competitors_own_record_of_when_it_ran():
         torch.set_num_threads(threads)
     r = truth.row("eager", "duty 50%", "runs", found["runs"], records)
     assert r["truth"] > 0.05, r  # the loop did take the core
-    assert r["err"] <= 0.1, r
+    # other processes than the competitor (a loaded developer's machine) are in no record: the
+    # truth then lies between the competitor's share and the thread's time off the CPU
+    assert r["meter"] >= r["truth"] - 0.1 and r["meter"] <= r["off_cpu"] + 1e-6, r
+    if r["off_cpu"] - r["truth"] < 0.05:  # nothing else took the core: one truth
+        assert r["err"] <= 0.1, r
 
 
 def test_a_thread_clock_is_never_called_busy_and_its_runs_are_not_corrected():
@@ -375,3 +380,112 @@ def test_a_thread_clock_is_never_called_busy_and_its_runs_are_not_corrected():
     own = re.search(r"the model's own \(?([0-9.]+) (ns|us|ms)", fidelity[0] if fidelity else "")
     assert own and float(own.group(1)) > 0, text  # a ratio, or "not stated" for a spread: never "own 0"
     assert_consistent(prof)
+
+
+def test_a_gathered_profile_has_the_machine_line_per_rank_with_the_worst_rank_named():
+    """Issue 56, item 5: torchrun and FSDP2 profiles printed no machine line while their files
+    recorded 65-108 ms lost in runs of ~112 ms: a gathered profile's runs carry a rank column, and
+    the meter's record stayed per rank. Each rank's runs are now read against its own record."""
+    from fxprof.core.rankmerge import merge, profile_parts, with_ranks
+
+    parts = []
+    for rank in (0, 1):
+        prof = _profile(Mlp().eval(), torch.randn(512, 256), warmup=1, iters=8)
+        walls = prof.stored_runs["host_ms"].tolist()
+        lost = [0.0] * len(walls)
+        if rank == 1:  # three runs of rank 1 lost 60% of their time
+            for i in (2, 4, 6):
+                lost[i] = 0.6 * walls[i]
+        prof.meta["contention"] = {**prof.meta["contention"], "lost_ms": lost}
+        prof.meta.update(rank=rank, world_size=2, backend="gloo")
+        parts.append(profile_parts(with_ranks(prof, [rank] * prof.num_runs)))
+    merged = merge(parts)
+    assert merged.contention is not None
+    assert sorted(merged.busy_runs) == sorted(merged.runs.query("rank == 1 and rank_run in (2, 4, 6)")["run"].tolist())
+    text = merged.summary(top=0)
+    line = next(x for x in text.splitlines() if x.startswith("machine:"))
+    assert "BUSY: 3 of 16" in line and "rank 0 0 of 8, rank 1 3 of 8" in line and "the worst rank 1" in line, line
+    assert "left out of the statistics" in line and not set(merged.busy_runs) & set(merged.kept_runs() or [])
+    assert_consistent(merged)
+
+
+def _tiny_llama():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                                         num_key_value_heads=2, vocab_size=500)).eval()
+    model.generation_config.eos_token_id = None
+    return model
+
+
+def test_generate_states_the_machine_for_the_prefill_and_the_decode_steps_and_marks_busy_steps(tmp_path):
+    """Issue 56, item 5: generate's prefill lost 16.0 of 20.7 ms and nothing said so; the decode
+    steps had their own 10% rule. Beside three busy loops per core: one machine line on the rule
+    of every machine line, and the busy steps ringed in the page's curve."""
+    pytest.importorskip("transformers")
+    model = _tiny_llama()
+    with crowded():
+        gen = fxprof.generate(model, torch.randint(0, 500, (1, 8)), max_new_tokens=12, peaks=None)
+    text = gen.summary()
+    lines = [x for x in text.splitlines() if x.startswith("machine:")]
+    assert len(lines) == 1, text
+    busy = gen.busy_steps()
+    pt = gen.per_token
+    assert ("BUSY" in lines[0]) == bool(busy), (lines[0], busy)
+    if 0 in busy:
+        assert "the prefill lost" in lines[0]
+    decode_busy = [t for t in busy if t > 0]
+    if decode_busy:
+        assert f"{len(decode_busy)} of {int((pt['phase'] == 'decode').sum())} decode steps lost" in lines[0]
+    assert (pt["lost_ms"] <= pt["time_ms"]).all()  # never more lost than the step took
+    for line in text.splitlines():
+        assert not re.search(r"\b0 (ns|us|ms)\b", line) or "lost" in line, line  # no work that ran reads 0
+    from fxprof.views.generation import token_curve_svg
+
+    assert token_curve_svg(gen).count("class='busy'") == len(busy)
+
+
+def test_the_reports_cards_state_the_headers_figures_for_a_gathered_profile():
+    """Issue 56, item 6: a gathered profile's cards read 99.8% coverage beside 77.2 ms of node
+    medians in a 113 ms run, and 35.3 ms outside every node where the header said 219 us: the
+    cards summed the table's medians over every rank's samples. One definition now."""
+    pytest.importorskip("plotly")
+    from fxprof.core.rankmerge import merge, profile_parts, with_ranks
+    from fxprof.views.report import render_report
+
+    parts = []
+    for rank in (0, 1):
+        prof = _profile(Mlp().eval(), torch.randn(64 * (rank + 1), 256), warmup=1, iters=6)
+        prof.meta.update(rank=rank, world_size=2, backend="gloo")
+        parts.append(profile_parts(with_ranks(prof, [rank] * prof.num_runs)))
+    merged = merge(parts)
+    page = render_report(merged)
+    import html
+
+    cards = {html.unescape(k): html.unescape(v)
+             for v, k in re.findall(r'<div class="card"><b>([^<]*)</b><span>([^<]*)</span></div>', page)}
+    run = next(x for x in merged.summary(top=0).splitlines() if x.startswith("run: "))
+    assert cards["median run"] in run and f"{cards['coverage (node time / median run)']} of it (coverage)" in run, (cards, run)
+    nodes = cards["node time a run (median over every rank's runs)"]
+    assert f"{nodes} of node time a run" in run, (cards, run)
+    assert f"{cards['outside every node']} of it outside every node" in run, (cards, run)
+
+
+def test_whatif_states_the_machine_in_text_and_html(tmp_path):
+    """Issue 56, item 5: `fxprof whatif` said nothing about load in text or HTML."""
+    from fxprof.views.whatif import render_whatif, write_whatif_html
+
+    model = Mlp().eval()
+    with crowded():
+        result = fxprof.whatif(model, torch.randn(64, 256), ["channels_last"], iters=8, warmup=1, blocks=False)
+    line = result.machine_line()
+    assert line.startswith(("machine: quiet: no call lost", "machine: BUSY: ")) and "usable core(s)" in line, line
+    busy = {name: bool(busy_mask(result.lost_ms[name], result.times[name]).any()) for name in result.times}
+    assert ("BUSY" in line) == any(busy.values())
+    for name, was in busy.items():
+        assert (f" {name} calls lost" in line) == was, (name, line)
+    assert line in render_whatif(result)
+    page = tmp_path / "w.html"
+    write_whatif_html(result, str(page))
+    assert line.split(" (")[0].replace("'", "&#x27;") in page.read_text()

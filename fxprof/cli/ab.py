@@ -123,7 +123,8 @@ def _verdict(args: argparse.Namespace, result: Any, load: list, cores: int) -> i
 
     import pandas as pd
 
-    from ..core.gate import gate, less_lost, paired_run_verdict
+    from ..core.contention import BUSY_LOAD_MARGIN
+    from ..core.gate import busy_paired_verdict, gate, less_lost, paired_run_verdict
     from ..views.ab import render_ab, render_ab_markdown
     from ..vocab import GATE_EXIT
 
@@ -132,8 +133,14 @@ def _verdict(args: argparse.Namespace, result: Any, load: list, cores: int) -> i
     a_net, a_busy = less_lost(a_ms, a_lost)
     b_net, b_busy = less_lost(b_ms, b_lost)
     run = paired_run_verdict(a_net, b_net, alpha=args.alpha, min_effect=args.min_effect)
-    meta = {**result.meta, "rounds": args.iters, "load": load, "cores": cores, "alpha": args.alpha,
-            "min_effect": args.min_effect, "a_ms": statistics.median(a_net), "b_ms": statistics.median(b_net),
+    loads = [x for x in load if x is not None]
+    busy = bool(a_busy + b_busy) or bool(loads and max(loads) >= cores + BUSY_LOAD_MARGIN)
+    run = busy_paired_verdict(run, busy, args.min_effect)
+    usable = [(x, y) for x, y in zip(a_net, b_net) if x > 0 and y > 0]  # the rounds the verdict uses
+    meta = {**result.meta, "rounds": args.iters, "rounds_used": run.a_runs, "rounds_recorded": len(a_ms),
+            "load": load, "cores": cores, "alpha": args.alpha, "busy": busy,
+            "min_effect": args.min_effect, "a_ms": statistics.median(x for x, _ in usable) if usable else float("nan"),
+            "b_ms": statistics.median(y for _, y in usable) if usable else float("nan"),
             "busy_calls": a_busy + b_busy, "calls": len(a_ms) + len(b_ms), "measured": a_lost is not None}
     report = sys.stderr if "-" in (args.csv, args.markdown) else sys.stdout
     _print(render_ab(run, args.a, args.b, meta), report)

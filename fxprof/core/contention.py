@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["BUSY_SHARE", "BUSY_MIN_MS", "QUIET_MIN_RUNS", "BUSY_LOAD_MARGIN", "Contention", "contention", "busy_mask",
-           "enough_quiet", "quiet_values", "quiet_runs", "machine_words", "cpu_clock_words", "busy_machine"]
+           "enough_quiet", "quiet_values", "quiet_runs", "machine_words", "cpu_clock_words", "steps_machine_words", "busy_machine"]
 
 #: a run is busy when other processes took at least this share of its wall time ...
 BUSY_SHARE = 0.05
@@ -97,6 +97,8 @@ class Contention:
     load: float | None
     cores: int
     source: str
+    #: each run's rank, for a gathered profile (None for one process)
+    ranks: np.ndarray | None = None
 
     @property
     def busy_runs(self) -> list[int]:
@@ -114,24 +116,80 @@ class Contention:
             return np.minimum(self.lost_ms / self.wall_ms, 1.0)[self.busy]
 
 
+def _wall_ms(runs: pd.DataFrame) -> np.ndarray:
+    wall = runs["host_ms"].to_numpy(dtype=np.float64) if "host_ms" in runs.columns else np.full(len(runs), np.nan)
+    return np.where(np.isfinite(wall), wall, runs["total_ms"].to_numpy(dtype=np.float64))
+
+
+def _loads(found: Mapping[str, Any]) -> list[float]:
+    return [float(v) for v in (found.get("load") or ()) if isinstance(v, (int, float))]
+
+
 def contention(meta: Mapping[str, Any], runs: pd.DataFrame) -> Contention | None:
     """The :class:`Contention` of a profile's ``runs`` table (``run``, ``host_ms`` or
     ``total_ms``) from ``meta["contention"]``; None when it was not measured (fxprof before
-    this, a timer of the user's, isolated mode) or does not match the runs."""
+    this, a timer of the user's, isolated mode) or does not match the runs. A gathered profile
+    (a ``rank`` column) reads each rank's own record (``meta["per_rank"]``) by the rank's own
+    run numbers (``rank_run``)."""
+    if not len(runs):
+        return None
+    if "rank" in runs.columns:
+        return _ranked(meta, runs)
     found = meta.get("contention") or {}
     lost = found.get("lost_ms")
-    if not lost or "rank" in runs.columns or len(lost) < len(runs) or not len(runs):
+    if not lost or len(lost) < len(runs):
         return None
     numbers = runs["run"].to_numpy(dtype=np.int64)
     if numbers.max() >= len(lost):
         return None
     lost_ms = np.asarray(lost, dtype=np.float64)[numbers]
-    wall = runs["host_ms"].to_numpy(dtype=np.float64) if "host_ms" in runs.columns else np.full(len(runs), np.nan)
-    wall = np.where(np.isfinite(wall), wall, runs["total_ms"].to_numpy(dtype=np.float64))
-    loads = [v for v in (found.get("load") or ()) if isinstance(v, (int, float))]
+    wall = _wall_ms(runs)
+    loads = _loads(found)
     return Contention(runs=numbers, lost_ms=lost_ms, wall_ms=wall, busy=busy_mask(lost_ms, wall),
                       load=max(loads) if loads else None, cores=int(found.get("cores") or 0),
                       source=str(found.get("source", "")))
+
+
+def _ranked(meta: Mapping[str, Any], runs: pd.DataFrame) -> Contention | None:
+    """Every rank's runs against that rank's own record: the gathered header keeps rank 0's
+    ``contention`` and each rank's in ``per_rank`` where they differ (they always do)."""
+    if "rank_run" not in runs.columns:
+        return None
+    per_rank = {int(m.get("rank", i)): (m.get("contention") or meta.get("contention") or {})
+                for i, m in enumerate(meta.get("per_rank") or [])}
+    ranks = runs["rank"].to_numpy(dtype=np.int64)
+    own = runs["rank_run"].to_numpy(dtype=np.int64)
+    lost_ms = np.full(len(runs), np.nan)
+    loads: list[float] = []
+    cores = 0
+    sources = set()
+    for rank in np.unique(ranks):
+        found = per_rank.get(int(rank)) or {}
+        lost = found.get("lost_ms")
+        at = ranks == rank
+        if not lost or own[at].max() >= len(lost):
+            return None  # a rank without its record: no statement for the whole
+        lost_ms[at] = np.asarray(lost, dtype=np.float64)[own[at]]
+        loads += _loads(found)
+        cores = max(cores, int(found.get("cores") or 0))
+        sources.add(str(found.get("source", "")))
+    wall = _wall_ms(runs)
+    return Contention(runs=runs["run"].to_numpy(dtype=np.int64), lost_ms=lost_ms, wall_ms=wall,
+                      busy=busy_mask(lost_ms, wall), load=max(loads) if loads else None, cores=cores,
+                      source="/".join(sorted(sources)), ranks=ranks)
+
+
+def _rank_words(found: Contention) -> str:
+    """Per rank, its busy runs and the time they lost, the worst rank (most time lost) named."""
+    assert found.ranks is not None
+    parts, worst, most = [], None, -1.0
+    for rank in np.unique(found.ranks):
+        at = found.ranks == rank
+        lost = float(np.nansum(np.where(found.busy[at], found.lost_ms[at], 0.0)))
+        parts.append(f"rank {int(rank)} {int(found.busy[at].sum())} of {int(at.sum())}")
+        if lost > most:
+            worst, most = int(rank), lost
+    return f"per rank: {', '.join(parts)}; the worst rank {worst} (its busy runs lost {most:.3g} ms)"
 
 
 def _load_words(found: Contention) -> str:
@@ -151,12 +209,43 @@ def machine_words(found: Contention) -> str:
     span = f"{low:.0f}%" if round(low) == round(high) else f"{low:.0f}-{high:.0f}%"
     head = (f"machine: BUSY: {int(found.busy.sum())} of {len(found.runs)} timed runs lost {span} of their time to other "
             f"processes ({_load_words(found)})")
+    if found.ranks is not None:
+        head += "; " + _rank_words(found)
     if found.left_out:
         then = (f"; they are left out of the statistics, which use the {int((~found.busy).sum())} quiet runs "
                 f"(profile.keep_outliers = True keeps them)")
     else:
         then = ("; too few quiet runs to leave them out: the times here include time lost to other processes")
     return head + then + "; for steadier figures pin the process to a core of its own (taskset -c N), use fewer threads, or a quiet machine"
+
+
+def steps_machine_words(phases: Sequence[tuple[str, Sequence[float], Sequence[float]]], load: float | None,
+                        cores: int, noun: str = "steps") -> str:
+    """The machine line of timed steps by phase (``(name, lost_ms, wall_ms)`` each; generate: the
+    prefill's one run and the decode steps), on the rule of every machine line (:func:`busy_mask`):
+    quiet, or per phase what its busy steps lost."""
+    parts = []
+    for name, lost, wall in phases:
+        lost_a, wall_a = np.asarray(lost, dtype=np.float64), np.asarray(wall, dtype=np.float64)
+        if not len(wall_a) or len(lost_a) != len(wall_a):
+            continue
+        busy = busy_mask(lost_a, wall_a)
+        if not busy.any():
+            continue
+        shares = np.minimum(lost_a[busy] / wall_a[busy], 1.0) * 100
+        if len(wall_a) == 1:
+            parts.append(f"the {name} lost {float(lost_a[0]):.3g} of its {float(wall_a[0]):.3g} ms ({float(shares[0]):.0f}%): "
+                         f"its time and its share of each part of the model come from that one run and include it")
+        else:
+            low, high = float(shares.min()), float(shares.max())
+            span = f"{low:.0f}%" if round(low) == round(high) else f"{low:.0f}-{high:.0f}%"
+            parts.append(f"{int(busy.sum())} of {len(wall_a)} {name} {noun} lost {span} of their time"
+                         + (" (lost_ms in the per-token table)" if noun == "steps" else ""))
+    where = f"load {load:.1f} on {cores} usable core(s)" if load is not None else f"{cores} usable core(s)"
+    if not parts:
+        return f"machine: quiet: no {noun[:-1]} lost {BUSY_SHARE:.0%} of its time to other processes ({where})"
+    return ("machine: BUSY: " + "; ".join(parts) + f" ({where}); the times above include what they lost; for steadier "
+            "figures pin the process to a core of its own (taskset -c N), or a quiet machine")
 
 
 def cpu_clock_words(meta: Mapping[str, Any]) -> str:

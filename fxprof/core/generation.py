@@ -191,12 +191,9 @@ class Generation:
                                  f"do not tilt it; position and time advance together, so a machine slowing down reads the "
                                  f"same; {kv})")
             lines.extend(self.fidelity_lines())
-            busy = int((dec["lost_ms"] > 0.1 * dec["time_ms"]).sum())
-            if busy:
-                lines.append(f"machine: {busy} of {len(dec)} decode step(s) lost more than 10% of their time to other "
-                             f"processes (lost_ms, measured); the medians above include it")
         else:
             lines.append("decode: no decode step (one new token: the prefill made it)")
+        lines.append(self.machine_line())
         lines.append("")
         lines.append("time per token (time_ms: the step's timed run; floor: its bytes over the memory bandwidth):")
         pick = _spread(len(pt), rows)
@@ -217,6 +214,26 @@ class Generation:
         for note in m.get("notes", []):
             lines.append(f"note: {note}")
         return "\n".join(lines)
+
+    def machine_line(self) -> str:
+        """Whether other processes took the CPU from the prefill or the decode steps
+        (:func:`fxprof.core.contention.steps_machine_words`, the rule of every machine line)."""
+        from .contention import steps_machine_words
+
+        pt = self.per_token
+        phases = [(name, pt.loc[pt["phase"] == name, "lost_ms"].astype(float).to_numpy(),
+                   pt.loc[pt["phase"] == name, "time_ms"].astype(float).to_numpy()) for name in ("prefill", "decode")]
+        load = self.meta.get("load")
+        return steps_machine_words(phases, float(load) if isinstance(load, (int, float)) else None,
+                                   int(self.meta.get("cores") or 0))
+
+    def busy_steps(self) -> list[int]:
+        """The tokens whose step lost time to other processes (the rule of every machine line)."""
+        from .contention import busy_mask
+
+        pt = self.per_token
+        mask = busy_mask(pt["lost_ms"].astype(float).to_numpy(), pt["time_ms"].astype(float).to_numpy())
+        return [int(t) for t in pt["token"][mask]]
 
     def fidelity_lines(self) -> list[str]:
         """The profiled decode step (and prefill) against the model's own: a plain ``generate``

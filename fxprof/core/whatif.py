@@ -55,6 +55,20 @@ class WhatIf:
     min_effect: float = MIN_EFFECT
     depth: int = 1
 
+    # ------------------------------------------------------------------ the machine
+    def machine_line(self) -> str:
+        """Whether other processes took the CPU from the timed calls, per variant, on the rule of
+        every machine line (:func:`fxprof.core.contention.steps_machine_words`); "" where nothing
+        was measured."""
+        from .contention import steps_machine_words
+
+        if not self.lost_ms:
+            return ""
+        phases = [(name, self.lost_ms[name], self.times[name]) for name in self.times if name in self.lost_ms]
+        loads = [float(v) for v in (self.meta.get("load") or ()) if isinstance(v, (int, float))]
+        line = steps_machine_words(phases, max(loads) if loads else None, int(self.meta.get("cores") or 0), noun="calls")
+        return line.replace("; the times above include what they lost", "; the times and verdicts include what they lost")
+
     # ------------------------------------------------------------------ tables
     def per_sample_ms(self, name: str) -> np.ndarray:
         """``name``'s call times divided by the samples a call computes."""

@@ -10,7 +10,7 @@ if TYPE_CHECKING:
 
 __all__ = ["render_ab", "render_ab_markdown"]
 
-_ICON = {"slower": ":red_circle:", "faster": ":green_circle:", "same": ":white_circle:"}
+_ICON = {"slower": ":red_circle:", "faster": ":green_circle:", "same": ":white_circle:", "undecided": ":grey_question:"}
 
 
 def _conditions(meta: dict[str, Any]) -> str:
@@ -44,10 +44,27 @@ def _result(run: "RunVerdict", meta: dict[str, Any]) -> str:
         head = f"b against a: {run.verdict}"
     else:
         head = "b against a: no verdict (under 2 runs a side)"
+    if run.verdict == "undecided":
+        head = (f"b against a: undecided: the machine was busy, and the 95% interval reaches past "
+                f"{meta.get('min_effect', 0.10):.0%}, so a change that size is not ruled out")
     return (f"{head}: median call {a_ms:.4g} ms (a) and {b_ms:.4g} ms (b); b/a {run.ratio:.3f} in the median round "
             f"(95% interval {run.low:.3f} to {run.high:.3f}), sign test p = {run.p_value:.2g} over "
-            f"{run.a_runs} rounds; a verdict needs p < {meta.get('alpha', 0.05):g} and a change of at least "
+            f"{_rounds(run, meta)}; a verdict needs p < {meta.get('alpha', 0.05):g} and a change of at least "
             f"{meta.get('min_effect', 0.10):.0%}")
+
+
+def _rounds(run: "RunVerdict", meta: dict[str, Any]) -> str:
+    """How many rounds the verdict uses, and why the others are not in it."""
+    asked, recorded = meta.get("rounds", run.a_runs), meta.get("rounds_recorded", run.a_runs)
+    used = run.a_runs
+    if used == asked:
+        return f"all {used} rounds"
+    why = []
+    if recorded < asked:
+        why.append(f"{asked - recorded} did not complete")
+    if used < recorded:
+        why.append(f"{recorded - used} had a call with no time left after what it lost to other processes")
+    return f"{used} of {asked} rounds ({'; '.join(why) or 'the rest left out'})"
 
 
 def render_ab(run: "RunVerdict", label_a: str, label_b: str, meta: dict[str, Any]) -> str:

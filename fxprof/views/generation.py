@@ -49,18 +49,27 @@ def token_curve_svg(result: "Generation", width: int = 640, height: int = 260) -
                  f"<text x='12' y='{top + (height - top - bottom) / 2}' transform='rotate(-90 12 "
                  f"{top + (height - top - bottom) / 2})' text-anchor='middle'>ms per token</text>")
     decode = pt[pt["phase"] == "decode"]
+    busy = set(result.busy_steps())
     if len(decode):
         points = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in zip(decode["position"], decode["time_ms"]))
         parts.append(f"<polyline points='{points}' fill='none' stroke='#1f77b4' stroke-width='1.5'/>")
-        parts += [f"<circle cx='{px(x):.1f}' cy='{py(y):.1f}' r='2' fill='#1f77b4'><title>position {x}: {y:.4g} ms"
-                  f"</title></circle>" for x, y in zip(decode["position"], decode["time_ms"])]
+        for token, x, y, lost in zip(decode["token"], decode["position"], decode["time_ms"], decode["lost_ms"]):
+            if int(token) in busy:  # a step that lost time to other processes: a red ring, and how much
+                parts.append(f"<circle class='busy' cx='{px(x):.1f}' cy='{py(y):.1f}' r='5' fill='none' stroke='#d62728' "
+                             f"stroke-width='2'><title>position {x}: {y:.4g} ms, of which {lost:.3g} ms lost to other "
+                             f"processes</title></circle>")
+            else:
+                parts.append(f"<circle cx='{px(x):.1f}' cy='{py(y):.1f}' r='2' fill='#1f77b4'><title>position {x}: "
+                             f"{y:.4g} ms</title></circle>")
         if decode["floor_ms"].notna().all():
             floor = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in zip(decode["position"], decode["floor_ms"]))
             parts.append(f"<polyline points='{floor}' fill='none' stroke='#888' stroke-dasharray='4 3'/>")
     prefill = pt[pt["phase"] == "prefill"]
-    for x, y in zip(prefill["position"], prefill["time_ms"]):
-        parts.append(f"<circle cx='{px(x):.1f}' cy='{py(y):.1f}' r='4' fill='#ff7f0e'><title>prefill: {y:.4g} ms"
-                     f"</title></circle>")
+    for token, x, y, lost in zip(prefill["token"], prefill["position"], prefill["time_ms"], prefill["lost_ms"]):
+        ring = (f" stroke='#d62728' stroke-width='2' class='busy'" if int(token) in busy else "")
+        note = f", of which {lost:.3g} ms lost to other processes" if int(token) in busy else ""
+        parts.append(f"<circle cx='{px(x):.1f}' cy='{py(y):.1f}' r='4' fill='#ff7f0e'{ring}><title>prefill: {y:.4g} ms"
+                     f"{note}</title></circle>")
     parts.append("</svg>")
     return "".join(parts)
 
@@ -79,7 +88,8 @@ def write_generation_html(result: "Generation", path: str, title: str = "") -> N
              "<h2>Time per token against position</h2>",
              "<p>Orange: the prefill (the prompt's forward, which makes the first new token); blue: each decode "
              "step's timed run; dashed grey: each decode step's memory floor (the bytes it must read over the "
-             "memory bandwidth).</p>",
+             "memory bandwidth); a red ring: a step that lost at least 5% of its time to other processes "
+             "(the machine line of the summary).</p>",
              token_curve_svg(result),
              "<h2>Share of node time per phase</h2>", _frame(result.shares())]
     for phase in ("prefill", "decode"):

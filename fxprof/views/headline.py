@@ -50,7 +50,11 @@ def run_figures(profile: "Profile", table: pd.DataFrame | None = None) -> RunFig
     if not len(totals):
         return RunFigures(float("nan"), float("nan"), 0, nodes)
     q1, q3 = np.percentile(totals, [25, 75])
-    return RunFigures(float(np.median(totals)), float(q3 - q1), int(len(totals)), nodes)
+    run_ms = float(np.median(totals))
+    coverage = profile.coverage  # one definition for the header, the report's cards and every page
+    if math.isfinite(coverage):  # gathered: each run's nodes summed, median over every rank's runs
+        nodes = run_ms * coverage
+    return RunFigures(run_ms, float(q3 - q1), int(len(totals)), nodes)
 
 
 def outside_words(meta: dict[str, Any], busy: bool = False) -> str:
@@ -88,17 +92,17 @@ def run_line(profile: "Profile") -> str:
     """The header's run line: the median run first, then what the node medians sum to and
     the time outside every node, so that the two add up to the run."""
     f = run_figures(profile)
-    coverage = profile.coverage  # per rank for a gathered profile
+    coverage = f.coverage  # per rank for a gathered profile
     # gathered: each run's node times summed, median over every rank's runs (the table's medians, over all
     # ranks' samples of a node, need not add up to it: docs/distributed.md, 19.9 ms against a table of 11.0)
-    nodes = (f"{format_ms(f.run_ms * coverage)} of node time a run (each run's nodes summed, median over every "
-             f"rank's runs)" if len(profile.ranks) > 1 else f"{format_ms(f.run_ms * coverage)} summed median node time")
+    nodes = (f"{format_ms(f.nodes_ms)} of node time a run (each run's nodes summed, median over every "
+             f"rank's runs)" if len(profile.ranks) > 1 else f"{format_ms(f.nodes_ms)} summed median node time")
     head = (f"run: median {format_ms(f.run_ms)} (IQR {format_ms(f.iqr_ms)}) over {f.runs} runs; nodes account for "
             f"{coverage * 100:.1f}% of it (coverage): {nodes}")
     if coverage > 1:
         return (head + ", more than the median run: each node's median comes from other runs, and the runs "
                 "vary (see the IQR); compare medians of whole runs, not the nodes' sum")
-    return head + (f", {format_ms(f.run_ms * (1 - coverage))} of it outside every node "
+    return head + (f", {format_ms(f.outside_ms)} of it outside every node "
                    f"({outside_words(profile.meta, busy_kept(profile))})")
 
 

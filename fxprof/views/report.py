@@ -251,10 +251,12 @@ def render_report(profile: Profile, title: str | None = None) -> str:
         from .headline import run_figures
 
         figures = run_figures(profile, table)
+        gathered = len(profile.ranks) > 1
         cards[0:0] = [("median run", format_ms(figures.run_ms)),
-                      ("sum of node medians", format_ms(figures.nodes_ms)),
+                      ("node time a run (median over every rank's runs)" if gathered else "sum of node medians",
+                       format_ms(figures.nodes_ms)),
                       ("outside every node", format_ms(figures.outside_ms))]
-        cards.append(("coverage (node medians / median run)", f"{profile.coverage * 100:.1f}%"))
+        cards.append(("coverage (node time / median run)", f"{figures.coverage * 100:.1f}%"))
         cards.append(("outlier runs left out" if not profile.keep_outliers else "outlier runs (kept)", f"{len(profile.outlier_runs)}"))
         found = profile.contention  # the machine, as the header's machine line says it (fxprof.core.contention)
         if found is not None:

@@ -27,7 +27,7 @@ def _header(result: "WhatIf", title: str) -> list[str]:
             f"{meta.get('iters', '?')} interleaved rounds (each variant once a round, the order rotating), "
             f"{meta.get('warmup', '?')} warm-up calls each; speed-up = baseline's median time per sample over the "
             f"variant's, [95% bootstrap interval]; verdict: Mann-Whitney U p < {result.alpha:g} and at least "
-            f"{result.min_effect:.0%}"]
+            f"{result.min_effect:.0%}"] + ([result.machine_line()] if result.machine_line() else [])
 
 
 def render_whatif(result: "WhatIf", title: str = "model") -> str:

@@ -17,7 +17,8 @@ is time that thread could not run: the **truth** of each window is the sum, over
 on the profiled core, of their stretches' overlap with it. Nothing of fxprof's meter enters it.
 
 Every :class:`fxprof.measure.timing.contention.ContentionMeter` made during a mode keeps each
-measured call's window and the lost time it was charged (``meter.windows``); this script
+measured call's window and the lost time it was charged (``meter.windows``: a recorder's run
+read at its first and last mark, or a call the meter wrapped); this script
 collects them (it wraps the meter's constructor while a mode runs, and puts it back) and holds
 each window's charge against its truth. Per mode, condition and kind of window (fxprof's timed
 runs, the model's own runs, a session's runs, generate's steps):
@@ -25,6 +26,9 @@ runs, the model's own runs, a session's runs, generate's steps):
 - ``truth`` and ``meter``: the share of the windows' wall time lost, summed over the windows;
 - ``|err|``: the difference of the two shares (the issue's target: within 0.1 of the truth);
 - ``p90 run``: the 90th percentile over windows of each window's ``|meter - truth| / wall``;
+- ``off-CPU``: the calling thread's time off the CPU (wall - thread CPU time), the bound the
+  meter never exceeds: on a machine where nothing else runs it equals the truth for one-thread
+  runs, and where other processes also ran, the truth lies between the competitors' share and it;
 - ``over``: windows charged more than 0.5 ms above their truth.
 
 Other processes on the machine (anything but the competitors) also take the core; their time is
@@ -149,11 +153,11 @@ class Mlp(nn.Module):
         return x
 
 
-def _labelled(meters: list[Any], label_of: Any) -> dict[str, list[tuple[int, int, float]]]:
-    out: dict[str, list[tuple[int, int, float]]] = {}
+def _labelled(meters: list[Any], label_of: Any) -> dict[str, list[tuple[int, int, float, float]]]:
+    out: dict[str, list[tuple[int, int, float, float]]] = {}
     for meter in meters:
-        for start, end, lost, tag in meter.windows:
-            out.setdefault(label_of(meter, tag), []).append((start, end, lost))
+        for start, end, lost, tag, off in meter.windows:
+            out.setdefault(label_of(meter, tag), []).append((start, end, lost, off))
     return out
 
 
@@ -162,7 +166,7 @@ def run_eager(iters: int) -> dict[str, list]:
     model, x = Mlp().eval(), torch.randn(32, 256)
     with collected_meters() as meters:
         fxprof.profile(model, x, warmup=3, iters=iters, peaks=None)
-    return _labelled(meters, lambda m, tag: "runs" if tag == id(m.lost_ms) else "own runs")
+    return _labelled(meters, lambda m, tag: "runs" if tag == -1 else "own runs")
 
 
 def run_session(iters: int, backward: bool) -> dict[str, list]:
@@ -181,7 +185,7 @@ def run_session(iters: int, backward: bool) -> dict[str, list]:
                     with torch.no_grad():
                         model(x)
                 s.step()
-    return _labelled(meters, lambda m, tag: "runs")
+    return _labelled(meters, lambda m, tag: "runs" if tag == -1 else "own runs")
 
 
 def run_compiled(iters: int) -> dict[str, list]:
@@ -202,7 +206,7 @@ def run_generate(iters: int) -> dict[str, list]:
     ids = torch.randint(0, 2000, (1, 16))
     with collected_meters() as meters:
         fxprof.generate(model, ids, max_new_tokens=iters, peaks=None)
-    return _labelled(meters, lambda m, tag: "own steps" if tag == 0 else "steps")
+    return _labelled(meters, lambda m, tag: "own steps" if tag == 0 else "steps" if tag == -1 else "own runs")
 
 
 MODES = {"eager": run_eager, "session": lambda n: run_session(n, False), "backward": lambda n: run_session(n, True),
@@ -210,14 +214,16 @@ MODES = {"eager": run_eager, "session": lambda n: run_session(n, False), "backwa
 
 
 def row(mode: str, condition: str, label: str, windows: list, records: list[np.ndarray]) -> dict[str, Any]:
-    w = np.array([(a, b) for a, b, _ in windows], dtype=np.int64)
-    lost = np.array([v for _, _, v in windows], dtype=np.float64)
+    w = np.array([(a, b) for a, b, _, _ in windows], dtype=np.int64)
+    lost = np.array([v for _, _, v, _ in windows], dtype=np.float64)
+    off = np.array([v for _, _, _, v in windows], dtype=np.float64)
     wall = (w[:, 1] - w[:, 0]) / 1e6
     truth = truth_ms(w, records)
     per_run = np.abs(lost - truth) / np.maximum(wall, 1e-9)
     return {"mode": mode, "condition": condition, "windows": label, "n": len(w),
             "wall_ms": round(float(np.median(wall)), 3),
             "truth": round(float(truth.sum() / wall.sum()), 3), "meter": round(float(lost.sum() / wall.sum()), 3),
+            "off_cpu": round(float(off.sum() / wall.sum()), 3),
             "err": round(abs(float((lost.sum() - truth.sum()) / wall.sum())), 3),
             "p90_run": round(float(np.quantile(per_run, 0.9)), 3),
             "over": int((lost > truth + 0.5).sum())}
@@ -255,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append(row(mode, condition, label, windows, on_core))
                 r = rows[-1]
                 print(f"{mode:9s} {condition:11s} {label:9s} n={r['n']:3d} wall {r['wall_ms']:8.3f} ms  "
-                      f"truth {r['truth']:.3f}  meter {r['meter']:.3f}  |err| {r['err']:.3f}  "
+                      f"truth {r['truth']:.3f}  meter {r['meter']:.3f}  off-CPU {r['off_cpu']:.3f}  |err| {r['err']:.3f}  "
                       f"p90 run {r['p90_run']:.3f}  over {r['over']}", flush=True)
     print(f"load after {os.getloadavg()[0]:.1f}")
     worst = max(rows, key=lambda r: r["err"])

@@ -33,7 +33,7 @@ from ..passes.anatomy import anatomy_pass
 from ..passes.memory import memory_pass, memory_per_node
 from ..device.bridge import KernelProfiler, input_copies_range, kernel_ms_per_sample, profiler_running
 from ..timing.budget import SampleBudget
-from ..timing.contention import ContentionMeter, clock_excludes_other_processes, cpu_clock_record
+from ..timing.contention import ContentionMeter, RunWatch, clock_excludes_other_processes, cpu_clock_record
 from ..capture.captures import Capture
 from .plan import DEFAULT_GPU_WARMUP_MS, ProfilePlan
 from .fidelity import OwnRuns, count_aten_ops, dispatch_note, own_run_slots
@@ -134,7 +134,10 @@ def _timed_runs(one_run: Any, recorder: Recorder, iters: int, kernel_time: bool,
     # other processes: nothing to measure or correct, and the header says why
     cpu_clock = clock_excludes_other_processes(recorder.timer)
     meter = ContentionMeter() if meta.get("timer") in TIMER_NAMES and not cpu_clock else None
-    measured = meter.around if meter is not None else (lambda call: call())
+    # read at each run's first and last mark: a window around the call held its input copies too,
+    # and the syscalls at its edges, where a busy process is switched out
+    watch = RunWatch(meter) if meter is not None else None
+    recorder.watch = watch
     if own is not None:
         own.meter = meter
     own_wall_ns = 0  # the model's own runs inside the window: not fxprof's cost between runs
@@ -142,6 +145,7 @@ def _timed_runs(one_run: Any, recorder: Recorder, iters: int, kernel_time: bool,
         kernel_prof.warm_up(one_run, recorder.reset)  # CUPTI start-up, inside the profiler
         if meter is not None:
             meter.start_window()
+            watch.track(recorder.recording)  # type: ignore[union-attr]
         began = time.perf_counter_ns()  # the wall time of the timed runs and all between them
         try:
             allowed = True
@@ -157,7 +161,7 @@ def _timed_runs(one_run: Any, recorder: Recorder, iters: int, kernel_time: bool,
                     if not allowed:
                         budget.stopped_by_other_rank(recorder.recording.runs)
                         break
-                measured(one_run)
+                one_run()
                 bar.step()
                 kernel_prof.step()
                 if recorder.recording.runs == 1:  # the size of a run is known: room for them all
@@ -181,7 +185,9 @@ def _timed_runs(one_run: Any, recorder: Recorder, iters: int, kernel_time: bool,
         meta["contention"] = cpu_clock_record()
     if meter is not None:
         own_lost = list(own.lost_ms) if own is not None else []
-        meta = meter.describe(meta, own_lost_ms=own_lost, window_lost_ms=round(window_lost, 6))
+        recorder.watch = None
+        meta = meter.describe(meta, lost_ms=watch.lost_of(recorder.recording), own_lost_ms=own_lost,  # type: ignore[union-attr]
+                              window_lost_ms=round(window_lost, 6))
     meta = budget.describe(meta)
     if kernel_time:
         meta["profiler_warmup_runs"] = kernel_prof.warmup

@@ -64,7 +64,7 @@ from ...vocab import CAPTURES
 from ..capture.captures import Capture, DynamoCapture, specialised_inputs
 from ..program import COMPILED_BACKWARD, capture_program, wants_compiled
 from ..passes.environment import environment
-from ..timing.contention import ContentionMeter
+from ..timing.contention import ContentionMeter, RunWatch
 from ..eager.fidelity import EagerSteps
 from ..eager.loop import _build, check_devices, describe_run
 from ..distributed.fsdp import refuse_unsupported
@@ -158,7 +158,8 @@ class Session:
         self._input_devices: set = set()
         self._had_forward = False
         self._own = EagerSteps()  # the eager steps' own forward times, per input signature
-        self._meter = ContentionMeter()  # what the timed forwards lose to other processes
+        self._meter = ContentionMeter()  # what the timed runs lose to other processes
+        self._watch = RunWatch(self._meter)  # read at each timed run's first and last mark (recorder.watch)
         self._last_action: str | None = None  # the action of the step of the last forward (a cold eager call follows another)
         self._memory = StepMemory(model, self.plan.memory)  # memory of the warm-up steps (fxprof.measure.session.memory)
 
@@ -242,6 +243,7 @@ class Session:
         if self._action.startswith("active") and self._cycle is None:
             self._meter.rescan()  # the threads the loop has started by now
             self._cycle = _Cycle(self._cycles, step)
+            self._watch.track(self._cycle.recording)
             self._cycle.memory = self._memory.take()
         elif self._action == "warmup":
             self._memory.open(step)
@@ -297,6 +299,7 @@ class Session:
             check_devices(list(self.model.parameters()) + list(self.model.buffers()), inputs)
             self._timer = resolve_timer(self.plan.timer, self.model, inputs)
             self._recorder = Recorder(self._timer)
+            self._recorder.watch = self._watch
             self._input_devices = tensor_devices(inputs)  # the device of a model without parameters
         recorder = self._recorder
         assert recorder is not None
@@ -318,12 +321,8 @@ class Session:
         assert cycle is not None
         if captured not in cycle.captures:
             cycle.captures.append(captured)
-        meter = self._meter
-        if join:
-            lost: list[float] = []
-            out = meter.around(lambda: captured.run(recorder, call_args, call_kwargs, join=True), into=lost)  # type: ignore[call-arg]
-            run = max(cycle.recording.runs - 1, 0)
-            cycle.lost[run] = cycle.lost.get(run, 0.0) + lost[0]
+        if join:  # what the run lost is read at its first and last mark (recorder.watch)
+            out = captured.run(recorder, call_args, call_kwargs, join=True)  # type: ignore[call-arg]
             self._settle()
             return out
         before = cycle.recording.runs
@@ -331,9 +330,7 @@ class Session:
             captured.start_timing()
         recorder.recording = cycle.recording
         self._mode = numerics
-        lost = []
-        out = meter.around(lambda: captured.run_timed(recorder, call_args, call_kwargs), into=lost)
-        cycle.lost[before] = cycle.lost.get(before, 0.0) + lost[0]
+        out = captured.run_timed(recorder, call_args, call_kwargs)
         # a training capture's run ends with the loop's backward: it is counted when it has
         self._pending = (captured, cycle, before, self.step_num, sig, _describe_inputs(args, kwargs))
         self._settle()
@@ -511,7 +508,7 @@ class Session:
         meta.update({k: v for k, v in memory_meta.items() if k != "notes"})
         meta["notes"] = notes + memory_meta.get("notes", []) + meta.get("notes", [])
         meta = self._own.describe(meta, [self._signature_keys[s] for s in used])
-        meta = self._meter.describe(meta, lost_ms=[cycle.lost.get(i, 0.0) for i in range(rec.recording.runs)],
+        meta = self._meter.describe(meta, lost_ms=self._watch.lost_of(rec.recording),
                                     own_lost_ms=self._own.lost_of([self._signature_keys[s] for s in used]))
         if first.kind == "compiled":
             return first.build(meta, self.plan.name)  # type: ignore[attr-defined]

@@ -40,7 +40,7 @@ from typing import Any, Callable, TypeVar
 
 from ..common.machine import machine_load, usable_cores
 
-__all__ = ["ContentionMeter", "Snapshot", "lost_between", "clock_excludes_other_processes", "cpu_clock_record"]
+__all__ = ["ContentionMeter", "RunWatch", "Snapshot", "lost_between", "clock_excludes_other_processes", "cpu_clock_record"]
 
 T = TypeVar("T")
 
@@ -143,6 +143,13 @@ def lost_between(before: Snapshot, after: Snapshot) -> float:
     return max(0, min(max(waits), off)) / 1e6
 
 
+def _off_ms(before: Snapshot, after: Snapshot) -> float:
+    """The calling thread's time off the CPU between two snapshots (ms; the whole time if the
+    thread changed)."""
+    wall = after[0] - before[0]
+    return max(wall - (after[2] - before[2]) if after[1] == before[1] else wall, 0) / 1e6
+
+
 class ContentionMeter:
     """Measures, around each call of :meth:`around`, the milliseconds the calling thread's run
     lost to other processes (:func:`lost_between`); :attr:`lost_ms` keeps one value per measured
@@ -164,16 +171,28 @@ class ContentionMeter:
         self.lost_ms: list[float] = []
         #: the model's own (unprofiled) runs' lost time, where the caller measures them with this meter
         self.own_lost_ms: list[float] = []
-        #: (start ns, end ns, lost ms, ``id`` of the list the value went to, 0 for :meth:`lost_since`)
+        #: (start ns, end ns, lost ms, ``id`` of the list the value went to; 0 for :meth:`lost_since`,
+        #: -1 for a recorder's run read by a :class:`RunWatch`; the calling thread's ms off the CPU)
         #: of every measured call, in order
-        self.windows: list[tuple[int, int, float, int]] = []
+        self.windows: list[tuple[int, int, float, int, float]] = []
         self._window: Snapshot | None = None
 
     # ------------------------------------------------------------------ one measurement
-    def _snapshot(self) -> Snapshot:
+    def _snapshot(self, end: bool = False) -> Snapshot:
+        """One reading. The calling thread's two clocks are read next to each other, on the side
+        of the syscalls nearest the measured call (last before it, first after it): a process that
+        has used up its slice is switched out at a syscall, and a wait there lies outside the
+        call's window and must stay outside its time off the CPU, which bounds what it is charged."""
+        if end:
+            wall, cpu = time.perf_counter_ns(), time.thread_time_ns()
+            threads = self._threads.read() if self.source == "schedstat" else None
+            switches = resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw
+            return wall, threading.get_native_id(), cpu, threads, switches
         switches = resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw
         threads = self._threads.read() if self.source == "schedstat" else None
-        return time.perf_counter_ns(), threading.get_native_id(), time.thread_time_ns(), threads, switches
+        tid = threading.get_native_id()
+        cpu = time.thread_time_ns()
+        return time.perf_counter_ns(), tid, cpu, threads, switches
 
     def _lost(self, before: Snapshot, after: Snapshot) -> float:
         if not self.source:
@@ -199,7 +218,7 @@ class ContentionMeter:
                 t1 = time.perf_counter_ns()
             return call()
         finally:
-            after = self._snapshot()
+            after = self._snapshot(end=True)
             wall, own = (after[0] - before[0]) / 1e6, (after[0] - t1) / 1e6
             lost = self._lost(before, after)
             if warm is not None and wall > 0:
@@ -207,7 +226,7 @@ class ContentionMeter:
             lost = min(lost, own)  # a wait before the call began is not its
             target = self.lost_ms if into is None else into
             target.append(lost)
-            self.windows.append((t1, after[0], lost, id(target)))
+            self.windows.append((t1, after[0], lost, id(target), _off_ms(before, after)))
 
     def mark(self) -> Snapshot:
         """Where a call that is not a callable here begins (a forward pre-hook): give it to
@@ -216,9 +235,9 @@ class ContentionMeter:
 
     def lost_since(self, mark: Snapshot) -> float:
         """What the run since :meth:`mark` lost to other processes (ms), at most the time since."""
-        after = self._snapshot()
+        after = self._snapshot(end=True)
         lost = min(self._lost(mark, after), (after[0] - mark[0]) / 1e6)
-        self.windows.append((mark[0], after[0], lost, 0))
+        self.windows.append((mark[0], after[0], lost, 0, _off_ms(mark, after)))
         return lost
 
     def rescan(self) -> None:
@@ -235,7 +254,7 @@ class ContentionMeter:
         """What the process lost to other processes since :meth:`start_window` (NaN if not started)."""
         if self._window is None:
             return float("nan")
-        return self._lost(self._window, self._snapshot())
+        return self._lost(self._window, self._snapshot(end=True))
     # ------------------------------------------------------------------ the record
     def describe(self, meta: dict[str, Any], lost_ms: list[float] | None = None, **extra: Any) -> dict[str, Any]:
         """``meta`` with ``meta["contention"]``: ``source``, ``load`` ([at start, now]), ``cores``,
@@ -255,3 +274,42 @@ class ContentionMeter:
         for name, value in extra.items():
             found[name] = [round(v, 6) for v in value] if isinstance(value, list) else value
         return {**meta, "contention": found}
+
+
+class RunWatch:
+    """A :class:`ContentionMeter` hooked on a :class:`~fxprof.measure.timing.recorder.Recorder`
+    (``recorder.watch``): a snapshot right before each run's first mark and right after its last,
+    so what a run is charged is measured over the run itself, not over the call around it (a
+    session's dynamo-captured decode step ran 1.3 ms inside a 7 ms call, and was charged what the
+    whole call lost; a training step's run ends after the loop's backward, which a window around
+    the forward left out). Only runs of the recordings given to :meth:`track` are kept; two
+    stretches of one run (a run joined over several forwards) add up."""
+
+    def __init__(self, meter: ContentionMeter) -> None:
+        self.meter = meter
+        self._tracked: dict[int, Any] = {}
+        self._lost: dict[tuple[int, int], float] = {}
+        self._before: Snapshot | None = None
+
+    def track(self, recording: Any) -> None:
+        self._tracked[id(recording)] = recording
+
+    def begin(self) -> None:
+        self._before = self.meter._snapshot() if self.meter.source else None
+
+    def abort(self) -> None:
+        self._before = None
+
+    def end(self, recording: Any, run: int) -> None:
+        before, self._before = self._before, None
+        if before is None or self._tracked.get(id(recording)) is not recording:
+            return
+        after = self.meter._snapshot(end=True)
+        lost = min(self.meter._lost(before, after), (after[0] - before[0]) / 1e6)
+        key = (id(recording), run)
+        self._lost[key] = self._lost.get(key, 0.0) + lost
+        self.meter.windows.append((before[0], after[0], lost, -1, _off_ms(before, after)))
+
+    def lost_of(self, recording: Any) -> list[float]:
+        """What each run of ``recording`` lost (ms), in run order; 0 for a run not watched."""
+        return [self._lost.get((id(recording), i), 0.0) for i in range(recording.runs)]

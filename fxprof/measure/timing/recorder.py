@@ -91,6 +91,9 @@ class Recorder:
         self.node_ranges = node_ranges
         self.recording = Recording()
         self.active = False
+        #: what watches each run from outside its marks (a :class:`~fxprof.measure.timing.contention.RunWatch`:
+        #: the time the run lost to other processes, read right before its first mark and right after its last)
+        self.watch: Any = None
         #: nodes that the graphs' plans give no mark of their own (event timers: they launch
         #: nothing, :mod:`fxprof.measure.timing.launches`), checked against the anatomy pass afterwards
         self.unmarked: set[str] = set()
@@ -146,6 +149,8 @@ class Recorder:
 
     def begin_run(self) -> None:
         self._release()
+        if self.watch is not None:
+            self.watch.begin()
         self.timer.begin_run()
         if self.one_clock:  # one reading is both
             self._start = self._host_start = self.timer.mark()
@@ -163,6 +168,8 @@ class Recorder:
         (asynchronous CUDA) error from that synchronization never replaces the error that
         is on its way out."""
         self.active = False
+        if self.watch is not None:
+            self.watch.abort()
         self._release()
         with contextlib.suppress(Exception):
             self.timer.end_run()
@@ -174,6 +181,8 @@ class Recorder:
         timer = self.timer
         host_end = timer.host_ns()
         end = host_end if self.one_clock else (last if last is not None else timer.mark())
+        if self.watch is not None:
+            self.watch.end(self.recording, self.recording.runs)
         timer.end_run()  # the one synchronization of the run
         self.active = False
         start, host_start = self._start, self._host_start

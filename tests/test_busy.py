@@ -489,3 +489,24 @@ def test_whatif_states_the_machine_in_text_and_html(tmp_path):
     page = tmp_path / "w.html"
     write_whatif_html(result, str(page))
     assert line.split(" (")[0].replace("'", "&#x27;") in page.read_text()
+
+
+def test_a_file_whose_runs_lost_their_whole_time_never_prints_a_duration_of_zero():
+    """Issue 56, item 3: with every run charged its whole wall time (a file an older meter
+    wrote), pages printed 'the model's own 0 us' and 'median call 0 ms'. A time is held less
+    what it lost only where the loss is below it; otherwise it stays as measured."""
+    from fxprof.core.contention import less_lost_ms, quiet_values
+    from fxprof.core.gate import less_lost
+
+    prof = _profile(Mlp().eval(), torch.randn(64, 256), warmup=1, iters=8)
+    walls = prof.stored_runs["host_ms"].tolist()
+    own = prof.meta["own_runs_ms"]
+    prof.meta["contention"] = {**prof.meta["contention"], "lost_ms": list(walls), "own_lost_ms": list(own)}
+    text = prof.summary(top=3)
+    for line in text.splitlines():
+        assert not re.search(r"(?<![\d.])0 (ns|us|ms)\b", line), line
+    assert "machine: BUSY: 8 of 8" in text
+    values, corrected = quiet_values(own, own)
+    assert values == [float(v) for v in own] and corrected == 0
+    assert less_lost([2.0, 3.0], [2.0, 1.0])[0] == [2.0, 2.0]
+    assert less_lost_ms(1.0, 1.5) == 1.0 and less_lost_ms(1.0, 0.25) == 0.75

@@ -123,7 +123,9 @@ def less_lost(times: Sequence[float], lost: Sequence[float] | None) -> tuple[lis
     from .contention import busy_mask
 
     busy = int(busy_mask(lost, times).sum())
-    return [max(float(t) - float(w), 0.0) for t, w in zip(times, lost)], busy
+    from .contention import less_lost_ms
+
+    return [less_lost_ms(t, w) for t, w in zip(times, lost)], busy
 
 
 def gate_totals(profile: "Profile", keep_outliers: bool | None = None) -> list[float]:
@@ -139,7 +141,9 @@ def gate_totals(profile: "Profile", keep_outliers: bool | None = None) -> list[f
     kept = profile.kept_runs(keep_outliers)
     runs = found.runs if kept is None else np.asarray(kept, dtype=np.int64)
     lost = dict(zip(found.runs.tolist(), np.where(found.busy, found.lost_ms, 0.0).tolist()))
-    return [max(t - lost.get(int(r), 0.0), 0.0) for t, r in zip(totals, runs)]
+    from .contention import less_lost_ms
+
+    return [less_lost_ms(t, lost.get(int(r), 0.0)) for t, r in zip(totals, runs)]
 
 
 #: the drift of a model's run time between two processes on a busy machine, measured: A/A pairs

@@ -220,13 +220,13 @@ class ContentionMeter:
         finally:
             after = self._snapshot(end=True)
             wall, own = (after[0] - before[0]) / 1e6, (after[0] - t1) / 1e6
-            lost = self._lost(before, after)
+            lost, off = self._lost(before, after), _off_ms(before, after)
             if warm is not None and wall > 0:
-                lost *= own / wall
+                lost, off = lost * own / wall, off * own / wall
             lost = min(lost, own)  # a wait before the call began is not its
             target = self.lost_ms if into is None else into
             target.append(lost)
-            self.windows.append((t1, after[0], lost, id(target), _off_ms(before, after)))
+            self.windows.append((t1, after[0], lost, id(target), off))
 
     def mark(self) -> Snapshot:
         """Where a call that is not a callable here begins (a forward pre-hook): give it to

@@ -40,6 +40,7 @@ from .core.roofline import Peaks, parse_peaks
 from .measure.compiled.compiling import compiled_forward, is_compiled
 from .measure.compiled.mode import room_to_compile
 from .measure.session.session import session
+from .measure.passes.kv_cache import KVLayout, kv_layout
 from .measure.timing.contention import ContentionMeter
 
 __all__ = ["generate"]
@@ -70,7 +71,8 @@ def generate(model: nn.Module, input_ids: torch.Tensor, max_new_tokens: int = 16
             a :class:`~fxprof.Peaks`, or ``None`` (no floor).
         capture, timer: as for :func:`fxprof.session`.
         progress: called with a line saying what runs now.
-        generate_kwargs: passed to both ``generate`` calls (``attention_mask``, ``min_new_tokens``...).
+        generate_kwargs: passed to every ``generate`` call (``attention_mask``, ``min_new_tokens``...); a
+            ``streamer`` to the timed call only, so it receives the text once.
             ``do_sample`` must stay False and ``num_beams`` 1: the timed call must produce what the
             warm-up call produced.
 
@@ -92,6 +94,11 @@ def generate(model: nn.Module, input_ids: torch.Tensor, max_new_tokens: int = 16
     if generate_kwargs.get("do_sample") or int(generate_kwargs.get("num_beams", 1) or 1) != 1:
         raise ValueError("fxprof.generate profiles greedy decoding only (do_sample=False, num_beams=1): the timed "
                          "generate call must give the tokens its warm-up call gave")
+    config = getattr(model, "config", None)
+    if getattr(config, "is_encoder_decoder", False):
+        raise TypeError(f"{type(model).__name__} is an encoder-decoder: fxprof.generate profiles causal (decoder-only) "
+                        f"LMs, whose generate runs one forward per token over one stack of layers; profile its "
+                        f"encoder and decoder with fxprof.profile or fxprof.session instead")
     if is_compiled(model):
         raise ValueError(COMPILED_MODULE)
     if model.training:
@@ -99,6 +106,9 @@ def generate(model: nn.Module, input_ids: torch.Tensor, max_new_tokens: int = 16
                          f"numbers drawn, and the timed call would draw other ones than the warm-up call); call "
                          f"model.eval() first, as generation does")
     generate_kwargs["do_sample"] = False
+    # a streamer is fed by the timed call alone, as one plain generate feeds it (the warm-up and the
+    # model's own calls generate the same tokens: fed to it too, its text came out three times)
+    streamer = generate_kwargs.pop("streamer", None)
     bandwidth = _peaks(peaks, model)
     say = progress or (lambda line: None)
     calls = [0]
@@ -151,7 +161,7 @@ def generate(model: nn.Module, input_ids: torch.Tensor, max_new_tokens: int = 16
         say(f"timed generate: {calls[0]} model call(s), one timed step each")
         handle = model.register_forward_hook(lambda *_: s.step())
         try:
-            tokens = model.generate(input_ids, max_new_tokens=max_new_tokens, **generate_kwargs)
+            tokens = model.generate(input_ids, max_new_tokens=max_new_tokens, streamer=streamer, **generate_kwargs)
         finally:
             handle.remove()
     if not torch.equal(first, tokens):
@@ -162,9 +172,9 @@ def generate(model: nn.Module, input_ids: torch.Tensor, max_new_tokens: int = 16
         raise RuntimeError(f"expected a prefill and a decode profile from {calls[0]} model call(s), got {len(profiles)}: "
                            f"does {type(model).__name__}.generate call the model once per token?")
     say("plain generate: the model's own calls, unprofiled")
-    own, own_lost = _own_calls(model, input_ids, max_new_tokens, generate_kwargs, tokens)
+    own, own_lost, cache = _own_calls(model, input_ids, max_new_tokens, generate_kwargs, tokens)
     prefill, decode = profiles[0], (profiles[1] if len(profiles) > 1 else None)
-    shapes = _shapes(model, input_ids)
+    shapes = _shapes(model, input_ids, kv_layout(model, cache))
     notes = _notes(prefill, decode, shapes, s.captures - warm_graphs, generate_kwargs.get("cache_implementation") == "static")
     for prof in (prefill, decode):
         if prof is not None:
@@ -174,7 +184,7 @@ def generate(model: nn.Module, input_ids: torch.Tensor, max_new_tokens: int = 16
             "new_tokens": len(per_token), "max_new_tokens": max_new_tokens, "device": str(input_ids.device),
             "dtype": str(shapes["dtype"]).replace("torch.", ""), "timer": prefill.meta.get("timer", ""),
             "threads": torch.get_num_threads(), "torch": torch.__version__,
-            "kv_bytes_per_token": shapes["kv_per_token"], "weight_bytes": shapes["weight_bytes"],
+            "kv_bytes_per_token": shapes["kv_per_token"], "kv_rule": shapes["kv"].rule, "weight_bytes": shapes["weight_bytes"],
             "weight_bytes_decode": shapes["weight_bytes_decode"], "config": shapes["config"],
             "bytes_per_s": bandwidth[0] if bandwidth else None, "flops_per_s": bandwidth[1] if bandwidth else None,
             "peaks_source": bandwidth[2] if bandwidth else "", "notes": notes, "own_ms": own, "own_lost_ms": own_lost,
@@ -187,8 +197,15 @@ def generate(model: nn.Module, input_ids: torch.Tensor, max_new_tokens: int = 16
                             "fullgraph": c.get("fullgraph"), "graphs": last.get("graphs"), "recompiles": last.get("recompiles"),
                             "kernels": last.get("kernels"), "compile_s": c.get("compile_s"),
                             "cache": str(generate_kwargs.get("cache_implementation") or "dynamic")}
-    layers = pd.DataFrame({"weight_bytes": pd.Series(shapes["layer_weights"], dtype="float64"),
-                           "kv_bytes_per_token": float(shapes["kv_per_token_layer"])})
+    layers = pd.DataFrame({"weight_bytes": pd.Series(shapes["layer_weights"], dtype="float64")})
+    kv = shapes["kv"]
+    names = sorted(layers.index, key=lambda n: int(n.split()[-1]) if n.split()[-1].isdigit() else -1)
+    if len(names) == len(kv.per_token):  # per decoder layer: what a token adds, and the most it keeps
+        layers["kv_bytes_per_token"] = pd.Series(dict(zip(names, kv.per_token)), dtype="float64")
+        layers["kv_tokens_kept"] = pd.Series(dict(zip(names, [float("nan") if k is None else float(k) for k in kv.keep])),
+                                             dtype="float64")
+    else:
+        layers["kv_bytes_per_token"] = float(shapes["kv_per_token_layer"])
     layers.index.name = "layer"
     return Generation(tokens=tokens, prefill=prefill, decode=decode, per_token=per_token, layers=layers, meta=meta)
 
@@ -201,11 +218,12 @@ def _machine(prefill: Any, decode: Any) -> dict[str, Any]:
 
 
 def _own_calls(model: nn.Module, input_ids: torch.Tensor, max_new_tokens: int, generate_kwargs: dict[str, Any],
-               tokens: torch.Tensor) -> tuple[list[float], list[float]]:
+               tokens: torch.Tensor) -> tuple[list[float], list[float], Any]:
     """Each model call of a plain ``model.generate`` (no fxprof around it) after the profiled one,
     in ms, forward pre-hook to forward hook (the device synchronized at both on a GPU): the
     model's own prefill and decode steps that the profiled ones are held against; and what each
-    lost to other processes (ms). Empty when the plain call gives other tokens."""
+    lost to other processes (ms); and the cache it left (the KV layout's truth:
+    :mod:`fxprof.measure.passes.kv_cache`). Empty lists when the plain call gives other tokens."""
     cuda = input_ids.is_cuda
     times: list[float] = []
     lost: list[float] = []
@@ -227,15 +245,20 @@ def _own_calls(model: nn.Module, input_ids: torch.Tensor, max_new_tokens: int, g
     with torch.no_grad():
         handles = [model.register_forward_pre_hook(before), model.register_forward_hook(after)]
         try:
-            out = model.generate(input_ids, max_new_tokens=max_new_tokens, **generate_kwargs)
+            out = model.generate(input_ids, max_new_tokens=max_new_tokens,
+                                 **{**generate_kwargs, "return_dict_in_generate": True})
         finally:
             for handle in handles:
                 handle.remove()
-    return (times, lost) if torch.equal(out, tokens) else ([], [])
+    sequences = getattr(out, "sequences", out)
+    cache = getattr(out, "cache", None) if "cache" in getattr(out, "keys", lambda: ())() else None
+    if cache is None and "past_key_values" in getattr(out, "keys", lambda: ())():
+        cache = out["past_key_values"]
+    return (times, lost, cache) if torch.equal(sequences, tokens) else ([], [], cache)
 
 
 # ---------------------------------------------------------------------- what a step moves
-def _shapes(model: nn.Module, input_ids: torch.Tensor) -> dict[str, Any]:
+def _shapes(model: nn.Module, input_ids: torch.Tensor, kv: KVLayout) -> dict[str, Any]:
     """The configuration's figures: KV cache bytes per token (2 x layers x kv_heads x head_dim x
     dtype bytes), the weights a step reads (the input embedding table is not read whole, only
     its rows, unless the LM head shares it; a mixture of experts reads top_k of its experts per
@@ -244,12 +267,11 @@ def _shapes(model: nn.Module, input_ids: torch.Tensor) -> dict[str, Any]:
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
     layers = int(text.num_hidden_layers)
     heads = int(text.num_attention_heads)
-    kv_heads = int(getattr(text, "num_key_value_heads", None) or heads)
-    head_dim = int(getattr(text, "head_dim", None) or text.hidden_size // heads)
+    kv_heads, head_dim = kv.kv_heads, kv.head_dim
     param = next(model.parameters())
     dtype = param.dtype
     item = torch.empty((), dtype=dtype).element_size()
-    kv_layer = 2 * kv_heads * head_dim * item
+    kv_layer = kv.per_token[0] if kv.per_token else 0.0
     experts = int(getattr(text, "num_local_experts", None) or getattr(text, "num_experts", None) or 0)
     top_k = int(getattr(text, "num_experts_per_tok", None) or 0)
     embed_in = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
@@ -281,7 +303,7 @@ def _shapes(model: nn.Module, input_ids: torch.Tensor) -> dict[str, Any]:
     share = (lambda tokens: min(1.0, top_k * tokens / experts)) if experts and top_k else (lambda tokens: 1.0)
     decode_share = share(batch)
     return {"batch": batch, "prompt_len": prompt_len, "dtype": dtype, "layers": layers,
-            "kv_per_token": kv_layer * layers, "kv_per_token_layer": kv_layer,
+            "kv_per_token": kv.per_token_total, "kv_per_token_layer": kv_layer, "kv": kv,
             "weight_bytes": total, "expert_bytes": expert, "share": share,
             "weight_bytes_decode": total - expert * (1 - decode_share),
             "layer_weights": {k: v - per_layer_expert.get(k, 0.0) * (1 - decode_share) for k, v in per_layer.items()},
@@ -298,7 +320,7 @@ def _step_figures(shapes: dict[str, Any], new: int, cached: int) -> tuple[float,
     batch = shapes["batch"]
     share = shapes["share"](batch * new)
     seq = cached + new
-    kv = float(shapes["kv_per_token"] * seq * batch)
+    kv = shapes["kv"].bytes_at(seq, batch)
     weights = shapes["weight_bytes"] - shapes["expert_bytes"] * (1 - share)
     used = shapes["matrix_params"] - shapes["expert_matrix_params"] * (1 - shapes["share"](1))
     pairs = new * cached + new * (new + 1) / 2  # causal: query j sees cached + j keys

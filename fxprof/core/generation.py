@@ -34,10 +34,17 @@ PER_TOKEN_COLUMNS = ("token", "position", "phase", "time_ms", "lost_ms", "kv_cac
 #: the groups of :meth:`Generation.shares`, in order: the first pattern that matches a node's scope wins
 GROUPS = (
     ("lm_head", re.compile(r"(^|\.)(lm_head|output|embed_out)(\.|$)")),
-    ("attention", re.compile(r"(^|\.)(self_attn|attention|attn|self_attention)(\.|$)")),
-    ("mlp", re.compile(r"(^|\.)(mlp|feed_forward|ffn|block_sparse_moe|moe|experts)(\.|$)")),
+    # attention under any name: the block (self_attn, attention, attn, mixer...) or, on a layer that
+    # holds them directly, its projections
+    ("attention", re.compile(r"(^|\.)(self_attn|attention|attn|self_attention|mixer|q_proj|k_proj|v_proj|o_proj|"
+                             r"query_key_value|qkv_proj|Wqkv|c_attn|out_proj)(\.|$)")),
+    # feed-forwards under any name: the block (mlp, feed_forward, experts...) or, on a layer that holds
+    # them directly, its matrices (fc1/fc2, c_fc, dense_h_to_4h, w1/w2/w3, gate/up/down projections)
+    ("mlp", re.compile(r"(^|\.)(mlp|feed_forward|feedforward|ffn|ff|block_sparse_moe|moe|experts|shared_expert|router|"
+                       r"fc1|fc2|fc_in|fc_out|c_fc|dense_h_to_4h|dense_4h_to_h|w1|w2|w3|gate_proj|up_proj|down_proj|"
+                       r"gate_up_proj)(\.|$)")),
     ("norm", re.compile(r"norm|(^|\.)ln_")),
-    ("embedding", re.compile(r"embed|wte|wpe")),
+    ("embedding", re.compile(r"embed|wte|wpe|rotary|rope")),
 )
 
 _LAYER = re.compile(r"(?:^|\.)(?:layers|h|blocks|layer)\.(\d+)(?:\.|$)")
@@ -47,12 +54,18 @@ FORMAT = ("fxprof-generation", 1)
 
 
 def group_of(scope: str) -> str:
-    """``attention``, ``mlp``, ``norm``, ``lm_head``, ``embedding`` or ``other`` for a module path."""
+    """``attention``, ``mlp``, ``norm``, ``lm_head``, ``embedding`` for a module path that names
+    one; else ``residual`` for a decoder layer's own ops between its blocks (residual adds,
+    dropouts), ``plumbing`` for the model's ops outside every layer (attention masks, positions,
+    the cache's bookkeeping), ``other`` for anything else."""
     scope = str(scope or "")
     for name, pattern in GROUPS:
         if pattern.search(scope):
             return name
-    return "other"
+    found = _LAYER.search(scope)
+    if found is not None:
+        return "residual" if found.end() == len(scope) else "other"
+    return "plumbing"
 
 
 def layer_of(path: str) -> str:
@@ -107,7 +120,7 @@ class Generation:
         return table.assign(group=table["scope"].map(group_of), layer=table["scope"].map(layer_of))
 
     def shares(self) -> pd.DataFrame:
-        """Per group (attention, mlp, norm, lm_head, embedding, other), each phase's summed node
+        """Per group (attention, mlp, norm, residual, lm_head, embedding, plumbing, other: :func:`group_of`), each phase's summed node
         median in ms and its share of the phase's node time in percent."""
         out = {}
         for phase in ("prefill", "decode"):
@@ -116,7 +129,7 @@ class Generation:
             total = float(ms.sum())
             out[f"{phase}_ms"] = ms
             out[f"{phase}_pct"] = ms / total * 100.0 if total > 0 else ms * 0.0
-        order = [g for g, _ in GROUPS[1:3]] + ["norm", "lm_head", "embedding", "other"]
+        order = [g for g, _ in GROUPS[1:3]] + ["norm", "residual", "lm_head", "embedding", "plumbing", "other"]
         table = pd.DataFrame(out).reindex(order).fillna(0.0)
         table.index.name = "group"
         return table
@@ -133,7 +146,9 @@ class Generation:
         if phase == "decode" and len(self.layers):
             rows = self.per_token[self.per_token["phase"] == "decode"]
             seq = float(np.median(rows["position"] + 1)) if len(rows) else float(self.meta.get("prompt_len", 0))
-            kv = self.layers["kv_bytes_per_token"] * seq * int(self.meta.get("batch", 1))
+            kept = self.layers["kv_tokens_kept"] if "kv_tokens_kept" in self.layers else pd.Series(np.nan, index=self.layers.index)
+            tokens = np.where(np.isfinite(kept.to_numpy(dtype=np.float64)), np.minimum(seq, kept.to_numpy(dtype=np.float64)), seq)
+            kv = self.layers["kv_bytes_per_token"] * tokens * int(self.meta.get("batch", 1))
             table = table.join(pd.DataFrame({"read_bytes": self.layers["weight_bytes"] + kv}), how="left")
             if bw:
                 table["floor_ms"] = table["read_bytes"] / bw * 1e3
@@ -160,6 +175,9 @@ class Generation:
             t = float(pre["time_ms"].iloc[0])
             lines.append(f"prefill: {_ms(t)} for {m.get('prompt_len')} prompt token(s) x batch {m.get('batch')} "
                          f"({_rate(m.get('prompt_len', 0) * m.get('batch', 1), t)} tokens/s), first new token after {_ms(t)}")
+        if m.get("kv_rule"):
+            lines.append(f"kv cache: {_bytes(float(pt['kv_cache_bytes'].iloc[-1]))} after the last step, its layout "
+                         f"{m['kv_rule']}")
         if len(dec):
             med = float(dec["time_ms"].median())
             lo, hi = int(dec["position"].min()), int(dec["position"].max())
@@ -172,8 +190,9 @@ class Generation:
                 # KV cache's effect (a GPU run: +1.62 ms per 100 positions from 15 steps 8.25-9.12 ms)
                 slope, _, low, high = (float(v) for v in theilslopes(dec["time_ms"].astype(float),
                                                                      dec["position"].astype(float))[:4])
-                kv = (f"the KV cache grows {_bytes(m.get('kv_bytes_per_token', 0) * m.get('batch', 1))} a token, "
-                      f"{_bytes(float(pt['kv_cache_bytes'].iloc[-1]))} after the last step")
+                kv = (f"the KV cache grows {_bytes(m.get('kv_bytes_per_token', 0) * m.get('batch', 1))} a token"
+                      + (" while no window is full" if "slide" in str(m.get("kv_rule", "")) else "")
+                      + f", {_bytes(float(pt['kv_cache_bytes'].iloc[-1]))} after the last step")
                 interval = f"95% interval {low * 100:+.3g} to {high * 100:+.3g} ms"
                 if low <= 0.0 <= high:
                     lines.append(f"time per token against position: no trend beyond the steps' spread over positions "

@@ -1,0 +1,118 @@
+"""Every LLM family right (issue 58): the KV cache's layout from the model's real cache (every
+config spelling of the KV heads, sliding windows, mixed window and global layers), every node of
+a decode step in a group whatever its modules are called, encoder-decoders refused in one line,
+and a streamer fed as one plain generate feeds it. Tiny models from configs; nothing downloaded."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+import fxprof
+from fxprof.measure.passes.kv_cache import kv_layout
+
+T = pytest.importorskip("transformers")
+
+
+def _ready(model):
+    model = model.eval()
+    model.generation_config.eos_token_id = None
+    return model
+
+
+def _build(name: str):
+    torch.manual_seed(0)
+    small = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, vocab_size=300)
+    if name == "llama-gqa":
+        return _ready(T.LlamaForCausalLM(T.LlamaConfig(**small, num_key_value_heads=2)))
+    if name == "mistral-sliding":
+        return _ready(T.MistralForCausalLM(T.MistralConfig(**small, num_key_value_heads=2, sliding_window=5)))
+    if name == "gemma2-mixed":
+        return _ready(T.Gemma2ForCausalLM(T.Gemma2Config(**{**small, "num_hidden_layers": 4}, num_key_value_heads=2,
+                                                         head_dim=16, sliding_window=5)))
+    if name == "falcon-multi-query":  # no num_key_value_heads: multi_query means one KV head
+        return _ready(T.FalconForCausalLM(T.FalconConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                                         vocab_size=300, multi_query=True, new_decoder_architecture=False)))
+    if name == "gpt-bigcode-multi-query":
+        return _ready(T.GPTBigCodeForCausalLM(T.GPTBigCodeConfig(n_embd=64, n_layer=2, n_head=4, vocab_size=300,
+                                                                 multi_query=True)))
+    if name == "opt-fc1-fc2":  # the feed-forward is fc1/fc2 directly on the decoder layer
+        return _ready(T.OPTForCausalLM(T.OPTConfig(hidden_size=64, ffn_dim=128, num_hidden_layers=2,
+                                                   num_attention_heads=4, vocab_size=300, word_embed_proj_dim=64)))
+    raise KeyError(name)
+
+
+FAMILIES = ["llama-gqa", "mistral-sliding", "gemma2-mixed", "falcon-multi-query", "gpt-bigcode-multi-query", "opt-fc1-fc2"]
+
+
+def _real_cache(model, ids, n):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = model.generate(ids, max_new_tokens=n, do_sample=False, return_dict_in_generate=True)
+    cache = out["cache"] if "cache" in out.keys() else out["past_key_values"]
+    real = sum(l.keys.numel() * l.keys.element_size() + l.values.numel() * l.values.element_size() for l in cache.layers)
+    return cache, real, out.sequences.shape[1] - 1  # the last new token is never fed back
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_the_kv_layout_holds_the_real_caches_bytes(name):
+    """From the config alone and from the cache a plain generate leaves: both give the real
+    cache's bytes (a multi-query config without num_key_value_heads read 4x the real cache;
+    sliding windows were counted as always growing)."""
+    model = _build(name)
+    ids = torch.randint(3, 300, (2, 8), generator=torch.Generator().manual_seed(0))
+    cache, real, seq = _real_cache(model, ids, 6)
+    from_config, from_cache = kv_layout(model), kv_layout(model, cache)
+    assert from_config.bytes_at(seq, 2) == real, (from_config.rule, real)
+    assert from_cache.bytes_at(seq, 2) == real, (from_cache.rule, real)
+    if "sliding" in name or "mixed" in name:
+        assert "slide" in from_config.rule and "slide" in from_cache.rule
+        assert from_config.bytes_at(seq + 10, 2) < from_config.bytes_at(seq, 2) * (seq + 10) / seq  # it stops growing
+
+
+@pytest.mark.parametrize("name", ["falcon-multi-query", "gemma2-mixed", "opt-fc1-fc2"])
+def test_generate_states_the_kv_rule_and_puts_every_decode_node_in_a_group(name):
+    model = _build(name)
+    ids = torch.randint(3, 300, (1, 8), generator=torch.Generator().manual_seed(0))
+    _, real, _ = _real_cache(model, ids, 5)
+    gen = fxprof.generate(model, ids, max_new_tokens=5, peaks=None)
+    assert gen.per_token["kv_cache_bytes"].iloc[-1] == real
+    text = gen.summary()
+    assert "kv cache: " in text and gen.meta["kv_rule"] in text
+    shares = gen.shares()
+    assert shares.loc["other", "decode_pct"] < 10.0, shares
+    assert shares.loc["mlp", "decode_pct"] > 0 and shares.loc["attention", "decode_pct"] > 0, shares
+
+
+def test_an_encoder_decoder_is_refused_in_one_line():
+    torch.manual_seed(0)
+    model = _ready(T.T5ForConditionalGeneration(T.T5Config(d_model=32, d_ff=64, num_layers=2, num_heads=2, d_kv=16,
+                                                           vocab_size=100, decoder_start_token_id=0)))
+    with pytest.raises(TypeError, match="is an encoder-decoder: fxprof.generate profiles causal") as info:
+        fxprof.generate(model, torch.randint(3, 100, (1, 6)), max_new_tokens=3, peaks=None)
+    assert "\n" not in str(info.value)
+
+
+class _Counting:
+    """A streamer that counts what it is fed."""
+
+    def __init__(self) -> None:
+        self.puts = 0
+        self.ends = 0
+
+    def put(self, value) -> None:
+        self.puts += 1
+
+    def end(self) -> None:
+        self.ends += 1
+
+
+def test_a_streamer_is_fed_as_one_plain_generate_feeds_it():
+    model = _build("llama-gqa")
+    ids = torch.randint(3, 300, (1, 8), generator=torch.Generator().manual_seed(0))
+    plain, profiled = _Counting(), _Counting()
+    model.generate(ids, max_new_tokens=4, do_sample=False, streamer=plain)
+    fxprof.generate(model, ids, max_new_tokens=4, peaks=None, streamer=profiled)
+    assert (profiled.puts, profiled.ends) == (plain.puts, plain.ends) == (plain.puts, 1)

@@ -1,0 +1,122 @@
+"""Regression tests for issue 57 (reliability 5): a profile never changes the training it looks at."""
+
+from __future__ import annotations
+
+import copy
+import logging
+import warnings
+
+import pytest
+import torch
+from torch import nn
+
+import fxprof
+
+torch._logging.set_logs(dynamo=logging.ERROR)
+
+
+# ------------------------------------------------ 4: outputs keep the user's types (dict, list)
+class Heads(nn.Module):
+    """A model that returns its outputs in a dict holding a list, as many training models do."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.head = nn.Linear(4, 2)
+
+    def forward(self, x: torch.Tensor) -> dict:
+        h = torch.relu(self.fc(x))
+        return {"logits": self.head(h), "hidden": [h, h * 2]}
+
+
+def _loop(model: nn.Module, x: torch.Tensor, steps: int, session=None) -> list[dict]:
+    """The loop adds its loss to the model's dict and appends to its list, as loops do."""
+    outs = []
+    for _ in range(steps):
+        out = model(x)
+        out["loss"] = out["logits"].sum()
+        out["hidden"].append(out["loss"])
+        outs.append(out)
+        if session is not None:
+            session.step()
+    return outs
+
+
+@pytest.mark.parametrize("capture", ["symbolic", "dynamo"])
+@pytest.mark.parametrize("memory", [True, False])
+def test_a_sessions_dict_and_list_outputs_stay_a_dict_and_a_list_on_every_step(capture, memory):
+    torch.manual_seed(0)
+    model = Heads()
+    x = torch.randn(3, 4)
+    eager = _loop(copy.deepcopy(model), x, 5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with fxprof.session(model, schedule=fxprof.schedule(wait=1, warmup=1, active=2), capture=capture,
+                            memory=memory) as s:
+            outs = _loop(model, x, 5, s)
+    assert s.profiles, "the session timed nothing"
+    for out, ref in zip(outs, eager):
+        assert type(out) is dict and type(out["hidden"]) is list
+        assert out.keys() == ref.keys()
+        torch.testing.assert_close(out["logits"], ref["logits"])
+        assert len(out["hidden"]) == 3
+
+
+def test_profile_hands_loss_fn_the_models_own_dict():
+    seen = []
+
+    def loss_fn(out):
+        seen.append((type(out), type(out["hidden"])))
+        out["loss"] = out["logits"].pow(2).mean()  # a loss that files itself in the output, as loops do
+        return out["loss"]
+
+    prof = fxprof.profile(Heads(), torch.randn(3, 4), backward=True, loss_fn=loss_fn, iters=2, warmup=1)
+    assert len(prof.df) > 0
+    assert seen and all(t == (dict, list) for t in seen)
+
+
+def test_the_interpreters_generic_loop_hands_nodes_and_the_caller_plain_containers():
+    from fxprof.measure.capture.interpreter import ProfilingInterpreter
+
+    class Merge(nn.Module):
+        def forward(self, x):
+            parts = [x, x + 1]
+            return {"cat": torch.cat(parts), "parts": parts, "pair": (x, {"x": x})}
+
+    gm = fxprof.trace(Merge())
+    interp = ProfilingInterpreter(gm)
+    out = torch.fx.Interpreter.run(interp, torch.ones(2))  # the generic loop (as under node ranges)
+    assert type(out) is dict and type(out["parts"]) is list and type(out["pair"][1]) is dict
+    out = interp.run(torch.ones(2))  # the compiled plan
+    assert type(out) is dict and type(out["parts"]) is list and type(out["pair"][1]) is dict
+
+
+class Collect(nn.Module):
+    """A module that files a result in the dict it is given (kept as a leaf: one node)."""
+
+    def forward(self, d: dict) -> dict:
+        d["sum"] = d["a"] + d["b"]
+        d["all"].append(d["sum"])
+        return d
+
+
+class WithCollect(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.collect = Collect()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.fc(x)
+        return self.collect({"a": h, "b": h * 2, "all": [h]})["sum"]
+
+
+@pytest.mark.parametrize("mode", ["timed", "isolated"])
+def test_profile_passes_hand_a_leaf_module_the_dict_and_list_its_caller_built(mode):
+    model, x = WithCollect(), torch.randn(3, 4)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        prof = fxprof.profile(model, x, leaf_modules=[Collect], mode=mode, iters=2, warmup=1, anatomy=True,
+                              memory=True, peaks=None)
+    failed = [str(w.message) for w in caught if "pass failed" in str(w.message) or "immutable" in str(w.message)]
+    assert not failed, failed

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import threading
 import warnings
 
 import pytest
@@ -120,3 +121,80 @@ def test_profile_passes_hand_a_leaf_module_the_dict_and_list_its_caller_built(mo
                               memory=True, peaks=None)
     failed = [str(w.message) for w in caught if "pass failed" in str(w.message) or "immutable" in str(w.message)]
     assert not failed, failed
+
+
+# ------------------------------------- 3: a capture is confined to its thread; others run eagerly
+class Gate(nn.Module):
+    """While its model is being traced (in the tracing thread only), lets another thread call the
+    model and waits for that call to end: the other thread's call lands inside the trace."""
+
+    def __init__(self, tracing: "threading.Event", served: "threading.Event") -> None:
+        super().__init__()
+        self.tracing, self.served = tracing, served
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if torch.fx._symbolic_trace._get_is_fx_tracing() and not self.tracing.is_set():
+            self.tracing.set()
+            self.served.wait(timeout=30)
+        return x
+
+
+class Served(nn.Module):
+    def __init__(self, tracing: "threading.Event", served: "threading.Event") -> None:
+        super().__init__()
+        self.fc1, self.gate, self.fc2 = nn.Linear(8, 16), Gate(tracing, served), nn.Linear(16, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(torch.relu(self.gate(self.fc1(x))))
+
+
+@pytest.mark.parametrize("how", ["session", "profile"])
+def test_other_threads_calling_the_model_during_a_capture_get_its_eager_tensors(how):
+    tracing, served, done = threading.Event(), threading.Event(), threading.Event()
+    torch.manual_seed(0)
+    model = Served(tracing, served)
+    x = torch.randn(2, 8)
+    with torch.no_grad():
+        expected = model(x)
+    outs: list = []
+    errors: list = []
+
+    def serve() -> None:  # a second thread using the same model (a server, an evaluator)
+        try:
+            tracing.wait(timeout=30)
+            with torch.no_grad():
+                outs.append(model(x))  # inside the trace
+            served.set()
+            while not done.is_set() or len(outs) < 5:
+                with torch.no_grad():
+                    outs.append(model(x))
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            errors.append(exc)
+        finally:
+            served.set()
+
+    thread = threading.Thread(target=serve)
+    thread.start()
+    try:
+        if how == "session":
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                with fxprof.session(model, schedule=fxprof.schedule(wait=0, warmup=1, active=2), capture="symbolic") as s:
+                    for _ in range(3):
+                        loss = model(x).sum()
+                        loss.backward()
+                        s.step()
+            assert len(s.profiles) == 1
+        else:
+            prof = fxprof.profile(model, x, capture="symbolic", iters=2, warmup=1, peaks=None)
+            assert len(prof.df) > 0
+    finally:
+        done.set()
+        thread.join(timeout=60)
+    assert tracing.is_set(), "the model was never traced"
+    assert not errors, errors
+    assert len(outs) >= 5
+    for out in outs:
+        assert type(out) is torch.Tensor, type(out)
+        torch.testing.assert_close(out, expected)
+    assert torch.nn.Module.__call__ is torch.fx._symbolic_trace._orig_module_call  # no patch left behind

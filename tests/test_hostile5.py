@@ -198,3 +198,83 @@ def test_other_threads_calling_the_model_during_a_capture_get_its_eager_tensors(
         assert type(out) is torch.Tensor, type(out)
         torch.testing.assert_close(out, expected)
     assert torch.nn.Module.__call__ is torch.fx._symbolic_trace._orig_module_call  # no patch left behind
+
+
+# ------------------------------------------------------------ 7: files and the command line
+MODELS = """
+import pathlib
+import torch
+from torch import nn
+
+def small():
+    pathlib.Path(__file__).with_name("built").touch()  # says the model was loaded: work began
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4)).eval()
+
+def broken():
+    class Broken(nn.Module):
+        def forward(self, x):
+            raise RuntimeError("this model cannot run")
+    return Broken()
+"""
+
+
+@pytest.fixture
+def cli_dir(tmp_path, monkeypatch):
+    (tmp_path / "models.py").write_text(MODELS)
+    monkeypatch.chdir(tmp_path)
+    torch.manual_seed(0)
+    fxprof.profile(nn.Sequential(nn.Linear(8, 4)), torch.randn(2, 8), iters=3, warmup=1, peaks=None).save(str(tmp_path / "p.json"))
+    return tmp_path
+
+
+def _cli(capsys, *argv: str) -> tuple[int, str, str]:
+    from fxprof.cli import main
+
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["profile", "models.py:small", "--input", "2x8", "--csv", "missing/t.csv"], "does not exist"),
+    (["profile", "models.py:small", "--input", "2x8", "--json", "missing/t.json"], "does not exist"),
+    (["profile", "models.py:small", "--input", "2x8", "--html", "missing/t.html"], "does not exist"),
+    (["profile", "models.py:small", "--input", "2x8", "--trace", "missing/t.json"], "does not exist"),
+    (["ab", "models.py:small", "models.py:small", "--input", "2x8", "--csv", "missing/r.csv"], "does not exist"),
+    (["ab", "models.py:small", "models.py:small", "--input", "2x8", "--markdown", "missing/r.md"], "does not exist"),
+    (["ab", "models.py:small", "models.py:small", "--input", "2x8", "--markdown", "."], "directory"),
+    (["ab", "models.py:small", "models.py:small", "--input", "2x8", "--csv", "r.txt", "--markdown", "r.txt"], "both write"),
+    (["whatif", "models.py:small", "--input", "2x8", "--variants", "threads=1", "--csv", "missing/w.csv"], "does not exist"),
+    (["whatif", "models.py:small", "--input", "2x8", "--variants", "threads=1", "--html", "missing/w.html"], "does not exist"),
+    (["generate", "models.py:small", "--html", "missing/g.html"], "does not exist"),
+    (["generate", "models.py:small", "--json", "models.py"], "input of this command"),
+    (["generate", "models.py:small", "--json", "p.json"], "existing file"),
+    (["generate", "models.py:small", "--json", "p.json/run"], "is a file"),
+    (["generate", "models.py:small", "--json", "gen", "--html", "gen"], "both write"),
+    (["compare", "p.json", "p.json", "--csv", "missing/c.csv"], "does not exist"),
+    (["compare", "p.json", "p.json", "--html", "missing/c.html"], "does not exist"),
+    (["compare", "p.json", "p.json", "--markdown", "missing/c.md"], "does not exist"),
+    (["report", "p.json", "-o", "missing/r.html"], "does not exist"),
+])
+def test_every_output_is_checked_before_any_work(cli_dir, capsys, argv, words):
+    code, out, err = _cli(capsys, *argv)
+    assert code == 2
+    assert words in err and err.startswith("fxprof: error:") and len(err.strip().splitlines()) == 1, err
+    assert not (cli_dir / "built").exists(), "the model was loaded before the outputs were checked"
+    assert not (cli_dir / "gen").exists()
+
+
+def test_an_output_that_fails_after_the_work_says_it_is_lost_not_that_nothing_was(cli_dir, capsys):
+    code, out, err = _cli(capsys, "ab", "models.py:small", "models.py:small", "--input", "2x8", "--iters", "3",
+                          "--warmup", "1", "--markdown", "/dev/full")
+    assert code == 2
+    assert "Nothing was lost" not in err and "still in memory" not in err
+    assert "'/dev/full'" in err and "lost" in err and "again" in err
+
+
+def test_a_python_caller_whose_save_fails_still_holds_the_profile(tmp_path):
+    prof = fxprof.profile(nn.Sequential(nn.Linear(8, 4)), torch.randn(2, 8), iters=2, warmup=1, peaks=None)
+    with pytest.raises(fxprof.ProfileWriteError, match="still in memory") as caught:
+        prof.save("/dev/full")
+    assert caught.value.path == "/dev/full" and caught.value.reason

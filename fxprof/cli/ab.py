@@ -83,7 +83,7 @@ def check(args: argparse.Namespace) -> None:
     if "-" in (args.csv, args.markdown) and args.csv == args.markdown:
         raise _bad("--csv - and --markdown - both write to standard output: send one of them to a file")
     check_specs(args.input or [])  # the syntax, before torch is imported
-    _check_outputs({"--csv": args.csv}, inputs=model_sources(args.a) + model_sources(args.b))
+    _check_outputs({"--csv": args.csv, "--markdown": args.markdown}, inputs=model_sources(args.a) + model_sources(args.b))
     check_model_name(args.a)
     check_model_name(args.b)
 

@@ -278,3 +278,12 @@ def test_a_python_caller_whose_save_fails_still_holds_the_profile(tmp_path):
     with pytest.raises(fxprof.ProfileWriteError, match="still in memory") as caught:
         prof.save("/dev/full")
     assert caught.value.path == "/dev/full" and caught.value.reason
+
+
+@pytest.mark.parametrize("a, b, side", [("models.py:broken", "models.py:small", "a"),
+                                        ("models.py:small", "models.py:broken", "b")])
+def test_ab_names_the_side_that_failed(cli_dir, capsys, a, b, side):
+    code, out, err = _cli(capsys, "ab", a, b, "--input", "2x8", "--iters", "2", "--warmup", "1")
+    assert code == 2
+    assert f"fxprof: error: {side} (models.py:broken) failed on these inputs" in err
+    assert "this model cannot run" in err

@@ -287,3 +287,39 @@ def test_ab_names_the_side_that_failed(cli_dir, capsys, a, b, side):
     assert code == 2
     assert f"fxprof: error: {side} (models.py:broken) failed on these inputs" in err
     assert "this model cannot run" in err
+
+
+def _damage(path, group: str, column: str, value: float, out):
+    import json
+
+    doc = json.loads(path.read_text())
+    doc[group][column] = [value] * len(doc[group][column])
+    out.write_text(json.dumps(doc))
+    return out
+
+
+@pytest.mark.parametrize("group, column", [("samples", "time_ms"), ("runs", "total_ms"), ("samples", "host_ms")])
+def test_a_profile_holding_absurd_times_is_refused_on_load(cli_dir, capsys, group, column):
+    bad = _damage(cli_dir / "p.json", group, column, 1e308, cli_dir / "bad.json")
+    with pytest.raises(fxprof.ProfileFormatError, match=rf"{group}\.{column}\[0\].*beyond any measurement"):
+        fxprof.load(str(bad))
+    for argv in (["show", "bad.json"], ["compare", "p.json", "bad.json"], ["report", "bad.json", "-o", "r.html"]):
+        code, out, err = _cli(capsys, *argv)
+        assert code == 2 and "beyond any measurement" in err and len(err.strip().splitlines()) == 1, err
+        assert "OverflowError" not in err and len(out) < 2000
+
+
+def test_a_table_holding_an_absurd_time_is_refused_on_load(cli_dir, capsys):
+    import csv
+
+    from fxprof.io import read_any
+
+    fxprof.load(str(cli_dir / "p.json")).to_csv(str(cli_dir / "t.csv"))
+    rows = list(csv.reader((cli_dir / "t.csv").open()))
+    rows[1][rows[0].index("median_ms")] = "1e308"
+    with (cli_dir / "bad.csv").open("w", newline="") as handle:
+        csv.writer(handle).writerows(rows)
+    with pytest.raises(fxprof.ProfileFormatError, match="median_ms.*beyond any measurement"):
+        read_any(str(cli_dir / "bad.csv"))
+    code, out, err = _cli(capsys, "show", "bad.csv")
+    assert code == 2 and "beyond any measurement" in err

@@ -323,3 +323,26 @@ def test_a_table_holding_an_absurd_time_is_refused_on_load(cli_dir, capsys):
         read_any(str(cli_dir / "bad.csv"))
     code, out, err = _cli(capsys, "show", "bad.csv")
     assert code == 2 and "beyond any measurement" in err
+
+
+def test_a_session_whose_every_step_raises_says_the_steps_raised():
+    class Singular(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+
+        def forward(self, x):
+            return torch.linalg.cholesky(self.fc(x) - 100 * torch.eye(4))
+
+    model, x = Singular(), torch.randn(4, 4)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with fxprof.session(model, schedule=fxprof.schedule(wait=0, warmup=1, active=3)) as s:
+            for _ in range(5):
+                with pytest.raises(torch.linalg.LinAlgError):
+                    model(x)
+                s.step()
+    said = [str(w.message) for w in caught if "timed no run" in str(w.message)]
+    assert s.profiles == [] and len(said) == 1
+    assert "raised in every active step" in said[0] and "LinAlgError" in said[0]
+    assert "signature not seen before" not in said[0]

@@ -76,7 +76,7 @@ from .memory import StepMemory, rebind_interpreters
 from ..common.state import OPEN_SESSIONS, PROFILING, refuse_inside_session
 from ..timing.timers import Timer, resolve_timer, tensor_devices
 from .schedule import ACTIONS, Schedule, _action, _describe_inputs, _describe_schedule, _schedule_words, _tree_key, nothing_timed, schedule, signature_of
-from .cycle import _Captures, _Cycle, _backward_words, _numerics, _run_environment
+from .cycle import _Captures, _Cycle, _backward_words, _numerics, _run_environment, capture_words, untimed_cycle
 
 __all__ = ["Schedule", "Session", "schedule", "session", "ACTIONS"]
 #: the kernel timer's profiler brackets fxprof's own loop of runs, not the caller's steps (a GPU
@@ -265,6 +265,10 @@ class Session:
         self._inside.on = True
         try:
             return self._instrumented(action, args, kwargs)
+        except Exception as exc:  # the model's own error: the loop may catch it; the cycle says why it timed nothing
+            if self._cycle is not None and action.startswith("active"):
+                self._cycle.raised.append(type(exc).__name__)
+            raise
         finally:
             self._inside.on = False
 
@@ -437,13 +441,11 @@ class Session:
             return
         self._cycles += 1
         if not cycle.runs:
-            if cycle.untimed_first and not incomplete:
+            if (cycle.untimed_first or cycle.raised) and not incomplete:
                 import warnings
 
                 self._said_empty = True
-                warnings.warn(f"fxprof: cycle {cycle.number} (steps {cycle.first_step}-{self.step_num}) timed no run: every "
-                              f"active step's batch had a signature not seen before (those run untimed); more warm-up "
-                              f"steps or fewer distinct shapes help", stacklevel=3)
+                warnings.warn(untimed_cycle(cycle, self.step_num), stacklevel=3)
             return
         profile = self._profile(cycle, incomplete, error)
         if is_initialized() and self.gather and error is None:
@@ -496,7 +498,7 @@ class Session:
         steps = ", ".join(map(str, cycle.run_steps))
         notes = [f"session cycle {cycle.number}: steps {cycle.first_step}-{self.step_num} of the user's loop "
                  f"({_schedule_words(self.schedule)}); timed runs at step(s) {steps}",
-                 self._capture_words()]
+                 capture_words(self._all_captures(), len(self._signatures), self._capture_count(), self._recaptures)]
         if cycle.untimed_first:
             steps = ", ".join(str(u["step"]) for u in cycle.untimed_first)
             notes.append(f"{len(cycle.untimed_first)} active step(s) ({steps}) had a batch of an input signature never run "
@@ -538,23 +540,6 @@ class Session:
             else:
                 count += 1
         return count
-
-    def _capture_words(self) -> str:
-        kinds = sorted({c.kind for c in self._all_captures()})
-        if "dynamo" in kinds:
-            how = "dynamo: every graph it compiled so far, recompiles for new shapes included"
-        elif "compiled" in kinds:
-            how = "compiled: every graph torch.compile (inductor) compiled so far, recompiles included"
-        elif "aot" in kinds:
-            how = "aot: every forward/backward pair dynamo and AOTAutograd compiled so far, recompiles included"
-        elif len(self._all_captures()) > 1:
-            how = (f"{', '.join(kinds)}: one graph per mode (train, eval) and call pattern (optional inputs None or "
-                   f"given), for every signature")
-        else:
-            how = f"{', '.join(kinds)}: one graph for every signature"
-        if self._recaptures:
-            how += f"; captured again {self._recaptures} time(s) after the loop changed the model's modules"
-        return f"{len(self._signatures)} input signature(s) seen, {self._capture_count()} capture(s) ({how})"
 
     def _warmup_steps(self) -> int:
         return int(getattr(self.schedule, "warmup", 0))

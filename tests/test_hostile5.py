@@ -346,3 +346,25 @@ def test_a_session_whose_every_step_raises_says_the_steps_raised():
     assert s.profiles == [] and len(said) == 1
     assert "raised in every active step" in said[0] and "LinAlgError" in said[0]
     assert "signature not seen before" not in said[0]
+
+
+def test_generate_whose_folder_fills_up_after_the_work_says_the_result_is_lost(tmp_path, capsys, monkeypatch):
+    import errno
+    import os
+    import pathlib
+
+    pytest.importorskip("transformers")
+    real = os.replace
+
+    def full_disk(src, dst, *args, **kwargs):  # the disk fills up as the last file is written
+        if str(dst).endswith("generation.json"):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(dst))
+        return real(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(os, "replace", full_disk)
+    script = pathlib.Path(__file__).resolve().parents[1] / "docs" / "scripts" / "generate_models.py"
+    code, out, err = _cli(capsys, "--quiet", "generate", f"{script}:tiny_llama", "--prompt-len", "4", "--new-tokens", "2",
+                          "--peaks", "0.1,10", "--json", str(tmp_path / "gen"))
+    assert code == 2 and "prefill:" in out
+    assert "cannot read" not in err and "generation.json" in err and "No space left on device" in err
+    assert "This output is lost" in err and "again" in err

@@ -299,8 +299,8 @@ def lost_output(exc: BaseException) -> Exception:
     """The error of an output that could not be written after the work was done. The command's
     process ends with it, so, unlike in Python, what was computed is gone: say so, and how to
     get it (the outputs written before this one are complete)."""
-    path = getattr(exc, "path", None)
-    reason = getattr(exc, "reason", None)
+    path = getattr(exc, "path", None) or getattr(exc, "filename", None)  # fxprof's write error, or an OSError
+    reason = getattr(exc, "reason", None) or getattr(exc, "strerror", None)
     what = f"cannot write {path!r}: {reason}" if path is not None and reason else _first_line(exc).split(". Nothing was lost")[0]
     return _bad(f"{what}. This output is lost: the results were computed but fxprof exits without them (any output "
                 f"reported as written above is complete). Run the command again with a writable path")

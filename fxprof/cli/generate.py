@@ -127,7 +127,13 @@ def run(args: argparse.Namespace) -> int:
     result = generate(model, ids, max_new_tokens=args.new_tokens, peaks=_peaks_option(args.peaks), progress=say, **extra)
     _print(result.summary())
     if args.json is not None:
-        result.save(args.json)
+        try:
+            result.save(args.json)
+        except OSError as exc:  # its generation.json is written with open(): not a ProfileWriteError
+            from ..errors import FxprofError
+            from .common import lost_output
+
+            raise exc if isinstance(exc, FxprofError) else lost_output(exc) from exc
         _print(f"wrote generation: {args.json} (fxprof.load_generation reads it)")
     if args.html is not None:
         from ..views.generation import write_generation_html

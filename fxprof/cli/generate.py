@@ -130,10 +130,12 @@ def run(args: argparse.Namespace) -> int:
         try:
             result.save(args.json)
         except OSError as exc:  # its generation.json is written with open(): not a ProfileWriteError
-            from ..errors import FxprofError
+            from ..errors import ProfileWriteError
             from .common import lost_output
 
-            raise exc if isinstance(exc, FxprofError) else lost_output(exc) from exc
+            if isinstance(exc, ProfileWriteError):
+                raise  # the dispatcher words it
+            raise lost_output(exc) from exc
         _print(f"wrote generation: {args.json} (fxprof.load_generation reads it)")
     if args.html is not None:
         from ..views.generation import write_generation_html

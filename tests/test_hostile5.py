@@ -63,6 +63,23 @@ def test_a_sessions_dict_and_list_outputs_stay_a_dict_and_a_list_on_every_step(c
         assert len(out["hidden"]) == 3
 
 
+def test_a_training_sessions_dict_output_stays_a_dict():
+    torch.manual_seed(0)
+    model = Heads()
+    x = torch.randn(3, 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with fxprof.session(model, schedule=fxprof.schedule(wait=1, warmup=1, active=2), backward=True) as s:
+            for _ in range(4):
+                out = model(x)
+                out["loss"] = out["logits"].sum()
+                out["hidden"].append(out["loss"])
+                out["loss"].backward()
+                assert type(out) is dict and type(out["hidden"]) is list
+                s.step()
+    assert len(s.profiles) == 1
+
+
 def test_profile_hands_loss_fn_the_models_own_dict():
     seen = []
 

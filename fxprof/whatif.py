@@ -138,7 +138,9 @@ def _whatif(model: nn.Module, args: tuple, kwargs: dict, parsed: list, names: li
     meter = ContentionMeter()
     times = time_interleaved(ready, iters, warmup, on_error=failed, lost=lost, meter=meter)
     if "baseline" not in times:
-        raise RuntimeError(f"the model as given failed to run: {errors.get('baseline', 'unknown error')}")
+        error = RuntimeError(f"the model as given failed to run: {errors.get('baseline', 'unknown error')}")
+        error.errors = dict(errors)  # type: ignore[attr-defined]  # every failure by name (fxprof ab names its sides)
+        raise error
     result = WhatIf(times=times, samples={p.name: p.samples for p in ready}, order=names, errors=errors,
                     lost_ms={n: np.asarray(v, dtype=np.float64) for n, v in lost.items() if n in times},
                     alpha=alpha, min_effect=min_effect, depth=depth,

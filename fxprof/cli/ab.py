@@ -83,7 +83,7 @@ def check(args: argparse.Namespace) -> None:
     if "-" in (args.csv, args.markdown) and args.csv == args.markdown:
         raise _bad("--csv - and --markdown - both write to standard output: send one of them to a file")
     check_specs(args.input or [])  # the syntax, before torch is imported
-    _check_outputs({"--csv": args.csv}, inputs=model_sources(args.a) + model_sources(args.b))
+    _check_outputs({"--csv": args.csv, "--markdown": args.markdown}, inputs=model_sources(args.a) + model_sources(args.b))
     check_model_name(args.a)
     check_model_name(args.b)
 
@@ -108,9 +108,17 @@ def run(args: argparse.Namespace) -> int:
         raise _bad(f"cannot put the models and inputs on {device}: {_first_line(exc)}") from exc
     say = (lambda line: None) if args.quiet else (lambda line: print(f"fxprof ab: {line}", file=sys.stderr, flush=True))
     load = [machine_load()]
-    result = whatif(model_a, tuple(positional), {"b": lambda _, inputs: (model_b, inputs)}, iters=args.iters,
-                    warmup=args.warmup, blocks=False, alpha=args.alpha, min_effect=args.min_effect,
-                    model_kwargs=keywords or None, progress=lambda line: say(line.replace("variants", "models")))
+    try:
+        result = whatif(model_a, tuple(positional), {"b": lambda _, inputs: (model_b, inputs)}, iters=args.iters,
+                        warmup=args.warmup, blocks=False, alpha=args.alpha, min_effect=args.min_effect,
+                        model_kwargs=keywords or None,
+                        progress=lambda line: say(line.replace("variants", "models").replace("baseline failed", "a failed")))
+    except RuntimeError as exc:
+        failures = getattr(exc, "errors", None)
+        if failures is None or "baseline" not in failures:
+            raise
+        also = f"; b ({args.b}) failed too: {failures['b']}" if "b" in failures else ""
+        raise FxprofError(f"a ({args.a}) failed on these inputs: {failures['baseline']}{also}") from exc
     load.append(machine_load())
     if "b" in result.errors:
         raise FxprofError(f"b ({args.b}) failed on these inputs: {result.errors['b']}")

@@ -21,7 +21,7 @@ from typing import Any, Iterator, Sequence
 
 from ..vocab import __version__
 from . import ab, compare, generate, peaks, profile, report, selfcheck, show, whatif
-from .common import _first_line, _Parser, _print, _Terminated, _attach_dash_values
+from .common import _first_line, _Parser, _print, _Terminated, _attach_dash_values, lost_output
 
 #: the commands, in the order of ``fxprof --help``: one module each
 COMMANDS = (profile, show, compare, ab, report, selfcheck, peaks, whatif, generate)
@@ -99,12 +99,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "handler", None):
         parser.print_help()
         return 2
-    from ..errors import FxprofError, node_failure
+    from ..errors import FxprofError, ProfileWriteError, node_failure
 
     try:
         with _sigterm_as_interrupt():
             check_args(args)
-            return args.handler(args)
+            try:
+                return args.handler(args)
+            except ProfileWriteError as exc:  # after the work: its results end with this process
+                raise lost_output(exc) from exc
     except _Terminated:
         print("fxprof: terminated", file=sys.stderr)
         return 128 + signal.SIGTERM

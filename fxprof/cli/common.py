@@ -272,6 +272,40 @@ def _check_outputs(outputs: dict[str, str | None], inputs: Sequence[str] = ()) -
                 raise _bad(f"--json: {exc}") from None
 
 
+def check_folder_output(flag: str, path: str | None, files: Sequence[str] = ()) -> None:
+    """Before anything runs: ``path`` (an output folder, made if missing) is not a file, its
+    nearest existing parent is a folder fxprof can create files in, and none of ``files`` (the
+    names written into it) is a folder."""
+    if path is None:
+        return
+    if path in ("", "-"):
+        raise _bad(f"{flag} was given {'an empty path' if not path else '-'}; give a folder to save into")
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise _bad(f"{flag} {path!r} is an existing file; {flag} saves into a folder (made if missing): give a "
+                   f"folder's path, or remove the file")
+    parent = os.path.realpath(path)
+    while not os.path.isdir(parent):
+        above = os.path.dirname(parent)
+        if above == parent or (os.path.lexists(parent) and not os.path.isdir(parent)):
+            raise _bad(f"{flag} {path!r}: {parent!r} is a file, so the folder cannot be made there; give another path")
+        parent = above
+    for name in files:
+        if os.path.isdir(os.path.join(path, name)):
+            raise _bad(f"{flag} {path!r} holds a folder named {name!r}, where the result's file goes; give another folder")
+    _check_writable(os.path.join(parent, ".fxprof-probe"))
+
+
+def lost_output(exc: BaseException) -> Exception:
+    """The error of an output that could not be written after the work was done. The command's
+    process ends with it, so, unlike in Python, what was computed is gone: say so, and how to
+    get it (the outputs written before this one are complete)."""
+    path = getattr(exc, "path", None) or getattr(exc, "filename", None)  # fxprof's write error, or an OSError
+    reason = getattr(exc, "reason", None) or getattr(exc, "strerror", None)
+    what = f"cannot write {path!r}: {reason}" if path is not None and reason else _first_line(exc).split(". Nothing was lost")[0]
+    return _bad(f"{what}. This output is lost: the results were computed but fxprof exits without them (any output "
+                f"reported as written above is complete). Run the command again with a writable path")
+
+
 #: file names that hold code or notebooks: never an output, whatever the command was given
 _SOURCE_SUFFIXES = (".py", ".pyw", ".pyi", ".pyx", ".ipynb")
 

@@ -83,9 +83,13 @@ def check(args: argparse.Namespace) -> None:
             raise _bad(f"bad --compile {args.compile!r}: use one of {', '.join(COMPILE_MODES)}")
     if args.json == "":
         raise _bad("--json was given an empty path; give a folder to save the result into")
-    if args.html is not None:
-        from .common import _check_outputs, model_sources
+    from .common import _check_not_inputs, _check_outputs, _same_file, check_folder_output, model_sources
 
+    if args.json is not None and args.html is not None and _same_file(args.json, args.html):
+        raise _bad(f"--json and --html both write {args.json!r} (--json a folder, --html a file); give each its own path")
+    _check_not_inputs({"--json": args.json}, model_sources(args.model))
+    check_folder_output("--json", args.json, ("prefill.json", "decode.json", "generation.json"))
+    if args.html is not None:
         _check_outputs({"--html": args.html}, inputs=model_sources(args.model))
 
 
@@ -123,7 +127,15 @@ def run(args: argparse.Namespace) -> int:
     result = generate(model, ids, max_new_tokens=args.new_tokens, peaks=_peaks_option(args.peaks), progress=say, **extra)
     _print(result.summary())
     if args.json is not None:
-        result.save(args.json)
+        try:
+            result.save(args.json)
+        except OSError as exc:  # its generation.json is written with open(): not a ProfileWriteError
+            from ..errors import ProfileWriteError
+            from .common import lost_output
+
+            if isinstance(exc, ProfileWriteError):
+                raise  # the dispatcher words it
+            raise lost_output(exc) from exc
         _print(f"wrote generation: {args.json} (fxprof.load_generation reads it)")
     if args.html is not None:
         from ..views.generation import write_generation_html

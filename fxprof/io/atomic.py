@@ -60,10 +60,13 @@ def atomic_write(path: str | os.PathLike, write: Callable[[Any], None], binary: 
 
 
 def _write_error(path: str, exc: OSError) -> ProfileWriteError:
+    """The error of a failed write, for a caller in Python: what was being saved is still in its
+    hands (the command line, whose process ends, words its own: ``path`` and ``reason`` are kept)."""
     error = ProfileWriteError(
         f"cannot write {path!r}: {exc.strerror or exc}. Nothing was lost: the profile is still "
         f"in memory; call the method again with a writable path."
     )
+    error.path = path  # type: ignore[attr-defined]
     error.reason = exc.strerror or str(exc)  # type: ignore[attr-defined]
     return error
 

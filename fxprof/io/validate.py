@@ -164,6 +164,11 @@ SCHEMA: dict[str, Any] = _version_2(SCHEMA_V1)
 
 _COLUMN_GROUPS = ("samples", "runs")
 _MAX_INT_DIGITS = 20  # int64 has 19 digits
+#: the longest time a profile may hold, in ms (about 31 years): a larger one is damage, and sums
+#: and formats of such values overflow (1e308 ms: show and report stopped with an OverflowError)
+MAX_MS = 1e12
+#: the largest other number a per-node table may hold (a count of FLOPs or bytes is far below it)
+MAX_NUMBER = 1e30
 
 
 def _damaged(source: str, what: str) -> ProfileFormatError:
@@ -401,6 +406,15 @@ def _check_range(numbers: np.ndarray, rule: Mapping[str, Any], where: str, sourc
         raise _damaged(source, f"{where}[{at}]: {_show(value)} is {limit}")
 
 
+def _check_plausible(numbers: np.ndarray, where: str, source: str, limit: float) -> None:
+    """No number whose size is beyond any measurement (``limit``: :data:`MAX_MS` for times)."""
+    huge = np.abs(numbers) > limit
+    if huge.any():
+        i = int(np.flatnonzero(huge)[0])
+        unit = " ms" if limit == MAX_MS else ""
+        raise _damaged(source, f"{where}[{i}]: {_show(numbers[i])}{unit} is beyond any measurement (at most {limit:g}{unit})")
+
+
 def _check_unique(names: list[str], source: str) -> None:
     seen: set[str] = set()
     for name in names:
@@ -445,6 +459,7 @@ def check_profile(profile: "Profile", source: str) -> None:
             if infinite.any():
                 raise _damaged(source, f"{group}.{name}[{int(np.flatnonzero(infinite)[0])}]: {values[infinite][0]} is not finite")
             _check_range(np.where(nan, rule["items"].get("minimum", 0), values), rule["items"], f"{group}.{name}", source)
+            _check_plausible(np.where(nan, 0.0, values), f"{group}.{name}", source, MAX_MS if name.endswith("_ms") else MAX_NUMBER)
     runs = profile.num_runs
     sample_runs = columns.run
     if runs and len(sample_runs) and sample_runs.max() >= runs:
@@ -517,6 +532,11 @@ def _cell_number(cell: str, integer: bool, col: str, line: int, source: str) -> 
         raise ProfileFormatError(f"{source} has a non-numeric value in a numeric column: {col} holds {_show(cell)} on line {line}") from None
     if not math.isfinite(value):
         raise ProfileFormatError(f"{source}: column {col} holds {cell!r} on line {line}; numbers in a profile are finite")
+    column = BY_NAME.get(col)
+    limit = MAX_MS if column is not None and column.unit == "ms" else MAX_NUMBER
+    if abs(value) > limit:
+        raise ProfileFormatError(f"{source}: column {col} holds {_show(cell)} on line {line}, beyond any measurement "
+                                 f"(at most {limit:g}{' ms' if limit == MAX_MS else ''})")
     return value
 
 

@@ -60,7 +60,7 @@ from torch import fx
 
 from ..device.bridge import RANGE_PREFIX
 from ...errors import NodeFailure, name_failed_node, node_failure
-from ..common.tree import describe_value
+from ..common.tree import PlainContainers, describe_value
 from .graph import target_name
 from ..timing.launches import launches_nothing
 from ...core.recording import Recording
@@ -99,7 +99,7 @@ def resolve_call(interp: fx.Interpreter, n: fx.Node, args: tuple, kwargs: dict,
     return getattr(interp, op), (n.target, args, kwargs), {}
 
 
-class ProfilingInterpreter(fx.Interpreter):
+class ProfilingInterpreter(PlainContainers, fx.Interpreter):
     """An ``fx.Interpreter`` that times every node of every run.
 
     Args:

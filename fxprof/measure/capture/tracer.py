@@ -95,14 +95,32 @@ class ProfilerTracer(fx.Tracer):
         return super().is_leaf_module(m, module_qualified_name)
 
     def call_module(self, m: nn.Module, forward: Any, args: tuple, kwargs: dict) -> Any:
+        if not self._in_tracing_thread():
+            return forward(*args, **kwargs)  # another thread's call: the module's own __call__, eagerly
         if self._past_hooks and isinstance(m, self._past_hooks):
             forward = m.forward  # the module's own code, not __call__ with its hooks
         return super().call_module(m, forward, args, kwargs)
 
+    def getattr(self, attr: str, attr_val: Any, parameter_proxy_cache: dict[str, Any]) -> Any:
+        if not self._in_tracing_thread():
+            return attr_val  # another thread reads the module's real attribute
+        return super().getattr(attr, attr_val, parameter_proxy_cache)
+
+    def _in_tracing_thread(self) -> bool:
+        return threading.get_ident() == getattr(self, "_tracing_thread", None)
+
     def trace(self, root: nn.Module | Any, concrete_args: dict[str, Any] | None = None) -> fx.Graph:
+        """Trace ``root``. torch.fx patches ``nn.Module.__call__`` and ``__getattr__`` for the
+        whole process while it traces; calls from other threads go through :meth:`call_module`
+        and :meth:`getattr`, which run them eagerly (a thread serving the same model while a
+        session captures it gets tensors, not Proxies, and leaves no node in this graph)."""
         self.stream_switches = 0
         with _PATCH_LOCK, self._keep_record_function(), self._keep_autocast(), self._count_stream_switches():
-            return super().trace(root, concrete_args)
+            self._tracing_thread = threading.get_ident()
+            try:
+                return super().trace(root, concrete_args)
+            finally:
+                self._tracing_thread = None
 
     def _keep_autocast(self) -> contextlib.AbstractContextManager[None]:
         """Record ``torch.autocast`` blocks as ``_enter_autocast``/``_exit_autocast`` nodes (the

@@ -29,7 +29,7 @@ from typing import Any
 import torch
 from torch import fx
 
-from ..common.tree import clone_tensors, tensors_in
+from ..common.tree import PlainContainers, clone_tensors, tensors_in
 from ..capture.interpreter import resolve_call
 from ...core.recording import Recording
 from ..timing.recorder import append_marks
@@ -45,7 +45,7 @@ HOLD_MARGIN_MS = 1.0
 _RANDOM_KINDS = {"dropout", "rand", "randn", "randint", "rand_like", "randn_like", "bernoulli", "normal", "multinomial", "randperm", "uniform", "alpha_dropout", "feature_alpha_dropout"}
 
 
-class _IsolatedInterpreter(fx.Interpreter):
+class _IsolatedInterpreter(PlainContainers, fx.Interpreter):
     def __init__(self, gm: fx.GraphModule, timer: Timer, repeats: int, recording: Recording,
                  skips: dict[str, str], kinds: dict[str, str], prefix: str):
         super().__init__(gm)

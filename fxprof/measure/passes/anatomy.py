@@ -15,7 +15,7 @@ import torch
 from torch import fx, nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from ..common.tree import tensors_in
+from ..common.tree import PlainContainers, tensors_in
 from ...vocab import ANATOMY_COLUMNS
 from .touched import Touched
 
@@ -87,7 +87,7 @@ class _OpCounter(TorchDispatchMode):
         return result
 
 
-class _AnatomyInterpreter(fx.Interpreter):
+class _AnatomyInterpreter(PlainContainers, fx.Interpreter):
     """Runs each node once, recording shapes, output bytes, (optionally) FLOPs, the aten ops
     that do work and, on CUDA, the synchronizations the node makes."""
 

@@ -41,7 +41,7 @@ import torch
 from torch import fx, nn
 
 from ..device.bridge import RANGE_PREFIX, UNKNOWN_BLOCK_LINE, kineto_quiet, profiler_running
-from ..common.tree import tensors_in
+from ..common.tree import PlainContainers, tensors_in
 from ...core.memory import CATEGORIES
 
 __all__ = ["MemoryRecording", "account", "allocations", "Alloc", "CATEGORIES", "device_keys", "held_breakdown", "memory_pass",
@@ -104,7 +104,7 @@ def _held(module: nn.Module | None, inputs: Any, optimizer: Any) -> dict[str, in
     return out
 
 
-class _RangedInterpreter(fx.Interpreter):
+class _RangedInterpreter(PlainContainers, fx.Interpreter):
     """Runs each node inside a ``record_function("fxprof::<label:node>")`` range, freeing each
     value after its last use (``garbage_collect_values``, as eager code drops it)."""
 

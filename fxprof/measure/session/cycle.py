@@ -21,6 +21,7 @@ class _Cycle:
         self.run_steps: list[int] = []
         self.run_signatures: list[int] = []
         self.untimed_first: list[dict[str, int]] = []  # first batches of a new signature
+        self.raised: list[str] = []  # the exceptions of its forwards that raised (the loop caught them), by type
         self.captures: list[Capture] = []
         self.last_inputs: list[str] = []
         self.active_steps = 0
@@ -34,6 +35,38 @@ class _Cycle:
     @property
     def runs(self) -> int:
         return self.recording.runs
+
+
+def capture_words(captures: list[Capture], signatures: int, count: int, recaptures: int) -> str:
+    """What a session captured: its signatures, its captures and how they are counted."""
+    kinds = sorted({c.kind for c in captures})
+    if "dynamo" in kinds:
+        how = "dynamo: every graph it compiled so far, recompiles for new shapes included"
+    elif "compiled" in kinds:
+        how = "compiled: every graph torch.compile (inductor) compiled so far, recompiles included"
+    elif "aot" in kinds:
+        how = "aot: every forward/backward pair dynamo and AOTAutograd compiled so far, recompiles included"
+    elif len(captures) > 1:
+        how = (f"{', '.join(kinds)}: one graph per mode (train, eval) and call pattern (optional inputs None or "
+               f"given), for every signature")
+    else:
+        how = f"{', '.join(kinds)}: one graph for every signature"
+    if recaptures:
+        how += f"; captured again {recaptures} time(s) after the loop changed the model's modules"
+    return f"{signatures} input signature(s) seen, {count} capture(s) ({how})"
+
+
+def untimed_cycle(cycle: _Cycle, last_step: int) -> str:
+    """Why a cycle that ended timed no run: its forwards raised, or its batches were all new."""
+    where = f"fxprof: cycle {cycle.number} (steps {cycle.first_step}-{last_step}) timed no run: "
+    if cycle.raised and len(cycle.raised) >= len(cycle.untimed_first):
+        kinds = ", ".join(sorted({name.lstrip("_") for name in cycle.raised}))
+        return (where + f"the model's forward raised in every active step ({len(cycle.raised)} call(s): {kinds}; the loop "
+                f"caught them), so no forward ran to its end to be timed. Fix the error, or give the session steps "
+                f"whose forward succeeds")
+    raised = f" ({len(cycle.raised)} forward(s) raised)" if cycle.raised else ""
+    return (where + f"every active step's batch had a signature not seen before (those run untimed){raised}; more "
+            f"warm-up steps or fewer distinct shapes help")
 
 
 class _Captures(Capture):

@@ -116,3 +116,19 @@ def _describe_schedule(plan: Any) -> dict[str, Any] | str:
     if isinstance(plan, Schedule):
         return asdict(plan)
     return getattr(plan, "__qualname__", type(plan).__name__)
+
+
+def nothing_timed(plan: Any, name: str, calls: int, step_num: int) -> str:
+    """Why a session that ends without a profile has none, and what to do."""
+    first = next((k for k in range(10_000) if _action(plan, k).startswith("active")), None)
+    if not calls:
+        seen = "the model was never called inside the session's with-block"
+    else:
+        seen = (f"the model ran {calls} time(s) in {step_num + 1} step(s) (s.step() was called "
+                f"{step_num} time(s)), and with {_schedule_words(plan)} the first timed step is "
+                f"{'never' if first is None else f'step {first}'}")
+    return (f"fxprof: the session of {name} ended with no timed step, so it made no profile: {seen}. Call "
+            f"s.step() once per iteration of your loop. When the loop is not yours (Hugging Face generate(), a "
+            f"trainer), step from inside it, once per model call: "
+            f"handle = model.register_forward_hook(lambda *_: s.step()) (handle.remove() afterwards); or use a "
+            f"schedule with fewer warm-up steps (fxprof.schedule(warmup=0, active=...)) for fewer calls.")

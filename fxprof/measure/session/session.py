@@ -75,8 +75,8 @@ from ..timing.recorder import Recorder
 from .memory import StepMemory, rebind_interpreters
 from ..common.state import OPEN_SESSIONS, PROFILING, refuse_inside_session
 from ..timing.timers import Timer, resolve_timer, tensor_devices
-from .schedule import ACTIONS, Schedule, _action, _describe_inputs, _describe_schedule, _schedule_words, _tree_key, schedule, signature_of
-from .cycle import _Captures, _Cycle, _backward_words, _numerics, _run_environment
+from .schedule import ACTIONS, Schedule, _action, _describe_inputs, _describe_schedule, _schedule_words, _tree_key, nothing_timed, schedule, signature_of
+from .cycle import _Captures, _Cycle, _backward_words, _numerics, _run_environment, capture_words, untimed_cycle
 
 __all__ = ["Schedule", "Session", "schedule", "session", "ACTIONS"]
 #: the kernel timer's profiler brackets fxprof's own loop of runs, not the caller's steps (a GPU
@@ -134,6 +134,7 @@ class Session:
         self._action = "none"
         self._open = False
         self._inside = threading.local()  # re-entry: tracing and dynamo call the model's forward
+        self._thread: int | None = None  # the thread that opened the session (its loop's)
         self._captures: dict[Any, Capture] = {}  # (model.training, call pattern) -> its capture (None: backward=True)
         self._trees: dict[int, tuple] = {}  # id(graph capture) -> the module tree it was made from
         self._retired: list[Capture] = []  # captures the model's tree no longer matched
@@ -175,6 +176,7 @@ class Session:
         self._had_forward = "forward" in model.__dict__
         self._saved_forward = model.__dict__.get("forward")
         self._eager = model.forward  # what the model runs when the session is not timing it
+        self._thread = threading.get_ident()  # the loop's thread: the only one whose calls are profiled
         self._hook = self._forward  # one bound method, to tell it from a forward the loop sets
         model.forward = self._hook  # instance attribute: nn.Module.__call__ (and its hooks) calls it
         try:
@@ -198,7 +200,7 @@ class Session:
             if exc is None and not self.profiles and not self._said_empty and not self._handed_on:
                 import warnings
 
-                warnings.warn(self._nothing_timed(), stacklevel=2)
+                warnings.warn(nothing_timed(self.schedule, self.plan.name, self._calls, self.step_num), stacklevel=2)
         finally:
             for captured in self._all_captures():
                 captured.close()
@@ -250,6 +252,8 @@ class Session:
 
     # ------------------------------------------------------------- the forward
     def _forward(self, *args: Any, **kwargs: Any) -> Any:
+        if threading.get_ident() != self._thread:  # another thread's call (a server, an evaluator): its own, eagerly
+            return self._eager(*args, **kwargs)
         self._calls += 1
         action = self._action
         if not self._open or getattr(self._inside, "on", False):
@@ -263,6 +267,10 @@ class Session:
         self._inside.on = True
         try:
             return self._instrumented(action, args, kwargs)
+        except Exception as exc:  # the model's own error: the loop may catch it; the cycle says why it timed nothing
+            if self._cycle is not None and action.startswith("active"):
+                self._cycle.raised.append(type(exc).__name__)
+            raise
         finally:
             self._inside.on = False
 
@@ -430,13 +438,11 @@ class Session:
             return
         self._cycles += 1
         if not cycle.runs:
-            if cycle.untimed_first and not incomplete:
+            if (cycle.untimed_first or cycle.raised) and not incomplete:
                 import warnings
 
                 self._said_empty = True
-                warnings.warn(f"fxprof: cycle {cycle.number} (steps {cycle.first_step}-{self.step_num}) timed no run: every "
-                              f"active step's batch had a signature not seen before (those run untimed); more warm-up "
-                              f"steps or fewer distinct shapes help", stacklevel=3)
+                warnings.warn(untimed_cycle(cycle, self.step_num), stacklevel=3)
             return
         profile = self._profile(cycle, incomplete, error)
         if is_initialized() and self.gather and error is None:
@@ -489,7 +495,7 @@ class Session:
         steps = ", ".join(map(str, cycle.run_steps))
         notes = [f"session cycle {cycle.number}: steps {cycle.first_step}-{self.step_num} of the user's loop "
                  f"({_schedule_words(self.schedule)}); timed runs at step(s) {steps}",
-                 self._capture_words()]
+                 capture_words(self._all_captures(), len(self._signatures), self._capture_count(), self._recaptures)]
         if cycle.untimed_first:
             steps = ", ".join(str(u["step"]) for u in cycle.untimed_first)
             notes.append(f"{len(cycle.untimed_first)} active step(s) ({steps}) had a batch of an input signature never run "
@@ -531,39 +537,6 @@ class Session:
             else:
                 count += 1
         return count
-
-    def _capture_words(self) -> str:
-        kinds = sorted({c.kind for c in self._all_captures()})
-        if "dynamo" in kinds:
-            how = "dynamo: every graph it compiled so far, recompiles for new shapes included"
-        elif "compiled" in kinds:
-            how = "compiled: every graph torch.compile (inductor) compiled so far, recompiles included"
-        elif "aot" in kinds:
-            how = "aot: every forward/backward pair dynamo and AOTAutograd compiled so far, recompiles included"
-        elif len(self._all_captures()) > 1:
-            how = (f"{', '.join(kinds)}: one graph per mode (train, eval) and call pattern (optional inputs None or "
-                   f"given), for every signature")
-        else:
-            how = f"{', '.join(kinds)}: one graph for every signature"
-        if self._recaptures:
-            how += f"; captured again {self._recaptures} time(s) after the loop changed the model's modules"
-        return f"{len(self._signatures)} input signature(s) seen, {self._capture_count()} capture(s) ({how})"
-
-    def _nothing_timed(self) -> str:
-        """Why a session that ends without a profile has none, and what to do."""
-        first = next((k for k in range(10_000) if _action(self.schedule, k).startswith("active")), None)
-        plan = _schedule_words(self.schedule)
-        if not self._calls:
-            seen = "the model was never called inside the session's with-block"
-        else:
-            seen = (f"the model ran {self._calls} time(s) in {self.step_num + 1} step(s) (s.step() was called "
-                    f"{self.step_num} time(s)), and with {plan} the first timed step is "
-                    f"{'never' if first is None else f'step {first}'}")
-        return (f"fxprof: the session of {self.plan.name} ended with no timed step, so it made no profile: {seen}. Call "
-                f"s.step() once per iteration of your loop. When the loop is not yours (Hugging Face generate(), a "
-                f"trainer), step from inside it, once per model call: "
-                f"handle = model.register_forward_hook(lambda *_: s.step()) (handle.remove() afterwards); or use a "
-                f"schedule with fewer warm-up steps (fxprof.schedule(warmup=0, active=...)) for fewer calls.")
 
     def _warmup_steps(self) -> int:
         return int(getattr(self.schedule, "warmup", 0))

@@ -7,9 +7,13 @@ FSDP's hooks left out (:func:`fsdp_modules` says which modules to call past thei
 puts FSDP's work back into the graph itself (:func:`insert_fsdp_steps`), as three nodes per call
 of a ``fully_shard``-ed module, each driving FSDP2's public API:
 
-``all_gather``  ``module.unshard(async_op=True)``: FSDP's copy-in and the all-gather issued
-``wait``        the handle's ``wait()``: the wait for the all-gather and FSDP's copy-out into the
-                unsharded parameters (which FSDP then registers on the module)
+``all_gather``  ``module.unshard(async_op=...)``: FSDP's copy-in and the all-gather issued, with
+                the module's own ``unshard_async_op`` (False unless set), as FSDP's pre-forward
+                issues it: a synchronous one (gloo on the CPU) runs the whole collective and
+                FSDP's copy-out inside this call
+``wait``        the handle's ``wait()`` (an asynchronous all-gather's): the wait for the
+                all-gather and FSDP's copy-out into the unsharded parameters (which FSDP then
+                registers on the module); nothing to wait for after a synchronous one
 ``reshard``     ``module.reshard()``: the unsharded parameters freed, the shards registered
                 again (only for the modules FSDP reshards after forward: not the root, by default)
 
@@ -132,8 +136,9 @@ class FSDPStep:
         #: gathers, which must follow what FSDP registers on the model
         self.mirrors = mirrors
 
-    #: whether the all-gather is issued without waiting (its wait is the ``wait`` step); FSDP's own
-    #: setting for a prefetched gather (:func:`_apply_prefetch`)
+    #: whether the all-gather is issued without waiting (its wait is the ``wait`` step): the module's
+    #: own ``unshard_async_op``, set by :func:`insert_fsdp_steps`, so that what is timed is what FSDP
+    #: does (and what ``meta["fsdp"]["unshard_async_op"]`` tells :mod:`fxprof.core.overlap`)
     async_op = True
 
     def __call__(self, *args: Any) -> Any:
@@ -257,6 +262,7 @@ def insert_fsdp_steps(gm: fx.GraphModule, modules: dict[str, nn.Module], model: 
             with graph.inserting_before(first):
                 gather = graph.create_node("call_function", FSDPStep("all_gather", module, path), (), {},
                                            name=f"{label}_all_gather{suffix}")
+                gather.target.async_op = _async_unshard(module)
                 wait = graph.create_node("call_function", FSDPStep("wait", module, path, mirrors.get(path, ())), (gather,), {},
                                          name=f"{label}_wait{suffix}")
             for node in (gather, wait):

@@ -362,11 +362,17 @@ class TrainingSteps:
                         backward where it is not inside the post-backward row)
     ``reduce_scatter``  ``post_backward``: the gradients reduce-scattered onto the shards
                         (with the reshard after backward inside it)
+    ``accumulate``      ``post_backward`` with gradient sync off
+                        (``set_requires_gradient_sync(False)``: a microbatch of gradient
+                        accumulation): the gradients kept unsharded, nothing communicated; a
+                        row of its own, so that the reduce-scatter's median is over real
+                        reduce-scatters only
     ==================  =================================================================
 
     A call that does nothing (an all-gather of parameters already gathered or already issued by a
-    prefetch, a wait with nothing pending, the root's reshard after forward, which FSDP skips) is
-    not a row. Rows are named ``<layer>_<step>`` (``_1``, ``_2``... for a layer's later calls in the
+    prefetch, a wait with nothing pending, the root's reshard after forward, which FSDP skips, the
+    post-backward of a group none of whose parameters got a gradient: a frozen block) is not a
+    row. Rows are named ``<layer>_<step>`` (``_1``, ``_2``... for a layer's later calls in the
     same phase) and charged to the FSDP module's path. ``pre_forward``/``post_forward`` are wrapped
     too, untimed, to know which FSDP module's forward is running (:attr:`running`).
 
@@ -429,13 +435,14 @@ class TrainingSteps:
             if self._depth or not self._does_work(group, step):
                 return method(*args, **kwargs)
             was_unsharded = group.is_unsharded
+            syncs = bool(getattr(group, "reduce_grads", True))  # gradient sync on: a reduce-scatter, else accumulation
             self._depth += 1
             try:
                 token = self.clock.start()
                 out = method(*args, **kwargs)
                 end = self.clock.end(token)  # first: the bookkeeping below is not FSDP's time
                 if step != "reshard" or (was_unsharded and not group.is_unsharded):  # FSDP may skip a reshard
-                    self._stop(token, end, path, step)
+                    self._stop(token, end, path, "accumulate" if step == "reduce_scatter" and not syncs else step)
                 return out
             finally:
                 self._depth -= 1
@@ -449,6 +456,8 @@ class TrainingSteps:
             return getattr(group, "_all_gather_result", None) is not None
         if step == "reshard":
             return bool(group.is_unsharded)
+        if step == "reduce_scatter":
+            return _has_gradients(group)
         return True
 
     def _stop(self, token: Any, end: Any, path: str, step: str) -> None:
@@ -458,6 +467,22 @@ class TrainingSteps:
         self._calls[key] = n + 1
         label = path.replace(".", "_") or "root"
         self.clock.stop(token, end, f"{label}_{step}{f'_{n}' if n else ''}", step, path, phase)
+
+
+def _has_gradients(group: Any) -> bool:
+    """Whether FSDP's post-backward of ``group`` has gradients to reduce-scatter (or to keep, with
+    gradient sync off): a parameter gathered this step with a gradient (or one accumulated by an
+    earlier microbatch), as FSDP's own ``post_backward`` decides; none for a frozen block."""
+    unused = bool(getattr(group, "reduce_scatter_unused_params", False))
+    for fp in getattr(group, "fsdp_params", ()):
+        unsharded = vars(fp).get("_unsharded_param")
+        if unsharded is None:
+            continue
+        if getattr(fp, "unsharded_accumulated_grad", None) is not None or unsharded.grad is not None:
+            return True
+        if unused and unsharded.requires_grad:
+            return True
+    return False
 
 
 def _within(scope: str, path: str) -> bool:

@@ -136,6 +136,25 @@ def main(outdir: str) -> None:
             record["late_optimizer"] = ""
         except ValueError as exc:
             record["late_optimizer"] = str(exc)
+        # gradient accumulation: with sync off, or with a microbatch's gradients pending, a profiled backward
+        # would add into FSDP's kept gradients: refused in words, and the training goes on as a twin's
+        model, twin = sharded_model(), sharded_model()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        twin_opt = torch.optim.SGD(twin.parameters(), lr=0.1)
+        refused = []
+        for m in (model, twin):
+            m.set_requires_gradient_sync(False)
+        for attempt in ("off", "pending"):
+            if attempt == "pending":
+                for m in (model, twin):
+                    m(x).square().mean().backward()  # a microbatch: its gradients kept for the next reduce-scatter
+                    m.set_requires_gradient_sync(True)
+            try:
+                fxprof.profile(model, x, backward=True, warmup=0, iters=1, anatomy=False)
+                refused.append("")
+            except ValueError as exc:
+                refused.append(str(exc))
+        record["accumulating"] = {"refused": refused, "same_training": _same(_train(model, opt, xs), _train(twin, twin_opt, xs))}
         with open(os.path.join(outdir, f"rank{rank}.json"), "w") as handle:
             json.dump(record, handle)
     finally:

@@ -55,3 +55,15 @@ def test_fsdp2_optimizer_over_gathered_parameters_is_refused(records):
     parameters, which FSDP frees: a clear error on every rank, not a step into freed memory."""
     for r in records:
         assert "holds unsharded parameters of FSDP module(s) (root)" in r["late_optimizer"], r["late_optimizer"]
+
+
+@needs_fsdp
+def test_fsdp2_profile_amid_gradient_accumulation_is_refused(records):
+    """With gradient sync off, or a microbatch's gradients kept for the next reduce-scatter, a profiled
+    backward would add into FSDP's kept gradients: refused on every rank, and the training after it is
+    a twin's."""
+    for r in records:
+        off, pending = r["accumulating"]["refused"]
+        assert "gradient sync is off on FSDP module(s) (root), blocks.0, blocks.1" in off, off
+        assert "hold gradients accumulated for the next reduce-scatter" in pending, pending
+        assert r["accumulating"]["same_training"]

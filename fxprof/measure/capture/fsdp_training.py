@@ -32,7 +32,7 @@ from torch import nn
 
 from ...core.nodes import NodeInfo
 from ..distributed.fsdp import TrainingSteps, async_gathers, compute_outside_graphs, fsdp_modules
-from ..distributed.fsdp_state import owned_parameters, refuse_unsharded_in_optimizer, reshard
+from ..distributed.fsdp_state import owned_parameters, refuse_pending_gradients, refuse_unsharded_in_optimizer, reshard
 from .base import PassFn
 from .training import LOSS_SCOPE, TrainingCapture, _SavedState, _TrainingSession, describe_backward, describe_forward, training_backend
 from ..timing.recorder import Recorder
@@ -201,6 +201,7 @@ class _FSDPSavedState(_SavedState):
     def __init__(self, model: nn.Module, optimizer: Any):
         self.modules = fsdp_modules(model)
         refuse_unsharded_in_optimizer(self.modules, optimizer)
+        refuse_pending_gradients(self.modules)
         super().__init__(model, optimizer)
 
     def owned(self, params: list[nn.Parameter]) -> list[nn.Parameter]:

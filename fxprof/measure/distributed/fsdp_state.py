@@ -24,7 +24,7 @@ from torch import nn
 
 from .fsdp import param_groups_by_path
 
-__all__ = ["owned_parameters", "reshard", "refuse_unsharded_in_optimizer"]
+__all__ = ["owned_parameters", "reshard", "refuse_unsharded_in_optimizer", "refuse_pending_gradients"]
 
 
 def _fsdp_params(modules: dict[str, nn.Module]) -> list[tuple[str, Any]]:
@@ -75,3 +75,24 @@ def reshard(modules: dict[str, nn.Module]) -> None:
     already sharded is left as it is)."""
     for module in modules.values():
         module.reshard()  # type: ignore[operator]
+
+
+def refuse_pending_gradients(modules: dict[str, nn.Module]) -> None:
+    """ValueError when FSDP holds gradients of its own between steps, or would: gradient sync off
+    (``set_requires_gradient_sync(False)``, a microbatch of gradient accumulation), or unsharded
+    gradients a microbatch left for the next reduce-scatter. A profiled backward would add its
+    gradients into them, or reduce-scatter them, and change the training it looks at."""
+    off = sorted({path or "(root)" for path, group in param_groups_by_path(modules) if not getattr(group, "reduce_grads", True)})
+    pending = sorted({path or "(root)" for path, fp in _fsdp_params(modules)
+                      if getattr(fp, "unsharded_accumulated_grad", None) is not None
+                      or getattr(vars(fp).get("_unsharded_param"), "grad", None) is not None})
+    if off:
+        raise ValueError(
+            f"gradient sync is off on FSDP module(s) {', '.join(off)} (set_requires_gradient_sync(False)): FSDP would keep "
+            f"the profiled steps' gradients for the next reduce-scatter, and the training would take them in. Profile "
+            f"with gradient sync on, or profile the accumulation loop itself with fxprof.session(model, backward=True).")
+    if pending:
+        raise ValueError(
+            f"FSDP module(s) {', '.join(pending)} hold gradients accumulated for the next reduce-scatter (a microbatch "
+            f"with gradient sync off ran since the last one): a profiled step would reduce-scatter them with its own. "
+            f"Profile after the optimizer step, or profile the loop itself with fxprof.session(model, backward=True).")

@@ -405,7 +405,7 @@ class TrainingCapture(Capture):
                 _timed(recorder, "optimizer.zero_grad", opt.zero_grad)
             loss = self.compiled(*args, **kwargs)
             _check_loss(loss)
-            loss.backward()
+            self.backward(loss, recorder)
             if opt is not None:
                 _timed(recorder, "optimizer.step", opt.step)
         if not self.session.pairs:
@@ -416,13 +416,18 @@ class TrainingCapture(Capture):
             )
         return loss
 
+    def backward(self, loss: torch.Tensor, recorder: Recorder | None) -> None:
+        """The step's backward, in a timed run (``recorder``) or an untimed pass (None); a subclass
+        may time work of its own around it."""
+        loss.backward()
+
     def run_pass(self, make_pass: PassFn, args: tuple, kwargs: dict) -> dict[str, dict[str, Any]]:
         """An untimed pass over the forward and the backward graphs (no optimizer step)."""
         self.saved.clear_grads()
         with self.session.collecting(make_pass) as records, self._active:
             loss = self.compiled(*args, **kwargs)
             _check_loss(loss)
-            loss.backward()
+            self.backward(loss, None)
         return records
 
     def close(self) -> None:

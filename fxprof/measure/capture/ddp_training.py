@@ -1,0 +1,104 @@
+"""Training steps (``backward=True``) of a ``DistributedDataParallel`` model, with DDP's gradient
+all-reduce as rows.
+
+The step is captured as any training step is (:mod:`fxprof.measure.capture.training`); dynamo
+splits a DDP model's graph at DDP's buckets (its ``DDPOptimizer``), and DDP's C++ reducer
+all-reduces each bucket's gradients from autograd hooks during the backward, then waits for them
+all at its end. :class:`DDPTrainingCapture` times that work
+(:class:`fxprof.measure.distributed.ddp.TimedBuckets`) as rows of phase ``backward``, graph
+``ddp``, charged to the whole model (scope ``""``), both communication (``group_by("comm")``):
+
+``ddp:bucket<k>_all_reduce``  kind ``all_reduce``: bucket ``k``'s all-reduce issued (the call on
+                              autograd's thread; the collective then runs behind the backward's
+                              compute)
+``ddp:all_reduce_wait``       kind ``wait``: what the step still waited for its buckets after its
+                              last backward graph and its last issue (0 when the collectives were
+                              over by then)
+
+Only with a host clock (``timer="cpu"``): a bucket's completion is read on the thread that
+completes it, which an event timer on a device stream cannot do. With another timer the rows are
+left out and the profile's note says so.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch import nn
+
+from ...core.nodes import NodeInfo
+from ..distributed.ddp import TimedBuckets
+from ..timing.recorder import Recorder
+from .training import TrainingCapture, _TrainingSession
+
+__all__ = ["DDPTrainingCapture", "DDP_GRAPH"]
+
+#: the graph (node-name prefix) of DDP's rows
+DDP_GRAPH = "ddp"
+
+
+class _DDPSession(_TrainingSession):
+    """A training session that notes when its last backward graph ended (host clock)."""
+
+    backward_end = 0
+    clock: Any = None
+
+    def run_graph(self, runner: Any, args: tuple) -> Any:
+        out = super().run_graph(runner, args)
+        if self.clock is not None and getattr(runner, "which", "") == "backward":
+            self.backward_end = self.clock()
+        return out
+
+
+class DDPTrainingCapture(TrainingCapture):
+    """A training step of a DDP model (see the module docs)."""
+
+    def __init__(self, model: nn.Module, loss_fn: Any = None, optimizer: Any = None):
+        super().__init__(model, loss_fn, optimizer)
+        self.session = _DDPSession(type(model))
+        self.buckets = TimedBuckets(model, lambda: 0)
+        self.rows: dict[str, NodeInfo] = {}
+        self.timing = False
+        #: a timed run had a timer other than a host clock: no rows, said in the note
+        self.unclocked = False
+
+    @property
+    def nodes(self) -> list[NodeInfo]:
+        return super().nodes + list(self.rows.values())
+
+    def nodes_in(self, recorded: set[str]) -> tuple[list[NodeInfo], str]:
+        kept, note = super().nodes_in(recorded)
+        if self.unclocked:
+            said = ("DDP's gradient all-reduce has no rows: they need a host clock (timer='cpu'); its time is in the "
+                    "run's time outside every node")
+            note = f"{note}; {said}" if note else said
+        return kept + [info for name, info in self.rows.items() if name in recorded], note
+
+    def backward(self, loss: Any, recorder: Recorder | None) -> None:
+        """The backward with DDP's all-reduces timed (the reducer's group swapped for the backward
+        only: DDP's forward, where dynamo traces, keeps its own), then their rows."""
+        timer = recorder.timer if recorder is not None else None
+        self.timing = bool(timer is not None and getattr(timer, "shares_host_clock", False))
+        self.unclocked = self.unclocked or (recorder is not None and not self.timing)
+        clock = timer.host_ns if self.timing else (lambda: 0)  # type: ignore[union-attr]
+        self.buckets.clock = self.session.clock = clock
+        self.session.backward_end = 0
+        try:
+            with self.buckets:
+                loss.backward()
+            taken = self.buckets.take()
+        finally:
+            self.session.clock = None
+        if recorder is None or not self.timing or not taken:
+            return
+        for k, (t0, t1, _, numel) in enumerate(taken):
+            self._row(recorder, f"bucket{k}_all_reduce", "all_reduce", f"ddp.all_reduce(bucket {k}: {numel} gradient values)", t0, t1)
+        start = max(taken[-1][1], self.session.backward_end)
+        end = max(start, max(t2 for _, _, t2, _ in taken))
+        self._row(recorder, "all_reduce_wait", "wait", "ddp.wait(all buckets)", start, end)
+
+    def _row(self, recorder: Recorder, name: str, kind: str, target: str, t0: int, t1: int) -> None:
+        full = f"{DDP_GRAPH}:{name}"
+        recorder.append((full, t0, t1, t0, t1))
+        self.rows.setdefault(full, NodeInfo(name=full, op="call_function", target=target, module_type="", scope="",
+                                            range="", kind=kind, graph=DDP_GRAPH, phase="backward"))

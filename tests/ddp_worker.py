@@ -85,6 +85,13 @@ def main(outdir: str) -> None:
             comm = merged.group_by("comm")
             record["comm_nodes"] = int(comm.loc["communication", "nodes"])
             record["merged_rows"] = sorted(n for n in merged.df.index if str(n).startswith("ddp:"))
+        # a comm hook of the user's own runs its own collectives: not timed, and said so
+        from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+
+        hooked = ddp_model()
+        hooked.register_comm_hook(None, allreduce_hook)
+        note = fxprof.profile(hooked, x, backward=True, warmup=1, iters=1, anatomy=False, memory=False).meta.get("capture_note", "")
+        record["hooked_note"] = note
         with open(os.path.join(outdir, f"rank{rank}.json"), "w") as handle:
             json.dump(record, handle)
     finally:

@@ -61,3 +61,9 @@ def test_a_ddp_training_profile_changes_nothing(records):
     for r in records:
         assert r["steps"] >= 3 and r["same_grads"], r
         assert r["no_grads_left"] and r["no_hooks"] and r["same_training"], r
+
+
+@needs_gloo
+def test_a_ddp_comm_hook_of_the_users_own_is_said_untimed(records):
+    for r in records:
+        assert "DDP runs a comm hook of its own: its collectives are not timed" in r["hooked_note"], r["hooked_note"]

@@ -68,9 +68,14 @@ class DDPTrainingCapture(TrainingCapture):
 
     def nodes_in(self, recorded: set[str]) -> tuple[list[NodeInfo], str]:
         kept, note = super().nodes_in(recorded)
+        said = ""
         if self.unclocked:
             said = ("DDP's gradient all-reduce has no rows: they need a host clock (timer='cpu'); its time is in the "
                     "run's time outside every node")
+        elif getattr(self.model, "_comm_hooks", None):
+            said = ("DDP runs a comm hook of its own: its collectives are not timed (their time is in the run's time "
+                    "outside every node)")
+        if said:
             note = f"{note}; {said}" if note else said
         return kept + [info for name, info in self.rows.items() if name in recorded], note
 

@@ -77,6 +77,7 @@ def main(outdir: str) -> None:
         record["same_training"] = all(torch.equal(a, b) for a, b in zip(_train(model, xs), _train(twin, xs)))
         df = prof.df
         record["rows"] = {name: {"kind": str(df.loc[name, "kind"]), "phase": str(df.loc[name, "phase"]),
+                                 "scope": str(df.loc[name, "scope"]), "target": str(df.loc[name, "target"]),
                                  "median_ms": float(df.loc[name, "median_ms"]), "calls": int(df.loc[name, "calls"])}
                           for name in df.index if str(name).startswith("ddp:")}
         record["coverage"] = float(prof.coverage) if hasattr(prof, "coverage") else None

@@ -48,6 +48,12 @@ def test_a_ddp_training_step_has_its_all_reduce_as_rows(records):
             assert row["phase"] == "backward" and row["calls"] == 3, (name, row)
             assert row["kind"] == ("wait" if name.endswith("wait") else "all_reduce")
         assert rows["ddp:bucket0_all_reduce"]["median_ms"] > 0 and rows["ddp:bucket1_all_reduce"]["median_ms"] > 0
+        # each bucket's row says which layers it holds (DDP fills its buckets in the order the gradients became
+        # ready, rebuilt after the first backward); together, every layer
+        held = [rows[f"ddp:bucket{k}_all_reduce"]["target"].rpartition(" of ")[2].rstrip(")").split(", ") for k in (0, 1)]
+        assert set(held[0]) | set(held[1]) == {f"layers.{i}" for i in range(6)} and "?" not in held[0] + held[1], rows
+        assert rows["ddp:bucket0_all_reduce"]["scope"] == rows["ddp:bucket1_all_reduce"]["scope"] == "layers"
+        assert rows["ddp:all_reduce_wait"]["scope"] == ""
     merged = records[0]
     assert merged["merged_rows"] == sorted(records[0]["rows"])
     assert merged["comm_nodes"] == 3

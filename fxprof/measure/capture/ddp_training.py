@@ -6,14 +6,15 @@ splits a DDP model's graph at DDP's buckets (its ``DDPOptimizer``), and DDP's C+
 all-reduces each bucket's gradients from autograd hooks during the backward, then waits for them
 all at its end. :class:`DDPTrainingCapture` times that work
 (:class:`fxprof.measure.distributed.ddp.TimedBuckets`) as rows of phase ``backward``, graph
-``ddp``, charged to the whole model (scope ``""``), both communication (``group_by("comm")``):
+``ddp``, both communication (``group_by("comm")``):
 
 ``ddp:bucket<k>_all_reduce``  kind ``all_reduce``: bucket ``k``'s all-reduce issued (the call on
                               autograd's thread; the collective then runs behind the backward's
-                              compute)
+                              compute), charged to the innermost module holding the bucket's
+                              layers (its target names them)
 ``ddp:all_reduce_wait``       kind ``wait``: what the step still waited for its buckets after its
                               last backward graph and its last issue (0 when the collectives were
-                              over by then)
+                              over by then), charged to the whole model
 
 Only with a host clock (``timer="cpu"``): a bucket's completion is read on the thread that
 completes it, which an event timer on a device stream cannot do. With another timer the rows are
@@ -27,7 +28,7 @@ from typing import Any
 from torch import nn
 
 from ...core.nodes import NodeInfo
-from ..distributed.ddp import TimedBuckets
+from ..distributed.ddp import TimedBuckets, bucket_modules
 from ..timing.recorder import Recorder
 from .training import TrainingCapture, _TrainingSession
 
@@ -58,6 +59,8 @@ class DDPTrainingCapture(TrainingCapture):
         self.session = _DDPSession(type(model))
         self.buckets = TimedBuckets(model, lambda: 0)
         self.rows: dict[str, NodeInfo] = {}
+        #: per bucket: (gradient values, the modules it holds), read again when the buckets change
+        self.layers: list[tuple[int, list[str]]] | None = None
         self.timing = False
         #: a timed run had a timer other than a host clock: no rows, said in the note
         self.unclocked = False
@@ -96,14 +99,34 @@ class DDPTrainingCapture(TrainingCapture):
             self.session.clock = None
         if recorder is None or not self.timing or not taken:
             return
+        if self.layers is None or [n for n, _ in self.layers] != [e[3] for e in taken]:  # DDP rebuilds its buckets
+            self.layers = bucket_modules(self.model)  # after the first backward, in the order gradients became ready
         for k, (t0, t1, _, numel) in enumerate(taken):
-            self._row(recorder, f"bucket{k}_all_reduce", "all_reduce", f"ddp.all_reduce(bucket {k}: {numel} gradient values)", t0, t1)
+            size, paths = self.layers[k] if k < len(self.layers) else (-1, [])
+            paths = paths if size == numel else []  # a bucket DDP did not report as issued: no layers claimed
+            held = f"{', '.join(p or '(root)' for p in paths[:4])}{', ...' if len(paths) > 4 else ''}" if paths else "?"
+            self._row(recorder, f"bucket{k}_all_reduce", "all_reduce",
+                      f"ddp.all_reduce(bucket {k}: {numel} gradient values of {held})", t0, t1, _common(paths))
         start = max(taken[-1][1], self.session.backward_end)
         end = max(start, max(t2 for _, _, t2, _ in taken))
-        self._row(recorder, "all_reduce_wait", "wait", "ddp.wait(all buckets)", start, end)
+        self._row(recorder, "all_reduce_wait", "wait", "ddp.wait(all buckets)", start, end, "")
 
-    def _row(self, recorder: Recorder, name: str, kind: str, target: str, t0: int, t1: int) -> None:
+    def _row(self, recorder: Recorder, name: str, kind: str, target: str, t0: int, t1: int, scope: str) -> None:
         full = f"{DDP_GRAPH}:{name}"
         recorder.append((full, t0, t1, t0, t1))
-        self.rows.setdefault(full, NodeInfo(name=full, op="call_function", target=target, module_type="", scope="",
-                                            range="", kind=kind, graph=DDP_GRAPH, phase="backward"))
+        self.rows[full] = NodeInfo(name=full, op="call_function", target=target, module_type="", scope=scope,
+                                   range="", kind=kind, graph=DDP_GRAPH, phase="backward")
+
+
+def _common(paths: list[str]) -> str:
+    """The innermost module holding every path (``layers`` for ``layers.5`` and ``layers.2``)."""
+    if not paths:
+        return ""
+    parts = paths[0].split(".") if paths[0] else []
+    for path in paths[1:]:
+        other = path.split(".") if path else []
+        n = 0
+        while n < min(len(parts), len(other)) and parts[n] == other[n]:
+            n += 1
+        parts = parts[:n]
+    return ".".join(parts)

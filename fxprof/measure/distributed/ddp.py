@@ -26,7 +26,7 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-__all__ = ["is_ddp", "TimedBuckets"]
+__all__ = ["is_ddp", "TimedBuckets", "bucket_modules"]
 
 
 def is_ddp(model: nn.Module) -> bool:
@@ -118,3 +118,26 @@ class TimedBuckets:
         with self._lock:
             taken, self._pending = self._pending, []
         return [tuple(e) for e in taken if e[2]]  # type: ignore[misc]
+
+
+def bucket_modules(model: nn.Module) -> list[tuple[int, list[str]]]:
+    """Per DDP bucket, in DDP's order: ``(gradient values, the paths of the modules whose parameters
+    it holds)``, paths of the wrapped model (``layers.5``), in the bucket's order. Empty where the
+    reducer cannot say (``Reducer._get_zeros_like_grad_buckets``, which allocates a zero copy of
+    every bucket once)."""
+    names = {id(p): n for n, p in model.named_parameters()}
+    try:
+        buckets = model.reducer._get_zeros_like_grad_buckets()  # type: ignore[union-attr,operator]
+    except (AttributeError, RuntimeError):
+        return []
+    out = []
+    for bucket in sorted(buckets, key=lambda b: b.index()):
+        paths: list[str] = []
+        for p in bucket.parameters():
+            name = names.get(id(p), "")
+            path = name.rpartition(".")[0]
+            path = "" if path == "module" else path[len("module."):] if path.startswith("module.") else path
+            if path not in paths:
+                paths.append(path)
+        out.append((int(bucket.buffer().numel()), paths))
+    return out

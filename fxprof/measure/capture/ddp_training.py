@@ -88,16 +88,18 @@ class DDPTrainingCapture(TrainingCapture):
         timer = recorder.timer if recorder is not None else None
         self.timing = bool(timer is not None and getattr(timer, "shares_host_clock", False))
         self.unclocked = self.unclocked or (recorder is not None and not self.timing)
-        clock = timer.host_ns if self.timing else (lambda: 0)  # type: ignore[union-attr]
-        self.buckets.clock = self.session.clock = clock
+        if not self.timing:  # an untimed pass, or a timer that is not a host clock: DDP exactly as it is
+            loss.backward()
+            return
+        self.buckets.clock = self.session.clock = timer.host_ns  # type: ignore[union-attr]
         self.session.backward_end = 0
         try:
             with self.buckets:
                 loss.backward()
-            taken = self.buckets.take()
         finally:
+            taken = self.buckets.take()  # a failed backward's too: none is left for the next run
             self.session.clock = None
-        if recorder is None or not self.timing or not taken:
+        if recorder is None or not taken:
             return
         if self.layers is None or [n for n, _ in self.layers] != [e[3] for e in taken]:  # DDP rebuilds its buckets
             self.layers = bucket_modules(self.model)  # after the first backward, in the order gradients became ready

@@ -75,6 +75,8 @@ class DDPTrainingCapture(TrainingCapture):
         if self.unclocked:
             said = ("DDP's gradient all-reduce has no rows: they need a host clock (timer='cpu'); its time is in the "
                     "run's time outside every node")
+        elif self.buckets.unavailable:
+            said = f"DDP's gradient all-reduce could not be timed with this torch ({self.buckets.unavailable}): no rows"
         elif getattr(self.model, "_comm_hooks", None):
             said = ("DDP runs a comm hook of its own: its collectives are not timed (their time is in the run's time "
                     "outside every node)")

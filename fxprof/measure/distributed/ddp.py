@@ -76,17 +76,23 @@ class TimedBuckets:
         self._pending: list[list[int]] = []
         self._lock = threading.Lock()
         self._own: Any = None
+        #: why the all-reduces could not be timed (this torch lacks a private part used), else ""
+        self.unavailable = ""
 
     def __enter__(self) -> "TimedBuckets":
         import torch.distributed as dist
 
         own = self.model.process_group
-        wrapper = dist.ProcessGroup(own.rank(), own.size())
-        backend = _backend_class()(own, self._issue)
-        for device in ("cpu", "cuda"):
-            wrapper._register_backend(torch.device(device), dist.ProcessGroup.BackendType.CUSTOM, backend)
-        wrapper._set_default_backend(dist.ProcessGroup.BackendType.CUSTOM)
-        self.model.reducer._update_process_group(wrapper)
+        try:
+            wrapper = dist.ProcessGroup(own.rank(), own.size())
+            backend = _backend_class()(own, self._issue)
+            for device in ("cpu", "cuda"):
+                wrapper._register_backend(torch.device(device), dist.ProcessGroup.BackendType.CUSTOM, backend)
+            wrapper._set_default_backend(dist.ProcessGroup.BackendType.CUSTOM)
+            self.model.reducer._update_process_group(wrapper)
+        except (AttributeError, TypeError, RuntimeError) as exc:  # a torch without these private parts: DDP as it is
+            self.unavailable = f"{type(exc).__name__}: {exc}"
+            return self
         self._own = own
         return self
 

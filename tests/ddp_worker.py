@@ -37,7 +37,7 @@ def ddp_model() -> nn.Module:
     return DistributedDataParallel(Six())
 
 
-def _train(model: nn.Module, xs: list[torch.Tensor]) -> list[torch.Tensor]:
+def _train(model: nn.Module, xs: list[torch.Tensor], session=None) -> list[torch.Tensor]:
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     seen = []
     for x in xs:
@@ -47,6 +47,8 @@ def _train(model: nn.Module, xs: list[torch.Tensor]) -> list[torch.Tensor]:
         optimizer.step()
         optimizer.zero_grad()
         seen += [p.detach().clone() for p in model.parameters()]
+        if session is not None:
+            session.step()
     return seen
 
 
@@ -86,6 +88,16 @@ def main(outdir: str) -> None:
             comm = merged.group_by("comm")
             record["comm_nodes"] = int(comm.loc["communication", "nodes"])
             record["merged_rows"] = sorted(n for n in merged.df.index if str(n).startswith("ddp:"))
+        # a session over the user's own DDP loop: the same rows, the loop's training a twin's
+        model, twin = ddp_model(), ddp_model()
+        ready: list = []
+        with fxprof.session(model, schedule=fxprof.schedule(wait=1, warmup=1, active=2), backward=True, gather=False,
+                            on_ready=ready.append) as s:
+            losses = _train(model, xs + xs[:1], s)
+        record["session_same"] = all(torch.equal(a, b) for a, b in zip(losses, _train(twin, xs + xs[:1])))
+        sdf = ready[0].df
+        record["session_rows"] = {name: int(sdf.loc[name, "calls"]) for name in sdf.index if str(name).startswith("ddp:")}
+        record["session_no_hooks"] = not model._comm_hooks and model.reducer is not None
         # a comm hook of the user's own runs its own collectives: not timed, and said so
         from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 

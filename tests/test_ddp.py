@@ -73,3 +73,13 @@ def test_a_ddp_training_profile_changes_nothing(records):
 def test_a_ddp_comm_hook_of_the_users_own_is_said_untimed(records):
     for r in records:
         assert "DDP runs a comm hook of its own: its collectives are not timed" in r["hooked_note"], r["hooked_note"]
+
+
+@needs_gloo
+def test_a_session_over_a_ddp_loop_has_the_all_reduce_rows_and_changes_nothing(records):
+    """fxprof.session(ddp, backward=True) over the user's own loop (4 steps, 2 timed): each timed run
+    has every bucket's all-reduce and the wait (the run ends after DDP's wait, in autograd's final
+    callbacks), and the loop's losses, gradients and parameters are a twin's."""
+    for r in records:
+        assert r["session_same"] and r["session_no_hooks"], r
+        assert r["session_rows"] == {"ddp:bucket0_all_reduce": 2, "ddp:bucket1_all_reduce": 2, "ddp:all_reduce_wait": 2}, r

@@ -3,5 +3,5 @@
 (``graph``), the interpreter that marks every node (``interpreter``), which profile a dynamo graph
 reports to (``dispatch``), training steps from AOTAutograd (``training``, and a session's backward:
 ``training_loop``; an FSDP2 model's with FSDP's work as rows: ``fsdp_training``, ``fsdp_loop``; a
-DDP model's with its gradient all-reduce as rows: ``ddp_training``), and SDPA masks that mask
+DDP model's with its gradient all-reduce as rows: ``ddp_training``, ``ddp_loop``), and SDPA masks that mask
 nothing (``sdpa``)."""

@@ -32,10 +32,40 @@ from ..distributed.ddp import TimedBuckets, bucket_modules
 from ..timing.recorder import Recorder
 from .training import TrainingCapture, _TrainingSession
 
-__all__ = ["DDPTrainingCapture", "DDP_GRAPH"]
+__all__ = ["DDPTrainingCapture", "DDPRows", "DDP_GRAPH"]
 
 #: the graph (node-name prefix) of DDP's rows
 DDP_GRAPH = "ddp"
+
+
+class DDPRows:
+    """The rows of DDP's all-reduces in a step (shared with the session's
+    :class:`fxprof.measure.capture.ddp_loop.DDPLoopTrainingCapture`); set ``model``, ``rows`` and
+    ``layers``."""
+
+    model: nn.Module
+    rows: dict[str, NodeInfo]
+    layers: list[tuple[int, list[str]]] | None
+
+    def add_rows(self, recorder: Recorder, taken: list[tuple[int, int, int, int]], backward_end: int) -> None:
+        """Each bucket's issue, and the wait after ``backward_end`` (the last backward graph's end)."""
+        if self.layers is None or [n for n, _ in self.layers] != [e[3] for e in taken]:  # DDP rebuilds its buckets
+            self.layers = bucket_modules(self.model)  # after the first backward, in the order gradients became ready
+        for k, (t0, t1, _, numel) in enumerate(taken):
+            size, paths = self.layers[k] if k < len(self.layers) else (-1, [])
+            paths = paths if size == numel else []  # a bucket DDP did not report as issued: no layers claimed
+            held = f"{', '.join(p or '(root)' for p in paths[:4])}{', ...' if len(paths) > 4 else ''}" if paths else "?"
+            self._row(recorder, f"bucket{k}_all_reduce", "all_reduce",
+                      f"ddp.all_reduce(bucket {k}: {numel} gradient values of {held})", t0, t1, _common(paths))
+        start = max(taken[-1][1], backward_end)
+        end = max(start, max(t2 for _, _, t2, _ in taken))
+        self._row(recorder, "all_reduce_wait", "wait", "ddp.wait(all buckets)", start, end, "")
+
+    def _row(self, recorder: Recorder, name: str, kind: str, target: str, t0: int, t1: int, scope: str) -> None:
+        full = f"{DDP_GRAPH}:{name}"
+        recorder.append((full, t0, t1, t0, t1))
+        self.rows[full] = NodeInfo(name=full, op="call_function", target=target, module_type="", scope=scope,
+                                   range="", kind=kind, graph=DDP_GRAPH, phase="backward")
 
 
 class _DDPSession(_TrainingSession):
@@ -51,7 +81,7 @@ class _DDPSession(_TrainingSession):
         return out
 
 
-class DDPTrainingCapture(TrainingCapture):
+class DDPTrainingCapture(DDPRows, TrainingCapture):
     """A training step of a DDP model (see the module docs)."""
 
     def __init__(self, model: nn.Module, loss_fn: Any = None, optimizer: Any = None):
@@ -101,25 +131,8 @@ class DDPTrainingCapture(TrainingCapture):
         finally:
             taken = self.buckets.take()  # a failed backward's too: none is left for the next run
             self.session.clock = None
-        if recorder is None or not taken:
-            return
-        if self.layers is None or [n for n, _ in self.layers] != [e[3] for e in taken]:  # DDP rebuilds its buckets
-            self.layers = bucket_modules(self.model)  # after the first backward, in the order gradients became ready
-        for k, (t0, t1, _, numel) in enumerate(taken):
-            size, paths = self.layers[k] if k < len(self.layers) else (-1, [])
-            paths = paths if size == numel else []  # a bucket DDP did not report as issued: no layers claimed
-            held = f"{', '.join(p or '(root)' for p in paths[:4])}{', ...' if len(paths) > 4 else ''}" if paths else "?"
-            self._row(recorder, f"bucket{k}_all_reduce", "all_reduce",
-                      f"ddp.all_reduce(bucket {k}: {numel} gradient values of {held})", t0, t1, _common(paths))
-        start = max(taken[-1][1], self.session.backward_end)
-        end = max(start, max(t2 for _, _, t2, _ in taken))
-        self._row(recorder, "all_reduce_wait", "wait", "ddp.wait(all buckets)", start, end, "")
-
-    def _row(self, recorder: Recorder, name: str, kind: str, target: str, t0: int, t1: int, scope: str) -> None:
-        full = f"{DDP_GRAPH}:{name}"
-        recorder.append((full, t0, t1, t0, t1))
-        self.rows[full] = NodeInfo(name=full, op="call_function", target=target, module_type="", scope=scope,
-                                   range="", kind=kind, graph=DDP_GRAPH, phase="backward")
+        if recorder is not None and taken:
+            self.add_rows(recorder, taken, self.session.backward_end)
 
 
 def _common(paths: list[str]) -> str:

@@ -71,6 +71,11 @@ def test_a_synchronous_gather_hides_nothing_and_the_header_says_why(profiles):
     assert blocks["blocking"].all() and (blocks["hidden_pct"] == 0).all() and (blocks["ahead_ms"] == 0).all()
     line = next(x for x in prof.summary(top=0).splitlines() if x.startswith("FSDP all-gathers:"))
     assert "none of it hidden behind other work" in line and "unshard_async_op is off" in line, line
+    # ... which is what was measured: fxprof issues every gather as FSDP does (synchronously here, the root's and
+    # b0's too, which no one prefetches), so the issue holds the collective and the wait after it nothing
+    for layer in ("", "b0", "b1", "b2", "b3"):
+        row = table.loc[(layer, "forward")]
+        assert row["issue_ms"] > row["waited_ms"], (layer, row.to_dict())
     # exposed: the median over runs (of both ranks) of a run's all-gather rows, plus that of its wait rows
     steps = fsdp_steps(prof)
     issues, waits = [n for n, s in steps.items() if s == "all_gather"], [n for n, s in steps.items() if s == "wait"]
@@ -152,3 +157,37 @@ def test_the_report_has_the_overlap_table(profiles, tmp_path):
     plain = profiles["sync"]
     plain.to_html(tmp_path / "s.html")
     assert "<td>yes</td>" in (tmp_path / "s.html").read_text()  # synchronous gathers: blocking
+
+
+def test_the_line_says_why_the_layers_medians_do_not_add_up_to_it():
+    """The header's figures are medians over runs of each run's sums; the table's are each layer's
+    own medians. When the slow gather falls on a different layer in each run (here a 10 ms issue on
+    layer a in run 0, on b in run 1, on neither in run 2), the two disagree (10.1 ms against
+    0.2 ms): the line gives the table's sums and says why, instead of leaving a 50x gap unexplained."""
+    import pandas as pd
+
+    from fxprof.core.nodes import NodeInfo
+    from fxprof.core.profile import Profile
+    from fxprof.views.overlap import overlap_lines
+
+    nodes = [NodeInfo(f"{layer}_{step}", "call_function", f"fsdp.{step}({layer})", "", layer, "", kind=step)
+             for layer in ("a", "b") for step in ("all_gather", "wait")]
+    issues = {0: (10.0, 0.1), 1: (0.1, 10.0), 2: (0.1, 0.1)}
+    rows = []
+    for run, (a, b) in issues.items():
+        start = 100.0 * run
+        for name, ms in (("a_all_gather", a), ("a_wait", 0.05), ("b_all_gather", b), ("b_wait", 0.05)):
+            rows.append((name, run, ms, ms, start, start))
+            start += ms
+    samples = pd.DataFrame(rows, columns=["node", "run", "time_ms", "host_ms", "start_ms", "host_start_ms"])
+    runs = pd.DataFrame({"run": [0, 1, 2], "total_ms": [20.0, 20.0, 20.0]})
+    prof = Profile(nodes, samples, runs, {"device": "cpu", "fsdp": {"unshard_async_op": {"a": False, "b": False}}})
+    table = fxprof.overlap(prof)
+    assert table["issue_ms"].sum() == pytest.approx(0.2)
+    (line,) = overlap_lines(prof)
+    assert line.startswith("FSDP all-gathers: 10.200 ms exposed per run (median, 51% of the run: 10.100 ms issuing"), line
+    assert "add up to 0.200 ms issuing and 0.100 ms waited" in line and "a median of sums is not the sum of medians" in line, line
+    # where they agree, nothing is added
+    even = samples.assign(time_ms=samples["time_ms"].where(samples["node"].str.endswith("wait"), 1.0))
+    (plain,) = overlap_lines(Profile(nodes, even, runs, prof.meta))
+    assert plain.endswith("per layer: fxprof.overlap(prof)"), plain

@@ -88,11 +88,20 @@ def capture_program(model: nn.Module, args: tuple, kwargs: dict, *, capture: str
             from .capture.fsdp_loop import FSDPLoopTrainingCapture
             from .capture.training_loop import LoopTrainingCapture
 
-            loop_cls = FSDPLoopTrainingCapture if is_fsdp(model) else LoopTrainingCapture  # FSDP2: its work timed as rows
+            from .capture.ddp_loop import DDPLoopTrainingCapture
+            from .distributed.ddp import is_ddp
+
+            # FSDP2's work and DDP's all-reduce timed as rows
+            loop_cls = (FSDPLoopTrainingCapture if is_fsdp(model) else DDPLoopTrainingCapture if is_ddp(model)
+                        else LoopTrainingCapture)
             return loop_cls(model, forward if forward is not None else model.forward)
         from .capture.training import TrainingCapture, capture_training
 
-        cls = FSDPTrainingCapture if is_fsdp(model) else TrainingCapture  # FSDP2: its work timed as rows
+        from .capture.ddp_training import DDPTrainingCapture
+        from .distributed.ddp import is_ddp
+
+        # FSDP2's work and DDP's all-reduce timed as rows
+        cls = FSDPTrainingCapture if is_fsdp(model) else DDPTrainingCapture if is_ddp(model) else TrainingCapture
         return capture_training(model, capture, mode, loss_fn, optimizer, cls)
     if loss_fn is not None or optimizer is not None:
         raise ValueError("loss_fn and optimizer apply to training steps: pass backward=True as well")

@@ -42,7 +42,26 @@ def overlap_lines(profile: "Profile") -> list[str]:
                      f"between issues and waits holds it too)")
     most = found["most_exposed"]
     tail = f"; most exposed: {most[0][0] or '(root)'} ({most[0][1]}, {most[1]:.3f} ms)" if most else ""
-    return [head + body + tail + "; per layer: fxprof.overlap(prof)"]
+    return [head + body + tail + "; per layer: fxprof.overlap(prof)" + _per_layer_sums(profile, found)]
+
+
+#: how far (relative) the per-layer medians' sum may be from the run's median before the line says why
+_SUMS_DIFFER = 0.10
+
+
+def _per_layer_sums(profile: "Profile", found: dict) -> str:
+    """Where the per-layer table's medians do not add up to the line's figures (each a median over
+    runs of a run's sum): the table's sums and why they differ."""
+    from ..core.overlap import overlap
+
+    table = overlap(profile)
+    sums = {key: float(table[key].sum()) for key in ("issue_ms", "waited_ms")}
+    if all(abs(sums[k] - found[k]) <= _SUMS_DIFFER * max(abs(found[k]), 1e-9) for k in sums):
+        return ""
+    return (f" (its rows, each layer's own medians over runs, add up to {sums['issue_ms']:.3f} ms issuing and "
+            f"{sums['waited_ms']:.3f} ms waited: the figures here are medians of each run's sums, and a median of sums "
+            f"is not the sum of medians when the slow gathers fall on different layers from run to run, as when "
+            f"the time a rank waits for the others moves between layers)")
 
 
 def overlap_text(profile: "Profile") -> str:

@@ -4,6 +4,7 @@ breaks, each reporting to the profile that runs it (:class:`DynamoCapture`,
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import re
 import sys
@@ -89,6 +90,8 @@ class _DynamoSession(GraphSession):
                 owner = outer.f_locals.get("self")
                 if isinstance(owner, nn.Module) and id(owner) in self.paths:
                     enclosing = self.paths[id(owner)]
+                    if "self" not in local_paths:  # the graph runs from dynamo's own code: a split GraphModule
+                        local_paths["self"] = enclosing  # (DDP's buckets), whose L['self'] is the frame dynamo compiled
                     break
                 outer = outer.f_back
         place = (tuple(sorted(local_paths.items())), enclosing)
@@ -98,8 +101,9 @@ class _DynamoSession(GraphSession):
             site = len(keys) - 1
             prefix = label if site == 0 else f"{label}@{site}"
             self.prefixes[(id(runner), site)] = prefix
-            self.nodes.extend(describe_graph(runner.gm, graph=label, prefix=f"{prefix}:", infer=False,
-                                             resolve=_Resolver(self.root, local_paths), frame_scope=enclosing))
+            infos = describe_graph(runner.gm, graph=label, prefix=f"{prefix}:", infer=False,
+                                   resolve=_Resolver(self.root, local_paths), frame_scope=enclosing)
+            self.nodes.extend(_unwrapped(infos, self.root))
         return keys.index(place)
 
     def place(self, runner: "GraphRunner") -> tuple[tuple[int, int], str]:
@@ -108,6 +112,18 @@ class _DynamoSession(GraphSession):
 
     def add_records(self, records: dict[str, dict[str, Any]]) -> None:
         _accumulate(self.records, records)  # a graph called several times a run: its calls add up
+
+
+def _unwrapped(infos: list[NodeInfo], root: nn.Module | None) -> list[NodeInfo]:
+    """Scopes of a ``DistributedDataParallel`` model's graphs as the wrapped model's own paths
+    (``layers.0``, not ``module.layers.0``), as a training step's are: every node sits under the
+    wrapper's ``module``, which says nothing per layer."""
+    ddp = sys.modules.get("torch.nn.parallel.distributed")
+    if root is None or ddp is None or not isinstance(root, ddp.DistributedDataParallel):
+        return infos
+    def strip(scope: str) -> str:
+        return "" if scope == "module" else scope[len("module."):] if scope.startswith("module.") else scope
+    return [dataclasses.replace(i, scope=strip(i.scope)) if i.scope.startswith("module") else i for i in infos]
 
 
 _TORCH_PRIVATE = os.path.join(os.path.dirname(torch.__file__), "_")

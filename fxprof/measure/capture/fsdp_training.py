@@ -32,8 +32,9 @@ from torch import nn
 
 from ...core.nodes import NodeInfo
 from ..distributed.fsdp import TrainingSteps, async_gathers, compute_outside_graphs, fsdp_modules
+from ..distributed.fsdp_state import owned_parameters, refuse_pending_gradients, refuse_unsharded_in_optimizer, reshard
 from .base import PassFn
-from .training import LOSS_SCOPE, TrainingCapture, _TrainingSession, describe_backward, describe_forward, training_backend
+from .training import LOSS_SCOPE, TrainingCapture, _SavedState, _TrainingSession, describe_backward, describe_forward, training_backend
 from ..timing.recorder import Recorder
 
 __all__ = ["FSDPTrainingCapture", "FSDPRows", "compiled_leaves", "is_fsdp", "FSDP_GRAPHS"]
@@ -190,8 +191,32 @@ class FSDPRows:
                 del module.forward
 
 
+class _FSDPSavedState(_SavedState):
+    """The training state of an FSDP2 model: the sharded parameters FSDP owns (their values, the
+    ``.grad`` the reduce-scatters land on), whichever FSDP registered when the profile began (after
+    a ``torch.no_grad()`` forward the root's are the unsharded ones); a restore reshards first, so
+    that it writes into the parameters the next step reads
+    (:mod:`fxprof.measure.distributed.fsdp_state`)."""
+
+    def __init__(self, model: nn.Module, optimizer: Any):
+        self.modules = fsdp_modules(model)
+        refuse_unsharded_in_optimizer(self.modules, optimizer)
+        refuse_pending_gradients(self.modules)
+        super().__init__(model, optimizer)
+
+    def owned(self, params: list[nn.Parameter]) -> list[nn.Parameter]:
+        return owned_parameters(self.modules, params)
+
+    def restore(self) -> None:
+        reshard(self.modules)
+        super().restore()
+
+
 class FSDPTrainingCapture(FSDPRows, TrainingCapture):
     """A training step of an FSDP2 model (see the module docs)."""
+
+    def saved_state(self, model: nn.Module, optimizer: Any) -> _SavedState:
+        return _FSDPSavedState(model, optimizer)
 
     def __init__(self, model: nn.Module, loss_fn: Any = None, optimizer: Any = None):
         super().__init__(model, loss_fn, optimizer)

@@ -304,13 +304,18 @@ class _SavedState:
         if optimizer is not None:
             seen = {id(p) for p in params}
             params += [p for g in optimizer.param_groups for p in g["params"] if id(p) not in seen]
-        self.params = params
+        self.params = params = self.owned(params)
         self.grads = [p.grad for p in params]
         self.values = [p.detach().clone() for p in params] if optimizer is not None else []
         self.optimizer = optimizer
         self.optimizer_state = copy.deepcopy(optimizer.state_dict()) if optimizer is not None else None
         self.cpu_rng = torch.get_rng_state()
         self.cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+
+    def owned(self, params: list[nn.Parameter]) -> list[nn.Parameter]:
+        """The parameters whose values and ``.grad`` are the training's state (a subclass maps
+        a wrapper's registered parameters to the ones it owns)."""
+        return params
 
     def clear_grads(self) -> None:
         for p in self.params:
@@ -354,8 +359,12 @@ class TrainingCapture(Capture):
         self.step = _step_class(type(model))(model, self.loss_fn)
         self.compiled = torch.compile(self.step, backend=training_backend)
         self.session = _TrainingSession(type(model))
-        self.saved = _SavedState(model, optimizer)
+        self.saved = self.saved_state(model, optimizer)
         self._extra = _optimizer_nodes(optimizer) if optimizer is not None else []
+
+    def saved_state(self, model: nn.Module, optimizer: torch.optim.Optimizer | None) -> _SavedState:
+        """The state put back when profiling ends (taken before anything runs)."""
+        return _SavedState(model, optimizer)
 
     def describe(self) -> dict[str, Any]:
         """What the profile's metadata says about the step."""
@@ -396,7 +405,7 @@ class TrainingCapture(Capture):
                 _timed(recorder, "optimizer.zero_grad", opt.zero_grad)
             loss = self.compiled(*args, **kwargs)
             _check_loss(loss)
-            loss.backward()
+            self.backward(loss, recorder)
             if opt is not None:
                 _timed(recorder, "optimizer.step", opt.step)
         if not self.session.pairs:
@@ -407,13 +416,18 @@ class TrainingCapture(Capture):
             )
         return loss
 
+    def backward(self, loss: torch.Tensor, recorder: Recorder | None) -> None:
+        """The step's backward, in a timed run (``recorder``) or an untimed pass (None); a subclass
+        may time work of its own around it."""
+        loss.backward()
+
     def run_pass(self, make_pass: PassFn, args: tuple, kwargs: dict) -> dict[str, dict[str, Any]]:
         """An untimed pass over the forward and the backward graphs (no optimizer step)."""
         self.saved.clear_grads()
         with self.session.collecting(make_pass) as records, self._active:
             loss = self.compiled(*args, **kwargs)
             _check_loss(loss)
-            loss.backward()
+            self.backward(loss, None)
         return records
 
     def close(self) -> None:

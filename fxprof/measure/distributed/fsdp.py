@@ -7,9 +7,13 @@ FSDP's hooks left out (:func:`fsdp_modules` says which modules to call past thei
 puts FSDP's work back into the graph itself (:func:`insert_fsdp_steps`), as three nodes per call
 of a ``fully_shard``-ed module, each driving FSDP2's public API:
 
-``all_gather``  ``module.unshard(async_op=True)``: FSDP's copy-in and the all-gather issued
-``wait``        the handle's ``wait()``: the wait for the all-gather and FSDP's copy-out into the
-                unsharded parameters (which FSDP then registers on the module)
+``all_gather``  ``module.unshard(async_op=...)``: FSDP's copy-in and the all-gather issued, with
+                the module's own ``unshard_async_op`` (False unless set), as FSDP's pre-forward
+                issues it: a synchronous one (gloo on the CPU) runs the whole collective and
+                FSDP's copy-out inside this call
+``wait``        the handle's ``wait()`` (an asynchronous all-gather's): the wait for the
+                all-gather and FSDP's copy-out into the unsharded parameters (which FSDP then
+                registers on the module); nothing to wait for after a synchronous one
 ``reshard``     ``module.reshard()``: the unsharded parameters freed, the shards registered
                 again (only for the modules FSDP reshards after forward: not the root, by default)
 
@@ -132,8 +136,9 @@ class FSDPStep:
         #: gathers, which must follow what FSDP registers on the model
         self.mirrors = mirrors
 
-    #: whether the all-gather is issued without waiting (its wait is the ``wait`` step); FSDP's own
-    #: setting for a prefetched gather (:func:`_apply_prefetch`)
+    #: whether the all-gather is issued without waiting (its wait is the ``wait`` step): the module's
+    #: own ``unshard_async_op``, set by :func:`insert_fsdp_steps`, so that what is timed is what FSDP
+    #: does (and what ``meta["fsdp"]["unshard_async_op"]`` tells :mod:`fxprof.core.overlap`)
     async_op = True
 
     def __call__(self, *args: Any) -> Any:
@@ -257,6 +262,7 @@ def insert_fsdp_steps(gm: fx.GraphModule, modules: dict[str, nn.Module], model: 
             with graph.inserting_before(first):
                 gather = graph.create_node("call_function", FSDPStep("all_gather", module, path), (), {},
                                            name=f"{label}_all_gather{suffix}")
+                gather.target.async_op = _async_unshard(module)
                 wait = graph.create_node("call_function", FSDPStep("wait", module, path, mirrors.get(path, ())), (gather,), {},
                                          name=f"{label}_wait{suffix}")
             for node in (gather, wait):
@@ -356,11 +362,17 @@ class TrainingSteps:
                         backward where it is not inside the post-backward row)
     ``reduce_scatter``  ``post_backward``: the gradients reduce-scattered onto the shards
                         (with the reshard after backward inside it)
+    ``accumulate``      ``post_backward`` with gradient sync off
+                        (``set_requires_gradient_sync(False)``: a microbatch of gradient
+                        accumulation): the gradients kept unsharded, nothing communicated; a
+                        row of its own, so that the reduce-scatter's median is over real
+                        reduce-scatters only
     ==================  =================================================================
 
     A call that does nothing (an all-gather of parameters already gathered or already issued by a
-    prefetch, a wait with nothing pending, the root's reshard after forward, which FSDP skips) is
-    not a row. Rows are named ``<layer>_<step>`` (``_1``, ``_2``... for a layer's later calls in the
+    prefetch, a wait with nothing pending, the root's reshard after forward, which FSDP skips, the
+    post-backward of a group none of whose parameters got a gradient: a frozen block) is not a
+    row. Rows are named ``<layer>_<step>`` (``_1``, ``_2``... for a layer's later calls in the
     same phase) and charged to the FSDP module's path. ``pre_forward``/``post_forward`` are wrapped
     too, untimed, to know which FSDP module's forward is running (:attr:`running`).
 
@@ -423,13 +435,14 @@ class TrainingSteps:
             if self._depth or not self._does_work(group, step):
                 return method(*args, **kwargs)
             was_unsharded = group.is_unsharded
+            syncs = bool(getattr(group, "reduce_grads", True))  # gradient sync on: a reduce-scatter, else accumulation
             self._depth += 1
             try:
                 token = self.clock.start()
                 out = method(*args, **kwargs)
                 end = self.clock.end(token)  # first: the bookkeeping below is not FSDP's time
                 if step != "reshard" or (was_unsharded and not group.is_unsharded):  # FSDP may skip a reshard
-                    self._stop(token, end, path, step)
+                    self._stop(token, end, path, "accumulate" if step == "reduce_scatter" and not syncs else step)
                 return out
             finally:
                 self._depth -= 1
@@ -443,6 +456,8 @@ class TrainingSteps:
             return getattr(group, "_all_gather_result", None) is not None
         if step == "reshard":
             return bool(group.is_unsharded)
+        if step == "reduce_scatter":
+            return _has_gradients(group)
         return True
 
     def _stop(self, token: Any, end: Any, path: str, step: str) -> None:
@@ -452,6 +467,22 @@ class TrainingSteps:
         self._calls[key] = n + 1
         label = path.replace(".", "_") or "root"
         self.clock.stop(token, end, f"{label}_{step}{f'_{n}' if n else ''}", step, path, phase)
+
+
+def _has_gradients(group: Any) -> bool:
+    """Whether FSDP's post-backward of ``group`` has gradients to reduce-scatter (or to keep, with
+    gradient sync off): a parameter gathered this step with a gradient (or one accumulated by an
+    earlier microbatch), as FSDP's own ``post_backward`` decides; none for a frozen block."""
+    unused = bool(getattr(group, "reduce_scatter_unused_params", False))
+    for fp in getattr(group, "fsdp_params", ()):
+        unsharded = vars(fp).get("_unsharded_param")
+        if unsharded is None:
+            continue
+        if getattr(fp, "unsharded_accumulated_grad", None) is not None or unsharded.grad is not None:
+            return True
+        if unused and unsharded.requires_grad:
+            return True
+    return False
 
 
 def _within(scope: str, path: str) -> bool:

@@ -137,9 +137,10 @@ def gather(profile: "Profile", dst: int = 0, group: Any = None) -> "Profile | No
         raise ValueError(ISOLATED_UNDER_RANKS)
     dist = _dist()
     rank = dist.get_rank(group)
-    if not profile.ranks:  # made before the group existed: no barriers, but this rank
+    if not profile.ranks:  # made without fxprof.profile's barriers (a session's cycle, or before the group existed): this rank
         profile = with_ranks(profile, [rank] * profile.num_runs)
-        profile.meta.setdefault("rank", rank)
+        for key, value in RankSync(group).meta().items():  # the job's facts (backend, world size...), as a profile's
+            profile.meta.setdefault(key, value)
     parts = profile_parts(profile)
     received: list[Any] | None = [None] * dist.get_world_size(group) if rank == dst else None
     dist.gather_object(parts, received, dst=dst if group is None else dist.get_global_rank(group, dst), group=group)

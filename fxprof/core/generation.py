@@ -131,6 +131,7 @@ class Generation:
             out[f"{phase}_pct"] = ms / total * 100.0 if total > 0 else ms * 0.0
         order = [g for g, _ in GROUPS[1:3]] + ["norm", "residual", "lm_head", "embedding", "plumbing", "other"]
         table = pd.DataFrame(out).reindex(order).fillna(0.0)
+        table = table[(table[["prefill_ms", "decode_ms"]] > 0).any(axis=1)]  # a group no node ran in is no row
         table.index.name = "group"
         return table
 

@@ -1,0 +1,102 @@
+"""Every causal-LM family of the installed transformers against fxprof's KV cache layout.
+
+    python tests/benchmarks/llm_families.py [--json out.json] [--max-params 20e6]
+
+For each entry of ``MODEL_FOR_CAUSAL_LM_MAPPING_NAMES``: the family's config class with its
+size fields shrunk (hidden 64, 2 layers, 4 heads, 2 KV heads, vocabulary 300, a sliding window
+of 5 where the family has one), built on the meta device first (a config that stays large is
+skipped, with its size), then for real; a plain greedy ``generate`` of 4 new tokens with
+``return_dict_in_generate=True``; the real cache's bytes (every layer's keys and values) held
+against :func:`fxprof.measure.passes.kv_cache.kv_layout` from the config alone and from that
+cache. Families that cannot build from a small config are listed with the reason. It asserts
+nothing; tests/test_llm_families.py holds the representative families in CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import sys
+import warnings
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+
+from fxprof.measure.passes.kv_cache import kv_layout  # noqa: E402
+
+SMALL = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, intermediate_size=128,
+             vocab_size=300, head_dim=16, n_embd=64, n_layer=2, n_head=4, num_layers=2, d_model=64, ffn_dim=128,
+             max_position_embeddings=128, n_positions=128, sliding_window=5)
+
+
+def family(name: str, class_name: str, max_params: float) -> tuple[str, str]:
+    import transformers as T
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    try:
+        config = CONFIG_MAPPING[name]()
+        for key, value in SMALL.items():
+            if hasattr(config, key):
+                try:
+                    setattr(config, key, value)
+                except Exception:  # noqa: BLE001 - a field the family computes
+                    pass
+        types = getattr(config, "layer_types", None)
+        if isinstance(types, list) and types:
+            config.layer_types = [types[i % len(types)] for i in range(2)]
+        cls = getattr(T, class_name)
+        with torch.device("meta"):
+            probe = cls(config)
+        size = sum(p.numel() for p in probe.parameters())
+        del probe
+        if size > max_params:
+            return "skip", f"{size / 1e6:.0f}M parameters from a small config"
+        torch.manual_seed(0)
+        model = cls(config).eval()
+        model.generation_config.eos_token_id = None
+        ids = torch.randint(3, 200, (1, 8), generator=torch.Generator().manual_seed(0))
+        out = model.generate(ids, max_new_tokens=4, do_sample=False, return_dict_in_generate=True)
+    except Exception as exc:  # noqa: BLE001 - a family that cannot build is a row with its reason
+        return "skip", f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:120] if str(exc).strip() else ''}"
+    keys = out.keys()
+    cache = out["cache"] if "cache" in keys else out["past_key_values"] if "past_key_values" in keys else None
+    layers = getattr(cache, "layers", None)
+    if not layers:
+        return "no cache", f"generate left {type(cache).__name__}: nothing to hold the layout against"
+    try:
+        real = sum(l.keys.numel() * l.keys.element_size() + l.values.numel() * l.values.element_size() for l in layers)
+    except AttributeError as exc:
+        return "no cache", f"cache layers without keys/values ({exc})"
+    seq = out.sequences.shape[1] - 1
+    from_config, from_cache = kv_layout(model).bytes_at(seq), kv_layout(model, cache).bytes_at(seq)
+    verdict = "right" if from_cache == real else "WRONG"
+    return verdict, (f"real {real:.0f} B; from the cache {from_cache:.0f}, from the config {from_config:.0f}"
+                     f"{'' if from_config == real else ' (config rule off)'}; {kv_layout(model, cache).rule}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", default=None)
+    parser.add_argument("--max-params", type=float, default=20e6)
+    args = parser.parse_args(argv)
+    warnings.simplefilter("ignore")
+    import transformers
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    rows = {}
+    for name, class_name in sorted(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.items()):
+        rows[name] = family(name, class_name, args.max_params)
+        print(f"{name:28s} {rows[name][0]:9s} {rows[name][1]}", flush=True)
+    counts = collections.Counter(v[0] for v in rows.values())
+    print(f"transformers {transformers.__version__}, torch {torch.__version__}: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"transformers": transformers.__version__, "rows": rows}, fh, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -211,18 +211,21 @@ class ContentionMeter:
         proportion: ``call`` is charged the part of it that its share of the window's wall time
         gives."""
         before = self._snapshot()
-        t1 = before[0]
+        t1, c1 = before[0], before[2]
         try:
             if warm is not None:
                 warm()
-                t1 = time.perf_counter_ns()
+                c1, t1 = time.thread_time_ns(), time.perf_counter_ns()  # two clock reads, no /proc
             return call()
         finally:
             after = self._snapshot(end=True)
-            wall, own = (after[0] - before[0]) / 1e6, (after[0] - t1) / 1e6
+            own = (after[0] - t1) / 1e6
             lost, off = self._lost(before, after), _off_ms(before, after)
-            if warm is not None and wall > 0:
-                lost, off = lost * own / wall, off * own / wall
+            if warm is not None and after[1] == before[1]:
+                # the call's own time off the CPU bounds what it lost: the window's waits may have
+                # fallen in the warm-up call (a share in proportion read 0.1 off the truth)
+                off = max(own - (after[2] - c1) / 1e6, 0.0)
+                lost = min(lost, off)
             lost = min(lost, own)  # a wait before the call began is not its
             target = self.lost_ms if into is None else into
             target.append(lost)

@@ -449,9 +449,14 @@ def test_generate_states_the_machine_for_the_prefill_and_the_decode_steps_and_ma
     assert (pt["lost_ms"] <= pt["time_ms"]).all()  # never more lost than the step took
     for line in text.splitlines():
         assert not re.search(r"\b0 (ns|us|ms)\b", line) or "lost" in line, line  # no work that ran reads 0
-    from fxprof.views.generation import token_curve_svg
+    from fxprof.views.generation import token_curve_svg, write_generation_html
 
     assert token_curve_svg(gen).count("class='busy'") == len(busy)
+    # issue 58, item 6: the page's tables carry their units, the summary wraps, the curve fills the width
+    write_generation_html(gen, str(tmp_path / "gen.html"))
+    page = (tmp_path / "gen.html").read_text()
+    assert re.search(r">\s*[0-9.]+ (ns|us|ms)\s*<", page) and re.search(r">\s*[0-9.]+%\s*<", page)
+    assert "white-space:pre-wrap" in page and "width='100%'" in page
 
 
 def test_the_reports_cards_state_the_headers_figures_for_a_gathered_profile():

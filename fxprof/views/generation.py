@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 __all__ = ["write_generation_html", "token_curve_svg"]
 
 
-def token_curve_svg(result: "Generation", width: int = 640, height: int = 260) -> str:
+def token_curve_svg(result: "Generation", width: int = 1000, height: int = 320) -> str:
     """Time per token (ms) against position: the prefill as one orange point, the decode steps as
     a blue line, each step's memory floor as a dashed grey line (when the bandwidth is known)."""
     pt = result.per_token
@@ -35,8 +35,8 @@ def token_curve_svg(result: "Generation", width: int = 640, height: int = 260) -
     def py(y: float) -> float:
         return height - bottom - y / y_hi * (height - top - bottom)
 
-    parts = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' font-size='11' "
-             f"font-family='system-ui,sans-serif'>",
+    parts = [f"<svg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 {width} {height}' width='100%' "
+             f"style='max-width:{width}px' font-size='11' font-family='system-ui,sans-serif'>",
              f"<line x1='{left}' y1='{height - bottom}' x2='{width - right}' y2='{height - bottom}' stroke='#333'/>",
              f"<line x1='{left}' y1='{top}' x2='{left}' y2='{height - bottom}' stroke='#333'/>"]
     for k in range(5):  # y ticks
@@ -83,7 +83,8 @@ def write_generation_html(result: "Generation", path: str, title: str = "") -> N
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>fxprof generate: {html.escape(name)}</title>",
              "<style>body{font-family:system-ui,sans-serif;margin:2em}table{border-collapse:collapse;font-size:13px}"
              "td,th{padding:3px 8px;border-bottom:1px solid #ddd;text-align:right}th{background:#f4f4f4}"
-             "pre{font-size:12px;background:#fafafa;padding:1em;overflow-x:auto}</style></head><body>",
+             "pre{font-size:12px;background:#fafafa;padding:1em;white-space:pre-wrap;overflow-wrap:anywhere}"
+             "</style></head><body>",
              f"<h1>fxprof generate: {html.escape(name)}</h1>",
              "<h2>Time per token against position</h2>",
              "<p>Orange: the prefill (the prompt's forward, which makes the first new token); blue: each decode "
@@ -101,7 +102,25 @@ def write_generation_html(result: "Generation", path: str, title: str = "") -> N
     atomic_write(path, lambda handle: handle.write(text))
 
 
+def _formatter(column: str):
+    """A cell's text with its unit: times in ns/us/ms/s, bytes in B/kB/MB, shares in %, FLOPs."""
+    from .memory import format_bytes
+    from .tables import format_ms
+
+    if column == "pct" or column.endswith("_pct"):
+        return lambda v: f"{v:.1f}%"
+    if column.endswith("_ms"):
+        return format_ms
+    if column.endswith("bytes"):
+        return format_bytes
+    if column == "flops":
+        return lambda v: f"{v / 1e9:.3g} GFLOP" if v >= 1e9 else f"{v / 1e6:.3g} MFLOP"
+    if column in ("kv_tokens_kept",):
+        return lambda v: f"{v:.0f} tokens"
+    return "{:.4g}".format
+
+
 def _frame(frame: pd.DataFrame) -> str:
-    formats = {c: ("{:.1f}" if c == "pct" or c.endswith("_pct") else "{:,.0f}" if c.endswith("bytes") else "{:.4g}")
-               for c in frame.columns if pd.api.types.is_numeric_dtype(frame[c])}
+    """A table with every number in its unit (the column name says which)."""
+    formats = {c: _formatter(c) for c in frame.columns if pd.api.types.is_numeric_dtype(frame[c])}
     return frame.style.format(formats, na_rep="").to_html()

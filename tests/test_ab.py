@@ -176,20 +176,21 @@ def test_on_a_crowded_machine_a_small_real_change_is_never_called_same(tmp_path,
     assert (code == 3) == ("x slower than a" in verdict), out
 
 
-def test_a_busy_same_whose_interval_reaches_past_the_effect_is_undecided():
-    from fxprof.core.gate import UNDECIDED, busy_paired_verdict, gate
+def test_a_same_whose_interval_reaches_past_the_effect_is_undecided():
+    from fxprof.core.gate import UNDECIDED, gate, resolved_paired_verdict
 
     rng = np.random.default_rng(1)
     a = rng.uniform(1.0, 1.2, 12)
     b = a * rng.normal(1.08, 0.25, 12)  # a spread that leaves an 8% change unresolved at 12 rounds
     run = paired_run_verdict(a, b, min_effect=0.05)
     assert run.verdict == "same" and run.high > 1.05
-    assert busy_paired_verdict(run, busy=False, min_effect=0.05).verdict == "same"  # a quiet machine's verdict stands
-    busy = busy_paired_verdict(run, busy=True, min_effect=0.05)
-    assert busy.verdict == UNDECIDED
+    wide = resolved_paired_verdict(run, min_effect=0.05)
+    assert wide.verdict == UNDECIDED
     rules = __import__("pandas").DataFrame()
     rules.attrs["min_effect"] = 0.05
-    failed, line = gate(rules, "slower", busy)
-    assert not failed and line.startswith("pass (undecided): the machine was busy")
+    failed, line = gate(rules, "slower", wide)
+    assert not failed and line.startswith("pass (undecided): the 95% interval reaches past 5%")
     tight = paired_run_verdict(a, a * rng.normal(1.0, 0.005, 12), min_effect=0.05)
-    assert busy_paired_verdict(tight, busy=True, min_effect=0.05).verdict == "same"  # inside the band: decided
+    assert resolved_paired_verdict(tight, min_effect=0.05).verdict == "same"  # inside the band: decided
+    slower = paired_run_verdict(a, a * 1.3, min_effect=0.05)
+    assert resolved_paired_verdict(slower, min_effect=0.05).verdict == "slower"  # a decided change stands

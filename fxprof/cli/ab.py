@@ -132,7 +132,7 @@ def _verdict(args: argparse.Namespace, result: Any, load: list, cores: int) -> i
     import pandas as pd
 
     from ..core.contention import BUSY_LOAD_MARGIN
-    from ..core.gate import busy_paired_verdict, gate, less_lost, paired_run_verdict
+    from ..core.gate import gate, less_lost, paired_run_verdict, resolved_paired_verdict
     from ..views.ab import render_ab, render_ab_markdown
     from ..vocab import GATE_EXIT
 
@@ -143,7 +143,7 @@ def _verdict(args: argparse.Namespace, result: Any, load: list, cores: int) -> i
     run = paired_run_verdict(a_net, b_net, alpha=args.alpha, min_effect=args.min_effect)
     loads = [x for x in load if x is not None]
     busy = bool(a_busy + b_busy) or bool(loads and max(loads) >= cores + BUSY_LOAD_MARGIN)
-    run = busy_paired_verdict(run, busy, args.min_effect)
+    run = resolved_paired_verdict(run, args.min_effect)
     usable = [(x, y) for x, y in zip(a_net, b_net) if x > 0 and y > 0]  # the rounds the verdict uses
     meta = {**result.meta, "rounds": args.iters, "rounds_used": run.a_runs, "rounds_recorded": len(a_ms),
             "load": load, "cores": cores, "alpha": args.alpha, "busy": busy,

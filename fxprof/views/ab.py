@@ -45,8 +45,8 @@ def _result(run: "RunVerdict", meta: dict[str, Any]) -> str:
     else:
         head = "b against a: no verdict (under 2 runs a side)"
     if run.verdict == "undecided":
-        head = (f"b against a: undecided: the machine was busy, and the 95% interval reaches past "
-                f"{meta.get('min_effect', 0.10):.0%}, so a change that size is not ruled out")
+        head = (f"b against a: undecided: the 95% interval reaches past {meta.get('min_effect', 0.10):.0%}, so a "
+                f"change that size is not ruled out" + (" (a busy machine)" if meta.get("busy") else ""))
     return (f"{head}: median call {a_ms:.4g} ms (a) and {b_ms:.4g} ms (b); b/a {run.ratio:.3f} in the median round "
             f"(95% interval {run.low:.3f} to {run.high:.3f}), sign test p = {run.p_value:.2g} over "
             f"{_rounds(run, meta)}; a verdict needs p < {meta.get('alpha', 0.05):g} and a change of at least "

@@ -251,9 +251,8 @@ def _own_calls(model: nn.Module, input_ids: torch.Tensor, max_new_tokens: int, g
             for handle in handles:
                 handle.remove()
     sequences = getattr(out, "sequences", out)
-    cache = getattr(out, "cache", None) if "cache" in getattr(out, "keys", lambda: ())() else None
-    if cache is None and "past_key_values" in getattr(out, "keys", lambda: ())():
-        cache = out["past_key_values"]
+    # a ModelOutput is a dict: read by key ("past_key_values" is the older name; its property warns)
+    cache = (out.get("cache") or out.get("past_key_values")) if isinstance(out, dict) else None
     return (times, lost, cache) if torch.equal(sequences, tokens) else ([], [], cache)
 
 

@@ -38,11 +38,11 @@ def build():
 """
 
 
-@pytest.fixture
-def two_checkouts(tmp_path, monkeypatch):
-    """The same model file in two folders, each importing its own sibling ``layers.py``: the
-    base's blocks carry 1 extra Linear, the change's 12 (a real slowdown)."""
-    for folder, width in (("base", 1), ("change", 12)):
+def _checkouts(tmp_path, monkeypatch, base: int, change: int):
+    """The same model file in two folders, each importing its own sibling ``layers.py`` whose
+    blocks carry ``base`` and ``change`` extra Linears; the working folder, ``sys.path`` and the
+    module cache made ready for them (the caller forgets ``layers`` and ``model`` after)."""
+    for folder, width in (("base", base), ("change", change)):
         (tmp_path / folder).mkdir()
         (tmp_path / folder / "layers.py").write_text(textwrap.dedent(LAYERS.format(width=width)))
         (tmp_path / folder / "model.py").write_text(textwrap.dedent(MODEL))
@@ -50,6 +50,12 @@ def two_checkouts(tmp_path, monkeypatch):
     monkeypatch.setattr(sys, "path", list(sys.path))
     for name in ("layers", "model"):
         monkeypatch.delitem(sys.modules, name, raising=False)
+
+
+@pytest.fixture
+def two_checkouts(tmp_path, monkeypatch):
+    """The base's blocks carry 1 extra Linear, the change's 12 (a real slowdown)."""
+    _checkouts(tmp_path, monkeypatch, 1, 12)
     yield tmp_path
     for name in ("layers", "model"):
         sys.modules.pop(name, None)
@@ -153,14 +159,7 @@ def test_on_a_crowded_machine_a_small_real_change_is_never_called_same(tmp_path,
     verdict line says how many of the rounds it uses."""
     from test_busy import crowded
 
-    for folder, width in (("base", 6), ("change", 7)):
-        (tmp_path / folder).mkdir()
-        (tmp_path / folder / "layers.py").write_text(textwrap.dedent(LAYERS.format(width=width)))
-        (tmp_path / folder / "model.py").write_text(textwrap.dedent(MODEL))
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(sys, "path", list(sys.path))
-    for name in ("layers", "model"):
-        monkeypatch.delitem(sys.modules, name, raising=False)
+    _checkouts(tmp_path, monkeypatch, 6, 7)
     try:
         with crowded():
             code = main(["ab", "base/model.py:build", "change/model.py:build", "--input", "64x16", "--iters", "20",

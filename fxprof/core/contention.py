@@ -188,6 +188,12 @@ def _ranked(meta: Mapping[str, Any], runs: pd.DataFrame) -> Contention | None:
                       source="/".join(sorted(sources)), ranks=ranks)
 
 
+def _span(shares: np.ndarray) -> str:
+    """``40%`` or ``40-57%``: the range of busy runs' lost shares (in percent)."""
+    low, high = float(np.nanmin(shares)), float(np.nanmax(shares))
+    return f"{low:.0f}%" if round(low) == round(high) else f"{low:.0f}-{high:.0f}%"
+
+
 def _rank_words(found: Contention) -> str:
     """Per rank, its busy runs and the time they lost, the worst rank (most time lost) named."""
     assert found.ranks is not None
@@ -213,9 +219,7 @@ def machine_words(found: Contention) -> str:
     if not found.busy.any():
         return (f"machine: quiet: no timed run lost {BUSY_SHARE:.0%} of its time to other processes "
                 f"({_load_words(found)})")
-    shares = found.shares * 100
-    low, high = float(np.nanmin(shares)), float(np.nanmax(shares))
-    span = f"{low:.0f}%" if round(low) == round(high) else f"{low:.0f}-{high:.0f}%"
+    span = _span(found.shares * 100)
     head = (f"machine: BUSY: {int(found.busy.sum())} of {len(found.runs)} timed runs lost {span} of their time to other "
             f"processes ({_load_words(found)})")
     if found.ranks is not None:
@@ -246,9 +250,7 @@ def steps_machine_words(phases: Sequence[tuple[str, Sequence[float], Sequence[fl
             parts.append(f"the {name} lost {float(lost_a[0]):.3g} of its {float(wall_a[0]):.3g} ms ({float(shares[0]):.0f}%): "
                          f"its time and its share of each part of the model come from that one run and include it")
         else:
-            low, high = float(shares.min()), float(shares.max())
-            span = f"{low:.0f}%" if round(low) == round(high) else f"{low:.0f}-{high:.0f}%"
-            parts.append(f"{int(busy.sum())} of {len(wall_a)} {name} {noun} lost {span} of their time"
+            parts.append(f"{int(busy.sum())} of {len(wall_a)} {name} {noun} lost {_span(shares)} of their time"
                          + (" (lost_ms in the per-token table)" if noun == "steps" else ""))
     where = f"load {load:.1f} on {cores} usable core(s)" if load is not None else f"{cores} usable core(s)"
     if not parts:

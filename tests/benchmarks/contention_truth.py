@@ -108,13 +108,15 @@ def competitors(specs: list[tuple[float, int]]) -> Iterator[list[str]]:
 
 @contextlib.contextmanager
 def collected_meters() -> Iterator[list[Any]]:
-    """Every ContentionMeter made in the block (its constructor wrapped, put back after)."""
+    """Every ContentionMeter made in the block, each keeping its windows (its constructor wrapped,
+    put back after)."""
     made: list[Any] = []
     cls = contention_module.ContentionMeter
     original = cls.__init__
 
     def init(self: Any) -> None:
         original(self)
+        self.windows = []  # keep every measured call's window
         made.append(self)
 
     cls.__init__ = init  # type: ignore[method-assign]

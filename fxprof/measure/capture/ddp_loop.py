@@ -123,23 +123,6 @@ class DDPLoopTrainingCapture(DDPRows, LoopTrainingCapture):
         self._activation = contextlib.ExitStack()
         self._activation.enter_context(_ACTIVE.active(self.session))
 
-    @property
-    def nodes(self) -> list[NodeInfo]:
-        return super().nodes + list(self.rows.values())
-
-    def nodes_in(self, recorded: set[str]) -> tuple[list[NodeInfo], str]:
-        kept, note = super().nodes_in(recorded)
-        said = ""
-        if self.unclocked:
-            said = "DDP's gradient all-reduce has no rows: they need a host clock (timer='cpu')"
-        elif self.buckets.unavailable:
-            said = f"DDP's gradient all-reduce could not be timed with this torch ({self.buckets.unavailable}): no rows"
-        elif getattr(self.model, "_comm_hooks", None):
-            said = "DDP runs a comm hook of its own: its collectives are not timed"
-        if said:
-            note = f"{note}; {said}" if note else said
-        return kept + [info for name, info in self.rows.items() if name in recorded], note
-
     def swap(self, clock: Callable[[], int]) -> None:
         """The reducer's all-reduces timed with ``clock`` from now until :meth:`give_back`."""
         if not self.swapped:

@@ -46,6 +46,28 @@ class DDPRows:
     model: nn.Module
     rows: dict[str, NodeInfo]
     layers: list[tuple[int, list[str]]] | None
+    buckets: TimedBuckets
+    #: a timed run had a timer other than a host clock: no rows, said in the note
+    unclocked: bool
+
+    @property
+    def nodes(self) -> list[NodeInfo]:
+        return super().nodes + list(self.rows.values())  # type: ignore[misc]
+
+    def nodes_in(self, recorded: set[str]) -> tuple[list[NodeInfo], str]:
+        kept, note = super().nodes_in(recorded)  # type: ignore[misc]
+        said = ""
+        if self.unclocked:
+            said = ("DDP's gradient all-reduce has no rows: they need a host clock (timer='cpu'); its time is in the "
+                    "run's time outside every node")
+        elif self.buckets.unavailable:
+            said = f"DDP's gradient all-reduce could not be timed with this torch ({self.buckets.unavailable}): no rows"
+        elif getattr(self.model, "_comm_hooks", None):
+            said = ("DDP runs a comm hook of its own: its collectives are not timed (their time is in the run's time "
+                    "outside every node)")
+        if said:
+            note = f"{note}; {said}" if note else said
+        return kept + [info for name, info in self.rows.items() if name in recorded], note
 
     def add_rows(self, recorder: Recorder, taken: list[tuple[int, int, int, int]], backward_end: int) -> None:
         """Each bucket's issue, and the wait after ``backward_end`` (the last backward graph's end)."""
@@ -94,25 +116,6 @@ class DDPTrainingCapture(DDPRows, TrainingCapture):
         self.timing = False
         #: a timed run had a timer other than a host clock: no rows, said in the note
         self.unclocked = False
-
-    @property
-    def nodes(self) -> list[NodeInfo]:
-        return super().nodes + list(self.rows.values())
-
-    def nodes_in(self, recorded: set[str]) -> tuple[list[NodeInfo], str]:
-        kept, note = super().nodes_in(recorded)
-        said = ""
-        if self.unclocked:
-            said = ("DDP's gradient all-reduce has no rows: they need a host clock (timer='cpu'); its time is in the "
-                    "run's time outside every node")
-        elif self.buckets.unavailable:
-            said = f"DDP's gradient all-reduce could not be timed with this torch ({self.buckets.unavailable}): no rows"
-        elif getattr(self.model, "_comm_hooks", None):
-            said = ("DDP runs a comm hook of its own: its collectives are not timed (their time is in the run's time "
-                    "outside every node)")
-        if said:
-            note = f"{note}; {said}" if note else said
-        return kept + [info for name, info in self.rows.items() if name in recorded], note
 
     def backward(self, loss: Any, recorder: Recorder | None) -> None:
         """The backward with DDP's all-reduces timed (the reducer's group swapped for the backward

@@ -28,7 +28,6 @@ class _Cycle:
         self.run_modes: list[tuple] = []  # the numerics each timed run had (see _numerics)
         self.eager_calls = 0  # eval / no-grad forwards of a backward=True session, run eagerly
         self.run_graphs: list[tuple[int, int]] = []  # backward=True: (forward, backward) graph executions per run
-        self.lost: dict[int, float] = {}  # per run: what its forward(s) lost to other processes (fxprof.core.contention)
         #: the memory of the warm-up steps before it: (per-node records, meta) (fxprof.measure.session.memory)
         self.memory: tuple[dict[str, dict[str, Any]], dict[str, Any]] = ({}, {})
 

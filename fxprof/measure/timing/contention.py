@@ -154,8 +154,8 @@ class ContentionMeter:
     """Measures, around each call of :meth:`around`, the milliseconds the calling thread's run
     lost to other processes (:func:`lost_between`); :attr:`lost_ms` keeps one value per measured
     call (in order), and the load average and usable cores are read at the start and at
-    :meth:`describe`. :attr:`windows` keeps each measured call's start and end
-    (``time.perf_counter_ns``) beside what it was charged, for checking the meter against a
+    :meth:`describe`. :attr:`windows`, where a harness sets it to a list, keeps each measured call's start and
+    end (``time.perf_counter_ns``) beside what it was charged, for checking the meter against a
     ground truth (tests/benchmarks/contention_truth.py).
 
     ``source`` is ``"schedstat"`` (per-thread CPU time and run-queue waits from the kernel),
@@ -173,8 +173,9 @@ class ContentionMeter:
         self.own_lost_ms: list[float] = []
         #: (start ns, end ns, lost ms, ``id`` of the list the value went to; 0 for :meth:`lost_since`,
         #: -1 for a recorder's run read by a :class:`RunWatch`; the calling thread's ms off the CPU)
-        #: of every measured call, in order
-        self.windows: list[tuple[int, int, float, int, float]] = []
+        #: of every measured call, in order; None (the default): not kept, a harness that holds the
+        #: meter against a ground truth sets a list (a long session would otherwise grow it every run)
+        self.windows: list[tuple[int, int, float, int, float]] | None = None
         self._window: Snapshot | None = None
 
     # ------------------------------------------------------------------ one measurement
@@ -229,7 +230,8 @@ class ContentionMeter:
             lost = min(lost, own)  # a wait before the call began is not its
             target = self.lost_ms if into is None else into
             target.append(lost)
-            self.windows.append((t1, after[0], lost, id(target), off))
+            if self.windows is not None:
+                self.windows.append((t1, after[0], lost, id(target), off))
 
     def mark(self) -> Snapshot:
         """Where a call that is not a callable here begins (a forward pre-hook): give it to
@@ -240,7 +242,8 @@ class ContentionMeter:
         """What the run since :meth:`mark` lost to other processes (ms), at most the time since."""
         after = self._snapshot(end=True)
         lost = min(self._lost(mark, after), (after[0] - mark[0]) / 1e6)
-        self.windows.append((mark[0], after[0], lost, 0, _off_ms(mark, after)))
+        if self.windows is not None:
+            self.windows.append((mark[0], after[0], lost, 0, _off_ms(mark, after)))
         return lost
 
     def rescan(self) -> None:
@@ -311,8 +314,15 @@ class RunWatch:
         lost = min(self.meter._lost(before, after), (after[0] - before[0]) / 1e6)
         key = (id(recording), run)
         self._lost[key] = self._lost.get(key, 0.0) + lost
-        self.meter.windows.append((before[0], after[0], lost, -1, _off_ms(before, after)))
+        if self.meter.windows is not None:
+            self.meter.windows.append((before[0], after[0], lost, -1, _off_ms(before, after)))
 
     def lost_of(self, recording: Any) -> list[float]:
-        """What each run of ``recording`` lost (ms), in run order; 0 for a run not watched."""
-        return [self._lost.get((id(recording), i), 0.0) for i in range(recording.runs)]
+        """What each run of ``recording`` lost (ms), in run order, 0 for a run not watched; the
+        recording is no longer watched after (a session's watch would keep every cycle's alive)."""
+        key = id(recording)
+        found = [self._lost.pop((key, i), 0.0) for i in range(recording.runs)]
+        self._tracked.pop(key, None)
+        for k in [k for k in self._lost if k[0] == key]:
+            del self._lost[k]
+        return found

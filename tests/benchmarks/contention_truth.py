@@ -163,9 +163,9 @@ def _labelled(meters: list[Any], label_of: Any) -> dict[str, list[tuple[int, int
     return out
 
 
-def run_eager(iters: int) -> dict[str, list]:
+def run_eager(iters: int, batch: int = 32) -> dict[str, list]:
     torch.manual_seed(0)
-    model, x = Mlp().eval(), torch.randn(32, 256)
+    model, x = Mlp().eval(), torch.randn(batch, 256)
     with collected_meters() as meters:
         fxprof.profile(model, x, warmup=3, iters=iters, peaks=None)
     return _labelled(meters, lambda m, tag: "runs" if tag == -1 else "own runs")

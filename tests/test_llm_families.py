@@ -84,6 +84,48 @@ def test_generate_states_the_kv_rule_and_puts_every_decode_node_in_a_group(name)
     shares = gen.shares()
     assert shares["decode_pct"].get("other", 0.0) < 10.0, shares
     assert shares.loc["mlp", "decode_pct"] > 0 and shares.loc["attention", "decode_pct"] > 0, shares
+    # layers numbered by the decoder's own stack: every layer once, nothing else called a layer
+    assert gen.meta["layer_stack"] == STACKS[name]
+    layers = {f"layer {i}" for i in range(model.config.num_hidden_layers)}
+    assert set(gen.layer_table("decode").index) == layers | {"outside layers"}
+    assert set(gen.layers.index) == layers
+
+
+STACKS = {"falcon-multi-query": "transformer.h", "gemma2-mixed": "model.layers", "opt-fc1-fc2": "model.decoder.layers"}
+
+
+def test_layers_are_numbered_by_the_decoders_own_stack_not_the_first_index_of_a_path():
+    """A stack under a name no rule knows (``trunk.stages``), each layer holding an expert list as
+    long as the stack: the stack is the list the config counts that holds the most weights, and a
+    path's expert index never reads as a layer."""
+    from types import SimpleNamespace
+
+    from torch import nn
+
+    from fxprof.core.generation import group_of, layer_of
+    from fxprof.measure.passes.decoder import decoder_stack
+
+    class Layer(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.experts = nn.ModuleList(nn.Linear(8, 8) for _ in range(3))
+            self.mix = nn.Linear(8, 8)
+
+    class Model(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.config = SimpleNamespace(num_hidden_layers=3)
+            self.trunk = nn.Module()
+            self.trunk.stages = nn.ModuleList(Layer() for _ in range(3))
+            self.head = nn.Linear(8, 8)
+
+    stack = decoder_stack(Model())
+    assert stack == "trunk.stages"
+    assert layer_of("trunk.stages.2.experts.1", stack) == "layer 2"
+    assert layer_of("trunk.stages.1", stack) == "layer 1" and group_of("trunk.stages.1", stack) == "residual"
+    assert layer_of("trunk.stages.2.experts.1") == "outside layers"  # the old rule: no name it knows
+    assert layer_of("head", stack) == "outside layers" and group_of("trunk", stack) == "plumbing"
+    assert decoder_stack(nn.Linear(2, 2)) is None
 
 
 def test_an_encoder_decoder_is_refused_in_one_line():

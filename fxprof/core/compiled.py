@@ -19,7 +19,7 @@ from typing import Iterable, Mapping, Sequence
 from .names import input_name, weight_name
 from .nodes import NodeInfo
 
-__all__ = ["own_run_ms", "quiet_own_run_ms", "Kernel", "Span", "common_scope", "readable_names", "charge_spans", "kernel_nodes", "extern_op", "extern_own_nodes",
+__all__ = ["own_run_ms", "quiet_own_run_ms", "Kernel", "Span", "common_scope", "readable_names", "charge_spans", "kernel_nodes", "adopt_replaced", "extern_op", "extern_own_nodes",
            "strip_graph_prefix", "unmatched_nodes", "short_kernel_name", "UNMATCHED"]
 
 #: the ``op`` of a generated kernel's row and of an extern call's (``mm``, convolution...)
@@ -42,6 +42,9 @@ class Kernel:
         range_name: the profiler name of a generated kernel (``graph_0_cpp_fused_add_relu_0``,
             or the Triton kernel's name); "" for an extern call.
         origins: the dynamo graph's nodes the kernel computes (raw names, graph order).
+        inputs: for an extern call whose own op has no dynamo node (a pattern replacement made
+            it: eager attention's matmul-softmax-matmul turned into SDPA), the dynamo nodes of
+            the inputs inductor lowered into it; () otherwise (:func:`adopt_replaced`).
     """
 
     graph: str
@@ -49,6 +52,7 @@ class Kernel:
     generated: bool
     range_name: str
     origins: tuple[str, ...]
+    inputs: tuple[str, ...] = ()
 
     @property
     def base(self) -> str:
@@ -98,12 +102,15 @@ def quiet_own_run_ms(meta: Mapping[str, object]) -> tuple[float | None, int]:
 
 def extern_op(base: str) -> str:
     """The op an extern call runs, as the profiler's event ends: ``extern_kernels.addmm`` ->
-    ``addmm``, ``torch.ops.mkldnn._convolution_pointwise.default`` -> ``_convolution_pointwise``."""
+    ``addmm``, ``torch.ops.mkldnn._convolution_pointwise.default`` -> ``_convolution_pointwise``,
+    ``torch.ops.aten.sort.stable`` -> ``sort`` (any overload's name)."""
     name = base
     for prefix in ("extern_kernels.", "torch.ops."):
         if name.startswith(prefix):
             name = name[len(prefix):]
     parts = name.split(".")
+    if base.startswith("torch.ops.") and len(parts) >= 3:  # NS.OP.OVERLOAD: any overload (sort.stable, add.Tensor)
+        return parts[1]
     if len(parts) > 1 and parts[-1] in ("default", "Tensor", "Scalar", "out", "int", "self"):
         parts = parts[:-1]
     return parts[-1]
@@ -142,50 +149,97 @@ def charge_spans(kernels: Sequence[Kernel], spans: Iterable[Span]) -> tuple[list
     identical layers and calls it once per layer (each call site its own provenance key, in
     call order), so the k-th call of ``cpp_fused_add_native_layer_norm_6`` in a call of the
     graph is the k-th call site of that kernel in the graph's code (calls beyond the last site
-    go to the last). An extern call is known by its op, in call order likewise (the k-th
-    ``aten::addmm`` of a call is the k-th ``extern_kernels.addmm`` of the graph's code). Both
-    are counted per call of the graph. Spans named ``fxprof::...`` (graph breaks and overhead,
+    go to the last). Those calls fix where in the code each moment of the call is; an extern
+    call is matched by its op, in order, among the extern calls of the code between the
+    generated kernels that ran before and after it (the k-th ``aten::addmm`` there is the k-th
+    ``extern_kernels.addmm`` there), so an op never takes an extern call of a later layer.
+    An extern call with no event of its own (a custom op such as transformers' experts'
+    ``grouped_mm_fallback``, whose Python body runs ``aten::mm`` per expert) is charged the op
+    events left over in its stretch, as one span from the first to the last. Both are counted
+    per call of the graph. Spans named ``fxprof::...`` (graph breaks and overhead,
     :mod:`fxprof.core.breaks`) are neither.
     """
     by_graph: dict[str, list[Kernel]] = {}
     for k in kernels:
         by_graph.setdefault(k.graph, []).append(k)
-    generated: dict[str, dict[str, list[Kernel]]] = {}  # graph -> kernel name -> its call sites, in call order
+    generated: dict[str, dict[str, list[int]]] = {}  # graph -> kernel name -> its call sites' positions, in call order
     for g, ks in by_graph.items():
-        for k in ks:
+        for i, k in enumerate(ks):
             if k.generated:
-                generated.setdefault(g, {}).setdefault(strip_graph_prefix(k.range_name or k.base), []).append(k)
-    externs = {g: [k for k in ks if not k.generated] for g, ks in by_graph.items()}
+                generated.setdefault(g, {}).setdefault(strip_graph_prefix(k.range_name or k.base), []).append(i)
+    calls: dict[tuple[str, int, int], list[Span]] = {}
+    for span in sorted(spans, key=lambda s: (s.run, s.call, s.start_ms)):
+        if not span.name.startswith("fxprof::"):  # the time outside the kernels (fxprof.core.breaks): no kernel's
+            calls.setdefault((span.graph, span.run, span.call), []).append(span)
     charged: list[tuple[str, Span]] = []
     unmatched: list[Span] = []
-    cursor: dict[tuple[str, int, int], int] = {}  # (graph, run, call) -> next extern to match
-    seen: dict[tuple[str, int, int, str], int] = {}  # (graph, run, call, kernel name) -> calls of it so far
-    for span in sorted(spans, key=lambda s: (s.run, s.call, s.start_ms)):
-        if span.name.startswith("fxprof::"):  # the time outside the kernels (fxprof.core.breaks): no kernel's
-            continue
-        name = strip_graph_prefix(span.name)
-        sites = generated.get(span.graph, {}).get(name)
-        kernel = None
-        if sites:
-            where_name = (span.graph, span.run, span.call, name)
-            nth = seen.get(where_name, 0)
-            seen[where_name] = nth + 1
-            kernel = sites[min(nth, len(sites) - 1)]
-        if kernel is None:
-            op = span.name.split("::")[-1]
-            queue = externs.get(span.graph, [])
-            where = (span.graph, span.run, span.call)
-            for i in range(cursor.get(where, 0), len(queue)):
-                if extern_op(queue[i].base) == op:
-                    kernel, cursor[where] = queue[i], i + 1
-                    break
-        if kernel is None:
-            unmatched.append(span)
-        else:
-            charged.append((kernel.graph + "|" + kernel.key, span))
+    for (graph, _, _), items in calls.items():
+        ks = by_graph.get(graph, [])
+        sites, seen = generated.get(graph, {}), {}
+        at: list[int | None] = []  # each span's generated call site, None for the rest
+        for span in items:
+            name = strip_graph_prefix(span.name)
+            where = sites.get(name)
+            if where:
+                nth = seen.get(name, 0)
+                seen[name] = nth + 1
+                at.append(where[min(nth, len(where) - 1)])
+            else:
+                at.append(None)
+        lo, i = -1, 0
+        while i < len(items):
+            if at[i] is not None:
+                charged.append((graph + "|" + ks[at[i]].key, items[i]))
+                lo = max(lo, at[i])
+                i += 1
+                continue
+            j = i
+            while j < len(items) and at[j] is None:
+                j += 1
+            after = at[j] if j < len(items) else None
+            hi = after if after is not None and after > lo else len(ks)  # a kernel past its last site: the rest of the code
+            _charge_stretch(graph, ks, [k for k in range(lo + 1, hi) if not ks[k].generated], items[i:j], charged, unmatched)
+            i = j
     if unmatched:
         charged, unmatched = _charge_replayed(by_graph, charged, unmatched)
     return charged, unmatched
+
+
+def _charge_stretch(graph: str, ks: Sequence[Kernel], externs: list[int], spans: list[Span],
+                    charged: list[tuple[str, Span]], unmatched: list[Span]) -> None:
+    """The spans between two generated kernels' calls, to the extern calls of the code between
+    them (``externs``: positions in ``ks``): by op in order, then the op events left over to an
+    extern call that had no event of its own, merged into one span per run of them."""
+    cursor, matched = 0, set()
+    left: list[tuple[Span, int]] = []  # a span no extern's op matched, and the last extern matched before it
+    for span in spans:
+        op = span.name.split("::")[-1]
+        hit = next((n for n in range(cursor, len(externs)) if extern_op(ks[externs[n]].base) == op), None)
+        if hit is None:
+            left.append((span, cursor - 1))
+            continue
+        cursor = hit + 1
+        matched.add(hit)
+        charged.append((graph + "|" + ks[externs[hit]].key, span))
+    silent = [n for n in range(len(externs)) if n not in matched]
+    owner_of: dict[int, Span] = {}  # the silent extern of the run being merged -> its span so far
+    current: int | None = None
+    for span, before in left:
+        if not silent or not _OP_EVENT.match(span.name):  # a library kernel with no op (_charge_replayed) or no owner
+            unmatched.append(span)
+            continue
+        owner = next((n for n in silent if n > before), silent[-1])
+        if owner == current:
+            first = owner_of[owner]
+            owner_of[owner] = dataclasses.replace(first, duration_ms=max(first.duration_ms,
+                                                                         span.start_ms + span.duration_ms - first.start_ms))
+            continue
+        if current is not None:
+            charged.append((graph + "|" + ks[externs[current]].key, owner_of.pop(current)))
+        current = owner
+        owner_of[owner] = dataclasses.replace(span, name=extern_op(ks[externs[owner]].base))
+    if current is not None:
+        charged.append((graph + "|" + ks[externs[current]].key, owner_of.pop(current)))
 
 
 #: a profiler event of an op (``aten::copy_``, ``mkldnn::_convolution_pointwise``), not a device kernel
@@ -293,6 +347,48 @@ def readable_names(nodes: Sequence[NodeInfo], module_kinds: Mapping[str, str] | 
     return out
 
 
+def adopt_replaced(kernels: Sequence[Kernel], nodes: Mapping[str, Mapping[str, NodeInfo]]) -> list[Kernel]:
+    """Extern calls a pattern replacement made, given the dynamo nodes they replaced.
+
+    Inductor's joint-graph patterns turn eager attention (``matmul``, scale, ``softmax``,
+    ``matmul``) into one SDPA call whose node has no dynamo origin: its row had no layer, a raw
+    op name and no FLOPs, and the replaced nodes were on no row (compiled FLOPs 2-3% short on
+    transformers with eager attention). An extern call with no origins but with ``inputs`` (the
+    dynamo nodes of what it reads) takes the nodes after its inputs, in graph order, that no
+    kernel computes and that lie in its inputs' module, up to the next node a kernel computes:
+    the chain it replaced, so its row gets their module, their FLOPs and their names."""
+    out = list(kernels)
+    held: dict[str, set[str]] = {}
+    for k in kernels:
+        held.setdefault(k.graph, set()).update(k.origins)
+    for i, k in enumerate(out):
+        if k.generated or k.origins or not k.inputs:
+            continue
+        graph_nodes = nodes.get(k.graph, {})
+        names = list(graph_nodes)
+        order = {n: j for j, n in enumerate(names)}
+        ins = [o for o in k.inputs if o in order]
+        if not ins:
+            continue
+        scope = common_scope(sorted({graph_nodes[o].scope for o in ins}))
+        taken = held.setdefault(k.graph, set())
+        adopted: list[str] = []
+        for name in names[max(order[o] for o in ins) + 1:]:
+            info = graph_nodes[name]
+            if info.op in ("placeholder", "output", "get_attr"):
+                continue
+            inside = not scope or info.scope == scope or info.scope.startswith(scope + ".")
+            if name in taken or not inside:
+                if adopted:
+                    break  # the chain ended: a node a kernel computes, or another module's
+                continue
+            adopted.append(name)
+        if adopted:
+            taken.update(adopted)
+            out[i] = dataclasses.replace(k, origins=tuple(adopted))
+    return out
+
+
 def kernel_nodes(
     kernels: Sequence[Kernel],
     origins: Mapping[str, Mapping[str, NodeInfo]],
@@ -336,7 +432,7 @@ def kernel_nodes(
             base = readable[0]
         else:
             base = "_".join(p for p in (scope.replace(".", "_"), "_".join(kinds[:3]) + ("_etc" if len(kinds) > 3 else "")) if p)
-            base = base or strip_graph_prefix(k.range_name or k.base)
+            base = base or (strip_graph_prefix(k.range_name or k.base) if k.generated else extern_op(k.base))
         name = base if base not in used else _unique(base, taken)
         while name in used:
             name = _unique(base, taken)

@@ -53,25 +53,42 @@ _LAYER = re.compile(r"(?:^|\.)(?:layers|h|blocks|layer)\.(\d+)(?:\.|$)")
 FORMAT = ("fxprof-generation", 1)
 
 
-def group_of(scope: str) -> str:
+def _in_layer(path: str, stack: str | None) -> tuple[int, bool] | None:
+    """``(index, the layer itself)`` when ``path`` lies in a decoder layer: under ``stack`` (the
+    decoder's own ``ModuleList`` path, ``model.layers``) when it is known, else the first
+    ``layers.N`` / ``h.N`` / ``blocks.N`` / ``layer.N`` of the path."""
+    if stack:
+        if not path.startswith(stack + "."):
+            return None
+        head, _, rest = path[len(stack) + 1:].partition(".")
+        return (int(head), not rest) if head.isdigit() else None
+    found = _LAYER.search(path)
+    return (int(found.group(1)), found.end() == len(path)) if found else None
+
+
+def group_of(scope: str, stack: str | None = None) -> str:
     """``attention``, ``mlp``, ``norm``, ``lm_head``, ``embedding`` for a module path that names
     one; else ``residual`` for a decoder layer's own ops between its blocks (residual adds,
     dropouts), ``plumbing`` for the model's ops outside every layer (attention masks, positions,
-    the cache's bookkeeping), ``other`` for anything else."""
+    the cache's bookkeeping), ``other`` for anything else. ``stack``: as for :func:`layer_of`."""
     scope = str(scope or "")
     for name, pattern in GROUPS:
         if pattern.search(scope):
             return name
-    found = _LAYER.search(scope)
+    found = _in_layer(scope, stack)
     if found is not None:
-        return "residual" if found.end() == len(scope) else "other"
+        return "residual" if found[1] else "other"
     return "plumbing"
 
 
-def layer_of(path: str) -> str:
-    """``layer 3`` for ``model.layers.3.mlp`` (or ``h.3``, ``blocks.3``); ``outside layers`` otherwise."""
-    found = _LAYER.search(str(path or ""))
-    return f"layer {int(found.group(1))}" if found else "outside layers"
+def layer_of(path: str, stack: str | None = None) -> str:
+    """``layer 3`` for ``model.layers.3.mlp``; ``outside layers`` otherwise. ``stack`` is the path
+    of the decoder's own stack of layers (``meta["layer_stack"]``, found on the model by
+    :func:`fxprof.measure.passes.kv_cache.decoder_stack`): layers are numbered by it alone, so
+    an expert list or a block list inside a layer never reads as a layer. Without it (files
+    written before), the first ``layers.N`` / ``h.N`` / ``blocks.N`` / ``layer.N`` of the path."""
+    found = _in_layer(str(path or ""), stack)
+    return f"layer {found[0]}" if found else "outside layers"
 
 
 @dataclass
@@ -117,7 +134,9 @@ class Generation:
             return pd.DataFrame(columns=["scope", "median_ms", "group", "layer"])
         table = prof.df
         table = table[table["op"] != "placeholder"]
-        return table.assign(group=table["scope"].map(group_of), layer=table["scope"].map(layer_of))
+        stack = self.meta.get("layer_stack") or None
+        return table.assign(group=table["scope"].map(lambda s: group_of(s, stack)),
+                            layer=table["scope"].map(lambda s: layer_of(s, stack)))
 
     def shares(self) -> pd.DataFrame:
         """Per group (attention, mlp, norm, residual, lm_head, embedding, plumbing, other: :func:`group_of`), each phase's summed node

@@ -17,7 +17,7 @@ from torch import fx, nn
 from ...core.nodes import NodeInfo
 from ...errors import TraceError
 from ...vocab import COMPILE_MODES
-from .flops import graph_flops
+from .flops import custom_ops, graph_flops
 from .reuse import cache_entries
 from ..capture.dynamo import _Resolver, frame_module_paths
 from .breaks import break_site, recompile_reason, reported_site
@@ -245,6 +245,8 @@ class CompiledSession:
         self.flops: dict[str, dict[str, int | None]] = {}
         #: per graph whose FLOPs could not be counted: why (its rows' flops are unknown, not 0)
         self.flops_missing: dict[str, str] = {}
+        #: per graph: the custom ops it calls, which no FLOP count sees (name -> calls)
+        self.custom_ops: dict[str, dict[str, int]] = {}
         self.order: list[str] = []
         #: per graph: the module path whose ``forward`` dynamo was compiling (its frame's ``self``)
         self.frame_scope: dict[str, str] = {}
@@ -271,6 +273,7 @@ class CompiledSession:
         if site is not None:
             self.breaks[graph] = site
         self.flops[graph], why = graph_flops(gm, example_inputs)
+        self.custom_ops[graph] = custom_ops(gm)
         if why:
             self.flops_missing[graph] = why
         return self.backend(gm, example_inputs)

@@ -21,7 +21,7 @@ from torch import fx
 from ...core.compiled import Kernel
 from ...core.nodes import NodeInfo
 
-__all__ = ["graph_flops", "kernel_flops", "missing_flops_notes"]
+__all__ = ["graph_flops", "kernel_flops", "missing_flops_notes", "custom_ops", "custom_op_note"]
 
 
 class _FlopInterpreter(fx.Interpreter):
@@ -57,6 +57,27 @@ def graph_flops(gm: fx.GraphModule, example_inputs: list) -> tuple[dict[str, int
     except Exception as e:  # the count is a side view: its failure is reported, never the profile's
         text = str(e).strip().splitlines()[0] if str(e).strip() else ""
         return {}, f"{type(e).__name__}: {text}"[:200]
+
+
+#: op namespaces whose ops FlopCounterMode knows (a formula, or none needed) or decomposes
+_KNOWN_NAMESPACES = ("aten", "prims", "higher_order", "_c10d_functional", "c10d_functional", "profiler", "inductor")
+
+
+def custom_ops(gm: fx.GraphModule) -> dict[str, int]:
+    """The custom ops a dynamo graph calls (``transformers::grouped_mm_fallback``, the experts'
+    matmuls of transformers' mixtures of experts), with their calls: FlopCounterMode has no
+    formula for them and does not look inside, so their arithmetic is in no count, eager or
+    compiled."""
+    found: dict[str, int] = {}
+    for n in gm.graph.nodes:
+        if n.op != "call_function":
+            continue
+        name = getattr(n.target, "name", None)
+        text = name() if callable(name) else str(getattr(n.target, "_qualified_op_name", "") or "")
+        if "::" in text and text.split("::")[0] not in _KNOWN_NAMESPACES:
+            text = text.split(".")[0]
+            found[text] = found.get(text, 0) + 1
+    return found
 
 
 def kernel_flops(kernels: list[Kernel], rows: list[NodeInfo], flops: Mapping[str, Mapping[str, int | None]]
@@ -108,3 +129,17 @@ def missing_flops_notes(flops: Mapping[str, Mapping[str, int | None]], failed: M
         notes.append(f"{total:,} FLOPs of compiled graph {graph} are on no row: inductor's provenance ties node(s) "
                      f"{', '.join(names[:6])}{' ...' if len(names) > 6 else ''} to no kernel")
     return notes
+
+
+def custom_op_note(ops: Mapping[str, Mapping[str, int]]) -> list[str]:
+    """The header's note for custom ops no FLOP count sees (:func:`custom_ops`, per graph)."""
+    total: dict[str, int] = {}
+    for per_graph in ops.values():
+        for name, calls in per_graph.items():
+            total[name] = total.get(name, 0) + calls
+    if not total:
+        return []
+    listed = ", ".join(f"{name} ({calls}x)" for name, calls in sorted(total.items()))
+    return [f"FLOPs leave out custom op(s) {listed}: FlopCounterMode has no formula for them and does not count inside "
+            f"them (a mixture of experts' matmuls run there), so neither fxprof's nor FlopCounterMode's count holds "
+            f"their arithmetic"]

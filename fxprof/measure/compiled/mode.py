@@ -40,12 +40,12 @@ import pandas as pd
 import torch
 from torch import nn
 
-from ...core.compiled import Kernel, Span, charge_spans, extern_own_nodes, kernel_nodes, readable_names, strip_graph_prefix, unmatched_nodes
+from ...core.compiled import Kernel, Span, adopt_replaced, charge_spans, extern_own_nodes, kernel_nodes, readable_names, strip_graph_prefix, unmatched_nodes
 from ...core.profile import Profile
 from ...errors import TraceError
 from ...vocab import COMPILE_MODES
 from ..device.bridge import Event, profiler_running
-from .flops import kernel_flops, missing_flops_notes
+from .flops import custom_op_note, kernel_flops, missing_flops_notes
 from .memory import memory_devices, record_memory_run, with_memory
 from .reuse import kept_session, remember, reuse_note, settle_first_call
 from .spans import CALL_RANGE as _CALL, KERNEL_COST, RUN_RANGE, spans_from_events
@@ -65,6 +65,16 @@ if TYPE_CHECKING:
 __all__ = ["is_compiled", "compile_options", "profile_compiled", "CompiledSession", "spans_from_events",
            "COMPILE_MODES", "describe_meta", "profile_compiled_model"]
 
+def _pre(post: Any, post_to_pre: dict[str, Any]) -> list[str]:
+    """The dynamo nodes of post-grad nodes ``post``, each once, in order."""
+    pre: list[str] = []
+    for p in post:
+        for q in post_to_pre.get(p, []):
+            if q not in pre:
+                pre.append(q)
+    return pre
+
+
 def _kernels(graph: str, code: str, provenance: dict[str, Any]) -> list[Kernel]:
     """The kernels of one compiled graph, in call order, with their dynamo origins."""
     ranges = {strip_graph_prefix(name): name for name in _RECORD.findall(code)}
@@ -76,13 +86,12 @@ def _kernels(graph: str, code: str, provenance: dict[str, Any]) -> list[Kernel]:
         generated = not (base.startswith("extern_kernels.") or base.startswith("torch.ops.") or "." in base)
         if not generated:  # one library op: not the producers inductor lowered into its input
             post = extern_own_nodes(base, post)
-        pre: list[str] = []
-        for p in post:
-            for q in post_to_pre.get(p, []):
-                if q not in pre:
-                    pre.append(q)
+        pre = _pre(post, post_to_pre)
+        # an extern op a pattern made (SDPA from eager attention) has no dynamo node: its inputs' nodes
+        # let adopt_replaced find the ones it replaced
+        inputs = tuple(_pre(kernel_to_post[key], post_to_pre)) if not generated and not pre else ()
         out.append(Kernel(graph=graph, key=key, generated=generated, range_name=ranges.get(base, base if generated else ""),
-                          origins=tuple(pre)))
+                          origins=tuple(pre), inputs=inputs))
     out.sort(key=lambda k: int(k.key.rsplit(":", 1)[1]) if re.search(r":\d+$", k.key) else 0)
     return out
 
@@ -204,6 +213,7 @@ def profile_from_events(root: nn.Module, session: "CompiledSession", caught: _Tr
             f"profile the eager graphs with capture='dynamo'"
         )
     kernels = [k for g in session.order for k in _kernels(g, caught.code.get(g, ""), caught.provenance.get(g, {}))]
+    kernels = adopt_replaced(kernels, session.nodes)
     if not kernels:
         raise TraceError(
             "inductor reported no kernels for this model's compiled graphs (its provenance tracking gave "
@@ -288,7 +298,7 @@ def _build(root: nn.Module, session: CompiledSession, kernels: list[Kernel], spa
                 k.range_name.startswith("triton") for k in kernels) else "torch.profiler: CUPTI device kernels",
         },
     )
-    flops_notes = missing_flops_notes(session.flops, session.flops_missing, kernels, rows, lost)
+    flops_notes = missing_flops_notes(session.flops, session.flops_missing, kernels, rows, lost) + custom_op_note(session.custom_ops)
     if flops_notes:
         meta.setdefault("notes", []).extend(flops_notes)
     if unmatched:

@@ -39,6 +39,7 @@ from .core.generation import PER_TOKEN_COLUMNS, Generation, layer_of
 from .core.roofline import Peaks, parse_peaks
 from .measure.compiled.compiling import compiled_forward, is_compiled
 from .measure.compiled.mode import room_to_compile
+from .errors import FxprofError
 from .measure.compiled.progress import compile_progress
 from .measure.session.session import session
 from .measure.passes.decoder import decoder_stack
@@ -55,6 +56,20 @@ COMPILED_MODULE = ("the model is torch.compile'd (an OptimizedModule), but its g
                    "the forward the way Hugging Face does, model.forward = torch.compile(model.forward) (with "
                    "cache_implementation='static' for one decode graph for all positions), and pass the model; or pass "
                    "model._orig_mod to profile the eager generation it runs")
+
+
+#: the model's own compiled forward ran its generate, fxprof's copy of that program did not
+_RECOMPILE_FAILED = ("fxprof compiles the model's forward again (its own copy, with kernel ranges and provenance on) and "
+                     "that copy failed in the warm-up generate ({error}), where {model}'s own compiled forward had just "
+                     "generated (seen with OPT, whose forward breaks the graph on Tensor.item(); the cause is not known). "
+                     "Nothing was timed and the model is as it was. Profile the eager forward (fxprof "
+                     "generate without --compile; fxprof.generate on the model without its compiled forward), or the "
+                     "compiled one per eager node with fxprof.session(model, capture='dynamo')")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0][:160]}" if text else type(exc).__name__
 
 
 def generate(model: nn.Module, input_ids: torch.Tensor, max_new_tokens: int = 16, *, peaks: Any = "auto",
@@ -155,6 +170,10 @@ def generate(model: nn.Module, input_ids: torch.Tensor, max_new_tokens: int = 16
             handle = model.register_forward_hook(count)
             try:
                 first = model.generate(input_ids, max_new_tokens=max_new_tokens, **generate_kwargs)
+            except Exception as exc:
+                if not own_steps or isinstance(exc, FxprofError):  # fxprof's own refusals say what they mean
+                    raise
+                raise RuntimeError(_RECOMPILE_FAILED.format(model=type(model).__name__, error=_first_line(exc))) from exc
             finally:
                 handle.remove()
             s.step()

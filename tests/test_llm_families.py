@@ -158,3 +158,26 @@ def test_a_streamer_is_fed_as_one_plain_generate_feeds_it():
     model.generate(ids, max_new_tokens=4, do_sample=False, streamer=plain)
     fxprof.generate(model, ids, max_new_tokens=4, peaks=None, streamer=profiled)
     assert (profiled.puts, profiled.ends) == (plain.puts, plain.ends) == (plain.puts, 1)
+
+
+@pytest.mark.slow
+def test_generate_of_a_compiled_opt_generates_or_says_that_fxprofs_copy_failed():
+    """Issue 58: ``fxprof generate --compile`` on OPT stopped with "too many values to unpack
+    (expected 3)" in the warm-up of fxprof's own compile of the forward, after the model's own
+    compiled generate had run. Either the profile is right (the tokens of plain greedy
+    generate), or the error says what failed and what to do, and the model is as it was."""
+    model = _build("opt-fc1-fc2")
+    ids = torch.randint(3, 300, (1, 8), generator=torch.Generator().manual_seed(0))
+    plain = model.generate(ids, max_new_tokens=3, do_sample=False)
+    model.forward = torch.compile(model.forward)
+    forward = model.forward
+    try:
+        gen = fxprof.generate(model, ids, max_new_tokens=3, peaks=None, cache_implementation="static")
+    except RuntimeError as exc:
+        text = str(exc)
+        assert "fxprof compiles the model's forward again" in text and "OPTForCausalLM's own compiled forward" in text
+        assert "without --compile" in text and "\n" not in text
+    else:
+        assert torch.equal(gen.tokens, plain)
+    assert model.forward is forward
+    assert torch.equal(model.generate(ids, max_new_tokens=3, do_sample=False, cache_implementation="static"), plain)

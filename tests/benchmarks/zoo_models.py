@@ -246,6 +246,25 @@ def _mixtral() -> tuple:
     return T.MixtralModel(cfg).eval(), (_ids(cfg.vocab_size),), {"use_cache": False}
 
 
+def _qwen2_moe() -> tuple:
+    import transformers as T
+
+    _seed()
+    cfg = T.Qwen2MoeConfig(vocab_size=2000, hidden_size=128, intermediate_size=256, moe_intermediate_size=64,
+                           shared_expert_intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                           num_key_value_heads=2, num_experts=4, num_experts_per_tok=2, max_position_embeddings=128)
+    return T.Qwen2MoeModel(cfg).eval(), (_ids(cfg.vocab_size),), {"use_cache": False}
+
+
+def _albert() -> tuple:
+    import transformers as T
+
+    _seed()
+    cfg = T.AlbertConfig(vocab_size=2000, embedding_size=64, hidden_size=128, num_hidden_layers=3, num_attention_heads=4,
+                         intermediate_size=256, max_position_embeddings=128)
+    return T.AlbertModel(cfg, add_pooling_layer=False).eval(), (_ids(cfg.vocab_size),), {}
+
+
 def _deit() -> tuple:
     import transformers as T
 
@@ -300,6 +319,9 @@ ZOO: dict[str, ZooModel] = {m.name: m for m in [
     ZooModel("hf_gpt_neox", "transformers", _gpt_neox, "decoder, 3 x 128, seq 32", _text_patterns(_gpt_neox)),
     ZooModel("hf_mixtral", "transformers", _mixtral, "mixture of experts, 2 x 128, 4 experts top-2, seq 32",
              _text_patterns(_mixtral)),
+    ZooModel("hf_qwen2_moe", "transformers", _qwen2_moe, "mixture of experts with a shared expert, 2 x 128, 4 experts top-2, seq 32",
+             _text_patterns(_qwen2_moe)),
+    ZooModel("hf_albert", "transformers", _albert, "one layer's weights shared by 3 layers, 128, seq 32", _text_patterns(_albert)),
     ZooModel("hf_deit", "transformers", _deit, "vision transformer, 3 x 128, image 64x64"),
     # DDP: driven by zoo.py under torchrun (gloo, 2 ranks), not built in-process
     ZooModel("ddp_resnet18", "ddp", _ddp_resnet18, "torchrun gloo, 2 ranks, 1x3x64x64"),

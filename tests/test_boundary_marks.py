@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 import torchvision
-from torch import fx, nn
+from torch import nn
 
 import fxprof
 from fxprof import ProfilingInterpreter
@@ -67,7 +67,7 @@ def test_the_plan_takes_one_mark_per_boundary_and_none_for_views():
     gm, interp = _interp(StandInEventTimer())
     x = torch.randn(8, 8)
     with torch.no_grad():
-        out = interp.run(x)
+        interp.run(x)
     source = interp._compiled.source
     assert source.count("mark()") == LAUNCHING + 1, source
     nodes = {n.name: n for n in gm.graph.nodes}

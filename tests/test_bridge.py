@@ -238,7 +238,7 @@ def test_the_flat_pass_touches_an_aten_op_twice_at_most():
 
 
 # ------------------------------------------------- the input copies (issue 40 6(c))
-from fxprof.measure.device.bridge import INPUT_COPIES_RANGE, attribute_events  # noqa: E402
+from fxprof.measure.device.bridge import INPUT_COPIES_RANGE  # noqa: E402
 
 
 @pytest.mark.parametrize("with_activity_type", [True, False])

@@ -267,9 +267,9 @@ def test_profiling_leaves_model_config_and_loggers_as_they_were(compiled_run, sm
     assert config.cpp.enable_kernel_profile == before["kernel_profile"]
     assert config.fx_graph_cache == before["fx_graph_cache"]
     assert sys.getrecursionlimit() == before["recursion_limit"]  # inductor raises it when it compiles
-    from fxprof.measure.compiled.mode import _TraceCatcher
+    from fxprof.measure.compiled.mode import TraceCatcher
 
-    assert not [h for h in logging.getLogger("torch.__trace").handlers if isinstance(h, _TraceCatcher)]
+    assert not [h for h in logging.getLogger("torch.__trace").handlers if isinstance(h, TraceCatcher)]
     for key, value in model.state_dict().items():
         assert torch.equal(value, before["state"][key]), key
     assert torch.equal(model(x), before["out"])
@@ -634,7 +634,7 @@ def test_a_session_holds_compiled_kernels_to_its_eager_steps_and_keeps_fxprofs_s
 
     from fxprof.measure.compiled import in_session
 
-    real = in_session._inductor_settings
+    real = in_session.inductor_settings
 
     @contextlib.contextmanager
     def slow():
@@ -643,7 +643,7 @@ def test_a_session_holds_compiled_kernels_to_its_eager_steps_and_keeps_fxprofs_s
             yield
         time.sleep(0.02)
 
-    monkeypatch.setattr(in_session, "_inductor_settings", slow)
+    monkeypatch.setattr(in_session, "inductor_settings", slow)
     x = small[1]
     model = Small().eval()
     model.load_state_dict(small[0].state_dict())

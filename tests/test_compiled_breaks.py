@@ -452,7 +452,7 @@ def test_the_yardstick_is_a_plain_loop_outside_the_profilers_cycles():
     run is now timed with no torch.profiler alive, half before the cycles and half after, and
     what each lost to other processes is kept beside it."""
     from fxprof.measure.compiled.runs import PLAIN_RUNS_MIN
-    from fxprof.measure.compiled.mode import _interleaved_runs
+    from fxprof.measure.compiled.mode import interleaved_runs
     from fxprof.measure.timing.contention import ContentionMeter
 
     log = []
@@ -462,7 +462,7 @@ def test_the_yardstick_is_a_plain_loop_outside_the_profilers_cycles():
         return torch.ones(2) + 1
 
     meter = ContentionMeter()
-    plain, events, after = _interleaved_runs(call, lambda: None, 4, (torch.ones(2),), {}, False, meter)
+    plain, events, after = interleaved_runs(call, lambda: None, 4, (torch.ones(2),), {}, False, meter)
     assert len(plain) == PLAIN_RUNS_MIN == len(meter.own_lost_ms) and after == []  # the CPU keeps both halves
     assert len(meter.lost_ms) == 4  # one per profiled run
     timed = [i for i, (what, on) in enumerate(log) if what == "timed"]

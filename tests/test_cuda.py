@@ -276,10 +276,10 @@ def test_every_device_is_timed():
 
 
 def test_devices_sort_by_index_not_as_strings():
-    from fxprof.measure.timing.timers import _index_key
+    from fxprof.measure.timing.timers import index_key
 
     devices = [torch.device("cuda", 10), torch.device("cuda", 2), torch.device("cuda", 0)]
-    assert [d.index for d in sorted(devices, key=_index_key)] == [0, 2, 10]
+    assert [d.index for d in sorted(devices, key=index_key)] == [0, 2, 10]
 
 
 def test_stream_switches_dropped_by_tracing_are_said():

@@ -14,7 +14,6 @@ import subprocess
 import sys
 import threading
 import time
-import warnings
 
 import pandas as pd
 import pytest

@@ -10,7 +10,6 @@ import warnings
 import pandas as pd
 import pytest
 import torch
-import torchvision
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 

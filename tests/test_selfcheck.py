@@ -6,7 +6,6 @@ import io
 import subprocess
 import sys
 
-import pytest
 import torch
 
 import fxprof

@@ -17,7 +17,6 @@ from torch import nn
 
 import fxprof
 from fxprof.core.signatures import session_runs
-from fxprof.measure.session.schedule import Schedule
 
 from conftest import FakeCostModel, Work
 

@@ -25,7 +25,7 @@ def compiled_line(compiled: Mapping[str, Any]) -> str:
            else f"compiled in {compiled.get('compile_s', float('nan')):.2f} s (not in any run)")
         + f"; {compiled.get('graphs', '?')} graph(s), {compiled.get('graph_breaks', '?')} graph break(s), "
         f"{compiled.get('recompiles', '?')} recompile(s); rows are its {compiled.get('kernels', '?')} kernels"
-        + (f", its graph breaks and overhead" if "breaks" in compiled else "")
+        + (", its graph breaks and overhead" if "breaks" in compiled else "")
     )
 
 

@@ -70,7 +70,7 @@ def _plain_loop(call: Any, sync: Any, runs: int, args: tuple, kwargs: dict, mete
         meter.around(timed, into=lost, warm=lambda: (call(), sync()))
 
 
-def _interleaved_runs(call: Any, sync: Any, iters: int, args: tuple, kwargs: dict, on_cuda: bool,
+def interleaved_runs(call: Any, sync: Any, iters: int, args: tuple, kwargs: dict, on_cuda: bool,
                       meter: ContentionMeter | None = None) -> tuple[list[float], list[Event], list[float]]:
     """The unprofiled runs and ``iters`` profiled cycles on ``torch.profiler``'s own schedule
     (wait 1, warm-up 1, active 1): the warm-up call lets the profiler start; while active,

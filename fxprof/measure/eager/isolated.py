@@ -91,9 +91,9 @@ class _IsolatedInterpreter(PlainContainers, fx.Interpreter):
         try:
             return self._repeat(n, args, kwargs)
         except Exception as exc:  # name the node and what it received, as timed mode does
-            from ..capture.interpreter import _node_error
+            from ..capture.interpreter import node_error
 
-            raise _node_error(n, args, kwargs, exc)
+            raise node_error(n, args, kwargs, exc)
 
     def _repeat(self, n: fx.Node, args: tuple, kwargs: dict) -> Any:
         name = self.prefix + n.name

@@ -22,7 +22,7 @@ OWN_CPU_BUSY = 0.70
 LOAD_BUSY = 0.25
 BUSY_ENV = "FXPROF_PEAKS_BUSY"
 
-def _cache_busy() -> bool:
+def cache_busy() -> bool:
     """:data:`BUSY_ENV` is ``off``: peaks are cached whatever the load (and still say it)."""
     return os.environ.get(BUSY_ENV, "").strip().lower() in ("off", "none", "never", "false", "no")
 
@@ -30,7 +30,7 @@ def _cache_busy() -> bool:
 def _busy_threshold() -> float:
     """:data:`BUSY_ENV` as a share of the CPUs, else (unset or ``off``) :data:`OTHERS_BUSY`."""
     text = os.environ.get(BUSY_ENV, "").strip().lower()
-    if not text or _cache_busy():
+    if not text or cache_busy():
         return OTHERS_BUSY
     try:
         value = float(text)
@@ -42,7 +42,7 @@ def _busy_threshold() -> float:
     return min(value, 1.0)
 
 
-class _Load:
+class Load:
     """How busy the machine was while a measurement ran: other processes' share of all the CPUs
     (``/proc/stat``'s busy and stolen time less this process's CPU time; Linux), this process's
     CPU time over wall time and threads, and the 1-minute load average. ``record["busy"]`` says
@@ -66,7 +66,7 @@ class _Load:
         busy = sum(fields[:8]) - idle  # user nice system idle iowait irq softirq steal
         return busy, busy + idle
 
-    def __enter__(self) -> "_Load":
+    def __enter__(self) -> "Load":
         self.stat, self.cpu, self.wall = self._stat(), time.process_time(), time.perf_counter()
         return self
 

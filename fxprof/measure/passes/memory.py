@@ -91,7 +91,7 @@ def _unique_bytes(tensors: Iterable[torch.Tensor], seen: set[int]) -> int:
     return total
 
 
-def _held(module: nn.Module | None, inputs: Any, optimizer: Any) -> dict[str, int]:
+def held_bytes(module: nn.Module | None, inputs: Any, optimizer: Any) -> dict[str, int]:
     """Bytes the run holds before it starts, by category, each storage once."""
     seen: set[int] = set()
     out = {"parameters": 0, "buffers": 0, "optimizer_state": 0, "inputs": 0}
@@ -141,7 +141,7 @@ class MemoryRecording:
         self.module = module
         self.optimizer = optimizer
         self.backward = backward
-        self.held = _held(module, inputs, optimizer)
+        self.held = held_bytes(module, inputs, optimizer)
         self.saved: list[tuple[int, int]] = []  # (storage address, bytes) per pack, in order
         self.records: dict[str, dict[str, int]] = {}
         self.summary: dict[str, Any] = {}

@@ -39,8 +39,8 @@ from .core.generation import PER_TOKEN_COLUMNS, Generation, layer_of
 from .core.roofline import Peaks, parse_peaks
 from .measure.compiled.compiling import compiled_forward, is_compiled
 from .measure.compiled.mode import room_to_compile
-from .measure.session.session import session
 from .measure.passes.kv_cache import KVLayout, kv_layout
+from .measure.session.session import session
 from .measure.timing.contention import ContentionMeter
 
 __all__ = ["generate"]

@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 import torch
 import torchvision
+from conftest import requires_cuda
+from standin_timer import StandInEventTimer
 from torch import nn
 
 import fxprof
@@ -14,9 +16,6 @@ from fxprof import ProfilingInterpreter
 from fxprof.measure.timing.launches import launch_check, launches_nothing
 from fxprof.measure.timing.recorder import Recorder
 from fxprof.measure.timing.timers import CpuTimer
-
-from conftest import requires_cuda
-from standin_timer import StandInEventTimer
 
 
 class Chain(nn.Module):
@@ -228,6 +227,7 @@ def test_the_cuda_event_timer_reads_each_event_once_and_tiles_the_run(monkeypatc
     # the real CudaEventTimer on the CPU, with events that read a fake clock: a run records
     # launching nodes + 1 events, and converting it reads each event once (not twice a node)
     from conftest import FakeClock
+
     from fxprof.measure.timing.timers import CudaEventTimer
 
     clock, created, reads, synced = FakeClock(), [], [], []

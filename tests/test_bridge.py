@@ -19,9 +19,16 @@ import torch
 from torch import nn
 
 import fxprof
-from fxprof.measure.eager.loop import _attach_kernel_times
-from fxprof.measure.device.bridge import KINETO_LINE, attribute_events, events_from_kineto, kernel_ms_per_sample, kineto_quiet, memory_by_range
 from fxprof.core.recording import Recording
+from fxprof.measure.device.bridge import (
+    KINETO_LINE,
+    attribute_events,
+    events_from_kineto,
+    kernel_ms_per_sample,
+    kineto_quiet,
+    memory_by_range,
+)
+from fxprof.measure.eager.loop import _attach_kernel_times
 
 THREAD = 7001
 US = 1000  # ns

@@ -17,11 +17,11 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from header_check import assert_consistent, header_problems
 from torch import nn
 
 import fxprof
 from fxprof.core.contention import busy_mask
-from header_check import assert_consistent, header_problems
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or not os.path.exists("/proc/self/task"),
                                 reason="needs Linux's affinity and scheduler statistics")

@@ -9,11 +9,10 @@ path, on events laid out as CUPTI and Kineto give them.
 
 from __future__ import annotations
 
-import re
-
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -23,7 +22,17 @@ import torch
 from torch import nn
 
 import fxprof
-from fxprof.core.compiled import Kernel, Span, charge_spans, common_scope, extern_op, extern_own_nodes, kernel_nodes, own_run_ms, readable_names
+from fxprof.core.compiled import (
+    Kernel,
+    Span,
+    charge_spans,
+    common_scope,
+    extern_op,
+    extern_own_nodes,
+    kernel_nodes,
+    own_run_ms,
+    readable_names,
+)
 from fxprof.core.nodes import NodeInfo
 from fxprof.errors import TraceError
 from fxprof.measure.device.bridge import Event
@@ -553,6 +562,7 @@ def test_a_model_compiled_many_times_before_still_profiles_compiled(inductor_cac
 
 def test_no_graph_says_why_when_the_recompile_limit_is_reached():
     import torch._dynamo
+
     from fxprof.measure.compiled.mode import no_graph_message
 
     model = _Late()
@@ -570,6 +580,7 @@ def test_no_graph_says_why_when_the_recompile_limit_was_exceeded_before():
     (the user's own compile exceeded the limit; fxprof's compile then found no graph) and the
     message asked whether the forward was disabled for dynamo."""
     import torch._dynamo
+
     from fxprof.measure.compiled.compiling import room_to_compile
     from fxprof.measure.compiled.mode import no_graph_message
 

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conftest import FakeClock, requires_cuda
 from torch import fx, nn
 
 import fxprof
 from fxprof.measure.timing.timers import CudaEventTimer
-
-from conftest import FakeClock, requires_cuda
 
 _SLEEP_CYCLES = 10_000_000  # a long kernel: a few milliseconds on current GPUs
 

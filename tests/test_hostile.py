@@ -18,12 +18,11 @@ import time
 import pandas as pd
 import pytest
 import torch
+from conftest import FakeCostModel, Work
 from torch import nn
 
 import fxprof
 from fxprof.cli import app as cli
-
-from conftest import FakeCostModel, Work
 
 torch._logging.set_logs(dynamo=logging.ERROR)
 

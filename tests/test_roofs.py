@@ -16,9 +16,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
+from conftest import requires_cuda
 
 import fxprof
-from conftest import requires_cuda
 from fxprof.core.roofline import FLOOR_MULTIPLE, Peaks, node_bandwidth, roofline_columns
 from fxprof.measure.passes.peaks import cache_levels, machine_peaks, peaks_source_line
 

@@ -7,12 +7,11 @@ import subprocess
 import sys
 
 import torch
+from conftest import requires_cuda
 
 import fxprof
-from fxprof.selfcheck import SPIN_TOLERANCE_MS, SPIN_TOLERANCE_REL
 from fxprof.measure.timing.timers import CpuTimer
-
-from conftest import requires_cuda
+from fxprof.selfcheck import SPIN_TOLERANCE_MS, SPIN_TOLERANCE_REL
 
 
 def test_selfcheck_passes_on_the_cpu_with_known_costs():

@@ -21,7 +21,7 @@ from typing import Any, Iterator, Sequence
 
 from ..vocab import __version__
 from . import ab, compare, generate, peaks, profile, report, selfcheck, show, whatif
-from .common import first_line, Parser, echo, Terminated, attach_dash_values, lost_output
+from .common import Parser, Terminated, attach_dash_values, echo, first_line, lost_output
 
 #: the commands, in the order of ``fxprof --help``: one module each
 COMMANDS = (profile, show, compare, ab, report, selfcheck, peaks, whatif, generate)

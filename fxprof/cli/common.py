@@ -189,8 +189,8 @@ def check_node_view(args: argparse.Namespace, training: bool, ranked: bool) -> N
         allowed = [*GROUP_COLUMNS, *(PHASE_COLUMNS if training else ())]
         sortable = [*allowed, args.group_by]
     else:
-        from ..core.rankstats import RANK_TABLE_COLUMNS
         from ..core.profile import TABLE_COLUMNS
+        from ..core.rankstats import RANK_TABLE_COLUMNS
 
         allowed = [*TABLE_COLUMNS, *(RANK_TABLE_COLUMNS if ranked else ())]
         sortable = [*allowed, "node"]

@@ -7,8 +7,7 @@ import sys
 from typing import Any
 
 from ..vocab import FAIL_ON, GATE_EXIT
-from .common import (bad, check_columns, check_outputs, check_plotly, check_top, echo, view_options, check_verdict_rules,
-                     table_options)
+from .common import bad, check_columns, check_outputs, check_plotly, check_top, check_verdict_rules, echo, table_options, view_options
 
 USAGE = "compare A B"
 SUMMARY = "compare two saved profiles or tables node by node"

@@ -11,7 +11,7 @@ import argparse
 import sys
 from typing import Any
 
-from .common import bad, first_line, echo, add_device_option
+from .common import add_device_option, bad, echo, first_line
 
 USAGE = "generate MODEL"
 SUMMARY = "profile a causal LM's generate(): prefill and every decode step, against the memory floor"
@@ -83,7 +83,7 @@ def check(args: argparse.Namespace) -> None:
             raise bad(f"bad --compile {args.compile!r}: use one of {', '.join(COMPILE_MODES)}")
     if args.json == "":
         raise bad("--json was given an empty path; give a folder to save the result into")
-    from .common import check_not_inputs, check_outputs, same_file, check_folder_output, model_sources
+    from .common import check_folder_output, check_not_inputs, check_outputs, model_sources, same_file
 
     if args.json is not None and args.html is not None and same_file(args.json, args.html):
         raise bad(f"--json and --html both write {args.json!r} (--json a folder, --html a file); give each its own path")

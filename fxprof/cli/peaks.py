@@ -67,7 +67,7 @@ def curve_lines(found: Any) -> list[str]:
     """The bandwidth curve of ``fxprof peaks``: per size of the data an op reads, the rate of
     add and copy, the roof a node of that size is held to (and its level), how far the point's
     two best rounds are apart; then the levels and the check against plain ops."""
-    from ..core.roofline import ROOF_CHECK_PCT, size_text, roof_for
+    from ..core.roofline import ROOF_CHECK_PCT, roof_for, size_text
 
     details = found.details
     curve = details.get("curve") or []

@@ -12,11 +12,31 @@ import sys
 from typing import Any
 
 from ..vocab import CAPTURES, COMPILE_MODES, CUDA_TIMERS, MODES, OPTIMIZERS, TIMER_NAMES
+from .common import (
+    NODE_COLUMNS,
+    NODE_SORT,
+    Terminated,
+    add_device_option,
+    add_input_option,
+    bad,
+    check_groups,
+    check_node_view,
+    check_not_inputs,
+    check_outputs,
+    check_plotly,
+    check_top,
+    echo,
+    first_line,
+    max_threads,
+    model_sources,
+    parse_concrete,
+    signals_deferred,
+    table_options,
+    this_rank_writes,
+    view_options,
+)
 from .input_spec import check_specs, missing_batch_hint
 from .model_names import check_model_name
-from .common import (NODE_COLUMNS, add_device_option, add_input_option, NODE_SORT, bad, check_groups, check_top, check_node_view, check_not_inputs, check_outputs,
-                     check_plotly, first_line, max_threads, echo, signals_deferred, Terminated, this_rank_writes,
-                     view_options, model_sources, parse_concrete, table_options)
 
 USAGE = "profile MODEL"
 SUMMARY = "trace MODEL, warm it up, time every node over --iters runs, print hotspots"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .common import NODE_COLUMNS, NODE_SORT, bad, check_groups, check_node_view, check_top, echo, view_options, table_options
+from .common import NODE_COLUMNS, NODE_SORT, bad, check_groups, check_node_view, check_top, echo, table_options, view_options
 
 USAGE = "show FILE"
 SUMMARY = "print a saved profile (.json/.npz) or per-node table (.csv) again, re-sorted"

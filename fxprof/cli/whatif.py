@@ -10,8 +10,18 @@ import argparse
 import sys
 from typing import Any
 
-from .common import (bad, check_outputs, first_line, echo, add_device_option, add_input_option, check_counts, check_threads,
-                     check_verdict_rules, model_sources)
+from .common import (
+    add_device_option,
+    add_input_option,
+    bad,
+    check_counts,
+    check_outputs,
+    check_threads,
+    check_verdict_rules,
+    echo,
+    first_line,
+    model_sources,
+)
 from .input_spec import check_specs
 
 USAGE = "whatif MODEL"

@@ -16,7 +16,6 @@ import pandas as pd
 from .memory import MEMORY_CHANGE_COLUMNS, memory_changes
 from .rollup import PLUMBING, ROOT, rollup_labels
 
-
 if TYPE_CHECKING:
     from .profile import Profile
 

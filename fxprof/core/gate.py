@@ -13,12 +13,10 @@ numpy, pandas and scipy only (no torch): gating two saved profiles needs no torc
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 import pandas as pd
-
-from typing import TYPE_CHECKING
 
 from ..vocab import FAIL_ON, GATE_EXIT
 from .compare import ALPHA, MIN_EFFECT, TOO_FEW

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from .rankstats import COLLECTIVE_KINDS, RANK_TABLE_COLUMNS, is_plumbing, comm_labels, is_communication, rank_spread, rank_stats
+from .rankstats import COLLECTIVE_KINDS, RANK_TABLE_COLUMNS, comm_labels, is_communication, is_plumbing, rank_spread, rank_stats
 from .stats import shares
 
 if TYPE_CHECKING:

@@ -20,7 +20,6 @@ scipy is imported on first use, so ``import fxprof`` works where it is missing.
 from __future__ import annotations
 
 import functools
-
 import inspect
 from typing import Any, Sequence
 

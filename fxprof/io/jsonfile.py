@@ -27,7 +27,7 @@ from ..core.recording import Recording
 from ..errors import ProfileFormatError
 from .atomic import atomic_write
 from .header import decode_anatomy, decode_nodes, encode_header
-from .validate import check_document, check_profile, check_skeleton, column_arrays, parse_json, SCHEMA
+from .validate import SCHEMA, check_document, check_profile, check_skeleton, column_arrays, parse_json
 
 if TYPE_CHECKING:
     from ..core.profile import Profile

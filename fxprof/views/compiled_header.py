@@ -35,7 +35,6 @@ def compiled_run_lines(profile: "Profile") -> list[str]:
     totals = np.asarray(profile.kept_totals())
     q25, med, q75 = np.percentile(totals, [25, 50, 75])
     from .breaks import breaks_lines, kernel_rows
-
     from .headline import busy_kept
 
     lost = ", and time lost to other processes (busy machine)" if busy_kept(profile) else ""

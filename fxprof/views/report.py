@@ -43,17 +43,31 @@ from ..core.compare import MIN_EFFECT, compare, compare_blocks
 from ..core.profile import Profile
 from ..core.rollup import bookkeeping_note, is_bookkeeping
 from ..vocab import __version__
-from .tables import display_name, format_ms, formatter_for
-from .options import ViewOptions
 from .memory_plot import memory_figure
+from .options import ViewOptions
 from .overlap import overlap_frame, overlap_lines
+from .tables import display_name, format_ms, formatter_for
 from .text import render_compare, render_header
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
-from .report_figures import (MISSING_PLOTLY, CONFIG, FIRST_COLUMNS, FONT, plotly_go, model_label, totals_figure, blocks_figure,
-                             compare_figure, distribution_figure, groups_figure, kind_colors, ranks_figure, runs_figure,
-                             tree_figure)
+from .report_figures import (
+    CONFIG,
+    FIRST_COLUMNS,
+    FONT,
+    MISSING_PLOTLY,
+    blocks_figure,
+    compare_figure,
+    distribution_figure,
+    groups_figure,
+    kind_colors,
+    model_label,
+    plotly_go,
+    ranks_figure,
+    runs_figure,
+    totals_figure,
+    tree_figure,
+)
 
 __all__ = [
     "MISSING_PLOTLY", "Report", "show_report", "render_report", "render_compare_report", "write_report",

@@ -365,10 +365,9 @@ def ranked(table: pd.DataFrame, sort: str | None, ascending: bool = False, bookk
     returned line states their count and summed share (their time still counts in every
     share). ``cum_pct`` then runs over the ranked nodes. In graph order (``sort=None``) or by
     name (``sort="node"``) every node stays: neither is a ranking."""
+    from ..core.names import is_weight_input, weight_inputs_note
     from ..core.profile import sort_table
     from ..core.rollup import bookkeeping_note, is_bookkeeping
-
-    from ..core.names import is_weight_input, weight_inputs_note
 
     if sort is None or sort == (table.index.name or "node") or bookkeeping or "kind" not in table.columns:
         return sort_table(table, sort, ascending), ""

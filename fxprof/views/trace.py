@@ -32,9 +32,9 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence, Union
 
 import numpy as np
 
+from ..core.runs import parse_runs, run_labels
 from ..io import atomic_write
 from ..vocab import CUDA_TIMERS
-from ..core.runs import parse_runs, run_labels
 
 if TYPE_CHECKING:
     from ..core.profile import Profile

@@ -41,9 +41,8 @@ def _peak_bytes() -> int:
 
 
 def sequence(nodes: int, iters: int) -> list[dict]:
-    from loop import chain
-
     from common import print_table
+    from loop import chain
 
     torch.set_num_threads(1)
     gm, x = chain(nodes), torch.zeros(1, 8)

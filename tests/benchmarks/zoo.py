@@ -52,7 +52,6 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
 import torch  # noqa: E402
-
 from zoo_models import CI_SUBSET, ZOO, ZooModel, call_patterns  # noqa: E402
 
 import fxprof  # noqa: E402

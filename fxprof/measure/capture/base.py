@@ -12,9 +12,9 @@ from typing import Any, Callable
 import torch
 from torch import fx, nn
 
-from .interpreter import ProfilingInterpreter, Recorder
 from ...core.nodes import NodeInfo
 from .graph import describe_graph
+from .interpreter import ProfilingInterpreter, Recorder
 
 __all__ = ["Capture", "GraphCapture", "PassFn", "explain_trace_failure", "where_tracing_stopped"]
 

@@ -28,7 +28,7 @@ from ...core.nodes import NodeInfo
 from ..distributed.ddp import TimedBuckets
 from .ddp_training import DDPRows
 from .training import ACTIVE
-from .training_loop import LoopTrainingCapture, LoopSession
+from .training_loop import LoopSession, LoopTrainingCapture
 
 __all__ = ["DDPLoopTrainingCapture"]
 

@@ -13,15 +13,14 @@ from typing import Any, Callable
 import torch
 from torch import fx, nn
 
-from ...errors import TraceError
-from .interpreter import Recorder
-from ...core.nodes import NodeInfo
-from .graph import describe_graph, normalize_scope, readable_node_names
 from ...columns import PER_CALL
+from ...core.nodes import NodeInfo
+from ...errors import TraceError
+from .base import HERE, Capture, PassFn
 from .dispatch import ActiveSession, GraphRunner, GraphSession
+from .graph import describe_graph, normalize_scope, readable_node_names
+from .interpreter import Recorder
 from .sdpa import drop_all_true_masks
-
-from .base import Capture, PassFn, HERE
 
 __all__ = ["DynamoCapture", "fxprof_backend"]
 

@@ -36,9 +36,9 @@ from torch import nn
 from ...core.nodes import NodeInfo
 from ..distributed.fsdp import TrainingSteps, async_gathers, fsdp_modules
 from ..timing.recorder import Recorder
-from .fsdp_training import FSDPRows, Clock, FSDPSession, current_phase, compiled_leaves
+from .fsdp_training import Clock, FSDPRows, FSDPSession, compiled_leaves, current_phase
 from .training import ACTIVE
-from .training_loop import LoopTrainingCapture, LoopSession
+from .training_loop import LoopSession, LoopTrainingCapture
 
 __all__ = ["FSDPLoopTrainingCapture"]
 

@@ -33,9 +33,9 @@ from torch import nn
 from ...core.nodes import NodeInfo
 from ..distributed.fsdp import TrainingSteps, async_gathers, compute_outside_graphs, fsdp_modules
 from ..distributed.fsdp_state import owned_parameters, refuse_pending_gradients, refuse_unsharded_in_optimizer, reshard
-from .base import PassFn
-from .training import LOSS_SCOPE, TrainingCapture, SavedState, TrainingSession, describe_backward, describe_forward, training_backend
 from ..timing.recorder import Recorder
+from .base import PassFn
+from .training import LOSS_SCOPE, SavedState, TrainingCapture, TrainingSession, describe_backward, describe_forward, training_backend
 
 __all__ = ["FSDPTrainingCapture", "FSDPRows", "compiled_leaves", "is_fsdp", "FSDP_GRAPHS"]
 

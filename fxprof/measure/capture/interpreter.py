@@ -58,14 +58,14 @@ from typing import Any, Callable
 import torch
 from torch import fx
 
-from ..device.bridge import RANGE_PREFIX
+from ...core.recording import Recording
 from ...errors import NodeFailure, name_failed_node, node_failure
 from ..common.tree import PlainContainers, describe_value
-from .graph import target_name
+from ..device.bridge import RANGE_PREFIX
 from ..timing.launches import launches_nothing
-from ...core.recording import Recording
 from ..timing.recorder import PlanSlots, Recorder, append_marks
 from ..timing.timers import Timer
+from .graph import target_name
 
 __all__ = ["ProfilingInterpreter", "Recorder", "Recording", "append_marks", "resolve_call"]
 

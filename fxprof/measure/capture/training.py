@@ -29,9 +29,9 @@ None, so every run does the same work and its gradients are the eager gradients.
 from __future__ import annotations
 
 import contextlib
-import re
 import copy
 import dataclasses
+import re
 import types
 import weakref
 from typing import Any, Callable
@@ -39,15 +39,15 @@ from typing import Any, Callable
 import torch
 from torch import fx, nn
 
-from ..common.tree import tensors_in
-from ...vocab import CAPTURES, OPTIMIZERS, PHASES
-from .captures import Capture
-from .base import PassFn
-from .dispatch import ActiveSession, GraphRunner, GraphSession
-from ...errors import TraceError
 from ...core.nodes import NodeInfo
-from .graph import is_torch_nn_leaf, describe_graph, normalize_scope
+from ...errors import TraceError
+from ...vocab import CAPTURES, OPTIMIZERS, PHASES
+from ..common.tree import tensors_in
 from ..timing.recorder import Recorder
+from .base import PassFn
+from .captures import Capture
+from .dispatch import ActiveSession, GraphRunner, GraphSession
+from .graph import describe_graph, is_torch_nn_leaf, normalize_scope
 
 __all__ = ["PHASES", "TrainingCapture", "capture_training", "default_loss", "make_optimizer", "OPTIMIZERS"]
 

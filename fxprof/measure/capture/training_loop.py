@@ -21,10 +21,10 @@ import torch
 from torch import nn
 
 from ...core.nodes import NodeInfo
-from .captures import Capture
-from ..timing.recorder import Recorder
-from .training import ACTIVE, TrainingGraphRunner, TrainingSession, training_backend
 from ..common.tree import tensors_in
+from ..timing.recorder import Recorder
+from .captures import Capture
+from .training import ACTIVE, TrainingGraphRunner, TrainingSession, training_backend
 
 __all__ = ["LoopTrainingCapture"]
 

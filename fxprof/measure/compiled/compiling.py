@@ -17,12 +17,12 @@ from torch import fx, nn
 from ...core.nodes import NodeInfo
 from ...errors import TraceError
 from ...vocab import COMPILE_MODES
-from .flops import graph_flops
-from .reuse import cache_entries
 from ..capture.dynamo import Resolver, frame_module_paths
-from .breaks import break_site, recompile_reason, reported_site
 from ..capture.graph import describe_graph
+from .breaks import break_site, recompile_reason, reported_site
+from .flops import graph_flops
 from .profiler_cost import ProfilerCost
+from .reuse import cache_entries
 
 _COMPILE_KEYS = ("mode", "dynamic", "fullgraph", "options", "backend")
 RECORD = re.compile(r'RAIIAtenRecordFunctionHandle\s+\w+\("([^"]+)"')

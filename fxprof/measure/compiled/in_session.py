@@ -30,13 +30,13 @@ from torch import nn
 
 from ...core.nodes import NodeInfo
 from ...core.profile import Profile
-from ..device.bridge import events_from_kineto, kineto_quiet
 from ..capture.captures import Capture
+from ..device.bridge import events_from_kineto, kineto_quiet
+from ..timing.recorder import Recorder
 from .compiling import inductor_settings, recursion_limit_kept, room_to_compile
 from .mode import compiled_program, first_call, profile_from_events
-from .runs import run_range
 from .profiler_cost import calibrate
-from ..timing.recorder import Recorder
+from .runs import run_range
 
 __all__ = ["LoopCompiledCapture"]
 

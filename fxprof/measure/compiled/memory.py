@@ -50,8 +50,8 @@ import torch
 from ...core.breaks import BREAK, OVERHEAD
 from ...core.compiled import UNMATCHED, Span, charge_spans
 from ..device.bridge import UNKNOWN_BLOCK_LINE, Event, events_from_kineto, kineto_quiet, profiler_running
+from ..passes.memory import allocations, device_keys, held_breakdown, held_bytes
 from .spans import CALL_RANGE, spans_from_events
-from ..passes.memory import held_bytes, allocations, device_keys, held_breakdown
 
 __all__ = ["CompiledMemory", "record_memory_run", "charge_memory", "with_memory", "memory_devices", "Charged"]
 

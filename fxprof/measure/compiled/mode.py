@@ -41,23 +41,40 @@ import torch
 from torch import nn
 
 from ...core.compiled import Kernel, Span, charge_spans, extern_own_nodes, kernel_nodes, readable_names, strip_graph_prefix, unmatched_nodes
+from ...core.contention import quiet_runs
 from ...core.profile import Profile
 from ...errors import TraceError
 from ...vocab import COMPILE_MODES
-from ..device.bridge import Event, profiler_running
-from .flops import kernel_flops, missing_flops_notes
-from .memory import memory_devices, record_memory_run, with_memory
-from .reuse import kept_session, remember, reuse_note, settle_first_call
-from .spans import CALL_RANGE as _CALL, KERNEL_COST, RUN_RANGE, spans_from_events
-from ...core.contention import quiet_runs
-from ..timing.contention import ContentionMeter
-from .breaks import describe_breaks, frame_nodes
 from ..capture.graph import module_kinds
-from .profiler_cost import PROFILER_SPAN, calibrate, in_situ
 from ..common.state import preserved_buffers
 from ..common.tree import clone_tensors
-from .compiling import CompiledSession, RECORD, TraceCatcher, catch_trace, dynamo_graph_breaks, inductor_settings, read_compiled, compiled_forward, is_compiled_function, read_compiled_forward, recursion_limit_kept, compile_options, is_compiled, no_graph_message, room_to_compile
+from ..device.bridge import Event, profiler_running
+from ..timing.contention import ContentionMeter
+from .breaks import describe_breaks, frame_nodes
+from .compiling import (
+    RECORD,
+    CompiledSession,
+    TraceCatcher,
+    catch_trace,
+    compile_options,
+    compiled_forward,
+    dynamo_graph_breaks,
+    inductor_settings,
+    is_compiled,
+    is_compiled_function,
+    no_graph_message,
+    read_compiled,
+    read_compiled_forward,
+    recursion_limit_kept,
+    room_to_compile,
+)
+from .flops import kernel_flops, missing_flops_notes
+from .memory import memory_devices, record_memory_run, with_memory
+from .profiler_cost import PROFILER_SPAN, calibrate, in_situ
+from .reuse import kept_session, remember, reuse_note, settle_first_call
 from .runs import interleaved_runs
+from .spans import CALL_RANGE as _CALL
+from .spans import KERNEL_COST, RUN_RANGE, spans_from_events
 
 if TYPE_CHECKING:
     from ..eager.plan import ProfilePlan
@@ -302,8 +319,8 @@ def _build(root: nn.Module, session: CompiledSession, kernels: list[Kernel], spa
 
 def describe_meta(model: nn.Module, args: tuple, kwargs: dict, warmup: int, iters: int, no_grad: bool) -> dict[str, Any]:
     """The run's description, as :func:`fxprof.measure.eager.loop.describe_run` gives eager profiles."""
-    from ..passes.environment import environment
     from ..eager.loop import describe_run
+    from ..passes.environment import environment
     from ..timing.timers import tensor_devices
 
     root = model._orig_mod if is_compiled(model) else model

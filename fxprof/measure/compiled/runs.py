@@ -11,10 +11,10 @@ from typing import Any
 
 import torch
 
-from ..device.bridge import Event, events_from_kineto, kineto_quiet
-from .spans import RUN_RANGE
-from ..timing.contention import ContentionMeter
 from ..common.tree import clone_tensors
+from ..device.bridge import Event, events_from_kineto, kineto_quiet
+from ..timing.contention import ContentionMeter
+from .spans import RUN_RANGE
 
 #: the profiler stopped took 0.11 ms, the third 0.04 ms, as in a loop without the profiler; the
 #: first recorded call 0.14 ms, the fourth 0.07 ms (docs/performance.md section 11)

@@ -29,9 +29,9 @@ from typing import Any
 import torch
 from torch import fx
 
-from ..common.tree import PlainContainers, clone_tensors, tensors_in
-from ..capture.interpreter import resolve_call
 from ...core.recording import Recording
+from ..capture.interpreter import resolve_call
+from ..common.tree import PlainContainers, clone_tensors, tensors_in
 from ..timing.recorder import append_marks
 from ..timing.timers import Timer
 

@@ -29,21 +29,21 @@ from torch import nn
 
 from ...core.profile import Profile
 from ...vocab import TIMER_NAMES, __version__
+from ..capture.captures import Capture
+from ..common.state import preserved_buffers
+from ..common.tree import clone_tensors, describe_value
+from ..device.bridge import KernelProfiler, input_copies_range, kernel_ms_per_sample, profiler_running
+from ..distributed.ranks import RankSync
 from ..passes.anatomy import anatomy_pass
 from ..passes.memory import memory_pass, memory_per_node
-from ..device.bridge import KernelProfiler, input_copies_range, kernel_ms_per_sample, profiler_running
 from ..timing.budget import SampleBudget
 from ..timing.contention import ContentionMeter, RunWatch, clock_excludes_other_processes, cpu_clock_record
-from ..capture.captures import Capture
-from .plan import DEFAULT_GPU_WARMUP_MS, ProfilePlan
+from ..timing.launches import launch_check
+from ..timing.recorder import Recorder
+from ..timing.timers import Timer, epoch_ns, index_key, tensor_devices
 from .fidelity import OwnRuns, count_aten_ops, dispatch_note, own_run_slots
 from .isolated import isolated_pass
-from ..timing.launches import launch_check
-from ..distributed.ranks import RankSync
-from ..timing.recorder import Recorder
-from ..common.state import preserved_buffers
-from ..timing.timers import Timer, index_key, epoch_ns, tensor_devices
-from ..common.tree import clone_tensors, describe_value
+from .plan import DEFAULT_GPU_WARMUP_MS, ProfilePlan
 
 __all__ = ["measure", "describe_run", "check_devices", "DEFAULT_GPU_WARMUP_MS"]
 

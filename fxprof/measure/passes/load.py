@@ -12,7 +12,6 @@ import torch
 
 from ..common.machine import machine_load, usable_cores
 
-
 #: a measurement is "busy" (and not cached) when other processes used more than this share of
 #: all the CPUs while it ran (from /proc/stat), or, where that cannot be read, when this
 #: process got less than ``OWN_CPU_BUSY`` of its threads' time or the load average exceeds

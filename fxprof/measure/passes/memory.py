@@ -40,9 +40,9 @@ from typing import Any, Callable, Iterable, Iterator
 import torch
 from torch import fx, nn
 
-from ..device.bridge import RANGE_PREFIX, UNKNOWN_BLOCK_LINE, kineto_quiet, profiler_running
-from ..common.tree import PlainContainers, tensors_in
 from ...core.memory import CATEGORIES
+from ..common.tree import PlainContainers, tensors_in
+from ..device.bridge import RANGE_PREFIX, UNKNOWN_BLOCK_LINE, kineto_quiet, profiler_running
 
 __all__ = ["MemoryRecording", "account", "allocations", "Alloc", "CATEGORIES", "device_keys", "held_breakdown", "memory_pass",
            "memory_per_node", "ranged_pass"]

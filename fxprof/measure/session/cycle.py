@@ -8,8 +8,9 @@ from typing import Any
 import torch
 
 from ...core.nodes import NodeInfo
-from ..capture.captures import Capture
 from ...core.recording import Recording
+from ..capture.captures import Capture
+
 
 class Cycle:
     """One cycle's timed runs, with the step and signature of each."""

@@ -60,23 +60,34 @@ import torch
 from torch import nn
 
 from ...core.profile import Profile
+from ...core.recording import Recording
 from ...vocab import CAPTURES
 from ..capture.captures import Capture, DynamoCapture, specialised_inputs
-from ..program import COMPILED_BACKWARD, capture_program, wants_compiled
-from ..passes.environment import environment
-from ..timing.contention import ContentionMeter, RunWatch
-from ..eager.fidelity import EagerSteps
-from ..eager.loop import build_profile, check_devices, describe_run
+from ..common.state import OPEN_SESSIONS, PROFILING, refuse_inside_session
 from ..distributed.fsdp import refuse_unsupported
 from ..distributed.ranks import gather, is_initialized
-from ...core.recording import Recording
+from ..eager.fidelity import EagerSteps
+from ..eager.loop import build_profile, check_devices, describe_run
 from ..eager.plan import ProfilePlan
+from ..passes.environment import environment
+from ..program import COMPILED_BACKWARD, capture_program, wants_compiled
+from ..timing.contention import ContentionMeter, RunWatch
 from ..timing.recorder import Recorder
-from .memory import StepMemory, rebind_interpreters
-from ..common.state import OPEN_SESSIONS, PROFILING, refuse_inside_session
 from ..timing.timers import Timer, resolve_timer, tensor_devices
-from .schedule import ACTIONS, Schedule, schedule_action, describe_inputs, describe_schedule, schedule_words, tree_key, nothing_timed, schedule, signature_of
-from .cycle import Captures, Cycle, backward_words, numerics_settings, run_environment, capture_words, untimed_cycle
+from .cycle import Captures, Cycle, backward_words, capture_words, numerics_settings, run_environment, untimed_cycle
+from .memory import StepMemory, rebind_interpreters
+from .schedule import (
+    ACTIONS,
+    Schedule,
+    describe_inputs,
+    describe_schedule,
+    nothing_timed,
+    schedule,
+    schedule_action,
+    schedule_words,
+    signature_of,
+    tree_key,
+)
 
 __all__ = ["Schedule", "Session", "schedule", "session", "ACTIONS"]
 #: the kernel timer's profiler brackets fxprof's own loop of runs, not the caller's steps (a GPU

@@ -35,12 +35,11 @@ import time
 from typing import Any, Iterable, Sequence
 
 import numpy as np
-
 import torch
 
+from ...errors import TimerUnavailableError
 from ...vocab import TIMER_NAMES
 from ..common.tree import tensors_in
-from ...errors import TimerUnavailableError
 
 __all__ = ["Timer", "CpuTimer", "CudaEventTimer", "KernelTimer", "SyncTimer", "TIMER_NAMES", "resolve_timer", "epoch_ns"]
 

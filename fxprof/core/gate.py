@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike
 
 from ..vocab import FAIL_ON, GATE_EXIT
 from .compare import ALPHA, MIN_EFFECT, TOO_FEW
@@ -50,7 +51,7 @@ class RunVerdict:
         return 1.0 / self.ratio if self.ratio > 0 else float("nan")
 
 
-def run_verdict(a_totals: Sequence[float], b_totals: Sequence[float], alpha: float = ALPHA,
+def run_verdict(a_totals: ArrayLike, b_totals: ArrayLike, alpha: float = ALPHA,
                 min_effect: float = MIN_EFFECT) -> RunVerdict:
     """The verdict on ``b``'s run times against ``a``'s (milliseconds, one value a run), by
     compare's rules for a node: ``"slower"``/``"faster"`` when the two-sided Mann-Whitney U
@@ -71,7 +72,7 @@ def run_verdict(a_totals: Sequence[float], b_totals: Sequence[float], alpha: flo
     return RunVerdict(ratio=ratio, low=low, high=high, p_value=p, verdict=str(verdict), a_runs=len(xa), b_runs=len(xb))
 
 
-def paired_run_verdict(a_totals: Sequence[float], b_totals: Sequence[float], alpha: float = ALPHA,
+def paired_run_verdict(a_totals: ArrayLike, b_totals: ArrayLike, alpha: float = ALPHA,
                        min_effect: float = MIN_EFFECT) -> RunVerdict:
     """The verdict on ``b``'s runs against ``a``'s where run ``i`` of both was taken in the same
     round (``fxprof ab``: interleaved in one process): by :func:`run_verdict`'s rules (``p <

@@ -112,7 +112,7 @@ class Peaks:
     origin: str = ""
 
     def __post_init__(self) -> None:
-        levels = []
+        levels: list[dict[str, Any]] = []
         for level in self.caches or ():
             try:
                 levels.append({"level": str(level["level"]), "bytes": int(level["bytes"]), "bytes_per_s": float(level["bytes_per_s"])})
@@ -237,7 +237,7 @@ def roofs_from_curve(points: Any, named: Any = (), step: float = CURVE_STEP) -> 
     for i in range(1, len(sizes)):
         if envelope[i] < (1.0 - step) * envelope[starts[-1]]:
             starts.append(i)
-    levels = [{"level": "", "bytes": int(math.ceil(sizes[starts[j + 1]] / CACHE_FIT)), "bytes_per_s": envelope[s]}
+    levels: list[dict[str, Any]] = [{"level": "", "bytes": int(math.ceil(sizes[starts[j + 1]] / CACHE_FIT)), "bytes_per_s": envelope[s]}
               for j, s in enumerate(starts[:-1])]
     free = sorted(((int(b), str(n)) for n, b in named if int(b) > 0))
     # smallest first: a level takes the smallest reported cache not yet named within 4x of it

@@ -169,7 +169,10 @@ def tree_figure(profile: ProfileOrTable, depth: int = TREE_DEPTH) -> "go.Figure"
     ids, labels, parents, values, fill, custom = [], [], [], [], [], []
 
     def leaf(sector: str, label: str, parent: str, node: str) -> None:
-        ids.append(sector), labels.append(label), parents.append(parent), values.append(float(value[node]))
+        ids.append(sector)
+        labels.append(label)
+        parents.append(parent)
+        values.append(float(value[node]))
         fill.append(colors.get(table.at[node, "kind"], _OTHER))
         custom.append([node, str(table.at[node, "kind"]), format_ms(value[node]), f"{pct[node]:.1f}%"])
 
@@ -179,7 +182,9 @@ def tree_figure(profile: ProfileOrTable, depth: int = TREE_DEPTH) -> "go.Figure"
                 and table.at[members[0], "op"] == "call_module"):  # a module called once, as one node: the node
             leaf(bid, info["label"], info["parent"], members[0])
             continue
-        ids.append(bid), labels.append(info["label"]), parents.append(info["parent"])
+        ids.append(bid)
+        labels.append(info["label"])
+        parents.append(info["parent"])
         values.append(0.0)  # branchvalues="remainder": a box is the sum of what it holds
         fill.append(_BOOKKEEPING if info["name"] == BOOKKEEPING else _MODULE)
         custom.append([info["name"], "module" if bid != root else "model", format_ms(totals[bid]), f"{shares[bid]:.1f}%"])
@@ -191,7 +196,10 @@ def tree_figure(profile: ProfileOrTable, depth: int = TREE_DEPTH) -> "go.Figure"
         figures = run_figures(profile, table)
         custom[ids.index(root)][2] = f"median run {format_ms(figures.run_ms)}"
         if figures.outside_ms > 0:
-            ids.append(f"{root}/{OUTSIDE}"), labels.append(OUTSIDE), parents.append(root), values.append(figures.outside_ms)
+            ids.append(f"{root}/{OUTSIDE}")
+            labels.append(OUTSIDE)
+            parents.append(root)
+            values.append(figures.outside_ms)
             fill.append(_BOOKKEEPING)
             custom.append([OUTSIDE, outside_words(profile.meta), format_ms(figures.outside_ms),
                            f"{figures.outside_ms / figures.run_ms * 100:.1f}% of the median run"])

@@ -36,82 +36,17 @@ def _conveniences() -> types.ModuleType:
 # package, above every layer, hands it the way to them (fxprof/core/hooks.py)
 _hooks.provide(_conveniences)
 
-#: public name -> (module, attribute in it)
-_LAZY: dict[str, tuple[str, str]] = {
-    "FxprofError": ("errors", "FxprofError"),
-    "NodeExecutionError": ("errors", "NodeExecutionError"),
-    "NodeFailure": ("errors", "NodeFailure"),
-    "node_failure": ("errors", "node_failure"),
-    "ProfileFormatError": ("errors", "ProfileFormatError"),
-    "ProfileWriteError": ("errors", "ProfileWriteError"),
-    "TimerUnavailableError": ("errors", "TimerUnavailableError"),
-    "TraceError": ("errors", "TraceError"),
-    "CpuTimer": ("measure.timing.timers", "CpuTimer"),
-    "CudaEventTimer": ("measure.timing.timers", "CudaEventTimer"),
-    "KernelTimer": ("measure.timing.timers", "KernelTimer"),
-    "SyncTimer": ("measure.timing.timers", "SyncTimer"),
-    "Timer": ("measure.timing.timers", "Timer"),
-    "ProfilerTracer": ("measure.capture.tracer", "ProfilerTracer"),
-    "trace": ("measure.capture.tracer", "trace"),
-    "NodeInfo": ("core.nodes", "NodeInfo"),
-    "ProfilingInterpreter": ("measure.capture.interpreter", "ProfilingInterpreter"),
-    "Recorder": ("measure.timing.recorder", "Recorder"),
-    "Recording": ("core.recording", "Recording"),
-    "Profile": ("core.profile", "Profile"),
-    "load": ("io", "load_profile"),
-    "read_csv": ("io", "read_csv"),
-    "profile": ("api", "profile"),
-    "session": ("measure.session.session", "session"),
-    "schedule": ("measure.session.session", "schedule"),
-    "by_signature": ("core.signatures", "by_signature"),
-    "compare": ("core.compare", "compare"),
-    "ComparabilityWarning": ("core.compare", "ComparabilityWarning"),
-    "selfcheck": ("selfcheck", "selfcheck"),
-    "whatif": ("whatif", "whatif"),
-    "WhatIf": ("core.whatif", "WhatIf"),
-    "generate": ("generate", "generate"),
-    "Generation": ("core.generation", "Generation"),
-    "load_generation": ("io.generation", "load_generation"),
-    "gather": ("measure.distributed.ranks", "gather"),
-    "overlap": ("core.overlap", "overlap"),
-    "merge_chrome_traces": ("views.trace", "merge_chrome_traces"),
-    "plot_compare": ("views.plot", "plot_compare"),  # matplotlib itself is imported on first use
-    "plot_distribution": ("views.plot", "plot_distribution"),
-    "plot_groups": ("views.plot", "plot_groups"),
-    "plot_top": ("views.plot", "plot_top"),
-    "plot_roofline": ("views.plot", "plot_roofline"),
-    "machine_peaks": ("measure.passes.peaks", "machine_peaks"),
-    "Peaks": ("core.roofline", "Peaks"),
-    "show_report": ("views.report", "show_report"),  # plotly itself is imported on first use
-}
-
+#: The public names: the one list. Each but ``__version__`` is imported on first use from where
+#: _LAZY says, and imported eagerly for type checkers under ``if TYPE_CHECKING:`` at the end;
+#: tests/test_public_names.py holds the three to each other and to the docs.
 __all__ = [
     "__version__",
+    # profiling
     "profile",
     "session",
     "schedule",
     "by_signature",
-    "compare",
-    "selfcheck",
-    "whatif",
-    "WhatIf",
-    "generate",
-    "Generation",
-    "load_generation",
-    "gather",
-    "overlap",
-    "plot_top",
-    "merge_chrome_traces",
-    "plot_groups",
-    "plot_distribution",
-    "plot_compare",
-    "plot_roofline",
-    "machine_peaks",
-    "Peaks",
-    "show_report",
     "trace",
-    "load",
-    "read_csv",
     "Profile",
     "ProfilerTracer",
     "ProfilingInterpreter",
@@ -123,6 +58,30 @@ __all__ = [
     "CudaEventTimer",
     "KernelTimer",
     "SyncTimer",
+    # reading, comparing, showing
+    "load",
+    "read_csv",
+    "compare",
+    "ComparabilityWarning",
+    "merge_chrome_traces",
+    "plot_top",
+    "plot_groups",
+    "plot_distribution",
+    "plot_compare",
+    "plot_roofline",
+    "show_report",
+    # the machine, variants, generation, several processes
+    "selfcheck",
+    "machine_peaks",
+    "Peaks",
+    "whatif",
+    "WhatIf",
+    "generate",
+    "Generation",
+    "load_generation",
+    "gather",
+    "overlap",
+    # errors
     "FxprofError",
     "TraceError",
     "TimerUnavailableError",
@@ -131,8 +90,56 @@ __all__ = [
     "node_failure",
     "ProfileFormatError",
     "ProfileWriteError",
-    "ComparabilityWarning",
 ]
+
+#: where each public name lives: name -> (module, attribute in it)
+_LAZY: dict[str, tuple[str, str]] = {
+    "profile": ("api", "profile"),
+    "session": ("measure.session.session", "session"),
+    "schedule": ("measure.session.session", "schedule"),
+    "by_signature": ("core.signatures", "by_signature"),
+    "trace": ("measure.capture.tracer", "trace"),
+    "Profile": ("core.profile", "Profile"),
+    "ProfilerTracer": ("measure.capture.tracer", "ProfilerTracer"),
+    "ProfilingInterpreter": ("measure.capture.interpreter", "ProfilingInterpreter"),
+    "Recorder": ("measure.timing.recorder", "Recorder"),
+    "Recording": ("core.recording", "Recording"),
+    "NodeInfo": ("core.nodes", "NodeInfo"),
+    "Timer": ("measure.timing.timers", "Timer"),
+    "CpuTimer": ("measure.timing.timers", "CpuTimer"),
+    "CudaEventTimer": ("measure.timing.timers", "CudaEventTimer"),
+    "KernelTimer": ("measure.timing.timers", "KernelTimer"),
+    "SyncTimer": ("measure.timing.timers", "SyncTimer"),
+    "load": ("io", "load_profile"),
+    "read_csv": ("io", "read_csv"),
+    "compare": ("core.compare", "compare"),
+    "ComparabilityWarning": ("core.compare", "ComparabilityWarning"),
+    "merge_chrome_traces": ("views.trace", "merge_chrome_traces"),
+    "plot_top": ("views.plot", "plot_top"),  # matplotlib itself is imported on first use
+    "plot_groups": ("views.plot", "plot_groups"),
+    "plot_distribution": ("views.plot", "plot_distribution"),
+    "plot_compare": ("views.plot", "plot_compare"),
+    "plot_roofline": ("views.plot", "plot_roofline"),
+    "show_report": ("views.report", "show_report"),  # plotly itself is imported on first use
+    "selfcheck": ("selfcheck", "selfcheck"),
+    "machine_peaks": ("measure.passes.peaks", "machine_peaks"),
+    "Peaks": ("core.roofline", "Peaks"),
+    "whatif": ("whatif", "whatif"),
+    "WhatIf": ("core.whatif", "WhatIf"),
+    "generate": ("generate", "generate"),
+    "Generation": ("core.generation", "Generation"),
+    "load_generation": ("io.generation", "load_generation"),
+    "gather": ("measure.distributed.ranks", "gather"),
+    "overlap": ("core.overlap", "overlap"),
+    "FxprofError": ("errors", "FxprofError"),
+    "TraceError": ("errors", "TraceError"),
+    "TimerUnavailableError": ("errors", "TimerUnavailableError"),
+    "NodeExecutionError": ("errors", "NodeExecutionError"),
+    "NodeFailure": ("errors", "NodeFailure"),
+    "node_failure": ("errors", "node_failure"),
+    "ProfileFormatError": ("errors", "ProfileFormatError"),
+    "ProfileWriteError": ("errors", "ProfileWriteError"),
+}
 
 
 def __getattr__(name: str) -> Any:
@@ -168,16 +175,17 @@ class _Package(types.ModuleType):
 sys.modules[__name__].__class__ = _Package
 
 
-if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, imported eagerly
+if TYPE_CHECKING:  # what type checkers and IDEs see: the same names as _LAZY's, imported eagerly
     from .api import profile
-    from .core.signatures import by_signature
-    from .measure.session.session import schedule, session
     from .core.compare import ComparabilityWarning, compare
-    from .measure.distributed.ranks import gather
-    from .selfcheck import selfcheck
-    from .generate import generate
     from .core.generation import Generation
-    from .io.generation import load_generation
+    from .core.nodes import NodeInfo
+    from .core.overlap import overlap
+    from .core.profile import Profile
+    from .core.recording import Recording
+    from .core.roofline import Peaks
+    from .core.signatures import by_signature
+    from .core.whatif import WhatIf
     from .errors import (
         FxprofError,
         NodeExecutionError,
@@ -188,16 +196,19 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, imported e
         TraceError,
         node_failure,
     )
+    from .generate import generate
+    from .io import load_profile as load
+    from .io import read_csv
+    from .io.generation import load_generation
     from .measure.capture.interpreter import ProfilingInterpreter
+    from .measure.capture.tracer import ProfilerTracer, trace
+    from .measure.distributed.ranks import gather
+    from .measure.passes.peaks import machine_peaks
+    from .measure.session.session import schedule, session
     from .measure.timing.recorder import Recorder
-    from .core.recording import Recording
-    from .io import load_profile as load, read_csv
-    from .core.nodes import NodeInfo
+    from .measure.timing.timers import CpuTimer, CudaEventTimer, KernelTimer, SyncTimer, Timer
+    from .selfcheck import selfcheck
     from .views.plot import plot_compare, plot_distribution, plot_groups, plot_roofline, plot_top
     from .views.report import show_report
     from .views.trace import merge_chrome_traces
-    from .measure.passes.peaks import machine_peaks
-    from .core.roofline import Peaks
-    from .core.profile import Profile
-    from .measure.timing.timers import CpuTimer, CudaEventTimer, KernelTimer, SyncTimer, Timer
-    from .measure.capture.tracer import ProfilerTracer, trace
+    from .whatif import whatif

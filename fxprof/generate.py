@@ -37,13 +37,13 @@ from torch import nn
 
 from .core.generation import PER_TOKEN_COLUMNS, Generation, layer_of
 from .core.roofline import Peaks, parse_peaks
+from .errors import FxprofError
 from .measure.compiled.compiling import compiled_forward, is_compiled
 from .measure.compiled.mode import room_to_compile
-from .errors import FxprofError
 from .measure.compiled.progress import compile_progress
-from .measure.session.session import session
 from .measure.passes.decoder import decoder_stack
 from .measure.passes.kv_cache import KVLayout, kv_layout
+from .measure.session.session import session
 from .measure.timing.contention import ContentionMeter
 
 __all__ = ["generate"]

@@ -17,8 +17,8 @@ from torch import nn
 from .api import profile
 from .core.compare import ALPHA, MIN_EFFECT
 from .core.whatif import WhatIf
-from .measure.common.state import preserved_rng, refuse_inside_session
 from .measure.common.machine import machine_load
+from .measure.common.state import preserved_rng, refuse_inside_session
 from .measure.timing.contention import ContentionMeter
 from .measure.whatif.variants import NoChange, Prepared, parse_variant, prepare, time_interleaved
 

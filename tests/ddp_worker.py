@@ -14,9 +14,8 @@ import sys
 
 import torch
 import torch.distributed as dist
-from torch import nn
-
 from sharded_worker import KeepGrads
+from torch import nn
 
 
 class Six(nn.Module):

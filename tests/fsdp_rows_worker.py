@@ -14,7 +14,6 @@ import sys
 
 import torch
 import torch.distributed as dist
-
 from sharded_worker import TwoBlocks, sharded_model
 
 

@@ -17,9 +17,8 @@ import sys
 
 import torch
 import torch.distributed as dist
-from torch import nn
-
 from sharded_worker import _local, sharded_model
+from torch import nn
 
 
 def _validation(model: nn.Module, x: torch.Tensor) -> None:

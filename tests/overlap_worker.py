@@ -15,7 +15,6 @@ import sys
 
 import torch
 import torch.distributed as dist
-
 from sharded_worker import Block, FourBlocks
 
 

@@ -15,7 +15,6 @@ import sys
 
 import torch
 import torch.distributed as dist
-
 from distributed_worker import RankModel
 
 

@@ -10,7 +10,6 @@ import textwrap
 
 import numpy as np
 import pytest
-import torch
 
 from fxprof.cli import main
 from fxprof.core.gate import less_lost, paired_run_verdict, run_verdict

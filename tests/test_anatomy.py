@@ -9,16 +9,15 @@ import pandas as pd
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import requires_cuda
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 import fxprof
 import fxprof.measure.eager.loop
-from fxprof.measure.passes.anatomy import anatomy_pass, describe_shape
-from fxprof.core.recording import Recording
 from fxprof.core.nodes import NodeInfo
-
-from conftest import requires_cuda
+from fxprof.core.recording import Recording
+from fxprof.measure.passes.anatomy import anatomy_pass, describe_shape
 
 
 @pytest.fixture(scope="module")

@@ -12,12 +12,11 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from conftest import Ranged  # noqa: E402
 
 import fxprof  # noqa: E402
 from fxprof.core.rollup import is_bookkeeping  # noqa: E402
 from fxprof.views.notebook import render_html  # noqa: E402
-from conftest import Ranged  # noqa: E402
-
 
 
 @pytest.fixture(scope="module")

@@ -11,13 +11,12 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 import torch
+from conftest import FakeClock
 from torch import fx, nn
 
 import fxprof
 from fxprof.core.bound import LAUNCH_IDLE_SHARE, bound_verdicts
 from fxprof.measure.timing.timers import Timer
-
-from conftest import FakeClock
 
 
 class SimStream:

@@ -7,16 +7,15 @@ import numpy as np
 import pytest
 import torch
 import torchvision
-from torch import fx, nn
+from conftest import requires_cuda
+from standin_timer import StandInEventTimer
+from torch import nn
 
 import fxprof
 from fxprof import ProfilingInterpreter
 from fxprof.measure.timing.launches import launch_check, launches_nothing
 from fxprof.measure.timing.recorder import Recorder
 from fxprof.measure.timing.timers import CpuTimer
-
-from conftest import requires_cuda
-from standin_timer import StandInEventTimer
 
 
 class Chain(nn.Module):
@@ -67,7 +66,7 @@ def test_the_plan_takes_one_mark_per_boundary_and_none_for_views():
     gm, interp = _interp(StandInEventTimer())
     x = torch.randn(8, 8)
     with torch.no_grad():
-        out = interp.run(x)
+        interp.run(x)
     source = interp._compiled.source
     assert source.count("mark()") == LAUNCHING + 1, source
     nodes = {n.name: n for n in gm.graph.nodes}
@@ -228,6 +227,7 @@ def test_the_cuda_event_timer_reads_each_event_once_and_tiles_the_run(monkeypatc
     # the real CudaEventTimer on the CPU, with events that read a fake clock: a run records
     # launching nodes + 1 events, and converting it reads each event once (not twice a node)
     from conftest import FakeClock
+
     from fxprof.measure.timing.timers import CudaEventTimer
 
     clock, created, reads, synced = FakeClock(), [], [], []

@@ -19,9 +19,16 @@ import torch
 from torch import nn
 
 import fxprof
-from fxprof.measure.eager.loop import _attach_kernel_times
-from fxprof.measure.device.bridge import KINETO_LINE, attribute_events, events_from_kineto, kernel_ms_per_sample, kineto_quiet, memory_by_range
 from fxprof.core.recording import Recording
+from fxprof.measure.device.bridge import (
+    KINETO_LINE,
+    attribute_events,
+    events_from_kineto,
+    kernel_ms_per_sample,
+    kineto_quiet,
+    memory_by_range,
+)
+from fxprof.measure.eager.loop import _attach_kernel_times
 
 THREAD = 7001
 US = 1000  # ns
@@ -238,7 +245,7 @@ def test_the_flat_pass_touches_an_aten_op_twice_at_most():
 
 
 # ------------------------------------------------- the input copies (issue 40 6(c))
-from fxprof.measure.device.bridge import INPUT_COPIES_RANGE, attribute_events  # noqa: E402
+from fxprof.measure.device.bridge import INPUT_COPIES_RANGE  # noqa: E402
 
 
 @pytest.mark.parametrize("with_activity_type", [True, False])

@@ -17,11 +17,11 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from header_check import assert_consistent, header_problems
 from torch import nn
 
 import fxprof
 from fxprof.core.contention import busy_mask
-from header_check import assert_consistent, header_problems
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or not os.path.exists("/proc/self/task"),
                                 reason="needs Linux's affinity and scheduler statistics")
@@ -170,7 +170,6 @@ def test_the_checker_finds_what_issue_45_saw(resnet18, monkeypatch):
     prof.keep_outliers = True  # busy runs in the statistics
     assert prof.busy_runs and header_problems(prof) == []
     from fxprof.core import overhead
-    from fxprof.core.fidelity import Fidelity
     from fxprof.views import headline
 
     # 1. the lost time put down to the interpreter
@@ -244,7 +243,7 @@ def test_every_own_run_of_a_compiled_model_follows_an_untimed_call_after_the_met
     slower than the same model in a plain loop (docs/performance.md section 13; measured by
     tests/benchmarks/compiled_yardstick.py). Every timed run, unprofiled and profiled, now has an
     untimed call between the snapshot and itself."""
-    from fxprof.measure.compiled.runs import _interleaved_runs
+    from fxprof.measure.compiled.runs import interleaved_runs
     from fxprof.measure.timing.contention import ContentionMeter
 
     log = []
@@ -256,7 +255,7 @@ def test_every_own_run_of_a_compiled_model_follows_an_untimed_call_after_the_met
         log.append("timed" if fresh is not None else "call")
         return torch.ones(2) + 1
 
-    _interleaved_runs(call, lambda: None, 4, (torch.ones(2),), {}, False, meter)
+    interleaved_runs(call, lambda: None, 4, (torch.ones(2),), {}, False, meter)
     timed = [i for i, what in enumerate(log) if what == "timed"]
     assert len(timed) == 4 + 6
     for i in timed:

@@ -151,16 +151,16 @@ def test_views_print_each_column_by_its_unit():
 def test_the_cli_choices_are_the_tables_columns():
     import argparse
 
-    from fxprof.cli.common import _check_node_view
+    from fxprof.cli.common import check_node_view
 
     for name in C.table_columns():
-        _check_node_view(argparse.Namespace(group_by=None, sort=name, columns=name), training=False, ranked=False)
+        check_node_view(argparse.Namespace(group_by=None, sort=name, columns=name), training=False, ranked=False)
     for name in C.group_columns():
-        _check_node_view(argparse.Namespace(group_by="scope", sort=name, columns=name), training=False, ranked=False)
+        check_node_view(argparse.Namespace(group_by="scope", sort=name, columns=name), training=False, ranked=False)
     from fxprof.errors import FxprofError
 
     with pytest.raises(FxprofError, match="bad --sort 'std_ms'"):
-        _check_node_view(argparse.Namespace(group_by="scope", sort="std_ms", columns=None), training=False, ranked=False)
+        check_node_view(argparse.Namespace(group_by="scope", sort="std_ms", columns=None), training=False, ranked=False)
 
 
 def test_the_docs_column_table_is_the_generated_one():
@@ -193,7 +193,7 @@ _NEW_COLUMN = textwrap.dedent('''
 
     import argparse
     import torch, fxprof
-    from fxprof.cli.common import _check_node_view
+    from fxprof.cli.common import check_node_view
     from fxprof.io.validate import SCHEMA, _SIGNED
     from fxprof.views.text import GROUP_COLUMNS, render_table
     from fxprof.views.tables import formatter_for
@@ -208,8 +208,8 @@ _NEW_COLUMN = textwrap.dedent('''
     loaded = fxprof.load(out / "p.json")
     loaded.to_csv(out / "p.csv")
     back = fxprof.read_csv(out / "p.csv")
-    _check_node_view(argparse.Namespace(group_by=None, sort="mem_extra_bytes", columns="mem_extra_bytes"), False, False)
-    _check_node_view(argparse.Namespace(group_by="op", sort="mem_extra_bytes", columns="mem_extra_bytes"), False, False)
+    check_node_view(argparse.Namespace(group_by=None, sort="mem_extra_bytes", columns="mem_extra_bytes"), False, False)
+    check_node_view(argparse.Namespace(group_by="op", sort="mem_extra_bytes", columns="mem_extra_bytes"), False, False)
     groups = loaded.group_by("op")
     print(json.dumps({{
         "dtype": str(loaded.df["mem_extra_bytes"].dtype),

@@ -7,13 +7,12 @@ import json
 import numpy as np
 import pytest
 import torch
+from conftest import FakeCostModel, FakeTimer, Work
 from torch import nn
 
 import fxprof
 from fxprof.core.compare import ComparabilityWarning
 from fxprof.views.trace import chrome_trace_events
-
-from conftest import FakeCostModel, FakeTimer, Work
 
 
 def _profile(clock, **kw):

@@ -9,11 +9,10 @@ path, on events laid out as CUPTI and Kineto give them.
 
 from __future__ import annotations
 
-import re
-
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -23,7 +22,17 @@ import torch
 from torch import nn
 
 import fxprof
-from fxprof.core.compiled import Kernel, Span, charge_spans, common_scope, extern_op, extern_own_nodes, kernel_nodes, own_run_ms, readable_names
+from fxprof.core.compiled import (
+    Kernel,
+    Span,
+    charge_spans,
+    common_scope,
+    extern_op,
+    extern_own_nodes,
+    kernel_nodes,
+    own_run_ms,
+    readable_names,
+)
 from fxprof.core.nodes import NodeInfo
 from fxprof.errors import TraceError
 from fxprof.measure.device.bridge import Event
@@ -267,9 +276,9 @@ def test_profiling_leaves_model_config_and_loggers_as_they_were(compiled_run, sm
     assert config.cpp.enable_kernel_profile == before["kernel_profile"]
     assert config.fx_graph_cache == before["fx_graph_cache"]
     assert sys.getrecursionlimit() == before["recursion_limit"]  # inductor raises it when it compiles
-    from fxprof.measure.compiled.mode import _TraceCatcher
+    from fxprof.measure.compiled.mode import TraceCatcher
 
-    assert not [h for h in logging.getLogger("torch.__trace").handlers if isinstance(h, _TraceCatcher)]
+    assert not [h for h in logging.getLogger("torch.__trace").handlers if isinstance(h, TraceCatcher)]
     for key, value in model.state_dict().items():
         assert torch.equal(value, before["state"][key]), key
     assert torch.equal(model(x), before["out"])
@@ -553,6 +562,7 @@ def test_a_model_compiled_many_times_before_still_profiles_compiled(inductor_cac
 
 def test_no_graph_says_why_when_the_recompile_limit_is_reached():
     import torch._dynamo
+
     from fxprof.measure.compiled.mode import no_graph_message
 
     model = _Late()
@@ -570,6 +580,7 @@ def test_no_graph_says_why_when_the_recompile_limit_was_exceeded_before():
     (the user's own compile exceeded the limit; fxprof's compile then found no graph) and the
     message asked whether the forward was disabled for dynamo."""
     import torch._dynamo
+
     from fxprof.measure.compiled.compiling import room_to_compile
     from fxprof.measure.compiled.mode import no_graph_message
 
@@ -634,7 +645,7 @@ def test_a_session_holds_compiled_kernels_to_its_eager_steps_and_keeps_fxprofs_s
 
     from fxprof.measure.compiled import in_session
 
-    real = in_session._inductor_settings
+    real = in_session.inductor_settings
 
     @contextlib.contextmanager
     def slow():
@@ -643,7 +654,7 @@ def test_a_session_holds_compiled_kernels_to_its_eager_steps_and_keeps_fxprofs_s
             yield
         time.sleep(0.02)
 
-    monkeypatch.setattr(in_session, "_inductor_settings", slow)
+    monkeypatch.setattr(in_session, "inductor_settings", slow)
     x = small[1]
     model = Small().eval()
     model.load_state_dict(small[0].state_dict())

@@ -103,8 +103,8 @@ def test_reasons_in_words():
 def test_profiler_ranges_cut_into_kernels_overhead_breaks_and_entry():
     """One run of a model with a print break between two Linears, as torch.profiler records it
     (times in us, from a real run): the rows' spans and the kernels add up to the run."""
-    from fxprof.measure.compiled.mode import RUN_RANGE
     from fxprof.measure.compiled.breaks import OUTSIDE_SPAN, OVERHEAD_SPAN, TAIL_SPAN, frame_spans
+    from fxprof.measure.compiled.mode import RUN_RANGE
 
     us = 1000
     laid = [(RUN_RANGE, 0, 426), ("TorchDynamo Cache Lookup", 80, 98), ("Torch-Compiled Region: 0/0", 100, 342),
@@ -134,8 +134,8 @@ def test_the_profilers_own_cost_is_taken_out_of_the_span_holding_each_event():
     """The run above with a nested aten call in the first addmm, and a cost of 1 us an op event
     and 2 us a range: each event's cost leaves the span of the time holding it (its parent's
     own time), and what left is kept, so spans + kernels + what was taken = the run."""
-    from fxprof.measure.compiled.mode import RUN_RANGE, spans_from_events
     from fxprof.measure.compiled.breaks import OUTSIDE_SPAN, OVERHEAD_SPAN, TAIL_SPAN
+    from fxprof.measure.compiled.mode import RUN_RANGE, spans_from_events
     from fxprof.measure.compiled.profiler_cost import PROFILER_SPAN, ProfilerCost
 
     us = 1000
@@ -168,8 +168,8 @@ def test_a_scaled_cost_leaves_the_kernels_nested_events_at_the_probes_figure():
     """The same run with the events outside the kernels at 3x (what ``in_situ`` sets when the
     profiled runs' excess is above the probes' figures): the region's events cost 3x, the aten
     call nested in the first addmm stays at 1x, and spans + what was taken still = the run."""
-    from fxprof.measure.compiled.mode import RUN_RANGE, spans_from_events
     from fxprof.measure.compiled.breaks import OVERHEAD_SPAN
+    from fxprof.measure.compiled.mode import RUN_RANGE, spans_from_events
     from fxprof.measure.compiled.profiler_cost import PROFILER_SPAN, ProfilerCost
 
     us = 1000
@@ -451,8 +451,8 @@ def test_the_yardstick_is_a_plain_loop_outside_the_profilers_cycles():
     runs read 8-21% slower than the compiled model in a loop of the user's. Every unprofiled
     run is now timed with no torch.profiler alive, half before the cycles and half after, and
     what each lost to other processes is kept beside it."""
+    from fxprof.measure.compiled.mode import interleaved_runs
     from fxprof.measure.compiled.runs import PLAIN_RUNS_MIN
-    from fxprof.measure.compiled.mode import _interleaved_runs
     from fxprof.measure.timing.contention import ContentionMeter
 
     log = []
@@ -462,7 +462,7 @@ def test_the_yardstick_is_a_plain_loop_outside_the_profilers_cycles():
         return torch.ones(2) + 1
 
     meter = ContentionMeter()
-    plain, events, after = _interleaved_runs(call, lambda: None, 4, (torch.ones(2),), {}, False, meter)
+    plain, events, after = interleaved_runs(call, lambda: None, 4, (torch.ones(2),), {}, False, meter)
     assert len(plain) == PLAIN_RUNS_MIN == len(meter.own_lost_ms) and after == []  # the CPU keeps both halves
     assert len(meter.lost_ms) == 4  # one per profiled run
     timed = [i for i, (what, on) in enumerate(log) if what == "timed"]

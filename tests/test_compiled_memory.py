@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conftest import requires_cuda
 from torch import nn
 
 import fxprof
 from fxprof.measure.compiled.memory import charge_memory
 from fxprof.views.memory import format_bytes
-
-from conftest import requires_cuda
 
 F32 = 4
 

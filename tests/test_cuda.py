@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conftest import FakeClock, requires_cuda
 from torch import fx, nn
 
 import fxprof
 from fxprof.measure.timing.timers import CudaEventTimer
-
-from conftest import FakeClock, requires_cuda
 
 _SLEEP_CYCLES = 10_000_000  # a long kernel: a few milliseconds on current GPUs
 
@@ -276,10 +275,10 @@ def test_every_device_is_timed():
 
 
 def test_devices_sort_by_index_not_as_strings():
-    from fxprof.measure.timing.timers import _index_key
+    from fxprof.measure.timing.timers import index_key
 
     devices = [torch.device("cuda", 10), torch.device("cuda", 2), torch.device("cuda", 0)]
-    assert [d.index for d in sorted(devices, key=_index_key)] == [0, 2, 10]
+    assert [d.index for d in sorted(devices, key=index_key)] == [0, 2, 10]
 
 
 def test_stream_switches_dropped_by_tracing_are_said():

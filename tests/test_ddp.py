@@ -12,7 +12,6 @@ import sys
 
 import pytest
 import torch.distributed as dist
-
 from test_distributed import HERE, _env, _torchrun
 
 WORKER = HERE / "ddp_worker.py"

@@ -19,16 +19,15 @@ import pandas as pd
 import pytest
 import torch
 import torch.distributed as dist
-
-import fxprof
-from fxprof.views.trace import chrome_trace_events
-from fxprof.cli import app as cli
-from fxprof.core.rankmerge import merge, profile_parts, with_ranks
-from fxprof.core.ranks import RANK_TABLE_COLUMNS, STRAGGLER_MARGIN, barrier_skew, straggler
-from fxprof.core.profile import TABLE_COLUMNS
-
 from conftest import FakeCostModel, Work
 from distributed_worker import SLOW_MS
+
+import fxprof
+from fxprof.cli import app as cli
+from fxprof.core.profile import TABLE_COLUMNS
+from fxprof.core.rankmerge import merge, profile_parts, with_ranks
+from fxprof.core.ranks import RANK_TABLE_COLUMNS, STRAGGLER_MARGIN, barrier_skew, straggler
+from fxprof.views.trace import chrome_trace_events
 
 HERE = pathlib.Path(__file__).resolve().parent
 WORKER = HERE / "distributed_worker.py"
@@ -352,9 +351,9 @@ def test_torchrun_resnet18_command(tmp_path):
 def test_the_rank_columns_are_of_the_same_values_as_the_table():
     """Per-rank medians are of per-run values (calls in a run summed), as median_ms is; a node
     with no finite time has no slowest rank instead of breaking the table."""
-    from fxprof.core.rankmerge import with_ranks
     from fxprof.core.nodes import NodeInfo
     from fxprof.core.profile import Profile
+    from fxprof.core.rankmerge import with_ranks
 
     nodes = [NodeInfo("l", "call_function", "torch.relu", "", "", ""), NodeInfo("q", "call_function", "torch.relu", "", "", "")]
     runs = 4  # 2 ranks x 2 runs; l twice a run (1 ms and 2 ms on rank 1), q never timed (NaN)
@@ -399,9 +398,8 @@ def test_isolated_profiles_cannot_be_merged_and_say_why(resnet18, small_image):
 def test_ranks_with_different_graphs_have_a_coverage_of_their_own_runs(clock, fake_timer):
     """issue 26 #8: with different graphs on the ranks, each node's mean is over its own rank's
     runs, and summing them put every rank's nodes into one run: "nodes account for 166.1%"."""
-    from test_stats import Chain
-
     from conftest import FakeTimer
+    from test_stats import Chain
 
     a = _rank_profile(clock, fake_timer, 0, BASE)  # runs of 4, 3, 5, 4 ms
     chain = Chain(clock, [[2.0] * 4 for _ in range(3)])  # another graph: runs of 6 ms
@@ -440,10 +438,9 @@ def test_a_gathered_run_line_says_its_node_time_is_per_run_not_the_tables_sum(cl
     """docs/distributed.md (27 Nov), resnet18 on two ranks sharing a core: 'run: ... 19.9 ms summed median
     node time' above a table whose medians add up to 11.0 ms. A gathered profile's coverage is each
     run's node times summed, median over every rank's runs; the line said it was the table's sum."""
-    from test_stats import Chain
-
     from conftest import FakeTimer
     from header_check import header_problems
+    from test_stats import Chain
 
     parts = []
     for rank in range(2):  # two nodes whose slow runs differ: per-run sums 2, 6, 6 ms; node medians 1 + 1 ms
@@ -468,9 +465,8 @@ def test_a_gathered_fidelity_line_sets_uncorrected_own_runs_against_uncorrected_
     (11.5 ms, median of 5 unprofiled runs ..., 5 of them less the time they lost to other processes)'.
     A gathered profile leaves no busy run out (the ranks' runs carry no machine line), so its profiled runs
     keep the other rank's time; only the own runs were counted less it."""
-    from test_stats import Chain
-
     from conftest import FakeTimer
+    from test_stats import Chain
 
     parts = []
     for rank in range(2):
@@ -492,9 +488,8 @@ def test_a_gathered_profile_makes_no_outside_row_of_own_runs_that_lost_time(cloc
     """After the fidelity fix above, docs/distributed.md's resnet18 on two ranks sharing a core showed
     '(between nodes): 7.62 ms of the model's own unprofiled run (19.7 ms) is in no node's time: the model's
     own Python around its ops': the own runs' excess over the nodes was mostly the other rank's time."""
-    from test_stats import Chain
-
     from conftest import FakeTimer
+    from test_stats import Chain
 
     parts = []
     for rank in range(2):

@@ -15,11 +15,10 @@ import sys
 
 import pytest
 import torch.distributed as dist
+from test_distributed import HERE, _env, _torchrun
 
 import fxprof
 from fxprof.core.rankstats import is_communication
-
-from test_distributed import HERE, _env, _torchrun
 
 WORKER = HERE / "sharded_worker.py"
 
@@ -341,6 +340,7 @@ def test_fsdp2_names_the_slow_rank_and_the_others_wait_in_the_next_gather(tmp_pa
     """Rank 1 naps SLOW_MS in blocks.0 (the others 1 ms): the merged profile names rank 1, and
     rank 0 spends the difference in blocks.1's gather, where it meets rank 1 again."""
     from distributed_worker import SLOW_MS
+
     from fxprof.core.ranks import straggler
 
     prof, _ = _run(tmp_path, 2, "slow")

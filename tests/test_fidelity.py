@@ -5,7 +5,6 @@ program that dispatches other aten ops than the model is named."""
 from __future__ import annotations
 
 import pathlib
-
 import time
 import warnings
 

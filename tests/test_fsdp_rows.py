@@ -11,7 +11,6 @@ import subprocess
 import sys
 
 import pytest
-
 from test_distributed import HERE, _env, _torchrun
 from test_distributed_sharded import needs_fsdp
 

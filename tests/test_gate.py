@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from test_verdicts import PATTERN_A, PATTERN_B, _costs, _profile
 
 from fxprof.cli import main
 from fxprof.core.gate import gate, run_verdict
 from fxprof.vocab import GATE_EXIT
-
-from test_verdicts import PATTERN_A, PATTERN_B, _costs, _profile
 
 
 @pytest.fixture

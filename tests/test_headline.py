@@ -74,7 +74,7 @@ def test_flagged_nodes_below_the_fold_are_named_with_the_command():
 def test_look_here_first_lists_the_most_headroom(r18):
     panel = look_here_first(r18.df)
     top = r18.df.sort_values("headroom_ms", ascending=False).index[0]
-    assert panel.index(f"<td style=") < panel.index(top)
+    assert panel.index("<td style=") < panel.index(top)
     rows = re.findall(r"<tr><td[^>]*>([^<]*)</td>", panel)
     assert rows[0] == top and len(rows) == 5
     assert "time above the roof, all nodes, by limit" in panel

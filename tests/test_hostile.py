@@ -14,17 +14,15 @@ import subprocess
 import sys
 import threading
 import time
-import warnings
 
 import pandas as pd
 import pytest
 import torch
+from conftest import FakeCostModel, Work
 from torch import nn
 
 import fxprof
 from fxprof.cli import app as cli
-
-from conftest import FakeCostModel, Work
 
 torch._logging.set_logs(dynamo=logging.ERROR)
 

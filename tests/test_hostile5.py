@@ -134,8 +134,8 @@ def test_profile_passes_hand_a_leaf_module_the_dict_and_list_its_caller_built(mo
     model, x = WithCollect(), torch.randn(3, 4)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        prof = fxprof.profile(model, x, leaf_modules=[Collect], mode=mode, iters=2, warmup=1, anatomy=True,
-                              memory=True, peaks=None)
+        fxprof.profile(model, x, leaf_modules=[Collect], mode=mode, iters=2, warmup=1, anatomy=True,
+                       memory=True, peaks=None)
     failed = [str(w.message) for w in caught if "pass failed" in str(w.message) or "immutable" in str(w.message)]
     assert not failed, failed
 

@@ -8,11 +8,10 @@ import os
 import pandas as pd
 import pytest
 import torch
+from conftest import FakeCostModel, Work
 
 import fxprof
 from fxprof.io import atomic_write
-
-from conftest import FakeCostModel, Work
 
 
 @pytest.fixture

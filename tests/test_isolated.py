@@ -6,12 +6,11 @@ import math
 
 import pytest
 import torch
+from conftest import FakeClock, FakeTimer, Work
 from torch import nn
 from torch.profiler import record_function
 
 import fxprof
-
-from conftest import FakeClock, FakeTimer, Work
 
 
 class Costed(nn.Module):
@@ -126,6 +125,7 @@ def test_isolated_mode_keeps_the_host_ahead_of_a_device_timer(clock):
     # a device timer that can hold the device gets a hold before every node's repeats, sized
     # from the host time of the node's real run, so repeats are never paced by the launches
     from conftest import FakeTimer
+
     from fxprof.measure.eager.isolated import HOLD_FACTOR, HOLD_MARGIN_MS
 
     holds = []

@@ -9,14 +9,13 @@ import pandas as pd
 import pytest
 import torch
 import torchvision
+from conftest import requires_cuda
 from torch import nn
 
 import fxprof
 from fxprof.core.memory import memory_summary
 from fxprof.measure.passes.memory import account
 from fxprof.views.memory import format_bytes
-
-from conftest import requires_cuda
 
 F32 = 4
 

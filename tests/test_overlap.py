@@ -9,12 +9,11 @@ import sys
 
 import numpy as np
 import pytest
+from test_distributed import HERE, _env, _torchrun
+from test_distributed_sharded import needs_fsdp
 
 import fxprof
 from fxprof.core.overlap import OVERLAP_COLUMNS, fsdp_steps
-
-from test_distributed import HERE, _env, _torchrun
-from test_distributed_sharded import needs_fsdp
 
 WORKER = HERE / "overlap_worker.py"
 

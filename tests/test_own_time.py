@@ -12,13 +12,12 @@ import weakref
 
 import pytest
 import torch
+from conftest import FakeClock, FakeTimer
 from torch import fx, nn
 
 import fxprof
 from fxprof import ProfilingInterpreter, node_failure
 from fxprof.measure.timing.recorder import Recorder
-
-from conftest import FakeClock, FakeTimer
 
 
 class Costly(nn.Module):

@@ -14,14 +14,13 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from conftest import FakeCostModel, FakeTimer, Work  # noqa: E402
 
 import fxprof  # noqa: E402
-from fxprof.views.notebook import render_html  # noqa: E402
 from fxprof.core.nodes import NodeInfo  # noqa: E402
-from fxprof.views.plot import MISSING_MATPLOTLIB  # noqa: E402
 from fxprof.core.profile import RUN_COLUMNS, SAMPLE_COLUMNS  # noqa: E402
-
-from conftest import FakeCostModel, FakeTimer, Work  # noqa: E402
+from fxprof.views.notebook import render_html  # noqa: E402
+from fxprof.views.plot import MISSING_MATPLOTLIB  # noqa: E402
 
 # The fake profile (see conftest): head costs 3, 2, 4, 3 ms over the 4 runs (mean and median
 # 3 ms, 75%), stem 1 ms each run (25%), the six other nodes 0 ms; 8 nodes in all.

@@ -11,12 +11,11 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from conftest import FakeCostModel
 from torch import nn
 from torch.profiler import record_function
 
 import fxprof
-
-from conftest import FakeCostModel
 
 GOLDEN = pathlib.Path(__file__).parent / "golden"
 

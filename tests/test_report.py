@@ -16,20 +16,25 @@ import numpy as np
 import pytest
 import torch
 import torchvision
+from conftest import Ranged  # noqa: E402
 from torch import nn
 
 import fxprof
 from fxprof.cli import main
 from fxprof.core.compare import compare_blocks
 from fxprof.core.rollup import is_bookkeeping
-from fxprof.views.tables import format_ms
-from fxprof.views.text import render_header
-from fxprof.views.tables import display_name
 from fxprof.views.report import MISSING_PLOTLY, Report, render_compare_report, render_report
 from fxprof.views.report_figures import (
-    BOOKKEEPING, compare_figure, distribution_figure, groups_figure, ranks_figure, runs_figure, tree_figure,
+    BOOKKEEPING,
+    compare_figure,
+    distribution_figure,
+    groups_figure,
+    ranks_figure,
+    runs_figure,
+    tree_figure,
 )
-from conftest import Ranged  # noqa: E402
+from fxprof.views.tables import display_name, format_ms
+from fxprof.views.text import render_header
 
 pytest.importorskip("plotly")
 
@@ -392,8 +397,9 @@ def test_resnet18_training_step_report_renders_offline_in_chromium(tmp_path):
 
 
 def _empty() -> fxprof.Profile:
-    from fxprof.core.profile import RUN_COLUMNS, SAMPLE_COLUMNS
     import pandas as pd
+
+    from fxprof.core.profile import RUN_COLUMNS, SAMPLE_COLUMNS
 
     return fxprof.Profile([], pd.DataFrame({c: [] for c in SAMPLE_COLUMNS}), pd.DataFrame({c: [] for c in RUN_COLUMNS}))
 

@@ -8,13 +8,12 @@ import logging
 
 import pytest
 import torch
+from conftest import requires_cuda
 from torch import nn
 from torch.profiler import record_function
 
 import fxprof
 import fxprof.measure.eager.loop
-
-from conftest import requires_cuda
 
 torch._logging.set_logs(dynamo=logging.ERROR)
 

@@ -14,10 +14,10 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from conftest import requires_cuda
 from torch import nn
 
 import fxprof
-from conftest import requires_cuda
 from fxprof.core.profile import COLUMNS
 from fxprof.core.roofline import Peaks, parse_peaks, peaks_differ, roofline_columns
 from fxprof.measure.passes.peaks import cache_path, machine_peaks

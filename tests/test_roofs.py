@@ -16,9 +16,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
+from conftest import requires_cuda
 
 import fxprof
-from conftest import requires_cuda
 from fxprof.core.roofline import FLOOR_MULTIPLE, Peaks, node_bandwidth, roofline_columns
 from fxprof.measure.passes.peaks import cache_levels, machine_peaks, peaks_source_line
 
@@ -281,13 +281,13 @@ def test_roofs_from_a_curve_are_its_upper_envelope_with_a_level_per_drop():
 
 
 def test_a_plain_op_above_its_roof_raises_that_roof_and_says_so():
-    from fxprof.measure.passes.peaks import _raise_roofs
+    from fxprof.measure.passes.peaks import raise_roofs
 
     levels = [{"level": "L2", "bytes": 4 << 20, "bytes_per_s": 100e9}]
     check = [{"op": "add", "elements": 1, "bytes": 1 << 20, "moved": 3, "bytes_per_s": 120e9},  # 120% of L2's
              {"op": "copy", "elements": 1, "bytes": 64 << 20, "moved": 2, "bytes_per_s": 31e9},  # 103% of memory's
              {"op": "x + y", "elements": 1, "bytes": 256 << 20, "moved": 3, "bytes_per_s": 40e9}]  # 133% of memory's
-    memory, levels, rows = _raise_roofs(30e9, levels, check)
+    memory, levels, rows = raise_roofs(30e9, levels, check)
     assert levels[0]["bytes_per_s"] == 120e9 and memory == 40e9
     by_op = {r["op"]: r for r in rows}
     assert by_op["add"]["raised"] and by_op["add"]["level"] == "L2" and by_op["add"]["pct"] == pytest.approx(120)
@@ -339,9 +339,9 @@ def test_peaks_show_their_curve_levels_and_check(own_cache, quiet):
     from fxprof.core.roofline import roofs_from_curve
 
     # the roofs are the curve's, raised where a plain op beat them; never below a curve point
-    from fxprof.measure.passes.peaks import _roof_points
+    from fxprof.measure.passes.peaks import roof_points
 
-    memory, levels = roofs_from_curve(_roof_points(curve))
+    memory, levels = roofs_from_curve(roof_points(curve))
     assert peaks.bytes_per_s >= memory and len(peaks.caches) == len(levels)
     from fxprof.measure.passes.peaks import roof_for
 
@@ -367,7 +367,7 @@ def test_cli_peaks_prints_the_bandwidth_curve(tmp_path):
 # ------------------------------------------- peaks from a busy machine (issue 48.4)
 def test_peaks_measured_on_a_busy_machine_are_not_cached_and_say_so(own_cache, monkeypatch):
     monkeypatch.setenv("FXPROF_PEAKS_BUSY", "0")  # any other process's CPU time makes it busy
-    monkeypatch.setattr("fxprof.measure.passes.load._Load._stat", staticmethod(lambda: None))  # no /proc/stat: the fallback
+    monkeypatch.setattr("fxprof.measure.passes.load.Load._stat", staticmethod(lambda: None))  # no /proc/stat: the fallback
     monkeypatch.setattr("fxprof.measure.passes.load.OWN_CPU_BUSY", 2.0)  # less than twice its time: busy
     busy = machine_peaks("cpu", torch.float32, threads=1, sizes="quick")
     assert busy.load["busy"] and 0 < busy.load["own_cpu"] and busy.load["threads"] == 1
@@ -401,7 +401,7 @@ def test_a_quiet_measurement_is_cached_with_its_load(own_cache, monkeypatch):
     assert "busy" not in peaks.describe()
     # FXPROF_PEAKS_BUSY=off caches busy peaks, and they still say they were measured busy
     monkeypatch.setenv("FXPROF_PEAKS_BUSY", "off")
-    monkeypatch.setattr("fxprof.measure.passes.load._Load._stat", staticmethod(lambda: None))
+    monkeypatch.setattr("fxprof.measure.passes.load.Load._stat", staticmethod(lambda: None))
     monkeypatch.setattr("fxprof.measure.passes.load.OWN_CPU_BUSY", 2.0)
     busy = machine_peaks("cpu", torch.float64, threads=1, sizes="quick")
     kept = [e for k, e in json.loads(own_cache.read_text())["peaks"].items() if "float64" in k]

@@ -10,16 +10,14 @@ import warnings
 import pandas as pd
 import pytest
 import torch
-import torchvision
+from conftest import HoldsCompiled
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 import fxprof
 from fxprof.core.nodes import NodeInfo
-from fxprof.measure.capture.graph import describe_graph
 from fxprof.core.profile import Profile
-
-from conftest import HoldsCompiled
+from fxprof.measure.capture.graph import describe_graph
 
 torch._logging.set_logs(dynamo=logging.ERROR)  # graph-break warnings are expected here
 

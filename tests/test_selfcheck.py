@@ -6,14 +6,12 @@ import io
 import subprocess
 import sys
 
-import pytest
 import torch
+from conftest import requires_cuda
 
 import fxprof
-from fxprof.selfcheck import SPIN_TOLERANCE_MS, SPIN_TOLERANCE_REL
 from fxprof.measure.timing.timers import CpuTimer
-
-from conftest import requires_cuda
+from fxprof.selfcheck import SPIN_TOLERANCE_MS, SPIN_TOLERANCE_REL
 
 
 def test_selfcheck_passes_on_the_cpu_with_known_costs():

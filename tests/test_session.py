@@ -13,13 +13,11 @@ import sys
 
 import pytest
 import torch
+from conftest import FakeCostModel, Work
 from torch import nn
 
 import fxprof
 from fxprof.core.signatures import session_runs
-from fxprof.measure.session.schedule import Schedule
-
-from conftest import FakeCostModel, Work
 
 
 # ------------------------------------------------------------------ the schedule

@@ -10,13 +10,12 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from conftest import FakeTimer, Work
 from torch import nn
 
 import fxprof
-from fxprof.views.text import spread_flags
 from fxprof.core.stats import outlier_fence, outlier_mask
-
-from conftest import FakeTimer, Work
+from fxprof.views.text import spread_flags
 
 RUNS = 20
 #: twelve nodes of distinct cost (ms), so the top 10 has a definite order

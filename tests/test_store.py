@@ -13,15 +13,14 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from conftest import FakeCostModel, FakeTimer, Work
 
 import fxprof
 from fxprof.core.columnar import SampleColumns
 from fxprof.core.nodes import NodeInfo
 from fxprof.core.profile import SAMPLE_COLUMNS
-from fxprof.measure.timing.recorder import Recorder
 from fxprof.core.recording import Recording
-
-from conftest import FakeCostModel, FakeTimer, Work
+from fxprof.measure.timing.recorder import Recorder
 
 GOLDEN = pathlib.Path(__file__).parent / "golden"
 

@@ -8,13 +8,12 @@ import pathlib
 import pandas as pd
 import pytest
 import torch
+from conftest import FakeCostModel, FakeTimer, Work
 
 import fxprof
 from fxprof.views.options import ViewOptions
-from fxprof.views.text import render_compare
 from fxprof.views.tables import format_ms, render_fitted, shorten, terminal_width
-
-from conftest import FakeCostModel, FakeTimer, Work
+from fxprof.views.text import render_compare
 
 GOLDEN = pathlib.Path(__file__).parent / "golden"
 

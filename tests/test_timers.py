@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conftest import FakeClock, FakeTimer, requires_cuda
 from torch import nn
 
 import fxprof
 from fxprof.measure.timing.timers import CpuTimer, CudaEventTimer, SyncTimer, resolve_timer
-
-from conftest import FakeTimer, FakeClock, requires_cuda
 
 no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="checks behaviour without a GPU")
 

@@ -7,12 +7,11 @@ import time
 
 import pytest
 import torch
+from conftest import FakeCostModel, FakeTimer, Work
 
 import fxprof
-from fxprof.views.trace import KINETO_BASE_INTERVAL_S, chrome_trace_events, kineto_base_ns, merge_chrome_traces
 from fxprof.core.runs import parse_runs
-
-from conftest import FakeCostModel, FakeTimer, Work
+from fxprof.views.trace import KINETO_BASE_INTERVAL_S, chrome_trace_events, kineto_base_ns, merge_chrome_traces
 
 
 def _fake(clock):

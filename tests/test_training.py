@@ -14,17 +14,16 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from conftest import requires_cuda
 from torch import nn
 
 import fxprof
 from fxprof.core.compare import compare
-from fxprof.views.trace import chrome_trace_events
 from fxprof.core.nodes import NodeInfo
 from fxprof.core.profile import Profile
 from fxprof.core.recording import Recording
 from fxprof.measure.capture.training import default_loss
-
-from conftest import requires_cuda
+from fxprof.views.trace import chrome_trace_events
 
 
 def _grad_recorder(model: nn.Module) -> tuple[dict[str, list[torch.Tensor]], list]:

@@ -7,13 +7,12 @@ import warnings
 
 import pytest
 import torch
+from conftest import FakeTimer, Work
+from test_stats import BASE_MS, RUNS, Chain
 
 import fxprof
 from fxprof.cli import main
 from fxprof.core.compare import ALPHA, MIN_EFFECT, ComparabilityWarning, comparability
-
-from conftest import FakeTimer, Work
-from test_stats import BASE_MS, RUNS, Chain
 
 #: two jitter patterns with the same multiset of factors (+-4%): an exact A/A pair
 PATTERN_A = [(7 * i) % 5 for i in range(RUNS)]
@@ -245,8 +244,8 @@ def test_the_test_is_of_the_same_values_as_the_ratio_when_a_node_runs_twice_a_ru
 def test_three_runs_a_side_cannot_tell_and_say_so(clock):
     """issue 26 #7: with 3 runs a side the smallest possible p-value is 0.1, so b exactly 3x a
     was called "same" on every node; it is "too few runs" now, in the table and the header."""
-    from fxprof.views.text import render_compare
     from fxprof.core.stats import smallest_p_value
+    from fxprof.views.text import render_compare
 
     def three(scale):
         costs = [[base * scale * f for f in (1.0, 1.02, 0.98)] for base in BASE_MS]

@@ -13,10 +13,9 @@ Cost: resnet18 eager is the fast representative; the rest is ``slow`` (CI's firs
 
 from __future__ import annotations
 
-from collections import OrderedDict
-
 import sys
 import warnings
+from collections import OrderedDict
 from pathlib import Path
 
 import pytest

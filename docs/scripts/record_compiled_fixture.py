@@ -21,7 +21,7 @@ sys.path.insert(0, "tests")
 from test_compiled import Small  # noqa: E402
 
 from fxprof.measure.device.bridge import events_from_kineto, kineto_quiet  # noqa: E402
-from fxprof.measure.compiled.compiling import CompiledSession, _catch_trace, _inductor_settings  # noqa: E402
+from fxprof.measure.compiled.compiling import CompiledSession, catch_trace, inductor_settings  # noqa: E402
 from fxprof.measure.compiled.mode import _kernels  # noqa: E402
 from fxprof.measure.compiled.spans import RUN_RANGE  # noqa: E402
 
@@ -32,12 +32,12 @@ def main(path: str) -> None:
     model = Small().eval()
     x = torch.randn(2, 3, 16, 16)
     user = torch.compile(model)
-    from fxprof.measure.compiled.compiling import _read_compiled
+    from fxprof.measure.compiled.compiling import read_compiled
 
-    root, backend, _ = _read_compiled(user)
+    root, backend, _ = read_compiled(user)
     session = CompiledSession(root, backend)
     compiled = torch.compile(root, backend=session)
-    with _inductor_settings(), _catch_trace() as caught, torch.no_grad():
+    with inductor_settings(), catch_trace() as caught, torch.no_grad():
         compiled(x)
         compiled(x)
         from torch.profiler import ProfilerActivity, profile, record_function

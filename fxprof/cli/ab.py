@@ -14,8 +14,18 @@ import argparse
 import sys
 from typing import Any
 
-from .common import (_bad, _check_outputs, _first_line, _print, add_device_option, add_input_option, check_counts, check_threads,
-                     check_verdict_rules, model_sources)
+from .common import (
+    add_device_option,
+    add_input_option,
+    bad,
+    check_counts,
+    check_outputs,
+    check_threads,
+    check_verdict_rules,
+    echo,
+    first_line,
+    model_sources,
+)
 from .input_spec import check_specs
 
 USAGE = "ab A B"
@@ -81,9 +91,9 @@ def check(args: argparse.Namespace) -> None:
     check_threads(args.threads)
     check_verdict_rules(args.alpha, args.min_effect)
     if "-" in (args.csv, args.markdown) and args.csv == args.markdown:
-        raise _bad("--csv - and --markdown - both write to standard output: send one of them to a file")
+        raise bad("--csv - and --markdown - both write to standard output: send one of them to a file")
     check_specs(args.input or [])  # the syntax, before torch is imported
-    _check_outputs({"--csv": args.csv, "--markdown": args.markdown}, inputs=model_sources(args.a) + model_sources(args.b))
+    check_outputs({"--csv": args.csv, "--markdown": args.markdown}, inputs=model_sources(args.a) + model_sources(args.b))
     check_model_name(args.a)
     check_model_name(args.b)
 
@@ -105,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
         model_a, model_b = model_a.eval().to(device), model_b.eval().to(device)
         positional, keywords = build_inputs(args.input, torch.float32, device)
     except (RuntimeError, AssertionError, MemoryError) as exc:
-        raise _bad(f"cannot put the models and inputs on {device}: {_first_line(exc)}") from exc
+        raise bad(f"cannot put the models and inputs on {device}: {first_line(exc)}") from exc
     say = (lambda line: None) if args.quiet else (lambda line: print(f"fxprof ab: {line}", file=sys.stderr, flush=True))
     load = [machine_load()]
     try:
@@ -151,7 +161,7 @@ def _verdict(args: argparse.Namespace, result: Any, load: list, cores: int) -> i
             "b_ms": statistics.median(y for _, y in usable) if usable else float("nan"),
             "busy_calls": a_busy + b_busy, "calls": len(a_ms) + len(b_ms), "measured": a_lost is not None}
     report = sys.stderr if "-" in (args.csv, args.markdown) else sys.stdout
-    _print(render_ab(run, args.a, args.b, meta), report)
+    echo(render_ab(run, args.a, args.b, meta), report)
     failed, line = (False, None)
     if args.fail_on:
         rules = pd.DataFrame()
@@ -165,7 +175,7 @@ def _verdict(args: argparse.Namespace, result: Any, load: list, cores: int) -> i
             columns.update(a_lost_ms=list(a_lost), b_lost_ms=list(b_lost))
         rounds = pd.DataFrame(columns).rename_axis("round")
         atomic_write(args.csv, lambda handle: rounds.to_csv(handle, index=True))
-        _print(f"wrote csv: {'standard output' if args.csv == '-' else args.csv}", report)
+        echo(f"wrote csv: {'standard output' if args.csv == '-' else args.csv}", report)
     if args.markdown is not None:
         text = render_ab_markdown(run, args.a, args.b, meta, line)
         if args.markdown == "-":
@@ -174,7 +184,7 @@ def _verdict(args: argparse.Namespace, result: Any, load: list, cores: int) -> i
             from ..io.atomic import append_text
 
             appended = append_text(args.markdown, text)
-            _print(f"{'appended markdown to' if appended else 'wrote markdown'}: {args.markdown}", report)
+            echo(f"{'appended markdown to' if appended else 'wrote markdown'}: {args.markdown}", report)
     if line:
-        _print(f"fxprof gate (--fail-on {args.fail_on}): {line}", report)
+        echo(f"fxprof gate (--fail-on {args.fail_on}): {line}", report)
     return GATE_EXIT if failed else 0

@@ -21,7 +21,7 @@ from typing import Any, Iterator, Sequence
 
 from ..vocab import __version__
 from . import ab, compare, generate, peaks, profile, report, selfcheck, show, whatif
-from .common import _first_line, _Parser, _print, _Terminated, _attach_dash_values, lost_output
+from .common import Parser, Terminated, attach_dash_values, echo, first_line, lost_output
 
 #: the commands, in the order of ``fxprof --help``: one module each
 COMMANDS = (profile, show, compare, ab, report, selfcheck, peaks, whatif, generate)
@@ -49,9 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
     glob.add_argument("--quiet", action="store_true", default=argparse.SUPPRESS, help="no progress bar")
     glob.add_argument("--version", action="version", version=f"fxprof {__version__}")
 
-    parser = _Parser(prog="fxprof", description=DESCRIPTION, epilog=TOP_EXAMPLES, parents=[common],
+    parser = Parser(prog="fxprof", description=DESCRIPTION, epilog=TOP_EXAMPLES, parents=[common],
                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
 
     def command(name: str, help: str, description: str, epilog: str) -> argparse.ArgumentParser:
         return sub.add_parser(name, help=help, description=description, epilog=epilog, parents=[common],
@@ -75,13 +75,13 @@ def check_args(args: argparse.Namespace) -> None:
 
 @contextlib.contextmanager
 def _sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM raises :class:`_Terminated` (a KeyboardInterrupt): the runs so far are kept."""
+    """SIGTERM raises :class:`Terminated` (a KeyboardInterrupt): the runs so far are kept."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def terminate(signum: int, frame: Any) -> None:
-        raise _Terminated()
+        raise Terminated()
 
     previous = signal.signal(signal.SIGTERM, terminate)
     try:
@@ -93,7 +93,7 @@ def _sigterm_as_interrupt() -> Iterator[None]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = parser.parse_args(_attach_dash_values(argv, parser.value_options, parser.all_options))  # type: ignore[attr-defined]
+    args = parser.parse_args(attach_dash_values(argv, parser.value_options, parser.all_options))  # type: ignore[attr-defined]
     args.debug = getattr(args, "debug", False)
     args.quiet = getattr(args, "quiet", False)
     if not getattr(args, "handler", None):
@@ -108,7 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return args.handler(args)
             except ProfileWriteError as exc:  # after the work: its results end with this process
                 raise lost_output(exc) from exc
-    except _Terminated:
+    except Terminated:
         print("fxprof: terminated", file=sys.stderr)
         return 128 + signal.SIGTERM
     except KeyboardInterrupt:
@@ -116,7 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError as exc:
         if exc.filename:  # a file fxprof was writing: an error like any other
-            _print(f"fxprof: error: cannot write {exc.filename!r}: {exc.strerror}", sys.stderr)
+            echo(f"fxprof: error: cannot write {exc.filename!r}: {exc.strerror}", sys.stderr)
             return 2
         # the reader of stdout went away (`fxprof show x.json | head`): stop quietly, as a shell tool
         # killed by SIGPIPE would; stdout goes to /dev/null so the interpreter's last flush is silent
@@ -126,7 +126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # every failure is one line; --debug shows the traceback
         if args.debug:
             traceback.print_exc()
-        text = _first_line(exc) if str(exc).strip() else ""
+        text = first_line(exc) if str(exc).strip() else ""
         if isinstance(exc, OSError) and not isinstance(exc, FxprofError) and exc.filename:
             text = f"cannot read {exc.filename!r}: {exc.strerror}"
         elif (failure := node_failure(exc)) is not None:  # the model's own error, raised in a node: name it
@@ -136,7 +136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
         # one line: multi-line messages (a node error lists what the node received) are joined
         line = "; ".join(part.strip() for part in text.splitlines() if part.strip()) or type(exc).__name__
-        _print(f"fxprof: error: {line}", sys.stderr)
+        echo(f"fxprof: error: {line}", sys.stderr)
         return 2
 
 

@@ -30,7 +30,7 @@ NODE_COLUMNS = ("columns to show, comma-separated: any column of profile.df (kin
                 "flops, output_shape...); with --group-by, roll-up columns")
 
 
-class _Parser(argparse.ArgumentParser):
+class Parser(argparse.ArgumentParser):
     """argparse, with its errors as one line (as every fxprof error is), not a usage block,
     and "did you mean" for an unknown command or choice (difflib)."""
 
@@ -69,7 +69,7 @@ def table_options(p: argparse.ArgumentParser, sort_help: str, columns_help: str,
                         "out and the header says which")
 
 
-def _attach_dash_values(argv: list[str], options: set[str], known: set[str] = frozenset()) -> list[str]:
+def attach_dash_values(argv: list[str], options: set[str], known: set[str] = frozenset()) -> list[str]:
     """``--input -1x3`` -> ``--input=-1x3``: argparse takes a value that starts with '-' for an
     option and says "expected one argument"; the value's own check words it better. A value
     that is itself an option (``known``) stays an option."""
@@ -94,29 +94,29 @@ def _columns(text: str | None) -> list[str] | None:
     return [c.strip() for c in text.split(",") if c.strip()] if text else None
 
 
-def _bad(message: str) -> Exception:
+def bad(message: str) -> Exception:
     from ..errors import FxprofError  # light: errors.py imports no torch
 
     return FxprofError(message)
 
 
-def _check_top(args: argparse.Namespace) -> None:
+def check_top(args: argparse.Namespace) -> None:
     if args.top < 0:
-        raise _bad(f"bad --top {args.top}: must be >= 0 (0 shows all)")
+        raise bad(f"bad --top {args.top}: must be >= 0 (0 shows all)")
 
 
-def _check_groups(args: argparse.Namespace) -> None:
+def check_groups(args: argparse.Namespace) -> None:
     """--depth and --group-by rank of a per-node table (profile, show)."""
     if args.depth is not None:
         if args.depth < 1:
-            raise _bad(f"bad --depth {args.depth}: must be >= 1")
+            raise bad(f"bad --depth {args.depth}: must be >= 1")
         if args.group_by != "scope":
-            raise _bad("--depth applies to --group-by scope only; add --group-by scope or drop --depth")
+            raise bad("--depth applies to --group-by scope only; add --group-by scope or drop --depth")
     if args.group_by == "rank" and (args.sort or args.columns):
-        raise _bad("--group-by rank shows a fixed table (one row per rank); drop --sort and --columns")
+        raise bad("--group-by rank shows a fixed table (one row per rank); drop --sort and --columns")
 
 
-def _check_plotly(what: str) -> None:
+def check_plotly(what: str) -> None:
     """The HTML report needs plotly: say so before anything runs (found without importing it)."""
     import importlib.util
 
@@ -125,11 +125,11 @@ def _check_plotly(what: str) -> None:
     except (ImportError, ValueError):  # a broken or blocked install
         found = False
     if not found:
-        raise _bad(f"{what} writes an HTML report, which needs plotly: pip install plotly "
+        raise bad(f"{what} writes an HTML report, which needs plotly: pip install plotly "
                    f"(in a checkout of fxprof: pip install -e '.[report]')")
 
 
-def _max_threads() -> int:
+def max_threads() -> int:
     """The most --threads accepted: 4 per core, at least 1024 (100000 was a MemoryError)."""
     return max(1024, 4 * (os.cpu_count() or 1))
 
@@ -150,14 +150,14 @@ def check_counts(*counts: tuple[str, int | None, int]) -> None:
     """Each ``(option, value, least)``: a given value below its least is a usage error."""
     for label, value, minimum in counts:
         if value is not None and value < minimum:
-            raise _bad(f"bad {label} {value}: must be >= {minimum}")
+            raise bad(f"bad {label} {value}: must be >= {minimum}")
 
 
 def check_threads(threads: int | None) -> None:
-    """``--threads``: at least 1, at most :func:`_max_threads`."""
+    """``--threads``: at least 1, at most :func:`max_threads`."""
     check_counts(("--threads", threads, 1))
-    if threads is not None and threads > _max_threads():
-        raise _bad(f"bad --threads {threads}: at most {_max_threads()} on this machine")
+    if threads is not None and threads > max_threads():
+        raise bad(f"bad --threads {threads}: at most {max_threads()} on this machine")
 
 
 def check_verdict_rules(alpha: float, min_effect: float) -> None:
@@ -166,18 +166,18 @@ def check_verdict_rules(alpha: float, min_effect: float) -> None:
     import math
 
     if not 0.0 < alpha < 1.0:
-        raise _bad(f"bad --alpha {alpha}: a significance level between 0 and 1, e.g. 0.05")
+        raise bad(f"bad --alpha {alpha}: a significance level between 0 and 1, e.g. 0.05")
     if not math.isfinite(min_effect) or min_effect < 0:
-        raise _bad(f"bad --min-effect {min_effect}: a fraction >= 0, e.g. 0.10 for 10%")
+        raise bad(f"bad --min-effect {min_effect}: a fraction >= 0, e.g. 0.10 for 10%")
 
 
-def _this_rank_writes() -> bool:
+def this_rank_writes() -> bool:
     """False on the ranks other than 0 of a ``torchrun`` job (read from the environment, so
     that no torch is imported to know it)."""
     return os.environ.get("RANK", "0").strip() in ("", "0") or "WORLD_SIZE" not in os.environ
 
 
-def _check_node_view(args: argparse.Namespace, training: bool, ranked: bool) -> None:
+def check_node_view(args: argparse.Namespace, training: bool, ranked: bool) -> None:
     """--sort and --columns name columns of the per-node table or of its --group-by roll-up;
     ``training``: a training step's phase columns may be asked for; ``ranked``: the per-rank
     columns may be."""
@@ -189,15 +189,15 @@ def _check_node_view(args: argparse.Namespace, training: bool, ranked: bool) -> 
         allowed = [*GROUP_COLUMNS, *(PHASE_COLUMNS if training else ())]
         sortable = [*allowed, args.group_by]
     else:
-        from ..core.rankstats import RANK_TABLE_COLUMNS
         from ..core.profile import TABLE_COLUMNS
+        from ..core.rankstats import RANK_TABLE_COLUMNS
 
         allowed = [*TABLE_COLUMNS, *(RANK_TABLE_COLUMNS if ranked else ())]
         sortable = [*allowed, "node"]
-    _check_columns(args, allowed, sortable, "a --group-by table" if args.group_by else "the table")
+    check_columns(args, allowed, sortable, "a --group-by table" if args.group_by else "the table")
 
 
-def _check_columns(args: argparse.Namespace, allowed: Sequence[str], sortable: Sequence[str], what: str = "the table") -> None:
+def check_columns(args: argparse.Namespace, allowed: Sequence[str], sortable: Sequence[str], what: str = "the table") -> None:
     """--sort names one of ``sortable``, --columns only ``allowed`` ones; ``what`` names the table.
     A header as the table shows it (``a`` for ``a_ms``, ``median``, ``delta_pts``) names its column:
     ``args`` is rewritten to the column names."""
@@ -209,11 +209,11 @@ def _check_columns(args: argparse.Namespace, allowed: Sequence[str], sortable: S
     if args.columns:
         args.columns = ",".join(shown.get(c, c) for c in _columns(args.columns) or [])
     if args.sort is not None and args.sort not in sortable:
-        raise _bad(f"bad --sort {args.sort!r}{_did_you_mean(args.sort, sortable)}: {what} has {', '.join(sortable)}")
+        raise bad(f"bad --sort {args.sort!r}{_did_you_mean(args.sort, sortable)}: {what} has {', '.join(sortable)}")
     unknown = [c for c in _columns(args.columns) or [] if c not in allowed]
     if unknown:
         hints = "".join(_did_you_mean(c, allowed) for c in unknown)
-        raise _bad(f"bad --columns {', '.join(unknown)}{hints}: {what} has {', '.join(allowed)}")
+        raise bad(f"bad --columns {', '.join(unknown)}{hints}: {what} has {', '.join(allowed)}")
 
 
 #: the longest --concrete value read
@@ -232,34 +232,34 @@ def parse_concrete(items: Sequence[str]) -> dict[str, Any]:
     for item in items:
         name, eq, text = item.partition("=")
         if not eq or not name.strip().isidentifier():
-            raise _bad(f"bad --concrete {item!r}: expected NAME=VALUE, e.g. use_cache=False")
+            raise bad(f"bad --concrete {item!r}: expected NAME=VALUE, e.g. use_cache=False")
         if len(text) > _MAX_LITERAL:
-            raise _bad(f"bad --concrete {name.strip()}=...: its value is {len(text):,} characters long; a fixed argument "
+            raise bad(f"bad --concrete {name.strip()}=...: its value is {len(text):,} characters long; a fixed argument "
                        f"is a short literal (at most {_MAX_LITERAL:,} characters)")
         try:
             out[name.strip()] = ast.literal_eval(text.strip())
         except (RecursionError, MemoryError):  # Python's parser and literal_eval recurse on nesting
-            raise _bad(f"bad --concrete {_short(item)}: the value is nested too deeply to read as a literal; "
+            raise bad(f"bad --concrete {_short(item)}: the value is nested too deeply to read as a literal; "
                        f"write None, True, 3, 0.5, 'text' or a shallow tuple") from None
         except (ValueError, SyntaxError) as exc:
-            raise _bad(f"bad --concrete {item!r}: {text!r} is not a Python literal; write None, True, 3, 0.5 or 'text'") from exc
+            raise bad(f"bad --concrete {item!r}: {text!r} is not a Python literal; write None, True, 3, 0.5 or 'text'") from exc
     return out
 
 
-def _check_outputs(outputs: dict[str, str | None], inputs: Sequence[str] = ()) -> None:
+def check_outputs(outputs: dict[str, str | None], inputs: Sequence[str] = ()) -> None:
     """Before anything runs: no empty path, no two outputs on one file (or both on standard
     output), no output on an input, and every output writable."""
     given = {flag: path for flag, path in outputs.items() if path is not None}
     for flag, path in given.items():
         if path == "":
-            raise _bad(f"{flag} was given an empty path; give a file path, or '-' for standard output")
+            raise bad(f"{flag} was given an empty path; give a file path, or '-' for standard output")
     flags = list(given)
     for i, first in enumerate(flags):
         for second in flags[i + 1:]:
-            if _same_file(given[first], given[second]):
+            if same_file(given[first], given[second]):
                 where = "standard output" if given[first] == "-" else repr(given[first])
-                raise _bad(f"{first} and {second} both write {where}; give each output its own path")
-    _check_not_inputs(given, inputs)
+                raise bad(f"{first} and {second} both write {where}; give each output its own path")
+    check_not_inputs(given, inputs)
     for flag, path in given.items():
         if path != "-":
             _check_writable(path)
@@ -269,7 +269,7 @@ def _check_outputs(outputs: dict[str, str | None], inputs: Sequence[str] = ()) -
             try:
                 profile_format(path)
             except ValueError as exc:
-                raise _bad(f"--json: {exc}") from None
+                raise bad(f"--json: {exc}") from None
 
 
 def check_folder_output(flag: str, path: str | None, files: Sequence[str] = ()) -> None:
@@ -279,19 +279,19 @@ def check_folder_output(flag: str, path: str | None, files: Sequence[str] = ()) 
     if path is None:
         return
     if path in ("", "-"):
-        raise _bad(f"{flag} was given {'an empty path' if not path else '-'}; give a folder to save into")
+        raise bad(f"{flag} was given {'an empty path' if not path else '-'}; give a folder to save into")
     if os.path.exists(path) and not os.path.isdir(path):
-        raise _bad(f"{flag} {path!r} is an existing file; {flag} saves into a folder (made if missing): give a "
+        raise bad(f"{flag} {path!r} is an existing file; {flag} saves into a folder (made if missing): give a "
                    f"folder's path, or remove the file")
     parent = os.path.realpath(path)
     while not os.path.isdir(parent):
         above = os.path.dirname(parent)
         if above == parent or (os.path.lexists(parent) and not os.path.isdir(parent)):
-            raise _bad(f"{flag} {path!r}: {parent!r} is a file, so the folder cannot be made there; give another path")
+            raise bad(f"{flag} {path!r}: {parent!r} is a file, so the folder cannot be made there; give another path")
         parent = above
     for name in files:
         if os.path.isdir(os.path.join(path, name)):
-            raise _bad(f"{flag} {path!r} holds a folder named {name!r}, where the result's file goes; give another folder")
+            raise bad(f"{flag} {path!r} holds a folder named {name!r}, where the result's file goes; give another folder")
     _check_writable(os.path.join(parent, ".fxprof-probe"))
 
 
@@ -301,8 +301,8 @@ def lost_output(exc: BaseException) -> Exception:
     get it (the outputs written before this one are complete)."""
     path = getattr(exc, "path", None) or getattr(exc, "filename", None)  # fxprof's write error, or an OSError
     reason = getattr(exc, "reason", None) or getattr(exc, "strerror", None)
-    what = f"cannot write {path!r}: {reason}" if path is not None and reason else _first_line(exc).split(". Nothing was lost")[0]
-    return _bad(f"{what}. This output is lost: the results were computed but fxprof exits without them (any output "
+    what = f"cannot write {path!r}: {reason}" if path is not None and reason else first_line(exc).split(". Nothing was lost")[0]
+    return bad(f"{what}. This output is lost: the results were computed but fxprof exits without them (any output "
                 f"reported as written above is complete). Run the command again with a writable path")
 
 
@@ -340,21 +340,21 @@ def model_sources(model: str) -> list[str]:
     return found
 
 
-def _check_not_inputs(outputs: dict[str, str | None], inputs: Sequence[str]) -> None:
+def check_not_inputs(outputs: dict[str, str | None], inputs: Sequence[str]) -> None:
     """No output on an input of the command (the model's source included) or on any existing
     source file."""
     for flag, path in outputs.items():
         if path is None or path == "-":
             continue
         for source in inputs:
-            if _same_file(path, source):
-                raise _bad(f"{flag} {path!r} is an input of this command; writing it would destroy it. Give another path")
+            if same_file(path, source):
+                raise bad(f"{flag} {path!r} is an input of this command; writing it would destroy it. Give another path")
         if os.path.isfile(path) and os.path.realpath(path).lower().endswith(_SOURCE_SUFFIXES):
-            raise _bad(f"{flag} {path!r} is an existing source file ({os.path.splitext(path)[1]}); fxprof never "
+            raise bad(f"{flag} {path!r} is an existing source file ({os.path.splitext(path)[1]}); fxprof never "
                        f"writes its outputs over code. Give another path, e.g. one ending in .json, .csv or .npz")
 
 
-def _same_file(a: str, b: str) -> bool:
+def same_file(a: str, b: str) -> bool:
     if a == "-" or b == "-":
         return a == b
     if os.path.realpath(a) == os.path.realpath(b):
@@ -400,7 +400,7 @@ def _check_writable(path: str) -> None:
         os.unlink(target)
 
 
-def _view(args: argparse.Namespace, stream: Any = None) -> "ViewOptions":
+def view_options(args: argparse.Namespace, stream: Any = None) -> "ViewOptions":
     """How the table is shown: sorting, rows, columns, and the width of ``stream`` (stdout)."""
     from ..views.options import ViewOptions
     from ..views.tables import terminal_width
@@ -414,12 +414,12 @@ def _view(args: argparse.Namespace, stream: Any = None) -> "ViewOptions":
 
 
 # ------------------------------------------------------------------------ output
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     """An error's message without the C++ frames torch appends ("Exception raised from ...")."""
     return str(exc).split("Exception raised from")[0].strip() or type(exc).__name__
 
 
-class _Terminated(KeyboardInterrupt):
+class Terminated(KeyboardInterrupt):
     """SIGTERM, raised like Ctrl-C so that what was measured is handed back and saved."""
 
 
@@ -433,12 +433,12 @@ def _printable(text: str) -> str:
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", text)
 
 
-def _print(text: str, stream: Any = None) -> None:
+def echo(text: str, stream: Any = None) -> None:
     print(_printable(text), file=stream if stream is not None else sys.stdout)
 
 
 @contextlib.contextmanager
-def _signals_deferred() -> Iterator[list[int]]:
+def signals_deferred() -> Iterator[list[int]]:
     """Ctrl-C and SIGTERM wait while files are written: say so, finish, then report them."""
     received: list[int] = []
     if threading.current_thread() is not threading.main_thread():

@@ -7,8 +7,7 @@ import sys
 from typing import Any
 
 from ..vocab import FAIL_ON, GATE_EXIT
-from .common import (_bad, _check_columns, _check_outputs, _check_plotly, _check_top, _print, _view, check_verdict_rules,
-                     table_options)
+from .common import bad, check_columns, check_outputs, check_plotly, check_top, check_verdict_rules, echo, table_options, view_options
 
 USAGE = "compare A B"
 SUMMARY = "compare two saved profiles or tables node by node"
@@ -69,21 +68,21 @@ def add_parser(command: Any) -> argparse.ArgumentParser:
 
 
 def check(args: argparse.Namespace) -> None:
-    _check_top(args)
+    check_top(args)
     check_verdict_rules(args.alpha, args.min_effect)
     if args.by == "scope" and args.html is not None:
-        raise _bad("--html draws the node-by-node comparison; --by scope has none: drop one of them")
+        raise bad("--html draws the node-by-node comparison; --by scope has none: drop one of them")
     if args.by == "scope" and (args.fail_on or args.markdown is not None):
-        raise _bad("--fail-on and --markdown use the node-by-node comparison's verdicts; --by scope has none: drop --by scope")
+        raise bad("--fail-on and --markdown use the node-by-node comparison's verdicts; --by scope has none: drop --by scope")
     csv_sides = [side for side in (args.a, args.b) if str(side).lower().endswith(".csv")]
     if args.fail_on and csv_sides:
-        raise _bad(f"--fail-on needs the runs of both sides, and {csv_sides[0]} is a per-node CSV table (no samples); "
+        raise bad(f"--fail-on needs the runs of both sides, and {csv_sides[0]} is a per-node CSV table (no samples); "
                    f"compare profiles saved with --json (.json or .npz)")
     if args.depth < 1:
-        raise _bad(f"bad --depth {args.depth}: a module depth >= 1")
+        raise bad(f"bad --depth {args.depth}: a module depth >= 1")
     if args.html is not None:
-        _check_plotly("--html")
-    _check_outputs({"--csv": args.csv, "--html": args.html, "--markdown": args.markdown}, inputs=[args.a, args.b])
+        check_plotly("--html")
+    check_outputs({"--csv": args.csv, "--html": args.html, "--markdown": args.markdown}, inputs=[args.a, args.b])
 
 
 def _check_view(args: argparse.Namespace) -> None:
@@ -98,7 +97,7 @@ def _check_view(args: argparse.Namespace) -> None:
 
         allowed = list(COMPARE_COLUMNS)
         sortable = [*allowed, "node"]
-    _check_columns(args, allowed, sortable)
+    check_columns(args, allowed, sortable)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -121,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
 
             atomic_write(args.csv, lambda handle: blocks.to_csv(handle, index=True))
         report = sys.stderr if args.csv == "-" else sys.stdout
-        _print(render_blocks(blocks, args.a, args.b, _view(args, report)), report)
+        echo(render_blocks(blocks, args.a, args.b, view_options(args, report)), report)
         return 0
     diff = compare(a, b, alpha=args.alpha, min_effect=args.min_effect, keep_outliers=keep, warn=False)
     if args.csv is not None:
@@ -131,9 +130,9 @@ def run(args: argparse.Namespace) -> int:
 
         write_compare_report(a, b, args.html, label_a=args.a, label_b=args.b, diff=diff)
     report = sys.stderr if "-" in (args.csv, args.html, args.markdown) else sys.stdout
-    _print(render_compare(diff, args.a, args.b, _view(args, report)), report)
+    echo(render_compare(diff, args.a, args.b, view_options(args, report)), report)
     if args.html is not None:
-        _print(f"wrote html: {'standard output' if args.html == '-' else args.html}", report)
+        echo(f"wrote html: {'standard output' if args.html == '-' else args.html}", report)
     return _gate(args, a, b, diff, keep, report)
 
 
@@ -158,7 +157,7 @@ def _gate(args: argparse.Namespace, a: Any, b: Any, diff: Any, keep: Any, report
             sys.stdout.write(text)
         else:  # appended: a step summary ($GITHUB_STEP_SUMMARY) keeps what earlier steps wrote
             appended = append_text(args.markdown, text)
-            _print(f"{'appended markdown to' if appended else 'wrote markdown'}: {args.markdown}", report)
+            echo(f"{'appended markdown to' if appended else 'wrote markdown'}: {args.markdown}", report)
     if line:
-        _print(f"fxprof gate (--fail-on {args.fail_on}): {line}", report)
+        echo(f"fxprof gate (--fail-on {args.fail_on}): {line}", report)
     return GATE_EXIT if failed else 0

@@ -11,7 +11,7 @@ import argparse
 import sys
 from typing import Any
 
-from .common import _bad, _first_line, _print, add_device_option
+from .common import add_device_option, bad, echo, first_line
 
 USAGE = "generate MODEL"
 SUMMARY = "profile a causal LM's generate(): prefill and every decode step, against the memory floor"
@@ -63,34 +63,34 @@ def check(args: argparse.Namespace) -> None:
     for label, value, minimum in (("--prompt-len", args.prompt_len, 1), ("--new-tokens", args.new_tokens, 1),
                                   ("--batch", args.batch, 1), ("--threads", args.threads, 1)):
         if value is not None and value < minimum:
-            raise _bad(f"bad {label} {value}: must be >= {minimum}")
+            raise bad(f"bad {label} {value}: must be >= {minimum}")
     if ":" not in args.model:
-        raise _bad(f"bad MODEL {args.model!r}: give path/to/file.py:factory or package.module:factory (a function "
+        raise bad(f"bad MODEL {args.model!r}: give path/to/file.py:factory or package.module:factory (a function "
                    f"returning a causal LM)")
     if args.dtype not in ("float32", "float16", "bfloat16", "float64"):
-        raise _bad(f"bad --dtype {args.dtype!r}: use float32, float16, bfloat16 or float64")
+        raise bad(f"bad --dtype {args.dtype!r}: use float32, float16, bfloat16 or float64")
     if args.peaks is not None and args.peaks.strip().lower() not in ("auto", "quick", "off"):
         from ..core.roofline import parse_peaks
 
         try:
             parse_peaks(args.peaks)
         except ValueError as exc:
-            raise _bad(f"bad --peaks {args.peaks!r}: {exc}") from exc
+            raise bad(f"bad --peaks {args.peaks!r}: {exc}") from exc
     if args.compile is not None:
         from ..vocab import COMPILE_MODES
 
         if args.compile not in COMPILE_MODES:
-            raise _bad(f"bad --compile {args.compile!r}: use one of {', '.join(COMPILE_MODES)}")
+            raise bad(f"bad --compile {args.compile!r}: use one of {', '.join(COMPILE_MODES)}")
     if args.json == "":
-        raise _bad("--json was given an empty path; give a folder to save the result into")
-    from .common import _check_not_inputs, _check_outputs, _same_file, check_folder_output, model_sources
+        raise bad("--json was given an empty path; give a folder to save the result into")
+    from .common import check_folder_output, check_not_inputs, check_outputs, model_sources, same_file
 
-    if args.json is not None and args.html is not None and _same_file(args.json, args.html):
-        raise _bad(f"--json and --html both write {args.json!r} (--json a folder, --html a file); give each its own path")
-    _check_not_inputs({"--json": args.json}, model_sources(args.model))
+    if args.json is not None and args.html is not None and same_file(args.json, args.html):
+        raise bad(f"--json and --html both write {args.json!r} (--json a folder, --html a file); give each its own path")
+    check_not_inputs({"--json": args.json}, model_sources(args.model))
     check_folder_output("--json", args.json, ("prefill.json", "decode.json", "generation.json"))
     if args.html is not None:
-        _check_outputs({"--html": args.html}, inputs=model_sources(args.model))
+        check_outputs({"--html": args.html}, inputs=model_sources(args.model))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
 
     from ..generate import generate
     from .models import device_option, float_dtype, load_model
-    from .profile import _peaks_option
+    from .profile import peaks_option
 
     device = device_option(args.device)
     dtype = float_dtype(args.dtype)
@@ -106,16 +106,16 @@ def run(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     model = load_model(args.model)
     if not callable(getattr(model, "generate", None)) or getattr(model, "config", None) is None:
-        raise _bad(f"{args.model} returned a {type(model).__name__}, not a causal LM with generate() and a config "
+        raise bad(f"{args.model} returned a {type(model).__name__}, not a causal LM with generate() and a config "
                    f"(a Hugging Face ...ForCausalLM)")
     vocab = int(getattr(model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config,
                         "vocab_size", 0) or 0)
     if vocab < 1:
-        raise _bad(f"{type(model).__name__}'s config has no vocab_size to draw the prompt's token ids from")
+        raise bad(f"{type(model).__name__}'s config has no vocab_size to draw the prompt's token ids from")
     try:
         model = model.eval().to(device=device, dtype=dtype)
     except (RuntimeError, AssertionError, MemoryError) as exc:
-        raise _bad(f"cannot put the model on {device} as {args.dtype}: {_first_line(exc)}") from exc
+        raise bad(f"cannot put the model on {device} as {args.dtype}: {first_line(exc)}") from exc
     ids = torch.randint(0, vocab, (args.batch, args.prompt_len), generator=torch.Generator().manual_seed(args.seed)).to(device)
     say = (lambda line: None) if args.quiet else (lambda line: print(f"fxprof generate: {line}", file=sys.stderr, flush=True))
     extra = {}
@@ -124,8 +124,8 @@ def run(args: argparse.Namespace) -> int:
         extra["cache_implementation"] = cache
     if args.compile is not None:  # Hugging Face's recipe: the forward compiled in place, the model's own generate()
         model.forward = torch.compile(model.forward, mode=None if args.compile == "default" else args.compile)
-    result = generate(model, ids, max_new_tokens=args.new_tokens, peaks=_peaks_option(args.peaks), progress=say, **extra)
-    _print(result.summary())
+    result = generate(model, ids, max_new_tokens=args.new_tokens, peaks=peaks_option(args.peaks), progress=say, **extra)
+    echo(result.summary())
     if args.json is not None:
         try:
             result.save(args.json)
@@ -136,10 +136,10 @@ def run(args: argparse.Namespace) -> int:
             if isinstance(exc, ProfileWriteError):
                 raise  # the dispatcher words it
             raise lost_output(exc) from exc
-        _print(f"wrote generation: {args.json} (fxprof.load_generation reads it)")
+        echo(f"wrote generation: {args.json} (fxprof.load_generation reads it)")
     if args.html is not None:
         from ..views.generation import write_generation_html
 
         write_generation_html(result, args.html, title=args.model)
-        _print(f"wrote html: {args.html}")
+        echo(f"wrote html: {args.html}")
     return 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .common import _bad, _print
+from .common import bad, echo
 
 USAGE = "peaks"
 SUMMARY = "measure (or show the cached) compute rate and memory bandwidth of this machine"
@@ -37,7 +37,7 @@ def add_parser(command: Any) -> argparse.ArgumentParser:
 
 def check(args: argparse.Namespace) -> None:
     if args.threads is not None and args.threads < 1:
-        raise _bad(f"bad --threads {args.threads}: must be >= 1")
+        raise bad(f"bad --threads {args.threads}: must be >= 1")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -48,18 +48,18 @@ def run(args: argparse.Namespace) -> int:
     dtype = float_dtype(args.dtype)
     device = device_option(args.device, usable=False)  # machine_peaks says what a missing GPU means
     found = machine_peaks(device, dtype, args.threads, sizes="quick" if args.quick else "full", refresh=args.refresh)
-    _print(f"fxprof peaks: {found.device_name} ({found.device}), {found.dtype}"
+    echo(f"fxprof peaks: {found.device_name} ({found.device}), {found.dtype}"
            + (f", {found.threads} thread(s)" if found.threads else "") + f", torch {found.torch}")
-    _print(f"  compute    {found.flops_per_s / 1e12:.4g} TFLOP/s   (best GEMM or convolution)")
-    _print(f"  bandwidth  {found.bytes_per_s / 1e9:.4g} GB/s      (main memory: the curve beyond its last cache level; bytes read + written)")
-    _print(f"  op floor   {found.overhead_s * 1e6:.3g} us          (one-element add as the timer sees it: roof below it, median under {FLOOR_MULTIPLE:g} floors: 'overhead')")
-    _print(f"  ridge      {found.ridge:.3g} FLOP/byte  (below: memory-limited at the roof; above: compute-limited)")
+    echo(f"  compute    {found.flops_per_s / 1e12:.4g} TFLOP/s   (best GEMM or convolution)")
+    echo(f"  bandwidth  {found.bytes_per_s / 1e9:.4g} GB/s      (main memory: the curve beyond its last cache level; bytes read + written)")
+    echo(f"  op floor   {found.overhead_s * 1e6:.3g} us          (one-element add as the timer sees it: roof below it, median under {FLOOR_MULTIPLE:g} floors: 'overhead')")
+    echo(f"  ridge      {found.ridge:.3g} FLOP/byte  (below: memory-limited at the roof; above: compute-limited)")
     details = found.details
     for name, rate in details.get("compute_flops_per_s", {}).items():
-        _print(f"    {name:<30} {rate / 1e12:.4g} TFLOP/s")
+        echo(f"    {name:<30} {rate / 1e12:.4g} TFLOP/s")
     for line in curve_lines(found):
-        _print(line)
-    _print("  " + peaks_source_line(found))
+        echo(line)
+    echo("  " + peaks_source_line(found))
     return 0
 
 
@@ -67,7 +67,7 @@ def curve_lines(found: Any) -> list[str]:
     """The bandwidth curve of ``fxprof peaks``: per size of the data an op reads, the rate of
     add and copy, the roof a node of that size is held to (and its level), how far the point's
     two best rounds are apart; then the levels and the check against plain ops."""
-    from ..core.roofline import ROOF_CHECK_PCT, _size, roof_for
+    from ..core.roofline import ROOF_CHECK_PCT, roof_for, size_text
 
     details = found.details
     curve = details.get("curve") or []
@@ -82,7 +82,7 @@ def curve_lines(found: Any) -> list[str]:
     if spread is not None:
         how += f"; the points that set a roof repeat within {spread:.1%} (their two best rounds)"
         if not stability.get("stable", True):
-            how += f", NOT stable (at {_size(stability.get('roof_spread_at') or 0)} read): measure again on a quieter machine"
+            how += f", NOT stable (at {size_text(stability.get('roof_spread_at') or 0)} read): measure again on a quieter machine"
     lines = [f"  bandwidth curve (GB/s of bytes read + written, by the bytes an op reads; {how})",
              f"    {'reads':>10}  {'add':>7}  {'copy':>7}  {'in place':>8}  {'roof':>7}  {'level':<6}  spread (2 best rounds)"]
     rows: dict[int, dict[str, Any]] = {}
@@ -92,9 +92,9 @@ def curve_lines(found: Any) -> list[str]:
         roof, level = roof_for(reads, found.bytes_per_s, found.caches)
         rates = [f"{kernels[k]['bytes_per_s'] / 1e9:{w}.1f}" if k in kernels else " " * w for k, w in (("add", 7), ("copy", 7), ("in place", 8))]
         spreads = [kernels[k]["spread"] for k in kernels if kernels[k].get("spread") is not None]
-        lines.append(f"    {_size(reads):>10}  {rates[0]}  {rates[1]}  {rates[2]}  {roof / 1e9:7.1f}  {level:<6}  "
+        lines.append(f"    {size_text(reads):>10}  {rates[0]}  {rates[1]}  {rates[2]}  {roof / 1e9:7.1f}  {level:<6}  "
                      + (f"{max(spreads):.1%}" if spreads else ""))
-    levels = [f"{lv['level']} up to {_size(lv['bytes'])} ({_size(lv['bytes'] * 0.75)} read) {lv['bytes_per_s'] / 1e9:.3g} GB/s"
+    levels = [f"{lv['level']} up to {size_text(lv['bytes'])} ({size_text(lv['bytes'] * 0.75)} read) {lv['bytes_per_s'] / 1e9:.3g} GB/s"
               for lv in found.caches]
     lines.append("  levels (where the curve drops): " + "; ".join([*levels, f"memory {found.bytes_per_s / 1e9:.3g} GB/s"]))
     check = details.get("check") or []

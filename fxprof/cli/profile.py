@@ -12,11 +12,31 @@ import sys
 from typing import Any
 
 from ..vocab import CAPTURES, COMPILE_MODES, CUDA_TIMERS, MODES, OPTIMIZERS, TIMER_NAMES
+from .common import (
+    NODE_COLUMNS,
+    NODE_SORT,
+    Terminated,
+    add_device_option,
+    add_input_option,
+    bad,
+    check_groups,
+    check_node_view,
+    check_not_inputs,
+    check_outputs,
+    check_plotly,
+    check_top,
+    echo,
+    first_line,
+    max_threads,
+    model_sources,
+    parse_concrete,
+    signals_deferred,
+    table_options,
+    this_rank_writes,
+    view_options,
+)
 from .input_spec import check_specs, missing_batch_hint
 from .model_names import check_model_name
-from .common import (NODE_COLUMNS, add_device_option, add_input_option, NODE_SORT, _bad, _check_groups, _check_top, _check_node_view, _check_not_inputs, _check_outputs,
-                     _check_plotly, _first_line, _max_threads, _print, _signals_deferred, _Terminated, _this_rank_writes,
-                     _view, model_sources, parse_concrete, table_options)
 
 USAGE = "profile MODEL"
 SUMMARY = "trace MODEL, warm it up, time every node over --iters runs, print hotspots"
@@ -117,42 +137,42 @@ def add_parser(command: Any) -> argparse.ArgumentParser:
 
 def check(args: argparse.Namespace) -> None:
     """Every option and combination that can be judged without importing torch."""
-    _check_top(args)
-    _check_groups(args)
+    check_top(args)
+    check_groups(args)
     if args.warmup_ms is not None and not math.isfinite(args.warmup_ms):  # inf warmed up forever; nan failed later
-        raise _bad(f"bad --warmup-ms {args.warmup_ms}: a number of milliseconds >= 0, e.g. 200")
+        raise bad(f"bad --warmup-ms {args.warmup_ms}: a number of milliseconds >= 0, e.g. 200")
     for label, value, minimum in (("--warmup", args.warmup, 0), ("--iters", args.iters, 1), ("--threads", args.threads, 1),
                                   ("--warmup-ms", args.warmup_ms, 0)):
         if value is not None and value < minimum:
-            raise _bad(f"bad {label} {value}: must be >= {minimum}")
-    if args.threads is not None and args.threads > _max_threads():
-        raise _bad(f"bad --threads {args.threads}: at most {_max_threads()} on this machine ({os.cpu_count()} cores; "
+            raise bad(f"bad {label} {value}: must be >= {minimum}")
+    if args.threads is not None and args.threads > max_threads():
+        raise bad(f"bad --threads {args.threads}: at most {max_threads()} on this machine ({os.cpu_count()} cores; "
                    f"torch starts a thread each)")
     if args.no_input and args.input:
-        raise _bad("--no-input calls the model with no inputs; drop it or the --input options")
+        raise bad("--no-input calls the model with no inputs; drop it or the --input options")
     check_specs(args.input or [])  # the syntax, before torch is imported
     both = sorted(set(args.leaf_module or []) & set(args.trace_into or []))
     if both:
-        raise _bad(f"{', '.join(map(repr, both))} given to both --leaf-module (keep it whole) and --trace-into "
+        raise bad(f"{', '.join(map(repr, both))} given to both --leaf-module (keep it whole) and --trace-into "
                    f"(trace inside it); give each module to one of them")
     if args.mode == "isolated":
         if args.trace:
-            raise _bad("--mode isolated has no timeline to trace (each node is re-run on its own); drop --trace or use --mode timed")
+            raise bad("--mode isolated has no timeline to trace (each node is re-run on its own); drop --trace or use --mode timed")
         if args.timer == "kernel":
-            raise _bad("--timer kernel works with --mode timed only; use --timer cuda for --mode isolated")
+            raise bad("--timer kernel works with --mode timed only; use --timer cuda for --mode isolated")
         if args.backward:
-            raise _bad("--backward works with --mode timed only (whole training steps); drop --mode isolated")
+            raise bad("--backward works with --mode timed only (whole training steps); drop --mode isolated")
     if args.optimizer and not args.backward:
-        raise _bad("--optimizer applies to training steps: add --backward")
+        raise bad("--optimizer applies to training steps: add --backward")
     if args.peaks is not None and args.peaks.strip().lower() not in ("auto", "quick", "off"):
         from ..core.roofline import parse_peaks
 
         try:
             parse_peaks(args.peaks)
         except ValueError as exc:
-            raise _bad(f"bad --peaks {args.peaks!r}: {str(exc).removeprefix(f'bad peaks {args.peaks!r}: ')}") from exc
+            raise bad(f"bad --peaks {args.peaks!r}: {str(exc).removeprefix(f'bad peaks {args.peaks!r}: ')}") from exc
     if args.trace_runs and not args.trace:
-        raise _bad("--trace-runs chooses the runs of --trace; add --trace PATH")
+        raise bad("--trace-runs chooses the runs of --trace; add --trace PATH")
     if args.trace_runs:
         from ..core.runs import parse_runs
 
@@ -160,50 +180,50 @@ def check(args: argparse.Namespace) -> None:
             parse_runs(args.trace_runs, limit=args.iters)
         except ValueError as exc:
             hint = " (each rank's own run numbers under torchrun)" if "past the last run" in str(exc) else ""
-            raise _bad(f"bad --trace-runs {args.trace_runs!r}: {exc}; --iters {args.iters}{hint}") from exc
+            raise bad(f"bad --trace-runs {args.trace_runs!r}: {exc}; --iters {args.iters}{hint}") from exc
     symbolic_only = [o for o, v in (("--leaf-module", args.leaf_module), ("--trace-into", args.trace_into),
                                     ("--concrete", args.concrete)) if v]
     if symbolic_only and args.capture in ("dynamo", "export"):
-        raise _bad(f"{', '.join(symbolic_only)} apply to symbolic tracing; --capture {args.capture} traces inside "
+        raise bad(f"{', '.join(symbolic_only)} apply to symbolic tracing; --capture {args.capture} traces inside "
                    f"every module by itself. Use --capture symbolic (or auto), or drop them")
     if symbolic_only and args.backward:
-        raise _bad(f"{', '.join(symbolic_only)} apply to symbolic tracing; --backward takes its graphs from "
+        raise bad(f"{', '.join(symbolic_only)} apply to symbolic tracing; --backward takes its graphs from "
                    f"AOTAutograd, which traces inside every module by itself. Drop them")
     if args.backward and args.capture in ("symbolic", "export"):
-        raise _bad(f"--backward takes the forward and backward graphs from AOTAutograd; --capture {args.capture} "
+        raise bad(f"--backward takes the forward and backward graphs from AOTAutograd; --capture {args.capture} "
                    f"cannot give a backward graph. Use --capture auto")
     if args.compile_mode and not args.compile:
-        raise _bad("--compile-mode chooses how --compile compiles: add --compile")
+        raise bad("--compile-mode chooses how --compile compiles: add --compile")
     if args.compile:
         given = [o for o, on in (("--capture", args.capture != "auto"), ("--timer", args.timer != "auto"),
                                  ("--mode", args.mode != "timed"), ("--backward", args.backward),
                                  ("--warmup-ms", args.warmup_ms is not None), ("--leaf-module", args.leaf_module),
                                  ("--trace-into", args.trace_into), ("--concrete", args.concrete)) if on]
         if given:
-            raise _bad(f"{', '.join(given)} cannot be used with --compile (the compiled program's kernels are timed "
+            raise bad(f"{', '.join(given)} cannot be used with --compile (the compiled program's kernels are timed "
                        f"by torch.profiler in whole runs); drop them, or drop --compile to profile the eager graph")
     device = args.device.lower()
     if args.timer in CUDA_TIMERS and not device.startswith("cuda"):
-        raise _bad(f"--timer {args.timer} times a CUDA device, but --device is {args.device}; add --device cuda")
+        raise bad(f"--timer {args.timer} times a CUDA device, but --device is {args.device}; add --device cuda")
     parse_concrete(args.concrete or [])
-    if _this_rank_writes():  # under torchrun only rank 0 writes
+    if this_rank_writes():  # under torchrun only rank 0 writes
         if args.html is not None:
-            _check_plotly("--html")
-        _check_outputs({"--csv": args.csv, "--json": args.json, "--trace": args.trace, "--html": args.html},
+            check_plotly("--html")
+        check_outputs({"--csv": args.csv, "--json": args.json, "--trace": args.trace, "--html": args.html},
                        inputs=model_sources(args.model))
 
 
 def _check_view(args: argparse.Namespace) -> None:
     # a training step's roll-up has a column per phase: only a profile of one has them; the per-rank
     # columns: only a gathered profile (being made under torchrun) has them
-    _check_node_view(args, training=args.backward, ranked="WORLD_SIZE" in os.environ and "RANK" in os.environ)
+    check_node_view(args, training=args.backward, ranked="WORLD_SIZE" in os.environ and "RANK" in os.environ)
 
 
 def run(args: argparse.Namespace) -> int:
     from ..views.progress import Progress
 
     # shown at once, before torch is imported; under torchrun only rank 0 shows one
-    with Progress(enabled=not args.quiet and _this_rank_writes()) as bar:
+    with Progress(enabled=not args.quiet and this_rank_writes()) as bar:
         bar.phase("importing torch")
         _check_view(args)
         # every option first, then a torchvision name, known from its files before the imports (34 s when misspelt)
@@ -235,29 +255,29 @@ def _profile(args: argparse.Namespace, bar: Any) -> int:
 
     bar.phase("building the model")
     model = load_model(args.model)
-    if _this_rank_writes():  # the files the model came from, now that they are known (checked by name before)
-        _check_not_inputs({"--csv": args.csv, "--json": args.json, "--trace": args.trace}, _loaded_sources(model))
+    if this_rank_writes():  # the files the model came from, now that they are known (checked by name before)
+        check_not_inputs({"--csv": args.csv, "--json": args.json, "--trace": args.trace}, _loaded_sources(model))
     model = model.train() if args.backward else model.eval()  # a training step runs in train mode
     leaf = resolve_modules("--leaf-module", args.leaf_module or [], model)
     into = "all" if "all" in (args.trace_into or []) else resolve_modules("--trace-into", args.trace_into or [], model)
     both = [m for m in leaf if into != "all" and m in into]  # two spellings of one class or path
     if both:
         names = ", ".join(m if isinstance(m, str) else f"{m.__module__}.{m.__qualname__}" for m in both)
-        raise _bad(f"{names} given to both --leaf-module (keep it whole) and --trace-into (trace inside it); "
+        raise bad(f"{names} given to both --leaf-module (keep it whole) and --trace-into (trace inside it); "
                    f"give each module to one of them")
     try:
         model = model.to(device=device, dtype=dtype)
         positional, keywords = ([], {}) if args.no_input else build_inputs(args.input, dtype, device)
     except (RuntimeError, AssertionError, MemoryError) as exc:
-        raise _bad(f"cannot put the model and inputs on {device} as {args.dtype}: {_first_line(exc)}") from exc
+        raise bad(f"cannot put the model and inputs on {device} as {args.dtype}: {first_line(exc)}") from exc
     bar.step()
     concrete = parse_concrete(args.concrete or [])
     both = sorted(set(concrete) & set(keywords))
     if both:
-        raise _bad(f"{', '.join(both)} given by both --input and --concrete; give each input once")
+        raise bad(f"{', '.join(both)} given by both --input and --concrete; give each input once")
     options: dict[str, Any] = dict(warmup=args.warmup, warmup_ms=args.warmup_ms, iters=args.iters, timer=args.timer,
                                    name=args.model, progress=bar, capture=args.capture, mode=args.mode,
-                                   peaks=_peaks_option(args.peaks), memory=not args.no_memory)
+                                   peaks=peaks_option(args.peaks), memory=not args.no_memory)
     if args.compile:  # the compiled program's kernels: no capture, timer, progress or roofline options
         options = dict(warmup=args.warmup, iters=args.iters, name=args.model, memory=not args.no_memory,
                        compile={"mode": args.compile_mode} if args.compile_mode else True)
@@ -276,23 +296,23 @@ def _profile(args: argparse.Namespace, bar: Any) -> int:
             bar.close()
             failures, _ = _emit(partial, args)
             for line in failures:
-                _print(f"fxprof: {line}", sys.stderr)
+                echo(f"fxprof: {line}", sys.stderr)
         elif partial is not None:  # under torchrun the ranks cannot gather now: each keeps its own
-            _print(f"fxprof: {_rescue(partial)}", sys.stderr)
+            echo(f"fxprof: {_rescue(partial)}", sys.stderr)
         raise
     bar.close()
     try:
         prof = gather(prof)  # under torchrun: every rank's samples on rank 0, None elsewhere
     except Exception:  # a rank died or the gather failed: this rank's runs are not lost
-        _print(f"fxprof: {_rescue(prof)}", sys.stderr)
+        echo(f"fxprof: {_rescue(prof)}", sys.stderr)
         raise
     if prof is None:
         return 0
     failures, signals = _emit(prof, args)
     if failures:
-        raise _bad("; ".join(failures))
+        raise bad("; ".join(failures))
     if signals:  # interrupted while saving: everything was written; now stop as asked
-        raise _Terminated() if signal.SIGTERM in signals else KeyboardInterrupt()
+        raise Terminated() if signal.SIGTERM in signals else KeyboardInterrupt()
     return 0
 
 
@@ -321,7 +341,7 @@ def _emit(prof: Any, args: argparse.Namespace) -> tuple[list[str], list[int]]:
     to_stdout = any(path == "-" for _, path, _ in outputs)
     report = sys.stderr if to_stdout else sys.stdout  # standard output holds only the data then
     written, failures = [], []
-    with _signals_deferred() as signals:
+    with signals_deferred() as signals:
         for label, path, write in outputs:
             if path is None:
                 continue
@@ -332,14 +352,14 @@ def _emit(prof: Any, args: argparse.Namespace) -> tuple[list[str], list[int]]:
             except Exception as exc:  # one output failing must not cost the others
                 failures.append(f"cannot write --{label} {path!r}: {getattr(exc, 'reason', None) or exc}")
         try:
-            _print(render_summary(prof, _view(args, report)), report)
+            echo(render_summary(prof, view_options(args, report)), report)
         except Exception as exc:  # a table that cannot be shown must not cost the profile
             failures.append(f"cannot show the table: {exc}")
         if failures and not any(line.startswith(("wrote json", "wrote npz")) for line in written):
             failures.append(_rescue(prof))
         order = ("wrote csv", "wrote json", "wrote npz", "wrote trace", "wrote html")
         for line in sorted(written, key=lambda line: order.index(line.split(":")[0])):
-            _print(line, report)  # in the order of the options, whatever order they were written in
+            echo(line, report)  # in the order of the options, whatever order they were written in
     return failures, signals
 
 
@@ -362,7 +382,7 @@ def _rescue(prof: Any) -> str:
     return f"the profile could not be saved anywhere ({'; '.join(tried)})"
 
 
-def _peaks_option(text: str | None) -> Any:
+def peaks_option(text: str | None) -> Any:
     """--peaks as fxprof.profile's ``peaks=``: auto (default; FXPROF_PEAKS may override), quick,
     off, or the user's TFLOPS,GBPS."""
     if text is None or text.strip().lower() == "auto":

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .common import _bad, _check_outputs, _check_plotly, _print, _this_rank_writes
+from .common import bad, check_outputs, check_plotly, echo, this_rank_writes
 
 USAGE = "report FILE"
 SUMMARY = "write a saved profile as one interactive HTML file (opens offline)"
@@ -33,10 +33,10 @@ def add_parser(command: Any) -> argparse.ArgumentParser:
 
 
 def check(args: argparse.Namespace) -> None:
-    _check_plotly("fxprof report")
-    if not _this_rank_writes():
+    check_plotly("fxprof report")
+    if not this_rank_writes():
         return
-    _check_outputs({"--output": args.output}, inputs=[args.file])
+    check_outputs({"--output": args.output}, inputs=[args.file])
 
 
 def run(args: argparse.Namespace) -> int:
@@ -47,10 +47,10 @@ def run(args: argparse.Namespace) -> int:
 
     loaded = read_any(args.file)
     if isinstance(loaded, pd.DataFrame):
-        raise _bad(f"{args.file} is a per-node CSV table: it holds no runs and no samples, which the report draws. "
+        raise bad(f"{args.file} is a per-node CSV table: it holds no runs and no samples, which the report draws. "
                    f"Give a profile saved with --json (.json or .npz)")
     loaded.keep_outliers = args.keep_outliers
     write_report(loaded, args.output)
     if args.output != "-":
-        _print(f"wrote html: {args.output}")
+        echo(f"wrote html: {args.output}")
     return 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .common import _bad
+from .common import bad
 
 USAGE = "selfcheck"
 SUMMARY = "check fxprof's timers against nodes of known cost on this machine"
@@ -30,7 +30,7 @@ def add_parser(command: Any) -> argparse.ArgumentParser:
 
 def check(args: argparse.Namespace) -> None:
     if args.iters < 1:
-        raise _bad(f"bad --iters {args.iters}: must be >= 1")
+        raise bad(f"bad --iters {args.iters}: must be >= 1")
 
 
 def run(args: argparse.Namespace) -> int:

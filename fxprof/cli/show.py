@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .common import NODE_COLUMNS, NODE_SORT, _bad, _check_groups, _check_node_view, _check_top, _print, _view, table_options
+from .common import NODE_COLUMNS, NODE_SORT, bad, check_groups, check_node_view, check_top, echo, table_options, view_options
 
 USAGE = "show FILE"
 SUMMARY = "print a saved profile (.json/.npz) or per-node table (.csv) again, re-sorted"
@@ -35,12 +35,12 @@ def add_parser(command: Any) -> argparse.ArgumentParser:
 
 
 def check(args: argparse.Namespace) -> None:
-    _check_top(args)
-    _check_groups(args)
+    check_top(args)
+    check_groups(args)
 
 
 def _check_view(args: argparse.Namespace) -> None:
-    _check_node_view(args, training=True, ranked=True)  # a saved profile may hold either
+    check_node_view(args, training=True, ranked=True)  # a saved profile may hold either
 
 
 def run(args: argparse.Namespace) -> int:
@@ -51,14 +51,14 @@ def run(args: argparse.Namespace) -> int:
     loaded = read_any(args.file)
     if isinstance(loaded, __import__("pandas").DataFrame):
         if args.group_by == "rank" or args.overlap:
-            raise _bad(f"{'--overlap' if args.overlap else '--group-by rank'} needs a saved profile (.json or .npz); a CSV holds no runs")
-        _print(f"fxprof: per-node table from {args.file} (a CSV holds no raw samples and no run header)\n")
-        _print(render_body(loaded, _view(args)))
+            raise bad(f"{'--overlap' if args.overlap else '--group-by rank'} needs a saved profile (.json or .npz); a CSV holds no runs")
+        echo(f"fxprof: per-node table from {args.file} (a CSV holds no raw samples and no run header)\n")
+        echo(render_body(loaded, view_options(args)))
     else:
         loaded.keep_outliers = args.keep_outliers
-        _print(render_summary(loaded, _view(args)))
+        echo(render_summary(loaded, view_options(args)))
         if args.overlap:
             from ..views.overlap import overlap_text
 
-            _print("\n" + overlap_text(loaded))
+            echo("\n" + overlap_text(loaded))
     return 0

@@ -10,8 +10,18 @@ import argparse
 import sys
 from typing import Any
 
-from .common import (_bad, _check_outputs, _first_line, _print, add_device_option, add_input_option, check_counts, check_threads,
-                     check_verdict_rules, model_sources)
+from .common import (
+    add_device_option,
+    add_input_option,
+    bad,
+    check_counts,
+    check_outputs,
+    check_threads,
+    check_verdict_rules,
+    echo,
+    first_line,
+    model_sources,
+)
 from .input_spec import check_specs
 
 USAGE = "whatif MODEL"
@@ -70,7 +80,7 @@ def check(args: argparse.Namespace) -> None:
     check_verdict_rules(args.alpha, args.min_effect)
     specs = _variants(args.variants)
     if not specs:
-        raise _bad("--variants is empty: name at least one, e.g. --variants channels_last,compile")
+        raise bad("--variants is empty: name at least one, e.g. --variants channels_last,compile")
     from ..vocab import COMPILE_MODES
 
     for spec in specs:  # the same rules as fxprof.measure.whatif.variants.parse_variant, without importing torch
@@ -79,19 +89,19 @@ def check(args: argparse.Namespace) -> None:
               or (spec.startswith("compile:") and spec.partition(":")[2] in COMPILE_MODES)
               or (name in ("threads", "batch") and value.isdigit() and int(value) >= 1))
         if not ok:
-            raise _bad(f"bad --variants {spec!r}: use channels_last, compile, compile:MODE ({', '.join(COMPILE_MODES)}), "
+            raise bad(f"bad --variants {spec!r}: use channels_last, compile, compile:MODE ({', '.join(COMPILE_MODES)}), "
                        f"bf16, fp16, inference_mode, threads=N or batch=N (N >= 1)")
     check_specs(args.input or [])  # the syntax, before torch is imported
     if len(set(specs)) != len(specs):
-        raise _bad(f"--variants names {', '.join(sorted({s for s in specs if specs.count(s) > 1}))} twice")
+        raise bad(f"--variants names {', '.join(sorted({s for s in specs if specs.count(s) > 1}))} twice")
     if args.peaks is not None and args.peaks.strip().lower() not in ("auto", "quick", "off"):
         from ..core.roofline import parse_peaks
 
         try:
             parse_peaks(args.peaks)
         except ValueError as exc:
-            raise _bad(f"bad --peaks {args.peaks!r}: {exc}") from exc
-    _check_outputs({"--csv": args.csv, "--html": args.html}, inputs=model_sources(args.model))
+            raise bad(f"bad --peaks {args.peaks!r}: {exc}") from exc
+    check_outputs({"--csv": args.csv, "--html": args.html}, inputs=model_sources(args.model))
     check_model_name(args.model)  # last, after the options; before torch: a misspelt name waited for the imports
 
 
@@ -104,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
 
     from ..whatif import whatif
     from .models import build_inputs, device_option, load_model
-    from .profile import _peaks_option
+    from .profile import peaks_option
 
     device = device_option(args.device)
     build_inputs(args.input, torch.float32, device, parse_only=True)
@@ -115,21 +125,21 @@ def run(args: argparse.Namespace) -> int:
         model = model.to(device)
         positional, keywords = build_inputs(args.input, torch.float32, device)
     except (RuntimeError, AssertionError, MemoryError) as exc:
-        raise _bad(f"cannot put the model and inputs on {device}: {_first_line(exc)}") from exc
+        raise bad(f"cannot put the model and inputs on {device}: {first_line(exc)}") from exc
     say = (lambda line: None) if args.quiet else (lambda line: print(f"fxprof whatif: {line}", file=sys.stderr, flush=True))
     result = whatif(model, tuple(positional), _variants(args.variants), iters=args.iters, warmup=args.warmup,
                     blocks=not args.no_blocks, depth=args.depth, alpha=args.alpha, min_effect=args.min_effect,
-                    peaks=_peaks_option(args.peaks), model_kwargs=keywords or None, progress=say)
+                    peaks=peaks_option(args.peaks), model_kwargs=keywords or None, progress=say)
     from ..views.whatif import render_whatif, write_whatif_html
 
     report = sys.stderr if args.csv == "-" else sys.stdout
-    _print(render_whatif(result, args.model), report)
+    echo(render_whatif(result, args.model), report)
     if args.csv is not None:
         from ..io.atomic import atomic_write
 
         atomic_write(args.csv, lambda handle: result.table.to_csv(handle, index=True))
-        _print(f"wrote csv: {'standard output' if args.csv == '-' else args.csv}", report)
+        echo(f"wrote csv: {'standard output' if args.csv == '-' else args.csv}", report)
     if args.html is not None:
         write_whatif_html(result, args.html, title=args.model)
-        _print(f"wrote html: {args.html}", report)
+        echo(f"wrote html: {args.html}", report)
     return 0

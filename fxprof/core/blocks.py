@@ -14,8 +14,7 @@ import numpy as np
 import pandas as pd
 
 from .memory import MEMORY_CHANGE_COLUMNS, memory_changes
-from .rollup import PLUMBING, ROOT, _labels
-
+from .rollup import PLUMBING, ROOT, rollup_labels
 
 if TYPE_CHECKING:
     from .profile import Profile
@@ -124,7 +123,7 @@ def compare_blocks(a: Union["Profile", pd.DataFrame], b: Union["Profile", pd.Dat
     dropout that compilation removed).
     """
     ta, tb = _table(a, keep_outliers), _table(b, keep_outliers)
-    la, lb = _labels(ta, "scope", depth), _labels(tb, "scope", depth)
+    la, lb = rollup_labels(ta, "scope", depth), rollup_labels(tb, "scope", depth)
     pa, pb = _spanning(ta, depth), _spanning(tb, depth)
     parents = {p: pa.get(p, []) + pb.get(p, []) for p in set(pa) | set(pb)}
     folds = _folds((ta, tb), (la, lb), parents)

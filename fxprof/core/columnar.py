@@ -39,10 +39,18 @@ class SampleColumns:
     """
 
     __slots__ = ("names", "node", "run", "time_ms", "host_ms", "start_ms", "host_start_ms", "kernel_ms", "_stats")
+    names: tuple[str, ...]
+    node: np.ndarray
+    run: np.ndarray
+    time_ms: np.ndarray  # these four set by name in __init__ (_TIMES)
+    host_ms: np.ndarray
+    start_ms: np.ndarray
+    host_start_ms: np.ndarray
+    kernel_ms: np.ndarray | None
 
     def __init__(self, names: Sequence[str], node: Any, run: Any, time_ms: Any, host_ms: Any,
                  start_ms: Any = None, host_start_ms: Any = None, kernel_ms: Any = None, copy: bool = True):
-        self.names: tuple[str, ...] = tuple(names)
+        self.names = tuple(names)
         self.node = _frozen(node, np.int32, copy)
         count = len(self.node)
         if count and (self.node.min() < 0 or self.node.max() >= len(self.names)):

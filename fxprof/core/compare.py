@@ -180,7 +180,7 @@ def compare(
             too_few.loc[both] = np.array([smallest_p_value(_finite(x), _finite(y)) >= alpha for x, y in pairs], dtype=bool)
     # a node that took no time in a and some in b has no finite ratio, but it did get slower
     effect = out["ratio"].mask(in_a & in_b & (out["a_ms"] == 0) & (out["b_ms"] > 0), np.inf)
-    out["verdict"] = _verdicts(out["p_value"], effect, alpha, min_effect, too_few)
+    out["verdict"] = verdict_series(out["p_value"], effect, alpha, min_effect, too_few)
     out["noise"] = ""
     if with_samples:  # a verdict the samples cannot carry (two modes, spread wider than the change) is held back
         from .noise import NOISY, noise_reason
@@ -290,7 +290,7 @@ def _finite(values: np.ndarray) -> int:
     return int(np.isfinite(np.asarray(values, dtype=np.float64)).sum())
 
 
-def _verdicts(p_value: pd.Series, ratio: pd.Series, alpha: float, min_effect: float,
+def verdict_series(p_value: pd.Series, ratio: pd.Series, alpha: float, min_effect: float,
               too_few: pd.Series | None = None) -> pd.Series:
     significant = p_value < alpha
     slower = significant & (ratio >= 1.0 + min_effect)

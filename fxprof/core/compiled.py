@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from .names import input_name, weight_name
 from .nodes import NodeInfo
@@ -74,10 +74,10 @@ class Span:
     call: int = 0
 
 
-def own_run_ms(meta: Mapping[str, object]) -> tuple[float | None, int]:
+def own_run_ms(meta: Mapping[str, Any]) -> tuple[float | None, int]:
     """The compiled model's own median run time (ms) and how many unprofiled runs it is from,
     derived from ``meta["compiled"]["unprofiled_ms"]`` (each unprofiled run, kept in order)."""
-    runs = [float(v) for v in ((meta.get("compiled") or {}).get("unprofiled_ms") or ())]  # type: ignore[union-attr]
+    runs = [float(v) for v in ((meta.get("compiled") or {}).get("unprofiled_ms") or ())]
     if not runs:
         return None, 0
     runs.sort()
@@ -85,17 +85,17 @@ def own_run_ms(meta: Mapping[str, object]) -> tuple[float | None, int]:
     return (runs[middle] if len(runs) % 2 else (runs[middle - 1] + runs[middle]) / 2.0), len(runs)
 
 
-def quiet_own_run_ms(meta: Mapping[str, object]) -> tuple[float | None, int]:
+def quiet_own_run_ms(meta: Mapping[str, Any]) -> tuple[float | None, int]:
     """The compiled model's own median run time (ms) that its rows are set against, and how many
     unprofiled runs it is from: the runs that lost no time to other processes
     (:func:`fxprof.core.contention.quiet_values`, as the fidelity line and the profiler cost's
     yardstick take them); every run, as :func:`own_run_ms`, where none was measured."""
     from .contention import quiet_values
 
-    runs = [float(v) for v in ((meta.get("compiled") or {}).get("unprofiled_ms") or ())]  # type: ignore[union-attr]
+    runs = [float(v) for v in ((meta.get("compiled") or {}).get("unprofiled_ms") or ())]
     if not runs:
         return None, 0
-    lost = (meta.get("contention") or {}).get("unprofiled_lost_ms")  # type: ignore[union-attr]
+    lost = (meta.get("contention") or {}).get("unprofiled_lost_ms")
     used, _ = quiet_values(runs, lost)
     return own_run_ms({"compiled": {"unprofiled_ms": used}})[0], len(used)
 
@@ -175,7 +175,8 @@ def charge_spans(kernels: Sequence[Kernel], spans: Iterable[Span]) -> tuple[list
     unmatched: list[Span] = []
     for (graph, _, _), items in calls.items():
         ks = by_graph.get(graph, [])
-        sites, seen = generated.get(graph, {}), {}
+        sites = generated.get(graph, {})
+        seen: dict[str, int] = {}
         at: list[int | None] = []  # each span's generated call site, None for the rest
         for span in items:
             name = strip_graph_prefix(span.name)
@@ -188,9 +189,10 @@ def charge_spans(kernels: Sequence[Kernel], spans: Iterable[Span]) -> tuple[list
                 at.append(None)
         lo, i = -1, 0
         while i < len(items):
-            if at[i] is not None:
-                charged.append((graph + "|" + ks[at[i]].key, items[i]))
-                lo = max(lo, at[i])
+            site = at[i]
+            if site is not None:
+                charged.append((graph + "|" + ks[site].key, items[i]))
+                lo = max(lo, site)
                 i += 1
                 continue
             j = i

@@ -21,6 +21,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike
 
 __all__ = ["BUSY_SHARE", "BUSY_MIN_MS", "QUIET_MIN_RUNS", "BUSY_LOAD_MARGIN", "Contention", "contention", "busy_mask",
            "enough_quiet", "quiet_values", "less_lost_ms", "quiet_runs", "machine_words", "cpu_clock_words", "steps_machine_words", "busy_machine"]
@@ -36,7 +37,7 @@ QUIET_MIN_RUNS = 3
 BUSY_LOAD_MARGIN = 1.0
 
 
-def busy_mask(lost_ms: Sequence[float], wall_ms: Sequence[float]) -> np.ndarray:
+def busy_mask(lost_ms: ArrayLike, wall_ms: ArrayLike) -> np.ndarray:
     """True for each run that lost at least :data:`BUSY_SHARE` of ``wall_ms`` (and
     :data:`BUSY_MIN_MS`) to other processes; False where nothing was measured (NaN)."""
     lost = np.asarray(lost_ms, dtype=np.float64)
@@ -232,7 +233,7 @@ def machine_words(found: Contention) -> str:
     return head + then + "; for steadier figures pin the process to a core of its own (taskset -c N), use fewer threads, or a quiet machine"
 
 
-def steps_machine_words(phases: Sequence[tuple[str, Sequence[float], Sequence[float]]], load: float | None,
+def steps_machine_words(phases: Sequence[tuple[str, ArrayLike, ArrayLike]], load: float | None,
                         cores: int, noun: str = "steps") -> str:
     """The machine line of timed steps by phase (``(name, lost_ms, wall_ms)`` each; generate: the
     prefill's one run and the decode steps), on the rule of every machine line (:func:`busy_mask`):

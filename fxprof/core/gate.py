@@ -13,12 +13,11 @@ numpy, pandas and scipy only (no torch): gating two saved profiles needs no torc
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 import pandas as pd
-
-from typing import TYPE_CHECKING
+from numpy.typing import ArrayLike
 
 from ..vocab import FAIL_ON, GATE_EXIT
 from .compare import ALPHA, MIN_EFFECT, TOO_FEW
@@ -52,14 +51,14 @@ class RunVerdict:
         return 1.0 / self.ratio if self.ratio > 0 else float("nan")
 
 
-def run_verdict(a_totals: Sequence[float], b_totals: Sequence[float], alpha: float = ALPHA,
+def run_verdict(a_totals: ArrayLike, b_totals: ArrayLike, alpha: float = ALPHA,
                 min_effect: float = MIN_EFFECT) -> RunVerdict:
     """The verdict on ``b``'s run times against ``a``'s (milliseconds, one value a run), by
     compare's rules for a node: ``"slower"``/``"faster"`` when the two-sided Mann-Whitney U
     p-value is below ``alpha`` and the median moved by at least ``min_effect`` (``ratio >=
     1 + min_effect``, or ``<= 1 / (1 + min_effect)``); ``"too few runs"`` when the run counts
     cannot give ``p < alpha`` at all; ``""`` with fewer than 2 runs a side; else ``"same"``."""
-    from .compare import _verdicts
+    from .compare import verdict_series
     from .stats import node_p_values, ratio_interval, smallest_p_value
 
     xa = np.asarray(a_totals, dtype=np.float64)
@@ -69,11 +68,11 @@ def run_verdict(a_totals: Sequence[float], b_totals: Sequence[float], alpha: flo
     raw, _ = node_p_values([(xa, xb)])
     p = float(raw[0])
     too_few = pd.Series([bool(smallest_p_value(len(xa), len(xb)) >= alpha)]) if len(xa) >= 2 and len(xb) >= 2 else None
-    verdict = _verdicts(pd.Series([p]), pd.Series([ratio]), alpha, min_effect, too_few).iloc[0]
+    verdict = verdict_series(pd.Series([p]), pd.Series([ratio]), alpha, min_effect, too_few).iloc[0]
     return RunVerdict(ratio=ratio, low=low, high=high, p_value=p, verdict=str(verdict), a_runs=len(xa), b_runs=len(xb))
 
 
-def paired_run_verdict(a_totals: Sequence[float], b_totals: Sequence[float], alpha: float = ALPHA,
+def paired_run_verdict(a_totals: ArrayLike, b_totals: ArrayLike, alpha: float = ALPHA,
                        min_effect: float = MIN_EFFECT) -> RunVerdict:
     """The verdict on ``b``'s runs against ``a``'s where run ``i`` of both was taken in the same
     round (``fxprof ab``: interleaved in one process): by :func:`run_verdict`'s rules (``p <
@@ -81,14 +80,14 @@ def paired_run_verdict(a_totals: Sequence[float], b_totals: Sequence[float], alp
     (:func:`fxprof.core.stats.paired_ratio`: their median, a sign-test p-value, an
     interval over rounds). A round in which another process took the CPU from one of the two
     runs gives one outlying ratio, where it widens two independent samples' spread."""
-    from .compare import _verdicts
+    from .compare import verdict_series
     from .stats import paired_ratio, smallest_paired_p_value
 
     ratio, low, high, p, pairs = paired_ratio(a_totals, b_totals)
     if pairs < 2:
         return RunVerdict(ratio=ratio, low=low, high=high, p_value=p, verdict="", a_runs=pairs, b_runs=pairs, paired=True)
     too_few = pd.Series([bool(smallest_paired_p_value(pairs) >= alpha)])
-    verdict = _verdicts(pd.Series([p]), pd.Series([ratio]), alpha, min_effect, too_few).iloc[0]
+    verdict = verdict_series(pd.Series([p]), pd.Series([ratio]), alpha, min_effect, too_few).iloc[0]
     return RunVerdict(ratio=ratio, low=low, high=high, p_value=p, verdict=str(verdict), a_runs=pairs, b_runs=pairs,
                       paired=True)
 

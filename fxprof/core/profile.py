@@ -12,12 +12,12 @@ import pandas as pd
 from ..columns import node_columns, table_dtypes
 from ..vocab import ANATOMY_COLUMNS
 from . import hooks
-from .memory import MemorySummary, memory_summary
 from .columnar import SampleColumns
-from .recording import Recording
-from .stats import shares
+from .memory import MemorySummary, memory_summary
 from .nodes import NodeInfo
+from .recording import Recording
 from .roofline import roofline_columns
+from .stats import shares
 
 if TYPE_CHECKING:
     from .contention import Contention

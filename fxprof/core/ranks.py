@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from .rankstats import COLLECTIVE_KINDS, RANK_TABLE_COLUMNS, _plumbing, comm_labels, is_communication, rank_spread, rank_stats
+from .rankstats import COLLECTIVE_KINDS, RANK_TABLE_COLUMNS, comm_labels, is_communication, is_plumbing, rank_spread, rank_stats
 from .stats import shares
 
 if TYPE_CHECKING:
@@ -120,7 +120,7 @@ def _per_run(profile: Profile) -> pd.DataFrame:
         samples = samples.assign(rank=int(profile.meta.get("rank", 0)))
     info = node_frame(profile)
     comm = is_communication(info)
-    plumbing = _plumbing(info)
+    plumbing = is_plumbing(info)
     part = np.where(comm, "comm_ms", np.where(plumbing, "graph_ms", "compute_ms"))
     samples = samples.assign(part=samples["node"].astype(str).map(pd.Series(part, index=info.index)))
     table = samples.pivot_table(index=["rank", "run"], columns="part", values="time_ms", aggfunc="sum", fill_value=0.0, observed=True)

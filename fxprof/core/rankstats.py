@@ -51,7 +51,7 @@ def is_communication(table: pd.DataFrame) -> pd.Series:
     return by_kind | by_target
 
 
-def _plumbing(table: pd.DataFrame) -> pd.Series:
+def is_plumbing(table: pd.DataFrame) -> pd.Series:
     return table["op"].isin(["placeholder", "get_attr", "output"]) | (table["kind"] == "guards_fn")
 
 
@@ -87,4 +87,4 @@ def rank_spread(profile: "Profile", runs: Sequence[int] | None = None) -> pd.Dat
 def comm_labels(table: pd.DataFrame) -> pd.Series:
     """``communication``, ``computation`` or ``(graph)`` (plumbing) per row of a per-node table."""
     labels = pd.Series(np.where(is_communication(table), "communication", "computation"), index=table.index, dtype=str)
-    return labels.mask(_plumbing(table), "(graph)")
+    return labels.mask(is_plumbing(table), "(graph)")

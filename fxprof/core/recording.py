@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..vocab import TIME_COLUMNS
 
@@ -58,7 +59,7 @@ class Recording:
         self._run = np.empty(0, dtype=np.int32)
         self._times = {col: np.empty(0, dtype=np.float64) for col in TIME_COLUMNS}
         self._kernel: np.ndarray | None = None
-        self._runs = {col: [] for col in _RUN_COLUMNS}  # one float per run: lists are small
+        self._runs: dict[str, list[float]] = {col: [] for col in _RUN_COLUMNS}  # one float per run: lists are small
         #: host clock reading (ns) at the start of the first recorded run
         self.origin_ns = origin_ns
         # samples a recorder holds back to write many runs at once (:meth:`defer`)
@@ -266,13 +267,13 @@ class Recording:
         return self._view(self._kernel)
 
     @kernel_ms.setter
-    def kernel_ms(self, values: Sequence[float]) -> None:
+    def kernel_ms(self, values: ArrayLike) -> None:
         self._settled()
-        values = np.asarray(values, dtype=np.float64)
-        if len(values) != self._size:
-            raise ValueError(f"kernel_ms has {len(values)} values for {self._size} samples")
+        array = np.asarray(values, dtype=np.float64)
+        if len(array) != self._size:
+            raise ValueError(f"kernel_ms has {len(array)} values for {self._size} samples")
         self._kernel = np.empty(len(self._node), dtype=np.float64)
-        self._kernel[: self._size] = values
+        self._kernel[: self._size] = array
 
     @property
     def run_total_ms(self) -> np.ndarray:
@@ -290,7 +291,9 @@ class Recording:
     def nbytes(self) -> int:
         """Bytes held by the sample columns (their capacity, not only the filled part)."""
         self._settled()
-        arrays = [self._node, self._run, *self._times.values()] + ([self._kernel] if self._kernel is not None else [])
+        arrays: list[np.ndarray] = [self._node, self._run, *self._times.values()]
+        if self._kernel is not None:
+            arrays.append(self._kernel)
         return sum(a.nbytes for a in arrays)
 
     def __repr__(self) -> str:

@@ -54,7 +54,7 @@ def scope_at_depth(scope: str, depth: int) -> str:
     return ".".join(scope.split(".")[:depth])
 
 
-def _labels(table: pd.DataFrame, key: str, depth: int) -> pd.Series:
+def rollup_labels(table: pd.DataFrame, key: str, depth: int) -> pd.Series:
     if key == "op":
         return table["kind"]
     if key == "module_type":
@@ -162,7 +162,7 @@ def group_by(table: pd.DataFrame, key: str = "op", depth: int = 1) -> pd.DataFra
         ``comm_ms`` and ``compute_ms`` (the group's summed median time in communication nodes and
         in the rest), except by ``"op"`` and ``"comm"``, whose groups are one or the other.
     """
-    labels = _labels(table, key, depth).rename(key)
+    labels = rollup_labels(table, key, depth).rename(key)
     grouped = table.groupby(labels, sort=False, observed=True)
     out = pd.DataFrame({"nodes": grouped.size(), **rolled_up(grouped, table)})
     if key != "phase":

@@ -112,7 +112,7 @@ class Peaks:
     origin: str = ""
 
     def __post_init__(self) -> None:
-        levels = []
+        levels: list[dict[str, Any]] = []
         for level in self.caches or ():
             try:
                 levels.append({"level": str(level["level"]), "bytes": int(level["bytes"]), "bytes_per_s": float(level["bytes_per_s"])})
@@ -158,7 +158,7 @@ class Peaks:
         line = (f"peaks {self.flops_per_s / 1e12:.3g} TFLOP/s, {self.bytes_per_s / 1e9:.3g} GB/s, "
                 f"op floor {self.overhead_s * 1e6:.3g} us ({', '.join(what)}; ridge {self.ridge:.3g} FLOP/byte)")
         if self.caches:
-            line += "; caches " + ", ".join(f"{lv['level']} {_size(lv['bytes'])} {lv['bytes_per_s'] / 1e9:.3g} GB/s" for lv in self.caches)
+            line += "; caches " + ", ".join(f"{lv['level']} {size_text(lv['bytes'])} {lv['bytes_per_s'] / 1e9:.3g} GB/s" for lv in self.caches)
         line += "; " + self.provenance(now)
         if self.load.get("busy"):
             line += f"; measured on a busy machine ({load_text(self.load)})"
@@ -237,7 +237,7 @@ def roofs_from_curve(points: Any, named: Any = (), step: float = CURVE_STEP) -> 
     for i in range(1, len(sizes)):
         if envelope[i] < (1.0 - step) * envelope[starts[-1]]:
             starts.append(i)
-    levels = [{"level": "", "bytes": int(math.ceil(sizes[starts[j + 1]] / CACHE_FIT)), "bytes_per_s": envelope[s]}
+    levels: list[dict[str, Any]] = [{"level": "", "bytes": int(math.ceil(sizes[starts[j + 1]] / CACHE_FIT)), "bytes_per_s": envelope[s]}
               for j, s in enumerate(starts[:-1])]
     free = sorted(((int(b), str(n)) for n, b in named if int(b) > 0))
     # smallest first: a level takes the smallest reported cache not yet named within 4x of it
@@ -353,7 +353,7 @@ def peaks_differ(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None, toler
     return ("the machine peaks differ (" + ", ".join(diffs) + "): roof_ms, roof_pct and headroom_ms are against different roofs") if diffs else ""
 
 
-def _size(nbytes: float) -> str:
+def size_text(nbytes: float) -> str:
     for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if nbytes >= scale:
             return f"{nbytes / scale:.3g} {unit}"

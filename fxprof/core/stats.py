@@ -20,12 +20,12 @@ scipy is imported on first use, so ``import fxprof`` works where it is missing.
 from __future__ import annotations
 
 import functools
-
 import inspect
 from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike
 
 __all__ = [
     "OUTLIER_FENCE_IQR",
@@ -45,7 +45,7 @@ OUTLIER_MIN_RATIO = 1.2
 OUTLIER_MIN_RUNS = 5
 
 
-def outlier_fence(total_ms: Sequence[float]) -> float:
+def outlier_fence(total_ms: ArrayLike) -> float:
     """The run time above which a run is an outlier (NaN with fewer than :data:`OUTLIER_MIN_RUNS` runs).
 
     ``max(Q3 + 3 IQR, 1.2 median)`` of the finite run totals.
@@ -58,7 +58,7 @@ def outlier_fence(total_ms: Sequence[float]) -> float:
     return float(max(q3 + OUTLIER_FENCE_IQR * (q3 - q1), OUTLIER_MIN_RATIO * med))
 
 
-def outlier_mask(total_ms: Sequence[float]) -> np.ndarray:
+def outlier_mask(total_ms: ArrayLike) -> np.ndarray:
     """One boolean per run: True where the run's total is above :func:`outlier_fence`."""
     totals = np.asarray(total_ms, dtype=np.float64)
     fence = outlier_fence(totals)
@@ -137,7 +137,7 @@ def smallest_p_value(n_a: int, n_b: int) -> float:
                               alternative="two-sided").pvalue)
 
 
-def paired_ratio(a: Sequence[float], b: Sequence[float], confidence: float = 0.95, resamples: int = 2000,
+def paired_ratio(a: ArrayLike, b: ArrayLike, confidence: float = 0.95, resamples: int = 2000,
                  seed: int = 0) -> tuple[float, float, float, float, int]:
     """Runs taken in pairs (run ``i`` of ``a`` and of ``b`` in the same round, as ``fxprof ab``
     interleaves them): ``(ratio, low, high, p_value, pairs)``. The ratio is the median of the
@@ -174,7 +174,7 @@ def smallest_paired_p_value(pairs: int) -> float:
     return 2.0 / 2.0 ** pairs if pairs >= 1 else float("nan")
 
 
-def ratio_interval(a: Sequence[float], b: Sequence[float], confidence: float = 0.95,
+def ratio_interval(a: ArrayLike, b: ArrayLike, confidence: float = 0.95,
                    resamples: int = 2000, seed: int = 0) -> tuple[float, float, float]:
     """``median(b) / median(a)`` and its percentile-bootstrap confidence interval.
 

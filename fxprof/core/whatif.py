@@ -89,7 +89,7 @@ class WhatIf:
         other columns are then empty)."""
         from .gate import run_verdict
 
-        rows = []
+        rows: list[dict[str, Any]] = []
         base = self.per_sample_ms("baseline") if "baseline" in self.times else np.empty(0)
         for name in self.order:
             if name in self.errors or name not in self.times:
@@ -159,7 +159,7 @@ class WhatIf:
         if not known:
             return ""
         delta = {n: abs(float(b.at[n, "median_ms"]) * scale - float(a.at[n, "median_ms"])) for n in known}
-        node = max(known, key=delta.get)
+        node = max(known, key=delta.__getitem__)
         change = float(a.at[node, "median_ms"]) / max(float(b.at[node, "median_ms"]) * scale, 1e-12)
         return (f"{node} is {a.at[node, 'limit']}-limited at {a.at[node, 'roof_pct']:.0f}% of its roof: "
                 f"{name} moved it to {b.at[node, 'roof_pct']:.0f}% ({change:.2g}x)")

@@ -27,7 +27,7 @@ from ..core.recording import Recording
 from ..errors import ProfileFormatError
 from .atomic import atomic_write
 from .header import decode_anatomy, decode_nodes, encode_header
-from .validate import check_document, check_profile, check_skeleton, column_arrays, parse_json, SCHEMA
+from .validate import SCHEMA, check_document, check_profile, check_skeleton, column_arrays, parse_json
 
 if TYPE_CHECKING:
     from ..core.profile import Profile
@@ -172,7 +172,7 @@ def _load_v2(data: dict[str, Any], source: str) -> "Profile":
     try:
         nodes = decode_nodes(data["nodes"])
         columns = SampleColumns([n.name for n in nodes], samples["node"], samples["run"],
-                                *(samples.get(col) for col in _SAMPLE_TIMES), samples.get("kernel_ms"), copy=False)
+                                **{col: samples.get(col) for col in _SAMPLE_TIMES}, kernel_ms=samples.get("kernel_ms"), copy=False)
         count = len(runs["total_ms"])
         frame = pd.DataFrame({col: runs[col] if col in runs else np.full(count, np.nan) for col in RUN_COLUMNS})
         anatomy = decode_anatomy(data.get("anatomy"), nodes)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import os
 import zipfile
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import numpy as np
 import pandas as pd
@@ -199,6 +199,14 @@ def _build(path: str, header: dict[str, Any], arrays: dict[str, np.ndarray]) -> 
         raise
     except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError) as exc:
         raise ProfileFormatError(f"{path!r} is a damaged fxprof profile: {type(exc).__name__}: {exc}") from exc
+
+
+@overload
+def _array(arrays: dict[str, np.ndarray], name: str, kind: str, length: int, optional: Literal[False] = False) -> np.ndarray: ...
+
+
+@overload
+def _array(arrays: dict[str, np.ndarray], name: str, kind: str, length: int, optional: bool) -> np.ndarray | None: ...
 
 
 def _array(arrays: dict[str, np.ndarray], name: str, kind: str, length: int, optional: bool = False) -> np.ndarray | None:

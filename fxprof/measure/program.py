@@ -85,19 +85,17 @@ def capture_program(model: nn.Module, args: tuple, kwargs: dict, *, capture: str
         from .capture.fsdp_training import FSDPTrainingCapture, is_fsdp
 
         if loop:
+            from .capture.ddp_loop import DDPLoopTrainingCapture
             from .capture.fsdp_loop import FSDPLoopTrainingCapture
             from .capture.training_loop import LoopTrainingCapture
-
-            from .capture.ddp_loop import DDPLoopTrainingCapture
             from .distributed.ddp import is_ddp
 
             # FSDP2's work and DDP's all-reduce timed as rows
             loop_cls = (FSDPLoopTrainingCapture if is_fsdp(model) else DDPLoopTrainingCapture if is_ddp(model)
                         else LoopTrainingCapture)
             return loop_cls(model, forward if forward is not None else model.forward)
-        from .capture.training import TrainingCapture, capture_training
-
         from .capture.ddp_training import DDPTrainingCapture
+        from .capture.training import TrainingCapture, capture_training
         from .distributed.ddp import is_ddp
 
         # FSDP2's work and DDP's all-reduce timed as rows

@@ -25,7 +25,7 @@ def compiled_line(compiled: Mapping[str, Any]) -> str:
            else f"compiled in {compiled.get('compile_s', float('nan')):.2f} s (not in any run)")
         + f"; {compiled.get('graphs', '?')} graph(s), {compiled.get('graph_breaks', '?')} graph break(s), "
         f"{compiled.get('recompiles', '?')} recompile(s); rows are its {compiled.get('kernels', '?')} kernels"
-        + (f", its graph breaks and overhead" if "breaks" in compiled else "")
+        + (", its graph breaks and overhead" if "breaks" in compiled else "")
     )
 
 
@@ -35,7 +35,6 @@ def compiled_run_lines(profile: "Profile") -> list[str]:
     totals = np.asarray(profile.kept_totals())
     q25, med, q75 = np.percentile(totals, [25, 50, 75])
     from .breaks import breaks_lines, kernel_rows
-
     from .headline import busy_kept
 
     lost = ", and time lost to other processes (busy machine)" if busy_kept(profile) else ""

@@ -66,7 +66,7 @@ def token_curve_svg(result: "Generation", width: int = 1000, height: int = 320) 
             parts.append(f"<polyline points='{floor}' fill='none' stroke='#888' stroke-dasharray='4 3'/>")
     prefill = pt[pt["phase"] == "prefill"]
     for token, x, y, lost in zip(prefill["token"], prefill["position"], prefill["time_ms"], prefill["lost_ms"]):
-        ring = (f" stroke='#d62728' stroke-width='2' class='busy'" if int(token) in busy else "")
+        ring = (" stroke='#d62728' stroke-width='2' class='busy'" if int(token) in busy else "")
         note = f", of which {lost:.3g} ms lost to other processes" if int(token) in busy else ""
         parts.append(f"<circle cx='{px(x):.1f}' cy='{py(y):.1f}' r='4' fill='#ff7f0e'{ring}><title>prefill: {y:.4g} ms"
                      f"{note}</title></circle>")

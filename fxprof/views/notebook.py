@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from .text import default_columns, is_device_timer, ranked, render_header, spread_flags, spread_notes
 from .tables import display_name, formatter_for
+from .text import default_columns, is_device_timer, ranked, render_header, spread_flags, spread_notes
 
 if TYPE_CHECKING:
     from ..core.profile import Profile

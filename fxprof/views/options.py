@@ -9,7 +9,7 @@ whole, so a new view option is added in one place.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Iterable
+from typing import Any, Iterable
 
 __all__ = ["ViewOptions"]
 
@@ -54,6 +54,6 @@ class ViewOptions:
         """The options from keywords (the signature ``Profile.summary`` shows its users)."""
         return cls(sort, top, None if columns is None else tuple(columns), group_by, depth, ascending, width, bookkeeping)
 
-    def but(self, **changes: object) -> "ViewOptions":
+    def but(self, **changes: Any) -> "ViewOptions":
         """A copy with some options changed."""
         return replace(self, **changes)

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import pandas as pd
-
 import numpy as np
+import pandas as pd
 
 from ..core.overlap import overlap_totals
 

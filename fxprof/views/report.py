@@ -43,17 +43,31 @@ from ..core.compare import MIN_EFFECT, compare, compare_blocks
 from ..core.profile import Profile
 from ..core.rollup import bookkeeping_note, is_bookkeeping
 from ..vocab import __version__
-from .tables import display_name, format_ms, formatter_for
-from .options import ViewOptions
 from .memory_plot import memory_figure
+from .options import ViewOptions
 from .overlap import overlap_frame, overlap_lines
+from .tables import display_name, format_ms, formatter_for
 from .text import render_compare, render_header
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
-from .report_figures import (MISSING_PLOTLY, _CONFIG, _FIRST_COLUMNS, _FONT, _go, _model, _totals_figure, blocks_figure,
-                             compare_figure, distribution_figure, groups_figure, kind_colors, ranks_figure, runs_figure,
-                             tree_figure)
+from .report_figures import (
+    CONFIG,
+    FIRST_COLUMNS,
+    FONT,
+    MISSING_PLOTLY,
+    blocks_figure,
+    compare_figure,
+    distribution_figure,
+    groups_figure,
+    kind_colors,
+    model_label,
+    plotly_go,
+    ranks_figure,
+    runs_figure,
+    totals_figure,
+    tree_figure,
+)
 
 __all__ = [
     "MISSING_PLOTLY", "Report", "show_report", "render_report", "render_compare_report", "write_report",
@@ -64,7 +78,7 @@ __all__ = [
 def _figure_html(fig: "go.Figure | None", div_id: str) -> str:
     if fig is None:
         return ""
-    return f'<div class="fx-figure">{fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id, config=_CONFIG)}</div>'
+    return f'<div class="fx-figure">{fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id, config=CONFIG)}</div>'
 
 
 def table_html(frame: pd.DataFrame, table_id: str, caption: str = "") -> str:
@@ -184,7 +198,7 @@ table.fx-table td { padding: 2px 8px; border-bottom: 1px solid #f0f2f5; white-sp
 table.fx-table td.n { text-align: right; }
 table.fx-table tbody tr:hover { background: #fff7e6; }
 footer { font-size: 12px; color: #7b8794; margin-top: 18px; }
-""" % {"font": _FONT}
+""" % {"font": FONT}
 
 
 def _page(title: str, head_lines: list[str], nav: list[tuple[str, str]], body: list[str]) -> str:
@@ -239,10 +253,10 @@ def _roofs_section(profile: Profile) -> str:
 def render_report(profile: Profile, title: str | None = None) -> str:
     """The whole report of ``profile`` as one self-contained HTML document (see the module's
     docstring for what it shows)."""
-    _go()
+    plotly_go()
     if not isinstance(profile, Profile):
         raise TypeError(f"render_report needs a Profile (fxprof.profile or fxprof.load), got {type(profile).__name__}")
-    model = _model(profile)
+    model = model_label(profile)
     table = profile.df
     header = render_header(profile).splitlines()
     totals = profile.kept_totals()
@@ -338,7 +352,7 @@ def render_report(profile: Profile, title: str | None = None) -> str:
     if roofs:
         body.append(roofs)
         nav.append(("roofs", "roofs"))
-    first = [c for c in _FIRST_COLUMNS if c in table.columns and (c not in ("range", "phase") or table[c].nunique() > 1)]
+    first = [c for c in FIRST_COLUMNS if c in table.columns and (c not in ("range", "phase") or table[c].nunique() > 1)]
     body.append(_section("table", "Every node", "Every column of profile.df, in graph order, the times and shares first; times "
                          "with units (the CSV and profile.df keep milliseconds at full precision).",
                          table_html(table[first + [c for c in table.columns if c not in first]], "fx-nodes", "nodes")))
@@ -360,7 +374,7 @@ def render_compare_report(
     blocks that moved most, both run-total distributions (profiles only) and the whole table.
     ``diff`` is :func:`fxprof.compare`'s result when already computed; else it is computed
     with ``compare_options`` (``alpha``, ``min_effect``, ``keep_outliers``)."""
-    _go()
+    plotly_go()
     if diff is None:
         diff = compare(a, b, warn=False, **compare_options)
     text = render_compare(diff, label_a, label_b, ViewOptions(sort=None, top=1))
@@ -395,7 +409,7 @@ def render_compare_report(
                          table_html(blocks, "fx-blocks-table", "blocks")))
     nav = [("nodes", "nodes"), ("blocks", "blocks")]
     if isinstance(a, Profile) and isinstance(b, Profile) and a.num_runs and b.num_runs:
-        body.append(_section("runs", "Run totals", "", _figure_html(_totals_figure(a, b, label_a, label_b), "fx-totals")))
+        body.append(_section("runs", "Run totals", "", _figure_html(totals_figure(a, b, label_a, label_b), "fx-totals")))
         nav.append(("runs", "runs"))
     body.append(_section("table", "Every node", "Every column of fxprof.compare, the largest change first.",
                          table_html(diff, "fx-diff", "comparison")))

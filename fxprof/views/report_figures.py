@@ -33,19 +33,19 @@ TREE_DEPTH = 5
 BOOKKEEPING = "(range bookkeeping)"
 
 #: the node table's first columns (``range`` and ``phase`` when they vary); every other column follows
-_FIRST_COLUMNS = ("phase", "kind", "scope", "range", "median_ms", "mean_ms", "iqr_ms", "pct", "cum_pct")
+FIRST_COLUMNS = ("phase", "kind", "scope", "range", "median_ms", "mean_ms", "iqr_ms", "pct", "cum_pct")
 _MODULE = "#e8edf3"
 _BOOKKEEPING = "#cfcfcf"
 _OTHER = "#b8b8b8"
 _SIDES = ("#4c72b0", "#dd8452")
 _VERDICT = {"faster": "#2a9d8f", "slower": "#d1495b", "same": "#9aa5b1", "noisy": "#e9c46a", "": "#9aa5b1"}
-_FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, sans-serif"
-_CONFIG = {"displaylogo": False, "responsive": True}
+FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, sans-serif"
+CONFIG = {"displaylogo": False, "responsive": True}
 
 ProfileOrTable = Union[Profile, pd.DataFrame]
 
 
-def _go() -> Any:
+def plotly_go() -> Any:
     try:
         import plotly.graph_objects as go
     except ImportError as exc:
@@ -61,13 +61,13 @@ def _per_node(item: ProfileOrTable) -> pd.DataFrame:
     raise TypeError(f"expected a Profile or its per-node DataFrame (profile.df), got {type(item).__name__}")
 
 
-def _model(item: Any) -> str:
+def model_label(item: Any) -> str:
     return str(item.meta.get("model", "model")) if isinstance(item, Profile) else "profile"
 
 
 def _layout(fig: "go.Figure", title: str, height: int, **extra: Any) -> "go.Figure":
     fig.update_layout(title={"text": html.escape(title), "x": 0.0, "xanchor": "left", "font": {"size": 15}},
-                      height=height, margin={"l": 10, "r": 20, "t": 48, "b": 40}, font={"family": _FONT, "size": 12},
+                      height=height, margin={"l": 10, "r": 20, "t": 48, "b": 40}, font={"family": FONT, "size": 12},
                       paper_bgcolor="white", plot_bgcolor="white", **extra)
     return fig
 
@@ -76,7 +76,7 @@ def _layout(fig: "go.Figure", title: str, height: int, **extra: Any) -> "go.Figu
 def kind_colors(table: pd.DataFrame) -> dict[str, str]:
     """A colour per op kind, the kinds with the most time first (colourblind-safe palette,
     then a second one); kinds beyond both are grey, record_function bookkeeping light grey."""
-    _go()  # plotly present (its palettes), or the message that says how to install it
+    plotly_go()  # plotly present (its palettes), or the message that says how to install it
     from plotly.colors import qualitative
 
     palette = list(qualitative.Safe[:-1]) + list(qualitative.Pastel[:-1])
@@ -121,7 +121,7 @@ def tree_figure(profile: ProfileOrTable, depth: int = TREE_DEPTH) -> "go.Figure"
     (:func:`kind_colors`); hovering shows the node, its kind, time and share of node time;
     clicking zooms into a box. ``depth`` levels are shown at once.
     """
-    go = _go()
+    go = plotly_go()
     table = _per_node(profile)
     value = table["median_ms"].fillna(0.0).clip(lower=0.0)
     pct = table["pct"].fillna(0.0)
@@ -132,7 +132,7 @@ def tree_figure(profile: ProfileOrTable, depth: int = TREE_DEPTH) -> "go.Figure"
     plumbing = _plumbing(table)
 
     root = "m"
-    boxes: dict[str, dict[str, Any]] = {root: {"label": _model(profile), "parent": "", "name": _model(profile)}}
+    boxes: dict[str, dict[str, Any]] = {root: {"label": model_label(profile), "parent": "", "name": model_label(profile)}}
     child_boxes: dict[str, list[str]] = defaultdict(list)
     nodes_in: dict[str, list[str]] = defaultdict(list)
 
@@ -169,7 +169,10 @@ def tree_figure(profile: ProfileOrTable, depth: int = TREE_DEPTH) -> "go.Figure"
     ids, labels, parents, values, fill, custom = [], [], [], [], [], []
 
     def leaf(sector: str, label: str, parent: str, node: str) -> None:
-        ids.append(sector), labels.append(label), parents.append(parent), values.append(float(value[node]))
+        ids.append(sector)
+        labels.append(label)
+        parents.append(parent)
+        values.append(float(value[node]))
         fill.append(colors.get(table.at[node, "kind"], _OTHER))
         custom.append([node, str(table.at[node, "kind"]), format_ms(value[node]), f"{pct[node]:.1f}%"])
 
@@ -179,7 +182,9 @@ def tree_figure(profile: ProfileOrTable, depth: int = TREE_DEPTH) -> "go.Figure"
                 and table.at[members[0], "op"] == "call_module"):  # a module called once, as one node: the node
             leaf(bid, info["label"], info["parent"], members[0])
             continue
-        ids.append(bid), labels.append(info["label"]), parents.append(info["parent"])
+        ids.append(bid)
+        labels.append(info["label"])
+        parents.append(info["parent"])
         values.append(0.0)  # branchvalues="remainder": a box is the sum of what it holds
         fill.append(_BOOKKEEPING if info["name"] == BOOKKEEPING else _MODULE)
         custom.append([info["name"], "module" if bid != root else "model", format_ms(totals[bid]), f"{shares[bid]:.1f}%"])
@@ -191,7 +196,10 @@ def tree_figure(profile: ProfileOrTable, depth: int = TREE_DEPTH) -> "go.Figure"
         figures = run_figures(profile, table)
         custom[ids.index(root)][2] = f"median run {format_ms(figures.run_ms)}"
         if figures.outside_ms > 0:
-            ids.append(f"{root}/{OUTSIDE}"), labels.append(OUTSIDE), parents.append(root), values.append(figures.outside_ms)
+            ids.append(f"{root}/{OUTSIDE}")
+            labels.append(OUTSIDE)
+            parents.append(root)
+            values.append(figures.outside_ms)
             fill.append(_BOOKKEEPING)
             custom.append([OUTSIDE, outside_words(profile.meta), format_ms(figures.outside_ms),
                            f"{figures.outside_ms / figures.run_ms * 100:.1f}% of the median run"])
@@ -210,7 +218,7 @@ def tree_figure(profile: ProfileOrTable, depth: int = TREE_DEPTH) -> "go.Figure"
             "buttons": [{"label": "colour: op kind", "method": "restyle", "args": [{"marker.colors": [fill]}]},
                         {"label": "colour: % of roof", "method": "restyle", "args": [{"marker.colors": [roof]}]}]}])
     what = "phase > module > node" if several_phases else "module > node"
-    return _layout(fig, f"{_model(profile)}: where the time goes ({what}; width = median time; click to zoom)", 560)
+    return _layout(fig, f"{model_label(profile)}: where the time goes ({what}; width = median time; click to zoom)", 560)
 
 
 #: the tree's box for the time in no node (the interpreter between nodes, Python between graphs)
@@ -250,7 +258,7 @@ def distribution_figure(profile: Profile, n: int = TOP_DISTRIBUTIONS) -> "go.Fig
     """Per-run times of the ``n`` nodes with the largest share (``record_function`` enter/exit
     nodes not ranked): one box per node over its per-run times (a node's calls within a run
     summed; outlier runs left out unless ``profile.keep_outliers``), every run a point."""
-    go = _go()
+    go = plotly_go()
     if not isinstance(profile, Profile):
         raise TypeError(f"distribution_figure needs a Profile (its per-run samples), got {type(profile).__name__}")
     table, _ = ranked(profile.df, "pct")
@@ -277,7 +285,7 @@ def runs_figure(profile: Profile) -> "go.Figure | None":
     """Each timed run's total time in order (drift, warm-up left over), outlier runs marked
     (left out of the statistics unless ``profile.keep_outliers``), the median of the kept runs
     as a line; one colour per rank in a gathered profile. None in isolated mode (no runs)."""
-    go = _go()
+    go = plotly_go()
     runs = profile.runs
     if runs.empty:
         return None
@@ -309,7 +317,7 @@ def groups_figure(profile: ProfileOrTable, key: str = "op", n: int = 15, depth: 
     """Node time rolled up by ``key`` (:meth:`Profile.group_by`), the ``n`` largest groups as
     bars of their share, labelled with their summed median time. By op kind (the default) the
     bars carry the tree's colours, so this figure is its colour key."""
-    go = _go()
+    go = plotly_go()
     table = _per_node(profile)
     groups = group_by(table, key, depth=depth)
     shown = groups.head(n)
@@ -333,7 +341,7 @@ def ranks_figure(profile: Profile) -> "go.Figure | None":
     """One bar per ``torch.distributed`` rank (:meth:`Profile.group_by` ``"rank"``): its median
     computation, communication (collectives) and barrier wait per run, stacked, the straggler
     named. None for a profile without ranks."""
-    go = _go()
+    go = plotly_go()
     if not profile.ranks:
         return None
     ranks = profile.group_by("rank")
@@ -356,7 +364,7 @@ def compare_figure(diff: pd.DataFrame, n: int = TOP_CHANGES, label_a: str = "a",
     """The ``n`` largest changes of a comparison (:func:`fxprof.compare`'s order): each node's
     median time in ``a`` and ``b`` side by side, ``b``'s bar labelled with the change in words
     (``6.4x faster``, ``1.3x slower``, ``0.98x the time``: :func:`~fxprof.views.tables.change_label`)."""
-    go = _go()
+    go = plotly_go()
     shown = diff.head(n)
     names = [str(node) + {"only_a": f" (only in {label_a})", "only_b": f" (only in {label_b})"}.get(s, "")
              for node, s in shown["status"].items()]
@@ -384,7 +392,7 @@ def blocks_figure(blocks: pd.DataFrame, n: int = 20, label_a: str = "a", label_b
     block has no test of its own: it is called faster or slower when its summed time moved by
     at least ``min_effect`` (as a node's verdict needs) and at least one of its nodes was judged
     so, else ``1.02x the time`` (``its nodes: 3 same`` when every judged node was within noise)."""
-    go = _go()
+    go = plotly_go()
     shown = blocks.head(n)
     words = []
     same_counts = shown["same"] if "same" in shown.columns else pd.Series(0, index=shown.index)
@@ -410,8 +418,8 @@ def blocks_figure(blocks: pd.DataFrame, n: int = 20, label_a: str = "a", label_b
                    showlegend=False)
 
 
-def _totals_figure(a: Profile, b: Profile, label_a: str, label_b: str) -> "go.Figure":
-    go = _go()
+def totals_figure(a: Profile, b: Profile, label_a: str, label_b: str) -> "go.Figure":
+    go = plotly_go()
     fig = go.Figure()
     for prof, label, color in ((a, label_a, _SIDES[0]), (b, label_b, _SIDES[1])):
         fig.add_trace(go.Box(x=prof.kept_totals(), name=label, orientation="h", boxpoints="all", jitter=0.4, pointpos=0,

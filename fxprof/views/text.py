@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import textwrap
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -309,6 +309,7 @@ def render_body(table: pd.DataFrame, view: ViewOptions = ViewOptions(), device_t
     line that says what it is (:mod:`fxprof.views.fidelity`), shown after the node rows, unranked."""
     from ..core.rollup import group_by as roll_up
 
+    columns: Sequence[str] | None
     sort, top, columns, group_by, depth = view.sort, view.top, view.columns, view.group_by, view.depth
     ascending, width = view.ascending, view.width
 
@@ -322,7 +323,7 @@ def render_body(table: pd.DataFrame, view: ViewOptions = ViewOptions(), device_t
     if roofline:  # the nodes with the most time above their roof: say how far, and which roof
         at = chosen.index("iqr_ms") + 1 if "iqr_ms" in chosen else len(chosen)
         chosen[at:at] = [c for c in ROOFLINE_SHOWN if c not in chosen]
-    columns = _known_columns(table, columns if explicit else chosen, "columns")
+    columns = _known_columns(table, columns if columns is not None else chosen, "columns")
 
     flags = spread_flags(table)
     count = _rows(top)
@@ -365,10 +366,9 @@ def ranked(table: pd.DataFrame, sort: str | None, ascending: bool = False, bookk
     returned line states their count and summed share (their time still counts in every
     share). ``cum_pct`` then runs over the ranked nodes. In graph order (``sort=None``) or by
     name (``sort="node"``) every node stays: neither is a ranking."""
+    from ..core.names import is_weight_input, weight_inputs_note
     from ..core.profile import sort_table
     from ..core.rollup import bookkeeping_note, is_bookkeeping
-
-    from ..core.names import is_weight_input, weight_inputs_note
 
     if sort is None or sort == (table.index.name or "node") or bookkeeping or "kind" not in table.columns:
         return sort_table(table, sort, ascending), ""
@@ -417,6 +417,7 @@ def render_blocks(blocks: pd.DataFrame, label_a: str = "a", label_b: str = "b",
     chosen, ``view.top`` rows, fitted to ``view.width``)."""
     from ..core.profile import sort_table
 
+    columns: Sequence[str] | None
     top, sort, ascending, columns, width = view.top, view.sort, view.ascending, view.columns, view.width
     attrs = dict(blocks.attrs)
     blocks = sort_table(blocks, sort, ascending, what="a comparison by scope")
@@ -464,6 +465,7 @@ def render_compare(diff: pd.DataFrame, label_a: str = "a", label_b: str = "b",
 
     Rows keep ``compare``'s order (largest absolute change first) unless ``view.sort`` names a
     column (descending unless ``view.ascending``); ``view.columns`` picks the columns shown."""
+    columns: Sequence[str] | None
     top, sort, ascending, columns, width = view.top, view.sort, view.ascending, view.columns, view.width
     from .headline import compare_headline
 

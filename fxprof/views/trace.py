@@ -32,9 +32,9 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence, Union
 
 import numpy as np
 
+from ..core.runs import parse_runs, run_labels
 from ..io import atomic_write
 from ..vocab import CUDA_TIMERS
-from ..core.runs import parse_runs, run_labels
 
 if TYPE_CHECKING:
     from ..core.profile import Profile
@@ -219,7 +219,7 @@ def _node_span_text(profile: "Profile", spans: _Spans) -> Iterator[str]:
 def write_chrome_trace(profile: "Profile", path: str | os.PathLike, runs: Runs = "representative") -> None:
     """Write the profile as a Chrome trace JSON file, atomically (``runs``: see :func:`trace_runs`)."""
     if len(profile.ranks) > 1:  # torch.distributed ranks: one trace process per rank
-        document = {"traceEvents": chrome_trace_events(profile, runs), "displayTimeUnit": "ms",
+        document: dict[str, Any] = {"traceEvents": chrome_trace_events(profile, runs), "displayTimeUnit": "ms",
                     "otherData": {k: v for k, v in profile.meta.items() if isinstance(v, (str, int, float, bool))}}
         if _base_ns(profile.meta) is not None:
             document["baseTimeNanoseconds"] = _base_ns(profile.meta)
@@ -263,7 +263,7 @@ def merge_chrome_traces(paths: Sequence[str | os.PathLike], out: str | os.PathLi
         if not isinstance(document, dict) or not isinstance(document.get("traceEvents"), list):
             raise ValueError(f"{os.fspath(path)!r} is not a Chrome trace (no traceEvents list)")
         documents.append(document)
-    bases = [d.get("baseTimeNanoseconds") for d in documents if isinstance(d.get("baseTimeNanoseconds"), int)]
+    bases = [b for b in (d.get("baseTimeNanoseconds") for d in documents) if isinstance(b, int)]
     base = min(bases) if bases else None
     events: list[dict[str, Any]] = []
     for d in documents:

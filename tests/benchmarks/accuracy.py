@@ -17,11 +17,10 @@ import statistics
 import time
 
 import torch
+from common import env, print_table, write_json
 from torch import fx, nn
 
 import fxprof
-
-from common import env, print_table, write_json
 
 
 def spin(x, ms):

@@ -27,15 +27,14 @@ from collections import defaultdict
 import numpy as np
 import pandas as pd
 import torch
+from common import MODELS, build, env, print_table, spearman, write_json
 from torch.profiler import ProfilerActivity
 
 import fxprof
-from fxprof.measure.device.bridge import times_from_events
 from fxprof.measure.capture.interpreter import ProfilingInterpreter
+from fxprof.measure.device.bridge import times_from_events
 from fxprof.measure.timing.recorder import Recorder
 from fxprof.measure.timing.timers import CpuTimer, CudaEventTimer
-
-from common import MODELS, build, env, print_table, spearman, write_json
 
 
 def pair(name: str, size: int, iters: int, device: str, rounds: int = 4) -> tuple[pd.DataFrame, list[str]]:

@@ -19,8 +19,9 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from fxprof.measure.device.bridge import attribute_events, attribute_kineto, events_from_kineto  # noqa: E402
 from test_bridge import call, op, rng, work  # noqa: E402
+
+from fxprof.measure.device.bridge import attribute_events, attribute_kineto, events_from_kineto  # noqa: E402
 
 
 def trace(nodes: int, runs: int, ops: int) -> list:

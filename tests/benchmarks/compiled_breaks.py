@@ -25,10 +25,10 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import torch  # noqa: E402
+from common import env, print_table, write_json  # noqa: E402
 from torch import nn  # noqa: E402
 
 import fxprof  # noqa: E402
-from common import env, print_table, write_json  # noqa: E402
 from fxprof.core.compiled import own_run_ms  # noqa: E402
 
 SINK = io.StringIO()

@@ -142,9 +142,9 @@ def event_counts(name: str) -> dict[str, Any]:
     architecture at a small input (node counts do not depend on the input's size). Also the
     anatomy pass's verdict: nodes that dispatched no aten op doing work."""
     import torch
+    from standin_timer import StandInEventTimer  # tests/standin_timer.py
 
     import fxprof
-    from standin_timer import StandInEventTimer  # tests/standin_timer.py
 
     torch.manual_seed(0)
     if name == "bert":

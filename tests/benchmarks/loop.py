@@ -33,12 +33,11 @@ from typing import Any, Callable
 
 import numpy as np
 import torch
+from common import env, print_table, write_json
 from torch import fx, nn
 
 import fxprof
 from fxprof.measure.timing.timers import CpuTimer
-
-from common import env, print_table, write_json
 
 TARGETS = {"run": 1.10, "loop": 1.15}
 

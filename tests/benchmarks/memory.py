@@ -41,9 +41,8 @@ def _peak_bytes() -> int:
 
 
 def sequence(nodes: int, iters: int) -> list[dict]:
-    from loop import chain
-
     from common import print_table
+    from loop import chain
 
     torch.set_num_threads(1)
     gm, x = chain(nodes), torch.zeros(1, 8)
@@ -78,7 +77,7 @@ def sequence(nodes: int, iters: int) -> list[dict]:
         path = os.path.join(folder, "p.json")
         prof.save(path)
         step("save .json")
-        loaded = fxprof.load(path)
+        _loaded = fxprof.load(path)  # held while the step reads the peak
         step("load .json")
     print(f"{nodes} nodes x {iters} runs = {samples} samples; peak resident memory before the profile: {base / 1e6:.0f} MB")
     print_table("peak resident memory growth, per sample of one profile (target <= 150 B at the end)", rows)

@@ -14,12 +14,11 @@ import argparse
 import statistics
 
 import torch
+from common import MODELS, build, env, interleaved, print_table, write_json
 from torch import fx
 
 import fxprof
 from fxprof.measure.timing.timers import CpuTimer, CudaEventTimer, SyncTimer
-
-from common import MODELS, build, env, interleaved, print_table, write_json
 
 
 def measure(name: str, size: int, device: str, repeats: int, calls: int) -> list[dict]:

@@ -30,12 +30,11 @@ from typing import Any, Callable
 
 import torch
 import torchvision
+from common import env, print_table, write_json
 from torch import fx, nn
 
 import fxprof
 from fxprof.measure.timing.timers import CpuTimer
-
-from common import env, print_table, write_json
 
 DEFAULT_MODELS = ("mobilenet_v3_small", "mnasnet0_5", "shufflenet_v2_x0_5", "resnet18", "squeezenet1_0",
                   "efficientnet_b0", "regnet_y_400mf", "vit_b_16")

@@ -156,7 +156,7 @@ def measure(node_count: int, runs: int, directory: str, text_formats: bool, all_
     gc.collect()
 
     def build() -> Profile:
-        prof = Profile.from_recording(nodes, rec, meta)
+        prof = Profile.from_recording(nodes, rec, meta)  # noqa: F821 (built before the del below)
         prof.df
         return prof
 

@@ -30,11 +30,10 @@ import time
 
 import torch
 import torchvision
+from common import env, print_table, write_json
 
 import fxprof
 from fxprof.cli.models import parse_input
-
-from common import env, print_table, write_json
 
 CLOCKS = {"wall": time.perf_counter_ns, "cpu": time.process_time_ns}
 

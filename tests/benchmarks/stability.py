@@ -13,10 +13,9 @@ from __future__ import annotations
 import argparse
 
 import pandas as pd
+from common import MODELS, build, env, print_table, write_json
 
 import fxprof
-
-from common import MODELS, build, env, print_table, write_json
 
 
 def measure(name: str, size: int, profiles: int, iters: int, device: str) -> dict:

@@ -27,12 +27,11 @@ import time
 
 import torch
 import torchvision
+from common import env, print_table, write_json
 
 import fxprof
 from fxprof.cli.models import parse_input
 from fxprof.measure.capture.training import default_loss, make_optimizer
-
-from common import env, print_table, write_json
 
 
 def _ms(fn) -> float:

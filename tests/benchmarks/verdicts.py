@@ -18,12 +18,11 @@ import argparse
 
 import numpy as np
 import torch
+from common import build, env, print_table, write_json
 from torch import nn
 
 import fxprof
 from fxprof.core.compare import MIN_EFFECT
-
-from common import build, env, print_table, write_json
 
 
 class Twice(nn.Module):

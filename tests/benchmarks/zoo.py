@@ -33,7 +33,6 @@ import argparse
 import contextlib
 import dataclasses
 import datetime
-import io
 import json
 import logging
 import os
@@ -53,8 +52,7 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
 import torch  # noqa: E402
-
-from zoo_models import CI_COMPILED, CI_SUBSET, ZOO, ZooModel, call_patterns  # noqa: E402
+from zoo_models import CI_SUBSET, ZOO, ZooModel, call_patterns  # noqa: E402
 
 import fxprof  # noqa: E402
 from fxprof.measure.timing.timers import CpuTimer  # noqa: E402

@@ -16,9 +16,10 @@ import torchvision
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import fxprof  # noqa: E402
 import zoo  # noqa: E402
 from zoo_models import ZOO  # noqa: E402
+
+import fxprof  # noqa: E402
 
 
 def main() -> None:

@@ -27,12 +27,12 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import torch  # noqa: E402
+import zoo  # noqa: E402
 from torch import fx  # noqa: E402
+from zoo_models import ZOO  # noqa: E402
 
 import fxprof  # noqa: E402
 from fxprof.measure.timing.timers import CpuTimer  # noqa: E402
-import zoo  # noqa: E402
-from zoo_models import ZOO  # noqa: E402
 
 _STATE = {"interp": False, "inside_ns": 0}
 #: the clock of every figure: this thread's CPU time (``--clock thread``, default) leaves out the

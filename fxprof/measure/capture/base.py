@@ -12,11 +12,9 @@ from typing import Any, Callable
 import torch
 from torch import fx, nn
 
-from .interpreter import ProfilingInterpreter, Recorder
 from ...core.nodes import NodeInfo
 from .graph import describe_graph
-
-__all__ = ["CAPTURES", "Capture", "capture_model", "explain_trace_failure"]
+from .interpreter import ProfilingInterpreter, Recorder
 
 __all__ = ["Capture", "GraphCapture", "PassFn", "explain_trace_failure", "where_tracing_stopped"]
 
@@ -59,7 +57,7 @@ def explain_trace_failure(exc: BaseException) -> str:
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _FX_DIR = os.path.join(_TORCH_DIR, "fx") + os.sep
-_HERE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep  # the fxprof package
+HERE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep  # the fxprof package
 # "from user code:\n   File "x.py", line 12, in forward" (dynamo and export errors)
 _USER_CODE = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
 
@@ -73,7 +71,7 @@ def where_tracing_stopped(exc: BaseException) -> str:
     text = str(exc)
     if "from user code" in text:
         frames = _USER_CODE.findall(text.split("from user code", 1)[1])
-        frames = [f for f in frames if not f[0].startswith(_HERE)]
+        frames = [f for f in frames if not f[0].startswith(HERE)]
         if frames:
             file, line, func = frames[-1]
             return f"{_short_path(file)}:{line} in {func}"
@@ -84,13 +82,13 @@ def where_tracing_stopped(exc: BaseException) -> str:
         current = current.__cause__
     for frame in reversed(seen):
         file = frame.filename or ""
-        if file.startswith(_HERE) or file.startswith(_TORCH_DIR) or file.startswith("<"):
+        if file.startswith(HERE) or file.startswith(_TORCH_DIR) or file.startswith("<"):
             continue
         return f"{_short_path(file)}:{frame.lineno} in {frame.name}"
     return ""
 
 
-def _forward_location(model: nn.Module) -> str:
+def forward_location(model: nn.Module) -> str:
     """``file:line in forward`` of the model's own ``forward`` (where tracing starts), or "":
     for failures inside torch.fx itself, such as a ``forward`` wrapped by a decorator."""
     forward = inspect.unwrap(type(model).forward)
@@ -190,7 +188,7 @@ class GraphCapture(Capture):
         # its forward's signature; other graphs take one value per placeholder.
         if self.kind == "export":
             return _bind_by_signature(self.gm, args, kwargs), {}
-        return _bind_inputs(self.gm, args, kwargs), {}
+        return bind_inputs(self.gm, args, kwargs), {}
 
     def input_names(self) -> set[str]:
         if self.kind == "export":
@@ -231,7 +229,7 @@ def _bind_by_signature(gm: fx.GraphModule, args: tuple, kwargs: dict[str, Any]) 
     return tuple(bound.args)
 
 
-def _bind_inputs(gm: fx.GraphModule, args: tuple, kwargs: dict[str, Any]) -> tuple:
+def bind_inputs(gm: fx.GraphModule, args: tuple, kwargs: dict[str, Any]) -> tuple:
     """Order positional and keyword inputs as the graph's placeholders expect them.
 
     A ``*args`` placeholder takes every remaining positional input. A placeholder that

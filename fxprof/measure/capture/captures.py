@@ -27,13 +27,13 @@ import torch
 from torch import fx, nn
 
 from ...errors import TraceError
-from ..common.state import preserved_buffers
 from ...vocab import CAPTURES
+from ..common.state import preserved_buffers
 from .sdpa import drop_all_true_masks
 from .tracer import trace
 
 __all__ = ["CAPTURES", "Capture", "capture_model", "explain_trace_failure"]
-from .base import Capture, GraphCapture, _forward_location, explain_trace_failure, where_tracing_stopped
+from .base import Capture, GraphCapture, explain_trace_failure, forward_location, where_tracing_stopped
 from .dynamo import DynamoCapture
 from .fsdp import capture_fsdp, is_fsdp
 from .tensor_parallel import split_tensor_parallel
@@ -143,7 +143,7 @@ def _capture(model: nn.Module, args: tuple, kwargs: dict, capture: str, concrete
         return split_tensor_parallel(traced, args, kwargs)
     except TraceError as exc:
         cause = explain_trace_failure(exc.__cause__ or exc) or _first_line(exc.__cause__ or exc)
-        where = where_tracing_stopped(exc.__cause__ or exc) or _forward_location(model)
+        where = where_tracing_stopped(exc.__cause__ or exc) or forward_location(model)
         at = f" at {where}" if where else ""
         return DynamoCapture(model, f"symbolic tracing failed{at} ({cause}); fell back to dynamo")
 
@@ -253,7 +253,7 @@ def _symbolic(model: nn.Module, concrete_args: Any, leaf_modules: Any, reason: s
         cause = exc.__cause__ or exc
         words = explain_trace_failure(cause)
         said = f"{words}. ({_first_line(cause)})" if words else f"{_first_line(cause)}."
-        where = where_tracing_stopped(cause) or _forward_location(model)
+        where = where_tracing_stopped(cause) or forward_location(model)
         at = f" (tracing stopped at {where})" if where else ""
         raise TraceError(
             f"cannot trace {type(model).__name__} symbolically{at}: {said} Options: capture='dynamo' "

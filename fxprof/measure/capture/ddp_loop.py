@@ -26,10 +26,9 @@ from torch import nn
 
 from ...core.nodes import NodeInfo
 from ..distributed.ddp import TimedBuckets
-from ..timing.recorder import Recorder
 from .ddp_training import DDPRows
-from .training import _ACTIVE
-from .training_loop import LoopTrainingCapture, _LoopSession
+from .training import ACTIVE
+from .training_loop import LoopSession, LoopTrainingCapture
 
 __all__ = ["DDPLoopTrainingCapture"]
 
@@ -38,7 +37,7 @@ def _in_backward() -> bool:
     return torch._C._current_graph_task_id() != -1
 
 
-class _DDPLoopSession(_LoopSession):
+class _DDPLoopSession(LoopSession):
     """A loop's training session whose timed runs time DDP's all-reduces and end after DDP's wait."""
 
     def __init__(self, model_type: type, capture: "DDPLoopTrainingCapture"):
@@ -121,7 +120,7 @@ class DDPLoopTrainingCapture(DDPRows, LoopTrainingCapture):
         self.session = _DDPLoopSession(type(model), self)
         self.session.root_name = root_name
         self._activation = contextlib.ExitStack()
-        self._activation.enter_context(_ACTIVE.active(self.session))
+        self._activation.enter_context(ACTIVE.active(self.session))
 
     def swap(self, clock: Callable[[], int]) -> None:
         """The reducer's all-reduces timed with ``clock`` from now until :meth:`give_back`."""

@@ -30,7 +30,7 @@ from torch import nn
 from ...core.nodes import NodeInfo
 from ..distributed.ddp import TimedBuckets, bucket_modules
 from ..timing.recorder import Recorder
-from .training import TrainingCapture, _TrainingSession
+from .training import TrainingCapture, TrainingSession
 
 __all__ = ["DDPTrainingCapture", "DDPRows", "DDP_GRAPH"]
 
@@ -90,7 +90,7 @@ class DDPRows:
                                    range="", kind=kind, graph=DDP_GRAPH, phase="backward")
 
 
-class _DDPSession(_TrainingSession):
+class _DDPSession(TrainingSession):
     """A training session that notes when its last backward graph ended (host clock)."""
 
     backward_end = 0

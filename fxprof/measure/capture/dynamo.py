@@ -1,6 +1,6 @@
 """The dynamo capture: ``torch.compile`` with fxprof's backend, one graph per region between graph
 breaks, each reporting to the profile that runs it (:class:`DynamoCapture`,
-:func:`fxprof_backend`), and the module each of dynamo's nodes runs in (:class:`_Resolver`)."""
+:func:`fxprof_backend`), and the module each of dynamo's nodes runs in (:class:`Resolver`)."""
 from __future__ import annotations
 
 import contextlib
@@ -13,16 +13,14 @@ from typing import Any, Callable
 import torch
 from torch import fx, nn
 
-from ...errors import TraceError
-from .interpreter import Recorder
-from ...core.nodes import NodeInfo
-from .graph import describe_graph, normalize_scope, readable_node_names
 from ...columns import PER_CALL
+from ...core.nodes import NodeInfo
+from ...errors import TraceError
+from .base import HERE, Capture, PassFn
 from .dispatch import ActiveSession, GraphRunner, GraphSession
+from .graph import describe_graph, normalize_scope, readable_node_names
+from .interpreter import Recorder
 from .sdpa import drop_all_true_masks
-
-__all__ = ["CAPTURES", "Capture", "capture_model", "explain_trace_failure"]
-from .base import Capture, PassFn, _HERE
 
 __all__ = ["DynamoCapture", "fxprof_backend"]
 
@@ -102,7 +100,7 @@ class _DynamoSession(GraphSession):
             prefix = label if site == 0 else f"{label}@{site}"
             self.prefixes[(id(runner), site)] = prefix
             infos = describe_graph(runner.gm, graph=label, prefix=f"{prefix}:", infer=False,
-                                   resolve=_Resolver(self.root, local_paths), frame_scope=enclosing)
+                                   resolve=Resolver(self.root, local_paths), frame_scope=enclosing)
             self.nodes.extend(_unwrapped(infos, self.root))
         return keys.index(place)
 
@@ -127,7 +125,7 @@ def _unwrapped(infos: list[NodeInfo], root: nn.Module | None) -> list[NodeInfo]:
 
 
 _TORCH_PRIVATE = os.path.join(os.path.dirname(torch.__file__), "_")
-_FXPROF_DIR = _HERE
+_FXPROF_DIR = HERE
 
 
 def _is_internal(filename: str) -> bool:
@@ -145,7 +143,7 @@ def frame_module_paths(f_locals: dict, paths: dict[int, str]) -> dict[str, str]:
     return found
 
 
-class _Resolver:
+class Resolver:
     """Turns a dynamo module path (``L['self'].fc``, relative to the frame dynamo compiled)
     into a path of the root model (``blocks.2.fc``) that ``model.get_submodule`` accepts."""
 

@@ -4,7 +4,7 @@ The loop's own forward, ``loss.backward()`` and optimizer run as they do without
 run times is what :class:`fxprof.measure.capture.fsdp_training.FSDPTrainingCapture` times in
 ``fxprof.profile(model, x, backward=True)``, by the same means: the model's forward compiled with
 the training backend (:class:`fxprof.measure.capture.training_loop.LoopTrainingCapture`), each
-graph call placed by (graph, FSDP module) (:class:`_FSDPSession`), and FSDP's all-gathers, waits,
+graph call placed by (graph, FSDP module) (:class:`FSDPSession`), and FSDP's all-gathers, waits,
 reshards and reduce-scatters timed as rows charged to their layer by FSDP's parameter-group
 methods wrapped on each group (:class:`fxprof.measure.distributed.fsdp.TrainingSteps`).
 
@@ -31,22 +31,21 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Callable
 
-import torch
 from torch import nn
 
 from ...core.nodes import NodeInfo
 from ..distributed.fsdp import TrainingSteps, async_gathers, fsdp_modules
 from ..timing.recorder import Recorder
-from .fsdp_training import FSDPRows, _Clock, _FSDPSession, _phase, compiled_leaves
-from .training import _ACTIVE
-from .training_loop import LoopTrainingCapture, _LoopSession
+from .fsdp_training import Clock, FSDPRows, FSDPSession, compiled_leaves, current_phase
+from .training import ACTIVE
+from .training_loop import LoopSession, LoopTrainingCapture
 
 __all__ = ["FSDPLoopTrainingCapture"]
 
 
-class _FSDPLoopSession(_LoopSession, _FSDPSession):
+class _FSDPLoopSession(LoopSession, FSDPSession):
     """A loop's training session (a run waits for its backward graphs) whose graph calls are
-    placed by FSDP module (:class:`_FSDPSession`), and whose runs end after autograd's final
+    placed by FSDP module (:class:`FSDPSession`), and whose runs end after autograd's final
     callbacks, FSDP's among them."""
 
     def __init__(self, model_type: type, running: Callable[[], str], ended: Callable[[bool], None]):
@@ -66,7 +65,7 @@ class _FSDPLoopSession(_LoopSession, _FSDPSession):
     def end_run(self) -> None:
         if self.waiting is None:
             return
-        if _phase() == "backward":  # the last graph owed ran; FSDP's own backward work has not ended yet
+        if current_phase() == "backward":  # the last graph owed ran; FSDP's own backward work has not ended yet
             if not self._queued:
                 self._queued = True
                 from torch.autograd import Variable
@@ -110,12 +109,12 @@ class FSDPLoopTrainingCapture(FSDPRows, LoopTrainingCapture):
         root_name = self.session.root_name
         self._activation.close()  # type: ignore[union-attr]
         self.session.close()
-        self.steps = _Steps(self, self.modules, _Clock(self), _phase)
+        self.steps = _Steps(self, self.modules, Clock(self), current_phase)
         self.session = _FSDPLoopSession(type(model), lambda: self.steps.running[-1] if self.steps.running else "",
                                         self._ended)
         self.session.root_name = root_name
         self._activation = contextlib.ExitStack()
-        self._activation.enter_context(_ACTIVE.active(self.session))
+        self._activation.enter_context(ACTIVE.active(self.session))
         #: whether the session's current step is instrumented (set by the session: :meth:`follow`)
         self._instrumented: Callable[[], bool] = lambda: True
         #: the recorder of the last run, and whether a run was begun on it for a forward not yet given to :meth:`run`

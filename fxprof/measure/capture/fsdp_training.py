@@ -18,7 +18,7 @@ What this module adds (:class:`FSDPTrainingCapture`):
 * the layers' scopes: a graph dynamo compiled from an FSDP module's own ``forward`` names its
   modules from that module (``fc1``), and identical blocks share one compiled graph; each call
   is placed by (graph, FSDP module) and its nodes put under the module's path (``blocks.0.fc1``)
-  (:class:`_FSDPSession`).
+  (:class:`FSDPSession`).
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ from torch import nn
 from ...core.nodes import NodeInfo
 from ..distributed.fsdp import TrainingSteps, async_gathers, compute_outside_graphs, fsdp_modules
 from ..distributed.fsdp_state import owned_parameters, refuse_pending_gradients, refuse_unsharded_in_optimizer, reshard
-from .base import PassFn
-from .training import LOSS_SCOPE, TrainingCapture, _SavedState, _TrainingSession, describe_backward, describe_forward, training_backend
 from ..timing.recorder import Recorder
+from .base import PassFn
+from .training import LOSS_SCOPE, SavedState, TrainingCapture, TrainingSession, describe_backward, describe_forward, training_backend
 
 __all__ = ["FSDPTrainingCapture", "FSDPRows", "compiled_leaves", "is_fsdp", "FSDP_GRAPHS"]
 
@@ -48,7 +48,7 @@ def is_fsdp(model: nn.Module) -> bool:
 FSDP_GRAPHS = {"forward": "fsdp", "backward": "fsdp_bw"}
 
 
-class _FSDPSession(_TrainingSession):
+class FSDPSession(TrainingSession):
     """A training session whose graphs are told apart by the FSDP module they run for.
 
     Dynamo compiles each FSDP module's ``forward`` as a frame of its own, and identical blocks
@@ -103,7 +103,7 @@ def _under(info: NodeInfo, prefix: str) -> NodeInfo:
     return dataclasses.replace(info, scope=f"{prefix}.{info.scope}" if info.scope else prefix)
 
 
-class _Clock:
+class Clock:
     """Times one FSDP step for :class:`TrainingSteps` into the profile's recorder (while a timed
     run is on), and names its row."""
 
@@ -145,7 +145,7 @@ def compiled_leaves(modules: dict[str, nn.Module]) -> list[tuple[nn.Module, Any]
 
 class FSDPRows:
     """What a capture of FSDP2 training steps adds to its graphs' nodes: FSDP's work as rows
-    (:class:`_Clock` adds them), and the note on compute that ran outside every graph. Shared by
+    (:class:`Clock` adds them), and the note on compute that ran outside every graph. Shared by
     :class:`FSDPTrainingCapture` and the session's
     :class:`fxprof.measure.capture.fsdp_loop.FSDPLoopTrainingCapture`; set ``modules``, ``rows``
     and ``leaves``."""
@@ -191,7 +191,7 @@ class FSDPRows:
                 del module.forward
 
 
-class _FSDPSavedState(_SavedState):
+class _FSDPSavedState(SavedState):
     """The training state of an FSDP2 model: the sharded parameters FSDP owns (their values, the
     ``.grad`` the reduce-scatters land on), whichever FSDP registered when the profile began (after
     a ``torch.no_grad()`` forward the root's are the unsharded ones); a restore reshards first, so
@@ -215,7 +215,7 @@ class _FSDPSavedState(_SavedState):
 class FSDPTrainingCapture(FSDPRows, TrainingCapture):
     """A training step of an FSDP2 model (see the module docs)."""
 
-    def saved_state(self, model: nn.Module, optimizer: Any) -> _SavedState:
+    def saved_state(self, model: nn.Module, optimizer: Any) -> SavedState:
         return _FSDPSavedState(model, optimizer)
 
     def __init__(self, model: nn.Module, loss_fn: Any = None, optimizer: Any = None):
@@ -224,8 +224,8 @@ class FSDPTrainingCapture(FSDPRows, TrainingCapture):
                        "FSDP's hooks run as in training, its all-gathers and reduce-scatters timed as rows")
         self.modules = fsdp_modules(model)
         self.notes["fsdp"] = {"unshard_async_op": async_gathers(self.modules)}  # read by fxprof.core.overlap
-        self.steps = TrainingSteps(self.modules, _Clock(self), _phase)
-        self.session = _FSDPSession(type(model), lambda: self.steps.running[-1] if self.steps.running else "")
+        self.steps = TrainingSteps(self.modules, Clock(self), current_phase)
+        self.session = FSDPSession(type(model), lambda: self.steps.running[-1] if self.steps.running else "")
         #: the recorder of the timed run going on, else None
         self.timing: Recorder | None = None
         self.leaves = compiled_leaves(self.modules)
@@ -253,7 +253,7 @@ class FSDPTrainingCapture(FSDPRows, TrainingCapture):
 
 
 
-def _phase() -> str:
+def current_phase() -> str:
     """``backward`` while autograd runs a backward on this thread (as FSDP itself tells it:
     the graph task id that ``torch._C`` gives, -1 outside a backward), else ``forward``."""
     return "backward" if torch._C._current_graph_task_id() != -1 else "forward"

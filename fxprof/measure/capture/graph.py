@@ -282,7 +282,7 @@ def infer_scopes(gm: fx.GraphModule) -> dict[str, str]:
     return scopes
 
 
-def _is_torch_nn_leaf(cls: Any) -> bool:
+def is_torch_nn_leaf(cls: Any) -> bool:
     """Would symbolic tracing keep this module class as one call_module node?"""
     qualname = cls if isinstance(cls, str) else f"{getattr(cls, '__module__', '')}.{getattr(cls, '__name__', '')}"
     module, _, name = qualname.rpartition(".")
@@ -306,7 +306,7 @@ def _module_type(gm: fx.GraphModule | None, node: fx.Node) -> str:
         return ""
     if node.op in ("call_function", "call_method"):
         stack = _stack(node)
-        if stack and stack[-1][1] is not None and _is_torch_nn_leaf(stack[-1][1]):
+        if stack and stack[-1][1] is not None and is_torch_nn_leaf(stack[-1][1]):
             cls = stack[-1][1]
             return cls.rpartition(".")[2] if isinstance(cls, str) else cls.__name__
     return ""
@@ -387,7 +387,7 @@ def module_kinds(root: torch.nn.Module) -> dict[str, str]:
     out = {}
     for path, module in root.named_modules():
         cls = type(module)
-        if path and _is_torch_nn_leaf(cls):
+        if path and is_torch_nn_leaf(cls):
             out[path] = _MODULE_KINDS.get(cls.__name__) or _snake(cls.__name__)
     return out
 

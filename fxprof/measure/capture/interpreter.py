@@ -58,14 +58,14 @@ from typing import Any, Callable
 import torch
 from torch import fx
 
-from ..device.bridge import RANGE_PREFIX
+from ...core.recording import Recording
 from ...errors import NodeFailure, name_failed_node, node_failure
 from ..common.tree import PlainContainers, describe_value
-from .graph import target_name
+from ..device.bridge import RANGE_PREFIX
 from ..timing.launches import launches_nothing
-from ...core.recording import Recording
 from ..timing.recorder import PlanSlots, Recorder, append_marks
 from ..timing.timers import Timer
+from .graph import target_name
 
 __all__ = ["ProfilingInterpreter", "Recorder", "Recording", "append_marks", "resolve_call"]
 
@@ -165,7 +165,7 @@ class ProfilingInterpreter(PlainContainers, fx.Interpreter):
     def run(self, *args: Any, initial_env: dict[fx.Node, Any] | None = None,
             enable_io_processing: bool = True) -> Any:
         if self.lean and self._compiled is None:  # once per graph, before any run's marks
-            self._compiled, self._slots = _compile(self)
+            self._compiled, self._slots = compile_plan(self)
         recorder = self.recorder
         if recorder.active:
             return self._run(args, initial_env, enable_io_processing)
@@ -246,7 +246,7 @@ class ProfilingInterpreter(PlainContainers, fx.Interpreter):
                     h1 = timer.host_ns()
                     m1 = timer.mark()
             except Exception as exc:
-                raise _node_error(n, args, kwargs, exc)  # the model's own exception, the node named on it
+                raise node_error(n, args, kwargs, exc)  # the model's own exception, the node named on it
             self.recorder.append((self._names[n], m0, m1, h0, h1))
             return result
 
@@ -258,7 +258,7 @@ class ProfilingInterpreter(PlainContainers, fx.Interpreter):
 
 
 # ----------------------------------------------------------------- the compiled plan
-def _compile(interp: ProfilingInterpreter) -> tuple[Callable[..., Any], PlanSlots]:
+def compile_plan(interp: ProfilingInterpreter) -> tuple[Callable[..., Any], PlanSlots]:
     """The plan of ``interp``'s graph as one function ``run(inputs, mark, host, mb, hb)``, and
     the nodes it marks, in order (slot ``k``: ``mb[2k]``/``mb[2k+1]``, likewise ``hb``).
 
@@ -444,12 +444,12 @@ def _failure(interp: ProfilingInterpreter, nodes: list[fx.Node], index: dict[fx.
         value = lambda node: scope.get(f"v{index[node]}")  # noqa: E731
         args = fx.node.map_arg(tuple(n.args), value)
         kwargs = fx.node.map_arg(dict(n.kwargs), value)
-        return _node_error(n, tuple(args), dict(kwargs), exc)
+        return node_error(n, tuple(args), dict(kwargs), exc)
 
     return fail
 
 
-def _node_error(n: fx.Node, args: tuple, kwargs: dict, exc: Exception) -> Exception:
+def node_error(n: fx.Node, args: tuple, kwargs: dict, exc: Exception) -> Exception:
     """``exc`` itself (profiling never changes the model's exceptions), named: a note saying which
     node raised it and what the node received, and ``exc.fxprof_node``."""
     if node_failure(exc) is not None:  # raised by a nested interpreter: keep its node

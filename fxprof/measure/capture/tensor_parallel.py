@@ -10,7 +10,7 @@ import torch
 
 from ..common.state import preserved_buffers, preserved_rng
 from ..distributed.tensor_parallel import parallel_modules, split_parallel_modules
-from .base import GraphCapture, _bind_inputs
+from .base import GraphCapture, bind_inputs
 from .graph import op_kind
 
 __all__ = ["split_tensor_parallel"]
@@ -41,7 +41,7 @@ def split_tensor_parallel(captured: GraphCapture, args: tuple, kwargs: dict) -> 
         step.probe = probe
     try:
         with torch.no_grad(), preserved_rng(), preserved_buffers(gm):
-            torch.fx.Interpreter(gm).run(*_bind_inputs(gm, args, kwargs))
+            torch.fx.Interpreter(gm).run(*bind_inputs(gm, args, kwargs))
     finally:
         for step in steps:
             step.probe = None

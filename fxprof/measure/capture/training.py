@@ -29,9 +29,9 @@ None, so every run does the same work and its gradients are the eager gradients.
 from __future__ import annotations
 
 import contextlib
-import re
 import copy
 import dataclasses
+import re
 import types
 import weakref
 from typing import Any, Callable
@@ -39,15 +39,15 @@ from typing import Any, Callable
 import torch
 from torch import fx, nn
 
-from ..common.tree import tensors_in
-from ...vocab import CAPTURES, OPTIMIZERS, PHASES
-from .captures import Capture
-from .base import PassFn
-from .dispatch import ActiveSession, GraphRunner, GraphSession
-from ...errors import TraceError
 from ...core.nodes import NodeInfo
-from .graph import _is_torch_nn_leaf, describe_graph, normalize_scope
+from ...errors import TraceError
+from ...vocab import CAPTURES, OPTIMIZERS, PHASES
+from ..common.tree import tensors_in
 from ..timing.recorder import Recorder
+from .base import PassFn
+from .captures import Capture
+from .dispatch import ActiveSession, GraphRunner, GraphSession
+from .graph import describe_graph, is_torch_nn_leaf, normalize_scope
 
 __all__ = ["PHASES", "TrainingCapture", "capture_training", "default_loss", "make_optimizer", "OPTIMIZERS"]
 
@@ -129,38 +129,38 @@ def _step_class(model_type: type) -> type:
 # ------------------------------------------------------------------ the backend
 #: the training session every runner reports to: one for the process, since AOTAutograd runs
 #: backward graphs on autograd's threads (see fxprof.measure.capture.dispatch)
-_ACTIVE = ActiveSession(per_thread=False, busy="another training profile is running in this process; profile one at a time")
+ACTIVE = ActiveSession(per_thread=False, busy="another training profile is running in this process; profile one at a time")
 
 
 class _Pair:
     """One dynamo graph after AOTAutograd: its forward and (once compiled) backward graphs."""
 
     def __init__(self) -> None:
-        self.forward: _GraphRunner | None = None
-        self.backward: _GraphRunner | None = None
+        self.forward: TrainingGraphRunner | None = None
+        self.backward: TrainingGraphRunner | None = None
 
     def compile_forward(self, gm: fx.GraphModule, example_inputs: Any) -> Callable[[list], Any]:
-        self.forward = _GraphRunner(gm, self, "forward")
+        self.forward = TrainingGraphRunner(gm, self, "forward")
         return _boxed(self.forward)
 
     def compile_backward(self, gm: fx.GraphModule, example_inputs: Any) -> Callable[[list], Any]:
-        self.backward = _GraphRunner(gm, self, "backward")
+        self.backward = TrainingGraphRunner(gm, self, "backward")
         return _boxed(self.backward)
 
 
-def _boxed(runner: "_GraphRunner") -> Callable[[list], Any]:
+def _boxed(runner: "TrainingGraphRunner") -> Callable[[list], Any]:
     """AOTAutograd's calling convention: compiled functions take their inputs as one list."""
     from functorch.compile import make_boxed_func
 
     return make_boxed_func(runner)
 
 
-class _GraphRunner(GraphRunner):
+class TrainingGraphRunner(GraphRunner):
     """What AOTAutograd calls for one forward or backward graph. Runs the graph plainly unless
     a training session is active, then through the session (timed, or an untimed pass)."""
 
     def __init__(self, gm: fx.GraphModule, pair: _Pair, which: str):
-        super().__init__(gm, _ACTIVE)
+        super().__init__(gm, ACTIVE)
         self.pair = pair
         self.which = which
 
@@ -176,7 +176,7 @@ def training_backend(gm: fx.GraphModule, example_inputs: list) -> Callable[..., 
     return aot_autograd(fw_compiler=pair.compile_forward, bw_compiler=pair.compile_backward)(gm, example_inputs)
 
 
-class _TrainingSession(GraphSession):
+class TrainingSession(GraphSession):
     """What the runners dispatch to while one profile runs: labels, node descriptions,
     interpreters bound to the recorder, or the untimed pass and its records."""
 
@@ -190,7 +190,7 @@ class _TrainingSession(GraphSession):
         self.nodes: list[NodeInfo] = []
         self.forward_infos: dict[int, dict[str, NodeInfo]] = {}  # id(pair) -> fx name -> info
 
-    def label(self, runner: _GraphRunner) -> str:
+    def label(self, runner: TrainingGraphRunner) -> str:
         index = self.pairs.setdefault(id(runner.pair), len(self.pairs))
         label = f"{'fw' if runner.which == 'forward' else 'bw'}{index}"
         if id(runner) not in self.described:
@@ -226,14 +226,14 @@ def _placement(stack: Any, model_type: type, root_name: str = "self") -> tuple[s
     entries = _stack_entries(stack, root_name)
     if any(cls is _Loss for _, cls in entries):
         inner = entries[-1][1]
-        module_type = _class_name(inner) if inner is not _Loss and inner is not None and _is_torch_nn_leaf(inner) else ""
+        module_type = _class_name(inner) if inner is not _Loss and inner is not None and is_torch_nn_leaf(inner) else ""
         return LOSS_SCOPE, module_type, True
     if not entries:
         return "", "", False
     scope, inner = entries[-1]
     if entries[0][0] == "model" and entries[0][1] in (model_type, _class_name(model_type)):
         scope = scope[len("model"):].lstrip(".")
-    module_type = _class_name(inner) if inner is not None and _is_torch_nn_leaf(inner) else ""
+    module_type = _class_name(inner) if inner is not None and is_torch_nn_leaf(inner) else ""
     return scope, module_type, False
 
 
@@ -295,7 +295,7 @@ def _optimizer_nodes(optimizer: torch.optim.Optimizer) -> list[NodeInfo]:
 
 
 # ------------------------------------------------------------------ saving the state
-class _SavedState:
+class SavedState:
     """Parameters (when an optimizer will change them), ``.grad``, optimizer state and RNG,
     taken before anything runs and put back by :meth:`restore`."""
 
@@ -358,13 +358,13 @@ class TrainingCapture(Capture):
         self.optimizer = optimizer
         self.step = _step_class(type(model))(model, self.loss_fn)
         self.compiled = torch.compile(self.step, backend=training_backend)
-        self.session = _TrainingSession(type(model))
+        self.session = TrainingSession(type(model))
         self.saved = self.saved_state(model, optimizer)
         self._extra = _optimizer_nodes(optimizer) if optimizer is not None else []
 
-    def saved_state(self, model: nn.Module, optimizer: torch.optim.Optimizer | None) -> _SavedState:
+    def saved_state(self, model: nn.Module, optimizer: torch.optim.Optimizer | None) -> SavedState:
         """The state put back when profiling ends (taken before anything runs)."""
-        return _SavedState(model, optimizer)
+        return SavedState(model, optimizer)
 
     def describe(self) -> dict[str, Any]:
         """What the profile's metadata says about the step."""
@@ -393,7 +393,7 @@ class TrainingCapture(Capture):
 
     @property
     def _active(self) -> contextlib.AbstractContextManager[None]:
-        return _ACTIVE.active(self.session)
+        return ACTIVE.active(self.session)
 
     def run(self, recorder: Recorder, args: tuple, kwargs: dict) -> Any:
         self.session.recorder, self.session.make_pass = recorder, None

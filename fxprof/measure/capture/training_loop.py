@@ -21,15 +21,15 @@ import torch
 from torch import nn
 
 from ...core.nodes import NodeInfo
-from .captures import Capture
-from ..timing.recorder import Recorder
-from .training import _ACTIVE, _GraphRunner, _TrainingSession, training_backend
 from ..common.tree import tensors_in
+from ..timing.recorder import Recorder
+from .captures import Capture
+from .training import ACTIVE, TrainingGraphRunner, TrainingSession, training_backend
 
 __all__ = ["LoopTrainingCapture"]
 
 
-class _LoopSession(_TrainingSession):
+class LoopSession(TrainingSession):
     """The training session of a loop: it keeps a run open until the backward graphs of the
     forward graphs that ran in it have run."""
 
@@ -46,7 +46,7 @@ class _LoopSession(_TrainingSession):
         self.waiting = {}
         self.counts = [0, 0]
 
-    def run_graph(self, runner: _GraphRunner, args: tuple) -> Any:
+    def run_graph(self, runner: TrainingGraphRunner, args: tuple) -> Any:
         if runner.which == "backward" and (self.waiting is None or not self.waiting.get(id(runner.pair))):
             self.label(runner)  # described, but a backward outside a run is not timed
             return runner.gm(*args)
@@ -103,10 +103,10 @@ class LoopTrainingCapture(Capture):
                              f"to time in a backward; unfreeze parameters (p.requires_grad_(True)) or use backward=False")
         self.model = model
         self.compiled = torch.compile(forward, backend=training_backend)
-        self.session = _LoopSession(type(model))
+        self.session = LoopSession(type(model))
         self.session.root_name = _first_parameter(type(model).forward)
         self._activation: contextlib.ExitStack | None = contextlib.ExitStack()
-        self._activation.enter_context(_ACTIVE.active(self.session))  # the runners dispatch here until the session ends
+        self._activation.enter_context(ACTIVE.active(self.session))  # the runners dispatch here until the session ends
 
     @property
     def nodes(self) -> list[NodeInfo]:

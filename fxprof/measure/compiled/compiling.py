@@ -17,15 +17,15 @@ from torch import fx, nn
 from ...core.nodes import NodeInfo
 from ...errors import TraceError
 from ...vocab import COMPILE_MODES
-from .flops import custom_ops, graph_flops
-from .reuse import cache_entries
-from ..capture.dynamo import _Resolver, frame_module_paths
-from .breaks import break_site, recompile_reason, reported_site
+from ..capture.dynamo import Resolver, frame_module_paths
 from ..capture.graph import describe_graph
+from .breaks import break_site, recompile_reason, reported_site
+from .flops import custom_ops, graph_flops
 from .profiler_cost import ProfilerCost
+from .reuse import cache_entries
 
 _COMPILE_KEYS = ("mode", "dynamic", "fullgraph", "options", "backend")
-_RECORD = re.compile(r'RAIIAtenRecordFunctionHandle\s+\w+\("([^"]+)"')
+RECORD = re.compile(r'RAIIAtenRecordFunctionHandle\s+\w+\("([^"]+)"')
 
 
 def is_compiled(model: Any) -> bool:
@@ -119,7 +119,7 @@ def _context_of(compiled: Any) -> Any:
 
 def read_compiled_forward(model: nn.Module, forward: Any = None) -> tuple[nn.Module, Any, Any, dict[str, Any]]:
     """A model whose forward is compiled in place: ``(model, the function that was compiled (its
-    bound forward), the user's backend, what it was compiled with)``, as :func:`_read_compiled`
+    bound forward), the user's backend, what it was compiled with)``, as :func:`read_compiled`
     reads an ``OptimizedModule``. ``forward``: that compiled forward, when the instance attribute
     is no longer it (a session put its own there)."""
     forward = forward if is_compiled_function(forward) else compiled_forward(model)
@@ -134,7 +134,7 @@ def read_compiled_forward(model: nn.Module, forward: Any = None) -> tuple[nn.Mod
     return root, forward._torchdynamo_orig_callable, backend, described
 
 
-def _read_compiled(optimized: nn.Module) -> tuple[nn.Module, Any, dict[str, Any]]:
+def read_compiled(optimized: nn.Module) -> tuple[nn.Module, Any, dict[str, Any]]:
     """The original module, the user's backend and what it was compiled with."""
     return _read_context(getattr(optimized, "dynamo_ctx", None), optimized._orig_mod)
 
@@ -163,7 +163,7 @@ def _read_context(ctx: Any, root: nn.Module) -> tuple[nn.Module, Any, dict[str, 
 
 
 @contextlib.contextmanager
-def _inductor_settings() -> Iterator[None]:
+def inductor_settings() -> Iterator[None]:
     """Kernel ranges, provenance, no caches: set for fxprof's compile, restored after."""
     from torch._inductor import config as inductor_config
 
@@ -187,7 +187,7 @@ def _inductor_settings() -> Iterator[None]:
         yield
 
 
-class _TraceCatcher(logging.Handler):
+class TraceCatcher(logging.Handler):
     """Keeps inductor's generated code and provenance per compiled graph (``"0/0"``) from
     torch's structured trace while installed."""
 
@@ -223,9 +223,9 @@ class _TraceCatcher(logging.Handler):
 
 
 @contextlib.contextmanager
-def _catch_trace(catcher: _TraceCatcher | None = None) -> Iterator[_TraceCatcher]:
+def catch_trace(catcher: TraceCatcher | None = None) -> Iterator[TraceCatcher]:
     logger = logging.getLogger("torch.__trace")
-    catcher = catcher if catcher is not None else _TraceCatcher()
+    catcher = catcher if catcher is not None else TraceCatcher()
     logger.addHandler(catcher)
     try:
         yield catcher
@@ -265,7 +265,7 @@ class CompiledSession:
             self.order.append(graph)
         self.graphs[graph] = gm
         local = self._frame_modules()
-        resolver = _Resolver(self.root, local)
+        resolver = Resolver(self.root, local)
         self.nodes[graph] = {n.name: n for n in describe_graph(gm, graph=graph, prefix="", resolve=resolver, infer=False,
                                                                frame_scope=local.get("self", ""))}
         self.frame_scope[graph] = local.get("self", "")
@@ -306,7 +306,7 @@ class CompiledSession:
 
 
 @contextlib.contextmanager
-def _recursion_limit_kept() -> Iterator[None]:
+def recursion_limit_kept() -> Iterator[None]:
     """Inductor raises Python's recursion limit for good when it compiles (to 2000); fxprof's
     compile puts it back afterwards, so profiling leaves the process as it found it."""
     limit = sys.getrecursionlimit()
@@ -366,7 +366,7 @@ def _limit_exceeded() -> bool:
         return False
 
 
-def _dynamo_graph_breaks() -> int | None:
+def dynamo_graph_breaks() -> int | None:
     """Dynamo's running count of graph breaks (``torch._dynamo.utils.counters``), or None."""
     try:
         from torch._dynamo.utils import counters

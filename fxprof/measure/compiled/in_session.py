@@ -30,13 +30,13 @@ from torch import nn
 
 from ...core.nodes import NodeInfo
 from ...core.profile import Profile
-from ..device.bridge import events_from_kineto, kineto_quiet
 from ..capture.captures import Capture
-from .compiling import _inductor_settings, _recursion_limit_kept, room_to_compile
-from .mode import compiled_program, first_call, profile_from_events
-from .runs import run_range
-from .profiler_cost import calibrate
+from ..device.bridge import events_from_kineto, kineto_quiet
 from ..timing.recorder import Recorder
+from .compiling import inductor_settings, recursion_limit_kept, room_to_compile
+from .mode import compiled_program, first_call, profile_from_events
+from .profiler_cost import calibrate
+from .runs import run_range
 
 __all__ = ["LoopCompiledCapture"]
 
@@ -74,7 +74,7 @@ class LoopCompiledCapture(Capture):
         logger = logging.getLogger("torch.__trace")
         logger.addHandler(self.catcher)
         try:
-            with _recursion_limit_kept(), room_to_compile(self.root), _inductor_settings():
+            with recursion_limit_kept(), room_to_compile(self.root), inductor_settings():
                 yield
         finally:
             logger.removeHandler(self.catcher)

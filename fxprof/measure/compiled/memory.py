@@ -50,8 +50,8 @@ import torch
 from ...core.breaks import BREAK, OVERHEAD
 from ...core.compiled import UNMATCHED, Span, charge_spans
 from ..device.bridge import UNKNOWN_BLOCK_LINE, Event, events_from_kineto, kineto_quiet, profiler_running
+from ..passes.memory import allocations, device_keys, held_breakdown, held_bytes
 from .spans import CALL_RANGE, spans_from_events
-from ..passes.memory import _held, allocations, device_keys, held_breakdown
 
 __all__ = ["CompiledMemory", "record_memory_run", "charge_memory", "with_memory", "memory_devices", "Charged"]
 
@@ -87,7 +87,7 @@ def record_memory_run(call: Callable[[tuple | None], Any], sync: Callable[[], No
     on_cuda = any(d.type == "cuda" for d in devices)
     keys = device_keys(devices)
     inputs = fresh()
-    held = _held(root, inputs, None)
+    held = held_bytes(root, inputs, None)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_cuda else [])
     t0 = time.perf_counter()
     prof = profile(activities=activities, profile_memory=True)

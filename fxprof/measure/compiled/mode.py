@@ -14,7 +14,7 @@ deploys, not an eager stand-in:
    its structured trace (``torch.__trace`` logger; a handler of ours, removed after).
 2. **warm up** (the first call compiles: its time is ``meta["compiled"]["compile_s"]``, kept
    out of every run).
-3. **timed runs**, interleaved with unprofiled ones (:func:`_interleaved_runs`): each of the
+3. **timed runs**, interleaved with unprofiled ones (:func:`interleaved_runs`): each of the
    ``iters`` cycles runs the model once with the profiler off, timed by the host clock (the
    compiled model's own run time, ``unprofiled_ms``, whose median the kernel times are held
    against), once to start the profiler, and once recorded in an ``fxprof::run`` range. Every event
@@ -40,24 +40,51 @@ import pandas as pd
 import torch
 from torch import nn
 
-from ...core.compiled import Kernel, Span, adopt_replaced, charge_spans, extern_own_nodes, kernel_nodes, readable_names, strip_graph_prefix, unmatched_nodes
+from ...core.compiled import (
+    Kernel,
+    Span,
+    adopt_replaced,
+    charge_spans,
+    extern_own_nodes,
+    kernel_nodes,
+    readable_names,
+    strip_graph_prefix,
+    unmatched_nodes,
+)
+from ...core.contention import quiet_runs
 from ...core.profile import Profile
 from ...errors import TraceError
 from ...vocab import COMPILE_MODES
-from ..device.bridge import Event, profiler_running
-from .flops import custom_op_note, kernel_flops, missing_flops_notes
-from .memory import memory_devices, record_memory_run, with_memory
-from .reuse import kept_session, remember, reuse_note, settle_first_call
-from .spans import CALL_RANGE as _CALL, KERNEL_COST, RUN_RANGE, spans_from_events
-from ...core.contention import quiet_runs
-from ..timing.contention import ContentionMeter
-from .breaks import describe_breaks, frame_nodes
 from ..capture.graph import module_kinds
-from .profiler_cost import PROFILER_SPAN, calibrate, in_situ
 from ..common.state import preserved_buffers
 from ..common.tree import clone_tensors
-from .compiling import CompiledSession, _RECORD, _TraceCatcher, _catch_trace, _dynamo_graph_breaks, _inductor_settings, _read_compiled, compiled_forward, is_compiled_function, read_compiled_forward, _recursion_limit_kept, compile_options, is_compiled, no_graph_message, room_to_compile
-from .runs import _interleaved_runs
+from ..device.bridge import Event, profiler_running
+from ..timing.contention import ContentionMeter
+from .breaks import describe_breaks, frame_nodes
+from .compiling import (
+    RECORD,
+    CompiledSession,
+    TraceCatcher,
+    catch_trace,
+    compile_options,
+    compiled_forward,
+    dynamo_graph_breaks,
+    inductor_settings,
+    is_compiled,
+    is_compiled_function,
+    no_graph_message,
+    read_compiled,
+    read_compiled_forward,
+    recursion_limit_kept,
+    room_to_compile,
+)
+from .flops import custom_op_note, kernel_flops, missing_flops_notes
+from .memory import memory_devices, record_memory_run, with_memory
+from .profiler_cost import PROFILER_SPAN, calibrate, in_situ
+from .reuse import kept_session, remember, reuse_note, settle_first_call
+from .runs import interleaved_runs
+from .spans import CALL_RANGE as _CALL
+from .spans import KERNEL_COST, RUN_RANGE, spans_from_events
 
 if TYPE_CHECKING:
     from ..eager.plan import ProfilePlan
@@ -77,7 +104,7 @@ def _pre(post: Any, post_to_pre: dict[str, Any]) -> list[str]:
 
 def _kernels(graph: str, code: str, provenance: dict[str, Any]) -> list[Kernel]:
     """The kernels of one compiled graph, in call order, with their dynamo origins."""
-    ranges = {strip_graph_prefix(name): name for name in _RECORD.findall(code)}
+    ranges = {strip_graph_prefix(name): name for name in RECORD.findall(code)}
     kernel_to_post = provenance.get("cppCodeToPost") or provenance.get("triton_kernel_to_post_grad") or {}
     post_to_pre = provenance.get("postToPre") or {}
     out = []
@@ -110,8 +137,8 @@ def profile_compiled(model: nn.Module, args: tuple, kwargs: dict, compile: Any, 
         return compiled(*a, **k)
 
     outer = profiler_running()  # the caller's own torch.profiler: no memory run
-    with _recursion_limit_kept(), room_to_compile(root), preserved_buffers(root), _inductor_settings(), \
-            _catch_trace(session.kept.catcher) as caught, grad:
+    with recursion_limit_kept(), room_to_compile(root), preserved_buffers(root), inductor_settings(), \
+            catch_trace(session.kept.catcher) as caught, grad:
         _, compile_s, compiled_first = first_call(root, session, described, lambda: (call(), sync())[0],
                                                   "profile it eagerly instead")
         caught.phase = "warmup"
@@ -121,7 +148,7 @@ def profile_compiled(model: nn.Module, args: tuple, kwargs: dict, compile: Any, 
         caught.phase = "timed"
         session.profiler_cost = calibrate(on_cuda)  # the profiler's own cost per event, taken out of the rows
         meter = ContentionMeter()  # what each run lost to other processes (fxprof.core.contention)
-        plain, events, after = _interleaved_runs(call, sync, iters, args, kwargs, on_cuda, meter)
+        plain, events, after = interleaved_runs(call, sync, iters, args, kwargs, on_cuda, meter)
         if after:
             described["unprofiled_after_profiler_ms"] = [round(v, 6) for v in after]
         recorded = record_memory_run(call, sync, lambda: clone_tensors((args, kwargs)), root, memory_devices(root, args, kwargs),
@@ -151,21 +178,21 @@ def compiled_program(model: nn.Module, compile: Any = True, forward: Any = None)
             return root, described, session, session.kept.compiled
         session = CompiledSession(root, backend)
         compiled = torch.compile(function, backend=session, dynamic=described["dynamic"], fullgraph=described["fullgraph"])
-        remember(session, compiled, _TraceCatcher(), described["fullgraph"], function=True)
+        remember(session, compiled, TraceCatcher(), described["fullgraph"], function=True)
         return root, described, session, compiled
     if is_compiled(model):
-        root, backend, described = _read_compiled(model)
+        root, backend, described = read_compiled(model)
     else:
         options = compile_options(compile)
         user = torch.compile(model, **options)
-        root, backend, described = _read_compiled(user)
+        root, backend, described = read_compiled(user)
         described["mode"] = options.get("mode") or "default"
     session = kept_session(root, backend, described["fullgraph"])  # compiled before in this process: reused
     if session is not None:
         return root, described, session, session.kept.compiled
     session = CompiledSession(root, backend)
     compiled = torch.compile(root, backend=session, dynamic=described["dynamic"], fullgraph=described["fullgraph"])
-    remember(session, compiled, _TraceCatcher(), described["fullgraph"])
+    remember(session, compiled, TraceCatcher(), described["fullgraph"])
     return root, described, session, compiled
 
 
@@ -175,18 +202,18 @@ def first_call(root: nn.Module, session: "CompiledSession", described: dict[str,
     ``(its output, compile seconds, graphs compiled)``; dynamo's graph breaks of it go to
     ``described["graph_breaks"]``. Raises TraceError when dynamo compiled no graph (``then``:
     what to do instead)."""
-    before, graphs_before = _dynamo_graph_breaks(), len(session.order)
+    before, graphs_before = dynamo_graph_breaks(), len(session.order)
     t0 = time.perf_counter()
     out = call()
     compile_s = time.perf_counter() - t0
     if not session.order:
         raise TraceError(no_graph_message(root, then))
-    after = _dynamo_graph_breaks()
+    after = dynamo_graph_breaks()
     described["graph_breaks"] = None if after is None or before is None else after - before
     return (out, *settle_first_call(session, described, compile_s, graphs_before))  # a reused program compiled nothing
 
 
-def profile_from_events(root: nn.Module, session: "CompiledSession", caught: _TraceCatcher, events: list[Event],
+def profile_from_events(root: nn.Module, session: "CompiledSession", caught: TraceCatcher, events: list[Event],
                         on_cuda: bool, plain: list[float], compile_s: float, described: dict[str, Any],
                         compiled_first: int, meta: dict[str, Any], name: str | None, recorded: Any = None,
                         lost: tuple[list[float], list[float]] | None = None) -> Profile:
@@ -312,8 +339,8 @@ def _build(root: nn.Module, session: CompiledSession, kernels: list[Kernel], spa
 
 def describe_meta(model: nn.Module, args: tuple, kwargs: dict, warmup: int, iters: int, no_grad: bool) -> dict[str, Any]:
     """The run's description, as :func:`fxprof.measure.eager.loop.describe_run` gives eager profiles."""
-    from ..passes.environment import environment
     from ..eager.loop import describe_run
+    from ..passes.environment import environment
     from ..timing.timers import tensor_devices
 
     root = model._orig_mod if is_compiled(model) else model

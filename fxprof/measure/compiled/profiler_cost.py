@@ -31,8 +31,8 @@ from __future__ import annotations
 import dataclasses
 import re
 import time
-from statistics import median
 import warnings
+from statistics import median
 from typing import Any
 
 import torch

@@ -11,10 +11,10 @@ from typing import Any
 
 import torch
 
-from ..device.bridge import Event, events_from_kineto, kineto_quiet
-from .spans import RUN_RANGE
-from ..timing.contention import ContentionMeter
 from ..common.tree import clone_tensors
+from ..device.bridge import Event, events_from_kineto, kineto_quiet
+from ..timing.contention import ContentionMeter
+from .spans import RUN_RANGE
 
 #: the profiler stopped took 0.11 ms, the third 0.04 ms, as in a loop without the profiler; the
 #: first recorded call 0.14 ms, the fourth 0.07 ms (docs/performance.md section 11)
@@ -70,7 +70,7 @@ def _plain_loop(call: Any, sync: Any, runs: int, args: tuple, kwargs: dict, mete
         meter.around(timed, into=lost, warm=lambda: (call(), sync()))
 
 
-def _interleaved_runs(call: Any, sync: Any, iters: int, args: tuple, kwargs: dict, on_cuda: bool,
+def interleaved_runs(call: Any, sync: Any, iters: int, args: tuple, kwargs: dict, on_cuda: bool,
                       meter: ContentionMeter | None = None) -> tuple[list[float], list[Event], list[float]]:
     """The unprofiled runs and ``iters`` profiled cycles on ``torch.profiler``'s own schedule
     (wait 1, warm-up 1, active 1): the warm-up call lets the profiler start; while active,

@@ -29,9 +29,9 @@ from typing import Any
 import torch
 from torch import fx
 
-from ..common.tree import PlainContainers, clone_tensors, tensors_in
-from ..capture.interpreter import resolve_call
 from ...core.recording import Recording
+from ..capture.interpreter import resolve_call
+from ..common.tree import PlainContainers, clone_tensors, tensors_in
 from ..timing.recorder import append_marks
 from ..timing.timers import Timer
 
@@ -91,9 +91,9 @@ class _IsolatedInterpreter(PlainContainers, fx.Interpreter):
         try:
             return self._repeat(n, args, kwargs)
         except Exception as exc:  # name the node and what it received, as timed mode does
-            from ..capture.interpreter import _node_error
+            from ..capture.interpreter import node_error
 
-            raise _node_error(n, args, kwargs, exc)
+            raise node_error(n, args, kwargs, exc)
 
     def _repeat(self, n: fx.Node, args: tuple, kwargs: dict) -> Any:
         name = self.prefix + n.name

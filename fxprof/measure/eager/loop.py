@@ -29,21 +29,21 @@ from torch import nn
 
 from ...core.profile import Profile
 from ...vocab import TIMER_NAMES, __version__
+from ..capture.captures import Capture
+from ..common.state import preserved_buffers
+from ..common.tree import clone_tensors, describe_value
+from ..device.bridge import KernelProfiler, input_copies_range, kernel_ms_per_sample, profiler_running
+from ..distributed.ranks import RankSync
 from ..passes.anatomy import anatomy_pass
 from ..passes.memory import memory_pass, memory_per_node
-from ..device.bridge import KernelProfiler, input_copies_range, kernel_ms_per_sample, profiler_running
 from ..timing.budget import SampleBudget
 from ..timing.contention import ContentionMeter, RunWatch, clock_excludes_other_processes, cpu_clock_record
-from ..capture.captures import Capture
-from .plan import DEFAULT_GPU_WARMUP_MS, ProfilePlan
+from ..timing.launches import launch_check
+from ..timing.recorder import Recorder
+from ..timing.timers import Timer, epoch_ns, index_key, tensor_devices
 from .fidelity import OwnRuns, count_aten_ops, dispatch_note, own_run_slots
 from .isolated import isolated_pass
-from ..timing.launches import launch_check
-from ..distributed.ranks import RankSync
-from ..timing.recorder import Recorder
-from ..common.state import preserved_buffers
-from ..timing.timers import Timer, _index_key, epoch_ns, tensor_devices
-from ..common.tree import clone_tensors, describe_value
+from .plan import DEFAULT_GPU_WARMUP_MS, ProfilePlan
 
 __all__ = ["measure", "describe_run", "check_devices", "DEFAULT_GPU_WARMUP_MS"]
 
@@ -115,7 +115,7 @@ def measure(captured: Capture, call_args: tuple, call_kwargs: dict[str, Any], ti
         except BaseException as exc:  # KeyboardInterrupt too: hand back what was measured
             _hand_back(exc, captured, recorder, meta, records, iters, plan.mode, stage, ranks)
             raise
-    return _build(captured, recorder, meta, records, ranks)
+    return build_profile(captured, recorder, meta, records, ranks)
 
 
 def _timed_runs(one_run: Any, recorder: Recorder, iters: int, kernel_time: bool, ranks: RankSync | None,
@@ -250,7 +250,7 @@ def _hand_back(exc: BaseException, captured: Capture, recorder: Recorder, meta: 
         partial_meta = {**meta, "iters": done, "requested_iters": iters, "incomplete": True}
         message = f"fxprof: {done} of {iters} timed runs completed; they are in this exception's .profile"
     with contextlib.suppress(Exception):
-        exc.profile = _build(captured, recorder, partial_meta, records, ranks)  # type: ignore[attr-defined]
+        exc.profile = build_profile(captured, recorder, partial_meta, records, ranks)  # type: ignore[attr-defined]
         exc.add_note(message)
 
 
@@ -272,7 +272,7 @@ def _merge(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]]) -> dict[s
     return out
 
 
-def _build(captured: Capture, recorder: Recorder, meta: dict[str, Any], records: dict[str, dict[str, Any]],
+def build_profile(captured: Capture, recorder: Recorder, meta: dict[str, Any], records: dict[str, dict[str, Any]],
            ranks: RankSync | None = None) -> Profile:
     nodes, note = captured.nodes_in(recorder.recording.recorded_names())
     names = captured.readable_names(nodes)
@@ -295,7 +295,7 @@ def _untimed_passes(captured: Capture, inputs: tuple, devices: set[torch.device]
     """Shapes/FLOPs and memory passes (the memory summary goes to ``meta["memory"]``). A
     failure here costs a warning, never the timings."""
     records: dict[str, dict[str, Any]] = {}
-    cuda = sorted((d for d in devices if d.type == "cuda"), key=_index_key)
+    cuda = sorted((d for d in devices if d.type == "cuda"), key=index_key)
     if memory is None:
         memory = True
     passes = []
@@ -333,7 +333,7 @@ def _with_peaks(meta: dict[str, Any], plan: ProfilePlan, records: dict[str, dict
         return meta  # a Timer of the user's may count something else than seconds: their peaks only
     from ..passes.peaks import resolve_peaks
 
-    cuda = sorted((d for d in devices if d.type == "cuda"), key=_index_key)
+    cuda = sorted((d for d in devices if d.type == "cuda"), key=index_key)
     device = cuda[0] if cuda else torch.device("cpu")
     try:
         bar.phase("machine peaks")
@@ -450,7 +450,7 @@ def describe_run(
     no_grad: bool,
     captured: Capture,
 ) -> dict[str, Any]:
-    cuda = sorted((d for d in devices if d.type == "cuda"), key=_index_key)
+    cuda = sorted((d for d in devices if d.type == "cuda"), key=index_key)
     device = ", ".join(map(str, cuda)) if cuda else ("cpu" if devices else "none")
     meta: dict[str, Any] = {
         "model": name or type(model).__name__,

@@ -15,8 +15,8 @@ import torch
 from torch import fx, nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from ..common.tree import PlainContainers, tensors_in
 from ...vocab import ANATOMY_COLUMNS
+from ..common.tree import PlainContainers, tensors_in
 from .touched import Touched
 
 __all__ = ["ANATOMY_COLUMNS", "anatomy_pass", "describe_shape"]

@@ -35,8 +35,8 @@ def _kernels(x: torch.Tensor, y: torch.Tensor, z: torch.Tensor, fresh: bool = Fa
     return kernels
 
 
-def _measure_curve(device: torch.device, dtype: torch.dtype, plan: dict[str, Any],
-                   clock: "_Clock") -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def measure_curve(device: torch.device, dtype: torch.dtype, plan: dict[str, Any],
+                   clock: "Clock") -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The bandwidth curve: ``add`` and ``copy`` on buffers of ``2**lo`` to ``2**hi`` elements
     (views of three buffers of the largest size, allocated and touched once: no page faults),
     in interleaved rounds (a noisy moment slows one round, not every size); the fastest call of
@@ -90,7 +90,7 @@ def _roof_spread(calls: dict, rounds: dict, envelope: dict) -> tuple[float, int 
     return worst, where
 
 
-def _roof_points(curve: list[dict[str, Any]]) -> list[tuple[int, float]]:
+def roof_points(curve: list[dict[str, Any]]) -> list[tuple[int, float]]:
     """``(bytes read, rate)`` of the curve up to the largest size every kernel reached: above it
     only ``add`` ran (it reads two buffers), and an in-place op there would outrun a roof set
     by ``add`` alone (main memory's, on this machine: 15 GB/s for add, 20 for in place)."""
@@ -109,11 +109,11 @@ def _envelope(calls: dict, rounds: dict) -> dict[tuple[str, int], float]:
     return out
 
 
-def _check_plain_ops(device: torch.device, dtype: torch.dtype, plan: dict[str, Any], clock: "_Clock") -> list[dict[str, Any]]:
+def check_plain_ops(device: torch.device, dtype: torch.dtype, plan: dict[str, Any], clock: "Clock") -> list[dict[str, Any]]:
     """Plain ops at sizes between the curve's (1.5 times a power of two, at four places along
     it): ``add`` into a given output, ``copy`` and ``x + y`` into a new tensor, each the fastest
     call of 3 interleaved rounds. Their rates are checked against the roofs by
-    :func:`_raise_roofs`."""
+    :func:`raise_roofs`."""
     lo, hi = plan["curve"]
     exps = sorted({lo + round(i * (hi - 1 - lo) / 3) for i in range(4)})
     seconds = float(plan["point_seconds"])
@@ -132,7 +132,7 @@ def _check_plain_ops(device: torch.device, dtype: torch.dtype, plan: dict[str, A
     return found
 
 
-def _raise_roofs(bytes_per_s: float, levels: list[dict[str, Any]], check: list[dict[str, Any]]) -> tuple[float, list[dict[str, Any]], list[dict[str, Any]]]:
+def raise_roofs(bytes_per_s: float, levels: list[dict[str, Any]], check: list[dict[str, Any]]) -> tuple[float, list[dict[str, Any]], list[dict[str, Any]]]:
     """No plain op of ``check`` may run above :data:`ROOF_CHECK_PCT` of its roof: one that does
     raises the roof it was held to (its level's, or main memory's) to its own rate, and says so
     (``raised`` in its row). Returns the roofs and the rows with ``roof``, ``level``, ``pct``."""
@@ -160,7 +160,7 @@ def _raise_roofs(bytes_per_s: float, levels: list[dict[str, Any]], check: list[d
 HOLD_CYCLES = 200_000
 
 
-class _Clock:
+class Clock:
     """Times a callable: the host clock on the CPU, CUDA events on a GPU (after a warm-up call)."""
 
     def __init__(self, device: torch.device) -> None:

@@ -5,8 +5,6 @@ path (an expert list, per-kind block lists, a sub-layer index)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from torch import nn
 
 __all__ = ["decoder_stack"]

@@ -37,7 +37,7 @@ def _device_info(device: torch.device) -> str:
     return str(device)
 
 
-def _autocast() -> str:
+def autocast() -> str:
     on = []
     for kind in ("cuda", "cpu"):
         enabled = _quiet(lambda: torch.is_autocast_enabled(kind), None)
@@ -63,7 +63,7 @@ def environment(devices: Iterable[torch.device] = ()) -> dict[str, Any]:
         "cudnn_benchmark": bool(_quiet(lambda: torch.backends.cudnn.benchmark, False)),
         "cudnn_deterministic": bool(_quiet(lambda: torch.backends.cudnn.deterministic, False)),
         "deterministic_algorithms": bool(_quiet(torch.are_deterministic_algorithms_enabled, False)),
-        "autocast": _autocast(),
+        "autocast": autocast(),
         "threads": torch.get_num_threads(),
     }
     return env

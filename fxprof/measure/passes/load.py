@@ -12,7 +12,6 @@ import torch
 
 from ..common.machine import machine_load, usable_cores
 
-
 #: a measurement is "busy" (and not cached) when other processes used more than this share of
 #: all the CPUs while it ran (from /proc/stat), or, where that cannot be read, when this
 #: process got less than ``OWN_CPU_BUSY`` of its threads' time or the load average exceeds
@@ -22,7 +21,7 @@ OWN_CPU_BUSY = 0.70
 LOAD_BUSY = 0.25
 BUSY_ENV = "FXPROF_PEAKS_BUSY"
 
-def _cache_busy() -> bool:
+def cache_busy() -> bool:
     """:data:`BUSY_ENV` is ``off``: peaks are cached whatever the load (and still say it)."""
     return os.environ.get(BUSY_ENV, "").strip().lower() in ("off", "none", "never", "false", "no")
 
@@ -30,7 +29,7 @@ def _cache_busy() -> bool:
 def _busy_threshold() -> float:
     """:data:`BUSY_ENV` as a share of the CPUs, else (unset or ``off``) :data:`OTHERS_BUSY`."""
     text = os.environ.get(BUSY_ENV, "").strip().lower()
-    if not text or _cache_busy():
+    if not text or cache_busy():
         return OTHERS_BUSY
     try:
         value = float(text)
@@ -42,7 +41,7 @@ def _busy_threshold() -> float:
     return min(value, 1.0)
 
 
-class _Load:
+class Load:
     """How busy the machine was while a measurement ran: other processes' share of all the CPUs
     (``/proc/stat``'s busy and stolen time less this process's CPU time; Linux), this process's
     CPU time over wall time and threads, and the 1-minute load average. ``record["busy"]`` says
@@ -66,7 +65,7 @@ class _Load:
         busy = sum(fields[:8]) - idle  # user nice system idle iowait irq softirq steal
         return busy, busy + idle
 
-    def __enter__(self) -> "_Load":
+    def __enter__(self) -> "Load":
         self.stat, self.cpu, self.wall = self._stat(), time.process_time(), time.perf_counter()
         return self
 

@@ -40,9 +40,9 @@ from typing import Any, Callable, Iterable, Iterator
 import torch
 from torch import fx, nn
 
-from ..device.bridge import RANGE_PREFIX, UNKNOWN_BLOCK_LINE, kineto_quiet, profiler_running
-from ..common.tree import PlainContainers, tensors_in
 from ...core.memory import CATEGORIES
+from ..common.tree import PlainContainers, tensors_in
+from ..device.bridge import RANGE_PREFIX, UNKNOWN_BLOCK_LINE, kineto_quiet, profiler_running
 
 __all__ = ["MemoryRecording", "account", "allocations", "Alloc", "CATEGORIES", "device_keys", "held_breakdown", "memory_pass",
            "memory_per_node", "ranged_pass"]
@@ -91,7 +91,7 @@ def _unique_bytes(tensors: Iterable[torch.Tensor], seen: set[int]) -> int:
     return total
 
 
-def _held(module: nn.Module | None, inputs: Any, optimizer: Any) -> dict[str, int]:
+def held_bytes(module: nn.Module | None, inputs: Any, optimizer: Any) -> dict[str, int]:
     """Bytes the run holds before it starts, by category, each storage once."""
     seen: set[int] = set()
     out = {"parameters": 0, "buffers": 0, "optimizer_state": 0, "inputs": 0}
@@ -141,7 +141,7 @@ class MemoryRecording:
         self.module = module
         self.optimizer = optimizer
         self.backward = backward
-        self.held = _held(module, inputs, optimizer)
+        self.held = held_bytes(module, inputs, optimizer)
         self.saved: list[tuple[int, int]] = []  # (storage address, bytes) per pack, in order
         self.records: dict[str, dict[str, int]] = {}
         self.summary: dict[str, Any] = {}

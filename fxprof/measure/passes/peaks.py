@@ -48,8 +48,8 @@ from typing import Any, Iterator
 import torch
 
 from ...core.roofline import Peaks, load_text, parse_peaks, roof_for, roofs_from_curve
-from .bandwidth import _Clock, _check_plain_ops, _measure_curve, _raise_roofs, _roof_points
-from .load import LOAD_BUSY, _Load, _cache_busy
+from .bandwidth import Clock, check_plain_ops, measure_curve, raise_roofs, roof_points
+from .load import LOAD_BUSY, Load, cache_busy
 
 __all__ = ["machine_peaks", "resolve_peaks", "cache_path", "cache_levels", "peaks_source_line", "roof_for", "Peaks", "FULL", "QUICK"]
 
@@ -156,7 +156,7 @@ def machine_peaks(
     memo = (cache_path(), key)
     if not refresh and memo in _BUSY:  # measured busy earlier in this process (and not cached)
         return _BUSY[memo]
-    with _threads(threads if device.type == "cpu" else None), _Load(device, threads) as load:
+    with _threads(threads if device.type == "cpu" else None), Load(device, threads) as load:
         measured = _measure(device, dtype, plan)
     peaks = Peaks(**{**measured, "device": str(device), "device_name": name, "dtype": label,
                      "threads": threads if device.type == "cpu" else None, "torch": torch.__version__,
@@ -166,7 +166,7 @@ def machine_peaks(
     if earlier is not None:  # noise only lowers a roof: keep the best of this and earlier measurements
         peaks = _merge(peaks, earlier, device)
     note: dict[str, Any] = {"path": cache_path(), "written": False, "error": "not asked (cache=False)"}
-    if cache and peaks.load.get("busy") and not _cache_busy():
+    if cache and peaks.load.get("busy") and not cache_busy():
         note = {"path": cache_path(), "written": False, "error": f"the machine was busy ({load_text(peaks.load)})"}
         _BUSY[memo] = dataclasses.replace(peaks, origin="process", details={**peaks.details, "cache": note})
     elif cache:
@@ -189,8 +189,8 @@ def _merge(new: Peaks, old: Peaks, device: torch.device) -> Peaks:
     bytes_per_s, caches = max(new.bytes_per_s, old.bytes_per_s), new.caches
     if curve:
         points = sorted(curve.values(), key=lambda p: (p["bytes"], p["kernel"]))
-        bytes_per_s, levels = roofs_from_curve(_roof_points(points), cache_levels(device))
-        bytes_per_s, levels, check = _raise_roofs(bytes_per_s, levels, [*new.details.get("check", ()), *old.details.get("check", ())])
+        bytes_per_s, levels = roofs_from_curve(roof_points(points), cache_levels(device))
+        bytes_per_s, levels, check = raise_roofs(bytes_per_s, levels, [*new.details.get("check", ()), *old.details.get("check", ())])
         caches, details["curve"], details["check"] = tuple(levels), points, check
     return dataclasses.replace(new, flops_per_s=max(new.flops_per_s, old.flops_per_s), bytes_per_s=bytes_per_s,
                                overhead_s=min(new.overhead_s, old.overhead_s), caches=caches, details=details)
@@ -275,7 +275,7 @@ ENV = "FXPROF_PEAKS"
 # ---------------------------------------------------------------------- measuring
 def _measure(device: torch.device, dtype: torch.dtype, plan: dict[str, Any]) -> dict[str, Any]:
     began = time.perf_counter()
-    clock = _Clock(device)
+    clock = Clock(device)
     rounds, budget = int(plan["rounds"]), float(plan["seconds"])
     compute: dict[str, float] = {}
     gen = torch.Generator(device=device)  # its own: the user's random stream is left where it was
@@ -284,7 +284,7 @@ def _measure(device: torch.device, dtype: torch.dtype, plan: dict[str, Any]) -> 
         a = torch.randn(m, k, device=device, generator=gen).to(dtype)
         b = torch.randn(k, n, device=device, generator=gen).to(dtype)
         c = torch.empty(m, n, device=device, dtype=dtype)
-        seconds = clock.best(lambda: torch.mm(a, b, out=c), rounds, budget)
+        seconds = clock.best(lambda: torch.mm(a, b, out=c), rounds, budget)  # noqa: F821 (run here, before the del below)
         compute[f"mm {m}x{k}x{n}"] = 2.0 * m * k * n / seconds
         del a, b, c
     # convolutions too: on the CPU they run in oneDNN, matrix products in the BLAS, and the two
@@ -293,15 +293,15 @@ def _measure(device: torch.device, dtype: torch.dtype, plan: dict[str, Any]) -> 
         x = torch.randn(batch, c_in, size, size, device=device, generator=gen).to(dtype)
         w = torch.randn(c_out, c_in, kernel, kernel, device=device, generator=gen).to(dtype)
         out_size = (size + 2 * (kernel // 2) - kernel) // stride + 1
-        seconds = clock.best(lambda: torch.nn.functional.conv2d(x, w, stride=stride, padding=kernel // 2), rounds, budget)
+        seconds = clock.best(lambda: torch.nn.functional.conv2d(x, w, stride=stride, padding=kernel // 2), rounds, budget)  # noqa: F821 (run here, before the del below)
         # FlopCounterMode's count: 2 x multiply-adds
         flops = 2.0 * batch * c_out * c_in * kernel * kernel * out_size * out_size
         compute[f"conv {batch}x{c_in}x{size}x{size} {c_out}x{kernel}x{kernel}/{stride}"] = flops / seconds
         del x, w
-    curve, stability = _measure_curve(device, dtype, plan, clock)
-    bytes_per_s, levels = roofs_from_curve(_roof_points(curve), cache_levels(device))
-    check = _check_plain_ops(device, dtype, plan, clock)
-    bytes_per_s, levels, check = _raise_roofs(bytes_per_s, levels, check)
+    curve, stability = measure_curve(device, dtype, plan, clock)
+    bytes_per_s, levels = roofs_from_curve(roof_points(curve), cache_levels(device))
+    check = check_plain_ops(device, dtype, plan, clock)
+    bytes_per_s, levels, check = raise_roofs(bytes_per_s, levels, check)
     largest = max(p["elements"] for p in curve)
     bandwidth = {p["kernel"]: p["bytes_per_s"] for p in curve if p["elements"] == largest}
     one, out = torch.ones(1, device=device, dtype=dtype), torch.empty(1, device=device, dtype=dtype)

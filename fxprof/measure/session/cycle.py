@@ -8,10 +8,11 @@ from typing import Any
 import torch
 
 from ...core.nodes import NodeInfo
-from ..capture.captures import Capture
 from ...core.recording import Recording
+from ..capture.captures import Capture
 
-class _Cycle:
+
+class Cycle:
     """One cycle's timed runs, with the step and signature of each."""
 
     def __init__(self, number: int, first_step: int):
@@ -25,7 +26,7 @@ class _Cycle:
         self.captures: list[Capture] = []
         self.last_inputs: list[str] = []
         self.active_steps = 0
-        self.run_modes: list[tuple] = []  # the numerics each timed run had (see _numerics)
+        self.run_modes: list[tuple] = []  # the numerics each timed run had (see numerics_settings)
         self.eager_calls = 0  # eval / no-grad forwards of a backward=True session, run eagerly
         self.run_graphs: list[tuple[int, int]] = []  # backward=True: (forward, backward) graph executions per run
         #: the memory of the warm-up steps before it: (per-node records, meta) (fxprof.measure.session.memory)
@@ -55,7 +56,7 @@ def capture_words(captures: list[Capture], signatures: int, count: int, recaptur
     return f"{signatures} input signature(s) seen, {count} capture(s) ({how})"
 
 
-def untimed_cycle(cycle: _Cycle, last_step: int) -> str:
+def untimed_cycle(cycle: Cycle, last_step: int) -> str:
     """Why a cycle that ended timed no run: its forwards raised, or its batches were all new."""
     where = f"fxprof: cycle {cycle.number} (steps {cycle.first_step}-{last_step}) timed no run: "
     if cycle.raised and len(cycle.raised) >= len(cycle.untimed_first):
@@ -68,8 +69,8 @@ def untimed_cycle(cycle: _Cycle, last_step: int) -> str:
             f"warm-up steps or fewer distinct shapes help")
 
 
-class _Captures(Capture):
-    """The captures a cycle's runs went through, as one for :func:`fxprof.measure.eager.loop._build`:
+class Captures(Capture):
+    """The captures a cycle's runs went through, as one for :func:`fxprof.measure.eager.loop.build_profile`:
     their nodes, in order, each name once."""
 
     def __init__(self, captures: list[Capture]):
@@ -93,15 +94,15 @@ class _Captures(Capture):
         return next((names for names in (c.readable_names(nodes) for c in self.captures) if names), {})
 
 
-def _numerics() -> tuple[str, str, bool]:
+def numerics_settings() -> tuple[str, str, bool]:
     """The settings of the loop at a forward that change what it computes and costs: autocast,
     float32 matmul precision, gradients on."""
-    from ..passes.environment import _autocast
+    from ..passes.environment import autocast
 
-    return _autocast(), torch.get_float32_matmul_precision(), torch.is_grad_enabled()
+    return autocast(), torch.get_float32_matmul_precision(), torch.is_grad_enabled()
 
 
-def _run_environment(env: dict[str, Any], cycle: _Cycle) -> dict[str, Any]:
+def run_environment(env: dict[str, Any], cycle: Cycle) -> dict[str, Any]:
     """``env`` with the settings the cycle's runs had, read at each run (the loop's autocast or
     no_grad block is over when the cycle ends): one value, or each distinct one with its steps."""
     modes = cycle.run_modes
@@ -121,7 +122,7 @@ def _run_environment(env: dict[str, Any], cycle: _Cycle) -> dict[str, Any]:
             "grad": spread(2, lambda on: "on" if on else "off")}
 
 
-def _backward_words(cycle: _Cycle) -> str:
+def backward_words(cycle: Cycle) -> str:
     """What a run of a backward=True cycle holds, from the graph executions counted in it."""
     def spread(values: list[int]) -> str:
         lo, hi = min(values), max(values)

@@ -147,14 +147,14 @@ def rebind_interpreters(captured: Any, recorder: Recorder) -> None:
     (a graph capture's one, a dynamo capture's one per graph) made again for the session's own
     ``recorder``, their run plans compiled, as a warm-up through that recorder would have left
     them, so the next timed run pays for neither (its total would hold them)."""
-    from ..capture.interpreter import ProfilingInterpreter, _compile
+    from ..capture.interpreter import ProfilingInterpreter, compile_plan
 
     def again(old: Any) -> Any:
         if not isinstance(old, ProfilingInterpreter) or old.recorder is recorder:
             return old
         new = ProfilingInterpreter(old.module, recorder=recorder, prefix=old.prefix)  # type: ignore[arg-type]
         if new.lean:
-            new._compiled, new._slots = _compile(new)
+            new._compiled, new._slots = compile_plan(new)
         return new
 
     if hasattr(captured, "_interpreter"):

@@ -64,7 +64,7 @@ def schedule(wait: int = 0, warmup: int = 1, active: int = 3, repeat: int = 1, s
     return Schedule(wait=wait, warmup=warmup, active=active, repeat=repeat, skip_first=skip_first)
 
 
-def _action(plan: Callable[[int], Any], step: int) -> str:
+def schedule_action(plan: Callable[[int], Any], step: int) -> str:
     """The action of ``step`` from a :class:`Schedule` or a ``torch.profiler.schedule`` function."""
     action = plan(step)
     name = getattr(action, "name", action)
@@ -91,7 +91,7 @@ def signature_of(args: tuple, kwargs: dict, training: bool) -> tuple:
     return tuple(key)
 
 
-def _tree_key(model: nn.Module) -> tuple:
+def tree_key(model: nn.Module) -> tuple:
     """What a symbolic graph of ``model`` holds on to: its modules, parameters and buffers
     (the objects, by identity, and where they sit). A loop that replaces, adds or removes one
     changes it; updating a tensor in place (an optimizer step, running statistics) does not."""
@@ -100,19 +100,19 @@ def _tree_key(model: nn.Module) -> tuple:
             tuple((p, id(t)) for p, t in model.named_buffers(remove_duplicate=False)))
 
 
-def _describe_inputs(args: tuple, kwargs: dict) -> list[str]:
+def describe_inputs(args: tuple, kwargs: dict) -> list[str]:
     return [describe_value(v) for v in args] + [f"{k}={describe_value(v)}" for k, v in kwargs.items()]
 
 
 # ------------------------------------------------------------------------ cycles
-def _schedule_words(plan: Any) -> str:
-    described = _describe_schedule(plan)
+def schedule_words(plan: Any) -> str:
+    described = describe_schedule(plan)
     if isinstance(described, dict):
         return "schedule " + " ".join(f"{k}={v}" for k, v in described.items())
     return f"schedule {described}"
 
 
-def _describe_schedule(plan: Any) -> dict[str, Any] | str:
+def describe_schedule(plan: Any) -> dict[str, Any] | str:
     if isinstance(plan, Schedule):
         return asdict(plan)
     return getattr(plan, "__qualname__", type(plan).__name__)
@@ -120,12 +120,12 @@ def _describe_schedule(plan: Any) -> dict[str, Any] | str:
 
 def nothing_timed(plan: Any, name: str, calls: int, step_num: int) -> str:
     """Why a session that ends without a profile has none, and what to do."""
-    first = next((k for k in range(10_000) if _action(plan, k).startswith("active")), None)
+    first = next((k for k in range(10_000) if schedule_action(plan, k).startswith("active")), None)
     if not calls:
         seen = "the model was never called inside the session's with-block"
     else:
         seen = (f"the model ran {calls} time(s) in {step_num + 1} step(s) (s.step() was called "
-                f"{step_num} time(s)), and with {_schedule_words(plan)} the first timed step is "
+                f"{step_num} time(s)), and with {schedule_words(plan)} the first timed step is "
                 f"{'never' if first is None else f'step {first}'}")
     return (f"fxprof: the session of {name} ended with no timed step, so it made no profile: {seen}. Call "
             f"s.step() once per iteration of your loop. When the loop is not yours (Hugging Face generate(), a "

@@ -60,23 +60,34 @@ import torch
 from torch import nn
 
 from ...core.profile import Profile
+from ...core.recording import Recording
 from ...vocab import CAPTURES
 from ..capture.captures import Capture, DynamoCapture, specialised_inputs
-from ..program import COMPILED_BACKWARD, capture_program, wants_compiled
-from ..passes.environment import environment
-from ..timing.contention import ContentionMeter, RunWatch
-from ..eager.fidelity import EagerSteps
-from ..eager.loop import _build, check_devices, describe_run
+from ..common.state import OPEN_SESSIONS, PROFILING, refuse_inside_session
 from ..distributed.fsdp import refuse_unsupported
 from ..distributed.ranks import gather, is_initialized
-from ...core.recording import Recording
+from ..eager.fidelity import EagerSteps
+from ..eager.loop import build_profile, check_devices, describe_run
 from ..eager.plan import ProfilePlan
+from ..passes.environment import environment
+from ..program import COMPILED_BACKWARD, capture_program, wants_compiled
+from ..timing.contention import ContentionMeter, RunWatch
 from ..timing.recorder import Recorder
-from .memory import StepMemory, rebind_interpreters
-from ..common.state import OPEN_SESSIONS, PROFILING, refuse_inside_session
 from ..timing.timers import Timer, resolve_timer, tensor_devices
-from .schedule import ACTIONS, Schedule, _action, _describe_inputs, _describe_schedule, _schedule_words, _tree_key, nothing_timed, schedule, signature_of
-from .cycle import _Captures, _Cycle, _backward_words, _numerics, _run_environment, capture_words, untimed_cycle
+from .cycle import Captures, Cycle, backward_words, capture_words, numerics_settings, run_environment, untimed_cycle
+from .memory import StepMemory, rebind_interpreters
+from .schedule import (
+    ACTIONS,
+    Schedule,
+    describe_inputs,
+    describe_schedule,
+    nothing_timed,
+    schedule,
+    schedule_action,
+    schedule_words,
+    signature_of,
+    tree_key,
+)
 
 __all__ = ["Schedule", "Session", "schedule", "session", "ACTIONS"]
 #: the kernel timer's profiler brackets fxprof's own loop of runs, not the caller's steps (a GPU
@@ -147,7 +158,7 @@ class Session:
         # one recorder for the whole session, so that interpreters (their compiled plans) are made
         # once; its recording is the cycle's in timed runs and a scratch one in untimed runs
         self._recorder: Recorder | None = None
-        self._cycle: _Cycle | None = None
+        self._cycle: Cycle | None = None
         self._cycles = 0
         self._pending: tuple | None = None  # the last timed run, until it has ended
         self._run_step = -1  # the step the last instrumented forward ran in
@@ -232,7 +243,7 @@ class Session:
         self._settle(force=True)
         self._memory.close()
         ending = self._action
-        next_action = _action(self.schedule, self.step_num + 1)
+        next_action = schedule_action(self.schedule, self.step_num + 1)
         if self._cycle is not None and ending.startswith("active"):
             self._cycle.active_steps += 1
             if ending == "active_last" or not next_action.startswith("active"):
@@ -241,10 +252,10 @@ class Session:
         self._enter_step(self.step_num, next_action)
 
     def _enter_step(self, step: int, action: str | None = None) -> None:
-        self._action = action if action is not None else _action(self.schedule, step)
+        self._action = action if action is not None else schedule_action(self.schedule, step)
         if self._action.startswith("active") and self._cycle is None:
             self._meter.rescan()  # the threads the loop has started by now
-            self._cycle = _Cycle(self._cycles, step)
+            self._cycle = Cycle(self._cycles, step)
             self._watch.track(self._cycle.recording)
             self._cycle.memory = self._memory.take()
         elif self._action == "warmup":
@@ -262,7 +273,7 @@ class Session:
         self._last_action = action
         if action == "none":  # the model's own forward: timed as it runs (fxprof.measure.eager.fidelity)
             # keyed as the timed runs' signatures are (inputs, mode and numerics), to be set beside them
-            return self._own.call(self._eager, args, kwargs, signature_of(args, kwargs, self.model.training) + (_numerics(),),
+            return self._own.call(self._eager, args, kwargs, signature_of(args, kwargs, self.model.training) + (numerics_settings(),),
                                   cold=cold, meter=self._meter)
         self._inside.on = True
         try:
@@ -281,14 +292,14 @@ class Session:
             if self._cycle is not None:
                 self._cycle.eager_calls += 1
             return self._eager(*args, **kwargs)
-        numerics = _numerics()  # an autocast or no_grad block runs other kernels: a signature of its own
+        numerics = numerics_settings()  # an autocast or no_grad block runs other kernels: a signature of its own
         key = signature_of(args, kwargs, self.model.training) + (numerics,)
         sig = self._signatures.get(key)
         if sig is None:
             sig = self._signatures[key] = len(self._signatures)
             self._signature_keys.append(key)
             modes = ([f"autocast {numerics[0]}"] if numerics[0] != "off" else []) + ([] if numerics[2] else ["grad off"])
-            self._signature_info.append({"id": sig, "inputs": _describe_inputs(args, kwargs) + modes,
+            self._signature_info.append({"id": sig, "inputs": describe_inputs(args, kwargs) + modes,
                                          "training": self.model.training, "first_step": self.step_num,
                                          "autocast": numerics[0], "grad": numerics[2]})
         captured = self._capture_for(args, kwargs)
@@ -340,7 +351,7 @@ class Session:
         self._mode = numerics
         out = captured.run_timed(recorder, call_args, call_kwargs)
         # a training capture's run ends with the loop's backward: it is counted when it has
-        self._pending = (captured, cycle, before, self.step_num, sig, _describe_inputs(args, kwargs))
+        self._pending = (captured, cycle, before, self.step_num, sig, describe_inputs(args, kwargs))
         self._settle()
         return out
 
@@ -388,7 +399,7 @@ class Session:
         if captured is None:
             captured = next((c for (m, _), c in self._captures.items() if m == mode and c.kind == "dynamo"), None)
         if captured is not None and captured.kind != "dynamo":
-            tree = _tree_key(self.model)
+            tree = tree_key(self.model)
             if self._trees.get(id(captured)) != tree:
                 self._retire(captured, key)
                 self._recaptures += 1
@@ -402,7 +413,7 @@ class Session:
             # the graph runs inside the model's own __call__ (forward is ours), so its hooks still run
             captured = self._program(args, kwargs)
             if captured.kind != "dynamo":
-                self._trees[id(captured)] = _tree_key(self.model)
+                self._trees[id(captured)] = tree_key(self.model)
         self._captures[key] = captured
         return captured
 
@@ -466,25 +477,25 @@ class Session:
             error.add_note(f"fxprof: {cycle.runs} timed run(s) of cycle {cycle.number} completed before this; the "
                            f"profile (meta['incomplete'] = True) went to on_ready and is in the session's .profiles")
 
-    def _profile(self, cycle: _Cycle, incomplete: bool, error: BaseException | None) -> Profile:
+    def _profile(self, cycle: Cycle, incomplete: bool, error: BaseException | None) -> Profile:
         assert self._recorder is not None and self._timer is not None
         rec = self._recorder
         rec.recording = cycle.recording
         held = list(self.model.parameters()) + list(self.model.buffers())
         devices = tensor_devices(held) or self._input_devices
-        captured = _Captures(cycle.captures)
+        captured = Captures(cycle.captures)
         first = cycle.captures[0]
         meta = describe_run(self.model, self.plan.name, self._timer, devices, (), self._warmup_steps(), rec.recording.runs,
                             not any(m[2] for m in cycle.run_modes), first)
         used = sorted(set(cycle.run_signatures))
         meta.update(
-            env=_run_environment(environment(devices), cycle),
+            env=run_environment(environment(devices), cycle),
             inputs=cycle.last_inputs,
             session=True,
             step=self.step_num,
             cycle=cycle.number,
             first_step=cycle.first_step,
-            schedule=_describe_schedule(self.schedule),
+            schedule=describe_schedule(self.schedule),
             run_steps=list(cycle.run_steps),
             run_signatures=list(cycle.run_signatures),
             signatures=[{**self._signature_info[s], "runs": cycle.run_signatures.count(s)} for s in used],
@@ -494,14 +505,14 @@ class Session:
         )
         steps = ", ".join(map(str, cycle.run_steps))
         notes = [f"session cycle {cycle.number}: steps {cycle.first_step}-{self.step_num} of the user's loop "
-                 f"({_schedule_words(self.schedule)}); timed runs at step(s) {steps}",
+                 f"({schedule_words(self.schedule)}); timed runs at step(s) {steps}",
                  capture_words(self._all_captures(), len(self._signatures), self._capture_count(), self._recaptures)]
         if cycle.untimed_first:
             steps = ", ".join(str(u["step"]) for u in cycle.untimed_first)
             notes.append(f"{len(cycle.untimed_first)} active step(s) ({steps}) had a batch of an input signature never run "
                          f"before: run untimed (captured/warmed up), timed from that signature's next occurrence")
         if self.plan.backward:
-            notes.append(_backward_words(cycle))
+            notes.append(backward_words(cycle))
         else:
             notes.append("a session times the forward only: backward runs in autograd, eagerly, and is not in this "
                          "table (backward=True times it)")
@@ -518,7 +529,7 @@ class Session:
                                     own_lost_ms=self._own.lost_of([self._signature_keys[s] for s in used]))
         if first.kind == "compiled":
             return first.build(meta, self.plan.name)  # type: ignore[attr-defined]
-        return _build(captured, rec, meta, memory_records)
+        return build_profile(captured, rec, meta, memory_records)
 
     @property
     def captures(self) -> int:

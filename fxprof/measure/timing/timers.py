@@ -35,12 +35,11 @@ import time
 from typing import Any, Iterable, Sequence
 
 import numpy as np
-
 import torch
 
+from ...errors import TimerUnavailableError
 from ...vocab import TIMER_NAMES
 from ..common.tree import tensors_in
-from ...errors import TimerUnavailableError
 
 __all__ = ["Timer", "CpuTimer", "CudaEventTimer", "KernelTimer", "SyncTimer", "TIMER_NAMES", "resolve_timer", "epoch_ns"]
 
@@ -144,7 +143,7 @@ class CudaEventTimer(Timer):
 
     def __init__(self, device: torch.device | str | int | None = None, devices: Sequence[Any] | None = None):
         watched = [_cuda_device(d) for d in (devices if devices else [device])]
-        self.devices: list[torch.device | None] = sorted(set(watched), key=_index_key) if devices else watched
+        self.devices: list[torch.device | None] = sorted(set(watched), key=index_key) if devices else watched
         self.device = self.devices[0]
         self._pool: list[Any] = []
         self._next = 0
@@ -272,7 +271,7 @@ class SyncTimer(Timer):
     measures_device = True
 
     def __init__(self, device: torch.device | str | int | None = None, devices: Sequence[Any] | None = None):
-        self.devices = sorted({_cuda_device(d) for d in devices}, key=_index_key) if devices else [_cuda_device(device)]
+        self.devices = sorted({_cuda_device(d) for d in devices}, key=index_key) if devices else [_cuda_device(device)]
         self.device = self.devices[0]
 
     def check(self) -> None:
@@ -293,7 +292,7 @@ class SyncTimer(Timer):
         return f"SyncTimer(device={', '.join(map(str, self.devices))})"
 
 
-def _index_key(device: Any) -> tuple[str, int]:
+def index_key(device: Any) -> tuple[str, int]:
     """Devices by type, then index: ``cuda:2`` before ``cuda:10`` (not string order)."""
     if device is None:
         return ("", -1)
@@ -329,7 +328,7 @@ def resolve_timer(timer: str | Timer, module: torch.nn.Module, inputs: Iterable[
         raise ValueError(f"unknown timer {timer!r}; choose one of {', '.join(TIMER_NAMES)} or pass a Timer object")
 
     devices = tensor_devices(list(module.parameters()) + list(module.buffers()) + list(inputs))
-    cuda_devices = sorted((d for d in devices if d.type == "cuda"), key=_index_key)
+    cuda_devices = sorted((d for d in devices if d.type == "cuda"), key=index_key)
 
     if timer == "auto":
         timer = "cuda" if cuda_devices else "cpu"
@@ -343,7 +342,7 @@ def resolve_timer(timer: str | Timer, module: torch.nn.Module, inputs: Iterable[
             f"model and inputs to CUDA (model.cuda(), x.cuda()), or use timer='cpu'."
         )
     # every CUDA device the model's tensors are on is watched (events and a synchronize on each)
-    cuda_devices = sorted({torch.device("cuda", torch.cuda.current_device()) if d.index is None else d for d in cuda_devices}, key=_index_key)
+    cuda_devices = sorted({torch.device("cuda", torch.cuda.current_device()) if d.index is None else d for d in cuda_devices}, key=index_key)
     built = {"cuda": CudaEventTimer, "sync": SyncTimer, "kernel": KernelTimer}[timer](devices=cuda_devices)
     built.check()
     return built

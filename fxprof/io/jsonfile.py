@@ -82,8 +82,9 @@ def save_json(profile: "Profile", path: str | os.PathLike) -> None:
 #: a version 2 document as fxprof writes it: its samples and runs columns, one after the other
 _GROUP_START = {"samples": b'"samples":{', "runs": b'"runs":{'}
 _COLUMN_KEY = re.compile(rb'"([A-Za-z_]+)":\[')
-#: the bytes a column of plain numbers is made of (an integer column: digits and commas alone)
-_NUMBER_BYTES, _INTEGER_BYTES = b"0123456789,.eE+-", b"0123456789,"
+#: the bytes an integer column of plain numbers is made of, and those that start any JSON value
+#: but a number (a string, true, false, null, an array, an object)
+_INTEGER_BYTES, _NOT_A_NUMBER = b"0123456789,", (b'"', b"t", b"f", b"n", b"[", b"{")
 
 
 def _parse_by_columns(raw: bytes) -> dict[str, Any] | None:
@@ -119,7 +120,7 @@ def _parse_by_columns(raw: bytes) -> dict[str, Any] | None:
             if closing < 0:
                 return None
             pieces.append(raw[pos:opening] + b'{"fxprof column":%d}' % len(columns))
-            columns.append((group, key.group(1).decode(), raw[opening:closing + 1]))
+            columns.append((group, key.group(1).decode(), opening, closing + 1))
             pos = closing + 1
             after = raw[pos:pos + 1]
             if after == b"}":
@@ -138,34 +139,37 @@ def _parse_by_columns(raw: bytes) -> dict[str, Any] | None:
         groups = {group: data.get(group) for group in _GROUP_START}
         if not all(isinstance(g, dict) for g in groups.values()):
             return None
-        for k, (group, name, _) in enumerate(columns):
+        for k, (group, name, _, _) in enumerate(columns):
             if groups[group].get(name) != {"fxprof column": k}:
                 return None
         rules = {group: SCHEMA["properties"][group]["properties"] for group in _GROUP_START}
-        for group, name, text in columns:
+        for group, name, start, end in columns:
             rule = rules[group].get(name)
             integer = rule is not None and rule["items"]["type"] == "integer"
-            groups[group][name] = _number_column(text, integer) if rule is not None else None
+            groups[group][name] = _number_column(raw, start, end, integer) if rule is not None else None
             if groups[group][name] is None:
-                groups[group][name] = orjson.loads(text)  # anything else: as orjson parses it
+                groups[group][name] = orjson.loads(memoryview(raw)[start:end])  # anything else: as orjson parses it
     except (orjson.JSONDecodeError, ValueError, OverflowError, TypeError):
         return None
     return data
 
 
-def _number_column(text: bytes, integer: bool) -> np.ndarray | None:
-    """A JSON array of plain numbers as a numpy array (None if it holds anything else: null,
-    true, a string, a sign on an integer...). An integer column is read by numpy from the text
-    (whole numbers below 10**18 without a leading zero, checked in bulk: numbers JSON and
-    int64 read alike); a number column by orjson, into float64 as ``np.array`` would make it."""
-    inner = text[1:-1]
-    if not inner:
+def _number_column(raw: bytes, start: int, end: int, integer: bool) -> np.ndarray | None:
+    """The JSON array ``raw[start:end]`` of plain numbers as a numpy array (None if it holds
+    anything else: null, true, a string, a sign on an integer...). An integer column is read by
+    numpy from the text (whole numbers below 10**18 without a leading zero, checked in bulk:
+    numbers JSON and int64 read alike); a number column by orjson (where no byte can start
+    another kind of value), into float64 as ``np.array`` would make it."""
+    if end - start == 2:  # []
         return np.empty(0, dtype=np.int64 if integer else np.float64)
-    if inner.translate(None, _INTEGER_BYTES if integer else _NUMBER_BYTES):
-        return None
     if not integer:
-        values = orjson.loads(text)
+        if any(raw.find(byte, start + 1, end - 1) >= 0 for byte in _NOT_A_NUMBER):
+            return None
+        values = orjson.loads(memoryview(raw)[start:end])
         return np.fromiter(values, dtype=np.float64, count=len(values))
+    inner = raw[start + 1:end - 1]
+    if inner.translate(None, _INTEGER_BYTES):
+        return None
     if b",," in inner or inner[:1] == b"," or inner[-1:] == b",":
         return None  # an empty item
     chars = np.frombuffer(inner, dtype=np.uint8)

@@ -123,10 +123,10 @@ def node_p_values(pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.nd
         # p-values are the same as in one call)
         step = max(1, _CHUNK // (size_a + size_b))
         for first in range(0, len(rows), step):
-            chunk = rows[first:first + step]
-            a = np.stack([clean[i][0] for i in chunk])
-            b = np.stack([clean[i][1] for i in chunk])
-            raw[chunk] = _mann_whitney(mannwhitneyu, a, b)
+            batch = rows[first:first + step]
+            a = np.stack([clean[i][0] for i in batch])
+            b = np.stack([clean[i][1] for i in batch])
+            raw[batch] = _mann_whitney(mannwhitneyu, a, b)
     adjusted = np.full(len(pairs), np.nan)
     tested = ~np.isnan(raw)
     if tested.any():

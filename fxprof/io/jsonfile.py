@@ -100,13 +100,13 @@ def _parse_by_columns(raw: bytes) -> dict[str, Any] | None:
     is parsed by orjson, and the markers must come back exactly where the columns were (as
     ``samples.node`` and so on), so a column is never taken from anywhere else in the file."""
     pieces: list[bytes] = []
-    columns: list[tuple[str, str, bytes]] = []
+    columns: list[tuple[str, str, int, int]] = []  # group, name, and where its bytes start and end
     at = 0
-    for group, start in _GROUP_START.items():
-        found = raw.find(start, at)
+    for group, opening_bytes in _GROUP_START.items():
+        found = raw.find(opening_bytes, at)
         if found < 0:
             return None
-        pos = found + len(start)
+        pos = found + len(opening_bytes)
         pieces.append(raw[at:pos])
         if raw[pos:pos + 1] == b"}":  # no columns (a profile of no runs keeps its keys, but be lenient)
             at = pos
@@ -136,9 +136,11 @@ def _parse_by_columns(raw: bytes) -> dict[str, Any] | None:
         if not isinstance(data, dict) or data.get("format") != FORMAT_NAME or data.get("version") != 2 \
                 or type(data.get("version")) is not int:
             return None
-        groups = {group: data.get(group) for group in _GROUP_START}
-        if not all(isinstance(g, dict) for g in groups.values()):
-            return None
+        groups: dict[str, dict[str, Any]] = {}
+        for group in _GROUP_START:
+            if not isinstance(data.get(group), dict):
+                return None
+            groups[group] = data[group]
         for k, (group, name, _, _) in enumerate(columns):
             if groups[group].get(name) != {"fxprof column": k}:
                 return None

@@ -197,3 +197,77 @@ def test_csv_with_an_empty_node_name_is_refused(prof, tmp_path):
     (tmp_path / "t.csv").write_text("\n".join([header, first, "," + rest[0].split(",", 1)[1], *rest[1:]]) + "\n")
     with pytest.raises(fxprof.ProfileFormatError, match="the node name on line 3 is empty"):
         fxprof.read_csv(tmp_path / "t.csv")
+
+
+def _loaded_or_error(path):
+    """What fxprof.load makes of a file: the profile's columns and table, or the error's words."""
+    try:
+        back = fxprof.load(path)
+    except fxprof.ProfileFormatError as exc:
+        return str(exc)
+    return back.samples, back.runs, back.df, back.meta, back.nodes
+
+
+def _same_outcome(left, right):
+    if isinstance(left, str) or isinstance(right, str):
+        assert left == right
+        return
+    for a, b in zip(left[:3], right[:3]):
+        pd.testing.assert_frame_equal(a, b, check_exact=True)
+    assert left[3:] == right[3:]
+
+
+def _edit(text: bytes, column: bytes, old: bytes, new: bytes) -> bytes:
+    """``text`` with the first ``old`` inside samples/runs column ``column`` (b'samples.node') replaced."""
+    group, name = column.split(b".")
+    start = text.index(b'"%s":[' % name, text.index(b'"%s":{' % group)) + len(name) + 4
+    end = text.index(b"]", start)
+    body = text[start:end]
+    assert old in body, (column, old, body[:80])
+    return text[:start] + body.replace(old, new, 1) + text[end:]
+
+
+@pytest.mark.parametrize("edit", [
+    "as saved",
+    "leading zero", "negative run", "true in run", "float node", "exponent node", "huge node", "1e18 node",
+    "empty item", "trailing comma", "null time", "null host", "string time", "true time",
+    "meta has samples", "pretty printed", "duplicate column", "nested list", "no runs columns",
+])
+def test_json_columns_read_from_the_bytes_load_as_the_whole_document_parsed(prof, tmp_path, monkeypatch, edit):
+    """The JSON loader reads a version 2 file's number columns straight from its bytes; a file of
+    any other shape (or damaged) must load, or fail with the same words, as parsing the whole
+    document does."""
+    from fxprof.io import jsonfile
+
+    path = tmp_path / "p.json"
+    prof.save(path)
+    text = path.read_bytes()
+    assert jsonfile._parse_by_columns(text) is not None
+    first_node = text[text.index(b'"samples":{"node":[') + 19:].split(b",")[0]
+    text = {
+        "as saved": lambda t: t,
+        "leading zero": lambda t: _edit(t, b"samples.node", first_node, b"0" + first_node),
+        "negative run": lambda t: _edit(t, b"samples.run", b"0", b"-1"),
+        "true in run": lambda t: _edit(t, b"samples.run", b"1", b"true"),
+        "float node": lambda t: _edit(t, b"samples.node", first_node, first_node + b".0"),
+        "exponent node": lambda t: _edit(t, b"samples.node", first_node, first_node + b"e0"),
+        "huge node": lambda t: _edit(t, b"samples.node", first_node, b"99999999999999999999"),
+        "1e18 node": lambda t: _edit(t, b"samples.node", first_node, b"1000000000000000000"),
+        "empty item": lambda t: _edit(t, b"samples.run", b",", b",,"),
+        "trailing comma": lambda t: _edit(t, b"runs.run", b"0", b"0,"),
+        "null time": lambda t: _edit(t, b"samples.time_ms", b",", b",null,"),
+        "null host": lambda t: _edit(t, b"runs.host_ms", b",", b",null,"),
+        "string time": lambda t: _edit(t, b"samples.time_ms", b",", b',"1",'),
+        "true time": lambda t: _edit(t, b"samples.time_ms", b",", b",true,"),
+        "meta has samples": lambda t: t.replace(b'"meta":{', b'"meta":{"samples":{"node":[0],"run":[0]},', 1),
+        "pretty printed": lambda t: json.dumps(json.loads(t), indent=1).encode(),
+        "duplicate column": lambda t: t.replace(b'"samples":{', b'"samples":{"node":[0],', 1),
+        "nested list": lambda t: _edit(t, b"samples.node", first_node, b"[" + first_node + b"]"),
+        "no runs columns": lambda t: t[:t.index(b'"runs":{') + 8] + t[t.index(b"}", t.index(b'"runs":{')):],
+    }[edit](text)
+    path.write_bytes(text)
+    fast = _loaded_or_error(path)
+    if edit == "as saved":
+        assert not isinstance(fast, str)
+    monkeypatch.setattr(jsonfile, "_parse_by_columns", lambda raw: None)
+    _same_outcome(fast, _loaded_or_error(path))

@@ -169,15 +169,20 @@ def compare(
     too_few = pd.Series(False, index=index)
     with_samples = not isinstance(a, pd.DataFrame) and not isinstance(b, pd.DataFrame)
     if with_samples:
-        both = list(index[in_a & in_b])
-        sa, sb = _samples_by_node(a, keep_outliers), _samples_by_node(b, keep_outliers)
+        both_mask = (in_a & in_b).to_numpy()
+        both = list(index[both_mask])
+        (sa, fa), (sb, fb) = _samples_by_node(a, keep_outliers), _samples_by_node(b, keep_outliers)
         empty = np.empty(0)
         pairs = [(sa.get(n, empty), sb.get(n, empty)) for n in both]
         _, adjusted = node_p_values(pairs)
-        out.loc[both, "p_value"] = adjusted
+        out.loc[both_mask, "p_value"] = adjusted
         # sizes whose most extreme outcome still gives p >= alpha: no verdict is possible at all
+        # (one test per distinct pair of finite counts: nodes mostly share theirs)
         if both:
-            too_few.loc[both] = np.array([smallest_p_value(_finite(x), _finite(y)) >= alpha for x, y in pairs], dtype=bool)
+            counts = np.array([(fa.get(n, 0), fb.get(n, 0)) for n in both], dtype=np.int64).reshape(-1, 2)
+            sizes, where = np.unique(counts, axis=0, return_inverse=True)
+            cannot = np.array([smallest_p_value(int(x), int(y)) >= alpha for x, y in sizes], dtype=bool)
+            too_few.loc[both_mask] = cannot[where.reshape(-1)]
     # a node that took no time in a and some in b has no finite ratio, but it did get slower
     effect = out["ratio"].mask(in_a & in_b & (out["a_ms"] == 0) & (out["b_ms"] > 0), np.inf)
     out["verdict"] = verdict_series(out["p_value"], effect, alpha, min_effect, too_few)
@@ -188,9 +193,9 @@ def compare(
         # and a "same" whose median moved by the minimum effect or more: the test could not tell,
         # and when its samples are in two modes or spread wider than the change that is noise, not
         # "unchanged" (a busy machine: a node at 250 us in a and 13.1 ms in b, p 0.43, read "same")
-        moved = (effect >= 1.0 + min_effect) | (effect <= 1.0 / (1.0 + min_effect))
-        judged = [n for n in both if out.at[n, "verdict"] in ("faster", "slower")
-                  or (out.at[n, "verdict"] == "same" and bool(moved.get(n, False)))]
+        moved = ((effect >= 1.0 + min_effect) | (effect <= 1.0 / (1.0 + min_effect))).to_numpy(dtype=bool)
+        verdict = out["verdict"].to_numpy()
+        judged = index[both_mask & (np.isin(verdict, ("faster", "slower")) | ((verdict == "same") & moved))]
         for n in judged:
             reason = noise_reason(_finite_values(sa.get(n, empty)), _finite_values(sb.get(n, empty)))
             if reason:
@@ -267,27 +272,30 @@ def compare_blocks(diff: pd.DataFrame, depth: int = 2) -> pd.DataFrame:
     return out
 
 
-def _samples_by_node(profile: "Profile", keep_outliers: bool | None) -> dict[str, np.ndarray]:
+def _samples_by_node(profile: "Profile", keep_outliers: bool | None) -> tuple[dict[str, np.ndarray], dict[str, int]]:
     """Each node's values in the runs the statistics use: the same values its ``median_ms`` is
     of (one a run, calls within a run summed; :meth:`SampleColumns.per_run`), so the test and
-    the ratio speak of the same thing. Grouped by one stable sort, no DataFrame."""
+    the ratio speak of the same thing; and how many of each node's values are finite. Grouped
+    by one stable sort, no DataFrame."""
     columns = profile.columns
     node, times, _, _, _ = columns.per_run(profile.kept_runs(keep_outliers))
-    counts = np.bincount(node, minlength=len(columns.names))
+    groups = len(columns.names)
+    counts = np.bincount(node, minlength=groups)
     if not counts.any():  # no samples (an empty or isolated-mode profile)
-        return {}
-    order = np.argsort(node, kind="stable")
-    parts = np.split(np.asarray(times, dtype=np.float64)[order], np.cumsum(counts)[:-1])
-    return {str(columns.names[code]): part for code, part in enumerate(parts) if counts[code]}
+        return {}, {}
+    times = np.asarray(times, dtype=np.float64)
+    finite = np.bincount(node, weights=np.isfinite(times), minlength=groups).astype(np.int64)
+    # a stable sort is one permutation whatever the codes' dtype: 16-bit codes sort by radix
+    codes = node.astype(np.uint16) if groups <= 1 << 16 else node
+    parts = np.split(times[np.argsort(codes, kind="stable")], np.cumsum(counts)[:-1])
+    names = [str(name) for name in columns.names]
+    present = np.flatnonzero(counts).tolist()
+    return {names[code]: parts[code] for code in present}, {names[code]: int(finite[code]) for code in present}
 
 
 def _finite_values(values: np.ndarray) -> np.ndarray:
     values = np.asarray(values, dtype=np.float64)
     return values[np.isfinite(values)]
-
-
-def _finite(values: np.ndarray) -> int:
-    return int(np.isfinite(np.asarray(values, dtype=np.float64)).sum())
 
 
 def verdict_series(p_value: pd.Series, ratio: pd.Series, alpha: float, min_effect: float,

@@ -555,8 +555,10 @@ def _with_columns(frame: pd.DataFrame, columns: Sequence[str], required: Sequenc
 
 
 def _anatomy_frame(names: list[str], records: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
+    empty: Mapping[str, Any] = {}
+    rows = [records.get(n, empty) for n in names]
     frame = pd.DataFrame(
-        {col: [records.get(n, {}).get(col) for n in names] for col in ANATOMY_COLUMNS},
+        {col: [row.get(col) for row in rows] for col in ANATOMY_COLUMNS},
         index=pd.Index(names, name="node", dtype=str),
     )
     for col, dtype in ANATOMY_COLUMNS.items():

@@ -40,13 +40,14 @@ def encode_header(profile: "Profile") -> dict[str, Any]:
 
 def decode_nodes(records: Sequence[Mapping[str, Any]]) -> list[NodeInfo]:
     """The nodes of a header's ``nodes`` list (raises KeyError/TypeError on damaged records)."""
-    return [NodeInfo(**{"name": n["name"], **{c: n.get(c, NODE_DEFAULTS.get(c, "")) for c in NODE_COLUMNS}}) for n in records]
+    defaults = {c: NODE_DEFAULTS.get(c, "") for c in NODE_COLUMNS}
+    every = {"name", *NODE_COLUMNS}
+    # a record holding exactly the fields (what fxprof writes) is the keywords as it is
+    return [NodeInfo(**n) if type(n) is dict and n.keys() == every
+            else NodeInfo(**{"name": n["name"], **{c: n.get(c, d) for c, d in defaults.items()}}) for n in records]
 
 
 def decode_anatomy(columns: Mapping[str, Sequence[Any]] | None, nodes: Sequence[NodeInfo]) -> dict[str, dict[str, Any]]:
     """Per node name, the anatomy values of a header's ``anatomy`` columns (unknown columns ignored)."""
-    columns = columns or {}
-    return {
-        n.name: {col: values[i] for col, values in columns.items() if col in ANATOMY_COLUMNS}
-        for i, n in enumerate(nodes)
-    }
+    known = [(col, values) for col, values in (columns or {}).items() if col in ANATOMY_COLUMNS]
+    return {n.name: {col: values[i] for col, values in known} for i, n in enumerate(nodes)}

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -78,6 +79,113 @@ def save_json(profile: "Profile", path: str | os.PathLike) -> None:
     atomic_write(path, lambda handle: handle.write(text), binary=True)
 
 
+#: a version 2 document as fxprof writes it: its samples and runs columns, one after the other
+_GROUP_START = {"samples": b'"samples":{', "runs": b'"runs":{'}
+_COLUMN_KEY = re.compile(rb'"([A-Za-z_]+)":\[')
+#: the bytes an integer column of plain numbers is made of, and those that start any JSON value
+#: but a number (a string, true, false, null, an array, an object)
+_INTEGER_BYTES, _NOT_A_NUMBER = b"0123456789,", (b'"', b"t", b"f", b"n", b"[", b"{")
+
+
+def _parse_by_columns(raw: bytes) -> dict[str, Any] | None:
+    """A version 2 document parsed with its long number columns read straight from the file's
+    bytes: the document is ``orjson.loads(raw)`` exactly, except that each samples or runs
+    column made of plain numbers is a numpy array (int64 for an integer column, float64
+    otherwise) instead of a list of Python numbers, which at 3M samples take most of a load's
+    time. None where the file is laid out otherwise than fxprof writes it (a version 1 file, a
+    hand-edited one, any doubt), or anything in it does not parse: the caller then parses the
+    whole document, and words any error as it always has.
+
+    Each column's bytes are cut out of the document and a marker put in their place; the rest
+    is parsed by orjson, and the markers must come back exactly where the columns were (as
+    ``samples.node`` and so on), so a column is never taken from anywhere else in the file."""
+    pieces: list[bytes] = []
+    columns: list[tuple[str, str, int, int]] = []  # group, name, and where its bytes start and end
+    at = 0
+    for group, opening_bytes in _GROUP_START.items():
+        found = raw.find(opening_bytes, at)
+        if found < 0:
+            return None
+        pos = found + len(opening_bytes)
+        pieces.append(raw[at:pos])
+        if raw[pos:pos + 1] == b"}":  # no columns (a profile of no runs keeps its keys, but be lenient)
+            at = pos
+            continue
+        while True:
+            key = _COLUMN_KEY.match(raw, pos)
+            if key is None:
+                return None
+            opening = key.end() - 1
+            closing = raw.find(b"]", opening)
+            if closing < 0:
+                return None
+            pieces.append(raw[pos:opening] + b'{"fxprof column":%d}' % len(columns))
+            columns.append((group, key.group(1).decode(), opening, closing + 1))
+            pos = closing + 1
+            after = raw[pos:pos + 1]
+            if after == b"}":
+                break
+            if after != b",":
+                return None
+            pieces.append(b",")
+            pos += 1
+        at = pos
+    pieces.append(raw[at:])
+    try:
+        data = orjson.loads(b"".join(pieces))
+        if not isinstance(data, dict) or data.get("format") != FORMAT_NAME or data.get("version") != 2 \
+                or type(data.get("version")) is not int:
+            return None
+        groups: dict[str, dict[str, Any]] = {}
+        for group in _GROUP_START:
+            if not isinstance(data.get(group), dict):
+                return None
+            groups[group] = data[group]
+        for k, (group, name, _, _) in enumerate(columns):
+            if groups[group].get(name) != {"fxprof column": k}:
+                return None
+        rules = {group: SCHEMA["properties"][group]["properties"] for group in _GROUP_START}
+        for group, name, start, end in columns:
+            rule = rules[group].get(name)
+            integer = rule is not None and rule["items"]["type"] == "integer"
+            groups[group][name] = _number_column(raw, start, end, integer) if rule is not None else None
+            if groups[group][name] is None:
+                groups[group][name] = orjson.loads(memoryview(raw)[start:end])  # anything else: as orjson parses it
+    except (orjson.JSONDecodeError, ValueError, OverflowError, TypeError):
+        return None
+    return data
+
+
+def _number_column(raw: bytes, start: int, end: int, integer: bool) -> np.ndarray | None:
+    """The JSON array ``raw[start:end]`` of plain numbers as a numpy array (None if it holds
+    anything else: null, true, a string, a sign on an integer...). An integer column is read by
+    numpy from the text (whole numbers below 10**18 without a leading zero, checked in bulk:
+    numbers JSON and int64 read alike); a number column by orjson (where no byte can start
+    another kind of value), into float64 as ``np.array`` would make it."""
+    if end - start == 2:  # []
+        return np.empty(0, dtype=np.int64 if integer else np.float64)
+    if not integer:
+        if any(raw.find(byte, start + 1, end - 1) >= 0 for byte in _NOT_A_NUMBER):
+            return None
+        values = orjson.loads(memoryview(raw)[start:end])
+        return np.fromiter(values, dtype=np.float64, count=len(values))
+    inner = raw[start + 1:end - 1]
+    if inner.translate(None, _INTEGER_BYTES):
+        return None
+    if b",," in inner or inner[:1] == b"," or inner[-1:] == b",":
+        return None  # an empty item
+    chars = np.frombuffer(inner, dtype=np.uint8)
+    starts = np.empty(len(chars), dtype=bool)  # where a number starts: first, or after a comma
+    starts[0] = True
+    np.equal(chars[:-1], ord(","), out=starts[1:])
+    if (starts[:-1] & (chars[:-1] == ord("0")) & (chars[1:] != ord(","))).any():
+        return None  # a leading zero (JSON has none; numpy would read 007 as 7)
+    values = np.fromstring(inner, dtype=np.int64, sep=",")
+    if len(values) != inner.count(b",") + 1 or values.max() >= 10**18:
+        return None  # 19 digits or more: numpy clips what int64 cannot hold, where JSON reads it
+    return values
+
+
 def _floats(values: list[Any]) -> list[float]:
     return [math.nan if v is None else float(v) for v in values]
 
@@ -98,8 +206,10 @@ def load_json(path: str | os.PathLike) -> "Profile":
     if not raw.strip():
         raise ProfileFormatError(f"{source} is an empty file, not a saved fxprof profile. Save profiles with Profile.save() "
                                  f"or 'fxprof profile --json PATH'.")
+    data = _parse_by_columns(raw)
     try:
-        data = orjson.loads(raw)
+        if data is None:
+            data = orjson.loads(raw)
     except orjson.JSONDecodeError as fast_error:  # the standard parser words what is wrong
         try:
             text = raw.decode("utf-8")

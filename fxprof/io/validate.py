@@ -226,7 +226,7 @@ def _check_in_bulk(data: Mapping[str, Any], source: str, schema: Mapping[str, An
     skeleton = dict(data)
     for group in columns:
         if isinstance(data.get(group), dict):
-            skeleton[group] = {k: ([] if isinstance(v, list) else v) for k, v in data[group].items()}
+            skeleton[group] = {k: ([] if isinstance(v, (list, np.ndarray)) else v) for k, v in data[group].items()}
     # node records are checked one per kind: the node rules test only each field's type (and
     # that a name is not empty), so records alike in those validate alike; 10,000 records
     # through jsonschema one by one take seconds
@@ -266,7 +266,12 @@ def _record_kind(record: Any) -> Any:
     """What the node rules can tell apart in a record: each field's type, and empty strings."""
     if not isinstance(record, dict):
         return type(record)
-    return tuple((k, type(v), v == "" if isinstance(v, str) else None) for k, v in record.items())
+    values = record.values()
+    # "".__eq__ is True for an empty string, False for another, NotImplemented for a non-string
+    return tuple(record), tuple(map(type, values)), tuple(map(_EMPTY, values))
+
+
+_EMPTY = "".__eq__
 
 
 def column_arrays(data: Mapping[str, Any], group: str, source: str) -> dict[str, np.ndarray]:
@@ -276,7 +281,9 @@ def column_arrays(data: Mapping[str, Any], group: str, source: str) -> dict[str,
     is made, so the document's Python numbers and the arrays never all exist at once. Fast where the values are plain numbers: one numpy conversion
     a column, and the item-by-item check of version 1 only for a column that holds nulls or
     something else, or (integer columns, or a float column holding exact 0 or 1) that may hide
-    a boolean."""
+    a boolean. A column the loader already read as an array (int64 or float64 from bytes that
+    hold plain numbers and nothing else: :func:`fxprof.io.jsonfile._parse_by_columns`) needs
+    only the range check of its rule."""
     rules = SCHEMA["properties"][group]["properties"]
     out: dict[str, np.ndarray] = {}
     columns = data[group]
@@ -287,6 +294,12 @@ def column_arrays(data: Mapping[str, Any], group: str, source: str) -> dict[str,
         rule = rules[name]["items"]
         integer = rule["type"] == "integer"
         where = f"{group}.{name}"
+        if isinstance(values, np.ndarray):  # read from the file's bytes, plain numbers only (fxprof.io.jsonfile)
+            if integer:
+                _check_range(values, rule, where, source)
+            out[name] = values
+            columns[name] = values = None
+            continue
         try:
             array = np.array(values)
         except (ValueError, OverflowError, TypeError):
@@ -415,6 +428,14 @@ def _check_plausible(numbers: np.ndarray, where: str, source: str, limit: float)
         raise _damaged(source, f"{where}[{i}]: {_show(numbers[i])}{unit} is beyond any measurement (at most {limit:g}{unit})")
 
 
+def _within(values: np.ndarray, rule: Mapping[str, Any], limit: float) -> bool:
+    """True when no value of ``values`` can fail :func:`check_profile`'s checks: none is NaN or
+    infinite (either makes the minimum or maximum fail the comparisons below), and all are
+    within the rule's range and ``limit``. False says only that the checks must look."""
+    low, high = values.min(), values.max()
+    return bool(low >= rule.get("minimum", -limit) and low >= -limit and high <= rule.get("maximum", limit) and high <= limit)
+
+
 def _check_unique(names: list[str], source: str) -> None:
     seen: set[str] = set()
     for name in names:
@@ -452,6 +473,9 @@ def check_profile(profile: "Profile", source: str) -> None:
             if raw is None:
                 continue
             values = np.asarray(raw, dtype=np.float64)
+            limit = MAX_MS if name.endswith("_ms") else MAX_NUMBER
+            if len(values) and _within(values, rule["items"], limit):  # the usual case: two passes, no error
+                continue
             nan = np.isnan(values)
             if nan.any() and "null" not in kinds:
                 raise _damaged(source, f"{group}.{name}[{int(np.flatnonzero(nan)[0])}]: a value is missing (null)")
@@ -459,7 +483,7 @@ def check_profile(profile: "Profile", source: str) -> None:
             if infinite.any():
                 raise _damaged(source, f"{group}.{name}[{int(np.flatnonzero(infinite)[0])}]: {values[infinite][0]} is not finite")
             _check_range(np.where(nan, rule["items"].get("minimum", 0), values), rule["items"], f"{group}.{name}", source)
-            _check_plausible(np.where(nan, 0.0, values), f"{group}.{name}", source, MAX_MS if name.endswith("_ms") else MAX_NUMBER)
+            _check_plausible(np.where(nan, 0.0, values), f"{group}.{name}", source, limit)
     runs = profile.num_runs
     sample_runs = columns.run
     if runs and len(sample_runs) and sample_runs.max() >= runs:

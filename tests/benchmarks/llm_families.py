@@ -1,6 +1,7 @@
 """Every causal-LM family of the installed transformers against fxprof's KV cache layout.
 
     python tests/benchmarks/llm_families.py [--json out.json] [--max-params 20e6]
+    python tests/benchmarks/llm_families.py --compile llama,gpt2,... [--timeout 600]
 
 For each entry of ``MODEL_FOR_CAUSAL_LM_MAPPING_NAMES``: the family's config class with its
 size fields shrunk (hidden 64, 2 layers, 4 heads, 2 KV heads, vocabulary 300, a sliding window
@@ -77,12 +78,91 @@ def family(name: str, class_name: str, max_params: float) -> tuple[str, str]:
                      f"{'' if from_config == real else ' (config rule off)'}; {kv_layout(model, cache).rule}")
 
 
+def build(name: str) -> tuple:
+    """The family's small model (as :func:`family` builds it) and a prompt, for ``--compile``."""
+    import transformers as T
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    config = CONFIG_MAPPING[name]()
+    for key, value in SMALL.items():
+        if hasattr(config, key):
+            try:
+                setattr(config, key, value)
+            except Exception:  # noqa: BLE001 - a field the family computes
+                pass
+    types = getattr(config, "layer_types", None)
+    if isinstance(types, list) and types:
+        config.layer_types = [types[i % len(types)] for i in range(2)]
+    torch.manual_seed(0)
+    model = getattr(T, MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[name])(config).eval()
+    model.generation_config.eos_token_id = None
+    return model, torch.randint(3, 200, (1, 8), generator=torch.Generator().manual_seed(0))
+
+
+def compiled_family(name: str) -> tuple[str, str]:
+    """``fxprof.generate`` of the family with its forward compiled in place (static cache), after
+    the model's own compiled generate: ``("ok", ...)`` with the tokens equal to plain greedy
+    generate's, ``"no compile"`` where the model's own compile fails (not fxprof's to profile),
+    ``"FAILED"`` otherwise."""
+    import time
+
+    import fxprof
+
+    try:
+        model, ids = build(name)
+        plain = model.generate(ids, max_new_tokens=4, do_sample=False)
+    except Exception as exc:  # noqa: BLE001
+        return "skip", f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:120] if str(exc).strip() else ''}"
+    model.forward = torch.compile(model.forward)
+    t0 = time.perf_counter()
+    try:
+        own = model.generate(ids, max_new_tokens=4, do_sample=False, cache_implementation="static")
+    except Exception as exc:  # noqa: BLE001
+        return "no compile", f"the model's own compiled generate fails: {type(exc).__name__}: {str(exc).splitlines()[0][:100]}"
+    own_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    try:
+        gen = fxprof.generate(model, ids, max_new_tokens=4, peaks=None, cache_implementation="static")
+    except Exception as exc:  # noqa: BLE001
+        return "FAILED", f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+    same = torch.equal(gen.tokens, plain) and torch.equal(own, plain)
+    return ("ok" if same else "WRONG"), (f"tokens {'equal' if same else 'DIFFER from'} plain greedy generate's; own compile "
+                                         f"{own_s:.0f} s, fxprof.generate {time.perf_counter() - t0:.0f} s; "
+                                         f"{gen.meta.get('compiled', {}).get('graphs')} graph(s)")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", default=None)
     parser.add_argument("--max-params", type=float, default=20e6)
+    parser.add_argument("--compile", default=None, metavar="FAMILIES",
+                        help="comma-separated families: fxprof.generate with the forward compiled in place, each in "
+                             "a process of its own (--timeout seconds), instead of the KV layout check")
+    parser.add_argument("--timeout", type=float, default=600)
+    parser.add_argument("--one", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
+    if args.one:
+        print(json.dumps(compiled_family(args.one)), flush=True)
+        return 0
+    if args.compile:
+        import subprocess
+
+        rows = {}
+        for name in args.compile.split(","):
+            try:
+                run = subprocess.run([sys.executable, __file__, "--one", name], capture_output=True, text=True,
+                                     timeout=args.timeout)
+                last = (run.stdout.strip().splitlines() or [""])[-1]
+                rows[name] = json.loads(last) if last.startswith("[") else ["FAILED", (run.stderr.strip().splitlines() or ["?"])[-1][:160]]
+            except subprocess.TimeoutExpired:
+                rows[name] = ["timeout", f"over {args.timeout:.0f} s"]
+            print(f"{name:20s} {rows[name][0]:10s} {rows[name][1]}", flush=True)
+        if args.json:
+            with open(args.json, "w") as fh:
+                json.dump({"compile": rows}, fh, indent=1)
+        return 0
     import transformers
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 

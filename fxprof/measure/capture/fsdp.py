@@ -10,7 +10,7 @@ from torch import nn
 
 from ...errors import TraceError
 from ..common.state import preserved_buffers, preserved_rng
-from ..distributed.fsdp import async_gathers, bypass_types, fsdp_modules, insert_fsdp_steps, refuse_unsupported
+from ..distributed.fsdp import async_gathers, bypass_types, fsdp_modules, insert_fsdp_steps, is_fsdp, refuse_unsupported
 from .base import GraphCapture
 from .tensor_parallel import split_tensor_parallel
 from .tracer import trace
@@ -18,9 +18,6 @@ from .tracer import trace
 __all__ = ["capture_fsdp", "is_fsdp"]
 
 
-def is_fsdp(model: nn.Module) -> bool:
-    """Whether ``model`` holds ``fully_shard``-ed (FSDP2) modules."""
-    return bool(fsdp_modules(model))
 
 
 def capture_fsdp(model: nn.Module, args: tuple, kwargs: dict, capture: str, concrete_args: Any = None,

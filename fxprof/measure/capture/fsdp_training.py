@@ -31,7 +31,7 @@ import torch
 from torch import nn
 
 from ...core.nodes import NodeInfo
-from ..distributed.fsdp import TrainingSteps, async_gathers, compute_outside_graphs, fsdp_modules
+from ..distributed.fsdp import TrainingSteps, async_gathers, compute_outside_graphs, fsdp_modules, is_fsdp
 from ..distributed.fsdp_state import owned_parameters, refuse_pending_gradients, refuse_unsharded_in_optimizer, reshard
 from ..timing.recorder import Recorder
 from .base import PassFn
@@ -40,9 +40,6 @@ from .training import LOSS_SCOPE, SavedState, TrainingCapture, TrainingSession, 
 __all__ = ["FSDPTrainingCapture", "FSDPRows", "compiled_leaves", "is_fsdp", "FSDP_GRAPHS"]
 
 
-def is_fsdp(model: nn.Module) -> bool:
-    """Whether ``model`` holds ``fully_shard``-ed (FSDP2) modules."""
-    return bool(fsdp_modules(model))
 
 #: the graph (node-name prefix) of FSDP's rows, per phase
 FSDP_GRAPHS = {"forward": "fsdp", "backward": "fsdp_bw"}

@@ -43,7 +43,7 @@ from typing import Any
 
 from torch import fx, nn
 
-__all__ = ["fsdp_modules", "async_gathers", "insert_fsdp_steps", "refuse_unsupported", "forward_prefetch", "bypass_types", "FSDPStep", "FSDP_KINDS",
+__all__ = ["fsdp_modules", "is_fsdp", "async_gathers", "insert_fsdp_steps", "refuse_unsupported", "forward_prefetch", "bypass_types", "FSDPStep", "FSDP_KINDS",
            "TrainingSteps", "param_groups_by_path", "compute_outside_graphs"]
 
 #: the kinds of the nodes fxprof inserts for FSDP's work
@@ -67,6 +67,12 @@ def fsdp_modules(model: nn.Module) -> dict[str, nn.Module]:
     if cls is None:
         return {}
     return {path: m for path, m in model.named_modules() if isinstance(m, cls)}
+
+
+
+def is_fsdp(model: nn.Module) -> bool:
+    """Whether ``model`` holds ``fully_shard``-ed (FSDP2) modules: the one test every capture asks."""
+    return bool(fsdp_modules(model))
 
 
 def _param_groups(module: nn.Module) -> list[Any]:

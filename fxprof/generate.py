@@ -61,8 +61,7 @@ COMPILED_MODULE = ("the model is torch.compile'd (an OptimizedModule), but its g
 #: the model's own compiled forward ran its generate, fxprof's copy of that program did not
 _RECOMPILE_FAILED = ("fxprof compiles the model's forward again (its own copy, with kernel ranges and provenance on) and "
                      "that copy failed in the warm-up generate ({error}), where {model}'s own compiled forward had just "
-                     "generated (seen with OPT, whose forward breaks the graph on Tensor.item(); the cause is not known). "
-                     "Nothing was timed and the model is as it was. Profile the eager forward (fxprof "
+                     "generated. Nothing was timed and the model is as it was. Profile the eager forward (fxprof "
                      "generate without --compile; fxprof.generate on the model without its compiled forward), or the "
                      "compiled one per eager node with fxprof.session(model, capture='dynamo')")
 

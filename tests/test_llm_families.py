@@ -161,23 +161,45 @@ def test_a_streamer_is_fed_as_one_plain_generate_feeds_it():
 
 
 @pytest.mark.slow
-def test_generate_of_a_compiled_opt_generates_or_says_that_fxprofs_copy_failed():
+def test_generate_of_a_compiled_opt_gives_plain_greedy_tokens_and_leaves_the_model_as_it_was():
     """Issue 58: ``fxprof generate --compile`` on OPT stopped with "too many values to unpack
-    (expected 3)" in the warm-up of fxprof's own compile of the forward, after the model's own
-    compiled generate had run. Either the profile is right (the tokens of plain greedy
-    generate), or the error says what failed and what to do, and the model is as it was."""
+    (expected 3)" in the warm-up: the session's forward showed a bare ``(*args, **kwargs)``, and
+    Hugging Face's generate, which reads the forward's signature to choose its inputs, passed
+    OPT's compiled forward others. The session's forward now shows the model's signature."""
+    import inspect
+
     model = _build("opt-fc1-fc2")
     ids = torch.randint(3, 300, (1, 8), generator=torch.Generator().manual_seed(0))
     plain = model.generate(ids, max_new_tokens=3, do_sample=False)
     model.forward = torch.compile(model.forward)
     forward = model.forward
-    try:
-        gen = fxprof.generate(model, ids, max_new_tokens=3, peaks=None, cache_implementation="static")
-    except RuntimeError as exc:
-        text = str(exc)
-        assert "fxprof compiles the model's forward again" in text and "OPTForCausalLM's own compiled forward" in text
-        assert "without --compile" in text and "\n" not in text
-    else:
-        assert torch.equal(gen.tokens, plain)
+    seen = []
+    with fxprof.session(model, schedule=fxprof.schedule(warmup=1, active=1)) as s:
+        seen.append(inspect.signature(model.forward))
+        s.step()
+    assert seen[0] == inspect.signature(forward) and model.forward is forward
+    gen = fxprof.generate(model, ids, max_new_tokens=3, peaks=None, cache_implementation="static")
+    assert torch.equal(gen.tokens, plain)
     assert model.forward is forward
     assert torch.equal(model.generate(ids, max_new_tokens=3, do_sample=False, cache_implementation="static"), plain)
+
+
+@pytest.mark.slow
+def test_where_fxprofs_copy_of_a_compiled_forward_fails_one_line_says_so(monkeypatch):
+    from fxprof.measure.compiled.in_session import LoopCompiledCapture
+
+    model = _build("llama-gqa")
+    ids = torch.randint(3, 300, (1, 8), generator=torch.Generator().manual_seed(0))
+    model.forward = torch.compile(model.forward)
+    forward = model.forward
+
+    def broken(self, args, kwargs):
+        raise ValueError("too many values to unpack (expected 3)")
+
+    monkeypatch.setattr(LoopCompiledCapture, "_call", broken)
+    with pytest.raises(RuntimeError, match="fxprof compiles the model's forward again") as info:
+        fxprof.generate(model, ids, max_new_tokens=3, peaks=None, cache_implementation="static")
+    text = str(info.value)
+    assert "ValueError: too many values to unpack" in text and "LlamaForCausalLM's own compiled forward" in text
+    assert "without --compile" in text and "\n" not in text
+    assert model.forward is forward

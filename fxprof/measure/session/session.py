@@ -75,6 +75,7 @@ from ..timing.contention import ContentionMeter, RunWatch
 from ..timing.recorder import Recorder
 from ..timing.timers import Timer, resolve_timer, tensor_devices
 from .cycle import Captures, Cycle, backward_words, capture_words, numerics_settings, run_environment, untimed_cycle
+from .hook import signed_like
 from .memory import StepMemory, rebind_interpreters
 from .schedule import (
     ACTIONS,
@@ -95,6 +96,7 @@ __all__ = ["Schedule", "Session", "schedule", "session", "ACTIONS"]
 SESSION_KERNEL_TIMER = ("timer='kernel' is not available in a session (nor in fxprof.generate): its kernels are charged "
                         "only in fxprof.profile's own timed runs. Use timer='cuda' here (events per node), or "
                         "fxprof.profile(model, *inputs, timer='kernel') for one input's kernels per node")
+
 
 
 class Session:
@@ -188,7 +190,10 @@ class Session:
         self._saved_forward = model.__dict__.get("forward")
         self._eager = model.forward  # what the model runs when the session is not timing it
         self._thread = threading.get_ident()  # the loop's thread: the only one whose calls are profiled
-        self._hook = self._forward  # one bound method, to tell it from a forward the loop sets
+        # one function, to tell it from a forward the loop sets, with the model's forward's signature:
+        # Hugging Face's generate reads that signature to choose the inputs it passes (a bare (*args,
+        # **kwargs) made OPT's compiled forward get a 4-d tensor for its hidden states)
+        self._hook = signed_like(self._forward, self._eager)
         model.forward = self._hook  # instance attribute: nn.Module.__call__ (and its hooks) calls it
         try:
             self._enter_step(0)  # a schedule that fails at step 0 leaves nothing behind

@@ -63,8 +63,8 @@ def render_header(profile: "Profile") -> str:
         lines.append("inputs: differ between ranks (see below)")  # rank 0's alone would pass for every rank's
     elif inputs:
         lines.append("inputs: " + ", ".join(inputs))
-    if meta.get("capture") == "compiled":
-        lines.append(compiled_line(meta.get("compiled") or {}))
+    if profile.is_compiled:
+        lines.append(compiled_line(profile.compiled))
     elif meta.get("capture") and meta.get("capture") not in ("symbolic", "graphmodule"):
         reason = meta.get("capture_reason")
         lines.append(f"capture: {meta['capture']}" + (f" ({reason})" if reason and reason != "asked for" else ""))
@@ -86,7 +86,7 @@ def render_header(profile: "Profile") -> str:
             f"mode isolated: each node re-run {meta.get('iters', '?')} times back to back on its real "
             f"inputs (steady-state cost, no whole runs); {skipped} node(s) skipped, see skip_reason"
         )
-    elif profile.num_runs and meta.get("capture") == "compiled":
+    elif profile.num_runs and profile.is_compiled:
         from .headline import machine_line
 
         lines.extend(compiled_run_lines(profile))

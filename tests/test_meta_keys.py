@@ -139,3 +139,28 @@ def test_the_file_schema_checks_the_declared_keys():
     declared = [name for name, _ in schema_keys()]
     for schema in (SCHEMA, SCHEMA_V1):
         assert list(schema["properties"]["meta"]["properties"]) == declared
+
+
+def _profile(meta):
+    import pandas as pd
+
+    from fxprof.core.nodes import NodeInfo
+    from fxprof.core.profile import Profile
+
+    samples = pd.DataFrame({"node": ["a"], "run": [0], "time_ms": [1.0], "host_ms": [1.0]})
+    return Profile([NodeInfo(name="a", op="call_function", target="f", module_type="", scope="", range="")], samples,
+                   pd.DataFrame({"run": [0], "total_ms": [1.0]}), meta)
+
+
+def test_what_code_branches_on_is_read_from_the_declared_keys():
+    eager = _profile({"capture": "symbolic"})
+    assert (eager.capture, eager.is_compiled, eager.compiled, eager.is_isolated) == ("symbolic", False, {}, False)
+    compiled = _profile({"capture": "compiled", "compiled": {"compile_s": 1.5}, "mode": "timed"})
+    assert (compiled.capture, compiled.is_compiled, compiled.compiled, compiled.is_isolated) == (
+        "compiled", True, {"compile_s": 1.5}, False)
+    # compiled facts alone do not make a compiled profile: the capture says it (one definition)
+    assert not _profile({"compiled": {"compile_s": 1.5}}).is_compiled
+    assert _profile({"mode": "isolated"}).is_isolated
+    assert _profile({}).capture is None
+    for name in ("capture", "compiled", "mode"):
+        assert name in {k.name for k in META_KEYS}

@@ -19,7 +19,7 @@ __all__ = ["profile_fidelity", "fidelity_lines", "outside_row"]
 
 def profile_fidelity(profile: "Profile") -> Fidelity | None:
     """The profile's :class:`Fidelity`, or None (no own runs, no runs, isolated mode)."""
-    if profile.meta.get("mode") == "isolated" or not profile.num_runs:
+    if profile.is_isolated or not profile.num_runs:
         return None
     from .headline import busy_kept
 
@@ -58,7 +58,7 @@ def fidelity_lines(profile: "Profile") -> list[str]:
     found = profile_fidelity(profile)
     if found is None:
         meta = profile.meta
-        if meta.get("backward") and not meta.get("session") and meta.get("mode") != "isolated" and profile.num_runs:
+        if meta.get("backward") and not meta.get("session") and not profile.is_isolated and profile.num_runs:
             # said, not left out silently: a training step's own run is the user's loop (loss, optimizer)
             return [TRAINING_LINE] + kernel_line(profile)
         return kernel_line(profile)

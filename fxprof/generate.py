@@ -213,7 +213,7 @@ def generate(model: nn.Module, input_ids: torch.Tensor, max_new_tokens: int = 16
             "bytes_per_s": bandwidth[0] if bandwidth else None, "flops_per_s": bandwidth[1] if bandwidth else None,
             "peaks_source": bandwidth[2] if bandwidth else "", "notes": notes, "own_ms": own, "own_lost_ms": own_lost,
             **_machine(prefill, decode)}
-    if prefill.meta.get("capture") == "compiled":  # the compiled program's kernels (torch.profiler), not an eager graph
+    if prefill.is_compiled:  # the compiled program's kernels (torch.profiler), not an eager graph
         c = prefill.meta.get("compiled", {})
         last = (decode or prefill).meta.get("compiled", {})
         meta["timer"] = "compiled kernels (torch.profiler)"

@@ -197,7 +197,8 @@ def is_compiled_side(item: Union["Profile", pd.DataFrame]) -> bool:
     table (no meta): does it have kernel rows?"""
     if isinstance(item, pd.DataFrame):
         return "op" in item.columns and bool(item["op"].isin(["kernel", "extern"]).any())
-    return item.meta.get("capture") == "compiled" or "compiled" in item.meta
+    # also a profile whose meta carries compiled mode's facts under another capture name
+    return item.is_compiled or "compiled" in item.meta
 
 
 def use_blocks_instead(a: Union["Profile", pd.DataFrame], b: Union["Profile", pd.DataFrame], in_both: int,

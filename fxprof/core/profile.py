@@ -176,11 +176,36 @@ class Profile:
             runs["busy"] = found.busy
         return runs
 
+    # ----------------------------------------------------------------- what the profile is (meta)
+    # typed reads of the meta keys that code branches on (every key: fxprof/core/metakeys.py)
+    @property
+    def capture(self) -> str | None:
+        """How the graph was made (``meta["capture"]``): ``"symbolic"``, ``"dynamo"``,
+        ``"export"``, ``"graphmodule"``, ``"training"``, ``"compiled"``...; None when not said."""
+        return self.meta.get("capture")
+
+    @property
+    def is_compiled(self) -> bool:
+        """A profile of a compiled program's kernels (a ``torch.compile``'d model, or
+        ``compile=``): ``meta["capture"]`` is ``"compiled"``. The one definition of it."""
+        return self.meta.get("capture") == "compiled"
+
+    @property
+    def compiled(self) -> dict[str, Any]:
+        """Compiled mode's facts (``meta["compiled"]``: backend, compile_s, graphs, kernels,
+        unprofiled_ms, breaks...); ``{}`` when there are none."""
+        return self.meta.get("compiled") or {}
+
+    @property
+    def is_isolated(self) -> bool:
+        """Made in isolated mode (``meta["mode"] == "isolated"``: each node re-run alone, no whole runs)."""
+        return self.meta.get("mode") == "isolated"
+
     @property
     def contention(self) -> "Contention | None":
         """What the timed runs lost to other processes (:mod:`fxprof.core.contention`): per run,
         the busy mask, the load; None when it was not measured."""
-        if self.meta.get("mode") == "isolated":
+        if self.is_isolated:
             return None
         from .contention import contention
 
@@ -207,7 +232,7 @@ class Profile:
         """Runs whose total time is above ``max(Q3 + 3 IQR, 1.2 x median)`` of all run totals
         (:func:`fxprof.core.stats.outlier_fence`; none with fewer than 5 runs). Unless
         :attr:`keep_outliers` is set, their samples are left out of every derived statistic."""
-        if self.meta.get("mode") == "isolated":
+        if self.is_isolated:
             return []
         from .stats import outlier_mask
 
@@ -266,7 +291,7 @@ class Profile:
         The rest is the interpreter's own work between nodes (fetching arguments, freeing
         values, bookkeeping). NaN when there are no runs, and in isolated mode (no whole runs).
         """
-        if self._runs.empty or self.meta.get("mode") == "isolated":
+        if self._runs.empty or self.is_isolated:
             return math.nan
         run_median = float(np.median(self.kept_totals()))
         if len(self.ranks) > 1:  # gathered: each node's median is over its own rank's runs only
@@ -407,7 +432,7 @@ class Profile:
     def _bound(self, table: pd.DataFrame) -> pd.Series:
         from .bound import DEVICE_TIMERS, bound_verdicts
 
-        if self.meta.get("timer") not in DEVICE_TIMERS or self.meta.get("mode") == "isolated":
+        if self.meta.get("timer") not in DEVICE_TIMERS or self.is_isolated:
             return pd.Series("", index=table.index, dtype=str)
         return bound_verdicts(self._samples, table, no_event=self.meta.get("no_event_nodes", ()))
 

@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from ..columns import BY_NAME, Column, signed_columns, stored_columns
+from ..core.metakeys import schema_keys
 from ..errors import ProfileFormatError
 
 if TYPE_CHECKING:
@@ -40,6 +41,31 @@ _NONNEG_INT = {"type": "integer", "minimum": 0, "maximum": _INT64_MAX}
 _TIME = {"type": "number", "minimum": 0}
 _OPTIONAL_TIME = {"type": ["number", "null"], "minimum": 0}
 _TEXT = {"type": "string"}
+
+
+#: the rules a saved profile's ``meta`` keys are checked by, by the name that
+#: fxprof/core/metakeys.py gives each key's ``schema``
+_META_RULES: dict[str, dict[str, Any]] = {
+    "text": _TEXT,
+    "count": _NONNEG_INT,
+    "threads": {"type": "integer", "minimum": 1, "maximum": _INT64_MAX},
+    "flag": {"type": "boolean"},
+    "texts": {"type": "array", "items": _TEXT},
+    "mode": {"enum": ["timed", "isolated"]},
+    "epoch_ns": {**_NONNEG_INT, "description": "Unix time (ns) of the first timed run's start"},
+    "peaks": {
+        "type": "object",
+        "description": "the machine's roofs the roofline columns are against (fxprof.core.roofline.Peaks)",
+        "required": ["flops_per_s", "bytes_per_s"],
+        "properties": {
+            **{k: {"type": "number", "exclusiveMinimum": 0} for k in ("flops_per_s", "bytes_per_s")},
+            "overhead_s": {"type": "number", "minimum": 0},
+            **{k: _TEXT for k in ("device", "device_name", "dtype", "torch", "source")},
+            "threads": {"type": ["integer", "null"], "minimum": 1},
+            "details": {"type": "object"},
+        },
+    },
+}
 
 
 def _column(item: dict[str, Any], description: str) -> dict[str, Any]:
@@ -75,28 +101,7 @@ SCHEMA_V1: dict[str, Any] = {
         "meta": {
             "type": "object",
             "description": "what was measured and how; keys not listed here are kept as they are",
-            "properties": {
-                **{k: _TEXT for k in ("model", "timer", "device", "capture", "capture_reason", "capture_note",
-                                      "torch", "fxprof", "python", "machine", "created", "gpu")},
-                **{k: _NONNEG_INT for k in ("warmup", "iters", "requested_iters")},
-                "threads": {"type": "integer", "minimum": 1, "maximum": _INT64_MAX},
-                **{k: {"type": "boolean"} for k in ("no_grad", "training", "incomplete")},
-                "inputs": {"type": "array", "items": _TEXT},
-                "mode": {"enum": ["timed", "isolated"]},
-                "epoch_ns": {**_NONNEG_INT, "description": "Unix time (ns) of the first timed run's start"},
-                "peaks": {
-                    "type": "object",
-                    "description": "the machine's roofs the roofline columns are against (fxprof.core.roofline.Peaks)",
-                    "required": ["flops_per_s", "bytes_per_s"],
-                    "properties": {
-                        **{k: {"type": "number", "exclusiveMinimum": 0} for k in ("flops_per_s", "bytes_per_s")},
-                        "overhead_s": {"type": "number", "minimum": 0},
-                        **{k: _TEXT for k in ("device", "device_name", "dtype", "torch", "source")},
-                        "threads": {"type": ["integer", "null"], "minimum": 1},
-                        "details": {"type": "object"},
-                    },
-                },
-            },
+            "properties": {name: _META_RULES[rule] for name, rule in schema_keys()},
         },
         "nodes": {
             "type": "array",

@@ -35,7 +35,7 @@ def breaks_lines(profile: "Profile", own_ms: float | None) -> list[str]:
     17%, overhead 9%``, and the recompiles of the timed runs with their reasons. Shares are of
     the compiled run as profiled (the rows' summed medians, which add up to it), so they add up
     to 100%; ``own_ms`` (the unprofiled run) is named on the ``kernels:`` line."""
-    compiled: dict[str, Any] = profile.meta.get("compiled") or {}
+    compiled: dict[str, Any] = profile.compiled
     table = profile.df
     if "op" not in table.columns or not table["op"].isin((BREAK, OVERHEAD)).any():
         return []
@@ -93,7 +93,7 @@ def breaks_table(profile: "Profile") -> pd.DataFrame:
     median time a run and its share of the compiled model's own run."""
     from ..core.compiled import quiet_own_run_ms
 
-    breaks = (profile.meta.get("compiled") or {}).get("breaks") or []
+    breaks = profile.compiled.get("breaks") or []
     own, _ = quiet_own_run_ms(profile.meta)
     rows = [{"break": e.get("name", ""), "reason": e.get("reason", ""), "where": describe_site(e).split(" at ", 1)[-1],
              "scope": e.get("scope", "") or "(root)", "count": e.get("count"), "median_ms": e.get("median_ms"),

@@ -47,7 +47,7 @@ def compiled_run_lines(profile: "Profile") -> list[str]:
     lines = [
         f"run: median {format_ms(med)} (IQR {format_ms(q75 - q25)}) over {len(totals)} profiled runs; "
         + (f"its rows (kernels, graph breaks, the compiled program's own Python) account for {profile.coverage * 100:.1f}% "
-           f"of it (coverage)" + (_coverage_rest(profile) if (profile.meta.get("compiled") or {}).get("profiler_cost")
+           f"of it (coverage)" + (_coverage_rest(profile) if profile.compiled.get("profiler_cost")
                                   else "") + lost if framed else
            f"kernels account for {profile.coverage * 100:.1f}% of it (coverage), the rest is the compiled program's own "
            f"Python (guards, wrappers, allocations) and the profiler's" + lost)

@@ -19,7 +19,7 @@ __all__ = ["profile_fidelity", "fidelity_lines", "outside_row"]
 
 def profile_fidelity(profile: "Profile") -> Fidelity | None:
     """The profile's :class:`Fidelity`, or None (no own runs, no runs, isolated mode)."""
-    if profile.meta.get("mode") == "isolated" or not profile.num_runs:
+    if profile.is_isolated or not profile.num_runs:
         return None
     from .headline import busy_kept
 
@@ -58,24 +58,24 @@ def fidelity_lines(profile: "Profile") -> list[str]:
     found = profile_fidelity(profile)
     if found is None:
         meta = profile.meta
-        if meta.get("backward") and not meta.get("session") and meta.get("mode") != "isolated" and profile.num_runs:
+        if meta.get("backward") and not meta.get("session") and not profile.is_isolated and profile.num_runs:
             # said, not left out silently: a training step's own run is the user's loop (loss, optimizer)
             return [TRAINING_LINE] + kernel_line(profile)
         return kernel_line(profile)
-    whose = "the compiled model's own" if profile.meta.get("capture") == "compiled" else "the model's own"
-    after = [float(v) for v in (profile.meta.get("compiled") or {}).get("unprofiled_after_profiler_ms") or ()]
+    whose = "the compiled model's own" if profile.is_compiled else "the model's own"
+    after = [float(v) for v in profile.compiled.get("unprofiled_after_profiler_ms") or ()]
     where = ("at the loop's eager steps" if profile.meta.get("session") else
              f"in a plain loop before the profiled ones; those after took {format_ms(float(np.median(after)))}, "
              f"{float(np.median(after)) / found.own_ms:.2f} x: a process launches slower once torch.profiler has run in it, "
              f"so they are left out" if after and found.own_ms > 0 else
-             "in a plain loop before and after the profiled ones" if profile.meta.get("capture") == "compiled" else "between the profiled ones")
+             "in a plain loop before and after the profiled ones" if profile.is_compiled else "between the profiled ones")
     if found.unreliable:  # a ratio from too few, too spread or preempted runs is not printed
         return [f"fidelity: not stated: {found.unreliable}; the median profiled run took {format_ms(found.profiled_ms)}, "
                 f"the model's own {format_ms(found.own_ms)} (median of {found.own_runs} unprofiled runs {where})"] + kernel_line(profile)
     corrected = (f", {found.corrected_own} of them less the time they lost to other processes" if found.corrected_own else "")
     line = (f"fidelity: profiled run {found.ratio:.2f} x {whose} ({format_ms(found.own_ms)}, median of "
             f"{found.own_runs} unprofiled runs {where}{corrected})")
-    if found.too_slow and profile.meta.get("capture") == "compiled":
+    if found.too_slow and profile.is_compiled:
         # no marks of fxprof's in a compiled run: the profiler (CUPTI) records every launch, which
         # a launch-bound program pays for in every kernel (an H200: resnet50 1.56x, BERT 1.02-1.4x)
         line += (f"; over {GPU_RATIO_LIMIT:g}x on the GPU: torch.profiler (CUPTI) adds to every kernel launch, and a "
@@ -114,7 +114,7 @@ def outside_row(profile: "Profile") -> pd.DataFrame:
     Tables show it after the node rows, out of every ranking; with it the rows add up to the
     model's own run."""
     found = profile_fidelity(profile)
-    if found is None or not found.outside_shown or profile.meta.get("capture") == "compiled" or _own_runs_shared(profile):
+    if found is None or not found.outside_shown or profile.is_compiled or _own_runs_shared(profile):
         return pd.DataFrame()
     return pd.DataFrame({"kind": ["outside"], "median_ms": [found.outside_ms]}, index=pd.Index([outside_label(profile.meta)], name="node"))
 
@@ -122,7 +122,7 @@ def outside_row(profile: "Profile") -> pd.DataFrame:
 def outside_note(profile: "Profile") -> str:
     """The footer line that says what the outside row is."""
     found = profile_fidelity(profile)
-    if found is None or not found.outside_shown or profile.meta.get("capture") == "compiled" or _own_runs_shared(profile):
+    if found is None or not found.outside_shown or profile.is_compiled or _own_runs_shared(profile):
         return ""
     label = outside_label(profile.meta)
     what = ("the model's Python that the captured graph(s) do not contain, and its calls between their ops"

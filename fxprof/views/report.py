@@ -326,7 +326,7 @@ def render_report(profile: Profile, title: str | None = None) -> str:
                               table_html(gathers, "fx-overlap", "overlap"), _note(" ".join(overlap_lines(profile)))))
         nav.append(("overlap", "FSDP overlap"))
     body += extra
-    if (profile.meta.get("compiled") or {}).get("breaks"):  # a compiled model's graph breaks (fxprof.views.breaks)
+    if profile.compiled.get("breaks"):  # a compiled model's graph breaks (fxprof.views.breaks)
         from .breaks import breaks_table
 
         body.append(_section("breaks", "Graph breaks, biggest first", "Each is the Python that runs between two compiled graphs "

@@ -50,7 +50,7 @@ def render_header(profile: "Profile") -> str:
         f"fxprof: {meta.get('model', 'model')}",
         f"timer {meta.get('timer', '?')} on {meta.get('gpu') or meta.get('device', '?')}",
         f"{meta.get('warmup_runs', meta.get('warmup', '?'))} warm-up + "
-        + (f"{meta.get('iters', '?')} repeats per node" if meta.get("mode") == "isolated" else f"{profile.num_runs} timed runs")
+        + (f"{meta.get('iters', '?')} repeats per node" if profile.is_isolated else f"{profile.num_runs} timed runs")
         + (f" ({len(profile.ranks)} ranks)" if len(profile.ranks) > 1 else ""),
         f"threads {meta.get('threads', '?')}",
         f"torch {meta.get('torch', '?')}",
@@ -63,8 +63,8 @@ def render_header(profile: "Profile") -> str:
         lines.append("inputs: differ between ranks (see below)")  # rank 0's alone would pass for every rank's
     elif inputs:
         lines.append("inputs: " + ", ".join(inputs))
-    if meta.get("capture") == "compiled":
-        lines.append(compiled_line(meta.get("compiled") or {}))
+    if profile.is_compiled:
+        lines.append(compiled_line(profile.compiled))
     elif meta.get("capture") and meta.get("capture") not in ("symbolic", "graphmodule"):
         reason = meta.get("capture_reason")
         lines.append(f"capture: {meta['capture']}" + (f" ({reason})" if reason and reason != "asked for" else ""))
@@ -80,13 +80,13 @@ def render_header(profile: "Profile") -> str:
         lines.extend(_above_roof(profile))
     lines.extend(f"note: {note}" for note in meta.get("notes", ()))
     lines.extend(memory_line(profile))  # fxprof.views.memory
-    if meta.get("mode") == "isolated":
+    if profile.is_isolated:
         skipped = int((profile.anatomy["skip_reason"] != "").sum())
         lines.append(
             f"mode isolated: each node re-run {meta.get('iters', '?')} times back to back on its real "
             f"inputs (steady-state cost, no whole runs); {skipped} node(s) skipped, see skip_reason"
         )
-    elif profile.num_runs and meta.get("capture") == "compiled":
+    elif profile.num_runs and profile.is_compiled:
         from .headline import machine_line
 
         lines.extend(compiled_run_lines(profile))
@@ -119,7 +119,7 @@ def render_header(profile: "Profile") -> str:
     lines.extend(fidelity_lines(profile))
     if meta.get("backward") and profile.num_runs:
         lines.append(_step_line(profile))
-    if meta.get("incomplete") and meta.get("mode") == "isolated":
+    if meta.get("incomplete") and profile.is_isolated:
         lines.append("INCOMPLETE: interrupted before every node was re-run")
     elif meta.get("incomplete"):
         lines.append(f"INCOMPLETE: {profile.num_runs} of {meta.get('requested_iters', '?')} requested runs completed")

@@ -82,7 +82,7 @@ def _base_ns(meta: dict[str, Any]) -> int | None:
 
 
 def _check_timeline(profile: "Profile") -> None:
-    if profile.meta.get("mode") == "isolated":
+    if profile.is_isolated:
         raise ValueError(
             "an isolated-mode profile has no timeline (each node was re-run on its own); "
             "profile with mode='timed' for a Chrome trace"

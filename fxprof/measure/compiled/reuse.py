@@ -140,7 +140,7 @@ def settle_first_call(session: Any, described: dict[str, Any], compile_s: float,
 
 def reuse_note(profile: Any) -> None:
     """The note of a profile that reused an earlier compile."""
-    compiled = profile.meta.get("compiled") or {}
+    compiled = profile.compiled
     if compiled.get("reused"):
         note = REUSED_NOTE if not compiled.get("compile_s") else (
             "reused the compile of an earlier profile of this model in this process; new input shapes or guards "

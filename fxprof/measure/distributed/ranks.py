@@ -133,7 +133,7 @@ def gather(profile: "Profile", dst: int = 0, group: Any = None) -> "Profile | No
     """
     if not is_initialized():
         return profile
-    if profile.meta.get("mode") == "isolated":
+    if profile.is_isolated:
         raise ValueError(ISOLATED_UNDER_RANKS)
     dist = _dist()
     rank = dist.get_rank(group)

@@ -155,7 +155,7 @@ def charge_spans(kernels: Sequence[Kernel], spans: Iterable[Span]) -> tuple[list
     ``extern_kernels.addmm`` there), so an op never takes an extern call of a later layer.
     An extern call with no event of its own (a custom op such as transformers' experts'
     ``grouped_mm_fallback``, whose Python body runs ``aten::mm`` per expert) is charged the op
-    events left over in its stretch, as one span from the first to the last. Both are counted
+    events left over in its stretch, as one span (their times summed). Both are counted
     per call of the graph. Spans named ``fxprof::...`` (graph breaks and overhead,
     :mod:`fxprof.core.breaks`) are neither.
     """
@@ -211,7 +211,9 @@ def _charge_stretch(graph: str, ks: Sequence[Kernel], externs: list[int], spans:
                     charged: list[tuple[str, Span]], unmatched: list[Span]) -> None:
     """The spans between two generated kernels' calls, to the extern calls of the code between
     them (``externs``: positions in ``ks``): by op in order, then the op events left over to an
-    extern call that had no event of its own, merged into one span per run of them."""
+    extern call that had no event of its own, merged into one span per run of them (their
+    durations summed: what lies between them is the graph's overhead, where the profiler's own
+    cost per event is taken out, as for any time outside the kernels)."""
     cursor, matched = 0, set()
     left: list[tuple[Span, int]] = []  # a span no extern's op matched, and the last extern matched before it
     for span in spans:
@@ -231,10 +233,9 @@ def _charge_stretch(graph: str, ks: Sequence[Kernel], externs: list[int], spans:
             unmatched.append(span)
             continue
         owner = next((n for n in silent if n > before), silent[-1])
-        if owner == current:
+        if owner == current:  # its own time: the gaps between the nested ops are the graph's overhead, as elsewhere
             first = owner_of[owner]
-            owner_of[owner] = dataclasses.replace(first, duration_ms=max(first.duration_ms,
-                                                                         span.start_ms + span.duration_ms - first.start_ms))
+            owner_of[owner] = dataclasses.replace(first, duration_ms=first.duration_ms + span.duration_ms)
             continue
         if current is not None:
             charged.append((graph + "|" + ks[externs[current]].key, owner_of.pop(current)))

@@ -33,21 +33,28 @@ SMALL = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key
              max_position_embeddings=128, n_positions=128, sliding_window=5)
 
 
-def family(name: str, class_name: str, max_params: float) -> tuple[str, str]:
-    import transformers as T
+def small_config(name: str):
+    """The family's default config with its size fields shrunk (:data:`SMALL`), 2 layers' types."""
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
+    config = CONFIG_MAPPING[name]()
+    for key, value in SMALL.items():
+        if hasattr(config, key):
+            try:
+                setattr(config, key, value)
+            except Exception:  # noqa: BLE001 - a field the family computes
+                pass
+    types = getattr(config, "layer_types", None)
+    if isinstance(types, list) and types:
+        config.layer_types = [types[i % len(types)] for i in range(2)]
+    return config
+
+
+def family(name: str, class_name: str, max_params: float) -> tuple[str, str]:
+    import transformers as T
+
     try:
-        config = CONFIG_MAPPING[name]()
-        for key, value in SMALL.items():
-            if hasattr(config, key):
-                try:
-                    setattr(config, key, value)
-                except Exception:  # noqa: BLE001 - a field the family computes
-                    pass
-        types = getattr(config, "layer_types", None)
-        if isinstance(types, list) and types:
-            config.layer_types = [types[i % len(types)] for i in range(2)]
+        config = small_config(name)
         cls = getattr(T, class_name)
         with torch.device("meta"):
             probe = cls(config)
@@ -81,19 +88,9 @@ def family(name: str, class_name: str, max_params: float) -> tuple[str, str]:
 def build(name: str) -> tuple:
     """The family's small model (as :func:`family` builds it) and a prompt, for ``--compile``."""
     import transformers as T
-    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
-    config = CONFIG_MAPPING[name]()
-    for key, value in SMALL.items():
-        if hasattr(config, key):
-            try:
-                setattr(config, key, value)
-            except Exception:  # noqa: BLE001 - a field the family computes
-                pass
-    types = getattr(config, "layer_types", None)
-    if isinstance(types, list) and types:
-        config.layer_types = [types[i % len(types)] for i in range(2)]
+    config = small_config(name)
     torch.manual_seed(0)
     model = getattr(T, MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[name])(config).eval()
     model.generation_config.eos_token_id = None

@@ -115,9 +115,34 @@ class Contention:
         return [int(r) for r in self.runs[self.busy]]
 
     @property
+    def left_out_runs(self) -> list[int]:
+        """The busy runs left out of the statistics: all of them where enough quiet runs remain
+        (:func:`enough_quiet`), else none. A gathered profile decides rank by rank, as it judges
+        outliers: a rank that was busy in most of its runs keeps them, rather than leaving the
+        statistics without that rank."""
+        if not self.busy.any():
+            return []
+        if self.ranks is None:
+            return self.busy_runs if enough_quiet(int((~self.busy).sum()), len(self.runs)) else []
+        out: list[int] = []
+        for rank in np.unique(self.ranks):
+            mine = self.ranks == rank
+            if enough_quiet(int((~self.busy[mine]).sum()), int(mine.sum())):
+                out += [int(r) for r in self.runs[mine & self.busy]]
+        return sorted(out)
+
+    @property
     def left_out(self) -> bool:
-        """Whether the busy runs are left out of the statistics (enough quiet runs remain)."""
-        return bool(self.busy.any()) and enough_quiet(int((~self.busy).sum()), len(self.runs))
+        """Whether busy runs are left out of the statistics (:attr:`left_out_runs`)."""
+        return bool(self.left_out_runs)
+
+    @property
+    def kept_busy_ranks(self) -> list[int]:
+        """A gathered profile's ranks whose busy runs stay in the statistics (too few quiet runs there)."""
+        if self.ranks is None or not self.busy.any():
+            return []
+        left = set(self.left_out_runs)
+        return sorted({int(k) for k, r, b in zip(self.ranks, self.runs, self.busy) if b and int(r) not in left})
 
     @property
     def shares(self) -> np.ndarray:
@@ -225,7 +250,13 @@ def machine_words(found: Contention) -> str:
             f"processes ({_load_words(found)})")
     if found.ranks is not None:
         head += "; " + _rank_words(found)
-    if found.left_out:
+    kept_ranks = found.kept_busy_ranks
+    if found.left_out and kept_ranks:
+        listed = ", ".join(str(r) for r in kept_ranks)
+        then = (f"; {len(found.left_out_runs)} of them are left out of the statistics (profile.keep_outliers = True "
+                f"keeps them); rank(s) {listed} had too few quiet runs of their own, so their busy runs stay in and "
+                f"their times include time lost to other processes")
+    elif found.left_out:
         then = (f"; they are left out of the statistics, which use the {int((~found.busy).sum())} quiet runs "
                 f"(profile.keep_outliers = True keeps them)")
     else:

@@ -224,7 +224,7 @@ class Profile:
         if (self.keep_outliers if keep_outliers is None else keep_outliers):
             return []
         found = self.contention
-        busy = found.busy_runs if found is not None and found.left_out else []
+        busy = found.left_out_runs if found is not None else []
         return sorted(set(self.outlier_runs) | set(busy))
 
     @property

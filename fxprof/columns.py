@@ -135,6 +135,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("forward_node", "str", "text", "a backward node: the forward node it differentiates, else empty", source="node", old_default=""),
     Column("origins", "str", "text", "a compiled kernel: the graph nodes it computes, joined by `+`, else empty", source="node", old_default=""),
     Column("raw_name", "str", "text", "the node's name in its capture, when the table shows it under another", source="node", old_default=""),
+    Column("role", "str", "text", "what the row is: `model` (the model's work), `plumbing` (inputs, attribute reads, output, guards), `range` (a `record_function` range's enter or exit), `collective`, `fsdp`, `tp` and `ddp` (a parallel layout's steps fxprof times), `optimizer`, and a compiled model's `kernel`, `unmatched`, `graph_break` and `outside` rows; set where the row is made (files from before it: derived on load)", source="node"),
     # the timed samples (fxprof.core.columnar)
     Column("calls", "int64", "count", "samples of the node: one per call, in every run in which it executed", source="stats"),
     Column("calls_per_run", "float64", "count", "calls per model run (1.0 unless the node's graph runs several times in one model call, as dynamo graphs of a repeated block do; 0 for a node that never ran)", source="stats", old_default=None),

@@ -12,6 +12,8 @@ from .columns import stored_columns
 __all__ = [
     "__version__", "TIMER_NAMES", "CUDA_TIMERS", "EVENT_TIMERS", "CAPTURES", "COMPILE_MODES", "MODES", "OPTIMIZERS",
     "GROUP_KEYS", "PHASES", "RANGE_KIND", "SCOPE_SOURCES", "ANATOMY_COLUMNS", "TIME_COLUMNS", "ENV_KEYS",
+    "ROLES", "MODEL", "PLUMBING", "RANGE", "COLLECTIVE", "FSDP", "TP", "DDP", "OPTIMIZER", "KERNEL", "UNMATCHED",
+    "GRAPH_BREAK", "OUTSIDE", "PARALLEL_ROLES", "COLLECTIVE_KINDS", "FSDP_STEPS", "NO_COLLECTIVE", "BREAK", "OVERHEAD",
 ]
 
 __version__ = "0.1.0"
@@ -42,6 +44,61 @@ GROUP_KEYS = ("op", "module_type", "range", "scope", "graph", "phase", "comm", "
 RANGE_KIND = "record_function"
 #: the parts of a training step, in order
 PHASES = ("forward", "loss", "backward", "optimizer")
+
+# ------------------------------------------------------------------------ what a row is
+# A row's ``role`` (the ``role`` column) is set where the row is made: by the capture that
+# describes a graph's nodes (fxprof.measure.capture.graph), by the code that adds rows of its
+# own (FSDP's and DDP's steps, the optimizer, a compiled model's kernels, graph breaks). Analyses
+# read it (FSDP's overlap, communication against computation, plumbing), never a target's text;
+# files written before the column existed get it derived once on load (fxprof.io.roles).
+MODEL = "model"
+PLUMBING = "plumbing"
+RANGE = "range"
+COLLECTIVE = "collective"
+FSDP = "fsdp"
+TP = "tp"
+DDP = "ddp"
+OPTIMIZER = "optimizer"
+KERNEL = "kernel"
+UNMATCHED = "unmatched"
+GRAPH_BREAK = "graph_break"
+OUTSIDE = "outside"
+#: every role, with what it means
+ROLES: dict[str, str] = {
+    MODEL: "a node of the model's graph doing the model's work",
+    PLUMBING: "the graph's inputs, attribute reads, output and guards: no work of the model",
+    RANGE: "the enter or exit of a record_function range (the range's own bookkeeping)",
+    COLLECTIVE: "a torch.distributed collective, point-to-point op or wait in the graph",
+    FSDP: "one of FSDP2's steps, timed by fxprof: all_gather, wait, reshard or reduce_scatter (its kind)",
+    TP: "a tensor-parallel module's input or output redistribution (its kind: the collective it issued, or redistribute)",
+    DDP: "DDP's gradient all-reduce of a bucket, or the wait for them all",
+    OPTIMIZER: "the optimizer's zero_grad or step in a training step",
+    KERNEL: "a compiled model's kernel (generated or extern)",
+    UNMATCHED: "a compiled model's profiler event that no kernel claims",
+    GRAPH_BREAK: "a compiled model's graph break: the Python between two compiled graphs",
+    OUTSIDE: "a compiled model's time outside its kernels: guards, wrappers, the call into the compiled region",
+}
+#: roles of rows fxprof adds for a parallel layout's own work; communication when their kind is a collective
+PARALLEL_ROLES = (FSDP, TP, DDP)
+
+#: ``kind`` values of collective operations, in every spelling the captures produce: the
+#: functional collectives of dynamo/export graphs (``all_reduce`` then ``wait_tensor``), the
+#: in-place ``torch.distributed`` calls, and point-to-point operations
+COLLECTIVE_KINDS = frozenset({
+    "all_reduce", "all_reduce_coalesced", "all_gather", "all_gather_into_tensor",
+    "all_gather_into_tensor_coalesced", "all_gather_object", "reduce_scatter", "reduce_scatter_tensor",
+    "reduce_scatter_tensor_coalesced", "all_to_all", "all_to_all_single", "broadcast", "reduce",
+    "gather", "scatter", "barrier", "send", "recv", "isend", "irecv", "batch_isend_irecv",
+    "wait_tensor", "wait", "_wrap_tensor_autograd",
+})
+#: the kinds of FSDP's step rows (role ``fsdp``): the first three in a forward's graph, the
+#: reduce-scatter in a training step's backward
+FSDP_STEPS = ("all_gather", "wait", "reshard", "reduce_scatter")
+#: the kind of a tensor-parallel input or output step that issued no collective
+NO_COLLECTIVE = "redistribute"
+#: the ``op`` and ``kind`` of a compiled profile's graph-break rows and of its rows of time
+#: outside the kernels
+BREAK, OVERHEAD = "graph_break", "compiled_overhead"
 
 #: where a node's ``scope`` came from (the ``scope_source`` column):
 #: ``recorded``: the graph says so (the called module, or the node's ``nn_module_stack``);

@@ -154,7 +154,8 @@ def test_collectives_are_communication_in_the_comm_roll_up():
     table = pd.DataFrame(
         {"op": ["placeholder", "call_function", "call_function", "call_module", "output"],
          "kind": ["placeholder", "all_reduce", "wait_tensor", "linear", "output"],
-         "target": ["x", "torch.ops._c10d_functional.all_reduce", "torch.ops._c10d_functional.wait_tensor", "fc", "output"]},
+         "target": ["x", "torch.ops._c10d_functional.all_reduce", "torch.ops._c10d_functional.wait_tensor", "fc", "output"],
+         "role": ["plumbing", "collective", "collective", "model", "plumbing"]},
         index=["x", "all_reduce", "wait", "fc", "output"],
     )
     from fxprof.core.ranks import comm_labels

@@ -169,7 +169,7 @@ def test_the_line_says_why_the_layers_medians_do_not_add_up_to_it():
     from fxprof.core.profile import Profile
     from fxprof.views.overlap import overlap_lines
 
-    nodes = [NodeInfo(f"{layer}_{step}", "call_function", f"fsdp.{step}({layer})", "", layer, "", kind=step)
+    nodes = [NodeInfo(f"{layer}_{step}", "call_function", f"fsdp.{step}({layer})", "", layer, "", kind=step, role="fsdp")
              for layer in ("a", "b") for step in ("all_gather", "wait")]
     issues = {0: (10.0, 0.1), 1: (0.1, 10.0), 2: (0.1, 0.1)}
     rows = []

@@ -23,13 +23,13 @@ import os
 import re
 from typing import Any, Iterable, Mapping, Sequence
 
+from ..vocab import BREAK, GRAPH_BREAK, OUTSIDE, OVERHEAD
 from .compiled import common_scope
 from .nodes import NodeInfo
 
 __all__ = ["BreakSite", "BREAK", "OVERHEAD", "reason_of", "break_rows", "overhead_rows", "break_summary", "describe_site"]
 
 #: ``op`` and ``kind`` of the rows this module makes
-BREAK, OVERHEAD = "graph_break", "compiled_overhead"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,7 +125,7 @@ def break_rows(sites: Iterable[BreakSite], module_types: Mapping[str, str], root
         rows.append(NodeInfo(
             name=name, op=BREAK, target=f"{file}:{line}", module_type=module_types.get(scope, "") if scope else root_type,
             scope=scope, range="", kind=BREAK, graph=first.graph, scope_source="frame",
-            origins=",".join(s.graph for s in group), raw_name=f"{reason} at {first.where} in {first.function}"))
+            origins=",".join(s.graph for s in group), raw_name=f"{reason} at {first.where} in {first.function}", role=GRAPH_BREAK))
         for s in group:
             row_of[s.graph] = name
     return rows, row_of
@@ -143,7 +143,7 @@ def overhead_rows(graphs: Sequence[str], frame_scope: Mapping[str, str], module_
         rows.append(NodeInfo(
             name=name, op=OVERHEAD, target="guards, wrappers, allocations", module_type=module_types.get(scope, "") if scope else root_type,
             scope=scope, range="", kind=OVERHEAD, graph=g, scope_source="frame" if scope else "",
-            raw_name=f"Torch-Compiled Region: {g} outside its kernels"))
+            raw_name=f"Torch-Compiled Region: {g} outside its kernels", role=OUTSIDE))
         row_of[g] = name
     return rows, row_of
 

@@ -16,6 +16,7 @@ import dataclasses
 import re
 from typing import Any, Iterable, Mapping, Sequence
 
+from ..vocab import COLLECTIVE, KERNEL, UNMATCHED
 from .names import input_name, weight_name
 from .nodes import NodeInfo
 
@@ -24,8 +25,9 @@ __all__ = ["own_run_ms", "quiet_own_run_ms", "Kernel", "Span", "common_scope", "
 
 #: the ``op`` of a generated kernel's row and of an extern call's (``mm``, convolution...)
 GENERATED, EXTERN = "kernel", "extern"
-#: the ``op`` of a row for profiler events inside a compiled graph that no kernel claims
-UNMATCHED = "unmatched"
+#: how an extern call of a torch.distributed collective starts (``torch.ops._c10d_functional.all_reduce_.default``):
+#: its row's role is ``collective``, not ``kernel``
+_COLLECTIVE_OPS = ("torch.ops._c10d_functional", "torch.ops.c10d")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -453,6 +455,7 @@ def kernel_nodes(
             if work else "",
             origins=",".join(readable),
             raw_name=k.range_name or k.key,
+            role=COLLECTIVE if not k.generated and k.base.startswith(_COLLECTIVE_OPS) else KERNEL,
         ))
     return rows
 
@@ -489,5 +492,5 @@ def unmatched_nodes(spans: Iterable[Span], taken: set[str]) -> tuple[list[NodeIn
         name = _unique("unmatched_" + short_kernel_name(span.name), counter)
         names[key] = name
         rows.append(NodeInfo(name=name, op=UNMATCHED, target=span.name, module_type="", scope="", range="",
-                             kind=span.name.split("::")[-1], graph=span.graph, raw_name=span.name))
+                             kind=span.name.split("::")[-1], graph=span.graph, raw_name=span.name, role=UNMATCHED))
     return rows, names

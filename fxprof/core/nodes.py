@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..vocab import SCOPE_SOURCES
+from ..vocab import MODEL, SCOPE_SOURCES
 
 __all__ = ["NodeInfo", "SCOPE_SOURCES"]
 
@@ -45,6 +45,10 @@ class NodeInfo:
             the eager (dynamo) graph it computes, comma separated; else "".
         raw_name: the name the node had where it came from, when fxprof gave it a readable one
             (a generated kernel's profiler range, ``graph_0_cpp_fused_add_relu_0``); else "".
+        role: what the row is (:data:`fxprof.vocab.ROLES`): ``model``, ``plumbing``, ``range``,
+            ``collective``, ``fsdp``, ``tp``, ``ddp``, ``optimizer``, ``kernel``, ``unmatched``,
+            ``graph_break`` or ``outside``; set by the code that makes the row, read by the
+            analyses in place of the target's text.
     """
 
     name: str
@@ -60,3 +64,4 @@ class NodeInfo:
     forward_node: str = ""
     origins: str = ""
     raw_name: str = ""
+    role: str = MODEL

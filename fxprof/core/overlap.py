@@ -33,11 +33,12 @@ wait is the compute stream's wait for the all-gather.
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 import pandas as pd
+
+from .roles import fsdp_steps as steps_of
 
 if TYPE_CHECKING:
     from .profile import Profile
@@ -48,20 +49,10 @@ __all__ = ["OVERLAP_COLUMNS", "fsdp_steps", "overlap", "overlap_totals"]
 OVERLAP_COLUMNS = ("gathers", "issue_ms", "ahead_ms", "waited_ms", "exposed_ms", "hidden_pct", "blocking",
                    "reduce_scatter_ms")
 
-#: targets of FSDP's step rows: ``fsdp.all_gather(b1)`` (a training step's rows) and
-#: ``fxprof.measure.distributed.fsdp.all_gather`` (the nodes of a traced FSDP model)
-_STEP = re.compile(r"(?:^|\.)fsdp\.(all_gather|wait|reshard|reduce_scatter)\b")
-
-
 def fsdp_steps(profile: "Profile") -> dict[str, str]:
-    """The FSDP step rows of ``profile``: node name -> step (``all_gather``, ``wait``,
-    ``reshard``, ``reduce_scatter``)."""
-    out = {}
-    for node in profile.nodes:
-        found = _STEP.search(str(node.target))
-        if found and node.kind == found.group(1):
-            out[node.name] = found.group(1)
-    return out
+    """The FSDP step rows of ``profile`` (role ``fsdp``, set where the rows are made): node
+    name -> step (``all_gather``, ``wait``, ``reshard``, ``reduce_scatter``)."""
+    return steps_of(profile.nodes)
 
 
 def _async(meta: Mapping[str, Any]) -> dict[str, bool]:

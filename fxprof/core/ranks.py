@@ -76,10 +76,11 @@ ISOLATED_UNDER_RANKS = (
 
 
 def node_frame(profile: Profile) -> pd.DataFrame:
-    """The profile's nodes as a DataFrame (index ``node``) with ``op``, ``kind``, ``target``, ``scope``."""
+    """The profile's nodes as a DataFrame (index ``node``) with ``op``, ``kind``, ``target``, ``scope``, ``role``."""
     return pd.DataFrame(
         {"op": [n.op for n in profile.nodes], "kind": [n.kind for n in profile.nodes],
-         "target": [n.target for n in profile.nodes], "scope": [n.scope for n in profile.nodes]},
+         "target": [n.target for n in profile.nodes], "scope": [n.scope for n in profile.nodes],
+         "role": [n.role for n in profile.nodes]},
         index=pd.Index([n.name for n in profile.nodes], name="node", dtype=str),
     )
 

@@ -13,48 +13,22 @@ import numpy as np
 import pandas as pd
 
 from ..columns import rank_dtypes
+from ..vocab import COLLECTIVE_KINDS
+from .roles import is_communication, is_plumbing
 
 if TYPE_CHECKING:
     from .profile import Profile
 
-__all__ = ["RANK_TABLE_COLUMNS", "COLLECTIVE_KINDS", "is_communication", "comm_labels", "rank_stats", "rank_spread"]
+__all__ = ["RANK_TABLE_COLUMNS", "COLLECTIVE_KINDS", "is_communication", "is_plumbing", "comm_labels", "rank_stats", "rank_spread"]
 
 
 #: per-node columns a profile with ranks adds to :attr:`Profile.df`, with their dtypes
 RANK_TABLE_COLUMNS: dict[str, str] = rank_dtypes()  # declared in fxprof/columns.py
 
 
-#: ``kind`` values of collective operations, in every spelling the captures produce: the
-#: functional collectives of dynamo/export graphs (``all_reduce`` then ``wait_tensor``), the
-#: in-place ``torch.distributed`` calls, and point-to-point operations
-COLLECTIVE_KINDS = frozenset({
-    "all_reduce", "all_reduce_coalesced", "all_gather", "all_gather_into_tensor",
-    "all_gather_into_tensor_coalesced", "all_gather_object", "reduce_scatter", "reduce_scatter_tensor",
-    "reduce_scatter_tensor_coalesced", "all_to_all", "all_to_all_single", "broadcast", "reduce",
-    "gather", "scatter", "barrier", "send", "recv", "isend", "irecv", "batch_isend_irecv",
-    "wait_tensor", "wait", "_wrap_tensor_autograd",
-})
-
-
-#: targets (as :class:`~fxprof.core.nodes.NodeInfo` spells them) of collective operations
-_COLLECTIVE_PREFIXES = (
-    "torch.ops._c10d_functional.", "torch.ops.c10d_functional.", "torch.ops._c10d_functional_autograd.",
-    "torch.ops.c10d.", "torch.distributed.",
-)
 
 
 # ------------------------------------------------------------------------- analysis
-def is_communication(table: pd.DataFrame) -> pd.Series:
-    """Which rows of a per-node table are collective operations (by ``kind`` or ``target``)."""
-    by_kind = table["kind"].isin(COLLECTIVE_KINDS)
-    by_target = table["target"].astype(str).str.startswith(_COLLECTIVE_PREFIXES)
-    return by_kind | by_target
-
-
-def is_plumbing(table: pd.DataFrame) -> pd.Series:
-    return table["op"].isin(["placeholder", "get_attr", "output"]) | (table["kind"] == "guards_fn")
-
-
 def rank_stats(profile: "Profile", runs: Sequence[int] | None) -> dict[int, pd.DataFrame]:
     """Per rank: the per-node statistics (:meth:`SampleColumns.node_stats`'s columns) over that
     rank's runs among ``runs`` (None: all): the same values, the same rules (calls within a

@@ -8,6 +8,7 @@ import pandas as pd
 
 from ..columns import Column, rollup_columns
 from ..vocab import GROUP_KEYS, PHASES, RANGE_KIND
+from .roles import is_plumbing
 
 __all__ = ["group_by", "rolled_up", "GROUP_KEYS", "ROOT", "scope_at_depth", "is_bookkeeping", "bookkeeping_note"]
 
@@ -19,10 +20,6 @@ ROOT = "(root)"
 PLUMBING = "(graph)"
 #: the roll-up's columns recomputed after sorting (rule ``running``: ``cum_pct`` from ``pct``)
 _RUNNING = [name for name, c in rollup_columns().items() if c.rollup == "running"]
-
-
-def _plumbing(table: pd.DataFrame) -> pd.Series:
-    return table["op"].isin(["placeholder", "get_attr", "output"]) | (table["kind"] == "guards_fn")
 
 
 def is_bookkeeping(table: pd.DataFrame) -> pd.Series:
@@ -61,7 +58,7 @@ def rollup_labels(table: pd.DataFrame, key: str, depth: int) -> pd.Series:
         functional = table["op"].isin(["call_function", "call_method"])
         labels = table["module_type"].where(table["module_type"] != "", PLUMBING)
         labels = labels.mask(functional & (table["module_type"] == ""), "(function)")
-        return labels.mask(_plumbing(table), PLUMBING)
+        return labels.mask(is_plumbing(table), PLUMBING)
     if key == "range":
         return table["range"].where(table["range"] != "", "(no range)")
     if key == "graph":
@@ -75,7 +72,7 @@ def rollup_labels(table: pd.DataFrame, key: str, depth: int) -> pd.Series:
     if key == "scope":
         if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
             raise ValueError(f"depth must be an integer >= 1, got {depth!r}")
-        return table["scope"].map(lambda s: scope_at_depth(s, depth)).mask(_plumbing(table), PLUMBING)
+        return table["scope"].map(lambda s: scope_at_depth(s, depth)).mask(is_plumbing(table), PLUMBING)
     raise ValueError(f"cannot group by {key!r}; choose one of {', '.join(GROUP_KEYS)}")
 
 
@@ -106,9 +103,9 @@ def _comm_columns(table: pd.DataFrame, labels: pd.Series, out: pd.DataFrame) -> 
     """``comm_ms`` and ``compute_ms`` (summed median times of the group's communication nodes and
     of the rest) after ``median_ms``, when the table holds collectives: a layer's own all-gathers
     and redistributions against its computation."""
-    from .rankstats import is_communication
+    from .roles import is_communication
 
-    if not {"kind", "target", "op"} <= set(table.columns):
+    if not {"kind", "role"} <= set(table.columns):
         return out
     comm = is_communication(table)
     if not comm.any():

@@ -10,6 +10,7 @@ from ..columns import old_csv_defaults
 from ..core.profile import COLUMNS, TABLE_COLUMNS
 from ..errors import ProfileFormatError
 from .atomic import atomic_write
+from .roles import derive_roles
 from .validate import parse_table
 
 __all__ = ["write_csv", "read_csv"]
@@ -40,6 +41,8 @@ def read_csv(path: str | os.PathLike) -> pd.DataFrame:
     for col, default in old_csv_defaults().items():
         if col not in table.columns:
             table[col] = default
+    if "role" not in table.columns and {"op", "target", "kind"} <= set(table.columns):
+        table["role"] = derive_roles(table)  # a table from before rows carried their role
     if "calls_per_run" not in table.columns and "calls" in table.columns:
         # tables from before per-run statistics: every graph ran once a run, so a node that ran
         # was called once a run (0.0 for one that never ran, as Profile.df has it)

@@ -7,6 +7,7 @@ cannot drift apart. Fields missing from older files get the same defaults in bot
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import pandas as pd
@@ -15,6 +16,7 @@ from ..columns import old_csv_defaults
 from ..core.nodes import NodeInfo
 from ..core.profile import NODE_COLUMNS
 from ..vocab import ANATOMY_COLUMNS
+from .roles import derive_roles
 
 if TYPE_CHECKING:
     from ..core.profile import Profile
@@ -43,8 +45,14 @@ def decode_nodes(records: Sequence[Mapping[str, Any]]) -> list[NodeInfo]:
     defaults = {c: NODE_DEFAULTS.get(c, "") for c in NODE_COLUMNS}
     every = {"name", *NODE_COLUMNS}
     # a record holding exactly the fields (what fxprof writes) is the keywords as it is
-    return [NodeInfo(**n) if type(n) is dict and n.keys() == every
-            else NodeInfo(**{"name": n["name"], **{c: n.get(c, d) for c, d in defaults.items()}}) for n in records]
+    nodes = [NodeInfo(**n) if type(n) is dict and n.keys() == every
+             else NodeInfo(**{"name": n["name"], **{c: n.get(c, d) for c, d in defaults.items()}}) for n in records]
+    old = [i for i, n in enumerate(records) if "role" not in n]
+    if old:  # written before rows carried their role: derived once, here
+        table = pd.DataFrame([{c: getattr(nodes[i], c) for c in ("op", "target", "kind", "phase")} for i in old])
+        for i, role in zip(old, derive_roles(table)):
+            nodes[i] = dataclasses.replace(nodes[i], role=role)
+    return nodes
 
 
 def decode_anatomy(columns: Mapping[str, Sequence[Any]] | None, nodes: Sequence[NodeInfo]) -> dict[str, dict[str, Any]]:

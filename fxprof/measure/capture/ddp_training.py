@@ -28,6 +28,7 @@ from typing import Any
 from torch import nn
 
 from ...core.nodes import NodeInfo
+from ...vocab import DDP
 from ..distributed.ddp import TimedBuckets, bucket_modules
 from ..timing.recorder import Recorder
 from .training import TrainingCapture, TrainingSession
@@ -87,7 +88,7 @@ class DDPRows:
         full = f"{DDP_GRAPH}:{name}"
         recorder.append((full, t0, t1, t0, t1))
         self.rows[full] = NodeInfo(name=full, op="call_function", target=target, module_type="", scope=scope,
-                                   range="", kind=kind, graph=DDP_GRAPH, phase="backward")
+                                   range="", kind=kind, graph=DDP_GRAPH, phase="backward", role=DDP)
 
 
 class _DDPSession(TrainingSession):

@@ -31,6 +31,7 @@ import torch
 from torch import nn
 
 from ...core.nodes import NodeInfo
+from ...vocab import FSDP
 from ..distributed.fsdp import TrainingSteps, async_gathers, compute_outside_graphs, fsdp_modules, is_fsdp
 from ..distributed.fsdp_state import owned_parameters, refuse_pending_gradients, refuse_unsharded_in_optimizer, reshard
 from ..timing.recorder import Recorder
@@ -130,7 +131,7 @@ class Clock:
         full = f"{graph}:{name}"
         recorder.append((full, token[0], m1, token[1], h1))
         self.capture.add_row(full, NodeInfo(name=full, op="call_function", target=f"fsdp.{kind}({path or 'root'})",
-                                            module_type="", scope=path, range="", kind=kind, graph=graph, phase=phase))
+                                            module_type="", scope=path, range="", kind=kind, graph=graph, phase=phase, role=FSDP))
 
 
 def compiled_leaves(modules: dict[str, nn.Module]) -> list[tuple[nn.Module, Any]]:

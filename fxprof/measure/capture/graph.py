@@ -15,11 +15,44 @@ from torch import fx
 
 from ...core.names import lifted_weight
 from ...core.nodes import NodeInfo
-from ...vocab import SCOPE_SOURCES
+from ...vocab import COLLECTIVE, COLLECTIVE_KINDS, MODEL, PLUMBING, RANGE, SCOPE_SOURCES
 from .tracer import RANGE_ENTER_TARGETS, RANGE_EXIT_TARGETS
 
-__all__ = ["NodeInfo", "describe_graph", "target_name", "op_kind", "normalize_scope", "infer_scopes", "SCOPE_SOURCES",
+__all__ = ["NodeInfo", "describe_graph", "target_name", "op_kind", "node_role", "normalize_scope", "infer_scopes", "SCOPE_SOURCES",
            "module_kinds", "readable_node_names"]
+
+#: the operator namespaces of torch.distributed's collectives (functional and in place)
+_COLLECTIVE_NAMESPACES = frozenset({"_c10d_functional", "c10d_functional", "_c10d_functional_autograd", "c10d"})
+
+
+def _is_collective(node: fx.Node) -> bool:
+    """Whether ``node`` calls a torch.distributed collective, read from the target itself."""
+    target = node.target
+    if node.op == "call_method":
+        return target in ("wait", "wait_tensor")  # an AsyncCollectiveTensor's wait
+    if node.op != "call_function":
+        return False
+    namespace = getattr(target, "namespace", None)  # an OpOverload
+    if namespace is None and isinstance(getattr(target, "_qualified_op_name", None), str):  # an OpOverloadPacket
+        namespace = target._qualified_op_name.split("::")[0]  # type: ignore[union-attr]
+    if namespace in _COLLECTIVE_NAMESPACES:
+        return True
+    module = getattr(target, "__module__", None) or ""
+    return module.startswith("torch.distributed") and getattr(target, "__name__", "") in COLLECTIVE_KINDS
+
+
+def node_role(node: fx.Node, kind: str) -> str:
+    """What the row of ``node`` is (:data:`fxprof.vocab.ROLES`), from the node and its target:
+    a step fxprof put in the graph says its own (``fxprof_role``: FSDP's, tensor parallelism's)."""
+    if node.op in ("placeholder", "get_attr", "output") or kind == "guards_fn":
+        return PLUMBING
+    if node.op == "call_function" and (node.target in RANGE_ENTER_TARGETS or node.target in RANGE_EXIT_TARGETS):
+        return RANGE
+    own = getattr(node.target, "fxprof_role", None) if node.op == "call_function" else None
+    if isinstance(own, str):
+        return own
+    return COLLECTIVE if _is_collective(node) else MODEL
+
 
 def target_name(node: fx.Node) -> str:
     """A readable, stable name for a node's target."""
@@ -373,9 +406,10 @@ def describe_graph(
                 module_type=_module_type(gm, node),
                 scope=scope,
                 range=current,
-                kind=op_kind(gm, node),
+                kind=(kind := op_kind(gm, node)),
                 graph=graph,
                 scope_source=source,
+                role=node_role(node, kind),
             )
         )
     return infos

@@ -41,7 +41,7 @@ from torch import fx, nn
 
 from ...core.nodes import NodeInfo
 from ...errors import TraceError
-from ...vocab import CAPTURES, OPTIMIZERS, PHASES
+from ...vocab import CAPTURES, OPTIMIZER, OPTIMIZERS, PHASES
 from ..common.tree import tensors_in
 from ..timing.recorder import Recorder
 from .base import PassFn
@@ -289,7 +289,7 @@ def _optimizer_nodes(optimizer: torch.optim.Optimizer) -> list[NodeInfo]:
     cls = type(optimizer).__name__
     return [
         NodeInfo(name=name, op="call_method", target=f"{cls}.{method}", module_type=cls, scope=OPTIMIZER_SCOPE,
-                 range="", kind=kind, phase="optimizer")
+                 range="", kind=kind, phase="optimizer", role=OPTIMIZER)
         for name, method, kind in (("optimizer.zero_grad", "zero_grad", "zero_grad"), ("optimizer.step", "step", "optimizer_step"))
     ]
 

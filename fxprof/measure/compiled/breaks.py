@@ -38,6 +38,7 @@ from torch import fx, nn
 from ...core.breaks import BreakSite, reason_of
 from ...core.compiled import Span, common_scope
 from ...core.nodes import NodeInfo
+from ...vocab import OUTSIDE
 from ..device.bridge import Event
 
 __all__ = ["LOOKUP", "OVERHEAD_SPAN", "TAIL_SPAN", "OUTSIDE_SPAN", "FRAME_SPANS", "PART_PREFIX", "break_site", "reported_site",
@@ -404,7 +405,7 @@ def frame_nodes(session: Any, spans: Iterable[Span], taken: set[str], module_typ
         name = entry_row_name(taken)
         entry = [NodeInfo(name=name, op=OVERHEAD, target="the compiled wrapper's call", module_type=root_type, scope="",
                           range="", kind=OVERHEAD, graph="", raw_name="outside every compiled region: nn.Module.__call__ "
-                          "of the compiled model, dynamo's frame hook, fxprof's run range")]
+                          "of the compiled model, dynamo's frame hook, fxprof's run range", role=OUTSIDE)]
         samples.extend((name, s) for s in spans if s.name == OUTSIDE_SPAN)
     return entry + over_rows + brk_rows, samples, [outside[r] for r in sorted(outside)]
 

@@ -43,11 +43,13 @@ from typing import Any
 
 from torch import fx, nn
 
+from ...vocab import FSDP, FSDP_STEPS
+
 __all__ = ["fsdp_modules", "is_fsdp", "async_gathers", "insert_fsdp_steps", "refuse_unsupported", "forward_prefetch", "bypass_types", "FSDPStep", "FSDP_KINDS",
            "TrainingSteps", "param_groups_by_path", "compute_outside_graphs"]
 
 #: the kinds of the nodes fxprof inserts for FSDP's work
-FSDP_KINDS = ("all_gather", "wait", "reshard")
+FSDP_KINDS = FSDP_STEPS[:3]
 
 
 def _fsdp_module_class() -> type | None:
@@ -141,6 +143,9 @@ class FSDPStep:
         #: (graph's module, model's module, name): the graph's copies of parameters this module
         #: gathers, which must follow what FSDP registers on the model
         self.mirrors = mirrors
+
+    #: the row's role (fxprof.vocab.ROLES), read by the capture that describes the graph
+    fxprof_role = FSDP
 
     #: whether the all-gather is issued without waiting (its wait is the ``wait`` step): the module's
     #: own ``unshard_async_op``, set by :func:`insert_fsdp_steps`, so that what is timed is what FSDP

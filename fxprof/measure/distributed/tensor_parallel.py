@@ -29,10 +29,10 @@ from typing import Any
 
 from torch import fx, nn
 
+from ...vocab import MODEL, NO_COLLECTIVE, TP
+
 __all__ = ["parallel_modules", "split_parallel_modules", "TPStep", "NO_COLLECTIVE"]
 
-#: the kind of an input or output step that issued no collective
-NO_COLLECTIVE = "redistribute"
 
 
 def _dtensor_class() -> type | None:
@@ -74,6 +74,9 @@ class TPStep:
 
     def __init__(self, step: str, module: nn.Module, path: str, kind: str = NO_COLLECTIVE):
         self.step, self.module, self.path = step, module, path
+        #: the row's role (fxprof.vocab.ROLES), read by the capture that describes the graph: the
+        #: forward is the model's own work, the input and output steps are the redistributions
+        self.fxprof_role = MODEL if step == "forward" else TP
         self.__name__ = self.__qualname__ = kind
         self.__module__ = __name__
         #: while the capture probes which collectives each step issues (:meth:`note_collectives`)

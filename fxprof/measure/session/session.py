@@ -28,7 +28,7 @@ from ..timing.contention import ContentionMeter, RunWatch
 from ..timing.recorder import Recorder
 from ..timing.timers import Timer, resolve_timer, tensor_devices
 from .cycle import Captures, Cycle, backward_words, capture_words, numerics_settings, run_environment, untimed_cycle
-from .hook import signed_like
+from .forward import signed_like
 from .memory import StepMemory, rebind_interpreters
 from .schedule import (
     Schedule,

@@ -95,8 +95,8 @@ __all__ = [
 #: where each public name lives: name -> (module, attribute in it)
 _LAZY: dict[str, tuple[str, str]] = {
     "profile": ("api", "profile"),
-    "session": ("measure.session.session", "session"),
-    "schedule": ("measure.session.session", "schedule"),
+    "session": ("session", "session"),
+    "schedule": ("session", "schedule"),
     "by_signature": ("core.signatures", "by_signature"),
     "trace": ("measure.capture.tracer", "trace"),
     "Profile": ("core.profile", "Profile"),
@@ -204,10 +204,10 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names as _LAZY's,
     from .measure.capture.tracer import ProfilerTracer, trace
     from .measure.distributed.ranks import gather
     from .measure.passes.peaks import machine_peaks
-    from .measure.session.session import schedule, session
     from .measure.timing.recorder import Recorder
     from .measure.timing.timers import CpuTimer, CudaEventTimer, KernelTimer, SyncTimer, Timer
     from .selfcheck import selfcheck
+    from .session import schedule, session
     from .views.plot import plot_compare, plot_distribution, plot_groups, plot_roofline, plot_top
     from .views.report import show_report
     from .views.trace import merge_chrome_traces

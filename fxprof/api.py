@@ -11,8 +11,8 @@ from torch import nn
 from .core.profile import Profile
 from .measure.compiled.mode import profile_compiled_model
 from .measure.eager.plan import ProfilePlan
+from .measure.eager_mode import profile_eager
 from .measure.program import wants_compiled
-from .measure.run import profile_eager
 from .measure.timing.timers import Timer
 from .views.progress import Progress, as_progress
 
@@ -156,7 +156,7 @@ def profile(
     if wants_compiled(model, compile):  # the compiled program's kernels (fxprof.measure.compiled.mode)
         return profile_compiled_model(model, args, kwargs, plan)
     bar, own_bar = as_progress(progress)
-    try:  # the eager graphs, or a training step (fxprof.measure.run)
+    try:  # the eager graphs, or a training step (fxprof.measure.eager_mode)
         return profile_eager(model, args, kwargs, plan, bar, keywords_are_options=model_kwargs is None)
     finally:
         if own_bar:

@@ -43,8 +43,8 @@ from .measure.compiled.mode import room_to_compile
 from .measure.compiled.progress import compile_progress
 from .measure.passes.decoder import decoder_stack
 from .measure.passes.kv_cache import KVLayout, kv_layout
-from .measure.session.session import session
 from .measure.timing.contention import ContentionMeter
+from .session import session
 
 __all__ = ["generate"]
 

@@ -252,7 +252,7 @@ def test_every_own_run_of_a_compiled_model_follows_an_untimed_call_after_the_met
     slower than the same model in a plain loop (docs/performance.md section 13; measured by
     tests/benchmarks/compiled_yardstick.py). Every timed run, unprofiled and profiled, now has an
     untimed call between the snapshot and itself."""
-    from fxprof.measure.compiled.runs import interleaved_runs
+    from fxprof.measure.compiled.loop import interleaved_runs
     from fxprof.measure.timing.contention import ContentionMeter
 
     log = []

@@ -451,8 +451,8 @@ def test_the_yardstick_is_a_plain_loop_outside_the_profilers_cycles():
     runs read 8-21% slower than the compiled model in a loop of the user's. Every unprofiled
     run is now timed with no torch.profiler alive, half before the cycles and half after, and
     what each lost to other processes is kept beside it."""
+    from fxprof.measure.compiled.loop import PLAIN_RUNS_MIN
     from fxprof.measure.compiled.mode import interleaved_runs
-    from fxprof.measure.compiled.runs import PLAIN_RUNS_MIN
     from fxprof.measure.timing.contention import ContentionMeter
 
     log = []

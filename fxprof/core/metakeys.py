@@ -71,9 +71,9 @@ META_KEYS: tuple[MetaKey, ...] = (
             "the roofs the roofline columns are against (core/roofline.Peaks as a dict)", schema="peaks"),
     # -- the run and its conditions
     MetaKey("dtype", "str", _EAGER, "the floating dtypes of parameters and buffers ('bfloat16, float32')"),
-    MetaKey("env", "dict", "measure/run.py; measure/compiled/mode.py; session (measure/passes/environment)",
+    MetaKey("env", "dict", "measure/eager_mode.py; measure/compiled/mode.py; session (measure/passes/environment)",
             "the environment that affects timing (allocator, TF32, deterministic...)"),
-    MetaKey("warmup_ms", "float", "measure/run.py", "warm-up asked for in milliseconds (warmup_ms=)"),
+    MetaKey("warmup_ms", "float", "measure/eager_mode.py", "warm-up asked for in milliseconds (warmup_ms=)"),
     MetaKey("warmup_runs", "int", "measure/eager/loop.py", "warm-up runs actually made"),
     MetaKey("profiler_warmup_runs", "int", "measure/eager/loop.py (timer='kernel')", "torch.profiler's own warm-up runs"),
     MetaKey("no_event_nodes", "list[str]", "measure/eager/loop.py", "nodes that launch no device work (no CUDA event)"),

@@ -34,9 +34,9 @@ from ..capture.captures import Capture
 from ..device.bridge import events_from_kineto, kineto_quiet
 from ..timing.recorder import Recorder
 from .compiling import inductor_settings, recursion_limit_kept, room_to_compile
+from .loop import run_range
 from .mode import compiled_program, first_call, profile_from_events
 from .profiler_cost import calibrate
-from .runs import run_range
 
 __all__ = ["LoopCompiledCapture"]
 

@@ -79,10 +79,10 @@ from .compiling import (
     room_to_compile,
 )
 from .flops import custom_op_note, kernel_flops, missing_flops_notes
+from .loop import interleaved_runs
 from .memory import memory_devices, record_memory_run, with_memory
 from .profiler_cost import PROFILER_SPAN, calibrate, in_situ
 from .reuse import kept_session, remember, reuse_note, settle_first_call
-from .runs import interleaved_runs
 from .spans import CALL_RANGE as _CALL
 from .spans import KERNEL_COST, RUN_RANGE, spans_from_events
 

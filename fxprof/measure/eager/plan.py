@@ -4,7 +4,7 @@
 unknown capture or mode, a malformed ``peaks=``, isolated mode under ``torch.distributed``, a
 profile of a model inside its own open session) and keeps which options the caller gave
 (``given``: compiled mode refuses the ones it cannot honour). The eager run
-(:mod:`fxprof.measure.run`), its loop (:mod:`fxprof.measure.eager.loop`: warm-up, timed runs,
+(:mod:`fxprof.measure.eager_mode`), its loop (:mod:`fxprof.measure.eager.loop`: warm-up, timed runs,
 isolated re-runs, training steps), compiled mode (:mod:`fxprof.measure.compiled.mode`) and a
 session (:class:`fxprof.measure.session.session.Session`: the options it shares with
 ``fxprof.profile``, its own checks first) read it; a new option is a field here and a line in

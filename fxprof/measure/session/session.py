@@ -1,54 +1,8 @@
-"""Profiling inside the user's own loop: a schedule, the instrumented model, ``step()``, cycles.
-
-:func:`fxprof.profile` runs the model itself on one example input. A :class:`Session` instead
-instruments the user's model in place and lets the user's loop drive it, with real batches,
-the real loss, optimizer and data-dependent work between steps::
-
-    with fxprof.session(model, schedule=fxprof.schedule(wait=1, warmup=2, active=5, repeat=2),
-                        on_ready=lambda prof: prof.save(f"step{prof.meta['step']}.npz")) as s:
-        for batch in loader:
-            out = s.model(batch)            # s.model is the model itself, instrumented
-            loss_fn(out, batch).backward(); opt.step(); opt.zero_grad()
-            s.step()
-
-The schedule has torch.profiler's names and meaning (:class:`Schedule`; a
-``torch.profiler.schedule(...)`` is accepted as it is). Every model call of a step does what
-the step's action says:
-
-- ``none`` (``skip_first`` and ``wait`` steps, and after the last cycle): the model's own
-  forward, eagerly, at full speed (one attribute check in front of it);
-- ``warmup``: through the profiling interpreter, untimed (the graph is captured on first use);
-- ``active``: through the interpreter with every node timed, every sample kept. A call whose
-  input *signature* (the shapes, dtypes and devices of its tensors, the values of its other
-  inputs, and ``model.training``) was never seen runs untimed instead: the first batch of a
-  shape pays for allocator growth, kernel selection or a dynamo recompile. It is timed from its
-  next occurrence, and the profile's notes say which steps were left out.
-
-When the last active step of a cycle ends (``step()``), the cycle's runs become one
-:class:`~fxprof.core.profile.Profile` (``meta["step"]``: the last step of the cycle,
-``meta["cycle"]``, ``meta["run_steps"]`` and ``meta["run_signatures"]``: the step and signature
-of every run, ``meta["signatures"]``: what each signature is) and go to ``on_ready`` and to
-:attr:`Session.profiles`. The per-run step and signature are kept in ``meta``, one entry per run,
-not as columns of the runs table, so the saved formats stay as they are (:func:`session_runs`
-joins them onto :attr:`Profile.runs`; :func:`by_signature` rolls runs up per signature,
-both in :mod:`fxprof.core.signatures`).
-
-On exit, also on an error or Ctrl-C in the loop, the model's ``forward`` is put back (nothing
-else of the model is touched: hooks, modes, parameters and buffers are the user's and change
-only as the user's own loop changes them). A cycle that was under way goes to ``on_ready``
-with the runs that completed, marked ``meta["incomplete"] = True``.
-
-Gradients flow through the instrumented forward as through the eager one (the interpreter calls
-the same modules and functions on the same tensors). Backward is run by autograd, eagerly, and a
-session times the forward nodes only (``meta["notes"]`` says so), unless ``backward=True``: then
-the forward is captured with AOTAutograd and its backward graph is timed node by node when the
-loop's own ``loss.backward()`` runs it (:mod:`fxprof.measure.capture.training_loop`; an FSDP2
-model's, with FSDP's all-gathers and reduce-scatters as rows: :mod:`fxprof.measure.capture.fsdp_loop`).
-
-Under ``torch.distributed`` every rank steps its own session; at the end of each cycle the
-cycle's profiles are gathered on rank 0 (:func:`fxprof.gather`): ``on_ready`` gets the gathered
-profile there, and nothing on the other ranks. A rank whose loop fails hands its own runs to its
-own ``on_ready`` (gathering would wait for ranks that are not failing).
+"""The machinery of :func:`fxprof.session` (the public function, its checks and its docs are
+:mod:`fxprof.session`, ``fxprof/session.py``): :class:`Session` instruments the user's model in
+place, applies each step's action of the schedule (:mod:`.schedule`), times the active steps'
+runs, makes each cycle's :class:`~fxprof.core.profile.Profile` (:mod:`.cycle`) with the warm-up
+steps' memory (:mod:`.memory`), and puts the model's ``forward`` back on exit.
 """
 
 from __future__ import annotations
@@ -61,7 +15,6 @@ from torch import nn
 
 from ...core.profile import Profile
 from ...core.recording import Recording
-from ...vocab import CAPTURES
 from ..capture.captures import Capture, DynamoCapture, specialised_inputs
 from ..common.state import OPEN_SESSIONS, PROFILING, refuse_inside_session
 from ..distributed.fsdp import refuse_unsupported
@@ -75,32 +28,24 @@ from ..timing.contention import ContentionMeter, RunWatch
 from ..timing.recorder import Recorder
 from ..timing.timers import Timer, resolve_timer, tensor_devices
 from .cycle import Captures, Cycle, backward_words, capture_words, numerics_settings, run_environment, untimed_cycle
-from .hook import signed_like
+from .forward import signed_like
 from .memory import StepMemory, rebind_interpreters
 from .schedule import (
-    ACTIONS,
     Schedule,
     describe_inputs,
     describe_schedule,
     nothing_timed,
-    schedule,
     schedule_action,
     schedule_words,
     signature_of,
     tree_key,
 )
 
-__all__ = ["Schedule", "Session", "schedule", "session", "ACTIONS"]
-#: the kernel timer's profiler brackets fxprof's own loop of runs, not the caller's steps (a GPU
-#: run: fxprof.generate's kernel column came back empty in both phases)
-SESSION_KERNEL_TIMER = ("timer='kernel' is not available in a session (nor in fxprof.generate): its kernels are charged "
-                        "only in fxprof.profile's own timed runs. Use timer='cuda' here (events per node), or "
-                        "fxprof.profile(model, *inputs, timer='kernel') for one input's kernels per node")
-
+__all__ = ["Session"]
 
 
 class Session:
-    """fxprof inside the user's loop; see the module docstring. Made by :func:`fxprof.session`.
+    """fxprof inside the user's loop; see :mod:`fxprof.session`. Made by :func:`fxprof.session`.
 
     Attributes:
         model: the user's model, instrumented while the session is open (call it as usual).
@@ -113,20 +58,8 @@ class Session:
                  on_ready: Callable[[Profile], Any] | None = None, capture: str = "auto", timer: str | Timer = "auto",
                  backward: bool = False, name: str | None = None, gather: bool = True, leaf_modules: Any = (),
                  trace_into: Any = (), memory: bool = True):
-        if not isinstance(model, nn.Module):
-            raise TypeError(f"fxprof.session takes an nn.Module, got {type(model).__name__}")
-        if isinstance(model, torch.jit.ScriptModule):
-            raise TypeError(f"{type(model).__name__} is a TorchScript module; pass the eager nn.Module it was made from")
-        if capture not in CAPTURES or capture == "export":
-            raise ValueError(f"capture must be one of auto, symbolic, dynamo for a session, got {capture!r} "
-                             f"(export fixes the input shapes, and a session's batches change)")
+        # the keywords were checked by fxprof.session (fxprof/session.py), the one way to make a Session
         plan = schedule if schedule is not None else Schedule()
-        if not callable(plan):
-            raise TypeError(f"schedule must be fxprof.schedule(...) or torch.profiler.schedule(...), got {plan!r}")
-        if on_ready is not None and not callable(on_ready):
-            raise TypeError(f"on_ready must be a function taking a Profile, got {on_ready!r}")
-        if timer == "kernel" or getattr(timer, "wants_kernel_time", False):
-            raise ValueError(SESSION_KERNEL_TIMER)
         #: a torch.compile'd model: the compiled program's kernels are timed (fxprof.measure.compiled.in_session)
         self._compiled = wants_compiled(model, None, capture, model.__dict__.get("forward"))
         if self._compiled and backward:
@@ -564,35 +497,3 @@ class Session:
         return (f"<fxprof.Session of {self.plan.name}: step {self.step_num} ({self._action}), {len(self.profiles)} profile(s), "
                 f"{'open' if self._open else 'closed'}>")
 
-
-def session(model: nn.Module, schedule: Callable[[int], Any] | None = None, on_ready: Callable[[Profile], Any] | None = None,
-            capture: str = "auto", timer: str | Timer = "auto", backward: bool = False, name: str | None = None,
-            gather: bool = True, leaf_modules: Any = (), trace_into: Any = (), memory: bool = True) -> Session:
-    """Profile ``model`` inside your own loop; use as ``with fxprof.session(model, ...) as s:``.
-
-    Args:
-        model: the model your loop calls. While the session is open, calling it (or
-            ``s.model``, the same object) goes through the session; on exit its ``forward``
-            is put back.
-        schedule: :func:`fxprof.schedule` (or ``torch.profiler.schedule(...)``): which steps are
-            eager, warm-up and timed. Default: ``schedule()`` (1 warm-up step, 3 active, once).
-        on_ready: called with each cycle's :class:`~fxprof.Profile` when its last active step
-            ends (and on exit with an unfinished cycle's runs, ``meta["incomplete"]`` True).
-        capture: ``"auto"``, ``"symbolic"`` or ``"dynamo"``, as for :func:`fxprof.profile`.
-        timer: as for :func:`fxprof.profile` (``"auto"``: CUDA events for a model on a GPU).
-        backward: also time the backward nodes, inside the loop's own ``loss.backward()``: the
-            forward is captured with AOTAutograd (``torch.compile``), whose backward graph runs
-            through fxprof's interpreter (see :mod:`fxprof.measure.capture.training_loop`). Each run is
-            then one forward and its backward; the ``phase`` column says which. Default False:
-            forward nodes only, backward eager.
-        name: the model's name in the profiles (default: its class name).
-        gather: under ``torch.distributed``, gather each cycle's profiles on rank 0.
-        leaf_modules, trace_into: as for :func:`fxprof.profile` (symbolic capture).
-        memory: record memory in each cycle's warm-up steps (untimed): each step's peak and end
-            bytes (``meta["memory_steps"]``), per-node ``mem_*`` columns and ``profile.memory``
-            from the last one (see :mod:`fxprof.measure.session.memory`). Default True.
-
-    Call ``s.step()`` at the end of every iteration. See :mod:`fxprof.measure.session.session`.
-    """
-    return Session(model, schedule=schedule, on_ready=on_ready, capture=capture, timer=timer, backward=backward,
-                   name=name, gather=gather, leaf_modules=leaf_modules, trace_into=trace_into, memory=memory)

@@ -1,6 +1,7 @@
-"""Compiled mode's runs: the unprofiled runs as a plain loop before and after the profiler's
-cycles, and the profiled cycles on torch.profiler's own schedule, each run in an ``fxprof::run``
-range; what each lost to other processes kept beside it."""
+"""Compiled mode's run loop (counterpart of :mod:`fxprof.measure.eager.loop`): the unprofiled
+runs as a plain loop before and after the profiler's cycles, and the profiled cycles on
+torch.profiler's own schedule, each run in an ``fxprof::run`` range; what each lost to other
+processes kept beside it."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The eager profile, step by step, from a checked :class:`~fxprof.measure.eager.plan.ProfilePlan`.
+"""The eager mode's driver (counterpart of :mod:`fxprof.measure.compiled.mode`): the eager profile,
+step by step, from a checked :class:`~fxprof.measure.eager.plan.ProfilePlan`.
 
 :func:`fxprof.profile` checks its options into a plan, then, for a model that is not compiled,
 calls :func:`profile_eager`: take the process-wide profiling lock, capture the program

@@ -18,7 +18,7 @@ What this module adds (:class:`FSDPTrainingCapture`):
 * the layers' scopes: a graph dynamo compiled from an FSDP module's own ``forward`` names its
   modules from that module (``fc1``), and identical blocks share one compiled graph; each call
   is placed by (graph, FSDP module) and its nodes put under the module's path (``blocks.0.fc1``)
-  (:class:`FSDPSession`).
+  (:class:`FSDPPlacement`, the session's component).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from ..timing.recorder import Recorder
 from .base import PassFn
 from .training import LOSS_SCOPE, SavedState, TrainingCapture, TrainingSession, describe_backward, describe_forward, training_backend
 
-__all__ = ["FSDPTrainingCapture", "FSDPRows", "compiled_leaves", "is_fsdp", "FSDP_GRAPHS"]
+__all__ = ["FSDPTrainingCapture", "FSDPRows", "FSDPPlacement", "compiled_leaves", "is_fsdp", "FSDP_GRAPHS"]
 
 
 
@@ -46,19 +46,19 @@ __all__ = ["FSDPTrainingCapture", "FSDPRows", "compiled_leaves", "is_fsdp", "FSD
 FSDP_GRAPHS = {"forward": "fsdp", "backward": "fsdp_bw"}
 
 
-class FSDPSession(TrainingSession):
-    """A training session whose graphs are told apart by the FSDP module they run for.
+class FSDPPlacement:
+    """Places a training session's graph calls by the FSDP module they run for: a component of
+    :class:`FSDPSession` and of the session's loop (:mod:`fxprof.measure.capture.fsdp_loop`).
 
     Dynamo compiles each FSDP module's ``forward`` as a frame of its own, and identical blocks
     share one compiled graph (the same code, the same guards: from the second block of a stack on,
     whose input requires grad). Each call is therefore placed by (graph, FSDP module): the forward
-    by the innermost FSDP module whose forward is running, the backward by the forward calls of
-    the same graph, last first (autograd differentiates them in reverse). Each (graph, module)
-    has its own label (``fw3``, ``bw3``) and its nodes are put under the module's path
-    (``blocks.2.fc1``)."""
+    by the innermost FSDP module whose forward is running (``running()``), the backward by the
+    forward calls of the same graph, last first (autograd differentiates them in reverse). Each
+    (graph, module) has its own label (``fw3``, ``bw3``) and its nodes are put under the module's
+    path (``blocks.2.fc1``)."""
 
-    def __init__(self, model_type: type, running: Callable[[], str] = lambda: ""):
-        super().__init__(model_type)
+    def __init__(self, running: Callable[[], str] = lambda: ""):
         self.running = running
         self.slots: dict[tuple[int, str], int] = {}  # (id(pair), FSDP path) -> label index
         self.calls: dict[int, list[str]] = {}  # id(pair) -> FSDP paths of its forward calls not yet differentiated
@@ -76,23 +76,39 @@ class FSDPSession(TrainingSession):
         pending = self.calls.get(pair)
         return pending.pop() if pending else ""
 
-    def place(self, runner: Any) -> tuple[Any, str]:
+    def place(self, session: TrainingSession, runner: Any) -> tuple[Any, str]:
+        """``runner``'s call placed (its nodes described into ``session`` the first time): its key and label."""
         path = self._owner(runner)
-        self.pairs.setdefault(id(runner.pair), len(self.pairs))
+        session.pairs.setdefault(id(runner.pair), len(session.pairs))
         slot = (id(runner.pair), path)
         index = self.slots.setdefault(slot, len(self.slots))
         label = f"{'fw' if runner.which == 'forward' else 'bw'}{index}"
         if (id(runner), path) not in self.placed:
             self.placed.add((id(runner), path))
             if runner.which == "forward":
-                infos = describe_forward(runner.gm, label, self.model_type, self.root_name)
-                self.forward_infos[slot] = {i.name.split(":", 1)[1]: i for i in infos}  # type: ignore[index]
+                infos = describe_forward(runner.gm, label, session.model_type, session.root_name)
+                session.forward_infos[slot] = {i.name.split(":", 1)[1]: i for i in infos}  # type: ignore[index]
             else:
                 fw = runner.pair.forward
                 infos = describe_backward(runner.gm, label, fw.gm if fw is not None else None,
-                                          self.forward_infos.get(slot, {}), self.model_type, self.root_name)  # type: ignore[call-overload]
-            self.nodes.extend(_under(info, path) for info in infos)
+                                          session.forward_infos.get(slot, {}), session.model_type, session.root_name)  # type: ignore[call-overload]
+            session.nodes.extend(_under(info, path) for info in infos)
         return (id(runner), path), label
+
+
+class FSDPSession(TrainingSession):
+    """A training session whose graphs are told apart by the FSDP module they run for
+    (:class:`FSDPPlacement`)."""
+
+    def __init__(self, model_type: type, running: Callable[[], str] = lambda: ""):
+        super().__init__(model_type)
+        self.fsdp = FSDPPlacement(running)
+
+    def new_step(self) -> None:
+        self.fsdp.new_step()
+
+    def place(self, runner: Any) -> tuple[Any, str]:
+        return self.fsdp.place(self, runner)
 
 
 def _under(info: NodeInfo, prefix: str) -> NodeInfo:

@@ -33,10 +33,9 @@ from typing import Any, Callable
 
 from torch import nn
 
-from ...core.nodes import NodeInfo
 from ..distributed.fsdp import TrainingSteps, async_gathers, fsdp_modules
 from ..timing.recorder import Recorder
-from .fsdp_training import Clock, FSDPPlacement, FSDPRows, compiled_leaves, current_phase
+from .fsdp_training import Clock, FSDPPlacement, FSDPRows, current_phase
 from .training import ACTIVE
 from .training_loop import LoopSession, LoopTrainingCapture
 
@@ -93,22 +92,21 @@ class _FSDPLoopSession(LoopSession):
         self.ended(True)
 
 
-class FSDPLoopTrainingCapture(FSDPRows, LoopTrainingCapture):
+class FSDPLoopTrainingCapture(LoopTrainingCapture):
     """The training steps of a session's loop on an FSDP2 model (see the module docs)."""
 
     def __init__(self, model: nn.Module, forward: Callable[..., Any]):
-        super().__init__(model, forward)
+        modules = fsdp_modules(model)
+        super().__init__(model, forward, rows=FSDPRows(modules))
         self.reason = ("backward=True on an FSDP2 model: forward and backward graphs from AOTAutograd, the backward "
                        "timed inside the loop's own loss.backward(); FSDP's hooks run as in training, its all-gathers "
                        "and reduce-scatters timed as rows; each run from the outermost FSDP module's pre-forward (the root's "
                        "all-gather) to FSDP's final backward callback (the last reduce-scatters)")
-        self.modules = fsdp_modules(model)
+        self.modules = modules
         self.notes["fsdp"] = {"unshard_async_op": async_gathers(self.modules)}  # read by fxprof.core.overlap
         #: what a run spans, in the session's backward note (fxprof.measure.session.cycle)
         self.run_span = ("from the outermost FSDP module's pre-forward (the root's all-gather, before the forward "
                          "itself) to FSDP's final backward callback (after the last reduce-scatters)")
-        self.rows: dict[str, NodeInfo] = {}
-        self.leaves = compiled_leaves(self.modules)
         # the plain loop session LoopTrainingCapture made is replaced by one that places calls by FSDP module
         root_name = self.session.root_name
         self._activation.close()  # type: ignore[union-attr]
@@ -166,7 +164,7 @@ class FSDPLoopTrainingCapture(FSDPRows, LoopTrainingCapture):
             self.steps.new_run()
         self._recorder = recorder
         self._early = False
-        with self._compiled_leaves():
+        with self.layout_rows.leaves_compiled():
             return super().run(recorder, args, kwargs, join=join, begun=early)
 
     def close(self) -> None:

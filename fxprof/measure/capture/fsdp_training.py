@@ -146,37 +146,39 @@ class Clock:
         graph = FSDP_GRAPHS[phase]
         full = f"{graph}:{name}"
         recorder.append((full, token[0], m1, token[1], h1))
-        self.capture.add_row(full, NodeInfo(name=full, op="call_function", target=f"fsdp.{kind}({path or 'root'})",
+        self.capture.layout_rows.add_row(full, NodeInfo(name=full, op="call_function", target=f"fsdp.{kind}({path or 'root'})",
                                             module_type="", scope=path, range="", kind=kind, graph=graph, phase=phase, role=FSDP))
 
 
 def compiled_leaves(modules: dict[str, nn.Module]) -> list[tuple[nn.Module, Any]]:
     """``(module, its forward compiled with the training backend)`` for each ``fully_shard``-ed
-    module whose ``forward`` is torch.nn's own (a bare ``Linear``; see :meth:`FSDPRows._compiled_leaves`)."""
+    module whose ``forward`` is torch.nn's own (a bare ``Linear``; see :meth:`FSDPRows.leaves_compiled`)."""
     return [(m, torch.compile(m.forward, backend=training_backend)) for m in modules.values()
             if getattr(type(m).forward, "__module__", "").startswith("torch.nn.")]
 
 
 class FSDPRows:
     """What a capture of FSDP2 training steps adds to its graphs' nodes: FSDP's work as rows
-    (:class:`Clock` adds them), and the note on compute that ran outside every graph. Shared by
-    :class:`FSDPTrainingCapture` and the session's
-    :class:`fxprof.measure.capture.fsdp_loop.FSDPLoopTrainingCapture`; set ``modules``, ``rows``
-    and ``leaves``."""
+    (:class:`Clock` adds them), and the note on compute that ran outside every graph. A component
+    of :class:`FSDPTrainingCapture` and of the session's
+    :class:`fxprof.measure.capture.fsdp_loop.FSDPLoopTrainingCapture`, given to the training
+    capture they build on (its ``layout_rows``), which adds :attr:`nodes` to its own and passes
+    its kept nodes through :meth:`nodes_in`."""
 
-    modules: dict[str, nn.Module]
-    rows: dict[str, NodeInfo]
-    leaves: list[tuple[nn.Module, Any]]
+    def __init__(self, modules: dict[str, nn.Module]):
+        self.modules = modules
+        self.rows: dict[str, NodeInfo] = {}
+        self.leaves = compiled_leaves(modules)
 
     def add_row(self, name: str, info: NodeInfo) -> None:
         self.rows.setdefault(name, info)
 
     @property
     def nodes(self) -> list[NodeInfo]:
-        return super().nodes + list(self.rows.values())
+        return list(self.rows.values())
 
-    def nodes_in(self, recorded: set[str]) -> tuple[list[NodeInfo], str]:
-        kept, note = super().nodes_in(recorded)
+    def nodes_in(self, kept: list[NodeInfo], note: str, recorded: set[str]) -> tuple[list[NodeInfo], str]:
+        """The capture's ``kept`` nodes and ``note``, with the rows recorded and what the rows tell."""
         scopes = {n.scope for n in kept if n.phase == "forward" and n.op in ("call_function", "call_method", "call_module")
                   and n.graph not in FSDP_GRAPHS.values()}
         missed = compute_outside_graphs(self.modules, scopes)
@@ -188,7 +190,7 @@ class FSDPRows:
         return kept + [info for name, info in self.rows.items() if name in recorded], note
 
     @contextlib.contextmanager
-    def _compiled_leaves(self) -> Iterator[None]:
+    def leaves_compiled(self) -> Iterator[None]:
         """A ``fully_shard``-ed module whose ``forward`` is torch.nn's own (a bare ``Linear``) runs
         that forward as a frame of its own between FSDP's hooks, and dynamo does not compile a
         frame of torch.nn's code it was not asked to: for the step, such a module's ``forward`` is
@@ -226,24 +228,23 @@ class _FSDPSavedState(SavedState):
         super().restore()
 
 
-class FSDPTrainingCapture(FSDPRows, TrainingCapture):
+class FSDPTrainingCapture(TrainingCapture):
     """A training step of an FSDP2 model (see the module docs)."""
 
     def saved_state(self, model: nn.Module, optimizer: Any) -> SavedState:
         return _FSDPSavedState(model, optimizer)
 
     def __init__(self, model: nn.Module, loss_fn: Any = None, optimizer: Any = None):
-        super().__init__(model, loss_fn, optimizer)
+        modules = fsdp_modules(model)
+        super().__init__(model, loss_fn, optimizer, rows=FSDPRows(modules))
         self.reason = ("backward=True on an FSDP2 model: forward and backward graphs from AOTAutograd, "
                        "FSDP's hooks run as in training, its all-gathers and reduce-scatters timed as rows")
-        self.modules = fsdp_modules(model)
+        self.modules = modules
         self.notes["fsdp"] = {"unshard_async_op": async_gathers(self.modules)}  # read by fxprof.core.overlap
         self.steps = TrainingSteps(self.modules, Clock(self), current_phase)
         self.session = FSDPSession(type(model), lambda: self.steps.running[-1] if self.steps.running else "")
         #: the recorder of the timed run going on, else None
         self.timing: Recorder | None = None
-        self.leaves = compiled_leaves(self.modules)
-        self.rows: dict[str, NodeInfo] = {}
 
     @contextlib.contextmanager
     def _fsdp(self, recorder: Recorder | None) -> Iterator[None]:
@@ -252,7 +253,7 @@ class FSDPTrainingCapture(FSDPRows, TrainingCapture):
         self.steps.new_run()
         self.session.new_step()
         try:
-            with self.steps, self._compiled_leaves():
+            with self.steps, self.layout_rows.leaves_compiled():
                 yield
         finally:
             self.timing = None

@@ -33,7 +33,7 @@ from typing import Any, Callable
 
 from torch import nn
 
-from ..distributed.fsdp import TrainingSteps, async_gathers, fsdp_modules
+from ..distributed.fsdp import TrainingSteps, fsdp_modules
 from ..timing.recorder import Recorder
 from .fsdp_training import Clock, FSDPPlacement, FSDPRows, current_phase
 from .training import ACTIVE
@@ -103,7 +103,6 @@ class FSDPLoopTrainingCapture(LoopTrainingCapture):
                        "and reduce-scatters timed as rows; each run from the outermost FSDP module's pre-forward (the root's "
                        "all-gather) to FSDP's final backward callback (the last reduce-scatters)")
         self.modules = modules
-        self.notes["fsdp"] = {"unshard_async_op": async_gathers(self.modules)}  # read by fxprof.core.overlap
         #: what a run spans, in the session's backward note (fxprof.measure.session.cycle)
         self.run_span = ("from the outermost FSDP module's pre-forward (the root's all-gather, before the forward "
                          "itself) to FSDP's final backward callback (after the last reduce-scatters)")

@@ -32,7 +32,7 @@ from torch import nn
 
 from ...core.nodes import NodeInfo
 from ...vocab import FSDP
-from ..distributed.fsdp import TrainingSteps, async_gathers, compute_outside_graphs, fsdp_modules, is_fsdp
+from ..distributed.fsdp import TrainingSteps, compute_outside_graphs, fsdp_modules, is_fsdp
 from ..distributed.fsdp_state import owned_parameters, refuse_pending_gradients, refuse_unsharded_in_optimizer, reshard
 from ..timing.recorder import Recorder
 from .base import PassFn
@@ -240,7 +240,6 @@ class FSDPTrainingCapture(TrainingCapture):
         self.reason = ("backward=True on an FSDP2 model: forward and backward graphs from AOTAutograd, "
                        "FSDP's hooks run as in training, its all-gathers and reduce-scatters timed as rows")
         self.modules = modules
-        self.notes["fsdp"] = {"unshard_async_op": async_gathers(self.modules)}  # read by fxprof.core.overlap
         self.steps = TrainingSteps(self.modules, Clock(self), current_phase)
         self.session = FSDPSession(type(model), lambda: self.steps.running[-1] if self.steps.running else "")
         #: the recorder of the timed run going on, else None

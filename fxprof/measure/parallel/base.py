@@ -8,10 +8,12 @@ asks the layouts a model has (:func:`fxprof.measure.parallel.layouts.layouts_of`
                     for every layout: :func:`fxprof.measure.parallel.layouts.refuse`);
 ``training``        the training captures (``fxprof.profile`` and a session's loop) that time the
                     layout's own work as rows (or None: the plain ones);
+``notes``           a typed note for a training capture's metadata, under the layout's ``name``
+                    (or None);
 
 A forward capture (``backward=False``) is not asked here: the symbolic captures of
 :mod:`fxprof.measure.capture.captures`, a layer below, capture an FSDP2 model's layers with FSDP's
-work as nodes and split tensor-parallel modules themselves.
+work as nodes (noting FSDP's the same way) and split tensor-parallel modules themselves.
 
 The layouts themselves live in this package (``fsdp``, ``ddp``, ``tensor_parallel``), listed in
 :mod:`fxprof.measure.parallel.layouts`, first asked first.
@@ -42,4 +44,8 @@ class Layout:
     def training(self, loop: bool) -> Callable[..., Any] | None:
         """The training capture class whose steps time the layout's work as rows (``loop``: a
         session's), or None for the plain one."""
+        return None
+
+    def notes(self, model: nn.Module) -> Any:
+        """A typed note (with ``meta()``: the dict the metadata holds) for a training capture, or None."""
         return None

@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 from torch import nn
 
-from ..distributed.fsdp import is_fsdp, refuse_unsupported
+from ..distributed.fsdp import FSDPNotes, fsdp_modules, is_fsdp, refuse_unsupported
 from .base import Layout
 
 __all__ = ["FSDP2"]
@@ -36,3 +36,6 @@ class FSDP2(Layout):
         from ..capture.fsdp_training import FSDPTrainingCapture
 
         return FSDPTrainingCapture
+
+    def notes(self, model: nn.Module) -> Any:
+        return FSDPNotes.of(fsdp_modules(model))  # read by fxprof.core.overlap

@@ -12,7 +12,7 @@ from .ddp import DDP
 from .fsdp import FSDP2
 from .tensor_parallel import TensorParallel
 
-__all__ = ["LAYOUTS", "layouts_of", "refuse", "training_capture"]
+__all__ = ["LAYOUTS", "layouts_of", "refuse", "training_capture", "note_layouts"]
 
 #: every layout, first asked first (FSDP2 first: it may sit over tensor parallelism)
 LAYOUTS: tuple[Layout, ...] = (FSDP2(), DDP(), TensorParallel())
@@ -36,3 +36,12 @@ def training_capture(model: nn.Module, loop: bool, default: Callable[..., Any]) 
         if cls is not None:
             return cls
     return default
+
+
+def note_layouts(model: nn.Module, captured: Any) -> Any:
+    """``captured`` (a training capture) with each of ``model``'s layouts' notes in its metadata."""
+    for layout in layouts_of(model):
+        note = layout.notes(model)
+        if note is not None:
+            captured.notes[layout.name] = note.meta()
+    return captured

@@ -10,12 +10,12 @@ from torch import nn
 
 from ...errors import TraceError
 from ..common.state import preserved_buffers, preserved_rng
-from ..distributed.fsdp import FSDPNotes, bypass_types, fsdp_modules, insert_fsdp_steps, is_fsdp, refuse_unsupported
+from ..distributed.fsdp import FSDPNotes, bypass_types, fsdp_modules, insert_fsdp_steps, refuse_unsupported
 from .base import GraphCapture
 from .tensor_parallel import split_tensor_parallel
 from .tracer import trace
 
-__all__ = ["capture_fsdp", "is_fsdp"]
+__all__ = ["capture_fsdp"]
 
 
 

@@ -32,13 +32,13 @@ from torch import nn
 
 from ...core.nodes import NodeInfo
 from ...vocab import FSDP
-from ..distributed.fsdp import TrainingSteps, compute_outside_graphs, fsdp_modules, is_fsdp
+from ..distributed.fsdp import TrainingSteps, compute_outside_graphs, fsdp_modules
 from ..distributed.fsdp_state import owned_parameters, refuse_pending_gradients, refuse_unsharded_in_optimizer, reshard
 from ..timing.recorder import Recorder
 from .base import PassFn
 from .training import LOSS_SCOPE, SavedState, TrainingCapture, TrainingSession, describe_backward, describe_forward, training_backend
 
-__all__ = ["FSDPTrainingCapture", "FSDPRows", "FSDPPlacement", "compiled_leaves", "is_fsdp", "FSDP_GRAPHS"]
+__all__ = ["FSDPTrainingCapture", "FSDPRows", "FSDPPlacement", "compiled_leaves", "FSDP_GRAPHS"]
 
 
 

@@ -15,10 +15,15 @@ entry decides *which* program a request means, in this order:
               :func:`~fxprof.measure.compiled.mode.profile_from_events`; what differs is who drives the
               runs (compiled mode's profiler cycles with unprofiled runs between, or the loop).
 ``training``  ``backward=True``: forward and backward graphs from AOTAutograd
-              (:mod:`fxprof.measure.capture.training`; in a loop :mod:`fxprof.measure.capture.training_loop`).
+              (:mod:`fxprof.measure.capture.training`; in a loop :mod:`fxprof.measure.capture.training_loop`);
+              a model with a parallel layout whose own work is timed as rows (FSDP2, DDP) gets that
+              layout's training capture, and the layout's notes in its metadata.
 ``eager``     the model's graphs (:func:`fxprof.measure.capture.captures.capture_model`: symbolic tracing,
               dynamo or export), with the call's pattern of optional inputs and the forward the
               model really runs (an instance forward included).
+
+Before any but the compiled program, the model's parallel layouts (:mod:`fxprof.measure.parallel`)
+refuse what fxprof cannot yet profile on them: one check, :func:`fxprof.measure.parallel.layouts.refuse`.
 
 The returned :class:`~fxprof.measure.capture.captures.Capture` is the program, its nodes and (through
 ``readable_names``) their names.
@@ -35,7 +40,7 @@ from .capture.captures import Capture, DynamoCapture, capture_model
 from .capture.dynamo import fxprof_backend
 from .compiled.compiling import compiled_forward, is_compiled_function
 from .compiled.mode import is_compiled
-from .distributed.fsdp import refuse_unsupported
+from .parallel.layouts import note_layouts, refuse, training_capture
 
 __all__ = ["capture_program", "wants_compiled", "COMPILED_BACKWARD"]
 
@@ -74,7 +79,7 @@ def capture_program(model: nn.Module, args: tuple, kwargs: dict, *, capture: str
         from .compiled.in_session import LoopCompiledCapture
 
         return LoopCompiledCapture(model, forward)
-    refuse_unsupported(model, capture, backward=backward, session=loop)  # FSDP2: what fxprof cannot yet time
+    refuse(model, capture, backward=backward, session=loop)  # what fxprof cannot yet time on a parallel layout
     if backward:
         if torch.is_inference_mode_enabled():
             raise ValueError(
@@ -82,25 +87,17 @@ def capture_program(model: nn.Module, args: tuple, kwargs: dict, *, capture: str
                 "(tensors made there can never take part in autograd); call fxprof.profile outside the "
                 "inference_mode() block. (Inside torch.no_grad() fxprof turns gradients on for the steps itself.)"
             )
-        from .capture.fsdp_training import FSDPTrainingCapture, is_fsdp
-
         if loop:
-            from .capture.ddp_loop import DDPLoopTrainingCapture
-            from .capture.fsdp_loop import FSDPLoopTrainingCapture
             from .capture.training_loop import LoopTrainingCapture
-            from .distributed.ddp import is_ddp
 
-            # FSDP2's work and DDP's all-reduce timed as rows
-            loop_cls = (FSDPLoopTrainingCapture if is_fsdp(model) else DDPLoopTrainingCapture if is_ddp(model)
-                        else LoopTrainingCapture)
-            return loop_cls(model, forward if forward is not None else model.forward)
-        from .capture.ddp_training import DDPTrainingCapture
+            # a layout's own work (FSDP2's, DDP's all-reduce) timed as rows
+            loop_cls = training_capture(model, True, LoopTrainingCapture)
+            return note_layouts(model, loop_cls(model, forward if forward is not None else model.forward))
         from .capture.training import TrainingCapture, capture_training
-        from .distributed.ddp import is_ddp
 
-        # FSDP2's work and DDP's all-reduce timed as rows
-        cls = FSDPTrainingCapture if is_fsdp(model) else DDPTrainingCapture if is_ddp(model) else TrainingCapture
-        return capture_training(model, capture, mode, loss_fn, optimizer, cls)
+        # a layout's own work (FSDP2's, DDP's all-reduce) timed as rows
+        cls = training_capture(model, False, TrainingCapture)
+        return note_layouts(model, capture_training(model, capture, mode, loss_fn, optimizer, cls))
     if loss_fn is not None or optimizer is not None:
         raise ValueError("loss_fn and optimizer apply to training steps: pass backward=True as well")
     captured = capture_model(model, args, kwargs, capture, concrete_args=concrete_args, leaf_modules=leaf_modules,

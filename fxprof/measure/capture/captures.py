@@ -29,13 +29,14 @@ from torch import fx, nn
 from ...errors import TraceError
 from ...vocab import CAPTURES
 from ..common.state import preserved_buffers
+from ..distributed.fsdp import is_fsdp
 from .sdpa import drop_all_true_masks
 from .tracer import trace
 
 __all__ = ["CAPTURES", "Capture", "capture_model", "explain_trace_failure"]
 from .base import Capture, GraphCapture, explain_trace_failure, forward_location, where_tracing_stopped
 from .dynamo import DynamoCapture
-from .fsdp import capture_fsdp, is_fsdp
+from .fsdp import capture_fsdp
 from .tensor_parallel import split_tensor_parallel
 
 

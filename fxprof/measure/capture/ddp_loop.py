@@ -24,8 +24,6 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from ...core.nodes import NodeInfo
-from ..distributed.ddp import TimedBuckets
 from .ddp_training import DDPRows
 from .training import ACTIVE
 from .training_loop import LoopSession, LoopTrainingCapture
@@ -60,7 +58,7 @@ class _DDPLoopSession(LoopSession):
             if self._clocked():
                 self.capture.swap(self.recorder.timer.host_ns)  # type: ignore[union-attr]
             elif self.recorder is not None and self.recorder.active:
-                self.capture.unclocked = True
+                self.capture.layout_rows.unclocked = True
             out = super().run_graph(runner, args)
             if self.capture.swapped:
                 self.backward_end = self.recorder.timer.host_ns()  # type: ignore[union-attr]
@@ -93,7 +91,7 @@ class _DDPLoopSession(LoopSession):
         taken = self.capture.give_back()
         recorder = self.recorder
         if taken and recorder is not None and recorder.active:
-            self.capture.add_rows(recorder, taken, self.backward_end)
+            self.capture.layout_rows.add_rows(recorder, taken, self.backward_end)
         super().end_run()
 
     def abort_run(self) -> None:
@@ -102,16 +100,13 @@ class _DDPLoopSession(LoopSession):
         super().abort_run()
 
 
-class DDPLoopTrainingCapture(DDPRows, LoopTrainingCapture):
+class DDPLoopTrainingCapture(LoopTrainingCapture):
     """The training steps of a session's loop on a DDP model (see the module docs)."""
 
     def __init__(self, model: nn.Module, forward: Callable[..., Any]):
-        super().__init__(model, forward)
-        self.rows: dict[str, NodeInfo] = {}
-        self.layers: list[tuple[int, list[str]]] | None = None
-        self.buckets = TimedBuckets(model, lambda: 0)
+        super().__init__(model, forward, rows=DDPRows(model))
+        self.buckets = self.layout_rows.buckets
         self.swapped = False
-        self.unclocked = False
         self.run_span = ("from the forward's start to the end of DDP's wait for its gradient all-reduces (after the "
                          "last backward graph)")
         root_name = self.session.root_name

@@ -40,23 +40,26 @@ DDP_GRAPH = "ddp"
 
 
 class DDPRows:
-    """The rows of DDP's all-reduces in a step (shared with the session's
-    :class:`fxprof.measure.capture.ddp_loop.DDPLoopTrainingCapture`); set ``model``, ``rows`` and
-    ``layers``."""
+    """The rows of DDP's all-reduces in a step: a component of :class:`DDPTrainingCapture` and of
+    the session's :class:`fxprof.measure.capture.ddp_loop.DDPLoopTrainingCapture`, given to the
+    training capture they build on (its ``layout_rows``), which adds :attr:`nodes` to its own and
+    passes its kept nodes through :meth:`nodes_in`. ``buckets`` times the all-reduces."""
 
-    model: nn.Module
-    rows: dict[str, NodeInfo]
-    layers: list[tuple[int, list[str]]] | None
-    buckets: TimedBuckets
-    #: a timed run had a timer other than a host clock: no rows, said in the note
-    unclocked: bool
+    def __init__(self, model: nn.Module):
+        self.model = model
+        self.rows: dict[str, NodeInfo] = {}
+        #: per bucket: (gradient values, the modules it holds), read again when the buckets change
+        self.layers: list[tuple[int, list[str]]] | None = None
+        self.buckets = TimedBuckets(model, lambda: 0)
+        #: a timed run had a timer other than a host clock: no rows, said in the note
+        self.unclocked = False
 
     @property
     def nodes(self) -> list[NodeInfo]:
-        return super().nodes + list(self.rows.values())  # type: ignore[misc]
+        return list(self.rows.values())
 
-    def nodes_in(self, recorded: set[str]) -> tuple[list[NodeInfo], str]:
-        kept, note = super().nodes_in(recorded)  # type: ignore[misc]
+    def nodes_in(self, kept: list[NodeInfo], note: str, recorded: set[str]) -> tuple[list[NodeInfo], str]:
+        """The capture's ``kept`` nodes and ``note``, with the rows recorded and what the rows tell."""
         said = ""
         if self.unclocked:
             said = ("DDP's gradient all-reduce has no rows: they need a host clock (timer='cpu'); its time is in the "
@@ -104,39 +107,34 @@ class _DDPSession(TrainingSession):
         return out
 
 
-class DDPTrainingCapture(DDPRows, TrainingCapture):
+class DDPTrainingCapture(TrainingCapture):
     """A training step of a DDP model (see the module docs)."""
 
     def __init__(self, model: nn.Module, loss_fn: Any = None, optimizer: Any = None):
-        super().__init__(model, loss_fn, optimizer)
+        super().__init__(model, loss_fn, optimizer, rows=DDPRows(model))
         self.session = _DDPSession(type(model))
-        self.buckets = TimedBuckets(model, lambda: 0)
-        self.rows: dict[str, NodeInfo] = {}
-        #: per bucket: (gradient values, the modules it holds), read again when the buckets change
-        self.layers: list[tuple[int, list[str]]] | None = None
         self.timing = False
-        #: a timed run had a timer other than a host clock: no rows, said in the note
-        self.unclocked = False
 
     def backward(self, loss: Any, recorder: Recorder | None) -> None:
         """The backward with DDP's all-reduces timed (the reducer's group swapped for the backward
         only: DDP's forward, where dynamo traces, keeps its own), then their rows."""
         timer = recorder.timer if recorder is not None else None
+        rows = self.layout_rows
         self.timing = bool(timer is not None and getattr(timer, "shares_host_clock", False))
-        self.unclocked = self.unclocked or (recorder is not None and not self.timing)
+        rows.unclocked = rows.unclocked or (recorder is not None and not self.timing)
         if not self.timing:  # an untimed pass, or a timer that is not a host clock: DDP exactly as it is
             loss.backward()
             return
-        self.buckets.clock = self.session.clock = timer.host_ns  # type: ignore[union-attr]
+        rows.buckets.clock = self.session.clock = timer.host_ns  # type: ignore[union-attr]
         self.session.backward_end = 0
         try:
-            with self.buckets:
+            with rows.buckets:
                 loss.backward()
         finally:
-            taken = self.buckets.take()  # a failed backward's too: none is left for the next run
+            taken = rows.buckets.take()  # a failed backward's too: none is left for the next run
             self.session.clock = None
         if recorder is not None and taken:
-            self.add_rows(recorder, taken, self.session.backward_end)
+            rows.add_rows(recorder, taken, self.session.backward_end)
 
 
 def _common(paths: list[str]) -> str:

@@ -10,12 +10,12 @@ from torch import nn
 
 from ...errors import TraceError
 from ..common.state import preserved_buffers, preserved_rng
-from ..distributed.fsdp import async_gathers, bypass_types, fsdp_modules, insert_fsdp_steps, is_fsdp, refuse_unsupported
+from ..distributed.fsdp import FSDPNotes, bypass_types, fsdp_modules, insert_fsdp_steps, refuse_unsupported
 from .base import GraphCapture
 from .tensor_parallel import split_tensor_parallel
 from .tracer import trace
 
-__all__ = ["capture_fsdp", "is_fsdp"]
+__all__ = ["capture_fsdp"]
 
 
 
@@ -53,5 +53,5 @@ def capture_fsdp(model: nn.Module, args: tuple, kwargs: dict, capture: str, conc
     captured = GraphCapture(gm, "symbolic", f"FSDP2 model (fully_shard on {', '.join(p or '(root)' for p in modules)}): "
                                             f"layers traced, FSDP's all-gathers timed as nodes")
     captured = split_tensor_parallel(captured, args, kwargs)  # FSDP over tensor parallelism (2D)
-    captured.notes["fsdp"] = {"unshard_async_op": async_gathers(modules)}  # read by fxprof.core.overlap
+    captured.notes["fsdp"] = FSDPNotes.of(modules).meta()  # read by fxprof.core.overlap
     return captured

@@ -4,7 +4,7 @@ The loop's own forward, ``loss.backward()`` and optimizer run as they do without
 run times is what :class:`fxprof.measure.capture.fsdp_training.FSDPTrainingCapture` times in
 ``fxprof.profile(model, x, backward=True)``, by the same means: the model's forward compiled with
 the training backend (:class:`fxprof.measure.capture.training_loop.LoopTrainingCapture`), each
-graph call placed by (graph, FSDP module) (:class:`FSDPSession`), and FSDP's all-gathers, waits,
+graph call placed by (graph, FSDP module) (:class:`FSDPPlacement`), and FSDP's all-gathers, waits,
 reshards and reduce-scatters timed as rows charged to their layer by FSDP's parameter-group
 methods wrapped on each group (:class:`fxprof.measure.distributed.fsdp.TrainingSteps`).
 
@@ -33,33 +33,36 @@ from typing import Any, Callable
 
 from torch import nn
 
-from ...core.nodes import NodeInfo
-from ..distributed.fsdp import TrainingSteps, async_gathers, fsdp_modules
+from ..distributed.fsdp import TrainingSteps, fsdp_modules
 from ..timing.recorder import Recorder
-from .fsdp_training import Clock, FSDPRows, FSDPSession, compiled_leaves, current_phase
+from .fsdp_training import Clock, FSDPPlacement, FSDPRows, current_phase
 from .training import ACTIVE
 from .training_loop import LoopSession, LoopTrainingCapture
 
 __all__ = ["FSDPLoopTrainingCapture"]
 
 
-class _FSDPLoopSession(LoopSession, FSDPSession):
+class _FSDPLoopSession(LoopSession):
     """A loop's training session (a run waits for its backward graphs) whose graph calls are
-    placed by FSDP module (:class:`FSDPSession`), and whose runs end after autograd's final
-    callbacks, FSDP's among them."""
+    placed by FSDP module (its component :class:`~fxprof.measure.capture.fsdp_training.FSDPPlacement`,
+    as in :class:`~fxprof.measure.capture.fsdp_training.FSDPSession`), and whose runs end after
+    autograd's final callbacks, FSDP's among them."""
 
     def __init__(self, model_type: type, running: Callable[[], str], ended: Callable[[bool], None]):
         super().__init__(model_type)
-        self.running = running
+        self.fsdp = FSDPPlacement(running)
         self.ended = ended
         self._queued = False
+
+    def place(self, runner: Any) -> tuple[Any, str]:
+        return self.fsdp.place(self, runner)
 
     def label(self, runner: Any) -> str:
         return self.place(runner)[1]  # a backward outside a run: placed as in a run, so its calls stay paired
 
     def begin(self) -> None:
         super().begin()
-        self.new_step()
+        self.fsdp.new_step()
         self._queued = False
 
     def end_run(self) -> None:
@@ -89,22 +92,20 @@ class _FSDPLoopSession(LoopSession, FSDPSession):
         self.ended(True)
 
 
-class FSDPLoopTrainingCapture(FSDPRows, LoopTrainingCapture):
+class FSDPLoopTrainingCapture(LoopTrainingCapture):
     """The training steps of a session's loop on an FSDP2 model (see the module docs)."""
 
     def __init__(self, model: nn.Module, forward: Callable[..., Any]):
-        super().__init__(model, forward)
+        modules = fsdp_modules(model)
+        super().__init__(model, forward, rows=FSDPRows(modules))
         self.reason = ("backward=True on an FSDP2 model: forward and backward graphs from AOTAutograd, the backward "
                        "timed inside the loop's own loss.backward(); FSDP's hooks run as in training, its all-gathers "
                        "and reduce-scatters timed as rows; each run from the outermost FSDP module's pre-forward (the root's "
                        "all-gather) to FSDP's final backward callback (the last reduce-scatters)")
-        self.modules = fsdp_modules(model)
-        self.notes["fsdp"] = {"unshard_async_op": async_gathers(self.modules)}  # read by fxprof.core.overlap
+        self.modules = modules
         #: what a run spans, in the session's backward note (fxprof.measure.session.cycle)
         self.run_span = ("from the outermost FSDP module's pre-forward (the root's all-gather, before the forward "
                          "itself) to FSDP's final backward callback (after the last reduce-scatters)")
-        self.rows: dict[str, NodeInfo] = {}
-        self.leaves = compiled_leaves(self.modules)
         # the plain loop session LoopTrainingCapture made is replaced by one that places calls by FSDP module
         root_name = self.session.root_name
         self._activation.close()  # type: ignore[union-attr]
@@ -162,7 +163,7 @@ class FSDPLoopTrainingCapture(FSDPRows, LoopTrainingCapture):
             self.steps.new_run()
         self._recorder = recorder
         self._early = False
-        with self._compiled_leaves():
+        with self.layout_rows.leaves_compiled():
             return super().run(recorder, args, kwargs, join=join, begun=early)
 
     def close(self) -> None:

@@ -18,7 +18,7 @@ What this module adds (:class:`FSDPTrainingCapture`):
 * the layers' scopes: a graph dynamo compiled from an FSDP module's own ``forward`` names its
   modules from that module (``fc1``), and identical blocks share one compiled graph; each call
   is placed by (graph, FSDP module) and its nodes put under the module's path (``blocks.0.fc1``)
-  (:class:`FSDPSession`).
+  (:class:`FSDPPlacement`, the session's component).
 """
 
 from __future__ import annotations
@@ -32,13 +32,13 @@ from torch import nn
 
 from ...core.nodes import NodeInfo
 from ...vocab import FSDP
-from ..distributed.fsdp import TrainingSteps, async_gathers, compute_outside_graphs, fsdp_modules, is_fsdp
+from ..distributed.fsdp import TrainingSteps, compute_outside_graphs, fsdp_modules
 from ..distributed.fsdp_state import owned_parameters, refuse_pending_gradients, refuse_unsharded_in_optimizer, reshard
 from ..timing.recorder import Recorder
 from .base import PassFn
 from .training import LOSS_SCOPE, SavedState, TrainingCapture, TrainingSession, describe_backward, describe_forward, training_backend
 
-__all__ = ["FSDPTrainingCapture", "FSDPRows", "compiled_leaves", "is_fsdp", "FSDP_GRAPHS"]
+__all__ = ["FSDPTrainingCapture", "FSDPRows", "FSDPPlacement", "compiled_leaves", "FSDP_GRAPHS"]
 
 
 
@@ -46,19 +46,19 @@ __all__ = ["FSDPTrainingCapture", "FSDPRows", "compiled_leaves", "is_fsdp", "FSD
 FSDP_GRAPHS = {"forward": "fsdp", "backward": "fsdp_bw"}
 
 
-class FSDPSession(TrainingSession):
-    """A training session whose graphs are told apart by the FSDP module they run for.
+class FSDPPlacement:
+    """Places a training session's graph calls by the FSDP module they run for: a component of
+    :class:`FSDPSession` and of the session's loop (:mod:`fxprof.measure.capture.fsdp_loop`).
 
     Dynamo compiles each FSDP module's ``forward`` as a frame of its own, and identical blocks
     share one compiled graph (the same code, the same guards: from the second block of a stack on,
     whose input requires grad). Each call is therefore placed by (graph, FSDP module): the forward
-    by the innermost FSDP module whose forward is running, the backward by the forward calls of
-    the same graph, last first (autograd differentiates them in reverse). Each (graph, module)
-    has its own label (``fw3``, ``bw3``) and its nodes are put under the module's path
-    (``blocks.2.fc1``)."""
+    by the innermost FSDP module whose forward is running (``running()``), the backward by the
+    forward calls of the same graph, last first (autograd differentiates them in reverse). Each
+    (graph, module) has its own label (``fw3``, ``bw3``) and its nodes are put under the module's
+    path (``blocks.2.fc1``)."""
 
-    def __init__(self, model_type: type, running: Callable[[], str] = lambda: ""):
-        super().__init__(model_type)
+    def __init__(self, running: Callable[[], str] = lambda: ""):
         self.running = running
         self.slots: dict[tuple[int, str], int] = {}  # (id(pair), FSDP path) -> label index
         self.calls: dict[int, list[str]] = {}  # id(pair) -> FSDP paths of its forward calls not yet differentiated
@@ -76,23 +76,39 @@ class FSDPSession(TrainingSession):
         pending = self.calls.get(pair)
         return pending.pop() if pending else ""
 
-    def place(self, runner: Any) -> tuple[Any, str]:
+    def place(self, session: TrainingSession, runner: Any) -> tuple[Any, str]:
+        """``runner``'s call placed (its nodes described into ``session`` the first time): its key and label."""
         path = self._owner(runner)
-        self.pairs.setdefault(id(runner.pair), len(self.pairs))
+        session.pairs.setdefault(id(runner.pair), len(session.pairs))
         slot = (id(runner.pair), path)
         index = self.slots.setdefault(slot, len(self.slots))
         label = f"{'fw' if runner.which == 'forward' else 'bw'}{index}"
         if (id(runner), path) not in self.placed:
             self.placed.add((id(runner), path))
             if runner.which == "forward":
-                infos = describe_forward(runner.gm, label, self.model_type, self.root_name)
-                self.forward_infos[slot] = {i.name.split(":", 1)[1]: i for i in infos}  # type: ignore[index]
+                infos = describe_forward(runner.gm, label, session.model_type, session.root_name)
+                session.forward_infos[slot] = {i.name.split(":", 1)[1]: i for i in infos}  # type: ignore[index]
             else:
                 fw = runner.pair.forward
                 infos = describe_backward(runner.gm, label, fw.gm if fw is not None else None,
-                                          self.forward_infos.get(slot, {}), self.model_type, self.root_name)  # type: ignore[call-overload]
-            self.nodes.extend(_under(info, path) for info in infos)
+                                          session.forward_infos.get(slot, {}), session.model_type, session.root_name)  # type: ignore[call-overload]
+            session.nodes.extend(_under(info, path) for info in infos)
         return (id(runner), path), label
+
+
+class FSDPSession(TrainingSession):
+    """A training session whose graphs are told apart by the FSDP module they run for
+    (:class:`FSDPPlacement`)."""
+
+    def __init__(self, model_type: type, running: Callable[[], str] = lambda: ""):
+        super().__init__(model_type)
+        self.fsdp = FSDPPlacement(running)
+
+    def new_step(self) -> None:
+        self.fsdp.new_step()
+
+    def place(self, runner: Any) -> tuple[Any, str]:
+        return self.fsdp.place(self, runner)
 
 
 def _under(info: NodeInfo, prefix: str) -> NodeInfo:
@@ -130,37 +146,39 @@ class Clock:
         graph = FSDP_GRAPHS[phase]
         full = f"{graph}:{name}"
         recorder.append((full, token[0], m1, token[1], h1))
-        self.capture.add_row(full, NodeInfo(name=full, op="call_function", target=f"fsdp.{kind}({path or 'root'})",
+        self.capture.layout_rows.add_row(full, NodeInfo(name=full, op="call_function", target=f"fsdp.{kind}({path or 'root'})",
                                             module_type="", scope=path, range="", kind=kind, graph=graph, phase=phase, role=FSDP))
 
 
 def compiled_leaves(modules: dict[str, nn.Module]) -> list[tuple[nn.Module, Any]]:
     """``(module, its forward compiled with the training backend)`` for each ``fully_shard``-ed
-    module whose ``forward`` is torch.nn's own (a bare ``Linear``; see :meth:`FSDPRows._compiled_leaves`)."""
+    module whose ``forward`` is torch.nn's own (a bare ``Linear``; see :meth:`FSDPRows.leaves_compiled`)."""
     return [(m, torch.compile(m.forward, backend=training_backend)) for m in modules.values()
             if getattr(type(m).forward, "__module__", "").startswith("torch.nn.")]
 
 
 class FSDPRows:
     """What a capture of FSDP2 training steps adds to its graphs' nodes: FSDP's work as rows
-    (:class:`Clock` adds them), and the note on compute that ran outside every graph. Shared by
-    :class:`FSDPTrainingCapture` and the session's
-    :class:`fxprof.measure.capture.fsdp_loop.FSDPLoopTrainingCapture`; set ``modules``, ``rows``
-    and ``leaves``."""
+    (:class:`Clock` adds them), and the note on compute that ran outside every graph. A component
+    of :class:`FSDPTrainingCapture` and of the session's
+    :class:`fxprof.measure.capture.fsdp_loop.FSDPLoopTrainingCapture`, given to the training
+    capture they build on (its ``layout_rows``), which adds :attr:`nodes` to its own and passes
+    its kept nodes through :meth:`nodes_in`."""
 
-    modules: dict[str, nn.Module]
-    rows: dict[str, NodeInfo]
-    leaves: list[tuple[nn.Module, Any]]
+    def __init__(self, modules: dict[str, nn.Module]):
+        self.modules = modules
+        self.rows: dict[str, NodeInfo] = {}
+        self.leaves = compiled_leaves(modules)
 
     def add_row(self, name: str, info: NodeInfo) -> None:
         self.rows.setdefault(name, info)
 
     @property
     def nodes(self) -> list[NodeInfo]:
-        return super().nodes + list(self.rows.values())
+        return list(self.rows.values())
 
-    def nodes_in(self, recorded: set[str]) -> tuple[list[NodeInfo], str]:
-        kept, note = super().nodes_in(recorded)
+    def nodes_in(self, kept: list[NodeInfo], note: str, recorded: set[str]) -> tuple[list[NodeInfo], str]:
+        """The capture's ``kept`` nodes and ``note``, with the rows recorded and what the rows tell."""
         scopes = {n.scope for n in kept if n.phase == "forward" and n.op in ("call_function", "call_method", "call_module")
                   and n.graph not in FSDP_GRAPHS.values()}
         missed = compute_outside_graphs(self.modules, scopes)
@@ -172,7 +190,7 @@ class FSDPRows:
         return kept + [info for name, info in self.rows.items() if name in recorded], note
 
     @contextlib.contextmanager
-    def _compiled_leaves(self) -> Iterator[None]:
+    def leaves_compiled(self) -> Iterator[None]:
         """A ``fully_shard``-ed module whose ``forward`` is torch.nn's own (a bare ``Linear``) runs
         that forward as a frame of its own between FSDP's hooks, and dynamo does not compile a
         frame of torch.nn's code it was not asked to: for the step, such a module's ``forward`` is
@@ -210,24 +228,22 @@ class _FSDPSavedState(SavedState):
         super().restore()
 
 
-class FSDPTrainingCapture(FSDPRows, TrainingCapture):
+class FSDPTrainingCapture(TrainingCapture):
     """A training step of an FSDP2 model (see the module docs)."""
 
     def saved_state(self, model: nn.Module, optimizer: Any) -> SavedState:
         return _FSDPSavedState(model, optimizer)
 
     def __init__(self, model: nn.Module, loss_fn: Any = None, optimizer: Any = None):
-        super().__init__(model, loss_fn, optimizer)
+        modules = fsdp_modules(model)
+        super().__init__(model, loss_fn, optimizer, rows=FSDPRows(modules))
         self.reason = ("backward=True on an FSDP2 model: forward and backward graphs from AOTAutograd, "
                        "FSDP's hooks run as in training, its all-gathers and reduce-scatters timed as rows")
-        self.modules = fsdp_modules(model)
-        self.notes["fsdp"] = {"unshard_async_op": async_gathers(self.modules)}  # read by fxprof.core.overlap
+        self.modules = modules
         self.steps = TrainingSteps(self.modules, Clock(self), current_phase)
         self.session = FSDPSession(type(model), lambda: self.steps.running[-1] if self.steps.running else "")
         #: the recorder of the timed run going on, else None
         self.timing: Recorder | None = None
-        self.leaves = compiled_leaves(self.modules)
-        self.rows: dict[str, NodeInfo] = {}
 
     @contextlib.contextmanager
     def _fsdp(self, recorder: Recorder | None) -> Iterator[None]:
@@ -236,7 +252,7 @@ class FSDPTrainingCapture(FSDPRows, TrainingCapture):
         self.steps.new_run()
         self.session.new_step()
         try:
-            with self.steps, self._compiled_leaves():
+            with self.steps, self.layout_rows.leaves_compiled():
                 yield
         finally:
             self.timing = None

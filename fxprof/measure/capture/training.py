@@ -342,7 +342,7 @@ class TrainingCapture(Capture):
     kind = "aot"
 
     def __init__(self, model: nn.Module, loss_fn: Callable[[Any], torch.Tensor] | None = None,
-                 optimizer: torch.optim.Optimizer | None = None):
+                 optimizer: torch.optim.Optimizer | None = None, rows: Any = None):
         super().__init__("backward=True: forward and backward graphs from AOTAutograd (torch.compile)")
         if loss_fn is not None and not callable(loss_fn):
             raise TypeError(f"loss_fn must be callable (output -> scalar tensor), got {type(loss_fn).__name__}")
@@ -361,6 +361,9 @@ class TrainingCapture(Capture):
         self.session = TrainingSession(type(model))
         self.saved = self.saved_state(model, optimizer)
         self._extra = _optimizer_nodes(optimizer) if optimizer is not None else []
+        #: the rows a parallel layout's own work adds (its ``nodes``; ``nodes_in(kept, note, recorded)``),
+        #: e.g. :class:`fxprof.measure.capture.fsdp_training.FSDPRows`; None: none
+        self.layout_rows = rows
 
     def saved_state(self, model: nn.Module, optimizer: torch.optim.Optimizer | None) -> SavedState:
         """The state put back when profiling ends (taken before anything runs)."""
@@ -376,15 +379,18 @@ class TrainingCapture(Capture):
 
     @property
     def nodes(self) -> list[NodeInfo]:
-        return list(self.session.nodes) + self._extra
+        rows = self.layout_rows.nodes if self.layout_rows is not None else []
+        return list(self.session.nodes) + self._extra + rows
 
     def nodes_in(self, recorded: set[str]) -> tuple[list[NodeInfo], str]:
-        """The graphs that ran in the timed runs (a recompile can replace a graph), and the
-        optimizer's nodes."""
+        """The graphs that ran in the timed runs (a recompile can replace a graph), the
+        optimizer's nodes, and a parallel layout's rows."""
         ran = {n.graph for n in self.session.nodes if n.name in recorded}
         kept = [n for n in self.session.nodes if n.graph in ran]
         dropped = sorted({n.graph for n in self.session.nodes} - ran)
         note = f"graphs compiled but not run in the timed runs, left out: {', '.join(dropped)}" if dropped else ""
+        if self.layout_rows is not None:
+            return self.layout_rows.nodes_in(kept + self._extra, note, recorded)
         return kept + self._extra, note
 
     @property

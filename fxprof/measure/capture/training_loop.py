@@ -95,13 +95,15 @@ class LoopTrainingCapture(Capture):
 
     kind = "aot"
 
-    def __init__(self, model: nn.Module, forward: Callable[..., Any]):
+    def __init__(self, model: nn.Module, forward: Callable[..., Any], rows: Any = None):
         super().__init__("backward=True: forward and backward graphs from AOTAutograd (torch.compile), "
                          "the backward timed inside the loop's own loss.backward()")
         if not any(p.requires_grad for p in model.parameters()):
             raise ValueError(f"{type(model).__name__} has no parameter that requires grad, so backward=True has nothing "
                              f"to time in a backward; unfreeze parameters (p.requires_grad_(True)) or use backward=False")
         self.model = model
+        #: the rows a parallel layout's own work adds (as in :class:`fxprof.measure.capture.training.TrainingCapture`)
+        self.layout_rows = rows
         self.compiled = torch.compile(forward, backend=training_backend)
         self.session = LoopSession(type(model))
         self.session.root_name = _first_parameter(type(model).forward)
@@ -110,13 +112,16 @@ class LoopTrainingCapture(Capture):
 
     @property
     def nodes(self) -> list[NodeInfo]:
-        return list(self.session.nodes)
+        return list(self.session.nodes) + (self.layout_rows.nodes if self.layout_rows is not None else [])
 
     def nodes_in(self, recorded: set[str]) -> tuple[list[NodeInfo], str]:
         ran = {n.graph for n in self.session.nodes if n.name in recorded}
         kept = [n for n in self.session.nodes if n.graph in ran]
         dropped = sorted({n.graph for n in self.session.nodes} - ran)
-        return kept, f"graphs compiled but not run in the timed runs, left out: {', '.join(dropped)}" if dropped else ""
+        note = f"graphs compiled but not run in the timed runs, left out: {', '.join(dropped)}" if dropped else ""
+        if self.layout_rows is not None:
+            return self.layout_rows.nodes_in(kept, note, recorded)
+        return kept, note
 
     @property
     def module(self) -> nn.Module:

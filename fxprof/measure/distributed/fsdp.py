@@ -38,6 +38,7 @@ symbolic tracing.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from typing import Any
 
@@ -45,7 +46,7 @@ from torch import fx, nn
 
 from ...vocab import FSDP, FSDP_STEPS
 
-__all__ = ["fsdp_modules", "is_fsdp", "async_gathers", "insert_fsdp_steps", "refuse_unsupported", "forward_prefetch", "bypass_types", "FSDPStep", "FSDP_KINDS",
+__all__ = ["fsdp_modules", "is_fsdp", "async_gathers", "FSDPNotes", "insert_fsdp_steps", "refuse_unsupported", "forward_prefetch", "bypass_types", "FSDPStep", "FSDP_KINDS",
            "TrainingSteps", "param_groups_by_path", "compute_outside_graphs"]
 
 #: the kinds of the nodes fxprof inserts for FSDP's work
@@ -339,6 +340,23 @@ def async_gathers(modules: dict[str, nn.Module]) -> dict[str, bool]:
     ``unshard_async_op``, False unless set): on the CPU, gloo runs a synchronous one inside the
     issue (:mod:`fxprof.core.overlap` reads this from ``meta["fsdp"]``)."""
     return {path: _async_unshard(module) for path, module in modules.items()}
+
+
+@dataclasses.dataclass(frozen=True)
+class FSDPNotes:
+    """What a capture of an FSDP2 model notes in the profile's metadata (``meta["fsdp"]``, read by
+    :mod:`fxprof.core.overlap`): per FSDP module path, whether its all-gathers are issued
+    asynchronously (:func:`async_gathers`)."""
+
+    unshard_async_op: dict[str, bool]
+
+    @classmethod
+    def of(cls, modules: dict[str, nn.Module]) -> "FSDPNotes":
+        return cls(async_gathers(modules))
+
+    def meta(self) -> dict[str, Any]:
+        """The note as the metadata holds it."""
+        return {"unshard_async_op": self.unshard_async_op}
 
 
 def bypass_types() -> tuple[type, ...]:

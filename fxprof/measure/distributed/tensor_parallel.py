@@ -31,7 +31,7 @@ from torch import fx, nn
 
 from ...vocab import MODEL, NO_COLLECTIVE, TP
 
-__all__ = ["parallel_modules", "split_parallel_modules", "TPStep", "NO_COLLECTIVE"]
+__all__ = ["is_tensor_parallel", "parallel_modules", "split_parallel_modules", "TPStep", "NO_COLLECTIVE"]
 
 
 
@@ -52,6 +52,12 @@ def _is_parallel(module: nn.Module, dtensor: type) -> bool:
     if module._forward_pre_hooks_with_kwargs or module._forward_hooks_with_kwargs:
         return False
     return bool(module._forward_pre_hooks or module._forward_hooks)
+
+
+def is_tensor_parallel(model: nn.Module) -> bool:
+    """Whether ``model`` holds tensor-parallel modules (see the module docs)."""
+    dtensor = _dtensor_class()
+    return dtensor is not None and any(_is_parallel(m, dtensor) for m in model.modules())
 
 
 def parallel_modules(gm: fx.GraphModule) -> list[fx.Node]:

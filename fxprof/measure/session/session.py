@@ -17,11 +17,11 @@ from ...core.profile import Profile
 from ...core.recording import Recording
 from ..capture.captures import Capture, DynamoCapture, specialised_inputs
 from ..common.state import OPEN_SESSIONS, PROFILING, refuse_inside_session
-from ..distributed.fsdp import refuse_unsupported
 from ..distributed.ranks import gather, is_initialized
 from ..eager.fidelity import EagerSteps
 from ..eager.loop import build_profile, check_devices, describe_run
 from ..eager.plan import ProfilePlan
+from ..parallel.layouts import refuse
 from ..passes.environment import environment
 from ..program import COMPILED_BACKWARD, capture_program, wants_compiled
 from ..timing.contention import ContentionMeter, RunWatch
@@ -64,8 +64,8 @@ class Session:
         self._compiled = wants_compiled(model, None, capture, model.__dict__.get("forward"))
         if self._compiled and backward:
             raise ValueError(COMPILED_BACKWARD)
-        if not self._compiled:  # what an FSDP2 model cannot be profiled with: said here, not steps later in the loop
-            refuse_unsupported(model, capture, backward=bool(backward), session=True)
+        if not self._compiled:  # what a parallel layout cannot be profiled with: said here, not steps later in the loop
+            refuse(model, capture, backward=bool(backward), session=True)
         self.model = model
         self.schedule = plan
         self.on_ready = on_ready

@@ -38,7 +38,7 @@ _hooks.provide(_conveniences)
 
 #: The public names: the one list. Each but ``__version__`` is imported on first use from where
 #: _LAZY says, and imported eagerly for type checkers under ``if TYPE_CHECKING:`` at the end;
-#: tests/test_public_names.py holds the three to each other and to the docs.
+#: tests/project/test_public_names.py holds the three to each other and to the docs.
 __all__ = [
     "__version__",
     # profiling

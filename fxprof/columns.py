@@ -12,7 +12,7 @@ combines it, and where it comes from. Everything else is derived from :data:`COL
 - how views print each number (``fxprof.views.tables.formatter_for``, by unit);
 - the ``--sort``/``--columns`` choices (``TABLE_COLUMNS``, ``GROUP_COLUMNS``);
 - the column table of docs/anatomy.md (:func:`markdown_table`; regenerate it with
-  ``python docs/scripts/columns_table.py``; tests/test_columns.py fails when it differs).
+  ``python docs/scripts/columns_table.py``; tests/core/test_columns.py fails when it differs).
 
 A new column is one line in :data:`COLUMNS` plus its computation (a pass writing its values
 per node, or a line in ``Profile._build_table``).

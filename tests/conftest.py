@@ -217,6 +217,6 @@ def stated(make, tries: int = 4):
         reasons.append(found.unreliable if found is not None else "no fidelity")
     if all("other processes" in r or "noisy machine" in r for r in reasons):
         # the machine stayed busy through every try: what the stated line says cannot be checked
-        # here (the withheld line is: tests/test_busy.py); said, not hidden
+        # here (the withheld line is: tests/measure/test_busy.py); said, not hidden
         pytest.skip(f"the machine was busy for all {tries} profiles: {reasons[-1]}")
     raise AssertionError(f"no profile of {tries} had a stated fidelity line: {reasons}")

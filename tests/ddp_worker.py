@@ -1,4 +1,4 @@
-"""Run under ``torchrun`` by tests/test_ddp.py (not a test module itself).
+"""Run under ``torchrun`` by tests/measure/test_ddp.py (not a test module itself).
 
 ``torchrun --nproc-per-node 2 ddp_worker.py OUTDIR``: each rank wraps :class:`Six` (six
 Linear(256) layers: two DDP buckets with DDP's default 1 MB first bucket) in

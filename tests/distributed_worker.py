@@ -1,4 +1,4 @@
-"""Run in the processes that tests/test_distributed.py starts (not a test module itself).
+"""Run in the processes that tests/measure/test_distributed.py starts (not a test module itself).
 
 As a script: ``python distributed_worker.py OUTDIR SLOW_RANK COLLECTIVE`` with RANK, WORLD_SIZE
 and FXPROF_TEST_STORE (a file for the process group's FileStore) in the environment. Each rank

@@ -1,4 +1,4 @@
-"""Run under ``torchrun`` by tests/test_fsdp_rows.py (not a test module itself).
+"""Run under ``torchrun`` by tests/measure/test_fsdp_rows.py (not a test module itself).
 
 ``torchrun --nproc-per-node 2 fsdp_rows_worker.py OUTDIR``: on each rank, FSDP2 set-ups whose
 backward rows must say what FSDP did: a session over a loop of gradient accumulation (every

@@ -1,4 +1,4 @@
-"""Run under ``torchrun`` by tests/test_fsdp_state.py (not a test module itself).
+"""Run under ``torchrun`` by tests/measure/test_fsdp_state.py (not a test module itself).
 
 ``torchrun --nproc-per-node 2 fsdp_state_worker.py OUTDIR``: on each rank, FSDP2 models
 (:func:`sharded_worker.sharded_model`) after a validation pass (a ``torch.no_grad()`` forward,

@@ -1,4 +1,4 @@
-"""Run under ``torchrun`` by tests/test_overlap.py (not a test module itself).
+"""Run under ``torchrun`` by tests/measure/test_overlap.py (not a test module itself).
 
 ``torchrun --nproc-per-node 2 overlap_worker.py OUTDIR``: each rank shards four blocks with FSDP2
 (gloo on the CPU), each block prefetching the next one's parameters in its pre-forward

@@ -1,4 +1,4 @@
-"""Run by tests/test_session.py in every rank of a gloo job (not a test module itself).
+"""Run by tests/measure/test_session.py in every rank of a gloo job (not a test module itself).
 
 ``python session_worker.py OUTDIR`` with RANK, WORLD_SIZE and FXPROF_TEST_STORE (a file for the
 process group's FileStore) in the environment. Every rank trains :class:`RankModel` in its own

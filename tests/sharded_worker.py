@@ -1,4 +1,4 @@
-"""Run under ``torchrun`` by tests/test_distributed_sharded.py (not a test module itself).
+"""Run under ``torchrun`` by tests/measure/test_distributed_sharded.py (not a test module itself).
 
 ``torchrun --nproc-per-node N sharded_worker.py OUTDIR fsdp``: each rank shards :class:`TwoBlocks`
 with FSDP2 (``fully_shard`` on each block, then the root; gloo on the CPU); ``... OUTDIR tp``: each

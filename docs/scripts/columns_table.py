@@ -1,5 +1,5 @@
 """Regenerate the column table of docs/anatomy.md from fxprof/columns.py (the one declaration
-of the per-node table's columns). tests/test_columns.py fails while the page differs.
+of the per-node table's columns). tests/core/test_columns.py fails while the page differs.
 
     python docs/scripts/columns_table.py          # rewrite the table in docs/anatomy.md
     python docs/scripts/columns_table.py --print  # print it instead

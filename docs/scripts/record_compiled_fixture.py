@@ -3,7 +3,7 @@ fxprof.measure.compiled's modules that run without compiling (tests/golden/compi
 
     PYTHONPATH=. python docs/scripts/record_compiled_fixture.py tests/golden/compiled_cpu.json
 
-The model is tests/test_compiled.py's ``Small`` (a conv block, a pooled linear, an activation),
+The model is tests/measure/test_compiled.py's ``Small`` (a conv block, a pooled linear, an activation),
 on the CPU, 1 thread, 3 profiled runs. Only the events inside the runs' ``fxprof::run``
 ranges are kept.
 """

@@ -1,5 +1,5 @@
 """The three short excerpts of docs/session.md that the example scripts do not print (the loops of
-tests/test_hostile_session.py): the env line of a session whose runs changed autocast and grad mode,
+tests/regressions/test_hostile_session.py): the env line of a session whose runs changed autocast and grad mode,
 the warning of a session that timed nothing, and the capture/env/note lines of a backward=True session
 of two forwards feeding one loss.
 

@@ -5,7 +5,7 @@ below is saved unless ``saved`` is False (none is today). ``schema`` names the J
 that ``fxprof/io/validate.py`` checks the key against (``None``: not in the schema, kept as it is);
 the schema's ``meta`` properties are derived from this table, in its order. ``computed`` marks a
 key written through a mapping built elsewhere (``meta.update(captured.notes)``,
-``RankSync.meta()``...), which ``tests/test_meta_keys.py`` cannot see on a ``meta`` mapping.
+``RankSync.meta()``...), which ``tests/core/test_meta_keys.py`` cannot see on a ``meta`` mapping.
 Nested keys (``compiled``, ``contention``, ``memory``, ``peaks``...) are described in the modules
 named as their writers. Imports nothing.
 """

@@ -3,7 +3,7 @@
     python tests/benchmarks/attribution.py [--nodes 71] [--runs 20] [--ops 4]
 
 Builds a synthetic trace shaped like a kernel-timer profile (per node and run: an ``fxprof::``
-range, ``--ops`` aten ops, a launch and its kernel) from tests/test_bridge.py's stand-ins for
+range, ``--ops`` aten ops, a launch and its kernel) from tests/measure/test_bridge.py's stand-ins for
 Kineto's events, and prints the median of 5 of ``attribute_kineto`` and of
 ``attribute_events(events_from_kineto(...))`` (the record path: the same core after building an
 ``Event`` per Kineto event), which give the same result.

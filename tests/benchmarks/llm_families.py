@@ -10,7 +10,7 @@ skipped, with its size), then for real; a plain greedy ``generate`` of 4 new tok
 ``return_dict_in_generate=True``; the real cache's bytes (every layer's keys and values) held
 against :func:`fxprof.measure.passes.kv_cache.kv_layout` from the config alone and from that
 cache. Families that cannot build from a small config are listed with the reason. It asserts
-nothing; tests/test_llm_families.py holds the representative families in CI.
+nothing; tests/api/test_llm_families.py holds the representative families in CI.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ fxprof's invariants (a)-(j) on each. Writes docs/zoo.md (one row per model) and 
 Each model runs in a child process of its own (``--in-process`` to run them here), which writes
 ``<json-dir>/<model>.json``; a model that fails, crashes or runs out of time is a row with its
 reason, never the end of the script. ``--collect DIR`` only renders the table from such files.
-The check functions (``check_*``) are the ones tests/test_zoo.py asserts on the CI subset.
+The check functions (``check_*``) are the ones tests/project/test_zoo.py asserts on the CI subset.
 
 The invariants (issue 31):
   (a) captured, or refused with a clear reason      (b) FLOPs = FlopCounterMode's within 1%

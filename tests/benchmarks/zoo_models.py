@@ -6,7 +6,7 @@ is downloaded). ``patterns`` (optional) gives every call pattern the eager model
 (optional arguments omitted, ``None``, given, in another order) for invariant (j).
 
 Used by ``tests/benchmarks/zoo.py`` (the whole zoo, writes docs/zoo.md) and
-``tests/test_zoo.py`` (the CI subset, :data:`CI_SUBSET`).
+``tests/project/test_zoo.py`` (the CI subset, :data:`CI_SUBSET`).
 """
 
 from __future__ import annotations
@@ -327,7 +327,7 @@ ZOO: dict[str, ZooModel] = {m.name: m for m in [
     ZooModel("ddp_resnet18", "ddp", _ddp_resnet18, "torchrun gloo, 2 ranks, 1x3x64x64"),
 ]}
 
-#: the CI subset (tests/test_zoo.py): torchvision, timm and transformers, small and quick to compile
+#: the CI subset (tests/project/test_zoo.py): torchvision, timm and transformers, small and quick to compile
 CI_SUBSET = ("resnet18", "mobilenet_v3_small", "efficientnet_b0", "timm_convnext_atto", "timm_vit_tiny_patch16_224",
              "hf_bert", "hf_gpt2", "hf_llama_gqa")
 #: those of CI_SUBSET also profiled compiled in CI (inductor's compile is the cost)

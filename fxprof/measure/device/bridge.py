@@ -246,7 +246,7 @@ def attribute_kineto(kineto_events: Iterable[Any]) -> DeviceAttribution:
     (the aten ops: most of a trace) cost one ``name()`` and one ``device_type()`` call each and
     are dropped; no :class:`Event` is built, and whether a name is a runtime call or a device
     type is the CPU is decided once per distinct value (a dict lookup after that). Same result
-    as ``attribute_events(events_from_kineto(...))`` (tests/test_bridge.py checks it). Activity
+    as ``attribute_events(events_from_kineto(...))`` (tests/measure/test_bridge.py checks it). Activity
     launched inside :data:`INPUT_COPIES_RANGE` is counted as input copies."""
     is_cpu_memo: dict[Any, bool] = {}
     runtime_memo: dict[str, bool] = {}

@@ -13,7 +13,7 @@ from ..columns import group_columns
 from ..vocab import EVENT_TIMERS
 from .memory import memory_columns, memory_line
 from .options import ViewOptions
-from .tables import format_ms, hidden_note, render_fitted
+from .tables import format_ms, hidden_note, ranked, render_fitted
 
 if TYPE_CHECKING:
     from ..core.profile import Profile
@@ -356,27 +356,6 @@ def roofline_notes(table: pd.DataFrame) -> list[str]:
     return [f"roofline: roof = the least time at the machine peaks, max(flops / compute rate, bytes / bandwidth); "
             f"roof_pct = roof over median (100: at the roof); headroom = median - roof; time above the roof by limit: "
             f"{', '.join(parts)} (docs/roofline.md)"]
-
-
-def ranked(table: pd.DataFrame, sort: str | None, ascending: bool = False, bookkeeping: bool = False) -> tuple[pd.DataFrame, str]:
-    """A per-node table sorted for showing, and the line that says what was set aside.
-
-    A sorted table is a ranking: unless ``bookkeeping``, the enter/exit nodes of
-    ``record_function`` ranges (:func:`fxprof.core.rollup.is_bookkeeping`) leave it, and the
-    returned line states their count and summed share (their time still counts in every
-    share). ``cum_pct`` then runs over the ranked nodes. In graph order (``sort=None``) or by
-    name (``sort="node"``) every node stays: neither is a ranking."""
-    from ..core.names import is_weight_input, weight_inputs_note
-    from ..core.profile import sort_table
-    from ..core.rollup import bookkeeping_note, is_bookkeeping
-
-    if sort is None or sort == (table.index.name or "node") or bookkeeping or "kind" not in table.columns:
-        return sort_table(table, sort, ascending), ""
-    mask = is_bookkeeping(table) | is_weight_input(table)
-    if not mask.any():
-        return sort_table(table, sort, ascending), ""
-    notes = "\n".join(n for n in (bookkeeping_note(table), weight_inputs_note(table)) if n)
-    return sort_table(table[~mask], sort, ascending), notes
 
 
 def _render_groups(groups: pd.DataFrame, key: str, depth: int, top: int | None, sort: str | None = "pct",

@@ -41,14 +41,11 @@ import pandas as pd
 
 from ..core.compare import MIN_EFFECT, compare, compare_blocks
 from ..core.profile import Profile
-from ..core.rollup import bookkeeping_note, is_bookkeeping
 from ..vocab import __version__
-from .html_parts import cards_html, figure_html, note_html, section_html, table_html
-from .memory_plot import memory_figure
+from .headline import report_cards
+from .html_parts import cards_html, figure_html, section_html, table_html
 from .options import ViewOptions
-from .overlap import overlap_frame, overlap_lines
 from .report_figures import (
-    FIRST_COLUMNS,
     FONT,
     MISSING_PLOTLY,
     blocks_figure,
@@ -63,6 +60,7 @@ from .report_figures import (
     totals_figure,
     tree_figure,
 )
+from .sections import REPORT
 from .tables import format_ms
 from .text import render_compare, render_header
 
@@ -180,129 +178,21 @@ def _page(title: str, head_lines: list[str], nav: list[tuple[str, str]], body: l
     )
 
 
-def _roofs_section(profile: Profile) -> str:
-    """The bandwidth curve the roofs come from, when the profile's peaks have one."""
-    from .roofs_plot import bandwidth_figure, curve_note
-
-    try:
-        figure = bandwidth_figure(profile.meta.get("peaks"))
-    except (TypeError, ValueError):  # unreadable peaks: the header says so
-        return ""
-    if figure is None:
-        return ""
-    return section_html("roofs", "The bandwidth roofs", "The rate of add, copy and an in-place op as the data an op reads grows, the fastest of "
-                    "interleaved rounds, and the roof each size is held to (red): a node whose reads fit a level is held to "
-                    "its rate (docs/roofline.md).", figure_html(figure, "fx-roofs"), note_html(curve_note(profile.meta["peaks"])))
-
-
 def render_report(profile: Profile, title: str | None = None) -> str:
     """The whole report of ``profile`` as one self-contained HTML document (see the module's
-    docstring for what it shows)."""
+    docstring for what it shows): the header's lines, the cards, then every section of
+    :data:`fxprof.views.sections.REPORT` that the profile has, in order, each linked."""
     plotly_go()
     if not isinstance(profile, Profile):
         raise TypeError(f"render_report needs a Profile (fxprof.profile or fxprof.load), got {type(profile).__name__}")
-    model = model_label(profile)
-    table = profile.df
-    header = render_header(profile).splitlines()
-    totals = profile.kept_totals()
-    cards = [("nodes", f"{len(table)}"), ("timed runs", f"{profile.num_runs}")]
-    if totals:  # one headline: the median run, then what the node medians sum to and the rest (fxprof.views.headline)
-        from .headline import run_figures
-
-        figures = run_figures(profile, table)
-        gathered = len(profile.ranks) > 1
-        cards[0:0] = [("median run", format_ms(figures.run_ms)),
-                      ("node time a run (median over every rank's runs)" if gathered else "sum of node medians",
-                       format_ms(figures.nodes_ms)),
-                      ("outside every node", format_ms(figures.outside_ms))]
-        cards.append(("coverage (node time / median run)", f"{figures.coverage * 100:.1f}%"))
-        cards.append(("outlier runs left out" if not profile.keep_outliers else "outlier runs (kept)", f"{len(profile.outlier_runs)}"))
-        found = profile.contention  # the machine, as the header's machine line says it (fxprof.core.contention)
-        if found is not None:
-            busy = int(found.busy.sum())
-            cards.append(("machine", "quiet" if not busy else
-                          f"BUSY: {busy} of {len(found.runs)} runs lost time to other processes"
-                          + (" (left out)" if found.left_out and not profile.keep_outliers else " (in the figures)")))
-    book = is_bookkeeping(table)
-    if book.any():
-        cards.append(("record_function bookkeeping", f"{table.loc[book, 'pct'].sum():.1f}%"))
-    nav = [("tree", "module tree"), ("kinds", "op kinds")]
-    body = [cards_html(cards)]
-    from .lookfirst import look_here_first
-
-    first_panel = look_here_first(table)
-    if first_panel:
-        body.append(section_html("first", "Look here first: the most time above the roof",
-                             "The nodes with the most headroom (median time above their roof, the least time the "
-                             "machine's peaks allow), which roof limits each and how close it runs to it (docs/roofline.md).",
-                             first_panel))
-        nav.insert(0, ("first", "look here first"))
-    body.append(section_html(
-        "tree", "Where the time goes: the module tree",
-        "Each box is as wide as its median time; a module holds its layers and its functional nodes; the root is the "
-        "median run, and its grey box (outside every node) the time no node holds, so the tree adds up to the run. "
-        "Click a box to zoom in, the bar on top to zoom out. Colours are op kinds (key below)"
-        + ("; the buttons switch to % of roof (red: far below the roof, green: at it)." if first_panel else "."),
-        figure_html(tree_figure(profile), "fx-tree")))
-    kinds = [figure_html(groups_figure(profile, "op"), "fx-kinds")]
-    body.append(section_html("kinds", "Time by op kind", "", *kinds))
-    extra = []
-    if (table["range"] != "").any():
-        extra.append(section_html("ranges", "Time by record_function range",
-                              "Each range's nodes, its enter and exit nodes included.",
-                              figure_html(groups_figure(profile, "range"), "fx-ranges"), note_html(bookkeeping_note(table))))
-        nav.append(("ranges", "ranges"))
-    if "phase" in table.columns and table["phase"].nunique() > 1:
-        extra.append(section_html("phases", "Time by training phase", "", figure_html(groups_figure(profile, "phase"), "fx-phases")))
-        nav.append(("phases", "phases"))
-    if profile.ranks:
-        ranks = profile.group_by("rank")
-        extra.append(section_html("ranks", "Time by rank", "Medians over each rank's runs; the straggler is named.",
-                              figure_html(ranks_figure(profile), "fx-ranks"), table_html(ranks, "fx-ranks-table", "ranks")))
-        nav.append(("ranks", "ranks"))
-    gathers = overlap_frame(profile)  # FSDP2: each layer's all-gathers, exposed and hidden (fxprof.core.overlap)
-    if not gathers.empty:
-        extra.append(section_html("overlap", "FSDP all-gathers per layer: exposed and hidden",
-                              "Per layer and phase, medians over the runs: the call that issues the all-gather, the work "
-                              "that ran before its wait (ahead), the wait, the time the layer was kept waiting (exposed = "
-                              "issue + waited), and the share of the collective's time in flight that other work ran "
-                              "beside (hidden_pct); blocking: FSDP issued it synchronously, so on the CPU it ran inside "
-                              "the issue (docs/distributed.md).",
-                              table_html(gathers, "fx-overlap", "overlap"), note_html(" ".join(overlap_lines(profile)))))
-        nav.append(("overlap", "FSDP overlap"))
-    body += extra
-    if profile.compiled.get("breaks"):  # a compiled model's graph breaks (fxprof.views.breaks)
-        from .breaks import breaks_table
-
-        body.append(section_html("breaks", "Graph breaks, biggest first", "Each is the Python that runs between two compiled graphs "
-                             "and the resume: where dynamo broke the graph, why, how often a run, its median time a run and its "
-                             "share of the compiled model's own run.", table_html(breaks_table(profile), "fx-breaks", "breaks")))
-        nav.append(("breaks", "breaks"))
-    if profile.num_runs:
-        body.append(section_html("dist", "Per-run times of the top nodes",
-                             "Every timed run is a point; the box spans the middle half of the runs, the line is the median. "
-                             "Ranked by share of node time; record_function enter/exit nodes are not ranked.",
-                             figure_html(distribution_figure(profile), "fx-dist")))
-        body.append(section_html("runs", "Run totals over time",
-                             "A trend is drift (clocks, heat, other work on the machine); crosses are outlier runs.",
-                             figure_html(runs_figure(profile), "fx-runs")))
-        nav += [("dist", "distributions"), ("runs", "runs")]
-    memory = memory_figure(profile)  # fxprof.views.memory_plot
-    if memory is not None:
-        body.append(section_html("memory", "Memory over the run", "What the run holds after each node, in run order, by category; "
-                             "the dotted line is each node's own peak (temporaries included); the run's peak is marked.",
-                             figure_html(memory, "fx-memory")))
-        nav.append(("memory", "memory"))
-    roofs = _roofs_section(profile)  # the bandwidth curve behind the roofs (fxprof.views.roofs_plot)
-    if roofs:
-        body.append(roofs)
-        nav.append(("roofs", "roofs"))
-    first = [c for c in FIRST_COLUMNS if c in table.columns and (c not in ("range", "phase") or table[c].nunique() > 1)]
-    body.append(section_html("table", "Every node", "Every column of profile.df, in graph order, the times and shares first; times "
-                         "with units (the CSV and profile.df keep milliseconds at full precision).",
-                         table_html(table[first + [c for c in table.columns if c not in first]], "fx-nodes", "nodes")))
-    nav.append(("table", "table"))
-    return _page(title or f"fxprof: {model}", header, nav, body)
+    body = [cards_html(report_cards(profile))]
+    nav = []
+    for section in REPORT:
+        shown = section.html(profile)
+        if shown:
+            body.append(shown)
+            nav.append((section.anchor, section.link))
+    return _page(title or f"fxprof: {model_label(profile)}", render_header(profile).splitlines(), nav, body)
 
 
 def render_compare_report(

@@ -5,7 +5,8 @@ HolisticTraceAnalysis draws its figures. The file holds everything it needs: plo
 figure's data, the styles and a small script that sorts and filters the tables. It makes no
 network request when opened; it opens by double-click, offline.
 
-What a profile's report shows (each derived from the DataFrame API, like every other view):
+What a profile's report shows (each derived from the DataFrame API, like every other view), its
+sections in the order of :data:`fxprof.views.sections.REPORT`:
 
 - the header facts (:func:`~fxprof.views.text.render_header`: model, device, timer, runs,
   coverage and interpreter overhead, outlier runs, environment) and a few key numbers;

@@ -1,6 +1,8 @@
-"""The report's bandwidth curve: the rate of add and copy by the bytes an op reads, and the roof
-each size is held to (plotly). Drawn from the peaks a profile keeps (``meta["peaks"]``); None
-for peaks without a curve (given by the user, or measured before fxprof measured one).
+"""The roofline in the header and the report: the header's ``roofline:`` lines (the roofs, the
+nodes above them) and the report's bandwidth curve, the rate of add and copy by the bytes an op
+reads and the roof each size is held to (plotly). Drawn from the peaks a profile keeps
+(``meta["peaks"]``); no curve for peaks without one (given by the user, or measured before
+fxprof measured one).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from .tables import format_ms
 if TYPE_CHECKING:  # pragma: no cover
     from ..core.profile import Profile
 
-__all__ = ["kernel_rows", "breaks_lines", "breaks_table", "profiler_cost_lines"]
+__all__ = ["kernel_rows", "breaks_lines", "breaks_table", "profiler_cost_lines", "breaks_panel"]
 
 #: breaks named one by one in the header; the rest are counted
 _NAMED = 3
@@ -100,3 +100,14 @@ def breaks_table(profile: "Profile") -> pd.DataFrame:
              "pct_of_run": (e["median_ms"] / own * 100) if own and e.get("median_ms") is not None else None}
             for e in breaks]
     return pd.DataFrame(rows, columns=["break", "reason", "where", "scope", "count", "median_ms", "pct_of_run"])
+
+
+def breaks_panel(profile: "Profile") -> str:
+    """The report's "breaks" section: a compiled model's graph breaks, biggest first; "" without any."""
+    if not profile.compiled.get("breaks"):
+        return ""
+    from .html_parts import section_html, table_html
+
+    return section_html("breaks", "Graph breaks, biggest first", "Each is the Python that runs between two compiled graphs "
+                        "and the resume: where dynamo broke the graph, why, how often a run, its median time a run and its "
+                        "share of the compiled model's own run.", table_html(breaks_table(profile), "fx-breaks", "breaks"))

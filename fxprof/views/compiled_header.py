@@ -13,6 +13,32 @@ from .tables import format_ms
 if TYPE_CHECKING:
     from ..core.profile import Profile
 
+__all__ = ["compiled_line", "compiled_run_lines", "program_lines", "compiled_runs_section"]
+
+
+def program_lines(profile: "Profile") -> list[str]:
+    """The header's program section: what a compiled profile's program is
+    (:func:`compiled_line`), or how an eager model was captured when not as usual."""
+    meta = profile.meta
+    if profile.is_compiled:
+        return [compiled_line(profile.compiled)]
+    if meta.get("capture") and meta.get("capture") not in ("symbolic", "graphmodule"):
+        reason = meta.get("capture_reason")
+        return [f"capture: {meta['capture']}" + (f" ({reason})" if reason and reason != "asked for" else "")]
+    return []
+
+
+def compiled_runs_section(profile: "Profile") -> list[str]:
+    """The header's runs section of a compiled profile: its run against the compiled model's own
+    (:func:`compiled_run_lines`), the machine, the outlier runs. Nothing for an eager or an
+    isolated profile, or one without timed runs."""
+    if profile.is_isolated or not profile.num_runs or not profile.is_compiled:
+        return []
+    from .headline import machine_line, outlier_lines
+
+    return compiled_run_lines(profile) + machine_line(profile) + outlier_lines(profile)
+
+
 def compiled_line(compiled: Mapping[str, Any]) -> str:
     """What program a compiled profile describes: backend, mode, compile time, graphs."""
     options = compiled.get("options") or {}

@@ -21,7 +21,8 @@ from .tables import format_ms
 if TYPE_CHECKING:
     from ..core.profile import Profile
 
-__all__ = ["RunFigures", "run_figures", "run_line", "outside_words", "machine_line", "busy_kept", "compare_headline", "ratio_words"]
+__all__ = ["RunFigures", "run_figures", "run_line", "outside_words", "machine_line", "busy_kept", "compare_headline", "ratio_words",
+           "outlier_lines", "loop_line", "eager_run_lines", "report_cards"]
 
 
 class RunFigures:
@@ -139,3 +140,84 @@ def compare_headline(diff: pd.DataFrame) -> list[str]:
         f"{int((status == 'only_b').sum())} only in b"
     )
     return lines
+
+
+def outlier_lines(profile: "Profile") -> list[str]:
+    """Which runs the statistics leave out (or keep), and the rule."""
+    from ..core.stats import OUTLIER_FENCE_IQR, OUTLIER_MIN_RATIO, outlier_fence
+
+    outliers = profile.outlier_runs
+    if not outliers:
+        return []
+    fence = outlier_fence(profile.total_ms)
+    listed = ", ".join(map(str, outliers[:10])) + (", ..." if len(outliers) > 10 else "")
+    rule = (f"total above {format_ms(fence)} = max(Q3 + {OUTLIER_FENCE_IQR:g} IQR, {OUTLIER_MIN_RATIO:g} x median) "
+            f"of the run totals")
+    if profile.keep_outliers:
+        return [f"outlier runs: {len(outliers)} of {profile.num_runs} (run {listed}; {rule}) are KEPT in the statistics"]
+    return [f"outlier runs: {len(outliers)} of {profile.num_runs} left out of the statistics (run {listed}; {rule}); "
+            f"samples kept in profile.samples, profile.keep_outliers = True uses them"]
+
+
+def loop_line(profile: "Profile") -> list[str]:
+    """fxprof's own time between the timed runs (turning marks into samples, the per-run
+    bookkeeping; :func:`fxprof.core.overhead.between_runs`), shown when it is not negligible
+    (over 2% of the runs)."""
+    from ..core.overhead import between_runs
+
+    found = between_runs(profile.meta, profile.runs)
+    if found is None or found.share <= 0.02:
+        return []
+    return [f"between runs: fxprof took {format_ms(found.between_ms)} over {profile.num_runs} runs "
+            f"({found.share * 100:.1f}% of the runs' own time), outside every run's time"
+            + (f" (the model's own runs, {format_ms(found.own_ms)}, not counted)" if found.own_ms > 0 else "")]
+
+
+def eager_run_lines(profile: "Profile") -> list[str]:
+    """The header's runs section of a profile of whole eager runs: the run line, the machine,
+    the outlier runs, fxprof's time between the runs, the launch-bound share. Nothing for an
+    isolated or a compiled profile, or one without timed runs."""
+    if profile.is_isolated or profile.is_compiled or not profile.num_runs:
+        return []
+    lines = [run_line(profile)]
+    lines.extend(machine_line(profile))
+    lines.extend(outlier_lines(profile))
+    lines.extend(loop_line(profile))
+    launch = profile.launch_bound_pct
+    if not np.isnan(launch):
+        lines.append(
+            f"launch-bound: {launch:.1f}% of node time is in nodes where the GPU idled for most of "
+            f"the node, waiting for the host to launch it (bound column; see docs/anatomy.md)"
+        )
+    return lines
+
+
+def report_cards(profile: "Profile") -> list[tuple[str, str]]:
+    """The report's cards, (label, value): the median run, what the node medians sum to, the rest
+    outside every node, coverage, outlier runs and the machine (as the header's machine line
+    says it, :mod:`fxprof.core.contention`), then the nodes, the timed runs and the share of
+    ``record_function`` bookkeeping."""
+    from ..core.rollup import is_bookkeeping
+
+    table = profile.df
+    totals = profile.kept_totals()
+    cards = [("nodes", f"{len(table)}"), ("timed runs", f"{profile.num_runs}")]
+    if totals:  # one headline: the median run, then what the node medians sum to and the rest
+        figures = run_figures(profile, table)
+        gathered = len(profile.ranks) > 1
+        cards[0:0] = [("median run", format_ms(figures.run_ms)),
+                      ("node time a run (median over every rank's runs)" if gathered else "sum of node medians",
+                       format_ms(figures.nodes_ms)),
+                      ("outside every node", format_ms(figures.outside_ms))]
+        cards.append(("coverage (node time / median run)", f"{figures.coverage * 100:.1f}%"))
+        cards.append(("outlier runs left out" if not profile.keep_outliers else "outlier runs (kept)", f"{len(profile.outlier_runs)}"))
+        found = profile.contention
+        if found is not None:
+            busy = int(found.busy.sum())
+            cards.append(("machine", "quiet" if not busy else
+                          f"BUSY: {busy} of {len(found.runs)} runs lost time to other processes"
+                          + (" (left out)" if found.left_out and not profile.keep_outliers else " (in the figures)")))
+    book = is_bookkeeping(table)
+    if book.any():
+        cards.append(("record_function bookkeeping", f"{table.loc[book, 'pct'].sum():.1f}%"))
+    return cards

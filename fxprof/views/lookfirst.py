@@ -9,13 +9,14 @@ at 90% of its roof is done, a small copy at 5% is not. Plain HTML, no plotly: it
 from __future__ import annotations
 
 import html
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from .tables import format_ms
 
-__all__ = ["look_here_first", "LOOK_FIRST"]
+__all__ = ["look_here_first", "first_panel", "LOOK_FIRST"]
 
 #: how many nodes the panel lists
 LOOK_FIRST = 5
@@ -54,3 +55,16 @@ def look_here_first(table: pd.DataFrame, n: int = LOOK_FIRST) -> str:
                       for h in heads) + "</tr></thead><tbody>"
             + "".join(rows) + "</tbody></table>"
             + (f'<div class="note">time above the roof, all nodes, by limit: {html.escape(total)}</div>' if total else ""))
+
+
+def first_panel(profile: Any) -> str:
+    """The report's first section (:func:`look_here_first`), or "" when no node has headroom."""
+    panel = look_here_first(profile.df)
+    if not panel:
+        return ""
+    from .html_parts import section_html
+
+    return section_html("first", "Look here first: the most time above the roof",
+                        "The nodes with the most headroom (median time above their roof, the least time the "
+                        "machine's peaks allow), which roof limits each and how close it runs to it (docs/roofline.md).",
+                        panel)

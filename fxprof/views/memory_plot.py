@@ -14,7 +14,7 @@ import numpy as np
 
 from .memory import format_bytes
 
-__all__ = ["memory_figure", "CATEGORY_COLORS"]
+__all__ = ["memory_figure", "memory_panel", "CATEGORY_COLORS"]
 
 #: one colour per category, the same in every figure
 CATEGORY_COLORS = {"parameters": "#4c72b0", "buffers": "#8172b3", "optimizer_state": "#937860", "inputs": "#8c8c8c",
@@ -76,3 +76,15 @@ def memory_figure(profile: Any) -> Any:
                       height=380, margin={"l": 10, "r": 20, "t": 48, "b": 40}, paper_bgcolor="white",
                       plot_bgcolor="white", legend={"orientation": "h", "y": -0.25})
     return fig
+
+
+def memory_panel(profile: Any) -> str:
+    """The report's memory section (:func:`memory_figure`); "" without the memory pass."""
+    memory = memory_figure(profile)
+    if memory is None:
+        return ""
+    from .html_parts import figure_html, section_html
+
+    return section_html("memory", "Memory over the run", "What the run holds after each node, in run order, by category; "
+                        "the dotted line is each node's own peak (temporaries included); the run's peak is marked.",
+                        figure_html(memory, "fx-memory"))

@@ -1,4 +1,4 @@
-"""The header line of an FSDP2 profile: its all-gathers' time exposed and hidden
+"""The header line and the report section of an FSDP2 profile: its all-gathers' time exposed and hidden
 (:mod:`fxprof.core.overlap` defines each figure)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from ..core.overlap import overlap_totals
 if TYPE_CHECKING:
     from ..core.profile import Profile
 
-__all__ = ["overlap_lines", "overlap_text", "overlap_frame"]
+__all__ = ["overlap_lines", "overlap_text", "overlap_frame", "overlap_panel"]
 
 
 def overlap_lines(profile: "Profile") -> list[str]:
@@ -101,3 +101,20 @@ def overlap_frame(profile: "Profile") -> "pd.DataFrame":
     table["hidden_pct"] = table["hidden_pct"].round(0)
     table["blocking"] = ["" if not g else ("yes" if b else "no") for g, b in zip(table["gathers"], table["blocking"])]
     return table.set_index("layer")
+
+
+def overlap_panel(profile: "Profile") -> str:
+    """The report's FSDP section: each layer's all-gathers, exposed and hidden
+    (:mod:`fxprof.core.overlap`); "" without FSDP's all-gather rows."""
+    gathers = overlap_frame(profile)
+    if gathers.empty:
+        return ""
+    from .html_parts import note_html, section_html, table_html
+
+    return section_html("overlap", "FSDP all-gathers per layer: exposed and hidden",
+                        "Per layer and phase, medians over the runs: the call that issues the all-gather, the work "
+                        "that ran before its wait (ahead), the wait, the time the layer was kept waiting (exposed = "
+                        "issue + waited), and the share of the collective's time in flight that other work ran "
+                        "beside (hidden_pct); blocking: FSDP issued it synchronously, so on the CPU it ran inside "
+                        "the issue (docs/distributed.md).",
+                        table_html(gathers, "fx-overlap", "overlap"), note_html(" ".join(overlap_lines(profile))))

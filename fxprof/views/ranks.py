@@ -1,4 +1,4 @@
-"""What a profile gathered from several ranks shows in its header."""
+"""What a profile gathered from several ranks shows in its header and its report."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from ..core.ranks import STRAGGLER_MARGIN, STRAGGLER_RUNS, barrier_skew, rank_in
 if TYPE_CHECKING:
     from ..core.profile import Profile
 
-__all__ = ["rank_header"]
+__all__ = ["rank_header", "rank_lines", "ranks_panel"]
 
 
 def rank_header(profile: "Profile") -> list[str]:
@@ -43,3 +43,18 @@ def rank_header(profile: "Profile") -> list[str]:
     return lines
 
 
+def rank_lines(profile: "Profile") -> list[str]:
+    """The header's ranks section (:func:`rank_header`); nothing for a profile without ranks."""
+    return rank_header(profile) if profile.ranks else []
+
+
+def ranks_panel(profile: "Profile") -> str:
+    """The report's ranks section: each rank's time, the straggler named; "" without ranks."""
+    if not profile.ranks:
+        return ""
+    from .html_parts import figure_html, section_html, table_html
+    from .report_figures import ranks_figure
+
+    ranks = profile.group_by("rank")
+    return section_html("ranks", "Time by rank", "Medians over each rank's runs; the straggler is named.",
+                        figure_html(ranks_figure(profile), "fx-ranks"), table_html(ranks, "fx-ranks-table", "ranks"))

@@ -5,7 +5,8 @@ HolisticTraceAnalysis draws its figures. The file holds everything it needs: plo
 figure's data, the styles and a small script that sorts and filters the tables. It makes no
 network request when opened; it opens by double-click, offline.
 
-What a profile's report shows (each derived from the DataFrame API, like every other view):
+What a profile's report shows (each derived from the DataFrame API, like every other view), its
+sections in the order of :data:`fxprof.views.sections.REPORT`:
 
 - the header facts (:func:`~fxprof.views.text.render_header`: model, device, timer, runs,
   coverage and interpreter overhead, outlier runs, environment) and a few key numbers;
@@ -34,26 +35,18 @@ from __future__ import annotations
 import datetime
 import html
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from ..core.compare import MIN_EFFECT, compare, compare_blocks
 from ..core.profile import Profile
-from ..core.rollup import bookkeeping_note, is_bookkeeping
 from ..vocab import __version__
-from .memory_plot import memory_figure
+from .headline import report_cards
+from .html_parts import cards_html, figure_html, section_html, table_html
 from .options import ViewOptions
-from .overlap import overlap_frame, overlap_lines
-from .tables import display_name, format_ms, formatter_for
-from .text import render_compare, render_header
-
-if TYPE_CHECKING:
-    import plotly.graph_objects as go
 from .report_figures import (
-    CONFIG,
-    FIRST_COLUMNS,
     FONT,
     MISSING_PLOTLY,
     blocks_figure,
@@ -68,50 +61,15 @@ from .report_figures import (
     totals_figure,
     tree_figure,
 )
+from .sections import REPORT
+from .tables import format_ms
+from .text import render_compare, render_header
 
 __all__ = [
     "MISSING_PLOTLY", "Report", "show_report", "render_report", "render_compare_report", "write_report",
     "write_compare_report", "tree_figure", "distribution_figure", "runs_figure", "groups_figure", "ranks_figure", "compare_figure",
     "blocks_figure", "kind_colors",
 ]
-
-def _figure_html(fig: "go.Figure | None", div_id: str) -> str:
-    if fig is None:
-        return ""
-    return f'<div class="fx-figure">{fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id, config=CONFIG)}</div>'
-
-
-def table_html(frame: pd.DataFrame, table_id: str, caption: str = "") -> str:
-    """``frame`` (index first) as a sortable, filterable HTML table: every cell formatted as the
-    text tables format it (times with units), each numeric cell carrying its raw value
-    (``data-v``) to sort by. Every name is HTML-escaped."""
-    index_name = frame.index.name or "node"
-    columns = list(frame.columns)
-    formats = {c: formatter_for(c, frame[c].dtype) for c in columns}
-    head = f'<th data-num="0" title="{html.escape(index_name)}">{html.escape(index_name)}</th>'
-    head += "".join(f'<th data-num="{int(formats[c] is not None)}" title="{html.escape(c)}">{html.escape(display_name(c))}</th>'
-                    for c in columns)
-    rows = []
-    values = {c: frame[c].to_numpy(dtype=object) for c in columns}
-    for i, name in enumerate(frame.index):
-        cells = [f"<td>{html.escape(str(name))}</td>"]
-        for c in columns:
-            v = values[c][i]
-            missing = v is None or (not isinstance(v, str) and bool(pd.isna(v)))
-            fmt = formats[c]
-            if fmt is None:
-                cells.append(f"<td>{'' if missing else html.escape(str(v))}</td>")
-            else:
-                raw = "" if missing else repr(float(v))
-                cells.append(f'<td class="n" data-v="{raw}">{"" if missing else html.escape(fmt(v))}</td>')
-        rows.append("<tr>" + "".join(cells) + "</tr>")
-    filter_box = (f'<div class="fx-filter"><input type="search" placeholder="filter rows (any text: conv, layer2, backward)" '
-                  f'data-table="{table_id}" aria-label="filter {html.escape(caption)}"> '
-                  f'<span class="fx-count" id="{table_id}-count">{len(frame)} rows</span> '
-                  f"<span class=\"fx-hint\">click a column's header to sort</span></div>")
-    return (f'{filter_box}<div class="fx-scroll"><table class="fx-table" id="{table_id}"><thead><tr>{head}</tr></thead>'
-            f"<tbody>{''.join(rows)}</tbody></table></div>")
-
 
 # Written by hand because no plotting library sorts and filters an HTML table, and the report's
 # only dependency is plotly: click a header to sort (numbers by their raw value, missing last),
@@ -221,143 +179,21 @@ def _page(title: str, head_lines: list[str], nav: list[tuple[str, str]], body: l
     )
 
 
-def _section(anchor: str, title: str, what: str, *content: str) -> str:
-    return (f'<section id="{anchor}"><h2>{html.escape(title)}</h2>'
-            + (f'<p class="what">{what}</p>' if what else "") + "".join(c for c in content if c) + "</section>")
-
-
-def _cards(items: list[tuple[str, str]]) -> str:
-    return '<div class="cards">' + "".join(f"<div class=\"card\"><b>{html.escape(v)}</b><span>{html.escape(k)}</span></div>"
-                                           for k, v in items) + "</div>"
-
-
-def _note(text: str) -> str:
-    return f'<div class="note">{html.escape(text)}</div>' if text else ""
-
-
-def _roofs_section(profile: Profile) -> str:
-    """The bandwidth curve the roofs come from, when the profile's peaks have one."""
-    from .roofs_plot import bandwidth_figure, curve_note
-
-    try:
-        figure = bandwidth_figure(profile.meta.get("peaks"))
-    except (TypeError, ValueError):  # unreadable peaks: the header says so
-        return ""
-    if figure is None:
-        return ""
-    return _section("roofs", "The bandwidth roofs", "The rate of add, copy and an in-place op as the data an op reads grows, the fastest of "
-                    "interleaved rounds, and the roof each size is held to (red): a node whose reads fit a level is held to "
-                    "its rate (docs/roofline.md).", _figure_html(figure, "fx-roofs"), _note(curve_note(profile.meta["peaks"])))
-
-
 def render_report(profile: Profile, title: str | None = None) -> str:
     """The whole report of ``profile`` as one self-contained HTML document (see the module's
-    docstring for what it shows)."""
+    docstring for what it shows): the header's lines, the cards, then every section of
+    :data:`fxprof.views.sections.REPORT` that the profile has, in order, each linked."""
     plotly_go()
     if not isinstance(profile, Profile):
         raise TypeError(f"render_report needs a Profile (fxprof.profile or fxprof.load), got {type(profile).__name__}")
-    model = model_label(profile)
-    table = profile.df
-    header = render_header(profile).splitlines()
-    totals = profile.kept_totals()
-    cards = [("nodes", f"{len(table)}"), ("timed runs", f"{profile.num_runs}")]
-    if totals:  # one headline: the median run, then what the node medians sum to and the rest (fxprof.views.headline)
-        from .headline import run_figures
-
-        figures = run_figures(profile, table)
-        gathered = len(profile.ranks) > 1
-        cards[0:0] = [("median run", format_ms(figures.run_ms)),
-                      ("node time a run (median over every rank's runs)" if gathered else "sum of node medians",
-                       format_ms(figures.nodes_ms)),
-                      ("outside every node", format_ms(figures.outside_ms))]
-        cards.append(("coverage (node time / median run)", f"{figures.coverage * 100:.1f}%"))
-        cards.append(("outlier runs left out" if not profile.keep_outliers else "outlier runs (kept)", f"{len(profile.outlier_runs)}"))
-        found = profile.contention  # the machine, as the header's machine line says it (fxprof.core.contention)
-        if found is not None:
-            busy = int(found.busy.sum())
-            cards.append(("machine", "quiet" if not busy else
-                          f"BUSY: {busy} of {len(found.runs)} runs lost time to other processes"
-                          + (" (left out)" if found.left_out and not profile.keep_outliers else " (in the figures)")))
-    book = is_bookkeeping(table)
-    if book.any():
-        cards.append(("record_function bookkeeping", f"{table.loc[book, 'pct'].sum():.1f}%"))
-    nav = [("tree", "module tree"), ("kinds", "op kinds")]
-    body = [_cards(cards)]
-    from .lookfirst import look_here_first
-
-    first_panel = look_here_first(table)
-    if first_panel:
-        body.append(_section("first", "Look here first: the most time above the roof",
-                             "The nodes with the most headroom (median time above their roof, the least time the "
-                             "machine's peaks allow), which roof limits each and how close it runs to it (docs/roofline.md).",
-                             first_panel))
-        nav.insert(0, ("first", "look here first"))
-    body.append(_section(
-        "tree", "Where the time goes: the module tree",
-        "Each box is as wide as its median time; a module holds its layers and its functional nodes; the root is the "
-        "median run, and its grey box (outside every node) the time no node holds, so the tree adds up to the run. "
-        "Click a box to zoom in, the bar on top to zoom out. Colours are op kinds (key below)"
-        + ("; the buttons switch to % of roof (red: far below the roof, green: at it)." if first_panel else "."),
-        _figure_html(tree_figure(profile), "fx-tree")))
-    kinds = [_figure_html(groups_figure(profile, "op"), "fx-kinds")]
-    body.append(_section("kinds", "Time by op kind", "", *kinds))
-    extra = []
-    if (table["range"] != "").any():
-        extra.append(_section("ranges", "Time by record_function range",
-                              "Each range's nodes, its enter and exit nodes included.",
-                              _figure_html(groups_figure(profile, "range"), "fx-ranges"), _note(bookkeeping_note(table))))
-        nav.append(("ranges", "ranges"))
-    if "phase" in table.columns and table["phase"].nunique() > 1:
-        extra.append(_section("phases", "Time by training phase", "", _figure_html(groups_figure(profile, "phase"), "fx-phases")))
-        nav.append(("phases", "phases"))
-    if profile.ranks:
-        ranks = profile.group_by("rank")
-        extra.append(_section("ranks", "Time by rank", "Medians over each rank's runs; the straggler is named.",
-                              _figure_html(ranks_figure(profile), "fx-ranks"), table_html(ranks, "fx-ranks-table", "ranks")))
-        nav.append(("ranks", "ranks"))
-    gathers = overlap_frame(profile)  # FSDP2: each layer's all-gathers, exposed and hidden (fxprof.core.overlap)
-    if not gathers.empty:
-        extra.append(_section("overlap", "FSDP all-gathers per layer: exposed and hidden",
-                              "Per layer and phase, medians over the runs: the call that issues the all-gather, the work "
-                              "that ran before its wait (ahead), the wait, the time the layer was kept waiting (exposed = "
-                              "issue + waited), and the share of the collective's time in flight that other work ran "
-                              "beside (hidden_pct); blocking: FSDP issued it synchronously, so on the CPU it ran inside "
-                              "the issue (docs/distributed.md).",
-                              table_html(gathers, "fx-overlap", "overlap"), _note(" ".join(overlap_lines(profile)))))
-        nav.append(("overlap", "FSDP overlap"))
-    body += extra
-    if profile.compiled.get("breaks"):  # a compiled model's graph breaks (fxprof.views.breaks)
-        from .breaks import breaks_table
-
-        body.append(_section("breaks", "Graph breaks, biggest first", "Each is the Python that runs between two compiled graphs "
-                             "and the resume: where dynamo broke the graph, why, how often a run, its median time a run and its "
-                             "share of the compiled model's own run.", table_html(breaks_table(profile), "fx-breaks", "breaks")))
-        nav.append(("breaks", "breaks"))
-    if profile.num_runs:
-        body.append(_section("dist", "Per-run times of the top nodes",
-                             "Every timed run is a point; the box spans the middle half of the runs, the line is the median. "
-                             "Ranked by share of node time; record_function enter/exit nodes are not ranked.",
-                             _figure_html(distribution_figure(profile), "fx-dist")))
-        body.append(_section("runs", "Run totals over time",
-                             "A trend is drift (clocks, heat, other work on the machine); crosses are outlier runs.",
-                             _figure_html(runs_figure(profile), "fx-runs")))
-        nav += [("dist", "distributions"), ("runs", "runs")]
-    memory = memory_figure(profile)  # fxprof.views.memory_plot
-    if memory is not None:
-        body.append(_section("memory", "Memory over the run", "What the run holds after each node, in run order, by category; "
-                             "the dotted line is each node's own peak (temporaries included); the run's peak is marked.",
-                             _figure_html(memory, "fx-memory")))
-        nav.append(("memory", "memory"))
-    roofs = _roofs_section(profile)  # the bandwidth curve behind the roofs (fxprof.views.roofs_plot)
-    if roofs:
-        body.append(roofs)
-        nav.append(("roofs", "roofs"))
-    first = [c for c in FIRST_COLUMNS if c in table.columns and (c not in ("range", "phase") or table[c].nunique() > 1)]
-    body.append(_section("table", "Every node", "Every column of profile.df, in graph order, the times and shares first; times "
-                         "with units (the CSV and profile.df keep milliseconds at full precision).",
-                         table_html(table[first + [c for c in table.columns if c not in first]], "fx-nodes", "nodes")))
-    nav.append(("table", "table"))
-    return _page(title or f"fxprof: {model}", header, nav, body)
+    body = [cards_html(report_cards(profile))]
+    nav = []
+    for section in REPORT:
+        shown = section.html(profile)
+        if shown:
+            body.append(shown)
+            nav.append((section.anchor, section.link))
+    return _page(title or f"fxprof: {model_label(profile)}", render_header(profile).splitlines(), nav, body)
 
 
 def render_compare_report(
@@ -396,22 +232,22 @@ def render_compare_report(
         cards.append(("nodes noisy (two modes or spread beyond the change)", str(int(counts.get("noisy", 0)))))
     if int(counts.get("too few runs", 0)):  # sample sizes that no p-value below alpha can come from
         cards.append(("nodes: too few runs to tell", str(int(counts.get("too few runs", 0)))))
-    body = [_cards(cards)]
-    body.append(_section("nodes", "The nodes that moved most",
+    body = [cards_html(cards)]
+    body.append(section_html("nodes", "The nodes that moved most",
                          f"Median time per node in {html.escape(label_a)} and {html.escape(label_b)}, the largest absolute "
                          "change first; the label says the change in words, coloured by the verdict (green faster, red "
-                         "slower, grey within noise).", _figure_html(compare_figure(diff, label_a=label_a, label_b=label_b), "fx-changes")))
+                         "slower, grey within noise).", figure_html(compare_figure(diff, label_a=label_a, label_b=label_b), "fx-changes")))
     blocks = compare_blocks(diff, depth=2)
-    body.append(_section("blocks", "The blocks that moved most",
+    body.append(section_html("blocks", "The blocks that moved most",
                          "Summed median node times per module scope (two levels deep, as layer1.0), the largest change first.",
-                         _figure_html(blocks_figure(blocks, label_a=label_a, label_b=label_b,
+                         figure_html(blocks_figure(blocks, label_a=label_a, label_b=label_b,
                                                     min_effect=diff.attrs.get("min_effect", MIN_EFFECT)), "fx-blocks"),
                          table_html(blocks, "fx-blocks-table", "blocks")))
     nav = [("nodes", "nodes"), ("blocks", "blocks")]
     if isinstance(a, Profile) and isinstance(b, Profile) and a.num_runs and b.num_runs:
-        body.append(_section("runs", "Run totals", "", _figure_html(totals_figure(a, b, label_a, label_b), "fx-totals")))
+        body.append(section_html("runs", "Run totals", "", figure_html(totals_figure(a, b, label_a, label_b), "fx-totals")))
         nav.append(("runs", "runs"))
-    body.append(_section("table", "Every node", "Every column of fxprof.compare, the largest change first.",
+    body.append(section_html("table", "Every node", "Every column of fxprof.compare, the largest change first.",
                          table_html(diff, "fx-diff", "comparison")))
     nav.append(("table", "table"))
     return _page(title or f"fxprof compare: {label_a} vs {label_b}", head, nav, body)

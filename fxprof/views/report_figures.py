@@ -15,8 +15,7 @@ import pandas as pd
 from ..core.compare import MIN_EFFECT
 from ..core.profile import Profile
 from ..core.rollup import PLUMBING, group_by, is_bookkeeping
-from .tables import change_label, format_ms
-from .text import ranked
+from .tables import change_label, format_ms, ranked
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go

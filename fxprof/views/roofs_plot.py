@@ -1,15 +1,20 @@
-"""The report's bandwidth curve: the rate of add and copy by the bytes an op reads, and the roof
-each size is held to (plotly). Drawn from the peaks a profile keeps (``meta["peaks"]``); None
-for peaks without a curve (given by the user, or measured before fxprof measured one).
+"""The roofline in the header and the report: the header's ``roofline:`` lines (the roofs, the
+nodes above them) and the report's bandwidth curve, the rate of add and copy by the bytes an op
+reads and the roof each size is held to (plotly). Drawn from the peaks a profile keeps
+(``meta["peaks"]``); no curve for peaks without one (given by the user, or measured before
+fxprof measured one).
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from ..core.roofline import Peaks, roof_for
 
-__all__ = ["bandwidth_figure", "curve_note"]
+if TYPE_CHECKING:
+    from ..core.profile import Profile
+
+__all__ = ["bandwidth_figure", "curve_note", "peaks_line", "roofline_lines", "roofs_panel"]
 
 KERNEL_COLORS = {"add": "#4c72b0", "copy": "#dd8452", "in place": "#55a868"}
 
@@ -57,3 +62,37 @@ def curve_note(peaks: Mapping[str, Any] | Peaks) -> str:
     if found.load.get("busy"):
         text += " Measured on a busy machine: the roofs may be low."
     return text
+
+
+def peaks_line(peaks: Mapping[str, Any]) -> str:
+    """The roofs the roofline columns are against (``roof_ms``, ``roof_pct``, ``limit``)."""
+    try:
+        return f"roofline: {Peaks.from_dict(peaks).describe()}"
+    except (TypeError, ValueError) as exc:
+        return f"roofline: unreadable peaks in the profile ({exc})"
+
+
+def roofline_lines(profile: "Profile") -> list[str]:
+    """The header's roofline section: the roofs (:func:`peaks_line`), then the roofline's verdicts:
+    nodes on empty tensors, nodes above their roof (core.roofline). Nothing without peaks."""
+    if not profile.meta.get("peaks"):
+        return []
+    from ..core.roofline import roofline_notes
+
+    return [peaks_line(profile.meta["peaks"])] + roofline_notes(profile.df, profile.meta.get("peaks"), profile.meta.get("inputs"))
+
+
+def roofs_panel(profile: "Profile") -> str:
+    """The report's roofs section: the bandwidth curve the roofs come from, when the profile's
+    peaks have one; "" otherwise."""
+    from .html_parts import figure_html, note_html, section_html
+
+    try:
+        figure = bandwidth_figure(profile.meta.get("peaks"))
+    except (TypeError, ValueError):  # unreadable peaks: the header says so
+        return ""
+    if figure is None:
+        return ""
+    return section_html("roofs", "The bandwidth roofs", "The rate of add, copy and an in-place op as the data an op reads grows, the fastest of "
+                        "interleaved rounds, and the roof each size is held to (red): a node whose reads fit a level is held to "
+                        "its rate (docs/roofline.md).", figure_html(figure, "fx-roofs"), note_html(curve_note(profile.meta["peaks"])))

@@ -27,7 +27,7 @@ from tabulate import tabulate
 
 from ..columns import number_format
 
-__all__ = ["format_ms", "format_count", "terminal_width", "render_fitted", "display_name", "TIME_UNITS", "change_label",
+__all__ = ["ranked", "format_ms", "format_count", "terminal_width", "render_fitted", "display_name", "TIME_UNITS", "change_label",
            "shorten_all"]
 
 #: (unit, milliseconds per unit), largest first
@@ -440,3 +440,24 @@ def hidden_note(dropped: Sequence[str], shortened: bool, width: int | None) -> s
     else:
         return ""
     return text + " (widen the terminal, set COLUMNS, or choose columns)"
+
+
+def ranked(table: pd.DataFrame, sort: str | None, ascending: bool = False, bookkeeping: bool = False) -> tuple[pd.DataFrame, str]:
+    """A per-node table sorted for showing, and the line that says what was set aside.
+
+    A sorted table is a ranking: unless ``bookkeeping``, the enter/exit nodes of
+    ``record_function`` ranges (:func:`fxprof.core.rollup.is_bookkeeping`) leave it, and the
+    returned line states their count and summed share (their time still counts in every
+    share). ``cum_pct`` then runs over the ranked nodes. In graph order (``sort=None``) or by
+    name (``sort="node"``) every node stays: neither is a ranking."""
+    from ..core.names import is_weight_input, weight_inputs_note
+    from ..core.profile import sort_table
+    from ..core.rollup import bookkeeping_note, is_bookkeeping
+
+    if sort is None or sort == (table.index.name or "node") or bookkeeping or "kind" not in table.columns:
+        return sort_table(table, sort, ascending), ""
+    mask = is_bookkeeping(table) | is_weight_input(table)
+    if not mask.any():
+        return sort_table(table, sort, ascending), ""
+    notes = "\n".join(n for n in (bookkeeping_note(table), weight_inputs_note(table)) if n)
+    return sort_table(table[~mask], sort, ascending), notes

@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import math
 import textwrap
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
 
 from ..columns import group_columns
 from ..vocab import EVENT_TIMERS
-from .memory import memory_columns, memory_line
+from .memory import memory_columns
 from .options import ViewOptions
-from .tables import format_ms, hidden_note, render_fitted
+from .sections import HEADER
+from .tables import format_ms, hidden_note, ranked, render_fitted
 
 if TYPE_CHECKING:
     from ..core.profile import Profile
-from .compiled_header import compiled_line, compiled_run_lines
 
 __all__ = ["render_summary", "render_body", "render_compare", "render_blocks", "render_header", "render_table", "DEFAULT_COLUMNS", "GROUP_COLUMNS", "HIGH_SPREAD", "HIGH_TAIL", "spread_flags", "ranked"]
 
@@ -44,146 +44,9 @@ COMPARE_DEFAULT = ("status", "kind", "scope", "a_ms", "b_ms", "delta_ms", "ratio
 
 
 def render_header(profile: "Profile") -> str:
-    """What was measured, and the run's own time, spread and coverage."""
-    meta = profile.meta
-    parts = [
-        f"fxprof: {meta.get('model', 'model')}",
-        f"timer {meta.get('timer', '?')} on {meta.get('gpu') or meta.get('device', '?')}",
-        f"{meta.get('warmup_runs', meta.get('warmup', '?'))} warm-up + "
-        + (f"{meta.get('iters', '?')} repeats per node" if profile.is_isolated else f"{profile.num_runs} timed runs")
-        + (f" ({len(profile.ranks)} ranks)" if len(profile.ranks) > 1 else ""),
-        f"threads {meta.get('threads', '?')}",
-        f"torch {meta.get('torch', '?')}",
-    ]
-    lines = [" | ".join(parts)]
-    inputs = meta.get("inputs")
-    from ..core.ranks import rank_inputs
-
-    if inputs and len(profile.ranks) > 1 and rank_inputs(meta):
-        lines.append("inputs: differ between ranks (see below)")  # rank 0's alone would pass for every rank's
-    elif inputs:
-        lines.append("inputs: " + ", ".join(inputs))
-    if profile.is_compiled:
-        lines.append(compiled_line(profile.compiled))
-    elif meta.get("capture") and meta.get("capture") not in ("symbolic", "graphmodule"):
-        reason = meta.get("capture_reason")
-        lines.append(f"capture: {meta['capture']}" + (f" ({reason})" if reason and reason != "asked for" else ""))
-    if meta.get("capture_note"):
-        lines.append(f"note: {meta['capture_note']}")
-    if meta.get("nested_compile_note"):
-        lines.append(f"note: {meta['nested_compile_note']}")
-
-    if env_line(meta):
-        lines.append(env_line(meta))
-    if meta.get("peaks"):
-        lines.append(peaks_line(meta["peaks"]))
-        lines.extend(_above_roof(profile))
-    lines.extend(f"note: {note}" for note in meta.get("notes", ()))
-    lines.extend(memory_line(profile))  # fxprof.views.memory
-    if profile.is_isolated:
-        skipped = int((profile.anatomy["skip_reason"] != "").sum())
-        lines.append(
-            f"mode isolated: each node re-run {meta.get('iters', '?')} times back to back on its real "
-            f"inputs (steady-state cost, no whole runs); {skipped} node(s) skipped, see skip_reason"
-        )
-    elif profile.num_runs and profile.is_compiled:
-        from .headline import machine_line
-
-        lines.extend(compiled_run_lines(profile))
-        lines.extend(machine_line(profile))
-        lines.extend(_outlier_lines(profile))
-    elif profile.num_runs:
-        from .headline import machine_line, run_line
-
-        lines.append(run_line(profile))
-        lines.extend(machine_line(profile))
-        lines.extend(_outlier_lines(profile))
-        lines.extend(_loop_line(profile))
-        launch = profile.launch_bound_pct
-        if not np.isnan(launch):
-            lines.append(
-                f"launch-bound: {launch:.1f}% of node time is in nodes where the GPU idled for most of "
-                f"the node, waiting for the host to launch it (bound column; see docs/anatomy.md)"
-            )
-    else:
-        lines.append("no timed runs recorded")
-    if profile.ranks:  # torch.distributed: the ranks, their barrier skew, the straggler
-        from .ranks import rank_header
-
-        lines.extend(rank_header(profile))
-    from .overlap import overlap_lines
-
-    lines.extend(overlap_lines(profile))  # FSDP2: the all-gathers' time exposed and hidden
-    from .fidelity import fidelity_lines
-
-    lines.extend(fidelity_lines(profile))
-    if meta.get("backward") and profile.num_runs:
-        lines.append(_step_line(profile))
-    if meta.get("incomplete") and profile.is_isolated:
-        lines.append("INCOMPLETE: interrupted before every node was re-run")
-    elif meta.get("incomplete"):
-        lines.append(f"INCOMPLETE: {profile.num_runs} of {meta.get('requested_iters', '?')} requested runs completed")
-    return "\n".join(lines)
-
-
-
-def peaks_line(peaks: Mapping[str, Any]) -> str:
-    """The roofs the roofline columns are against (``roof_ms``, ``roof_pct``, ``limit``)."""
-    from ..core.roofline import Peaks
-
-    try:
-        return f"roofline: {Peaks.from_dict(peaks).describe()}"
-    except (TypeError, ValueError) as exc:
-        return f"roofline: unreadable peaks in the profile ({exc})"
-
-
-def _above_roof(profile: "Profile") -> list[str]:
-    """The roofline's verdicts: nodes on empty tensors, nodes above their roof (core.roofline)."""
-    from ..core.roofline import roofline_notes
-
-    return roofline_notes(profile.df, profile.meta.get("peaks"), profile.meta.get("inputs"))
-
-
-def _loop_line(profile: "Profile") -> list[str]:
-    """fxprof's own time between the timed runs (turning marks into samples, the per-run
-    bookkeeping; :func:`fxprof.core.overhead.between_runs`), shown when it is not negligible
-    (over 2% of the runs)."""
-    from ..core.overhead import between_runs
-
-    found = between_runs(profile.meta, profile.runs)
-    if found is None or found.share <= 0.02:
-        return []
-    return [f"between runs: fxprof took {format_ms(found.between_ms)} over {profile.num_runs} runs "
-            f"({found.share * 100:.1f}% of the runs' own time), outside every run's time"
-            + (f" (the model's own runs, {format_ms(found.own_ms)}, not counted)" if found.own_ms > 0 else "")]
-
-
-def _outlier_lines(profile: "Profile") -> list[str]:
-    """Which runs the statistics leave out (or keep), and the rule."""
-    from ..core.stats import OUTLIER_FENCE_IQR, OUTLIER_MIN_RATIO, outlier_fence
-
-    outliers = profile.outlier_runs
-    if not outliers:
-        return []
-    fence = outlier_fence(profile.total_ms)
-    listed = ", ".join(map(str, outliers[:10])) + (", ..." if len(outliers) > 10 else "")
-    rule = (f"total above {format_ms(fence)} = max(Q3 + {OUTLIER_FENCE_IQR:g} IQR, {OUTLIER_MIN_RATIO:g} x median) "
-            f"of the run totals")
-    if profile.keep_outliers:
-        return [f"outlier runs: {len(outliers)} of {profile.num_runs} (run {listed}; {rule}) are KEPT in the statistics"]
-    return [f"outlier runs: {len(outliers)} of {profile.num_runs} left out of the statistics (run {listed}; {rule}); "
-            f"samples kept in profile.samples, profile.keep_outliers = True uses them"]
-
-
-def _step_line(profile: "Profile") -> str:
-    """A training step's split by phase (summed mean node times), and backward over forward."""
-    phases = profile.group_by("phase")["mean_ms"]
-    split = ", ".join(f"{phase} {format_ms(phases[phase])}" for phase in ("forward", "loss", "backward", "optimizer") if phase in phases.index)
-    line = f"training step (optimizer {profile.meta['optimizer']}): " if profile.meta.get("optimizer") else "training step: "
-    line += f"{split} (summed mean node times)"
-    if phases.get("forward", 0) > 0 and "backward" in phases.index:
-        line += f"; backward/forward {phases['backward'] / phases['forward']:.2f}"
-    return line
+    """What was measured, and the run's own time, spread and coverage: the lines of every
+    section of :data:`fxprof.views.sections.HEADER`, in its order."""
+    return "\n".join(line for section in HEADER for line in section.lines(profile))
 
 
 def render_table(table: pd.DataFrame, width: int | None = None, keep: Iterable[str] = ()) -> str:
@@ -358,27 +221,6 @@ def roofline_notes(table: pd.DataFrame) -> list[str]:
             f"{', '.join(parts)} (docs/roofline.md)"]
 
 
-def ranked(table: pd.DataFrame, sort: str | None, ascending: bool = False, bookkeeping: bool = False) -> tuple[pd.DataFrame, str]:
-    """A per-node table sorted for showing, and the line that says what was set aside.
-
-    A sorted table is a ranking: unless ``bookkeeping``, the enter/exit nodes of
-    ``record_function`` ranges (:func:`fxprof.core.rollup.is_bookkeeping`) leave it, and the
-    returned line states their count and summed share (their time still counts in every
-    share). ``cum_pct`` then runs over the ranked nodes. In graph order (``sort=None``) or by
-    name (``sort="node"``) every node stays: neither is a ranking."""
-    from ..core.names import is_weight_input, weight_inputs_note
-    from ..core.profile import sort_table
-    from ..core.rollup import bookkeeping_note, is_bookkeeping
-
-    if sort is None or sort == (table.index.name or "node") or bookkeeping or "kind" not in table.columns:
-        return sort_table(table, sort, ascending), ""
-    mask = is_bookkeeping(table) | is_weight_input(table)
-    if not mask.any():
-        return sort_table(table, sort, ascending), ""
-    notes = "\n".join(n for n in (bookkeeping_note(table), weight_inputs_note(table)) if n)
-    return sort_table(table[~mask], sort, ascending), notes
-
-
 def _render_groups(groups: pd.DataFrame, key: str, depth: int, top: int | None, sort: str | None = "pct",
                    ascending: bool = False, columns: Iterable[str] | None = None, width: int | None = None) -> str:
     from ..core.profile import sort_table
@@ -520,29 +362,3 @@ def render_compare(diff: pd.DataFrame, label_a: str = "a", label_b: str = "b",
             more = f", ... ({len(names) - 20} more)" if len(names) > 20 else ""
             lines.append(f"only in {side}: {', '.join(names[:20])}{more}")
     return "\n".join(lines)
-
-
-def env_line(meta: Mapping[str, Any]) -> str:
-    """One header line: what the numbers depend on (empty when ``meta`` has no ``env``)."""
-    env = meta.get("env")
-    if not env:
-        return ""
-    parts = []
-    if env.get("cuda"):
-        gpus = [d for d in env.get("devices", []) if d.startswith("cuda")]
-        if gpus:
-            parts.append("; ".join(gpus))
-            parts.append(f"CUDA {env['cuda']}, cuDNN {env.get('cudnn') or '?'}")
-            parts.append(f"TF32 matmul {'on' if env.get('tf32_matmul') else 'off'}, cuDNN {'on' if env.get('tf32_cudnn') else 'off'}")
-            parts.append(f"cudnn.benchmark {'on' if env.get('cudnn_benchmark') else 'off'}"
-                         + (", deterministic" if env.get("cudnn_deterministic") else ""))
-    parts.append(f"matmul precision {env.get('float32_matmul_precision', '?')}")
-    parts.append(f"autocast {env.get('autocast', '?')}")
-    if env.get("grad"):  # a session's runs: the loop's own grad mode
-        parts.append(f"grad {env['grad']}")
-    if env.get("deterministic_algorithms"):
-        parts.append("deterministic algorithms")
-    warm = meta.get("warmup_runs")
-    if warm is not None and meta.get("warmup_ms"):
-        parts.append(f"warm-up {warm} runs / {meta['warmup_ms']:g} ms asked")
-    return "env: " + " | ".join(parts)

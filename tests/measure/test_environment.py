@@ -11,7 +11,7 @@ from torch import nn
 import fxprof
 from fxprof.core.environment import differences
 from fxprof.measure.passes.environment import environment
-from fxprof.views.text import env_line
+from fxprof.views.environment import env_line
 
 
 def test_environment_records_the_numerics_settings():

@@ -17,7 +17,7 @@ import sys
 import torch
 from torch import nn
 
-sys.path.insert(0, "tests")
+sys.path[:0] = ["tests", "tests/measure"]
 from test_compiled import Small  # noqa: E402
 
 from fxprof.measure.device.bridge import events_from_kineto, kineto_quiet  # noqa: E402

@@ -36,7 +36,7 @@ OTHER_MAPPINGS = {
     ("views/whatif.py", "meta"): "a WhatIf's facts",
     ("views/whatif.py", "result.meta"): "a WhatIf's facts",
     ("measure/compiled/compiling.py", "meta"): "a torch compile trace record's metadata",
-    ("views/trace.py", "other"): "a Chrome trace's otherData: meta's plain values, and trace_runs",
+    ("views/chrome_trace.py", "other"): "a Chrome trace's otherData: meta's plain values, and trace_runs",
 }
 #: receivers whose ``.meta`` is a torch.fx node's or graph module's, not a profile's
 FX_RECEIVERS = {"node", "n", "gm", "free", "fresh", "new", "out", "placeholder", "user"}

@@ -114,7 +114,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "read_csv": ("io", "read_csv"),
     "compare": ("core.compare", "compare"),
     "ComparabilityWarning": ("core.compare", "ComparabilityWarning"),
-    "merge_chrome_traces": ("views.trace", "merge_chrome_traces"),
+    "merge_chrome_traces": ("views.chrome_trace", "merge_chrome_traces"),
     "plot_top": ("views.plot", "plot_top"),  # matplotlib itself is imported on first use
     "plot_groups": ("views.plot", "plot_groups"),
     "plot_distribution": ("views.plot", "plot_distribution"),
@@ -208,7 +208,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names as _LAZY's,
     from .measure.timing.timers import CpuTimer, CudaEventTimer, KernelTimer, SyncTimer, Timer
     from .selfcheck import selfcheck
     from .session import schedule, session
+    from .views.chrome_trace import merge_chrome_traces
     from .views.plot import plot_compare, plot_distribution, plot_groups, plot_roofline, plot_top
     from .views.report import show_report
-    from .views.trace import merge_chrome_traces
     from .whatif import whatif

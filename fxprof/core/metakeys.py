@@ -4,7 +4,7 @@
 below is saved unless ``saved`` is False (none is today). ``schema`` names the JSON Schema rule
 that ``fxprof/io/validate.py`` checks the key against (``None``: not in the schema, kept as it is);
 the schema's ``meta`` properties are derived from this table, in its order. ``computed`` marks a
-key written through a mapping built elsewhere (``meta.update(captured.notes)``,
+key written through a mapping built elsewhere (``meta.update(captured.notes.meta())``,
 ``RankSync.meta()``...), which ``tests/core/test_meta_keys.py`` cannot see on a ``meta`` mapping.
 Nested keys (``compiled``, ``contention``, ``memory``, ``peaks``...) are described in the modules
 named as their writers. Imports nothing.
@@ -93,10 +93,10 @@ META_KEYS: tuple[MetaKey, ...] = (
     MetaKey("backward", "bool", "measure/capture/training.py (describe)", "a training step was timed (backward=True)", computed=True),
     MetaKey("loss", "str", "measure/capture/training.py (describe)", "the loss function's name", computed=True),
     MetaKey("optimizer", "str | None", "measure/capture/training.py (describe)", "the optimizer's class name", computed=True),
-    MetaKey("nested_compile", "list[str]", "measure/capture/captures.py (Capture.notes)",
+    MetaKey("nested_compile", "list[str]", "measure/capture/captures.py (CaptureNotes)",
             "torch.compile'd submodules profiled uncompiled", computed=True),
-    MetaKey("nested_compile_note", "str", "measure/capture/captures.py (Capture.notes)", "the note saying so", computed=True),
-    MetaKey("fsdp", "dict", "measure/capture/fsdp*.py (Capture.notes)", "FSDP2's facts: unshard_async_op (core/overlap)", computed=True),
+    MetaKey("nested_compile_note", "str", "measure/capture/captures.py (CaptureNotes)", "the note saying so", computed=True),
+    MetaKey("fsdp", "dict", "measure/capture/fsdp.py, measure/parallel (CaptureNotes)", "FSDP2's facts: unshard_async_op (core/overlap)", computed=True),
     MetaKey("compiled", "dict", "measure/compiled/mode.py; measure/compiled/breaks.py; measure/compiled/reuse.py",
             "compiled mode's facts: backend, compile_s, graphs, kernels, unprofiled_ms, breaks...; Profile.is_compiled"),
     # -- a session's cycle (fxprof.session)

@@ -524,7 +524,7 @@ class Profile:
 
         Open it in https://ui.perfetto.dev or chrome://tracing. Timestamps are on the clock
         and epoch of torch.profiler's traces, so the two can be merged
-        (:func:`fxprof.views.trace.merge_chrome_traces`). Each span's args hold the node's kind,
+        (:func:`fxprof.views.chrome_trace.merge_chrome_traces`). Each span's args hold the node's kind,
         scope, shapes and FLOPs. With the CUDA timers there is a host track and a device
         track. ``runs``: ``"representative"`` (default: the fastest, the median and the
         slowest run by ``total_ms``), ``"all"``, ``"median"``, ``"first:N"``, ``"last:N"``,

@@ -36,7 +36,7 @@ def to_csv(profile: "Profile", path: str | os.PathLike) -> None:
 
 
 def to_chrome_trace(profile: "Profile", path: str | os.PathLike, runs: Any) -> None:
-    from .trace import write_chrome_trace
+    from .chrome_trace import write_chrome_trace
 
     write_chrome_trace(profile, path, runs=runs)
 

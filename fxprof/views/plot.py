@@ -18,7 +18,7 @@ import pandas as pd
 from ..core.compare import compare
 from ..core.profile import Profile
 from ..core.rollup import group_by, is_bookkeeping
-from .tables import change_label
+from .tables import change_label, model_label
 from .text import ranked
 
 if TYPE_CHECKING:
@@ -56,10 +56,6 @@ def _per_node(item: ProfileOrTable) -> pd.DataFrame:
     raise TypeError(f"expected a Profile or its per-node DataFrame (profile.df), got {type(item).__name__}")
 
 
-def _name(item: ProfileOrTable) -> str:
-    return str(item.meta.get("model", "model")) if isinstance(item, Profile) else "profile"
-
-
 def plot_top(profile: ProfileOrTable, n: int = 15, ax: "Axes | None" = None) -> "Axes":
     """Horizontal bars of the ``n`` nodes with the largest share (``pct``), largest on top.
 
@@ -75,7 +71,7 @@ def plot_top(profile: ProfileOrTable, n: int = 15, ax: "Axes | None" = None) -> 
     ax.invert_yaxis()
     ax.set_xlabel("share of node time (%)")
     ax.set_ylabel("node")
-    ax.set_title(f"{_name(profile)}: top {len(table)} nodes by share of node time" + _aside_title(full))
+    ax.set_title(f"{model_label(profile)}: top {len(table)} nodes by share of node time" + _aside_title(full))
     ax.margins(x=0.15)
     return ax
 
@@ -105,7 +101,7 @@ def plot_groups(profile: ProfileOrTable, key: str = "op", depth: int = 1, n: int
     label = key + (f" (depth {depth})" if key == "scope" else "")
     ax.set_ylabel(label)
     more = f", top {len(shown)} of {len(groups)}" if len(shown) < len(groups) else ""
-    ax.set_title(f"{_name(profile)}: node time by {label}{more}")
+    ax.set_title(f"{model_label(profile)}: node time by {label}{more}")
     ax.margins(x=0.15)
     return ax
 
@@ -136,7 +132,7 @@ def plot_distribution(profile: Profile, n: int = 10, ax: "Axes | None" = None) -
     ax.set_xlabel("time per run (ms)")
     ax.set_ylabel("node")
     runs = samples["run"].nunique()
-    ax.set_title(f"{_name(profile)}: per-run times of the top {len(top)} nodes ({runs} runs)" + _aside_title(full))
+    ax.set_title(f"{model_label(profile)}: per-run times of the top {len(top)} nodes ({runs} runs)" + _aside_title(full))
     return ax
 
 
@@ -241,7 +237,7 @@ def plot_roofline(profile: Profile, label: int = 8, ax: "Axes | None" = None, wi
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOPs per byte read and written)")
     ax.set_ylabel("achieved FLOP/s (FLOPs over median time)")
-    ax.set_title(f"{_name(profile)}: {len(placed)} nodes with FLOPs (dot area: median time; label: roof_pct)")
+    ax.set_title(f"{model_label(profile)}: {len(placed)} nodes with FLOPs (dot area: median time; label: roof_pct)")
     if len(others):
         ax.text(0.01, 0.99, f"{len(others)} nodes without FLOPs ({others['pct'].sum():.1f}% of node time)"
                 + (": right" if side is not None else " not shown"), transform=ax.transAxes, fontsize="x-small", va="top")

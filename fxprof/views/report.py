@@ -54,7 +54,6 @@ from .report_figures import (
     distribution_figure,
     groups_figure,
     kind_colors,
-    model_label,
     plotly_go,
     ranks_figure,
     runs_figure,
@@ -62,7 +61,7 @@ from .report_figures import (
     tree_figure,
 )
 from .sections import REPORT
-from .tables import format_ms
+from .tables import format_ms, model_label
 from .text import render_compare, render_header
 
 __all__ = [

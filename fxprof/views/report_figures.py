@@ -14,8 +14,9 @@ import pandas as pd
 
 from ..core.compare import MIN_EFFECT
 from ..core.profile import Profile
+from ..core.roles import is_plumbing
 from ..core.rollup import PLUMBING, group_by, is_bookkeeping
-from .tables import change_label, format_ms, ranked
+from .tables import change_label, format_ms, model_label, ranked
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -60,10 +61,6 @@ def _per_node(item: ProfileOrTable) -> pd.DataFrame:
     raise TypeError(f"expected a Profile or its per-node DataFrame (profile.df), got {type(item).__name__}")
 
 
-def model_label(item: Any) -> str:
-    return str(item.meta.get("model", "model")) if isinstance(item, Profile) else "profile"
-
-
 def _layout(fig: "go.Figure", title: str, height: int, **extra: Any) -> "go.Figure":
     fig.update_layout(title={"text": html.escape(title), "x": 0.0, "xanchor": "left", "font": {"size": 15}},
                       height=height, margin={"l": 10, "r": 20, "t": 48, "b": 40}, font={"family": FONT, "size": 12},
@@ -79,18 +76,14 @@ def kind_colors(table: pd.DataFrame) -> dict[str, str]:
     from plotly.colors import qualitative
 
     palette = list(qualitative.Safe[:-1]) + list(qualitative.Pastel[:-1])
-    work = table.loc[~is_bookkeeping(table) & ~_plumbing(table)]
+    work = table.loc[~is_bookkeeping(table) & ~is_plumbing(table)]
     kinds = work.groupby("kind", sort=False)["pct"].sum().sort_values(ascending=False, kind="stable").index
     colors = {kind: palette[i] if i < len(palette) else _OTHER for i, kind in enumerate(kinds)}
-    for kind in table.loc[_plumbing(table), "kind"]:
+    for kind in table.loc[is_plumbing(table), "kind"]:
         colors.setdefault(kind, _OTHER)
     for kind in table.loc[is_bookkeeping(table), "kind"]:
         colors[kind] = _BOOKKEEPING
     return colors
-
-
-def _plumbing(table: pd.DataFrame) -> pd.Series:
-    return table["op"].isin(["placeholder", "get_attr", "output"])
 
 
 # ---------------------------------------------------------------------------- the tree
@@ -128,7 +121,7 @@ def tree_figure(profile: ProfileOrTable, depth: int = TREE_DEPTH) -> "go.Figure"
     phases = table["phase"] if "phase" in table.columns else pd.Series("forward", index=table.index)
     several_phases = phases.nunique() > 1
     bookkeeping = is_bookkeeping(table)
-    plumbing = _plumbing(table)
+    plumbing = is_plumbing(table)
 
     root = "m"
     boxes: dict[str, dict[str, Any]] = {root: {"label": model_label(profile), "parent": "", "name": model_label(profile)}}

@@ -27,8 +27,14 @@ from tabulate import tabulate
 
 from ..columns import number_format
 
-__all__ = ["ranked", "format_ms", "format_count", "terminal_width", "render_fitted", "display_name", "TIME_UNITS", "change_label",
+__all__ = ["model_label", "ranked", "format_ms", "format_count", "terminal_width", "render_fitted", "display_name", "TIME_UNITS", "change_label",
            "shorten_all"]
+
+def model_label(item: Any) -> str:
+    """The name a figure's title gives a profile (its model's), or ``profile`` for a table."""
+    meta = getattr(item, "meta", None)
+    return str(meta.get("model", "model")) if isinstance(meta, dict) else "profile"
+
 
 #: (unit, milliseconds per unit), largest first
 TIME_UNITS = (("s", 1000.0), ("ms", 1.0), ("us", 1e-3), ("ns", 1e-6))

@@ -12,7 +12,7 @@ from torch import nn
 
 import fxprof
 from fxprof.core.compare import ComparabilityWarning
-from fxprof.views.trace import chrome_trace_events
+from fxprof.views.chrome_trace import chrome_trace_events
 
 
 def _profile(clock, **kw):

@@ -19,6 +19,8 @@ import ast
 import pathlib
 from collections import defaultdict
 
+import pytest
+
 from fxprof.core.metakeys import META_KEYS
 
 ROOT = pathlib.Path(__file__).resolve().parents[2] / "fxprof"
@@ -36,7 +38,7 @@ OTHER_MAPPINGS = {
     ("views/whatif.py", "meta"): "a WhatIf's facts",
     ("views/whatif.py", "result.meta"): "a WhatIf's facts",
     ("measure/compiled/compiling.py", "meta"): "a torch compile trace record's metadata",
-    ("views/trace.py", "other"): "a Chrome trace's otherData: meta's plain values, and trace_runs",
+    ("views/chrome_trace.py", "other"): "a Chrome trace's otherData: meta's plain values, and trace_runs",
 }
 #: receivers whose ``.meta`` is a torch.fx node's or graph module's, not a profile's
 FX_RECEIVERS = {"node", "n", "gm", "free", "fresh", "new", "out", "placeholder", "user"}
@@ -145,7 +147,24 @@ def _named_anywhere() -> set[str]:
                 names.add(_str(node.slice))  # type: ignore[arg-type]
             elif isinstance(node, ast.keyword) and node.arg:
                 names.add(node.arg)
+            elif isinstance(node, ast.ClassDef) and node.name == "CaptureNotes":  # typed notes: a field is a key
+                names.update(t.target.id for t in node.body if isinstance(t, ast.AnnAssign) and isinstance(t.target, ast.Name))
     return names
+
+
+def test_capture_notes_are_declared_meta_keys():
+    """A capture's notes are typed fields (``CaptureNotes``), written as meta keys of the same name."""
+    import dataclasses
+
+    from fxprof.measure.capture.base import CaptureNotes
+
+    declared = {k.name: k for k in META_KEYS}
+    fields = [f.name for f in dataclasses.fields(CaptureNotes)]
+    assert fields and all(name in declared and declared[name].computed for name in fields), fields
+    notes = CaptureNotes(nested_compile=["b"], nested_compile_note="b profiled uncompiled")
+    assert notes.meta() == {"nested_compile": ["b"], "nested_compile_note": "b profiled uncompiled"}
+    with pytest.raises(TypeError, match="no capture note is declared as 'ddp'"):
+        notes.add("ddp", object())
 
 
 def test_every_key_used_is_declared():

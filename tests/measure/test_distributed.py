@@ -27,7 +27,7 @@ from fxprof.cli import app as cli
 from fxprof.core.profile import TABLE_COLUMNS
 from fxprof.core.rankmerge import merge, profile_parts, with_ranks
 from fxprof.core.ranks import RANK_TABLE_COLUMNS, STRAGGLER_MARGIN, barrier_skew, straggler
-from fxprof.views.trace import chrome_trace_events
+from fxprof.views.chrome_trace import chrome_trace_events
 
 HERE = pathlib.Path(__file__).resolve().parents[1]
 WORKER = HERE / "distributed_worker.py"

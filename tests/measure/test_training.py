@@ -23,7 +23,7 @@ from fxprof.core.nodes import NodeInfo
 from fxprof.core.profile import Profile
 from fxprof.core.recording import Recording
 from fxprof.measure.capture.training import default_loss
-from fxprof.views.trace import chrome_trace_events
+from fxprof.views.chrome_trace import chrome_trace_events
 
 
 def _grad_recorder(model: nn.Module) -> tuple[dict[str, list[torch.Tensor]], list]:

@@ -3,6 +3,7 @@ an untimed pass, and describes their nodes), :class:`GraphCapture` (one graph: s
 export, a ``GraphModule``), binding inputs to placeholders, and why tracing stopped, in words."""
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import os
 import re
@@ -107,6 +108,34 @@ def _short_path(file: str) -> str:
     return file[len(here):] if file.startswith(here) else file
 
 
+@dataclasses.dataclass
+class CaptureNotes:
+    """What a capture found, for ``profile.meta``: each field a key declared in
+    :mod:`fxprof.core.metakeys`, written only when set."""
+
+    #: paths of torch.compile'd submodules the capture traced through (timed as eager code)
+    nested_compile: list[str] | None = None
+    #: the note saying so, and what to do
+    nested_compile_note: str | None = None
+    #: an FSDP2 model's facts (:class:`fxprof.measure.distributed.fsdp.FSDPNotes`), read by fxprof.core.overlap
+    fsdp: Any = None
+
+    def add(self, name: str, note: Any) -> None:
+        """Set the note ``name`` (a parallel layout's, by its name); an undeclared name is an error."""
+        if name not in {f.name for f in dataclasses.fields(self)}:
+            raise TypeError(f"no capture note is declared as {name!r}: add it to CaptureNotes and to fxprof/core/metakeys.py")
+        setattr(self, name, note)
+
+    def meta(self) -> dict[str, Any]:
+        """The notes as the profile's metadata holds them (a typed note through its own ``meta()``)."""
+        out: dict[str, Any] = {}
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if value is not None:
+                out[field.name] = value.meta() if hasattr(value, "meta") else value
+        return out
+
+
 class Capture:
     """One model, captured. Subclasses say how it runs."""
 
@@ -116,7 +145,7 @@ class Capture:
         #: why this capture was chosen (filled by ``capture="auto"``)
         self.reason = reason
         #: facts about the capture for ``profile.meta`` (``nested_compile``...)
-        self.notes: dict[str, Any] = {}
+        self.notes = CaptureNotes()
 
     @property
     def nodes(self) -> list[NodeInfo]:

@@ -70,7 +70,9 @@ def capture_model(
             f"was before torch.jit.script/trace (a loaded .pt file: build the model class and load its state_dict)."
         )
     captured = _capture(model, args, kwargs, capture, concrete_args, leaf_modules, trace_into, root_hooks_run, forward)
-    captured.notes.update(_nested_compile_notes(model, captured))
+    inlined, note = _nested_compile_notes(model, captured)
+    if inlined:
+        captured.notes.nested_compile, captured.notes.nested_compile_note = inlined, note
     return captured
 
 
@@ -87,24 +89,21 @@ def compiled_submodules(model: nn.Module) -> list[str]:
     return found
 
 
-def _nested_compile_notes(model: nn.Module, captured: Capture) -> dict[str, Any]:
+def _nested_compile_notes(model: nn.Module, captured: Capture) -> tuple[list[str], str]:
     """Say when a compiled submodule was profiled uncompiled: dynamo and export inline it (its
     code's nodes are timed one by one, as eager code), and only a leaf keeps it compiled."""
     if isinstance(model, fx.GraphModule) and captured.kind == "graphmodule":
-        return {}
+        return [], ""
     kept = {str(n.target) for n in getattr(getattr(captured, "gm", None), "graph", fx.Graph()).nodes if n.op == "call_module"}
     inlined = [p for p in compiled_submodules(model) if p not in kept]
     if not inlined:
-        return {}
+        return [], ""
     listed = ", ".join(inlined)
-    return {
-        "nested_compile": inlined,
-        "nested_compile_note": (
-            f"torch.compile'd submodule(s) {listed} profiled uncompiled: capture={captured.kind!r} "
-            f"traces through them, so their code is timed node by node as eager code. To time "
-            f"them compiled, each as one node: capture='symbolic', leaf_modules={inlined!r}"
-        ),
-    }
+    return inlined, (
+        f"torch.compile'd submodule(s) {listed} profiled uncompiled: capture={captured.kind!r} "
+        f"traces through them, so their code is timed node by node as eager code. To time "
+        f"them compiled, each as one node: capture='symbolic', leaf_modules={inlined!r}"
+    )
 
 
 def _capture(model: nn.Module, args: tuple, kwargs: dict, capture: str, concrete_args: Any, leaf_modules: Any, trace_into: Any = (),

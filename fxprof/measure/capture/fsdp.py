@@ -53,5 +53,5 @@ def capture_fsdp(model: nn.Module, args: tuple, kwargs: dict, capture: str, conc
     captured = GraphCapture(gm, "symbolic", f"FSDP2 model (fully_shard on {', '.join(p or '(root)' for p in modules)}): "
                                             f"layers traced, FSDP's all-gathers timed as nodes")
     captured = split_tensor_parallel(captured, args, kwargs)  # FSDP over tensor parallelism (2D)
-    captured.notes["fsdp"] = FSDPNotes.of(modules).meta()  # read by fxprof.core.overlap
+    captured.notes.fsdp = FSDPNotes.of(modules)  # read by fxprof.core.overlap
     return captured

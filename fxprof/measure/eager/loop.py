@@ -470,7 +470,7 @@ def describe_run(
         "machine": platform.machine(),
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
-    meta.update(captured.notes)  # what the capture found (nested_compile...)
+    meta.update(captured.notes.meta())  # what the capture found (nested_compile, fsdp...)
     if cuda and torch.cuda.is_available():
         with contextlib.suppress(Exception):
             meta["gpu"] = torch.cuda.get_device_name(cuda[0])

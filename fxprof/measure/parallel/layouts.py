@@ -43,5 +43,5 @@ def note_layouts(model: nn.Module, captured: Any) -> Any:
     for layout in layouts_of(model):
         note = layout.notes(model)
         if note is not None:
-            captured.notes[layout.name] = note.meta()
+            captured.notes.add(layout.name, note)
     return captured

@@ -281,7 +281,7 @@ def merge_chrome_traces(paths: Sequence[str | os.PathLike], out: str | os.PathLi
 
 def trace_events(profile: "Profile", runs: Any = "representative") -> list[dict[str, Any]]:
     """Chrome trace events of a profile with ranks: one trace process per rank (pid rank + 1),
-    each with the runs ``runs`` picks among that rank's (see :func:`fxprof.views.trace.trace_runs`).
+    each with the runs ``runs`` picks among that rank's (see :func:`fxprof.views.chrome_trace.trace_runs`).
     Runs named by number are each rank's own run numbers (``rank_run``: 0 to iters - 1 on every
     rank), as under ``torchrun`` every rank counted them.
 

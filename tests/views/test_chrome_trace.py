@@ -11,7 +11,7 @@ from conftest import FakeCostModel, FakeTimer, Work
 
 import fxprof
 from fxprof.core.runs import parse_runs
-from fxprof.views.trace import KINETO_BASE_INTERVAL_S, chrome_trace_events, kineto_base_ns, merge_chrome_traces
+from fxprof.views.chrome_trace import KINETO_BASE_INTERVAL_S, chrome_trace_events, kineto_base_ns, merge_chrome_traces
 
 
 def _fake(clock):

@@ -78,6 +78,7 @@ def assert_reused(first, later):
     assert "compiled in 0.00 s" not in later.summary()
 
 
+@pytest.mark.slow  # 20-28 s: the README's command stays under ten minutes; CI runs it in the slow pass
 def test_a_second_profile_and_a_session_of_a_torchvision_model_compile_nothing():
     import torchvision
 

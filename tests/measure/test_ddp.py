@@ -18,6 +18,9 @@ WORKER = HERE / "ddp_worker.py"
 
 needs_gloo = pytest.mark.skipif(not (dist.is_available() and dist.is_gloo_available()), reason="needs torch.distributed with gloo")
 
+#: slow: DDP's torchrun job (13 s); tests/measure/test_distributed.py is the README pass's torchrun representative (the README's command stays under ten minutes)
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def records(tmp_path_factory):

@@ -26,6 +26,9 @@ needs_fsdp = pytest.mark.skipif(
     not (dist.is_available() and dist.is_gloo_available() and hasattr(__import__("torch.distributed.fsdp").distributed.fsdp, "fully_shard")),
     reason="needs torch.distributed with gloo and FSDP2 (torch.distributed.fsdp.fully_shard)")
 
+#: slow: the FSDP2 and tensor-parallel torchrun job (40 s); tests/measure/test_fsdp_rows.py and test_distributed.py keep torchrun in the README pass (the README's command stays under ten minutes)
+pytestmark = pytest.mark.slow
+
 
 def _run(tmp_path, ranks: int, kind: str = "fsdp"):
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(ranks), str(WORKER), str(tmp_path), kind]

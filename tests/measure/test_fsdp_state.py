@@ -19,6 +19,9 @@ from test_distributed_sharded import needs_fsdp
 
 WORKER = HERE / "fsdp_state_worker.py"
 
+#: slow: FSDP2's state torchrun job (14 s); tests/measure/test_fsdp_rows.py keeps FSDP2 in the README pass (the README's command stays under ten minutes)
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def records(tmp_path_factory):

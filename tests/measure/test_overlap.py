@@ -38,6 +38,7 @@ def _starts(prof, name):
     return s[s["node"].astype(str) == name].set_index("run")
 
 
+@pytest.mark.slow  # the torchrun job (12 s): the README's command stays under ten minutes
 @needs_fsdp
 def test_every_layers_gather_is_paired_with_its_wait(profiles):
     for name, prof in profiles.items():
@@ -60,6 +61,7 @@ def test_every_layers_gather_is_paired_with_its_wait(profiles):
     assert (train.xs("backward", level="phase")["reduce_scatter_ms"] > 0).all()  # post-backward's rows
 
 
+@pytest.mark.slow  # the torchrun job (12 s): the README's command stays under ten minutes
 @needs_fsdp
 def test_a_synchronous_gather_hides_nothing_and_the_header_says_why(profiles):
     """FSDP's default on the CPU: the prefetched gather runs inside b0's pre-forward, so b0's own
@@ -83,6 +85,7 @@ def test_a_synchronous_gather_hides_nothing_and_the_header_says_why(profiles):
     assert f"FSDP all-gathers: {exposed:.3f} ms exposed per run" in line, line
 
 
+@pytest.mark.slow  # the torchrun job (12 s): the README's command stays under ten minutes
 @needs_fsdp
 def test_an_asynchronous_prefetch_is_in_flight_while_the_previous_block_computes(profiles):
     """b1's all-gather is issued in b0's pre-forward and waited for before b1's first node: b0's
@@ -107,6 +110,7 @@ def test_an_asynchronous_prefetch_is_in_flight_while_the_previous_block_computes
     assert "hidden behind other work" in line and "none of it" not in line and "blocked in the issue" in line, line
 
 
+@pytest.mark.slow  # the torchrun job (12 s): the README's command stays under ten minutes
 @needs_fsdp
 def test_overlap_survives_saving_and_is_empty_without_fsdp(profiles, tmp_path):
     prof = profiles["async"]
@@ -122,6 +126,7 @@ def test_overlap_survives_saving_and_is_empty_without_fsdp(profiles, tmp_path):
         fxprof.overlap(fxprof.read_csv(tmp_path / "p.csv"))
 
 
+@pytest.mark.slow  # the torchrun job (12 s): the README's command stays under ten minutes
 @needs_fsdp
 def test_show_overlap_prints_each_layers_row(profiles, tmp_path, capsys):
     from fxprof.cli import main
@@ -142,6 +147,7 @@ def test_show_overlap_prints_each_layers_row(profiles, tmp_path, capsys):
     assert "--overlap needs a saved profile" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # the torchrun job (12 s): the README's command stays under ten minutes
 @needs_fsdp
 def test_the_report_has_the_overlap_table(profiles, tmp_path):
     pytest.importorskip("plotly")

@@ -346,7 +346,9 @@ def describe_meta(model: nn.Module, args: tuple, kwargs: dict, warmup: int, iter
     root = model._orig_mod if is_compiled(model) else model
     inputs = (*args, *kwargs.values())
     devices = tensor_devices([*root.parameters(), *root.buffers(), *inputs])
-    stub = types.SimpleNamespace(kind="compiled", reason="", notes={})
+    from ..capture.base import CaptureNotes
+
+    stub = types.SimpleNamespace(kind="compiled", reason="", notes=CaptureNotes())
     meta = describe_run(root, None, types.SimpleNamespace(name="profiler"), devices, inputs, warmup, iters, no_grad, stub)
     meta.update(env=environment(devices), mode="timed")
     return meta

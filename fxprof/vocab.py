@@ -37,7 +37,7 @@ MODES = ("timed", "isolated")
 OPTIMIZERS = ("sgd", "adamw")
 
 #: ``group_by`` keys; ``rank`` only for a profile gathered from several ranks
-GROUP_KEYS = ("op", "module_type", "range", "scope", "graph", "phase", "comm", "rank")
+GROUP_KEYS = ("op", "module_type", "range", "scope", "graph", "phase", "comm", "role", "rank")
 #: the ``kind`` of a ``record_function`` range's enter and exit nodes: the range's own
 #: bookkeeping (opening and closing the profiler range), not the model's work. Views keep them
 #: out of the hotspot ranking by default and show their summed cost on a line of its own.

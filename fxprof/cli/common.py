@@ -58,7 +58,8 @@ def table_options(p: argparse.ArgumentParser, sort_help: str, columns_help: str,
     if groups:
         t.add_argument("--group-by", choices=GROUP_KEYS, metavar="KEY",
                        help="roll node times up by KEY: op, module_type, range (record_function), scope (module "
-                            "path), graph, phase (training step), comm (collectives vs computation), rank "
+                            "path), graph, phase (training step), comm (collectives vs computation), role (what each row is: "
+                            "model, plumbing, range, collective, fsdp...), rank "
                             "(one row per torch.distributed rank)")
         t.add_argument("--depth", type=int, metavar="N", help="module depth for --group-by scope (1: layer1, 2: layer1.0; default: 1)")
         t.add_argument("--rank-bookkeeping", action="store_true",

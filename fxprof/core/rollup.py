@@ -8,7 +8,7 @@ import pandas as pd
 
 from ..columns import Column, rollup_columns
 from ..vocab import GROUP_KEYS, PHASES, RANGE_KIND
-from .roles import is_plumbing
+from .roles import is_plumbing, roles_of
 
 __all__ = ["group_by", "rolled_up", "GROUP_KEYS", "ROOT", "scope_at_depth", "is_bookkeeping", "bookkeeping_note"]
 
@@ -65,6 +65,8 @@ def rollup_labels(table: pd.DataFrame, key: str, depth: int) -> pd.Series:
         return table["graph"].where(table["graph"] != "", "(single graph)")
     if key == "phase":
         return _phases(table)
+    if key == "role":  # what each row is (fxprof.vocab.ROLES)
+        return roles_of(table)
     if key == "comm":  # collectives vs the rest (fxprof.core.ranks)
         from .rankstats import comm_labels
 
@@ -138,6 +140,9 @@ def group_by(table: pd.DataFrame, key: str = "op", depth: int = 1) -> pd.DataFra
         ``"comm"``: ``communication`` (collective operations: ``all_reduce``, ``wait_tensor``...,
             see :func:`fxprof.core.ranks.is_communication`), ``computation`` (the rest) and
             ``(graph)`` (plumbing).
+        ``"role"``: what each row is (:data:`fxprof.vocab.ROLES`): the model's work, plumbing,
+            ``record_function`` ranges, collectives, a parallel layout's steps (``fsdp``, ``tp``,
+            ``ddp``), the optimizer, a compiled model's kernels and its time outside them.
 
     Returns:
         A DataFrame indexed by the group label (index name = ``key``), sorted by ``pct``

@@ -51,6 +51,10 @@ def test_every_row_of_an_eager_profile_and_of_a_training_step_has_its_role():
     assert set(roles[prof.df["op"].isin(["placeholder", "output"])]) == {"plumbing"}
     assert set(roles[prof.df["kind"] == "record_function"]) == {"range"}
     assert (roles == "model").sum() == (~prof.df["op"].isin(["placeholder", "output"]) & (prof.df["kind"] != "record_function")).sum()
+    groups = prof.group_by("role")
+    assert set(groups.index) == {"model", "plumbing", "range"} and groups.index.name == "role"
+    assert groups["nodes"].sum() == len(prof.df) and groups["pct"].sum() == pytest.approx(100.0)
+    assert groups.loc["range", "nodes"] == (prof.df["kind"] == "record_function").sum()
     model = nn.Sequential(nn.Linear(8, 8), nn.ReLU())
     train = fxprof.profile(model, torch.randn(2, 8), warmup=0, iters=2, backward=True,
                            optimizer=torch.optim.SGD(model.parameters(), lr=0.1), anatomy=False, memory=False)

@@ -17,6 +17,7 @@ __all__ = [
     "NodeFailure",
     "node_failure",
     "name_failed_node",
+    "add_note",
 ]
 
 
@@ -105,8 +106,14 @@ def name_failed_node(exc: BaseException, info: NodeFailure, note: str) -> BaseEx
         exc.fxprof_node = info  # type: ignore[attr-defined]
     except (AttributeError, TypeError):  # an exception type without attributes: the note still says it
         pass
+    add_note(exc, note)
+    return exc
+
+
+def add_note(exc: BaseException, note: str) -> None:
+    """Add ``note`` to ``exc`` (PEP 678) on every Python fxprof supports: ``add_note`` from 3.11;
+    on 3.10, PEP 678's ``__notes__`` attribute, which tracebacks from 3.11 and pytest read."""
     if hasattr(exc, "add_note"):
         exc.add_note(note)
-    else:  # Python 3.10: PEP 678's attribute, read by tracebacks from 3.11 and by pytest
+    else:
         exc.__notes__ = [*getattr(exc, "__notes__", []), note]  # type: ignore[attr-defined]
-    return exc

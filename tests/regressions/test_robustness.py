@@ -255,3 +255,24 @@ def test_a_model_on_the_meta_device_is_refused_before_anything_runs(capsys):
     assert cli.main(["profile", "resnet18", "--input", "1x3x32x32", "--device", "meta", "--iters", "2"]) != 0
     captured = capsys.readouterr()
     assert "meta device, which holds no data" in captured.err and "median" not in captured.out
+
+
+def test_notes_reach_an_exception_on_every_python_fxprof_supports():
+    """fxprof adds notes to the user's own exception (a session's loop that raised, a run cut short);
+    on Python 3.10, where exceptions have no add_note, a bare exc.add_note raised AttributeError from
+    fxprof's exit path instead of the loop's own error. The notes go to PEP 678's __notes__ there."""
+    from fxprof.errors import add_note
+
+    class NoAddNote(Exception):  # what every exception is on 3.10
+        def __getattribute__(self, name):
+            if name == "add_note":
+                raise AttributeError(name)
+            return super().__getattribute__(name)
+
+    old = NoAddNote("the loop's own error")
+    add_note(old, "fxprof: 2 timed run(s) of cycle 1 completed before this")
+    add_note(old, "second")
+    assert old.__notes__ == ["fxprof: 2 timed run(s) of cycle 1 completed before this", "second"]
+    new = ValueError("x")
+    add_note(new, "a note")
+    assert new.__notes__ == ["a note"]

@@ -28,6 +28,7 @@ import torch
 from torch import nn
 
 from ...core.profile import Profile
+from ...errors import add_note
 from ...vocab import TIMER_NAMES, __version__
 from ..capture.captures import Capture
 from ..common.state import preserved_buffers
@@ -251,7 +252,7 @@ def _hand_back(exc: BaseException, captured: Capture, recorder: Recorder, meta: 
         message = f"fxprof: {done} of {iters} timed runs completed; they are in this exception's .profile"
     with contextlib.suppress(Exception):
         exc.profile = build_profile(captured, recorder, partial_meta, records, ranks)  # type: ignore[attr-defined]
-        exc.add_note(message)
+        add_note(exc, message)
 
 
 def _isolated(captured: Capture, timer: Timer, repeats: int, inputs: tuple, recorder: Recorder) -> dict[str, dict[str, Any]]:

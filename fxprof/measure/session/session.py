@@ -15,6 +15,7 @@ from torch import nn
 
 from ...core.profile import Profile
 from ...core.recording import Recording
+from ...errors import add_note
 from ..capture.captures import Capture, DynamoCapture, specialised_inputs
 from ..common.state import OPEN_SESSIONS, PROFILING, refuse_inside_session
 from ..distributed.ranks import gather, is_initialized
@@ -409,11 +410,11 @@ class Session:
             try:
                 self.on_ready(profile)
             except Exception as failed:  # never hide the loop's own error
-                error.add_note(f"fxprof: on_ready failed on the incomplete profile ({type(failed).__name__}: {failed}); "
-                               f"it is in the session's .profiles")
+                add_note(error, f"fxprof: on_ready failed on the incomplete profile ({type(failed).__name__}: {failed}); "
+                                f"it is in the session's .profiles")
         if error is not None:
-            error.add_note(f"fxprof: {cycle.runs} timed run(s) of cycle {cycle.number} completed before this; the "
-                           f"profile (meta['incomplete'] = True) went to on_ready and is in the session's .profiles")
+            add_note(error, f"fxprof: {cycle.runs} timed run(s) of cycle {cycle.number} completed before this; the "
+                            f"profile (meta['incomplete'] = True) went to on_ready and is in the session's .profiles")
 
     def _profile(self, cycle: Cycle, incomplete: bool, error: BaseException | None) -> Profile:
         assert self._recorder is not None and self._timer is not None

@@ -13,7 +13,7 @@ __all__ = [
     "__version__", "TIMER_NAMES", "CUDA_TIMERS", "EVENT_TIMERS", "CAPTURES", "COMPILE_MODES", "MODES", "OPTIMIZERS",
     "GROUP_KEYS", "PHASES", "RANGE_KIND", "SCOPE_SOURCES", "ANATOMY_COLUMNS", "TIME_COLUMNS", "ENV_KEYS",
     "ROLES", "MODEL", "PLUMBING", "RANGE", "COLLECTIVE", "FSDP", "TP", "DDP", "OPTIMIZER", "KERNEL", "UNMATCHED",
-    "GRAPH_BREAK", "OUTSIDE", "PARALLEL_ROLES", "COLLECTIVE_KINDS", "FSDP_STEPS", "NO_COLLECTIVE", "BREAK", "OVERHEAD",
+    "GRAPH_BREAK", "OUTSIDE", "PARALLEL_ROLES", "COLLECTIVE_KINDS", "COLLECTIVE_NAMESPACES", "FSDP_STEPS", "NO_COLLECTIVE", "BREAK", "OVERHEAD",
 ]
 
 __version__ = "0.1.0"
@@ -91,6 +91,9 @@ COLLECTIVE_KINDS = frozenset({
     "gather", "scatter", "barrier", "send", "recv", "isend", "irecv", "batch_isend_irecv",
     "wait_tensor", "wait", "_wrap_tensor_autograd",
 })
+#: the operator namespaces of torch.distributed's collectives (functional and in place): a node or
+#: an extern kernel calling ``torch.ops.<namespace>.*`` is a collective
+COLLECTIVE_NAMESPACES = ("_c10d_functional", "c10d_functional", "_c10d_functional_autograd", "c10d")
 #: the kinds of FSDP's step rows (role ``fsdp``): the first three in a forward's graph, the
 #: reduce-scatter in a training step's backward
 FSDP_STEPS = ("all_gather", "wait", "reshard", "reduce_scatter")

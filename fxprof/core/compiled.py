@@ -16,7 +16,7 @@ import dataclasses
 import re
 from typing import Any, Iterable, Mapping, Sequence
 
-from ..vocab import COLLECTIVE, KERNEL, UNMATCHED
+from ..vocab import COLLECTIVE, COLLECTIVE_NAMESPACES, KERNEL, UNMATCHED
 from .names import input_name, weight_name
 from .nodes import NodeInfo
 
@@ -27,7 +27,7 @@ __all__ = ["own_run_ms", "quiet_own_run_ms", "Kernel", "Span", "common_scope", "
 GENERATED, EXTERN = "kernel", "extern"
 #: how an extern call of a torch.distributed collective starts (``torch.ops._c10d_functional.all_reduce_.default``):
 #: its row's role is ``collective``, not ``kernel``
-_COLLECTIVE_OPS = ("torch.ops._c10d_functional", "torch.ops.c10d")
+_COLLECTIVE_OPS = tuple(f"torch.ops.{namespace}." for namespace in COLLECTIVE_NAMESPACES)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -17,6 +17,7 @@ from ..vocab import (
     BREAK,
     COLLECTIVE,
     COLLECTIVE_KINDS,
+    COLLECTIVE_NAMESPACES,
     DDP,
     FSDP,
     GRAPH_BREAK,
@@ -40,8 +41,7 @@ _FSDP_STEP = re.compile(r"(?:^|\.)fsdp\.(all_gather|wait|reshard|reduce_scatter)
 #: the target of a tensor-parallel input or output step
 _TP_STEP = re.compile(r"(?:^|\.)tensor_parallel\.")
 #: targets (as the old files spell them) of collective operations
-_COLLECTIVE_PREFIXES = ("torch.ops._c10d_functional.", "torch.ops.c10d_functional.", "torch.ops._c10d_functional_autograd.",
-                        "torch.ops.c10d.", "torch.distributed.")
+_COLLECTIVE_PREFIXES = (*(f"torch.ops.{namespace}." for namespace in COLLECTIVE_NAMESPACES), "torch.distributed.")
 
 
 def derive_roles(table: pd.DataFrame) -> pd.Series:

@@ -15,14 +15,12 @@ from torch import fx
 
 from ...core.names import lifted_weight
 from ...core.nodes import NodeInfo
-from ...vocab import COLLECTIVE, COLLECTIVE_KINDS, MODEL, PLUMBING, RANGE, SCOPE_SOURCES
+from ...vocab import COLLECTIVE, COLLECTIVE_KINDS, COLLECTIVE_NAMESPACES, MODEL, PLUMBING, RANGE, SCOPE_SOURCES
 from .tracer import RANGE_ENTER_TARGETS, RANGE_EXIT_TARGETS
 
 __all__ = ["NodeInfo", "describe_graph", "target_name", "op_kind", "node_role", "normalize_scope", "infer_scopes", "SCOPE_SOURCES",
            "module_kinds", "readable_node_names"]
 
-#: the operator namespaces of torch.distributed's collectives (functional and in place)
-_COLLECTIVE_NAMESPACES = frozenset({"_c10d_functional", "c10d_functional", "_c10d_functional_autograd", "c10d"})
 
 
 def _is_collective(node: fx.Node) -> bool:
@@ -35,7 +33,7 @@ def _is_collective(node: fx.Node) -> bool:
     namespace = getattr(target, "namespace", None)  # an OpOverload
     if namespace is None and isinstance(getattr(target, "_qualified_op_name", None), str):  # an OpOverloadPacket
         namespace = target._qualified_op_name.split("::")[0]  # type: ignore[union-attr]
-    if namespace in _COLLECTIVE_NAMESPACES:
+    if namespace in COLLECTIVE_NAMESPACES:
         return True
     module = getattr(target, "__module__", None) or ""
     return module.startswith("torch.distributed") and getattr(target, "__name__", "") in COLLECTIVE_KINDS

@@ -45,9 +45,13 @@ from .measure.passes.decoder import decoder_stack
 from .measure.passes.kv_cache import KVLayout, kv_layout
 from .measure.timing.contention import ContentionMeter
 from .session import session
+from .vocab import MARKS_TIMER
 
 __all__ = ["generate"]
 
+
+#: how a compiled profile's kernels were timed, by its ``meta["timer"]`` (else torch.profiler)
+_KERNELS_TIMED_BY = {MARKS_TIMER: "fxprof's marks in the generated code"}
 
 #: ``torch.compile(model).generate(...)`` runs no compiled code: ``generate`` is the original module's method
 #: (the OptimizedModule hands it back) and calls the original module, whose forward is eager
@@ -213,10 +217,10 @@ def generate(model: nn.Module, input_ids: torch.Tensor, max_new_tokens: int = 16
             "bytes_per_s": bandwidth[0] if bandwidth else None, "flops_per_s": bandwidth[1] if bandwidth else None,
             "peaks_source": bandwidth[2] if bandwidth else "", "notes": notes, "own_ms": own, "own_lost_ms": own_lost,
             **_machine(prefill, decode)}
-    if prefill.is_compiled:  # the compiled program's kernels (torch.profiler), not an eager graph
+    if prefill.is_compiled:  # the compiled program's kernels, not an eager graph
         c = prefill.meta.get("compiled", {})
         last = (decode or prefill).meta.get("compiled", {})
-        meta["timer"] = "compiled kernels (torch.profiler)"
+        meta["timer"] = "compiled kernels (" + (_KERNELS_TIMED_BY.get(str(prefill.meta.get("timer"))) or "torch.profiler") + ")"
         meta["compiled"] = {"backend": c.get("backend"), "mode": c.get("mode"), "dynamic": c.get("dynamic"),
                             "fullgraph": c.get("fullgraph"), "graphs": last.get("graphs"), "recompiles": last.get("recompiles"),
                             "kernels": last.get("kernels"), "compile_s": c.get("compile_s"),
@@ -377,7 +381,7 @@ def _notes(prefill: Any, decode: Any, shapes: dict[str, Any], timed_compiles: in
         recompiles = int(c.get("recompiles", 0) or 0)
         text = (f"compiled: the model's forward is torch.compile'd (inductor, mode {c.get('mode', 'default')}); fxprof compiled "
                 f"it again with the same options (kernel ranges and provenance on) and timed the compiled program's kernels "
-                f"(torch.profiler), charged to the nodes and layers they compute; {graphs} graph(s) over the warm-up and "
+                f"({_KERNELS_TIMED_BY.get(str(prefill.meta.get('timer'))) or 'torch.profiler'}), charged to the nodes and layers they compute; {graphs} graph(s) over the warm-up and "
                 f"timed generate calls, {recompiles} of them recompile(s) of the forward for new shapes (a decode graph after "
                 f"the prefill graph; with the default dynamic cache the first decode step gets a static graph before a "
                 f"dynamic one, cache_implementation='static' keeps one decode graph for all positions)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import pytest
@@ -220,3 +221,18 @@ def stated(make, tries: int = 4):
         # here (the withheld line is: tests/measure/test_busy.py); said, not hidden
         pytest.skip(f"the machine was busy for all {tries} profiles: {reasons[-1]}")
     raise AssertionError(f"no profile of {tries} had a stated fidelity line: {reasons}")
+
+
+@contextlib.contextmanager
+def profiler_timed():
+    """Compiled mode timed by torch.profiler on the CPU, as it is where the marks cannot go (a
+    GPU, inductor's cpp_wrapper): for the tests of that path (its cost taken out of the rows, its
+    ranges' names)."""
+    from fxprof.measure.compiled import mode
+
+    real = mode.not_marked_reason
+    mode.not_marked_reason = lambda *args, **kwargs: "torch.profiler asked by the test"
+    try:
+        yield
+    finally:
+        mode.not_marked_reason = real

@@ -20,7 +20,7 @@ from ..vocab import COLLECTIVE, COLLECTIVE_NAMESPACES, KERNEL, UNMATCHED
 from .names import input_name, weight_name
 from .nodes import NodeInfo
 
-__all__ = ["own_run_ms", "quiet_own_run_ms", "Kernel", "Span", "common_scope", "readable_names", "charge_spans", "kernel_nodes", "adopt_replaced", "extern_op", "extern_own_nodes",
+__all__ = ["own_run_ms", "quiet_own_run_ms", "Kernel", "Span", "common_scope", "readable_names", "charge_spans", "charge_by_key", "kernel_nodes", "adopt_replaced", "extern_op", "extern_own_nodes",
            "strip_graph_prefix", "unmatched_nodes", "short_kernel_name", "UNMATCHED"]
 
 #: the ``op`` of a generated kernel's row and of an extern call's (``mm``, convolution...)
@@ -206,6 +206,26 @@ def charge_spans(kernels: Sequence[Kernel], spans: Iterable[Span]) -> tuple[list
             i = j
     if unmatched:
         charged, unmatched = _charge_replayed(by_graph, charged, unmatched)
+    return charged, unmatched
+
+
+def charge_by_key(kernels: Sequence[Kernel], spans: Iterable[Span]) -> tuple[list[tuple[str, Span]], list[Span]]:
+    """Charge every span named by a provenance key (compiled mode's marks time each kernel call
+    site, :mod:`fxprof.measure.compiled.wrapper_timer`) to the kernel of that key in its graph:
+    ``(charged, unmatched)``, as :func:`charge_spans` gives them; a span whose key no kernel has
+    (a call site inductor wrote no handle for) is unmatched. Spans named ``fxprof::...`` are
+    neither."""
+    known = {k.graph + "|" + k.key for k in kernels}
+    charged: list[tuple[str, Span]] = []
+    unmatched: list[Span] = []
+    for span in spans:
+        if span.name.startswith("fxprof::"):
+            continue
+        key = span.graph + "|" + span.name
+        if key in known:
+            charged.append((key, span))
+        else:
+            unmatched.append(span)
     return charged, unmatched
 
 

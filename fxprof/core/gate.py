@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
-from ..vocab import FAIL_ON, GATE_EXIT
+from ..vocab import FAIL_ON, GATE_EXIT, MARKS_TIMER
 from .compare import ALPHA, MIN_EFFECT, TOO_FEW
 
 if TYPE_CHECKING:
@@ -131,12 +131,12 @@ def less_lost(times: Sequence[float], lost: Sequence[float] | None) -> tuple[lis
 def gate_totals(profile: "Profile", keep_outliers: bool | None = None) -> list[float]:
     """The run times (ms) a gate holds a profile to: the runs its statistics keep (outliers and,
     where enough quiet runs remain, busy runs left out: :mod:`fxprof.core.contention`), and on
-    the host clock (``timer="cpu"``) each busy run still among them less the time it lost to
+    the host clock (``timer="cpu"``, or a compiled profile's marks) each busy run still among them less the time it lost to
     other processes, so that a baseline taken on a quiet machine and a candidate on a busy one
     (or the other way round) compare the model's time, not the machine's load."""
     totals = profile.kept_totals(keep_outliers)
     found = profile.contention
-    if found is None or not found.busy.any() or profile.meta.get("timer") != "cpu":
+    if found is None or not found.busy.any() or profile.meta.get("timer") not in ("cpu", MARKS_TIMER):
         return totals
     kept = profile.kept_runs(keep_outliers)
     runs = found.runs if kept is None else np.asarray(kept, dtype=np.int64)

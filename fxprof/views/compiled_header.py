@@ -52,7 +52,20 @@ def compiled_line(compiled: Mapping[str, Any]) -> str:
         + f"; {compiled.get('graphs', '?')} graph(s), {compiled.get('graph_breaks', '?')} graph break(s), "
         f"{compiled.get('recompiles', '?')} recompile(s); rows are its {compiled.get('kernels', '?')} kernels"
         + (", its graph breaks and overhead" if "breaks" in compiled else "")
+        + _timed_by(compiled)
     )
+
+
+def _timed_by(compiled: Mapping[str, Any]) -> str:
+    """How the kernels were timed: fxprof's marks in the generated code, or torch.profiler and why."""
+    source = str(compiled.get("kernel_source") or "")
+    if not source:  # a profile saved before the kernel source was kept
+        return ""
+    if compiled.get("clock_read_ns") is not None:
+        return (f"; timed by fxprof's marks in inductor's generated code, no torch.profiler (a clock read of "
+                f"{float(compiled['clock_read_ns']):.0f} ns before and after each kernel call)")
+    why = compiled.get("kernel_source_reason")
+    return "; timed by torch.profiler" + (f" ({why})" if why else "")
 
 
 def compiled_run_lines(profile: "Profile") -> list[str]:
@@ -120,8 +133,8 @@ def _rows_share_words(profile: "Profile", share: float) -> str:
                     "to launch them is in no row (a launch-bound program: mode='reduce-overhead' launches fewer)")
         return (": over 100%: on a GPU the overhead rows are host time, and the kernels they launch run during it "
                 "(a CUDA graph's replay is a host row): the two overlap, so rows do not add up to the run")
-    return (": far from 100%, so the runs differed from the unprofiled ones by more than the profiler's cost "
-            "(a noisy or busy machine: see the machine line; profile again with more --iters)")
+    return (": far from 100%, so the runs differed from the unprofiled ones by more than the "
+            "timer's own cost (a noisy or busy machine: see the machine line; profile again with more --iters)")
 
 
 def _rows_note(meta: Mapping[str, Any]) -> str:
@@ -129,6 +142,8 @@ def _rows_note(meta: Mapping[str, Any]) -> str:
     or measured as the profiled runs' excess over the unprofiled ones (then the share is 100% by
     construction, unless the factor was held)."""
     cost = (meta.get("compiled") or {}).get("profiler_cost")
+    if (meta.get("compiled") or {}).get("clock_read_ns") is not None:  # the marks: no profiler
+        return " (the marks' clock reads are in them)"
     if not cost:
         return " (the profiler's own cost is in them)"
     if "measured_scale" in cost and cost.get("measured_scale") == cost.get("scale"):

@@ -17,6 +17,7 @@ import sys
 import pandas as pd
 import pytest
 import torch
+from conftest import profiler_timed
 from torch import nn
 
 import fxprof
@@ -83,10 +84,20 @@ def _line_of(cls, text):
 
 @pytest.fixture(scope="module")
 def print_run(inductor_cache):
+    """Timed by torch.profiler (compiled mode's path on a GPU): its ranges name the overhead's parts."""
     torch.manual_seed(0)
     model, x = PrintInBlock().eval(), torch.randn(4, 16)
     out = model(x).detach()
-    return fxprof.profile(torch.compile(model), x, warmup=2, iters=8), model, x, out
+    with profiler_timed():
+        return fxprof.profile(torch.compile(model), x, warmup=2, iters=8), model, x, out
+
+
+@pytest.fixture(scope="module")
+def marked_print_run(inductor_cache):
+    """Timed by fxprof's marks (compiled mode's path on the CPU)."""
+    torch.manual_seed(0)
+    model, x = PrintInBlock().eval(), torch.randn(4, 16)
+    return fxprof.profile(torch.compile(model), x, warmup=2, iters=8)
 
 
 # ---------------------------------------------------------------- without compiling
@@ -246,6 +257,24 @@ def test_a_print_break_is_a_row_with_place_reason_and_time(print_run):
     assert set(overhead["graph"]) == {"", *df.loc[df["op"] == "extern", "graph"]} and "compiled_entry" in overhead.index
 
 
+def test_under_the_marks_the_break_is_the_same_row_and_the_rows_are_the_run(marked_print_run):
+    """The marks see the same break row, twice a run, and every moment of a run is in one row: the
+    rows add up to the profiled run with nothing taken out."""
+    prof = marked_print_run
+    assert prof.meta["timer"] == "marks"
+    df = prof.df
+    breaks = df[df["op"] == BREAK]
+    assert len(breaks) == 1 and breaks.index[0] == f"break_print_test_compiled_breaks_{_line_of(Inner, 'print(')}"
+    assert breaks.iloc[0]["calls_per_run"] == 2.0 and breaks.iloc[0]["median_ms"] > 0
+    parts = prof.meta["compiled"]["overhead_parts"]
+    graphs = set(df.loc[df["op"] == "extern", "graph"])
+    assert set(parts) == graphs and all(parts[g]["generated call()'s own Python"] > 0 for g in graphs)
+    per_run = prof.samples.groupby("run")["time_ms"].sum()
+    totals = prof.runs.set_index("run")["total_ms"]
+    assert ((per_run - totals).abs() < 1e-5 + 1e-3 * totals).all()
+    assert "profiler_cost" not in prof.meta["compiled"]
+
+
 def test_rows_add_up_to_the_profiled_run(print_run):
     prof, _, _, _ = print_run
     samples = prof.samples
@@ -366,12 +395,12 @@ def test_hf_bert_compiled_has_overhead_rows_and_no_break(inductor_cache):
     df = prof.df
     assert not (df["op"] == BREAK).any() and prof.meta["compiled"]["breaks"] == []
     assert (df["op"] == OVERHEAD).sum() == prof.meta["compiled"]["graphs"] + 1
-    # every moment of each recorded run is in one row; against the own (unprofiled) run the figure swings with
+    assert prof.meta["timer"] == "marks" and not (df["role"] == "unmatched").any()
+    # every moment of each marked run is in one row; against the own (unprofiled) run the figure swings with
     # the machine's load (tests/benchmarks/compiled_breaks.py prints it), so it is not asserted here
     per_run = prof.samples.groupby("run")["time_ms"].sum()
     totals = prof.runs.set_index("run")["total_ms"]
-    taken = pd.Series(prof.meta["compiled"]["profiler_cost"]["per_run_ms"], index=per_run.index)
-    assert ((per_run + taken - totals).abs() < 1e-5 + 1e-3 * totals).all()
+    assert ((per_run - totals).abs() < 1e-5 + 1e-3 * totals).all()
 
 
 @pytest.mark.slow

@@ -345,8 +345,15 @@ def recompile_reason(payload: Any) -> str:
     return " ".join(str(value or "").split())[:300]
 
 
+#: what the ``compiled_entry`` row holds, as torch.profiler's ranges bound it and as the marks do
+ENTRY_WORDS = ("outside every compiled region: nn.Module.__call__ of the compiled model, dynamo's frame hook, "
+               "fxprof's run range")
+MARKED_ENTRY_WORDS = ("before the first graph's call: nn.Module.__call__ of the compiled model, dynamo's frame hook and "
+                      "guards, the AOT wrapper's prologue")
+
+
 def frame_nodes(session: Any, spans: Iterable[Span], taken: set[str], module_types: Mapping[str, str],
-                root_type: str) -> tuple[list[NodeInfo], list[tuple[str, Span]], list[float]]:
+                root_type: str, entry_words: str = ENTRY_WORDS) -> tuple[list[NodeInfo], list[tuple[str, Span]], list[float]]:
     """Rows and samples of :func:`frame_spans`'s spans: ``(rows, [(row, span)], outside_ms per
     run)``. A graph's tail is its break's time when the graph ends in a break
     (``session.breaks``), else part of its overhead (summed with its head, one sample per
@@ -404,8 +411,7 @@ def frame_nodes(session: Any, spans: Iterable[Span], taken: set[str], module_typ
     if outside:
         name = entry_row_name(taken)
         entry = [NodeInfo(name=name, op=OVERHEAD, target="the compiled wrapper's call", module_type=root_type, scope="",
-                          range="", kind=OVERHEAD, graph="", raw_name="outside every compiled region: nn.Module.__call__ "
-                          "of the compiled model, dynamo's frame hook, fxprof's run range", role=OUTSIDE)]
+                          range="", kind=OVERHEAD, graph="", raw_name=entry_words, role=OUTSIDE)]
         samples.extend((name, s) for s in spans if s.name == OUTSIDE_SPAN)
     return entry + over_rows + brk_rows, samples, [outside[r] for r in sorted(outside)]
 

@@ -195,6 +195,9 @@ class TraceCatcher(logging.Handler):
         super().__init__(logging.DEBUG)
         self.code: dict[str, str] = {}
         self.provenance: dict[str, dict[str, Any]] = {}
+        #: per graph, the generated modules' files in the order inductor wrote them (the forward's
+        #: first; a training graph's backward after): what the marks instrument
+        self.files: dict[str, list[str]] = {}
         #: dynamo's recompiles while installed: (graph, reason, phase), phase as set by the caller
         self.recompiles: list[tuple[str, str, str]] = []
         #: dynamo's graph break reports per compile id (where and why, as text)
@@ -209,6 +212,9 @@ class TraceCatcher(logging.Handler):
         try:
             if "inductor_output_code" in meta:
                 self.code[graph] = self.code.get(graph, "") + str(getattr(record, "payload", "") or "")
+                written = meta["inductor_output_code"]
+                if isinstance(written, dict) and written.get("file_path"):
+                    self.files.setdefault(graph, []).append(str(written["file_path"]))
             artifact = meta.get("artifact")
             if isinstance(artifact, dict) and artifact.get("name") == "dynamo_graph_break_reason":
                 self.breaks.setdefault(graph, str(getattr(record, "payload", "") or ""))
@@ -217,7 +223,9 @@ class TraceCatcher(logging.Handler):
             if isinstance(artifact, dict) and artifact.get("name") == "inductor_provenance_tracking_node_mappings":
                 import json
 
-                self.provenance[graph] = json.loads(getattr(record, "payload", "") or "{}")
+                # the forward's (inductor compiles it first; a training graph's backward comes after and
+                # would put its own kernel keys in place of those the timed forward runs)
+                self.provenance.setdefault(graph, json.loads(getattr(record, "payload", "") or "{}"))
         except Exception:  # a malformed record costs that graph's provenance, never the run
             pass
 

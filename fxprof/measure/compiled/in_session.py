@@ -7,12 +7,15 @@ tracing fails on an ``OptimizedModule`` and fell back to dynamo), not the progra
 again with the user's own backend and options (read from the ``OptimizedModule``) through
 :class:`~fxprof.measure.compiled.compiling.CompiledSession`, which keeps every graph with its module stacks,
 under the same inductor settings (kernel ranges, provenance, no caches; patched only while fxprof's
-calls run). The session's warm-up steps compile it; from the first timed step of a cycle on,
-``torch.profiler`` records, and every timed call runs in an ``fxprof::run`` range; when the cycle
-ends the profiler stops and the cycle's profile is built from the kernel calls inside those ranges
-(:func:`fxprof.measure.compiled.spans.spans_from_events`), rows being kernels charged to the eager nodes
-and modules they compute. Untimed steps (``wait``, after the last cycle) run the user's own
-compiled model.
+calls run). The session's warm-up steps compile it. Each timed call then runs with fxprof's marks
+in the generated code (:mod:`fxprof.measure.compiled.wrapper_timer`: a clock read around every
+kernel call, swapped in for the call and out after), and the cycle's profile is built from them,
+rows being kernels charged to the eager nodes and modules they compute. Where the marks cannot go
+(a GPU, inductor's cpp_wrapper) ``torch.profiler`` records from the first timed step of a cycle
+on, every timed call in an ``fxprof::run`` range, and the profile is built from the kernel calls
+inside those ranges (:func:`fxprof.measure.compiled.spans.spans_from_events`). Untimed steps
+(``wait``, after the last cycle) run the user's own compiled model, or fxprof's copy without
+marks.
 
 The session times forwards only: a backward the loop runs executes outside the runs' ranges.
 """
@@ -22,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import time
 import warnings
 from typing import Any
 
@@ -30,13 +34,15 @@ from torch import nn
 
 from ...core.nodes import NodeInfo
 from ...core.profile import Profile
+from ...errors import TraceError
 from ..capture.captures import Capture
 from ..device.bridge import events_from_kineto, kineto_quiet
 from ..timing.recorder import Recorder
 from .compiling import inductor_settings, recursion_limit_kept, room_to_compile
 from .loop import run_range
-from .mode import compiled_program, first_call, profile_from_events
+from .mode import compiled_program, first_call, marks_for, profile_from_events, profile_from_marks
 from .profiler_cost import calibrate
+from .wrapper_timer import WrapperTimer, installed
 
 __all__ = ["LoopCompiledCapture"]
 
@@ -47,8 +53,8 @@ class LoopCompiledCapture(Capture):
     kind = "compiled"
 
     def __init__(self, optimized: nn.Module, forward: Any = None):
-        super().__init__("a torch.compile'd model: the compiled program's kernels, timed by torch.profiler in each timed "
-                         "step and charged to the eager nodes they compute (as compiled mode)")
+        super().__init__("a torch.compile'd model: the compiled program's kernels, timed in each timed step and charged "
+                         "to the eager nodes they compute (as compiled mode)")
         self.root, self.described, self.graphs, self.compiled = compiled_program(optimized, forward=forward)
         root = self.root
         self.catcher = self.graphs.kept.catcher  # a program compiled before in this process keeps its code and provenance
@@ -58,6 +64,11 @@ class LoopCompiledCapture(Capture):
         self._profiler: Any = None
         self._probed: Any = None  # the probes' ProfilerCost, before any cycle's in_situ scale
         self._quiet: contextlib.ExitStack | None = None
+        #: the marks' timers per graph, once the first timed step chose them; why not, where torch.profiler times
+        self._timers: dict[str, WrapperTimer] = {}
+        self._not_marked: str | None = None
+        self._bounds: list[tuple[int, int]] = []  # this cycle's marked runs
+        self._rows: list[dict[str, list[list[int]]]] = []
 
     @property
     def nodes(self) -> list[NodeInfo]:
@@ -96,7 +107,14 @@ class LoopCompiledCapture(Capture):
             return self._call(args, kwargs)
 
     def run_timed(self, recorder: Recorder, args: tuple, kwargs: dict) -> Any:
-        """A timed call: recorded by ``torch.profiler`` in an ``fxprof::run`` range."""
+        """A timed call: with the marks in the generated code, else recorded by ``torch.profiler``
+        in an ``fxprof::run`` range."""
+        if self._not_marked is None or (not self._not_marked and len(self._timers) < len(self.graphs.order)):
+            # the first timed step chooses; a graph compiled since (a new input signature) gets its timer
+            self._timers, self._not_marked = marks_for(self.graphs, self.catcher, self.on_cuda, self.described,
+                                                       self._timers)
+        if not self._not_marked:
+            return self._run_marked(recorder, args, kwargs)
         if self._profiler is None:
             self._start()
         with self._settings():
@@ -104,6 +122,19 @@ class LoopCompiledCapture(Capture):
                 out = self._call(args, kwargs)
                 if self.on_cuda:
                     torch.cuda.synchronize()
+        return out
+
+    def _run_marked(self, recorder: Recorder, args: tuple, kwargs: dict) -> Any:
+        clock = time.perf_counter_ns
+        with self._settings(), installed(self._timers.values()):
+            with recorder.run():
+                t0 = clock()
+                out = self._call(args, kwargs)
+                if self.on_cuda:
+                    torch.cuda.synchronize()
+                t1 = clock()
+        self._bounds.append((t0, t1))
+        self._rows.append({g: t.take_rows() for g, t in self._timers.items()})
         return out
 
     def _start(self) -> None:
@@ -125,6 +156,8 @@ class LoopCompiledCapture(Capture):
 
     def build(self, meta: dict[str, Any], name: str | None) -> Profile:
         """The cycle's profile: the kernel calls inside its timed runs (the profiler stops here)."""
+        if self._bounds or self._not_marked == "":
+            return self._build_marked(meta, name)
         events = self._stop()
         if self._probed is None:  # the profiler's own cost per event, probed once per session
             kept = self.graphs.profiler_cost  # a program compiled before keeps its probes' figures (maybe scaled)
@@ -141,8 +174,26 @@ class LoopCompiledCapture(Capture):
         if plain and contention.get("lost_ms") is not None and contention.get("own_lost_ms") is not None:
             lost = ([float(v) for v in contention["lost_ms"]], [float(v) for v in contention["own_lost_ms"]])
             meta = {**meta, "contention": {**contention, "unprofiled_lost_ms": contention["own_lost_ms"]}}
+        described = {**self.described, "kernel_source_reason": self._not_marked} if self._not_marked else dict(self.described)
         profile = profile_from_events(self.root, self.graphs, self.catcher, events, self.on_cuda, plain, self.compile_s,
-                                      dict(self.described), self.compiled_first or 0, meta, name, lost=lost)
+                                      described, self.compiled_first or 0, meta, name, lost=lost)
+        return self._noted(profile, plain)
+
+    def _build_marked(self, meta: dict[str, Any], name: str | None) -> Profile:
+        """The cycle's profile from its marked runs."""
+        bounds, rows, self._bounds, self._rows = self._bounds, self._rows, [], []
+        if not bounds:
+            raise TraceError("the cycle ran no timed step of the compiled model, so there is nothing to profile; "
+                             "give the schedule an active step (fxprof.schedule(active=...))")
+        plain = [float(v) for v in meta.get("own_runs_ms") or []]
+        contention = meta.get("contention") or {}
+        if plain and contention.get("own_lost_ms") is not None:
+            meta = {**meta, "contention": {**contention, "unprofiled_lost_ms": contention["own_lost_ms"]}}
+        profile = profile_from_marks(self.root, self.graphs, self.catcher, self._timers, rows, bounds, plain,
+                                     self.compile_s, dict(self.described), self.compiled_first or 0, meta, name)
+        return self._noted(profile, plain)
+
+    def _noted(self, profile: Profile, plain: list[float]) -> Profile:
         profile.meta["capture_reason"] = self.reason
         profile.meta.setdefault("notes", []).append(
             "a session of a compiled model times the compiled program's forward kernels in each timed step (as compiled "

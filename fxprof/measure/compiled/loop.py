@@ -1,7 +1,8 @@
 """Compiled mode's run loop (counterpart of :mod:`fxprof.measure.eager.loop`): the unprofiled
-runs as a plain loop before and after the profiler's cycles, and the profiled cycles on
-torch.profiler's own schedule, each run in an ``fxprof::run`` range; what each lost to other
-processes kept beside it."""
+runs as a plain loop before and after the timed runs; the timed runs either with fxprof's marks
+in the generated code (:func:`marked_runs`) or on torch.profiler's own schedule, each run in an
+``fxprof::run`` range (:func:`interleaved_runs`); what each lost to other processes kept beside
+it."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from ..common.tree import clone_tensors
 from ..device.bridge import Event, events_from_kineto, kineto_quiet
 from ..timing.contention import ContentionMeter
 from .spans import RUN_RANGE
+from .wrapper_timer import WrapperTimer, installed
 
 #: the profiler stopped took 0.11 ms, the third 0.04 ms, as in a loop without the profiler; the
 #: first recorded call 0.14 ms, the fourth 0.07 ms (docs/performance.md section 11)
@@ -151,3 +153,56 @@ def interleaved_runs(call: Any, sync: Any, iters: int, args: tuple, kwargs: dict
         after = []
     meter.own_lost_ms = plain_lost
     return plain, events, after
+
+
+#: untimed calls with the marks installed before the first marked run: swapping a function's code
+#: leaves the interpreter's specialized calls of it cold for a call or two
+MARKED_SETTLE_CALLS = 3
+
+
+def marked_runs(call: Any, sync: Any, iters: int, args: tuple, kwargs: dict, timers: dict[str, WrapperTimer],
+                meter: ContentionMeter | None = None) -> tuple[list[float], list[tuple[int, int]], list[dict[str, list[list[int]]]]]:
+    """The unprofiled runs (a plain loop, half before and half after, as :func:`interleaved_runs`)
+    and ``iters`` runs with the marks installed (:mod:`fxprof.measure.compiled.wrapper_timer`),
+    each after one untimed call, bounded by two reads of the marks' clock. No profiler runs.
+    Returns the unprofiled times (ms), each marked run's ``(start_ns, end_ns)`` and each's rows
+    per graph; the marks are removed after, also on errors."""
+    meter = meter if meter is not None else ContentionMeter()
+    meter.rescan()
+    plain: list[float] = []
+    plain_lost: list[float] = []
+    half = max(PLAIN_RUNS_MIN, iters) // 2
+    _plain_loop(call, sync, half, args, kwargs, meter, plain, plain_lost)
+    bounds: list[tuple[int, int]] = []
+    rows: list[dict[str, list[list[int]]]] = []
+    clock = time.perf_counter_ns
+
+    def drop() -> None:
+        for t in timers.values():
+            t.take_rows()
+
+    with installed(timers.values()):
+        for _ in range(MARKED_SETTLE_CALLS):
+            call()
+        sync()
+        drop()
+        for _ in range(iters):
+            fresh = clone_tensors((args, kwargs))
+
+            def settle() -> None:
+                call()
+                sync()
+                drop()
+
+            def run() -> None:
+                t0 = clock()
+                call(fresh)
+                sync()
+                t1 = clock()
+                bounds.append((t0, t1))
+                rows.append({g: t.take_rows() for g, t in timers.items()})
+
+            meter.around(run, warm=settle)
+    _plain_loop(call, sync, max(PLAIN_RUNS_MIN, iters) - half, args, kwargs, meter, plain, plain_lost)
+    meter.own_lost_ms = plain_lost
+    return plain, bounds, rows

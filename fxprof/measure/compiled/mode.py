@@ -44,6 +44,7 @@ from ...core.compiled import (
     Kernel,
     Span,
     adopt_replaced,
+    charge_by_key,
     charge_spans,
     extern_own_nodes,
     kernel_nodes,
@@ -54,13 +55,13 @@ from ...core.compiled import (
 from ...core.contention import quiet_runs
 from ...core.profile import Profile
 from ...errors import TraceError
-from ...vocab import COMPILE_MODES
+from ...vocab import COMPILE_MODES, MARKS_TIMER
 from ..capture.graph import module_kinds
 from ..common.state import preserved_buffers
 from ..common.tree import clone_tensors
 from ..device.bridge import Event, profiler_running
 from ..timing.contention import ContentionMeter
-from .breaks import describe_breaks, frame_nodes
+from .breaks import ENTRY_WORDS, MARKED_ENTRY_WORDS, describe_breaks, frame_nodes
 from .compiling import (
     RECORD,
     CompiledSession,
@@ -79,12 +80,13 @@ from .compiling import (
     room_to_compile,
 )
 from .flops import custom_op_note, kernel_flops, missing_flops_notes
-from .loop import interleaved_runs
+from .loop import interleaved_runs, marked_runs
 from .memory import memory_devices, record_memory_run, with_memory
 from .profiler_cost import PROFILER_SPAN, calibrate, in_situ
 from .reuse import kept_session, remember, reuse_note, settle_first_call
 from .spans import CALL_RANGE as _CALL
 from .spans import KERNEL_COST, RUN_RANGE, spans_from_events
+from .wrapper_timer import MARKS_SOURCE, NotInstrumentable, WrapperTimer, clock_read_ns, not_marked_reason, spans_from_marks, timers_for
 
 if TYPE_CHECKING:
     from ..eager.plan import ProfilePlan
@@ -146,16 +148,28 @@ def profile_compiled(model: nn.Module, args: tuple, kwargs: dict, compile: Any, 
             call()
             sync()
         caught.phase = "timed"
-        session.profiler_cost = calibrate(on_cuda)  # the profiler's own cost per event, taken out of the rows
+        timers, why = marks_for(session, caught, on_cuda, described)
         meter = ContentionMeter()  # what each run lost to other processes (fxprof.core.contention)
-        plain, events, after = interleaved_runs(call, sync, iters, args, kwargs, on_cuda, meter)
-        if after:
-            described["unprofiled_after_profiler_ms"] = [round(v, 6) for v in after]
+        if timers:
+            graphs = len(session.order)
+            plain, bounds, rows = marked_runs(call, sync, iters, args, kwargs, timers, meter)
+            if len(session.order) > graphs:  # compiled during the timed runs: no marks of its own
+                described["unmarked_graphs"] = session.order[graphs:]
+        else:
+            described["kernel_source_reason"] = why
+            session.profiler_cost = calibrate(on_cuda)  # the profiler's own cost per event, taken out of the rows
+            plain, events, after = interleaved_runs(call, sync, iters, args, kwargs, on_cuda, meter)
+            if after:
+                described["unprofiled_after_profiler_ms"] = [round(v, 6) for v in after]
         recorded = record_memory_run(call, sync, lambda: clone_tensors((args, kwargs)), root, memory_devices(root, args, kwargs),
                                      meta_base, RUN_RANGE, outer) if memory else None  # untimed: memory per kernel
         described["recompile_reasons"] = [{"graph": g, "reason": r, "during": p} for g, r, p in caught.recompiles]
-    profile = profile_from_events(root, session, caught, events, on_cuda, plain, compile_s, described, compiled_first,
-                                  meta_base, name, recorded, lost=(meter.lost_ms, meter.own_lost_ms))
+    if timers:
+        profile = profile_from_marks(root, session, caught, timers, rows, bounds, plain, compile_s, described,
+                                     compiled_first, meta_base, name, recorded)
+    else:
+        profile = profile_from_events(root, session, caught, events, on_cuda, plain, compile_s, described, compiled_first,
+                                      meta_base, name, recorded, lost=(meter.lost_ms, meter.own_lost_ms))
     profile.meta = meter.describe(profile.meta, unprofiled_lost_ms=meter.own_lost_ms)
     return profile
 
@@ -239,17 +253,52 @@ def profile_from_events(root: nn.Module, session: "CompiledSession", caught: Tra
             f"{len(runs)} run(s): torch {torch.__version__} may name those ranges differently. Nothing to charge; "
             f"profile the eager graphs with capture='dynamo'"
         )
+    kernels = adopt_replaced(_all_kernels(session, caught), session.nodes)
+    profile = _build(root, session, kernels, spans, runs, plain, compile_s, described, compiled_first, meta, name)
+    reuse_note(profile)
+    return with_memory(profile, recorded, kernels, RUN_RANGE)  # memory per kernel, when recorded
+
+
+def marks_for(session: "CompiledSession", caught: TraceCatcher, on_cuda: bool, described: dict[str, Any],
+              have: dict[str, WrapperTimer] | None = None) -> tuple[dict[str, WrapperTimer], str]:
+    """The marks' timer of every graph compiled so far (:mod:`fxprof.measure.compiled.wrapper_timer`),
+    or ``({}, why)`` where this program cannot be timed by them (torch.profiler times it)."""
+    why = not_marked_reason(on_cuda, described)
+    if why:
+        return {}, why
+    try:
+        return timers_for(session.order, caught.files, have), ""
+    except NotInstrumentable as exc:
+        return {}, f"inductor's generated code could not be marked ({exc})"
+
+
+def profile_from_marks(root: nn.Module, session: "CompiledSession", caught: TraceCatcher, timers: dict[str, WrapperTimer],
+                       rows: list[dict[str, list[list[int]]]], bounds: list[tuple[int, int]], plain: list[float],
+                       compile_s: float, described: dict[str, Any], compiled_first: int, meta: dict[str, Any],
+                       name: str | None, recorded: Any = None) -> Profile:
+    """The profile of the marked runs (:func:`~fxprof.measure.compiled.loop.marked_runs`): each
+    kernel call charged to its kernel by its provenance key; compiled mode and sessions alike."""
+    session.reported_breaks(caught.breaks)
+    session.profiler_cost, session.profiler_ms = None, []
+    spans = spans_from_marks(timers, rows, bounds)
+    kernels = adopt_replaced(_all_kernels(session, caught), session.nodes)
+    described = {**described, "clock_read_ns": round(clock_read_ns(), 1)}
+    meta = {**meta, "timer": MARKS_TIMER}
+    profile = _build(root, session, kernels, spans, bounds, plain, compile_s, described, compiled_first, meta, name,
+                     keyed=True)
+    reuse_note(profile)
+    return with_memory(profile, recorded, kernels, RUN_RANGE)
+
+
+def _all_kernels(session: "CompiledSession", caught: TraceCatcher) -> list[Kernel]:
     kernels = [k for g in session.order for k in _kernels(g, caught.code.get(g, ""), caught.provenance.get(g, {}))]
-    kernels = adopt_replaced(kernels, session.nodes)
     if not kernels:
         raise TraceError(
             "inductor reported no kernels for this model's compiled graphs (its provenance tracking gave "
             "nothing), so fxprof cannot say what the compiled program runs; profile it eagerly with "
             "capture='dynamo'"
         )
-    profile = _build(root, session, kernels, spans, runs, plain, compile_s, described, compiled_first, meta, name)
-    reuse_note(profile)
-    return with_memory(profile, recorded, kernels, RUN_RANGE)  # memory per kernel, when recorded
+    return kernels
 
 
 def _taken_per_run(spans: list[Span]) -> tuple[list[float], list[float]]:
@@ -270,18 +319,18 @@ def _taken_per_run(spans: list[Span]) -> tuple[list[float], list[float]]:
 #: and code from the caches): on a 0.04 ms compiled model (2 Linears, 1 thread) the first call after
 def _build(root: nn.Module, session: CompiledSession, kernels: list[Kernel], spans: list[Span], runs: list[tuple[int, int]],
            plain: list[float], compile_s: float, described: dict[str, Any], compiled_first: int, meta: dict[str, Any],
-           name: str | None) -> Profile:
+           name: str | None, keyed: bool = False) -> Profile:
     module_types = {p: type(m).__name__ for p, m in root.named_modules() if p}
     kinds = module_kinds(root)
     taken: dict[str, int] = {}
     names = {g: readable_names(list(session.nodes[g].values()), kinds, taken) for g in session.order}
     rows = kernel_nodes(kernels, session.nodes, names, module_types, type(root).__name__)
     spans, framed = [s for s in spans if not s.name.startswith("fxprof::")], [s for s in spans if s.name.startswith("fxprof::")]
-    charged, unmatched = charge_spans(kernels, spans)
+    charged, unmatched = charge_by_key(kernels, spans) if keyed else charge_spans(kernels, spans)
     extra, extra_names = unmatched_nodes(unmatched, {r.name for r in rows})
     row_of = {k.graph + "|" + k.key: r.name for k, r in zip(kernels, rows)}
     frame_rows, frame_samples, outside = frame_nodes(session, framed, {r.name for r in rows + extra}, module_types,
-                                                     type(root).__name__)
+                                                     type(root).__name__, MARKED_ENTRY_WORDS if keyed else ENTRY_WORDS)
     nodes = rows + extra + frame_rows
     samples = [(row_of[key], s) for key, s in charged] + [(extra_names[(s.graph, s.name)], s) for s in unmatched] + frame_samples
     frame = pd.DataFrame({
@@ -321,7 +370,7 @@ def _build(root: nn.Module, session: CompiledSession, kernels: list[Kernel], spa
             "kernels": len(kernels),
             # each unprofiled run, in order; their median is derived (fxprof.core.compiled.own_run_ms)
             "unprofiled_ms": [round(v, 6) for v in plain],
-            "kernel_source": "torch.profiler: inductor C++ kernel ranges and extern ops" if not any(
+            "kernel_source": MARKS_SOURCE if keyed else "torch.profiler: inductor C++ kernel ranges and extern ops" if not any(
                 k.range_name.startswith("triton") for k in kernels) else "torch.profiler: CUPTI device kernels",
         },
     )

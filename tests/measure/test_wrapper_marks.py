@@ -1,0 +1,234 @@
+"""Compiled mode's own kernel timer (issue 60): inductor's generated wrapper read and rewritten
+with marks (fxprof.measure.compiled.wrapper_sites), the marks swapped in and out of the generated
+module (wrapper_timer), the spans of a run (every moment in one span), and compiled profiles
+timed by them on real models."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import types
+
+import pytest
+import torch
+from torch import nn
+
+import fxprof
+from fxprof.measure.compiled.breaks import OUTSIDE_SPAN, OVERHEAD_SPAN, PART_PREFIX, TAIL_SPAN
+from fxprof.measure.compiled.wrapper_sites import NotInstrumentable, instrument
+from fxprof.measure.compiled.wrapper_timer import WrapperTimer, installed, spans_from_marks
+
+WRAPPERS = pathlib.Path(__file__).parent / "wrappers"
+
+
+def _text(name: str) -> str:
+    return (WRAPPERS / name).read_text()
+
+
+def test_every_kernel_call_of_a_real_cpu_wrapper_is_a_site_keyed_by_its_provenance_handle():
+    """torch 2.14's wrapper of a Linear-ReLU-Linear-LayerNorm (saved): its four kernel calls, in
+    order, each joined to exactly the key inductor's provenance gives it."""
+    done = instrument(_text("mlp_cpu_2_14.py.txt"))
+    provenance = json.loads(_text("mlp_cpu_2_14.provenance.json"))
+    assert [s.key for s in done.sites] == list(provenance["cppCodeToPost"])
+    assert [s.kind for s in done.sites] == ["extern", "generated", "extern", "generated"]
+    assert [s.callee for s in done.sites] == ["extern_kernels.addmm", "cpp_fused_relu_0", "extern_kernels.addmm",
+                                              "cpp_fused_native_layer_norm_1"]
+    assert done.is_method and done.width == 2 * len(done.sites) + 2
+    slots = sorted(x for s in done.sites for x in (s.start, s.end))
+    assert slots == list(range(1, done.width - 1))  # each site two marks of its own; 0 and the last: the call's
+
+
+def test_a_cuda_shaped_wrapper_keys_each_launch_by_its_own_handle_and_runs_marked_and_restored():
+    """A wrapper shaped as inductor writes it for CUDA (launches inside a device guard,
+    ``stream0 = get_raw_stream(0)`` between a handle and its ``.run``), with stand-in kernels:
+    sites found inside the with-block, each call of the graph a row of its own, outputs equal,
+    inductor's code and module exactly as before once removed."""
+    source = _text("cuda_shaped.py.txt")
+    module = types.ModuleType("fxprof_test_wrapper")
+    module.__file__ = "<cuda-shaped wrapper>"
+    exec(compile(source, module.__file__, "exec"), module.__dict__)
+    before = dict(module.__dict__)
+    code = module.Runner.call.__code__
+    timer = WrapperTimer("0/0", module, source)
+    assert [(s.kind, s.key) for s in timer.sites] == [("extern", "extern_kernels.mm:1"),
+                                                      ("triton", "triton_poi_fused_relu_0:2"),
+                                                      ("triton", "triton_poi_fused_relu_1:3")]
+    a, b = torch.randn(8, 8), torch.randn(8, 8)
+    want = module.call([a, b])[0]
+    with installed([timer]):
+        got = [module.call([a, b])[0] for _ in range(3)]
+    rows = timer.take_rows()
+    assert len(rows) == 3 and all(len(r) == timer.width for r in rows)
+    assert all(r[0] <= r[s.start] <= r[s.end] <= r[-1] for r in rows for s in timer.sites)
+    assert all(torch.equal(want, g) for g in got)
+    assert module.Runner.call.__code__ is code and module.__dict__.keys() == before.keys()
+    module.call([a, b])
+    assert timer.take_rows() == []  # removed: no marks kept
+
+
+def test_a_module_level_call_is_instrumented_and_torch_ops_calls_are_extern_sites():
+    source = (
+        "import torch\n"
+        "def call(args):\n"
+        "    a, b = args\n"
+        "    # [Provenance debug handles] torch.ops.aten.mm.default:1\n"
+        "    buf0 = torch.ops.aten.mm.default(a, b)\n"
+        "    return (buf0, )\n"
+    )
+    done = instrument(source)
+    assert not done.is_method
+    assert [(s.kind, s.callee, s.key) for s in done.sites] == [("extern", "torch.ops.aten.mm.default",
+                                                               "torch.ops.aten.mm.default:1")]
+
+
+def test_wrappers_that_cannot_be_marked_say_why():
+    cpp = ("from torch._inductor.codecache import CppWrapperCodeCache\n"
+           "inductor_entry = CppWrapperCodeCache.load_pybinding(['std::vector<AtenTensorHandle>'], 'src', 'cpu', 1)\n"
+           "call = _wrap_func(inductor_entry)\n")
+    with pytest.raises(NotInstrumentable, match="cpp_wrapper"):
+        instrument(cpp)
+    with pytest.raises(NotInstrumentable, match="no kernel call"):
+        instrument("def call(args):\n    x, = args\n    return (x, )\n")
+    with pytest.raises(NotInstrumentable, match="does not parse"):
+        instrument("def call(args:\n")
+
+
+class _Timer:
+    def __init__(self, sites):
+        self.sites = sites
+
+
+def test_spans_of_a_marked_run_cover_every_moment_once():
+    """Two graphs (the first ends in a graph break and its frame runs twice): kernels, each call's
+    own Python, the time after each call up to the next (or the run's end), and the entry before
+    the first call add up to the run exactly."""
+    done = instrument(_text("mlp_cpu_2_14.py.txt"))
+    sites = done.sites
+    width = done.width
+
+    def row(start: int) -> list[int]:
+        r = [0] * width
+        r[0] = start
+        t = start + 100
+        for s in sites:
+            r[s.start], r[s.end] = t, t + 1000
+            t += 1300
+        r[-1] = t + 50
+        return r
+
+    a0, a1, b0 = row(2_000), row(30_000), row(60_000)
+    kept = [{"0/0": [a0, a1], "1/0": [b0]}]
+    spans = spans_from_marks({"0/0": _Timer(sites), "1/0": _Timer(sites)}, kept, [(0, 90_000)])
+    parts = [s for s in spans if s.name.startswith(PART_PREFIX)]
+    counted = [s for s in spans if not s.name.startswith(PART_PREFIX)]
+    assert sum(s.duration_ms for s in counted) == pytest.approx(0.09)
+    assert [s.duration_ms for s in counted if s.name == OUTSIDE_SPAN] == [pytest.approx(0.002)]
+    tails = sorted((s.graph, s.call, s.duration_ms) for s in counted if s.name == TAIL_SPAN)
+    assert tails == [("0/0", 0, pytest.approx((30_000 - a0[-1]) / 1e6)), ("0/0", 1, pytest.approx((60_000 - a1[-1]) / 1e6)),
+                     ("1/0", 0, pytest.approx((90_000 - b0[-1]) / 1e6))]
+    kernels = [s for s in counted if s.name in {x.key for x in sites}]
+    assert len(kernels) == 3 * len(sites) and all(s.duration_ms == pytest.approx(0.001) for s in kernels)
+    own = [s.duration_ms for s in counted if s.name == OVERHEAD_SPAN]
+    assert own == [pytest.approx((100 + 300 * len(sites) + 50) / 1e6)] * 3 and len(parts) == 3
+
+
+class _MLP(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1, self.fc2, self.norm = nn.Linear(64, 128), nn.Linear(128, 64), nn.LayerNorm(64)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm(self.fc2(torch.relu(self.fc1(x))) + x)
+
+
+def _generated_calls(profile_model: nn.Module) -> list[types.CodeType]:
+    """The code objects of the generated calls of fxprof's compile of ``profile_model``."""
+    from torch._inductor.codecache import PyCodeCache
+
+    from fxprof.measure.compiled.reuse import _KEPT
+
+    files = [p for ref in _KEPT.get(profile_model, []) if ref() is not None for ps in ref().kept.catcher.files.values()
+             for p in ps]
+    mods = [m for m in PyCodeCache.modules if getattr(m, "__file__", None) in files]
+    return [WrapperTimer._generated_call(m).__code__ for m in mods]
+
+
+def test_a_compiled_profile_is_timed_by_the_marks_charged_by_key_and_leaves_the_program_as_it_was():
+    """The compiled MLP's profile: no torch.profiler, every kernel call site a row keyed as the
+    profiler-timed profile keys it (same rows, origins and FLOPs), no unmatched row, the rows
+    adding up to the profiled run; the model's output bitwise the same after, and fxprof's copy of
+    the generated code runs inductor's own code again."""
+    torch.manual_seed(0)
+    model = _MLP().eval()
+    x = torch.randn(4, 64)
+    compiled = torch.compile(model)
+    with torch.no_grad():
+        before = compiled(x)
+        profile = fxprof.profile(compiled, x, warmup=2, iters=8, memory=False)
+        after = compiled(x)
+    assert torch.equal(before, after)
+    compiled_meta = profile.meta["compiled"]
+    assert profile.meta["timer"] == "marks" and "marks" in compiled_meta["kernel_source"]
+    assert "kernel_source_reason" not in compiled_meta and compiled_meta["clock_read_ns"] > 0
+    assert "profiler_cost" not in compiled_meta
+    df = profile.df
+    kernels = df[df["role"] == "kernel"]
+    assert len(kernels) == compiled_meta["kernels"] and (kernels["calls_per_run"] == 1).all()
+    assert not (df["role"] == "unmatched").any()
+    assert "marks" in profile.summary(width=120)
+    codes = _generated_calls(model)
+    assert codes and all("_fxk_t" not in c.co_varnames for c in codes)
+
+    import fxprof.measure.compiled.mode as mode
+
+    real = mode.not_marked_reason
+    mode.not_marked_reason = lambda *a, **k: "asked by the test"
+    try:
+        with torch.no_grad():
+            by_profiler = fxprof.profile(compiled, x, warmup=2, iters=8, memory=False)
+    finally:
+        mode.not_marked_reason = real
+    assert by_profiler.meta["compiled"]["kernel_source_reason"] == "asked by the test"
+    theirs = by_profiler.df[by_profiler.df["role"] == "kernel"]
+    assert list(theirs.index) == list(kernels.index)
+    assert theirs["origins"].tolist() == kernels["origins"].tolist()
+    assert theirs["flops"].tolist() == kernels["flops"].tolist()
+
+
+class _Block(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(32, 32), nn.Linear(32, 32)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.relu(self.fc1(x))
+        torch._dynamo.graph_break()
+        return self.fc2(x) * 2
+
+
+class _Breaks(nn.Module):
+    """A graph break inside a block three layers run: the block's graphs are entered again and again."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.b0, self.b1, self.b2 = _Block(), _Block(), _Block()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.b2(self.b1(self.b0(x)))
+
+
+def test_graph_breaks_under_the_marks_keep_a_row_per_call_and_the_rows_add_up_to_the_run():
+    model = _Breaks().eval()
+    x = torch.randn(2, 32)
+    with torch.no_grad():
+        profile = fxprof.profile(torch.compile(model), x, warmup=2, iters=8, memory=False)
+    assert profile.meta["timer"] == "marks"
+    df = profile.df
+    assert (df["op"] == "graph_break").any()
+    assert (df.loc[df["role"] == "kernel", "calls_per_run"] >= 1).all()
+    assert df.loc[df["role"] == "kernel", "calls_per_run"].max() >= 2  # a re-entered graph: a row per call
+    samples = profile.samples
+    per_run = samples.groupby("run")["time_ms"].sum()
+    totals = profile.runs.set_index("run")["total_ms"]
+    assert (per_run / totals.loc[per_run.index]).between(0.98, 1.0 + 1e-9).all()

@@ -27,7 +27,7 @@ from ..vocab import BREAK, GRAPH_BREAK, OUTSIDE, OVERHEAD
 from .compiled import common_scope
 from .nodes import NodeInfo
 
-__all__ = ["BreakSite", "BREAK", "OVERHEAD", "reason_of", "break_rows", "overhead_rows", "break_summary", "describe_site"]
+__all__ = ["BreakSite", "BREAK", "OVERHEAD", "OVERHEAD_WORDS", "MARKED_OVERHEAD_WORDS", "reason_of", "break_rows", "overhead_rows", "break_summary", "describe_site"]
 
 #: ``op`` and ``kind`` of the rows this module makes
 
@@ -131,10 +131,16 @@ def break_rows(sites: Iterable[BreakSite], module_types: Mapping[str, str], root
     return rows, row_of
 
 
+#: a ``compiled_overhead`` row's ``raw_name``, as torch.profiler's ranges bound it and as compiled mode's marks do
+OVERHEAD_WORDS = "Torch-Compiled Region: {graph} outside its kernels"
+MARKED_OVERHEAD_WORDS = "graph {graph} outside its kernels: its call's own Python, and what runs after it up to the next graph"
+
+
 def overhead_rows(graphs: Sequence[str], frame_scope: Mapping[str, str], module_types: Mapping[str, str], root_type: str,
-                  taken: set[str]) -> tuple[list[NodeInfo], dict[str, str]]:
+                  taken: set[str], words: str = OVERHEAD_WORDS) -> tuple[list[NodeInfo], dict[str, str]]:
     """One ``compiled_overhead`` row per compiled graph, charged to the module whose frame it
-    compiled: ``compiled_overhead_0_0``. Returns the rows and ``{graph: row name}``."""
+    compiled: ``compiled_overhead_0_0``. Returns the rows and ``{graph: row name}``. ``words``:
+    its ``raw_name``, ``{graph}`` filled in."""
     rows: list[NodeInfo] = []
     row_of: dict[str, str] = {}
     for g in graphs:
@@ -143,7 +149,7 @@ def overhead_rows(graphs: Sequence[str], frame_scope: Mapping[str, str], module_
         rows.append(NodeInfo(
             name=name, op=OVERHEAD, target="guards, wrappers, allocations", module_type=module_types.get(scope, "") if scope else root_type,
             scope=scope, range="", kind=OVERHEAD, graph=g, scope_source="frame" if scope else "",
-            raw_name=f"Torch-Compiled Region: {g} outside its kernels", role=OUTSIDE))
+            raw_name=words.format(graph=g), role=OUTSIDE))
         row_of[g] = name
     return rows, row_of
 

@@ -10,7 +10,9 @@ Models (tests/benchmarks/marks/models.py): a small MLP at batch 1 and 32, resnet
 - ``floor``: the same calls inside ``torch.profiler.profile`` (CPU activity): the cost of any design
   that reads kernels from the profiler;
 - ``marks``: ``fxprof.profile(compiled)``, timed by fxprof's marks: the median of its profiled runs,
-  and of its unprofiled runs (the yardstick it holds the rows against);
+  and of its unprofiled runs (the yardstick it holds the rows against); ``marks/yard`` is their
+  ratio, the marks' own cost in one loop (each run after one untimed call and the contention
+  meter's reads, as the yardstick's);
 - ``profiler``: the same profile timed by torch.profiler (compiled mode's path on a GPU), its
   profiled runs' median;
 - ``after``: the plain loop again, after the profiles.
@@ -78,21 +80,22 @@ def profiled(compiled, args, iters: int, by_profiler: bool) -> tuple[float, floa
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("models", nargs="*", default=["mlp1", "mlp32", "resnet18", "llama"])
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--iters", type=int, default=30)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--iters", type=int, default=60)
     parser.add_argument("--calls", type=int, default=200)
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     print(f"torch {torch.__version__}, 1 thread, {args.rounds} rounds, {args.iters} profiled runs a profile, "
           f"{args.calls} calls a plain loop; load {os.getloadavg()[0]:.1f}")
-    print(f"{'model':<10} {'plain':>9} {'marks':>7} {'yardstick':>9} {'profiler':>9} {'floor':>7} {'after':>7}  timer")
+    print(f"{'model':<10} {'plain':>9} {'marks':>7} {'yardstick':>9} {'marks/yard':>10} {'profiler':>9} {'floor':>7} "
+          f"{'after':>7}  timer")
     for which in args.models:
         model, x = make(which)
         inputs = x if isinstance(x, tuple) else (x,)
         with torch.no_grad():
             compiled = torch.compile(model)
             compiled(*inputs)
-            ratios: dict[str, list[float]] = {k: [] for k in ("marks", "yardstick", "profiler", "floor", "after")}
+            ratios: dict[str, list[float]] = {k: [] for k in ("marks", "yardstick", "own", "profiler", "floor", "after")}
             plains, timer = [], ""
             for _ in range(args.rounds):
                 plain = plain_ms(compiled, inputs, args.calls)
@@ -104,9 +107,10 @@ def main(argv: list[str] | None = None) -> int:
                 for key, value in (("marks", marked), ("yardstick", own), ("profiler", by_prof), ("floor", floor),
                                    ("after", after)):
                     ratios[key].append(value / plain)
+                ratios["own"].append(marked / own)  # the marks against fxprof's own unprofiled runs: the same loop
         med = {k: statistics.median(v) for k, v in ratios.items()}
         print(f"{which:<10} {statistics.median(plains) * 1e3:>6.1f} us {med['marks']:>6.3f}x {med['yardstick']:>8.3f}x "
-              f"{med['profiler']:>8.3f}x {med['floor']:>6.3f}x {med['after']:>6.3f}x  {timer}", flush=True)
+              f"{med['own']:>9.3f}x {med['profiler']:>8.3f}x {med['floor']:>6.3f}x {med['after']:>6.3f}x  {timer}", flush=True)
     print(f"load at the end {os.getloadavg()[0]:.1f}")
     return 0
 

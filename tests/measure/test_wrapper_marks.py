@@ -232,3 +232,44 @@ def test_graph_breaks_under_the_marks_keep_a_row_per_call_and_the_rows_add_up_to
     per_run = samples.groupby("run")["time_ms"].sum()
     totals = profile.runs.set_index("run")["total_ms"]
     assert (per_run / totals.loc[per_run.index]).between(0.98, 1.0 + 1e-9).all()
+
+
+@torch.library.custom_op("fxprof_test_marks::spin", mutates_args=())
+def _spin(x: torch.Tensor, us: int) -> torch.Tensor:
+    """Holds the CPU for ``us`` microseconds of wall time (a known cost, whatever else runs), then copies ``x``."""
+    import time
+
+    until = time.perf_counter_ns() + us * 1000
+    while time.perf_counter_ns() < until:
+        pass
+    return x.clone()
+
+
+@_spin.register_fake
+def _(x: torch.Tensor, us: int) -> torch.Tensor:
+    return torch.empty_like(x)
+
+
+class _Spins(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for us in (300, 40, 1200):
+            x = torch.relu(_spin(x, us))
+        return x
+
+
+def test_the_marks_read_kernels_of_known_cost_each_at_its_own_site():
+    """Ground truth: three extern calls that hold the CPU for 300, 40 and 1200 us of wall time.
+    Each row reads at least its own time (a span holds the whole call), not much more (one op
+    dispatch; generous for a busy machine), and in its own place: a mark misplaced by one site
+    would give a row its neighbour's time. tests/benchmarks/marks_truth.py holds the same and
+    library mms against torch.utils.benchmark.Timer (docs/performance.md section 17)."""
+    with torch.no_grad():
+        profile = fxprof.profile(torch.compile(_Spins()), torch.randn(16, 16), warmup=2, iters=9, memory=False)
+    assert profile.meta["timer"] == "marks"
+    df = profile.df
+    spins = df[(df["op"] == "extern") & df["target"].str.contains("spin")]
+    assert len(spins) == 3
+    for (_, row), us in zip(spins.iterrows(), (300, 40, 1200)):  # rows in call order
+        assert us / 1e3 <= row["median_ms"] <= 1.5 * us / 1e3 + 0.2, (row.name, row["median_ms"], us)
+    others = df[(df["role"] == "kernel") & ~df.index.isin(spins.index)]
+    assert (others["median_ms"] < 0.04).all()  # the relus between them: none took a spin's time

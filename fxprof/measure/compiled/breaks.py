@@ -353,12 +353,13 @@ MARKED_ENTRY_WORDS = ("before the first graph's call: nn.Module.__call__ of the 
 
 
 def frame_nodes(session: Any, spans: Iterable[Span], taken: set[str], module_types: Mapping[str, str],
-                root_type: str, entry_words: str = ENTRY_WORDS) -> tuple[list[NodeInfo], list[tuple[str, Span]], list[float]]:
+                root_type: str, marked: bool = False) -> tuple[list[NodeInfo], list[tuple[str, Span]], list[float]]:
     """Rows and samples of :func:`frame_spans`'s spans: ``(rows, [(row, span)], outside_ms per
-    run)``. A graph's tail is its break's time when the graph ends in a break
+    run)``. ``marked``: the spans are the marks' (:mod:`fxprof.measure.compiled.wrapper_timer`),
+    whose bounds the rows' descriptions say. A graph's tail is its break's time when the graph ends in a break
     (``session.breaks``), else part of its overhead (summed with its head, one sample per
     region occurrence)."""
-    from ...core.breaks import OVERHEAD, break_rows, overhead_rows
+    from ...core.breaks import MARKED_OVERHEAD_WORDS, OVERHEAD, OVERHEAD_WORDS, break_rows, overhead_rows
 
     spans = list(spans)
     parts: dict[tuple[str, str], dict[int, float]] = {}  # (graph, part) -> run -> ms
@@ -384,7 +385,8 @@ def frame_nodes(session: Any, spans: Iterable[Span], taken: set[str], module_typ
     seen = list(dict.fromkeys(s.graph for s in spans if s.name != OUTSIDE_SPAN))
     order = [g for g in session.order if g in seen] + [g for g in seen if g not in session.order]
     taken = set(taken)
-    over_rows, over_of = overhead_rows(order, session.frame_scope, module_types, root_type, taken)
+    over_rows, over_of = overhead_rows(order, session.frame_scope, module_types, root_type, taken,
+                                       MARKED_OVERHEAD_WORDS if marked else OVERHEAD_WORDS)
     sites = [session.breaks[g] for g in order if g in session.breaks]
     brk_rows, brk_of = break_rows(sites, module_types, root_type, taken)
     samples: list[tuple[str, Span]] = []
@@ -411,7 +413,8 @@ def frame_nodes(session: Any, spans: Iterable[Span], taken: set[str], module_typ
     if outside:
         name = entry_row_name(taken)
         entry = [NodeInfo(name=name, op=OVERHEAD, target="the compiled wrapper's call", module_type=root_type, scope="",
-                          range="", kind=OVERHEAD, graph="", raw_name=entry_words, role=OUTSIDE)]
+                          range="", kind=OVERHEAD, graph="", raw_name=MARKED_ENTRY_WORDS if marked else ENTRY_WORDS,
+                          role=OUTSIDE)]
         samples.extend((name, s) for s in spans if s.name == OUTSIDE_SPAN)
     return entry + over_rows + brk_rows, samples, [outside[r] for r in sorted(outside)]
 

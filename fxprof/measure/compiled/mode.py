@@ -61,7 +61,7 @@ from ..common.state import preserved_buffers
 from ..common.tree import clone_tensors
 from ..device.bridge import Event, profiler_running
 from ..timing.contention import ContentionMeter
-from .breaks import ENTRY_WORDS, MARKED_ENTRY_WORDS, describe_breaks, frame_nodes
+from .breaks import describe_breaks, frame_nodes
 from .compiling import (
     RECORD,
     CompiledSession,
@@ -330,7 +330,7 @@ def _build(root: nn.Module, session: CompiledSession, kernels: list[Kernel], spa
     extra, extra_names = unmatched_nodes(unmatched, {r.name for r in rows})
     row_of = {k.graph + "|" + k.key: r.name for k, r in zip(kernels, rows)}
     frame_rows, frame_samples, outside = frame_nodes(session, framed, {r.name for r in rows + extra}, module_types,
-                                                     type(root).__name__, MARKED_ENTRY_WORDS if keyed else ENTRY_WORDS)
+                                                     type(root).__name__, marked=keyed)
     nodes = rows + extra + frame_rows
     samples = [(row_of[key], s) for key, s in charged] + [(extra_names[(s.graph, s.name)], s) for s in unmatched] + frame_samples
     frame = pd.DataFrame({

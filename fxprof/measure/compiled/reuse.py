@@ -69,13 +69,37 @@ def _unwrap(backend: Any) -> Any:
 def cache_entries(root: nn.Module) -> list[Any]:
     """Dynamo's cache entries for ``root``'s ``forward`` in this process: every compiled version
     (any backend: the user's ``torch.compile``, eager dynamo captures, fxprof's profiles); empty
-    where the list cannot be read (a release without it)."""
+    where the list cannot be read (a release without it).
+
+    A ``torch.nn`` module of torch's own (``nn.Sequential``...) is compiled through an extra frame
+    (``torch._dynamo.external_utils.wrap_inline``'s ``inner``, one code object for every such
+    module: torch 2.14 ``OptimizedModule._initialize``), so its versions are that code's entries
+    whose guards hold it; they count too. Without them, every profile of a compiled
+    ``nn.Sequential`` compiled it again and the ninth found dynamo's recompile limit reached
+    ("compiled no graph")."""
     try:
         from torch._dynamo.eval_frame import _debug_get_cache_entry_list
 
-        return list(_debug_get_cache_entry_list(type(root).forward.__code__))
+        entries = list(_debug_get_cache_entry_list(type(root).forward.__code__))
     except Exception:  # pragma: no cover - a release without it
         return []
+    inner = _wrap_inline_code()
+    if inner is not None:
+        try:
+            entries.extend(_debug_get_cache_entry_list(inner))
+        except Exception:  # pragma: no cover
+            pass
+    return entries
+
+
+def _wrap_inline_code() -> Any:
+    """The code object of the frame dynamo wraps a ``torch.nn`` module of torch's own in, or None."""
+    try:
+        from torch._dynamo import external_utils
+
+        return external_utils.wrap_inline(_wrap_inline_code).__code__
+    except Exception:  # pragma: no cover - a release without it
+        return None
 
 
 def _entries_of(session: Any) -> int:

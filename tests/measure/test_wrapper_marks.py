@@ -273,3 +273,17 @@ def test_the_marks_read_kernels_of_known_cost_each_at_its_own_site():
         assert us / 1e3 <= row["median_ms"] <= 1.5 * us / 1e3 + 0.2, (row.name, row["median_ms"], us)
     others = df[(df["role"] == "kernel") & ~df.index.isin(spins.index)]
     assert (others["median_ms"] < 0.04).all()  # the relus between them: none took a spin's time
+
+
+@pytest.mark.slow
+def test_a_cpp_wrapper_program_is_timed_by_torch_profiler_and_says_why():
+    """inductor's cpp_wrapper writes the wrapper in C++: no Python statements to mark, so the
+    profile falls back to torch.profiler, its reason in meta and in the header."""
+    model = _MLP().eval()
+    x = torch.randn(2, 64)
+    with torch.no_grad():
+        profile = fxprof.profile(model, x, compile={"options": {"cpp_wrapper": True}}, warmup=1, iters=4, memory=False)
+    compiled = profile.meta["compiled"]
+    assert profile.meta["timer"] != "marks" and "cpp_wrapper" in compiled["kernel_source_reason"]
+    assert "timed by torch.profiler (cpp_wrapper=True" in profile.summary(width=200)
+    assert (profile.df["role"] == "kernel").sum() == compiled["kernels"]

@@ -286,6 +286,11 @@ def profile_from_marks(root: nn.Module, session: "CompiledSession", caught: Trac
     meta = {**meta, "timer": MARKS_TIMER}
     profile = _build(root, session, kernels, spans, bounds, plain, compile_s, described, compiled_first, meta, name,
                      keyed=True)
+    unmarked = described.get("unmarked_graphs") or []
+    if unmarked:
+        profile.meta.setdefault("notes", []).append(
+            f"graph(s) {', '.join(unmarked)} compiled during the timed runs (new shapes or failed guards) and had no marks: "
+            f"their kernels' time is in the rows around their calls (overhead, graph breaks), not in kernel rows")
     reuse_note(profile)
     return with_memory(profile, recorded, kernels, RUN_RANGE)
 

@@ -17,8 +17,8 @@ test). The prefill's ratio is reported beside it.
 
 ``--compile``: the forward compiled in place (``model.forward = torch.compile(model.forward)``,
 Hugging Face's recipe) and a static cache, for both the plain generate and fxprof's (whose timed
-steps are then the compiled program's, timed by torch.profiler: docs/generate.md, "Compiled
-decoding").
+steps are then the compiled program's, timed by fxprof's marks in the generated code on the CPU:
+docs/generate.md, "Compiled decoding").
 """
 
 from __future__ import annotations

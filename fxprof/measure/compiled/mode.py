@@ -286,6 +286,12 @@ def profile_from_marks(root: nn.Module, session: "CompiledSession", caught: Trac
     meta = {**meta, "timer": MARKS_TIMER}
     profile = _build(root, session, kernels, spans, bounds, plain, compile_s, described, compiled_first, meta, name,
                      keyed=True)
+    marked = {g + "|" + s.key for g, t in timers.items() for s in t.sites if s.key}
+    unseen = [k.key for k in kernels if k.graph in timers and k.graph + "|" + k.key not in marked]
+    if unseen:  # inductor's provenance names a kernel whose call the wrapper's parse did not find
+        profile.meta.setdefault("notes", []).append(
+            f"{len(unseen)} kernel(s) of inductor's provenance had no call site among the marks ({', '.join(unseen[:5])}"
+            f"{', ...' if len(unseen) > 5 else ''}): their time is in their graph's overhead row, not in a kernel row")
     unmarked = described.get("unmarked_graphs") or []
     if unmarked:
         profile.meta.setdefault("notes", []).append(

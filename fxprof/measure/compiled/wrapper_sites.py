@@ -162,7 +162,7 @@ def instrument(source: str) -> Instrumented:
     """``source`` (a generated wrapper module's text) with its ``call`` rewritten: a mark before
     and after every kernel call statement (also inside ``with``/``if`` blocks, such as a CUDA
     wrapper's device guard), one at the call's start and one before its return. Raises
-    :class:`NotInstrumentable` (why) where there is no Python ``call`` or no kernel call in it."""
+    :class:`NotInstrumentable` (why) where there is no Python ``call``."""
     try:
         tree = ast.parse(source)
     except SyntaxError as exc:
@@ -196,10 +196,7 @@ def instrument(source: str) -> Instrumented:
             out.append(stmt)
         return out
 
-    body = rewrite(fn.body)
-    if not sites:
-        raise NotInstrumentable("no kernel call found in the generated call() (no generated kernel, Triton launch or "
-                                "extern call statement)")
+    body = rewrite(fn.body)  # a graph of views alone has no kernel call: its call is timed as a whole
     last = take()
     returns = [i for i, stmt in enumerate(body) if isinstance(stmt, ast.Return)]
     if len(returns) != 1 or returns[0] != len(body) - 1 or any(isinstance(n, ast.Return) for s in body[:-1]

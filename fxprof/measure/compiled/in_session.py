@@ -67,6 +67,7 @@ class LoopCompiledCapture(Capture):
         #: the marks' timers per graph, once the first timed step chose them; why not, where torch.profiler times
         self._timers: dict[str, WrapperTimer] = {}
         self._not_marked: str | None = None
+        self._unmarked: list[str] = []  # graphs compiled after the choice that the marks could not take
         self._bounds: list[tuple[int, int]] = []  # this cycle's marked runs
         self._rows: list[dict[str, list[list[int]]]] = []
 
@@ -109,10 +110,16 @@ class LoopCompiledCapture(Capture):
     def run_timed(self, recorder: Recorder, args: tuple, kwargs: dict) -> Any:
         """A timed call: with the marks in the generated code, else recorded by ``torch.profiler``
         in an ``fxprof::run`` range."""
-        if self._not_marked is None or (not self._not_marked and len(self._timers) < len(self.graphs.order)):
-            # the first timed step chooses; a graph compiled since (a new input signature) gets its timer
-            self._timers, self._not_marked = marks_for(self.graphs, self.catcher, self.on_cuda, self.described,
-                                                       self._timers)
+        if self._not_marked is None:  # the first timed step chooses
+            self._timers, self._not_marked = marks_for(self.graphs, self.catcher, self.on_cuda, self.described)
+        elif not self._not_marked and len(self._timers) + len(self._unmarked) < len(self.graphs.order):
+            # a graph compiled since (a new input signature) gets its timer; one that cannot be marked runs
+            # unmarked (its time in the rows around its calls, and a note says so), the others keep theirs
+            timers, why = marks_for(self.graphs, self.catcher, self.on_cuda, self.described, self._timers)
+            if why:
+                self._unmarked.extend(g for g in self.graphs.order if g not in self._timers and g not in self._unmarked)
+            else:
+                self._timers = timers
         if not self._not_marked:
             return self._run_marked(recorder, args, kwargs)
         if self._profiler is None:
@@ -189,8 +196,9 @@ class LoopCompiledCapture(Capture):
         contention = meta.get("contention") or {}
         if plain and contention.get("own_lost_ms") is not None:
             meta = {**meta, "contention": {**contention, "unprofiled_lost_ms": contention["own_lost_ms"]}}
+        described = {**self.described, "unmarked_graphs": list(self._unmarked)} if self._unmarked else dict(self.described)
         profile = profile_from_marks(self.root, self.graphs, self.catcher, self._timers, rows, bounds, plain,
-                                     self.compile_s, dict(self.described), self.compiled_first or 0, meta, name)
+                                     self.compile_s, described, self.compiled_first or 0, meta, name)
         return self._noted(profile, plain)
 
     def _noted(self, profile: Profile, plain: list[float]) -> Profile:

@@ -288,3 +288,25 @@ def test_a_cpp_wrapper_program_is_timed_by_torch_profiler_and_says_why():
     assert profile.meta["timer"] != "marks" and "cpp_wrapper" in compiled["kernel_source_reason"]
     assert "timed by torch.profiler (cpp_wrapper=True" in profile.summary(width=200)
     assert (profile.df["role"] == "kernel").sum() == compiled["kernels"]
+
+
+def test_a_session_marks_a_graph_compiled_after_its_first_timed_step():
+    """A second input shape (dynamic=False) compiles a second graph in the middle of a session: its
+    calls get marks of their own from the next timed step on, and both graphs' kernels are rows
+    with samples; no note of unmarked graphs."""
+    torch.manual_seed(0)
+    model = _MLP().eval()
+    compiled = torch.compile(model, dynamic=False)
+    small, large = torch.randn(2, 64), torch.randn(5, 64)
+    with torch.no_grad(), fxprof.session(compiled, schedule=fxprof.schedule(wait=1, warmup=1, active=8)) as s:
+        for i in range(10):
+            compiled(small if i < 5 else large)
+            s.step()
+    p = s.profiles[0]
+    assert p.meta["timer"] == "marks"
+    kernels = p.df[p.df["role"] == "kernel"]
+    graphs = set(kernels["graph"])
+    assert len(graphs) == 2, graphs
+    sampled = set(p.samples["node"].astype(str))
+    assert all(set(kernels.index[kernels["graph"] == g]) & sampled for g in graphs)
+    assert not any("had no marks" in n for n in p.meta.get("notes", []))

@@ -10,7 +10,7 @@ from __future__ import annotations
 from .columns import stored_columns
 
 __all__ = [
-    "__version__", "TIMER_NAMES", "CUDA_TIMERS", "EVENT_TIMERS", "MARKS_TIMER", "CAPTURES", "COMPILE_MODES", "MODES", "OPTIMIZERS",
+    "__version__", "TIMER_NAMES", "CUDA_TIMERS", "EVENT_TIMERS", "MARKS_TIMER", "HOST_CLOCK_TIMERS", "CAPTURES", "COMPILE_MODES", "MODES", "OPTIMIZERS",
     "GROUP_KEYS", "PHASES", "RANGE_KIND", "SCOPE_SOURCES", "ANATOMY_COLUMNS", "TIME_COLUMNS", "ENV_KEYS",
     "ROLES", "MODEL", "PLUMBING", "RANGE", "COLLECTIVE", "FSDP", "TP", "DDP", "OPTIMIZER", "KERNEL", "UNMATCHED",
     "GRAPH_BREAK", "OUTSIDE", "PARALLEL_ROLES", "COLLECTIVE_KINDS", "COLLECTIVE_NAMESPACES", "FSDP_STEPS", "NO_COLLECTIVE", "BREAK", "OVERHEAD",
@@ -30,6 +30,9 @@ EVENT_TIMERS = ("cuda", "kernel")
 #: ``meta["timer"]`` of a compiled profile timed by fxprof's marks in inductor's generated code (a host
 #: clock, as ``cpu``); one timed by torch.profiler says ``profiler``
 MARKS_TIMER = "marks"
+#: ``meta["timer"]`` values whose run times are the host clock's wall time (what the contention meter's
+#: lost time is taken out of)
+HOST_CLOCK_TIMERS = ("cpu", MARKS_TIMER)
 
 #: ``capture=`` values (see fxprof.measure.capture.captures)
 CAPTURES = ("auto", "symbolic", "dynamo", "export")

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
-from ..vocab import FAIL_ON, GATE_EXIT, MARKS_TIMER
+from ..vocab import FAIL_ON, GATE_EXIT, HOST_CLOCK_TIMERS
 from .compare import ALPHA, MIN_EFFECT, TOO_FEW
 
 if TYPE_CHECKING:
@@ -136,7 +136,7 @@ def gate_totals(profile: "Profile", keep_outliers: bool | None = None) -> list[f
     (or the other way round) compare the model's time, not the machine's load."""
     totals = profile.kept_totals(keep_outliers)
     found = profile.contention
-    if found is None or not found.busy.any() or profile.meta.get("timer") not in ("cpu", MARKS_TIMER):
+    if found is None or not found.busy.any() or profile.meta.get("timer") not in HOST_CLOCK_TIMERS:
         return totals
     kept = profile.kept_runs(keep_outliers)
     runs = found.runs if kept is None else np.asarray(kept, dtype=np.int64)

@@ -5,7 +5,7 @@ timed inside a compiled graph by the marks and alone by ``torch.utils.benchmark.
 
 Two kinds of known-cost kernel, one thread:
 
-- ``spin``: a custom op (``fxprof_truth::spin``) that holds the CPU for a set wall time (20, 80,
+- ``spin``: a custom op (``fxprof_known::spin``, tests/known_cost.py) that holds the CPU for a set wall time (20, 80,
   300 us) and copies its input; inductor calls it as an extern op. Its cost is its set time
   plus one op dispatch, whatever else runs: the marks must read each call its own time, in
   order (a mark misplaced by one site would swap two rows).
@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 
 import torch
 import torch.utils.benchmark as benchmark
@@ -32,22 +31,11 @@ from torch import nn
 
 import fxprof
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from known_cost import spin  # noqa: E402
+
 SPINS_US = (20, 80, 300)
 MM_SIZES = (128, 256, 512)
-
-
-@torch.library.custom_op("fxprof_truth::spin", mutates_args=())
-def spin(x: torch.Tensor, us: int) -> torch.Tensor:
-    """Holds the CPU for ``us`` microseconds of wall time, then copies ``x``."""
-    until = time.perf_counter_ns() + us * 1000
-    while time.perf_counter_ns() < until:
-        pass
-    return x.clone()
-
-
-@spin.register_fake
-def _(x: torch.Tensor, us: int) -> torch.Tensor:
-    return torch.empty_like(x)
 
 
 class Spins(nn.Module):
@@ -83,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'kernel':<34} {'marks':>10} {'Timer':>10} {'ratio':>7}")
     x = torch.randn(64, 64)
     for (name, raw, marks), us in zip(spins, SPINS_US):
-        truth = truth_us(f"torch.ops.fxprof_truth.spin(x, {us})", {"torch": torch, "x": x})
+        truth = truth_us(f"torch.ops.fxprof_known.spin(x, {us})", {"torch": torch, "x": x})
         print(f"{'spin ' + str(us) + ' us (' + name + ')':<34} {marks:>8.2f}us {truth:>8.2f}us {marks / truth:>6.3f}x")
     for n in MM_SIZES:
         model = nn.Sequential(nn.Linear(n, n, bias=False))

@@ -11,6 +11,7 @@ import types
 
 import pytest
 import torch
+from known_cost import spin
 from torch import nn
 
 import fxprof
@@ -235,26 +236,10 @@ def test_graph_breaks_under_the_marks_keep_a_row_per_call_and_the_rows_add_up_to
     assert (per_run / totals.loc[per_run.index]).between(0.98, 1.0 + 1e-9).all()
 
 
-@torch.library.custom_op("fxprof_test_marks::spin", mutates_args=())
-def _spin(x: torch.Tensor, us: int) -> torch.Tensor:
-    """Holds the CPU for ``us`` microseconds of wall time (a known cost, whatever else runs), then copies ``x``."""
-    import time
-
-    until = time.perf_counter_ns() + us * 1000
-    while time.perf_counter_ns() < until:
-        pass
-    return x.clone()
-
-
-@_spin.register_fake
-def _(x: torch.Tensor, us: int) -> torch.Tensor:
-    return torch.empty_like(x)
-
-
 class _Spins(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for us in (300, 40, 1200):
-            x = torch.relu(_spin(x, us))
+            x = torch.relu(spin(x, us))
         return x
 
 

@@ -32,7 +32,8 @@ import ast
 import dataclasses
 import re
 
-__all__ = ["Site", "Instrumented", "NotInstrumentable", "HANDLE", "instrument", "kernel_names", "find_call"]
+__all__ = ["Site", "Instrumented", "NotInstrumentable", "HANDLE", "instrument", "kernel_names", "find_call", "dotted",
+           "handle_above"]
 
 #: inductor's provenance handle comment above a kernel call; its group is the provenance key
 HANDLE = re.compile(r"#\s*\[Provenance debug handles\]\s*(\S+)")
@@ -82,7 +83,7 @@ class Instrumented:
     width: int
 
 
-def _dotted(node: ast.AST) -> str:
+def dotted(node: ast.AST) -> str:
     """``a.b.c`` for a Name/Attribute chain, "" for anything else."""
     parts = []
     while isinstance(node, ast.Attribute):
@@ -99,7 +100,7 @@ def kernel_names(tree: ast.Module) -> set[str]:
     out: set[str] = set()
     for node in tree.body:
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and \
-                _dotted(node.value.func).startswith("async_compile."):
+                dotted(node.value.func).startswith("async_compile."):
             out.update(t.id for t in node.targets if isinstance(t, ast.Name))
     return out
 
@@ -116,7 +117,7 @@ def find_call(tree: ast.Module) -> tuple[ast.FunctionDef, bool]:
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and node.name == "call":
             return node, False
-    cpp = any(isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and "_wrap_func" in _dotted(n.value.func)
+    cpp = any(isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and "_wrap_func" in dotted(n.value.func)
               for n in tree.body)
     raise NotInstrumentable(
         "the generated wrapper is C++ (inductor's cpp_wrapper): its kernel calls are not Python statements" if cpp else
@@ -128,7 +129,7 @@ def _classify(stmt: ast.stmt, kernels: set[str]) -> tuple[str, str] | None:
     value = stmt.value if isinstance(stmt, (ast.Expr, ast.Assign, ast.AnnAssign)) else None
     if not isinstance(value, ast.Call):
         return None
-    name = _dotted(value.func)
+    name = dotted(value.func)
     if name in kernels:
         return "generated", name
     if name.endswith(".run") and name[:-4] in kernels:
@@ -138,7 +139,7 @@ def _classify(stmt: ast.stmt, kernels: set[str]) -> tuple[str, str] | None:
     return None
 
 
-def _handle_above(lines: list[str], lineno: int, after: int, callee: str) -> str:
+def handle_above(lines: list[str], lineno: int, after: int, callee: str) -> str:
     """The provenance key written for the call at line ``lineno``: the nearest handle comment
     above it and below line ``after`` (the previous site) whose kernel is the callee (a Triton
     launch has ``stream0 = get_raw_stream(0)`` between its comment and its ``.run``), else the
@@ -185,7 +186,7 @@ def instrument(source: str) -> Instrumented:
                 kind, callee = found
                 after = sites[-1].line if sites else fn.lineno
                 start, end = take(), take()
-                sites.append(Site(len(sites), stmt.lineno, callee, kind, _handle_above(lines, stmt.lineno, after, callee),
+                sites.append(Site(len(sites), stmt.lineno, callee, kind, handle_above(lines, stmt.lineno, after, callee),
                                   start, end))
                 out.extend([_mark(start), stmt, _mark(end)])
                 continue

@@ -20,27 +20,18 @@ from __future__ import annotations
 import ast
 import dataclasses
 import json
-import re
 import time
 import types
 from typing import Any, Callable
 
 import numpy as np
 
-HANDLE = re.compile(r"#\s*\[Provenance debug handles\]\s*(\S+)")
+# the wrapper's parsing is the package's (fxprof.measure.compiled.wrapper_sites); this prototype keeps
+# only its mark layouts, install modes and the GPU stand-in
+from fxprof.measure.compiled.wrapper_sites import HANDLE, dotted, find_call, handle_above, kernel_names  # noqa: E402,F401
+from fxprof.measure.compiled.wrapper_timer import clock_read_ns as mark_cost_ns  # noqa: E402,F401
+
 EXTERN_PREFIXES = ("extern_kernels.", "torch.ops.", "aten.", "inductor_ops.", "_quantized.")
-
-
-def dotted(node: ast.AST) -> str:
-    """``a.b.c`` for a Name/Attribute chain, '' for anything else."""
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    return ""
 
 
 @dataclasses.dataclass
@@ -56,29 +47,6 @@ class Site:
     end: int = -1
 
 
-def kernel_names(tree: ast.Module) -> set[str]:
-    """Module-level names bound to ``async_compile.<x>(...)``: the generated kernels."""
-    out = set()
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and dotted(node.value.func).startswith("async_compile."):
-            out.update(t.id for t in node.targets if isinstance(t, ast.Name))
-    return out
-
-
-def find_call(tree: ast.Module) -> tuple[ast.FunctionDef, bool]:
-    """The generated ``call``: ``Runner.call(self, args)`` (2.8+: graph partitions) or a module-level
-    ``call(args)`` (older releases). ``(def, is_method)``."""
-    for node in tree.body:
-        if isinstance(node, ast.ClassDef) and node.name == "Runner":
-            for item in node.body:
-                if isinstance(item, ast.FunctionDef) and item.name == "call":
-                    return item, True
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef) and node.name == "call":
-            return node, False
-    raise LookupError("no call() in the generated wrapper")
-
-
 def classify(stmt: ast.stmt, kernels: set[str]) -> tuple[str, str] | None:
     """``(kind, callee)`` when ``stmt`` is one kernel call (``f(...)`` or ``buf = f(...)``)."""
     value = stmt.value if isinstance(stmt, (ast.Expr, ast.Assign, ast.AnnAssign)) else None
@@ -92,22 +60,6 @@ def classify(stmt: ast.stmt, kernels: set[str]) -> tuple[str, str] | None:
     if name.startswith(EXTERN_PREFIXES):
         return "extern", name
     return None
-
-
-def handle_above(lines: list[str], lineno: int, after: int, kernel: str) -> str:
-    """The provenance handle written for the call at line ``lineno`` (1-based): the nearest
-    ``# [Provenance debug handles] k:N`` comment above it and below line ``after`` (the previous
-    call site) whose kernel is this call's (a Triton launch has ``stream0 = get_raw_stream(0)``
-    between its comment and its ``.run``); else the nearest handle in that range."""
-    base = kernel[:-4] if kernel.endswith(".run") else kernel
-    nearest = ""
-    for i in range(lineno - 2, max(after, 0) - 1, -1):
-        m = HANDLE.search(lines[i])
-        if m:
-            if m.group(1).rsplit(":", 1)[0] == base:
-                return m.group(1)
-            nearest = nearest or m.group(1)
-    return nearest
 
 
 #: how a mark reads the time, per device: a host clock into the row's slot, or (GPU) the row's
@@ -374,15 +326,3 @@ def capturing_backend(store: list, config_patches: dict | None = None) -> Callab
         return compile_fx(gm, example_inputs, inner_compile=inner, config_patches=config_patches)
 
     return backend
-
-
-def mark_cost_ns(clock: Callable[[], int] = time.perf_counter_ns, n: int = 20000) -> float:
-    """Median cost of one mark pair (two clock reads into list slots) with nothing between."""
-    t = [0, 0]
-    c = clock
-    costs = []
-    for _ in range(n):
-        t[0] = c()
-        t[1] = c()
-        costs.append(t[1] - t[0])
-    return float(np.median(costs))

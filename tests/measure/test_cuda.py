@@ -165,7 +165,13 @@ def test_cuda_and_sync_agree_with_kernel_time_on_resnet18():
     torch.profiler). Both event timers must match it there. They are not compared with each
     other over all nodes: "sync" pays a launch and two synchronizations per node, so on
     launch-bound nodes it reads the launch where "cuda" reads idle stream time (issue 40: sums
-    4.07 vs 5.43 ms on an H100, both right for what they measure)."""
+    4.07 vs 5.43 ms on an H100, both right for what they measure).
+
+    "sync" starts a node's clock on an idle device, so even a device-bound node's reading holds
+    the host's time to launch its kernels before the first one starts (a cuDNN convolution's
+    launch is tens of us: layer1_0_conv2 read 0.167 ms against 0.140 ms of kernel on an H200).
+    That launch is measured on its own with the "cpu" timer (on CUDA tensors it times the host's
+    launch alone), and "sync" less its floor must lie between the kernels and kernels + launch."""
     import torchvision
 
     model = torchvision.models.resnet18(weights=None).eval().cuda()
@@ -175,6 +181,8 @@ def test_cuda_and_sync_agree_with_kernel_time_on_resnet18():
     kernel = fxprof.profile(model, x, warmup=5, iters=10, timer="kernel")
     cuda = fxprof.profile(model, x, warmup=5, iters=20, timer="cuda")
     sync = fxprof.profile(model, x, warmup=5, iters=20, timer="sync")
+    with pytest.warns(UserWarning, match="measures only the time to launch"):
+        launch = fxprof.profile(model, x, warmup=5, iters=20, timer="cpu").df["median_ms"]
     truth = kernel.df["kernel_median_ms"]
     # "sync"'s per-node floor, read off the nodes that launch no device work (placeholder,
     # output, flatten: a view)
@@ -186,8 +194,11 @@ def test_cuda_and_sync_agree_with_kernel_time_on_resnet18():
     assert len(heavy) > 0
     for node in heavy:
         assert cuda.df.loc[node, "median_ms"] == pytest.approx(truth[node], rel=0.15), node
-        assert without_floor[node] == pytest.approx(truth[node], rel=0.15), node
-    assert cuda.df.loc[heavy, "median_ms"].sum() == pytest.approx(truth[heavy].sum(), rel=0.10)
+        assert 0.85 * truth[node] <= without_floor[node] <= 1.15 * (truth[node] + launch[node]), (
+            node, without_floor[node], truth[node], launch[node])
+    # their sum: never under their kernels (the events bracket them), and over by no more than a
+    # node may be (an H200 host read 0.910 ms against 0.824 ms of kernels: +10.3%, each node within 15%)
+    assert 0.95 * truth[heavy].sum() <= cuda.df.loc[heavy, "median_ms"].sum() <= 1.15 * truth[heavy].sum()
     # stream time holds the kernels and any idle time between them: never less than the kernels
     assert cuda.df["median_ms"].sum() >= 0.95 * truth.sum()
     with torch.no_grad():

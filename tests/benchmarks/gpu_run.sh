@@ -102,6 +102,7 @@ steps=(
     "tests-rest|150|tests-rest.txt|OMP_NUM_THREADS=1 python3 -m pytest -m 'not cuda and not slow' -n $workers -p no:cacheprovider -v -rfE"
     "agreement|40|benchmarks.txt|python3 $here/agreement.py --device cuda --models resnet18,resnet50"
     "overhead|60|benchmarks.txt|test ! -f $here/gpu_overhead.py || python3 $here/gpu_overhead.py"
+    "after-profiler|50|benchmarks.txt|python3 $here/gpu_after_profiler.py eager; TEARDOWN_CUPTI=1 python3 $here/gpu_after_profiler.py eager"
 )
 budget="${FXPROF_GPU_BUDGET_S:-520}"
 

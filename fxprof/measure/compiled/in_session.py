@@ -37,6 +37,7 @@ from ...core.profile import Profile
 from ...errors import TraceError
 from ..capture.captures import Capture
 from ..device.bridge import events_from_kineto, kineto_quiet
+from ..device.cupti import refuse_teardown
 from ..timing.recorder import Recorder
 from .compiling import inductor_settings, recursion_limit_kept, room_to_compile
 from .loop import run_range
@@ -61,6 +62,8 @@ class LoopCompiledCapture(Capture):
         self.compile_s = 0.0
         self.compiled_first: int | None = None
         self.on_cuda = any(t.is_cuda for t in [*root.parameters(), *root.buffers()])
+        if self.on_cuda:  # a profiler cycle per timed step, CUPTI's kernels
+            refuse_teardown("a session of a compiled model on a GPU")
         self._profiler: Any = None
         self._probed: Any = None  # the probes' ProfilerCost, before any cycle's in_situ scale
         self._quiet: contextlib.ExitStack | None = None

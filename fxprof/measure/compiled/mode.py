@@ -60,6 +60,7 @@ from ..capture.graph import module_kinds
 from ..common.state import preserved_buffers
 from ..common.tree import clone_tensors
 from ..device.bridge import Event, profiler_running
+from ..device.cupti import refuse_teardown
 from ..timing.contention import ContentionMeter
 from .breaks import describe_breaks, frame_nodes
 from .compiling import (
@@ -131,6 +132,8 @@ def profile_compiled(model: nn.Module, args: tuple, kwargs: dict, compile: Any, 
     root, described, session, compiled = compiled_program(model, compile)
     on_cuda = any(t.is_cuda for t in [*root.parameters(), *root.buffers()]) or any(
         isinstance(a, torch.Tensor) and a.is_cuda for a in (*args, *kwargs.values()))
+    if on_cuda:  # the kernels are CUPTI's there, a profiler cycle per timed run: before anything compiles
+        refuse_teardown("compiled mode on a GPU")
     grad = torch.no_grad() if no_grad else contextlib.nullcontext()
     sync = torch.cuda.synchronize if on_cuda else (lambda: None)
 

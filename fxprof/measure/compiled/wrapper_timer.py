@@ -142,8 +142,9 @@ def not_marked_reason(on_cuda: bool, described: Mapping[str, Any]) -> str:
     """Why compiled mode cannot time this program with the marks ("" where it can): known before
     it compiles, from the device and the compile options."""
     options = described.get("options") or {}
-    if on_cuda:  # CUDA graphs (mode reduce-overhead) would also replay kernels without the wrapper's Python
-        return "a GPU: the marks' CUDA event path is not yet checked on a GPU, so CUPTI times the kernels"
+    if on_cuda:  # measured on an H200 (tests/benchmarks/marks/gpu_marks.py, docs/performance.md section 18)
+        return ("a GPU: CUDA event marks around each launch cost a launch-bound compiled run 1.6-2.2x and read "
+                "the device's waits for launches as kernel time, so CUPTI times the kernels")
     if options.get("cpp_wrapper"):
         return "cpp_wrapper=True: inductor's wrapper is C++, its kernel calls are no Python statements to mark"
     return ""

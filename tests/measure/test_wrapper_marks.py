@@ -236,6 +236,41 @@ def test_graph_breaks_under_the_marks_keep_a_row_per_call_and_the_rows_add_up_to
     assert (per_run / totals.loc[per_run.index]).between(0.98, 1.0 + 1e-9).all()
 
 
+class _LogsBetweenBreaks(nn.Module):
+    """torchvision's first line of a forward, ``torch._C._log_api_usage_once``, alone between two
+    breaks: dynamo compiles a graph of it, and inductor generates no code for a graph that makes
+    no tensor (fasterrcnn_mobilenet_v3_large_320_fpn fell back to torch.profiler for it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(8, 8), nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.a(x)
+        torch._dynamo.graph_break()
+        torch._C._log_api_usage_once("fxprof.test")
+        torch._dynamo.graph_break()
+        return self.b(y)
+
+
+def test_a_graph_that_makes_no_tensor_needs_no_marks_and_the_others_keep_theirs():
+    torch.manual_seed(0)
+    model = _LogsBetweenBreaks().eval()
+    x = torch.randn(2, 8)
+    with torch.no_grad():
+        expected = model(x)
+        profile = fxprof.profile(model, x, compile=True, warmup=1, iters=4, memory=False)
+    assert profile.meta["timer"] == "marks", profile.meta["compiled"].get("kernel_source_reason")
+    assert profile.meta["compiled"]["graphs"] == 3
+    kernels = profile.df[profile.df["role"] == "kernel"]
+    assert {"a", "b"} <= {o for origins in kernels["origins"] for o in str(origins).split(",")}
+    per_run = profile.samples.groupby("run")["time_ms"].sum()
+    totals = profile.runs.set_index("run")["total_ms"]
+    assert (per_run / totals.loc[per_run.index]).between(0.98, 1.0 + 1e-9).all()  # its time is still in a row
+    with torch.no_grad():
+        torch.testing.assert_close(model(x), expected)
+
+
 class _Spins(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for us in (300, 40, 1200):

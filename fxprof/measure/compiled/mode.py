@@ -262,6 +262,18 @@ def profile_from_events(root: nn.Module, session: "CompiledSession", caught: Tra
     return with_memory(profile, recorded, kernels, RUN_RANGE)  # memory per kernel, when recorded
 
 
+def makes_no_tensor(gm: Any) -> bool:
+    """True when none of a dynamo graph's calls makes a tensor (dynamo's ``example_value`` of
+    each): such a graph (``torch._C._log_api_usage_once`` alone, torchvision's first line of a
+    forward, between two breaks) runs no kernel. Dynamo records the value of every tensor it
+    traces; a call that returns None has none recorded."""
+    for node in gm.graph.nodes:
+        if node.op in ("call_function", "call_method", "call_module") and any(
+                isinstance(v, torch.Tensor) for v in torch.utils._pytree.tree_leaves(node.meta.get("example_value"))):
+            return False
+    return True
+
+
 def marks_for(session: "CompiledSession", caught: TraceCatcher, on_cuda: bool, described: dict[str, Any],
               have: dict[str, WrapperTimer] | None = None) -> tuple[dict[str, WrapperTimer], str]:
     """The marks' timer of every graph compiled so far (:mod:`fxprof.measure.compiled.wrapper_timer`),
@@ -270,7 +282,8 @@ def marks_for(session: "CompiledSession", caught: TraceCatcher, on_cuda: bool, d
     if why:
         return {}, why
     try:
-        return timers_for(session.order, caught.files, have), ""
+        no_tensors = [g for g in session.order if g in session.graphs and makes_no_tensor(session.graphs[g])]
+        return timers_for(session.order, caught.files, have, no_tensors), ""
     except NotInstrumentable as exc:
         return {}, f"inductor's generated code could not be marked ({exc})"
 

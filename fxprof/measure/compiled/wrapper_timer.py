@@ -35,7 +35,7 @@ from __future__ import annotations
 import statistics
 import time
 import types
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Collection, Iterable, Mapping, Sequence
 
 from ...core.compiled import Span
 from .breaks import OUTSIDE_SPAN, OVERHEAD_SPAN, PART_PREFIX, TAIL_SPAN
@@ -151,15 +151,20 @@ def not_marked_reason(on_cuda: bool, described: Mapping[str, Any]) -> str:
 
 
 def timers_for(graphs: Sequence[str], files: Mapping[str, Sequence[str]],
-               have: Mapping[str, WrapperTimer] | None = None) -> dict[str, WrapperTimer]:
+               have: Mapping[str, WrapperTimer] | None = None, no_tensors: Collection[str] = ()) -> dict[str, WrapperTimer]:
     """A timer per compiled graph, from the generated module of its forward (the first file
     inductor wrote for it; a training graph's backward comes after). ``have``: timers already
-    made, kept. Raises :class:`NotInstrumentable` naming the graph where one cannot be made."""
+    made, kept. ``no_tensors``: graphs whose calls make no tensor (torchvision's
+    ``torch._C._log_api_usage_once`` alone between two breaks): inductor generates no code for
+    them, and with no kernel they need no timer (their Python is in the span between the graphs
+    around them). Raises :class:`NotInstrumentable` naming the graph where one cannot be made."""
     out = dict(have or {})
     for graph in graphs:
         if graph in out:
             continue
         paths = list(files.get(graph) or ())
+        if not paths and graph in no_tensors:
+            continue
         if not paths:
             raise NotInstrumentable(f"inductor's trace gave no generated file for graph {graph}")
         try:

@@ -46,3 +46,11 @@ def test_compiled_mode_on_a_gpu_refuses_it_before_compiling(monkeypatch):
     model = nn.Sequential(nn.Linear(16, 32), nn.ReLU()).cuda().eval()
     with pytest.raises(TimerUnavailableError, match="compiled mode on a GPU"):
         fxprof.profile(model, torch.randn(2, 16, device="cuda"), compile=True, warmup=1, iters=3)
+
+
+@requires_cuda
+def test_a_session_of_a_compiled_model_on_a_gpu_refuses_it_before_the_loop(monkeypatch):
+    monkeypatch.setenv(TEARDOWN_ENV, "1")
+    model = torch.compile(nn.Sequential(nn.Linear(16, 32), nn.ReLU()).cuda().eval())
+    with pytest.raises(TimerUnavailableError, match="a session of a compiled model on a GPU"):
+        fxprof.session(model)

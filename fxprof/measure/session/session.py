@@ -18,6 +18,7 @@ from ...core.recording import Recording
 from ...errors import add_note
 from ..capture.captures import Capture, DynamoCapture, specialised_inputs
 from ..common.state import OPEN_SESSIONS, PROFILING, refuse_inside_session
+from ..device.cupti import refuse_teardown
 from ..distributed.ranks import gather, is_initialized
 from ..eager.fidelity import EagerSteps
 from ..eager.loop import build_profile, check_devices, describe_run
@@ -65,6 +66,8 @@ class Session:
         self._compiled = wants_compiled(model, None, capture, model.__dict__.get("forward"))
         if self._compiled and backward:
             raise ValueError(COMPILED_BACKWARD)
+        if self._compiled and any(t.is_cuda for t in [*model.parameters(), *model.buffers()]):
+            refuse_teardown("a session of a compiled model on a GPU")  # here, not steps later in the loop
         if not self._compiled:  # what a parallel layout cannot be profiled with: said here, not steps later in the loop
             refuse(model, capture, backward=bool(backward), session=True)
         self.model = model

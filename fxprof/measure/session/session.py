@@ -467,7 +467,7 @@ class Session:
         meta.update({k: v for k, v in memory_meta.items() if k != "notes"})
         meta["notes"] = notes + memory_meta.get("notes", []) + meta.get("notes", [])
         meta = self._own.describe(meta, [self._signature_keys[s] for s in used])
-        meta = self._meter.describe(meta, lost_ms=_at_most_own(self._watch.lost_of(rec.recording), rec.recording.run_host_ms),
+        meta = self._meter.describe(meta, lost_ms=self._watch.lost_of(rec.recording),
                                     own_lost_ms=self._own.lost_of([self._signature_keys[s] for s in used]))
         if first.kind == "compiled":
             return first.build(meta, self.plan.name)  # type: ignore[attr-defined]
@@ -501,15 +501,3 @@ class Session:
         return (f"<fxprof.Session of {self.plan.name}: step {self.step_num} ({self._action}), {len(self.profiles)} profile(s), "
                 f"{'open' if self._open else 'closed'}>")
 
-
-
-def _at_most_own(lost: list[float], host_ms: Any) -> list[float]:
-    """What each run lost, at most the run's own time on the host clock: the watch's window runs
-    from a run's first mark to its last, and a training step's run, read through its backward over
-    stretches, could be charged more than the run itself took beside three busy loops per core
-    (11.9 ms lost of a 2.8 ms run: tests/measure/test_busy.py)."""
-    out = list(lost)
-    for i, own in enumerate(list(host_ms)[:len(out)]):
-        if own == own and own >= 0:  # not NaN
-            out[i] = min(out[i], float(own))
-    return out

@@ -640,21 +640,20 @@ def test_a_session_holds_compiled_kernels_to_its_eager_steps_and_keeps_fxprofs_s
     141 us. And it held the kernels to nothing, though the schedule's wait steps time the user's
     own compiled forward. Here the settings are made to cost 20 ms each way: no run may hold them;
     and the wait steps' runs are the yardstick of the kernels line and of the profiler's cost."""
-    import contextlib
     import time
 
     from fxprof.measure.compiled import in_session
 
-    real = in_session.inductor_settings
+    class Slow(in_session.CallSettings):
+        def __enter__(self):
+            time.sleep(0.02)
+            return super().__enter__()
 
-    @contextlib.contextmanager
-    def slow():
-        time.sleep(0.02)
-        with real():
-            yield
-        time.sleep(0.02)
+        def __exit__(self, *exc):
+            super().__exit__(*exc)
+            time.sleep(0.02)
 
-    monkeypatch.setattr(in_session, "inductor_settings", slow)
+    monkeypatch.setattr(in_session, "CallSettings", Slow)
     x = small[1]
     model = Small().eval()
     model.load_state_dict(small[0].state_dict())
@@ -674,3 +673,49 @@ def test_a_session_holds_compiled_kernels_to_its_eager_steps_and_keeps_fxprofs_s
     assert any("the 4 unprofiled runs it holds them against are the model's own compiled forward" in n
                for n in p.meta["notes"])
     assert re.search(r"kernels: .* of the compiled model's own median run time \(.*, 4 unprofiled runs", p.summary())
+
+
+def test_a_sessions_call_settings_are_the_compiles_settings_made_once_and_restored_exactly():
+    """A session enters fxprof's settings around every call of its compiled program (any call may
+    compile). ``CallSettings`` applies, per call, patches made once (torch's closure patchers),
+    where the context managers built them afresh (80-160 us a call between the user's steps): the
+    same values inside as ``inductor_settings`` and ``room_to_compile`` give, and after, the user's
+    own values (an override the user set, a default left alone), Python's recursion limit as it was
+    (inductor raises it when it compiles), also when the body raised."""
+    import sys
+
+    import torch._dynamo
+    from torch._inductor import config as inductor_config
+
+    from fxprof.measure.compiled.compiling import CallSettings, inductor_settings, room_to_compile
+
+    torch._dynamo.reset()
+    model, x = Small().eval(), torch.randn(1, 3, 8, 8)
+    torch.compile(model, backend="eager")(x)  # one version held: room_to_compile raises the limit by it
+    trace = inductor_config.trace
+    keys = ["cpp.enable_kernel_profile", "fx_graph_cache",
+            "trace.provenance_tracking_level" if hasattr(trace, "provenance_tracking_level") else "trace.provenance_tracking"]
+    dynamo = torch._dynamo.config
+
+    def read() -> dict:
+        return {**{k: getattr(inductor_config, k) for k in keys}, "recompile_limit": dynamo.recompile_limit}
+
+    with room_to_compile(model), inductor_settings():
+        wanted = read()
+    settings = CallSettings(model)
+    limit, default = sys.getrecursionlimit(), read()
+    with inductor_config.patch({"fx_graph_cache": True}):  # the user's own override
+        before = read()
+        assert before["fx_graph_cache"] is True and wanted["fx_graph_cache"] is False
+        assert wanted["recompile_limit"] == before["recompile_limit"] + 1
+        for _ in range(2):
+            with settings:
+                assert read() == wanted
+                sys.setrecursionlimit(limit + 1000)
+            assert read() == before and sys.getrecursionlimit() == limit
+        with pytest.raises(RuntimeError, match="the body"):
+            with settings:
+                raise RuntimeError("the body")
+        assert read() == before
+    assert read() == default  # the user's override gone with the user's patch: nothing of fxprof's left
+    torch._dynamo.reset()

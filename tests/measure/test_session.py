@@ -503,3 +503,46 @@ def test_every_rank_steps_its_own_session_and_rank_0_gets_the_gathered_cycles(tm
         assert runs["step"].tolist() == steps * 2 and runs["rank"].tolist() == [0, 0, 1, 1]
         # rank 1 naps 50 ms in every forward: the table says which rank is slow
         assert prof.df.loc["nap", "slowest_rank"] == 1
+
+
+def test_a_signature_without_flattening_tells_apart_what_the_flattened_one_tells_apart(monkeypatch):
+    """A session reads each forward's input signature at every step (15-35 us through pytree's
+    flatten and its spec's text for a Hugging Face decode step's kwargs, between the user's
+    steps). Inputs that are each a leaf are now keyed without flattening; any two calls get the
+    same key exactly when the flattened form gives them the same key, and inputs holding a
+    container (a list, a dict, a namedtuple) take the flattened form."""
+    import collections
+    import enum
+
+    from fxprof.measure.session import schedule
+
+    class Mode(enum.IntEnum):
+        A = 1
+        B = 2
+
+    class Cache:  # an object no pytree node: keyed by its type, as flattening keys it
+        pass
+
+    Pair = collections.namedtuple("Pair", "a b")
+    t = torch.zeros
+    calls = [
+        ((t(2, 3),), {}), ((t(2, 3),), {}), ((t(2, 4),), {}), ((t(2, 3, dtype=torch.float64),), {}),
+        ((t(2, 3), None), {}), ((t(2, 3),), {"mask": None}), ((t(2, 3),), {"mask": t(2)}),
+        ((), {"ids": t(1, 1), "cache": Cache(), "keep": 1, "use_cache": True}),
+        ((), {"ids": t(1, 1), "cache": Cache(), "keep": 1, "use_cache": True}),
+        ((), {"ids": t(1, 1), "cache": Cache(), "keep": 2, "use_cache": True}),
+        ((), {"cache": Cache(), "ids": t(1, 1), "keep": 1, "use_cache": True}),  # another order
+        ((), {"ids": t(1, 1), "cache": object(), "keep": 1, "use_cache": True}),
+        ((t(1), 1), {}), ((t(1), True), {}), ((t(1), 1.0), {}), ((t(1), "1"), {}), ((t(1), Mode.A), {}), ((t(1), Mode.B), {}),
+        (([t(2, 3)],), {}), (((t(2, 3),),), {}), (({"x": t(2, 3)},), {}), ((Pair(t(1), t(2)),), {}),
+    ]
+    flat = [schedule.signature_of(a, k, False) for a, k in calls]
+    assert flat[0] == flat[1] and flat[7] == flat[8]
+    assert all(k[0] != "flat" for k in flat[-4:])  # containers: flattened
+    assert all(k[0] == "flat" for k in flat[:-4])
+    assert schedule.signature_of(calls[0][0], {}, True) != flat[0]  # the mode
+    monkeypatch.setattr(schedule, "_flat_signature", lambda *a: None)
+    tree = [schedule.signature_of(a, k, False) for a, k in calls]
+    for i in range(len(calls)):
+        for j in range(len(calls)):
+            assert (flat[i] == flat[j]) == (tree[i] == tree[j]), (i, j)

@@ -330,3 +330,51 @@ def test_a_session_marks_a_graph_compiled_after_its_first_timed_step():
     sampled = set(p.samples["node"].astype(str))
     assert all(set(kernels.index[kernels["graph"] == g]) & sampled for g in graphs)
     assert not any("had no marks" in n for n in p.meta.get("notes", []))
+
+
+def test_a_session_keeps_its_marks_in_across_a_cycle_and_out_of_every_untimed_call(monkeypatch):
+    """Swapping the marks in and out around every timed step made each step a first call of the
+    swapped code (about 3% of a compiled decode step, docs/performance.md section 17). They now go
+    in at a cycle's first timed step and stay to its end; an untimed call inside the cycle (a new
+    input signature's first call, which compiles) runs inductor's own code, and the marks come out
+    at the cycle's end: after the session, fxprof's copy runs inductor's code."""
+    from fxprof.measure.compiled import in_session
+
+    swaps: list[str] = []
+    install, remove = WrapperTimer.install, WrapperTimer.remove
+
+    def counted_install(self: WrapperTimer) -> None:
+        swaps.append("" if self.installed else "in")
+        install(self)
+
+    def counted_remove(self: WrapperTimer) -> None:
+        swaps.append("out" if self.installed else "")
+        remove(self)
+
+    marked: list[bool] = []  # at each call of fxprof's copy: were its marks in?
+    real_call = in_session.LoopCompiledCapture._call
+
+    def spied(self: in_session.LoopCompiledCapture, args: tuple, kwargs: dict) -> object:
+        marked.append(any(t.installed for t in self._timers.values()))
+        return real_call(self, args, kwargs)
+
+    monkeypatch.setattr(WrapperTimer, "install", counted_install)
+    monkeypatch.setattr(WrapperTimer, "remove", counted_remove)
+    monkeypatch.setattr(in_session.LoopCompiledCapture, "_call", spied)
+    torch.manual_seed(0)
+    model = _MLP().eval()
+    compiled = torch.compile(model, dynamic=False)
+    small, large = torch.randn(2, 64), torch.randn(5, 64)
+    with torch.no_grad(), fxprof.session(compiled, schedule=fxprof.schedule(warmup=1, active=5)) as s:
+        for x in (small, small, small, large, small, large):  # step 3: a new signature's first call, untimed
+            compiled(x)
+            s.step()
+        capture = next(iter(s._captures.values()))
+    assert marked == [False, True, True, False, True, True]
+    assert [w for w in swaps if w] == ["in", "out", "in", "in", "out", "out"]  # once a graph a stretch, not a step
+    timers = list(capture._timers.values())
+    assert len(timers) == 2 and not any(t.installed for t in timers)
+    assert all(t._target.__code__ is t._original for t in timers)
+    p = s.profiles[0]
+    assert p.meta["timer"] == "marks" and len(p.runs) == 4
+    assert all(not t.rows for t in timers)

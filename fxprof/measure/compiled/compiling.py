@@ -9,7 +9,7 @@ import contextlib
 import logging
 import re
 import sys
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import torch
 from torch import fx, nn
@@ -162,9 +162,8 @@ def _read_context(ctx: Any, root: nn.Module) -> tuple[nn.Module, Any, dict[str, 
     return root, backend, described
 
 
-@contextlib.contextmanager
-def inductor_settings() -> Iterator[None]:
-    """Kernel ranges, provenance, no caches: set for fxprof's compile, restored after."""
+def _inductor_patches() -> list[tuple[Any, dict[str, Any]]]:
+    """Kernel ranges, provenance, no caches: each config module fxprof's compile patches, with its changes."""
     from torch._inductor import config as inductor_config
 
     patches: dict[str, Any] = {"cpp.enable_kernel_profile": True, "fx_graph_cache": False}
@@ -179,12 +178,87 @@ def inductor_settings() -> Iterator[None]:
             f"which torch {torch.__version__} does not have; upgrade torch, or profile the eager graphs "
             f"with capture='dynamo'"
         )
+    out: list[tuple[Any, dict[str, Any]]] = [(inductor_config, patches)]
+    functorch_config = getattr(getattr(torch, "_functorch", None), "config", None)
+    if functorch_config is not None and hasattr(functorch_config, "enable_autograd_cache"):
+        out.append((functorch_config, {"enable_autograd_cache": False}))
+    return out
+
+
+@contextlib.contextmanager
+def inductor_settings() -> Iterator[None]:
+    """Kernel ranges, provenance, no caches: set for fxprof's compile, restored after."""
     with contextlib.ExitStack() as stack:
-        stack.enter_context(inductor_config.patch(patches))
-        functorch_config = getattr(getattr(torch, "_functorch", None), "config", None)
-        if functorch_config is not None and hasattr(functorch_config, "enable_autograd_cache"):
-            stack.enter_context(functorch_config.patch({"enable_autograd_cache": False}))
+        for config, changes in _inductor_patches():
+            stack.enter_context(config.patch(changes))
         yield
+
+
+def _patcher(config: Any, changes: dict[str, Any]) -> Callable[[], Callable[[], None]]:
+    """``changes`` to a torch config module as a function that applies them and returns the
+    function that reverts them: torch's own closure patcher where the release has it (made for
+    patches on a hot path: ``config.patch`` builds a context object per use), else ``patch``."""
+    make = getattr(config, "_make_closure_patcher", None)
+    if make is not None:
+        return make(**changes)  # type: ignore[no-any-return]
+
+    def change() -> Callable[[], None]:
+        patch = config.patch(changes)
+        patch.__enter__()
+        return lambda: patch.__exit__(None, None, None)
+
+    return change
+
+
+class CallSettings:
+    """What each call of fxprof's compiled program runs under in a session (any call may compile:
+    a new input signature): :func:`inductor_settings`, :func:`room_to_compile` and
+    :func:`recursion_limit_kept`, the same settings, made once and applied per call. Entered
+    between the user's steps, the context managers cost 80-160 us a call (a decode step is 300 us),
+    and fxprof's Python there slows the user's next step by evicting the model's data from the
+    caches (docs/performance.md section 17)."""
+
+    def __init__(self, root: nn.Module):
+        self.root = root
+        self._fixed = [_patcher(config, changes) for config, changes in _inductor_patches()]
+        self._dynamo = getattr(getattr(torch, "_dynamo", None), "config", None)
+        self._room: dict[int, Callable[[], Callable[[], None]]] = {}  # per count of held entries
+        self._undo: list[list[Callable[[], None]]] = []
+        self._limits: list[int] = []
+
+    def _room_for(self, held: int) -> Callable[[], Callable[[], None]] | None:
+        config = self._dynamo
+        if not held or config is None or not hasattr(config, "recompile_limit"):
+            return None
+        if held not in self._room:
+            changes = {"recompile_limit": config.recompile_limit + held}
+            if hasattr(config, "accumulated_recompile_limit"):
+                changes["accumulated_recompile_limit"] = config.accumulated_recompile_limit + held
+            self._room[held] = _patcher(config, changes)
+        return self._room[held]
+
+    def __enter__(self) -> "CallSettings":
+        undo: list[Callable[[], None]] = []
+        self._limits.append(sys.getrecursionlimit())
+        try:
+            room = self._room_for(_held_entries(self.root))
+            for change in ([room] if room is not None else []) + self._fixed:
+                undo.append(change())
+        except BaseException:
+            for revert in reversed(undo):
+                revert()
+            sys.setrecursionlimit(self._limits.pop())
+            raise
+        self._undo.append(undo)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        undo = self._undo.pop()
+        try:
+            for revert in reversed(undo):
+                revert()
+        finally:
+            sys.setrecursionlimit(self._limits.pop())
 
 
 class TraceCatcher(logging.Handler):

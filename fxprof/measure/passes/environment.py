@@ -38,6 +38,11 @@ def _device_info(device: torch.device) -> str:
 
 
 def autocast() -> str:
+    try:  # read at every step of a session: the one-call form first, with no warnings filter to set up
+        if not (torch.is_autocast_enabled("cuda") or torch.is_autocast_enabled("cpu")):
+            return "off"
+    except (TypeError, RuntimeError):  # older releases: one function per device type (read below)
+        pass
     on = []
     for kind in ("cuda", "cpu"):
         enabled = _quiet(lambda: torch.is_autocast_enabled(kind), None)

@@ -76,9 +76,18 @@ def schedule_action(plan: Callable[[int], Any], step: int) -> str:
 
 
 # --------------------------------------------------------------------- signatures
+#: input values a signature holds as they are
+_SCALARS = (bool, int, float, str)
+
+
 def signature_of(args: tuple, kwargs: dict, training: bool) -> tuple:
     """What decides whether a batch needs a capture or a warm-up of its own: the input
-    structure, every tensor's shape, dtype and device, the other inputs' values, the mode."""
+    structure, every tensor's shape, dtype and device, the other inputs' values, the mode.
+    Read at every step: inputs that hold no container (a tensor, a scalar, an object that is
+    no pytree node: a KV cache) are keyed without flattening."""
+    key = _flat_signature(args, kwargs, training)
+    if key is not None:
+        return key
     leaves, spec = pytree.tree_flatten((args, kwargs))
     key: list[Any] = [str(spec), training]
     for leaf in leaves:
@@ -88,6 +97,23 @@ def signature_of(args: tuple, kwargs: dict, training: bool) -> tuple:
             key.append((type(leaf).__name__, leaf))
         else:
             key.append((type(leaf).__name__,))
+    return tuple(key)
+
+
+def _flat_signature(args: tuple, kwargs: dict, training: bool) -> tuple | None:
+    """:func:`signature_of` of inputs that are each a leaf, None where one is a container."""
+    key: list[Any] = ["flat", len(args), tuple(kwargs), training]
+    nodes = pytree.SUPPORTED_NODES
+    for value in (*args, *kwargs.values()):
+        kind = type(value)
+        if isinstance(value, torch.Tensor):
+            key.append(("T", tuple(value.shape), value.dtype, value.device))
+        elif value is None or isinstance(value, _SCALARS):
+            key.append((kind.__name__, value))
+        elif kind in nodes or isinstance(value, (list, tuple, dict)):
+            return None
+        else:
+            key.append((kind.__name__,))
     return tuple(key)
 
 

@@ -91,6 +91,7 @@ class Session:
         self._recaptures = 0
         self._signatures: dict[tuple, int] = {}
         self._signature_info: list[dict[str, Any]] = []
+        self._described: list[list[str]] = []  # each signature's inputs, described at its first call
         self._signature_keys: list[tuple] = []
         self._warm: set[int] = set()  # signatures that ran through the interpreter once
         self._timer: Timer | None = None
@@ -241,7 +242,8 @@ class Session:
             sig = self._signatures[key] = len(self._signatures)
             self._signature_keys.append(key)
             modes = ([f"autocast {numerics[0]}"] if numerics[0] != "off" else []) + ([] if numerics[2] else ["grad off"])
-            self._signature_info.append({"id": sig, "inputs": describe_inputs(args, kwargs) + modes,
+            self._described.append(describe_inputs(args, kwargs))  # once: what a run of this signature was given
+            self._signature_info.append({"id": sig, "inputs": self._described[sig] + modes,
                                          "training": self.model.training, "first_step": self.step_num,
                                          "autocast": numerics[0], "grad": numerics[2]})
         captured = self._capture_for(args, kwargs)
@@ -293,7 +295,7 @@ class Session:
         self._mode = numerics
         out = captured.run_timed(recorder, call_args, call_kwargs)
         # a training capture's run ends with the loop's backward: it is counted when it has
-        self._pending = (captured, cycle, before, self.step_num, sig, describe_inputs(args, kwargs))
+        self._pending = (captured, cycle, before, self.step_num, sig, self._described[sig])
         self._settle()
         return out
 

@@ -225,6 +225,18 @@ class CallSettings:
         self._room: dict[int, Callable[[], Callable[[], None]]] = {}  # per count of held entries
         self._undo: list[list[Callable[[], None]]] = []
         self._limits: list[int] = []
+        self._held = 0
+        self._frames: int | None = None  # dynamo's count of frames it converted when _held was read
+
+    def _held_now(self) -> int:
+        """The compiled versions ``root``'s forward holds, read again only after dynamo converted a
+        frame (its ``counters["frames"]["total"]``): a version is only ever added by a conversion,
+        and reading them costs 5-20 us a call. A count grown stale by ``torch._dynamo.reset()``
+        only raises the limit by more than the versions held."""
+        frames = _frames_converted()
+        if frames is None or frames != self._frames:
+            self._held, self._frames = _held_entries(self.root), frames
+        return self._held
 
     def _room_for(self, held: int) -> Callable[[], Callable[[], None]] | None:
         config = self._dynamo
@@ -241,7 +253,7 @@ class CallSettings:
         undo: list[Callable[[], None]] = []
         self._limits.append(sys.getrecursionlimit())
         try:
-            room = self._room_for(_held_entries(self.root))
+            room = self._room_for(self._held_now())
             for change in ([room] if room is not None else []) + self._fixed:
                 undo.append(change())
         except BaseException:
@@ -423,6 +435,16 @@ def room_to_compile(root: nn.Module) -> Iterator[None]:
         patches["accumulated_recompile_limit"] = config.accumulated_recompile_limit + held
     with config.patch(patches):
         yield
+
+
+def _frames_converted() -> int | None:
+    """Dynamo's running count of the frames it converted (compiled, or tried to), or None."""
+    try:
+        from torch._dynamo.utils import counters
+
+        return int(counters["frames"]["total"])
+    except Exception:  # pragma: no cover - a release without the counter
+        return None
 
 
 def no_graph_message(root: nn.Module, then: str) -> str:

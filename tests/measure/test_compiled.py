@@ -718,4 +718,22 @@ def test_a_sessions_call_settings_are_the_compiles_settings_made_once_and_restor
                 raise RuntimeError("the body")
         assert read() == before
     assert read() == default  # the user's override gone with the user's patch: nothing of fxprof's left
+    # the versions held are read again after dynamo converted a frame (a new one, compiled between
+    # two calls, raises the limit by one more), and not between calls where it converted none
+    from fxprof.measure.compiled import compiling
+
+    reads = []
+    real = compiling._held_entries
+    compiling._held_entries = lambda root: reads.append(1) or real(root)
+    try:
+        for _ in range(3):
+            with settings:
+                assert dynamo.recompile_limit == default["recompile_limit"] + 1
+        assert reads == []
+        torch.compile(model, backend=lambda gm, inputs: gm.forward)(x)  # a second version
+        with settings:
+            assert dynamo.recompile_limit == default["recompile_limit"] + 2
+        assert reads == [1]
+    finally:
+        compiling._held_entries = real
     torch._dynamo.reset()

@@ -169,6 +169,7 @@ def generate(model: nn.Module, input_ids: torch.Tensor, max_new_tokens: int = 16
         # each) would run as plain Python. The limit is raised by the versions already held, while this runs.
         with room_to_compile(model), session(model, schedule=plan, capture=capture, timer=timer, memory=False,
                                              name=type(model).__name__) as s:
+            s.defer_builds = True  # the prefill's cycle is built after the decode steps, not between them
             say("warm-up generate: capturing the prefill and decode graphs")
             handle = model.register_forward_hook(count)
             try:

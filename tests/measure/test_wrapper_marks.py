@@ -332,12 +332,14 @@ def test_a_session_marks_a_graph_compiled_after_its_first_timed_step():
     assert not any("had no marks" in n for n in p.meta.get("notes", []))
 
 
-def test_a_session_keeps_its_marks_in_across_a_cycle_and_out_of_every_untimed_call(monkeypatch):
+def test_a_session_puts_its_marks_in_once_a_graph_and_runs_them_warm_before_the_timed_steps(monkeypatch):
     """Swapping the marks in and out around every timed step made each step a first call of the
-    swapped code (about 3% of a compiled decode step, docs/performance.md section 17). They now go
-    in at a cycle's first timed step and stay to its end; an untimed call inside the cycle (a new
-    input signature's first call, which compiles) runs inductor's own code, and the marks come out
-    at the cycle's end: after the session, fxprof's copy runs inductor's code."""
+    swapped code (about 3% of a compiled decode step), and making them at the first timed step put
+    milliseconds of fxprof's work (parsing and compiling the wrappers) before it: a compiled decode
+    step's first timed steps read 1.1-0.7 ms against 0.4 ms after (docs/performance.md section 17).
+    Each graph's marks now go in after the call that compiled it, a warm-up or a new signature's
+    first call, which run them as the timed steps will (their rows dropped), and stay to the cycle's
+    end: after the session, fxprof's copy runs inductor's code."""
     from fxprof.measure.compiled import in_session
 
     swaps: list[str] = []
@@ -370,11 +372,52 @@ def test_a_session_keeps_its_marks_in_across_a_cycle_and_out_of_every_untimed_ca
             compiled(x)
             s.step()
         capture = next(iter(s._captures.values()))
-    assert marked == [False, True, True, False, True, True]
-    assert [w for w in swaps if w] == ["in", "out", "in", "in", "out", "out"]  # once a graph a stretch, not a step
+    assert marked == [False, True, True, True, True, True]  # from the call after the warm-up's compile on
+    assert [w for w in swaps if w] == ["in", "in", "out", "out"]  # once a graph, not a step
     timers = list(capture._timers.values())
     assert len(timers) == 2 and not any(t.installed for t in timers)
     assert all(t._target.__code__ is t._original for t in timers)
     p = s.profiles[0]
     assert p.meta["timer"] == "marks" and len(p.runs) == 4
     assert all(not t.rows for t in timers)
+
+
+def test_a_session_that_defers_builds_makes_each_cycles_profile_of_its_own_runs_after_the_run_of_cycles():
+    """fxprof.generate's prefill is a cycle of its own and the decode steps the next one: making
+    the prefill's profile between them (45 ms of Python) left the first decode steps in cold
+    caches (1 ms against 0.4). With ``defer_builds`` a cycle another follows at the next step is
+    built when that run of cycles ends: each profile holds its own cycle's runs, in order, exactly
+    as built at once; with ``on_ready`` the cycles are built at once, as before."""
+    torch.manual_seed(0)
+    model = _MLP().eval()
+    compiled = torch.compile(model, dynamic=False)
+    inputs = [torch.randn(2, 64), torch.randn(2, 64), torch.randn(3, 64), torch.randn(3, 64), torch.randn(3, 64)]
+    seen: list[list[int]] = []
+    ready: list[int] = []
+
+    def plan(step: int) -> str:  # as fxprof.generate's: a cycle of one step, then right away one of two
+        return ["warmup", "warmup", "active_last", "active", "active_last"][step] if step < 5 else "none"
+
+    def loop(defer: bool, on_ready=None) -> list:
+        with torch.no_grad(), fxprof.session(compiled, schedule=plan, on_ready=on_ready) as s:
+            s.defer_builds = defer
+            for x in (inputs[0], inputs[2], inputs[1], inputs[3], inputs[4], inputs[0]):  # warm-ups (both shapes), cycles
+                compiled(x)
+                s.step()
+                seen.append([len(s.profiles)])
+        return s.profiles
+
+    at_once = loop(False)
+    counts_at_once, seen[:] = [c[0] for c in seen], []
+    later = loop(True)
+    counts_later, seen[:] = [c[0] for c in seen], []
+    assert counts_at_once[-1] == 2 and counts_later[-1] == 2
+    assert counts_at_once == [0, 0, 1, 1, 2, 2] and counts_later == [0, 0, 0, 0, 2, 2]  # the first came with the second
+    for a, b, runs in zip(at_once, later, (1, 2)):
+        assert b.meta["timer"] == "marks" and len(b.runs) == len(a.runs) == runs
+        assert b.meta["cycle"] == a.meta["cycle"] and b.meta["run_steps"] == a.meta["run_steps"]
+        assert b.meta["run_signatures"] == a.meta["run_signatures"]
+        assert list(b.df.index) == list(a.df.index) and (b.samples.groupby("node", observed=True).size()
+                                                       == a.samples.groupby("node", observed=True).size()).all()
+    loop(True, on_ready=lambda p: ready.append(p.meta["cycle"]))
+    assert ready == [0, 1] and [c[0] for c in seen] == [0, 0, 1, 1, 2, 2]  # on_ready: each at its cycle's end

@@ -54,6 +54,9 @@ class Session:
         profiles: every Profile handed to ``on_ready`` so far, in order.
         step_num: the current step (0-based; ``step()`` moves it on).
         captures: the graphs captured or compiled so far, recompiles included (``meta["captures"]``).
+        defer_builds: set True to build a cycle that another follows at the very next step once
+            that run of cycles ends (a compiled model's cycles, without ``on_ready``), not between
+            them, where it slows the next cycle's first steps.
     """
 
     def __init__(self, model: nn.Module, schedule: Callable[[int], Any] | None = None,
@@ -80,6 +83,13 @@ class Session:
                                 name=name or type(getattr(model, "_orig_mod", model) if self._compiled else model).__name__)
         self.gather = gather
         self.profiles: list[Profile] = []
+        #: build a cycle that another follows at the next step when that run of cycles ends, not
+        #: between the two (making a profile is milliseconds of Python, and a step after it runs in
+        #: cold caches: a compiled decode step right after fxprof.generate's prefill cycle read
+        #: 1 ms against 0.4 ms); only without ``on_ready`` and ``torch.distributed``, and only where
+        #: the capture can take its runs apart from the next cycle's (a compiled program's marks)
+        self.defer_builds = False
+        self._deferred: list[Callable[[], Profile]] = []
         self.step_num = 0
         self._action = "none"
         self._open = False
@@ -151,6 +161,7 @@ class Session:
             if self._cycle is not None and self._cycle.runs:
                 self._finish(incomplete=True, error=exc)
             self._cycle = None
+            self._built()
             if exc is None and not self.profiles and not self._said_empty and not self._handed_on:
                 import warnings
 
@@ -190,7 +201,7 @@ class Session:
         if self._cycle is not None and ending.startswith("active"):
             self._cycle.active_steps += 1
             if ending == "active_last" or not next_action.startswith("active"):
-                self._finish(incomplete=False)
+                self._finish(incomplete=False, follows=next_action.startswith("active"))
         self.step_num += 1
         self._enter_step(self.step_num, next_action)
 
@@ -387,11 +398,18 @@ class Session:
         return list(seen.values())
 
     # ------------------------------------------------------------------ cycles
-    def _finish(self, incomplete: bool, error: BaseException | None = None) -> None:
+    def _finish(self, incomplete: bool, error: BaseException | None = None, follows: bool = False) -> None:
         cycle, self._cycle = self._cycle, None
         if cycle is None:
+            self._built()
             return
         self._cycles += 1
+        if follows and self.defer_builds and error is None and self.on_ready is None and not is_initialized():
+            later = self._profile(cycle, incomplete, error, later=True)
+            if later is not None:
+                self._deferred.append(later)  # type: ignore[arg-type]
+                return
+        self._built()
         if not cycle.runs:
             if (cycle.untimed_first or cycle.raised) and not incomplete:
                 import warnings
@@ -421,7 +439,16 @@ class Session:
             add_note(error, f"fxprof: {cycle.runs} timed run(s) of cycle {cycle.number} completed before this; the "
                             f"profile (meta['incomplete'] = True) went to on_ready and is in the session's .profiles")
 
-    def _profile(self, cycle: Cycle, incomplete: bool, error: BaseException | None) -> Profile:
+    def _built(self) -> None:
+        """The deferred cycles' profiles made, in their order (see :attr:`defer_builds`)."""
+        deferred, self._deferred = self._deferred, []
+        self.profiles.extend(build() for build in deferred)
+
+    def _profile(self, cycle: Cycle, incomplete: bool, error: BaseException | None, later: bool = False) -> Any:
+        """The cycle's profile; with ``later``, the function that makes it (None where the cycle
+        cannot be built later: it is then built now)."""
+        if later and not (cycle.runs and cycle.captures and getattr(cycle.captures[0], "marked_runs", 0)):
+            return None
         assert self._recorder is not None and self._timer is not None
         rec = self._recorder
         rec.recording = cycle.recording
@@ -472,6 +499,8 @@ class Session:
         meta = self._meter.describe(meta, lost_ms=self._watch.lost_of(rec.recording),
                                     own_lost_ms=self._own.lost_of([self._signature_keys[s] for s in used]))
         if first.kind == "compiled":
+            if later:
+                return first.build_later(meta, self.plan.name)  # type: ignore[attr-defined]
             return first.build(meta, self.plan.name)  # type: ignore[attr-defined]
         return build_profile(captured, rec, meta, memory_records)
 

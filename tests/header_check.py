@@ -105,8 +105,11 @@ def header_problems(profile: Any) -> list[str]:
         problems.append("contention was measured, and no machine line says what it found")
     else:
         busy = len(profile.busy_runs)
-        if busy == 0 and not machine.startswith("machine: quiet"):
-            problems.append(f"no busy run, yet: {machine!r}")
+        from fxprof.core.contention import loaded
+
+        if busy == 0 and not machine.startswith("machine: LOADED" if loaded(found.load, found.cores) else "machine: quiet"):
+            problems.append(f"no busy run, {'but' if loaded(found.load, found.cores) else 'and'} load {found.load} on "
+                            f"{found.cores} core(s), yet: {machine!r}")
         if busy:
             m = re.match(r"machine: BUSY: (\d+) of (\d+) timed runs lost", machine)
             if not m or int(m[1]) != busy or int(m[2]) != profile.num_runs:

@@ -24,7 +24,8 @@ import pandas as pd
 from numpy.typing import ArrayLike
 
 __all__ = ["BUSY_SHARE", "BUSY_MIN_MS", "QUIET_MIN_RUNS", "BUSY_LOAD_MARGIN", "Contention", "contention", "busy_mask",
-           "enough_quiet", "quiet_values", "less_lost_ms", "quiet_runs", "machine_words", "cpu_clock_words", "steps_machine_words", "busy_machine"]
+           "enough_quiet", "quiet_values", "less_lost_ms", "quiet_runs", "machine_words", "cpu_clock_words", "steps_machine_words", "busy_machine",
+           "loaded", "LOADED_WORDS"]
 
 #: a run is busy when other processes took at least this share of its wall time ...
 BUSY_SHARE = 0.05
@@ -239,10 +240,28 @@ def _load_words(found: Contention) -> str:
     return f"load {found.load:.1f} on {found.cores} usable core(s)"
 
 
+def loaded(load: float | None, cores: int | None) -> bool:
+    """Did the load average reach the usable cores plus :data:`BUSY_LOAD_MARGIN`? Other processes
+    then ran beside the model, and slowed it without taking its CPU, which no run's lost time
+    holds (beside six busy loops on two cores a compiled decode step ran 1.3 ms against 0.4 ms
+    quiet, and no step lost time on the run queue)."""
+    return load is not None and bool(cores) and load >= float(cores) + BUSY_LOAD_MARGIN  # type: ignore[arg-type]
+
+
+#: what a loaded machine does to the times, and what to do (:func:`loaded`)
+LOADED_WORDS = ("other processes ran beside it, sharing the caches, the memory and any hardware thread of its core, "
+                "which slows a run without taking its CPU, and no run measures that: its times may be high; for "
+                "steadier figures pin the process to a core of its own (taskset -c N), or a quiet machine")
+
+
 def machine_words(found: Contention) -> str:
     """The machine line: quiet, or how many runs lost how much to other processes, what the
-    statistics did about it, and what to do."""
+    statistics did about it, and what to do; LOADED where no run lost time but the load average
+    says other processes ran beside it (:func:`loaded`)."""
     if not found.busy.any():
+        if loaded(found.load, found.cores):
+            return (f"machine: LOADED: no timed run lost {BUSY_SHARE:.0%} of its time to other processes, but the "
+                    f"load average reached {found.load:.1f} on {found.cores} usable core(s): {LOADED_WORDS}")
         return (f"machine: quiet: no timed run lost {BUSY_SHARE:.0%} of its time to other processes "
                 f"({_load_words(found)})")
     span = _span(found.shares * 100)
@@ -285,6 +304,9 @@ def steps_machine_words(phases: Sequence[tuple[str, ArrayLike, ArrayLike]], load
             parts.append(f"{int(busy.sum())} of {len(wall_a)} {name} {noun} lost {_span(shares)} of their time"
                          + (" (lost_ms in the per-token table)" if noun == "steps" else ""))
     where = f"load {load:.1f} on {cores} usable core(s)" if load is not None else f"{cores} usable core(s)"
+    if not parts and loaded(load, cores):
+        return (f"machine: LOADED: no {noun[:-1]} lost {BUSY_SHARE:.0%} of its time to other processes, but the load "
+                f"average reached {load:.1f} on {cores} usable core(s): {LOADED_WORDS}")
     if not parts:
         return f"machine: quiet: no {noun[:-1]} lost {BUSY_SHARE:.0%} of its time to other processes ({where})"
     return ("machine: BUSY: " + "; ".join(parts) + f" ({where}); the times above include what they lost; for steadier "
@@ -315,6 +337,6 @@ def busy_machine(meta: Mapping[str, Any], runs: pd.DataFrame) -> str:
         return ""
     if found.busy.any():
         return f"{int(found.busy.sum())} of {len(found.runs)} timed runs lost time to other processes"
-    if found.load is not None and found.cores and found.load >= found.cores + BUSY_LOAD_MARGIN:
+    if loaded(found.load, found.cores):
         return f"load {found.load:.1f} on {found.cores} usable core(s)"
     return ""

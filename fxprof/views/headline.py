@@ -197,6 +197,7 @@ def report_cards(profile: "Profile") -> list[tuple[str, str]]:
     outside every node, coverage, outlier runs and the machine (as the header's machine line
     says it, :mod:`fxprof.core.contention`), then the nodes, the timed runs and the share of
     ``record_function`` bookkeeping."""
+    from ..core.contention import loaded
     from ..core.rollup import is_bookkeeping
 
     table = profile.df
@@ -214,7 +215,8 @@ def report_cards(profile: "Profile") -> list[tuple[str, str]]:
         found = profile.contention
         if found is not None:
             busy = int(found.busy.sum())
-            cards.append(("machine", "quiet" if not busy else
+            cards.append(("machine", ("LOADED: no run lost time, but the load average reached the cores"
+                                      if loaded(found.load, found.cores) else "quiet") if not busy else
                           f"BUSY: {busy} of {len(found.runs)} runs lost time to other processes"
                           + (" (left out)" if found.left_out and not profile.keep_outliers else " (in the figures)")))
     book = is_bookkeeping(table)

@@ -459,6 +459,11 @@ def test_generate_states_the_machine_for_the_prefill_and_the_decode_steps_and_ma
     busy = gen.busy_steps()
     pt = gen.per_token
     assert ("BUSY" in lines[0]) == bool(busy), (lines[0], busy)
+    from fxprof.core.contention import loaded
+
+    if not busy:  # beside busy loops no step may be called quiet when the load says the machine was crowded
+        assert lines[0].startswith("machine: LOADED" if loaded(gen.meta.get("load"), gen.meta.get("cores")) else
+                                   "machine: quiet"), (lines[0], gen.meta.get("load"))
     if 0 in busy:
         assert "the prefill lost" in lines[0]
     decode_busy = [t for t in busy if t > 0]
@@ -511,7 +516,8 @@ def test_whatif_states_the_machine_in_text_and_html(tmp_path):
     with crowded():
         result = fxprof.whatif(model, torch.randn(64, 256), ["channels_last"], iters=8, warmup=1, blocks=False)
     line = result.machine_line()
-    assert line.startswith(("machine: quiet: no call lost", "machine: BUSY: ")) and "usable core(s)" in line, line
+    assert line.startswith(("machine: quiet: no call lost", "machine: LOADED: no call lost", "machine: BUSY: ")) \
+        and "usable core(s)" in line, line
     busy = {name: bool(busy_mask(result.lost_ms[name], result.times[name]).any()) for name in result.times}
     assert ("BUSY" in line) == any(busy.values())
     for name, was in busy.items():

@@ -241,17 +241,20 @@ def _load_words(found: Contention) -> str:
 
 
 def loaded(load: float | None, cores: int | None) -> bool:
-    """Did the load average reach the usable cores plus :data:`BUSY_LOAD_MARGIN`? Other processes
-    then ran beside the model, and slowed it without taking its CPU, which no run's lost time
-    holds (beside six busy loops on two cores a compiled decode step ran 1.3 ms against 0.4 ms
-    quiet, and no step lost time on the run queue)."""
+    """Did the load average reach the usable cores plus :data:`BUSY_LOAD_MARGIN`? Processes beyond
+    the cores then ran over the last minute, and those beside a run slow it without taking its
+    CPU, which no run's lost time holds (beside six busy loops on two cores a compiled decode step
+    ran 1.3 ms against 0.4 ms quiet, and no step lost time on the run queue). The average lags: it
+    counts this process and its compile workers too (a cold 22 s compile of resnet18 took it from
+    0.58 to 0.88 on this 2-core machine), which the line says."""
     return load is not None and bool(cores) and load >= float(cores) + BUSY_LOAD_MARGIN  # type: ignore[arg-type]
 
 
 #: what a loaded machine does to the times, and what to do (:func:`loaded`)
-LOADED_WORDS = ("other processes ran beside it, sharing the caches, the memory and any hardware thread of its core, "
-                "which slows a run without taking its CPU, and no run measures that: its times may be high; for "
-                "steadier figures pin the process to a core of its own (taskset -c N), or a quiet machine")
+LOADED_WORDS = ("(runnable processes over the last minute, this one and its compile workers included): processes "
+                "running beside a run share the caches, the memory and any hardware thread of its core, and slow it "
+                "without taking its CPU, which no run measures: its times may be high; for steadier figures pin the "
+                "process to a core of its own (taskset -c N), or a quiet machine")
 
 
 def machine_words(found: Contention) -> str:
@@ -261,7 +264,7 @@ def machine_words(found: Contention) -> str:
     if not found.busy.any():
         if loaded(found.load, found.cores):
             return (f"machine: LOADED: no timed run lost {BUSY_SHARE:.0%} of its time to other processes, but the "
-                    f"load average reached {found.load:.1f} on {found.cores} usable core(s): {LOADED_WORDS}")
+                    f"load average reached {found.load:.1f} on {found.cores} usable core(s) {LOADED_WORDS}")
         return (f"machine: quiet: no timed run lost {BUSY_SHARE:.0%} of its time to other processes "
                 f"({_load_words(found)})")
     span = _span(found.shares * 100)
@@ -306,7 +309,7 @@ def steps_machine_words(phases: Sequence[tuple[str, ArrayLike, ArrayLike]], load
     where = f"load {load:.1f} on {cores} usable core(s)" if load is not None else f"{cores} usable core(s)"
     if not parts and loaded(load, cores):
         return (f"machine: LOADED: no {noun[:-1]} lost {BUSY_SHARE:.0%} of its time to other processes, but the load "
-                f"average reached {load:.1f} on {cores} usable core(s): {LOADED_WORDS}")
+                f"average reached {load:.1f} on {cores} usable core(s) {LOADED_WORDS}")
     if not parts:
         return f"machine: quiet: no {noun[:-1]} lost {BUSY_SHARE:.0%} of its time to other processes ({where})"
     return ("machine: BUSY: " + "; ".join(parts) + f" ({where}); the times above include what they lost; for steadier "

@@ -118,11 +118,12 @@ class LoopCompiledCapture(Capture):
         after them). Its rows are dropped."""
         try:
             with self._settings():
-                return self._call(args, kwargs)
+                out = self._call(args, kwargs)
         finally:
-            self._mark_graphs()
             for timer in self._timers.values():
                 timer.take_rows()
+        self._mark_graphs()  # after a call that returned: the model's own error goes out as it came
+        return out
 
     def _unmark(self) -> None:
         """Inductor's own code again in every graph (the session's end, or torch.profiler chosen

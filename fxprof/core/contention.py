@@ -257,14 +257,19 @@ LOADED_WORDS = ("(runnable processes over the last minute, this one and its comp
                 "process to a core of its own (taskset -c N), or a quiet machine")
 
 
+def _loaded_line(what: str, load: float, cores: int) -> str:
+    """The LOADED machine line (:func:`loaded`): no ``what`` lost time, yet the load was high."""
+    return (f"machine: LOADED: no {what} lost {BUSY_SHARE:.0%} of its time to other processes, but the load average "
+            f"reached {load:.1f} on {cores} usable core(s) {LOADED_WORDS}")
+
+
 def machine_words(found: Contention) -> str:
     """The machine line: quiet, or how many runs lost how much to other processes, what the
     statistics did about it, and what to do; LOADED where no run lost time but the load average
     says other processes ran beside it (:func:`loaded`)."""
     if not found.busy.any():
         if loaded(found.load, found.cores):
-            return (f"machine: LOADED: no timed run lost {BUSY_SHARE:.0%} of its time to other processes, but the "
-                    f"load average reached {found.load:.1f} on {found.cores} usable core(s) {LOADED_WORDS}")
+            return _loaded_line("timed run", found.load, found.cores)  # type: ignore[arg-type]
         return (f"machine: quiet: no timed run lost {BUSY_SHARE:.0%} of its time to other processes "
                 f"({_load_words(found)})")
     span = _span(found.shares * 100)
@@ -308,8 +313,7 @@ def steps_machine_words(phases: Sequence[tuple[str, ArrayLike, ArrayLike]], load
                          + (" (lost_ms in the per-token table)" if noun == "steps" else ""))
     where = f"load {load:.1f} on {cores} usable core(s)" if load is not None else f"{cores} usable core(s)"
     if not parts and loaded(load, cores):
-        return (f"machine: LOADED: no {noun[:-1]} lost {BUSY_SHARE:.0%} of its time to other processes, but the load "
-                f"average reached {load:.1f} on {cores} usable core(s) {LOADED_WORDS}")
+        return _loaded_line(noun[:-1], load, cores)  # type: ignore[arg-type]
     if not parts:
         return f"machine: quiet: no {noun[:-1]} lost {BUSY_SHARE:.0%} of its time to other processes ({where})"
     return ("machine: BUSY: " + "; ".join(parts) + f" ({where}); the times above include what they lost; for steadier "

@@ -215,7 +215,7 @@ def report_cards(profile: "Profile") -> list[tuple[str, str]]:
         found = profile.contention
         if found is not None:
             busy = int(found.busy.sum())
-            cards.append(("machine", ("LOADED: no run lost time, but the load average reached the cores"
+            cards.append(("machine", (f"LOADED: no run lost time, but load {found.load:.1f} on {found.cores} usable core(s)"
                                       if loaded(found.load, found.cores) else "quiet") if not busy else
                           f"BUSY: {busy} of {len(found.runs)} runs lost time to other processes"
                           + (" (left out)" if found.left_out and not profile.keep_outliers else " (in the figures)")))

@@ -222,7 +222,7 @@ class CallSettings:
         self.root = root
         self._fixed = [_patcher(config, changes) for config, changes in _inductor_patches()]
         self._dynamo = getattr(getattr(torch, "_dynamo", None), "config", None)
-        self._room: dict[int, Callable[[], Callable[[], None]]] = {}  # per count of held entries
+        self._room: dict[int, Callable[[], Callable[[], None]] | None] = {}  # per count of held entries
         self._undo: list[list[Callable[[], None]]] = []
         self._limits: list[int] = []
         self._held = 0
@@ -239,14 +239,9 @@ class CallSettings:
         return self._held
 
     def _room_for(self, held: int) -> Callable[[], Callable[[], None]] | None:
-        config = self._dynamo
-        if not held or config is None or not hasattr(config, "recompile_limit"):
-            return None
         if held not in self._room:
-            changes = {"recompile_limit": config.recompile_limit + held}
-            if hasattr(config, "accumulated_recompile_limit"):
-                changes["accumulated_recompile_limit"] = config.accumulated_recompile_limit + held
-            self._room[held] = _patcher(config, changes)
+            changes = _room_changes(self._dynamo, held)
+            self._room[held] = _patcher(self._dynamo, changes) if changes is not None else None
         return self._room[held]
 
     def __enter__(self) -> "CallSettings":
@@ -425,16 +420,24 @@ def room_to_compile(root: nn.Module) -> Iterator[None]:
     dynamo captures) got fxprof's compile refused: dynamo ran the model as plain Python and
     compiled mode had no graph (issue 31 g). Those versions can never serve fxprof's backend;
     its compile is a first compile, not a recompile. Restored after (also on errors)."""
-    held = _held_entries(root)
     config = getattr(getattr(torch, "_dynamo", None), "config", None)
-    if not held or config is None or not hasattr(config, "recompile_limit"):
+    patches = _room_changes(config, _held_entries(root))
+    if patches is None:
         yield
         return
-    patches = {"recompile_limit": config.recompile_limit + held}
-    if hasattr(config, "accumulated_recompile_limit"):
-        patches["accumulated_recompile_limit"] = config.accumulated_recompile_limit + held
-    with config.patch(patches):
+    with config.patch(patches):  # type: ignore[union-attr]
         yield
+
+
+def _room_changes(config: Any, held: int) -> dict[str, int] | None:
+    """Dynamo's recompile limits raised by ``held`` versions (:func:`room_to_compile`), or None
+    where nothing is held or the release has no such limit."""
+    if not held or config is None or not hasattr(config, "recompile_limit"):
+        return None
+    changes = {"recompile_limit": config.recompile_limit + held}
+    if hasattr(config, "accumulated_recompile_limit"):
+        changes["accumulated_recompile_limit"] = config.accumulated_recompile_limit + held
+    return changes
 
 
 def _frames_converted() -> int | None:

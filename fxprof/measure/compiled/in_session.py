@@ -172,7 +172,7 @@ class LoopCompiledCapture(Capture):
 
     def _run_marked(self, recorder: Recorder, args: tuple, kwargs: dict) -> Any:
         clock = time.perf_counter_ns
-        # the marks stay in from one call to the next, to the cycle's end (put in by _mark_graphs): swapping the
+        # the marks stay in from one call to the next, to the session's end (put in by _mark_graphs): swapping the
         # code in and out around each step made each step a first call of the swapped code (3% of a decode step)
         try:
             with self._settings():

@@ -93,7 +93,7 @@ def signature_of(args: tuple, kwargs: dict, training: bool) -> tuple:
     for leaf in leaves:
         if isinstance(leaf, torch.Tensor):
             key.append(("T", tuple(leaf.shape), leaf.dtype, leaf.device))
-        elif leaf is None or isinstance(leaf, (bool, int, float, str)):
+        elif leaf is None or isinstance(leaf, _SCALARS):
             key.append((type(leaf).__name__, leaf))
         else:
             key.append((type(leaf).__name__,))

@@ -227,13 +227,14 @@ class CallSettings:
         self._limits: list[int] = []
         self._held = 0
         self._frames: int | None = None  # dynamo's count of frames it converted when _held was read
+        self._frames_converted = _frame_counter()
 
     def _held_now(self) -> int:
         """The compiled versions ``root``'s forward holds, read again only after dynamo converted a
         frame (its ``counters["frames"]["total"]``): a version is only ever added by a conversion,
         and reading them costs 5-20 us a call. A count grown stale by ``torch._dynamo.reset()``
         only raises the limit by more than the versions held."""
-        frames = _frames_converted()
+        frames = self._frames_converted()
         if frames is None or frames != self._frames:
             self._held, self._frames = _held_entries(self.root), frames
         return self._held
@@ -440,14 +441,22 @@ def _room_changes(config: Any, held: int) -> dict[str, int] | None:
     return changes
 
 
-def _frames_converted() -> int | None:
-    """Dynamo's running count of the frames it converted (compiled, or tried to), or None."""
+def _frame_counter() -> Callable[[], int | None]:
+    """A function that reads dynamo's running count of the frames it converted (compiled, or
+    tried to), or None: dynamo's counters looked up once (``torch._dynamo.reset()`` clears the
+    same dict), not at every read."""
     try:
         from torch._dynamo.utils import counters
+    except Exception:  # pragma: no cover - a release without the counters
+        return lambda: None
 
-        return int(counters["frames"]["total"])
-    except Exception:  # pragma: no cover - a release without the counter
-        return None
+    def read() -> int | None:
+        try:
+            return int(counters["frames"]["total"])
+        except Exception:  # pragma: no cover - a release without the counter
+            return None
+
+    return read
 
 
 def no_graph_message(root: nn.Module, then: str) -> str:

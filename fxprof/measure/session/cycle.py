@@ -10,6 +10,7 @@ import torch
 from ...core.nodes import NodeInfo
 from ...core.recording import Recording
 from ..capture.captures import Capture
+from ..passes.environment import autocast
 
 
 class Cycle:
@@ -97,8 +98,6 @@ class Captures(Capture):
 def numerics_settings() -> tuple[str, str, bool]:
     """The settings of the loop at a forward that change what it computes and costs: autocast,
     float32 matmul precision, gradients on."""
-    from ..passes.environment import autocast
-
     return autocast(), torch.get_float32_matmul_precision(), torch.is_grad_enabled()
 
 

@@ -546,3 +546,25 @@ def test_a_signature_without_flattening_tells_apart_what_the_flattened_one_tells
     for i in range(len(calls)):
         for j in range(len(calls)):
             assert (flat[i] == flat[j]) == (tree[i] == tree[j]), (i, j)
+
+
+def test_a_session_that_defers_builds_builds_an_eager_cycle_at_once():
+    """``defer_builds`` holds a cycle back only where its capture can take its runs apart from the
+    next cycle's (``Capture.can_build_later``: a compiled program's marks); an eager graph's runs
+    are in the session's one recording, so each cycle is built at its end, as without it."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 8)).eval()
+    x = torch.randn(4, 16)
+
+    def plan(step: int) -> str:  # a cycle of one step, then right away one of two (as fxprof.generate's)
+        return ["warmup", "active_last", "active", "active_last"][step] if step < 4 else "none"
+
+    counts = []
+    with torch.no_grad(), fxprof.session(model, schedule=plan) as s:
+        s.defer_builds = True
+        for _ in range(5):
+            model(x)
+            s.step()
+            counts.append(len(s.profiles))
+    assert counts == [0, 1, 1, 2, 2]
+    assert [len(p.runs) for p in s.profiles] == [1, 2] and [p.meta["cycle"] for p in s.profiles] == [0, 1]

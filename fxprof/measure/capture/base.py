@@ -14,6 +14,7 @@ import torch
 from torch import fx, nn
 
 from ...core.nodes import NodeInfo
+from ...core.profile import Profile
 from .graph import describe_graph
 from .interpreter import ProfilingInterpreter, Recorder
 
@@ -188,6 +189,26 @@ class Capture:
     def run_pass(self, make_pass: PassFn, args: tuple, kwargs: dict) -> dict[str, dict[str, Any]]:
         """One untimed pass (shapes/FLOPs, memory) over every graph; records keyed by node."""
         raise NotImplementedError
+
+    # a session cycle's profile (fxprof.measure.session): the session builds it from the recorder's
+    # samples, unless the capture timed its runs by other means (a compiled program's kernels)
+    def build(self, meta: dict[str, Any], name: str | None) -> Profile | None:
+        """The profile of the session cycle's runs timed since the last build, where the capture
+        timed them itself; None (every capture but a compiled program's): the session builds it
+        from its recorder's samples."""
+        return None
+
+    def can_build_later(self) -> bool:
+        """Whether the runs timed since the last build can be taken apart now, from the next
+        cycle's, and their profile made later (:meth:`build_later`): a session builds a cycle
+        another follows at the next step after the run of cycles, not between them
+        (``Session.defer_builds``)."""
+        return False
+
+    def build_later(self, meta: dict[str, Any], name: str | None) -> Callable[[], Profile]:
+        """:meth:`build` in two parts, where :meth:`can_build_later`: the runs taken now, the
+        profile made when the returned function is called."""
+        raise NotImplementedError(f"a {self.kind} capture's cycle is built at once (can_build_later() is False)")
 
     def close(self) -> None:
         """Release what the capture holds (interpreters, graphs) once profiling is over."""

@@ -232,10 +232,10 @@ class LoopCompiledCapture(Capture):
                                       described, self.compiled_first or 0, meta, name, lost=lost)
         return self._noted(profile, plain)
 
-    @property
-    def marked_runs(self) -> int:
-        """The runs the marks timed since the last build: a cycle :meth:`build_later` can take."""
-        return len(self._bounds)
+    def can_build_later(self) -> bool:
+        """Runs the marks timed since the last build (a cycle timed by ``torch.profiler`` is built
+        at once: its events are read when the profiler stops)."""
+        return bool(self._bounds)
 
     def build_later(self, meta: dict[str, Any], name: str | None) -> Callable[[], Profile]:
         """:meth:`build` in two parts: the cycle's marked runs taken now (the next cycle's are its

@@ -447,7 +447,7 @@ class Session:
     def _profile(self, cycle: Cycle, incomplete: bool, error: BaseException | None, later: bool = False) -> Any:
         """The cycle's profile; with ``later``, the function that makes it (None where the cycle
         cannot be built later: it is then built now)."""
-        if later and not (cycle.runs and cycle.captures and getattr(cycle.captures[0], "marked_runs", 0)):
+        if later and not (cycle.runs and cycle.captures and cycle.captures[0].can_build_later()):
             return None
         assert self._recorder is not None and self._timer is not None
         rec = self._recorder
@@ -498,11 +498,10 @@ class Session:
         meta = self._own.describe(meta, [self._signature_keys[s] for s in used])
         meta = self._meter.describe(meta, lost_ms=self._watch.lost_of(rec.recording),
                                     own_lost_ms=self._own.lost_of([self._signature_keys[s] for s in used]))
-        if first.kind == "compiled":
-            if later:
-                return first.build_later(meta, self.plan.name)  # type: ignore[attr-defined]
-            return first.build(meta, self.plan.name)  # type: ignore[attr-defined]
-        return build_profile(captured, rec, meta, memory_records)
+        if later:
+            return first.build_later(meta, self.plan.name)
+        own = first.build(meta, self.plan.name)  # a compiled program's kernels, timed by the capture
+        return own if own is not None else build_profile(captured, rec, meta, memory_records)
 
     @property
     def captures(self) -> int:

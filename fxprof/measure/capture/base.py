@@ -205,9 +205,9 @@ class Capture:
         (``Session.defer_builds``)."""
         return False
 
-    def build_later(self, meta: dict[str, Any], name: str | None) -> Callable[[], Profile]:
+    def build_later(self, name: str | None) -> Callable[[dict[str, Any]], Profile]:
         """:meth:`build` in two parts, where :meth:`can_build_later`: the runs taken now, the
-        profile made when the returned function is called."""
+        profile made when the returned function is given the cycle's meta (made then too)."""
         raise NotImplementedError(f"a {self.kind} capture's cycle is built at once (can_build_later() is False)")
 
     def close(self) -> None:

@@ -237,13 +237,12 @@ class LoopCompiledCapture(Capture):
         at once: its events are read when the profiler stops)."""
         return bool(self._bounds)
 
-    def build_later(self, meta: dict[str, Any], name: str | None) -> Callable[[], Profile]:
+    def build_later(self, name: str | None) -> Callable[[dict[str, Any]], Profile]:
         """:meth:`build` in two parts: the cycle's marked runs taken now (the next cycle's are its
-        own), the profile made when the returned function is called (a cycle timed by
-        ``torch.profiler`` is built at once: its events are read when the profiler stops)."""
+        own), the profile made when the returned function is given the cycle's meta."""
         bounds, rows, self._bounds, self._rows = self._bounds, self._rows, [], []
         unmarked = list(self._unmarked)
-        return lambda: self._build_marked(meta, name, (bounds, rows, unmarked))
+        return lambda meta: self._build_marked(meta, name, (bounds, rows, unmarked))
 
     def _build_marked(self, meta: dict[str, Any], name: str | None,
                       taken: tuple[list[tuple[int, int]], list[dict[str, list[list[int]]]], list[str]] | None = None) -> Profile:

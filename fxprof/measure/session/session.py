@@ -446,38 +446,55 @@ class Session:
 
     def _profile(self, cycle: Cycle, incomplete: bool, error: BaseException | None, later: bool = False) -> Any:
         """The cycle's profile; with ``later``, the function that makes it (None where the cycle
-        cannot be built later: it is then built now)."""
+        cannot be built later: it is then built now). A cycle built later has its runs taken
+        apart and what the next cycle changes (the step, the captures and signatures so far) read
+        now; its meta, a millisecond of Python over the model's parameters and the machine, is
+        made with the profile, not between the cycle and the next one's first step."""
         if later and not (cycle.runs and cycle.captures and cycle.captures[0].can_build_later()):
             return None
         assert self._recorder is not None and self._timer is not None
-        rec = self._recorder
-        rec.recording = cycle.recording
+        first = cycle.captures[0]
+        now = (self.step_num, self._capture_count(), len(self._signatures),
+               capture_words(self._all_captures(), len(self._signatures), self._capture_count(), self._recaptures))
+        if later:
+            finish = first.build_later(self.plan.name)
+            return lambda: finish(self._cycle_meta(cycle, incomplete, error, now))
+        meta = self._cycle_meta(cycle, incomplete, error, now)
+        own = first.build(meta, self.plan.name)  # a compiled program's kernels, timed by the capture
+        if own is not None:
+            return own
+        self._recorder.recording = cycle.recording
+        return build_profile(Captures(cycle.captures), self._recorder, meta, cycle.memory[0])
+
+    def _cycle_meta(self, cycle: Cycle, incomplete: bool, error: BaseException | None, now: tuple) -> dict[str, Any]:
+        """The cycle's ``meta``; ``now``: (its last step, the captures and signatures so far, what
+        was captured in words), read at the cycle's end."""
+        assert self._timer is not None
+        step, capture_count, signatures_seen, captured_words = now
+        recording = cycle.recording
         held = list(self.model.parameters()) + list(self.model.buffers())
         devices = tensor_devices(held) or self._input_devices
-        captured = Captures(cycle.captures)
-        first = cycle.captures[0]
-        meta = describe_run(self.model, self.plan.name, self._timer, devices, (), self._warmup_steps(), rec.recording.runs,
-                            not any(m[2] for m in cycle.run_modes), first)
+        meta = describe_run(self.model, self.plan.name, self._timer, devices, (), self._warmup_steps(), recording.runs,
+                            not any(m[2] for m in cycle.run_modes), cycle.captures[0])
         used = sorted(set(cycle.run_signatures))
         meta.update(
             env=run_environment(environment(devices), cycle),
             inputs=cycle.last_inputs,
             session=True,
-            step=self.step_num,
+            step=step,
             cycle=cycle.number,
             first_step=cycle.first_step,
             schedule=describe_schedule(self.schedule),
             run_steps=list(cycle.run_steps),
             run_signatures=list(cycle.run_signatures),
             signatures=[{**self._signature_info[s], "runs": cycle.run_signatures.count(s)} for s in used],
-            signatures_seen=len(self._signatures),
-            captures=self._capture_count(),
+            signatures_seen=signatures_seen,
+            captures=capture_count,
             untimed_first_batches=list(cycle.untimed_first),
         )
         steps = ", ".join(map(str, cycle.run_steps))
-        notes = [f"session cycle {cycle.number}: steps {cycle.first_step}-{self.step_num} of the user's loop "
-                 f"({schedule_words(self.schedule)}); timed runs at step(s) {steps}",
-                 capture_words(self._all_captures(), len(self._signatures), self._capture_count(), self._recaptures)]
+        notes = [f"session cycle {cycle.number}: steps {cycle.first_step}-{step} of the user's loop "
+                 f"({schedule_words(self.schedule)}); timed runs at step(s) {steps}", captured_words]
         if cycle.untimed_first:
             steps = ", ".join(str(u["step"]) for u in cycle.untimed_first)
             notes.append(f"{len(cycle.untimed_first)} active step(s) ({steps}) had a batch of an input signature never run "
@@ -488,20 +505,16 @@ class Session:
             notes.append("a session times the forward only: backward runs in autograd, eagerly, and is not in this "
                          "table (backward=True times it)")
         if incomplete:
-            cause = f"{type(error).__name__} at step {self.step_num}" if error is not None else f"the loop ended at step {self.step_num}"
-            notes.append(f"incomplete cycle: {cause}; {rec.recording.runs} run(s) of {cycle.active_steps + 1 if error is not None else cycle.active_steps} "
+            cause = f"{type(error).__name__} at step {step}" if error is not None else f"the loop ended at step {step}"
+            notes.append(f"incomplete cycle: {cause}; {recording.runs} run(s) of {cycle.active_steps + 1 if error is not None else cycle.active_steps} "
                          f"active step(s) kept")
             meta.update(incomplete=True, requested_iters=self._active_steps())
         memory_records, memory_meta = cycle.memory
         meta.update({k: v for k, v in memory_meta.items() if k != "notes"})
         meta["notes"] = notes + memory_meta.get("notes", []) + meta.get("notes", [])
         meta = self._own.describe(meta, [self._signature_keys[s] for s in used])
-        meta = self._meter.describe(meta, lost_ms=self._watch.lost_of(rec.recording),
+        return self._meter.describe(meta, lost_ms=self._watch.lost_of(recording),
                                     own_lost_ms=self._own.lost_of([self._signature_keys[s] for s in used]))
-        if later:
-            return first.build_later(meta, self.plan.name)
-        own = first.build(meta, self.plan.name)  # a compiled program's kernels, timed by the capture
-        return own if own is not None else build_profile(captured, rec, meta, memory_records)
 
     @property
     def captures(self) -> int:

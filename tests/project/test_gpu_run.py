@@ -93,3 +93,14 @@ def test_the_bert_factory_builds_without_a_download():
         sys.path.remove(str(SCRIPT.parent))
     model = gpu_models.bert_base()
     assert model.config.hidden_size == 768 and model.config.num_hidden_layers == 12 and not model.training
+
+
+def test_the_gpu_script_resolves_a_relative_output_folder_where_it_was_started(tmp_path):
+    _fake_wheels(tmp_path / "w")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    done = subprocess.run(["bash", str(SCRIPT), "--dry-run", "../w", "results"], capture_output=True, text=True,
+                          timeout=60, cwd=elsewhere)
+    assert done.returncode == 0, done.stderr
+    assert f"results go to {elsewhere / 'results'}\n" in done.stdout  # not the repository root's results/
+    assert f"all in {elsewhere / '../w'}" in done.stdout

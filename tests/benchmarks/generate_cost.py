@@ -1,7 +1,7 @@
 """fxprof.generate's cost: a profiled decode step against the model's own decode step.
 
     python tests/benchmarks/generate_cost.py [--hidden 128] [--layers 2] [--prompt-len 16]
-        [--new-tokens 16] [--repeats 5] [--threads 1] [--compile] [--json out.json]
+        [--new-tokens 16] [--repeats 5] [--threads 1] [--compile] [--processes 1] [--json out.json]
 
 A tiny Llama built from a config (``--hidden``, ``--layers``; no download). Each repeat runs, in
 turn, plain greedy ``model.generate`` with every model call timed from a forward pre-hook to a
@@ -11,8 +11,10 @@ per-token table's decode steps: each the timed run of one step). The decode step
 those ratios. ``decode_ratio`` holds fxprof's timed run of a step (what ``per_token.time_ms``
 says) to the plain call; ``call_ratio`` the whole profiled call as the user's loop sees it (the
 same hooks around the timed generate's decode calls: the session's signature, capture look-up
-and bookkeeping included) to the plain call. The issue's target is a profiled decode step within 1.10x of the plain one on the
-CPU; this script reports the figure, it asserts nothing (timings on a shared machine are not a
+and bookkeeping included) to the plain call. The issues' targets are a profiled decode step within 1.10x of the plain one on the
+CPU (issue 50), 1.05x for a compiled one (issue 60); ``--processes K`` runs it all in K fresh
+processes in turn and gives the median over them (one process's figure moves by up to 0.1 from
+the next one's); this script reports the figure, it asserts nothing (timings on a shared machine are not a
 test). The prefill's ratio is reported beside it.
 
 ``--compile``: the forward compiled in place (``model.forward = torch.compile(model.forward)``,
@@ -84,7 +86,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--compile", action="store_true", help="the forward compiled in place, a static cache")
     parser.add_argument("--json", default=None)
+    parser.add_argument("--processes", type=int, default=1,
+                        help="run the whole measurement in this many fresh processes, one after the other, and give "
+                             "the median of theirs: one process's figure moves by up to 0.1 from the next one's")
     args = parser.parse_args(argv)
+    if args.processes > 1:
+        return _processes(args, argv if argv is not None else sys.argv[1:])
     torch.set_num_threads(args.threads)
     model = build(args.hidden, args.layers)
     extra = {}
@@ -127,18 +134,50 @@ def main(argv: list[str] | None = None) -> int:
     print("| " + " | ".join("---" for _ in cols) + " |")
     for row in rows:
         print("| " + " | ".join(f"{row[c]:.4g}" if isinstance(row[c], float) else str(row[c]) for c in cols) + " |")
+    target = 1.05 if args.compile else 1.10  # issue 60 for a compiled decode step, issue 50 for an eager one
     summary = {"decode_ratio_median": statistics.median(r["decode_ratio"] for r in rows),
                "prefill_ratio_median": statistics.median(r["prefill_ratio"] for r in rows),
                "call_ratio_median": statistics.median(r["call_ratio"] for r in rows),
                "plain_decode_ms_median": statistics.median(r["plain_decode_ms"] for r in rows),
                "fxprof_decode_ms_median": statistics.median(r["fxprof_decode_ms"] for r in rows),
-               "target_decode_ratio": 1.10}
+               "target_decode_ratio": target}
     print(f"\ndecode step: profiled / plain = {summary['decode_ratio_median']:.3g}x (median of {len(rows)} repeats; "
-          f"target <= 1.10x); the whole call as the loop sees it (the session's own work per call included): "
+          f"target <= {target:.2f}x); the whole call as the loop sees it (the session's own work per call included): "
           f"{summary['call_ratio_median']:.3g}x; prefill {summary['prefill_ratio_median']:.3g}x; load {os.getloadavg()[0]:.2f}")
     if args.json:
         with open(args.json, "w") as handle:
             json.dump({"rows": rows, "summary": summary, "args": vars(args)}, handle, indent=1)
+    return 0
+
+
+def _processes(args: argparse.Namespace, argv: list[str]) -> int:
+    """The measurement in ``args.processes`` fresh processes in turn: each one's medians, then the
+    median over them (what a claim about the ratio rests on)."""
+    import subprocess
+    import tempfile
+
+    own = [a for i, a in enumerate(argv) if not (a.startswith("--processes") or (i and argv[i - 1] == "--processes"))]
+    own = [a for i, a in enumerate(own) if not (a.startswith("--json") or (i and own[i - 1] == "--json"))]
+    found = []
+    with tempfile.TemporaryDirectory() as folder:
+        for k in range(args.processes):
+            out = os.path.join(folder, f"{k}.json")
+            subprocess.run([sys.executable, __file__, *own, "--json", out], check=True, stdout=subprocess.DEVNULL)
+            with open(out) as handle:
+                summary = json.load(handle)["summary"]
+            found.append(summary)
+            print(f"process {k}: decode step {summary['decode_ratio_median']:.3g}x, whole call "
+                  f"{summary['call_ratio_median']:.3g}x, prefill {summary['prefill_ratio_median']:.3g}x; load "
+                  f"{os.getloadavg()[0]:.2f}", flush=True)
+    decode = [f["decode_ratio_median"] for f in found]
+    call = [f["call_ratio_median"] for f in found]
+    print(f"\ndecode step: profiled / plain = {statistics.median(decode):.3g}x (median of {len(found)} processes, "
+          f"{min(decode):.3g}-{max(decode):.3g}; target <= {found[0]['target_decode_ratio']:.2f}x); the whole call as the "
+          f"loop sees it: {statistics.median(call):.3g}x ({min(call):.3g}-{max(call):.3g})")
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump({"processes": found, "decode_ratio_median": statistics.median(decode),
+                       "call_ratio_median": statistics.median(call), "args": vars(args)}, handle, indent=1)
     return 0
 
 

@@ -135,3 +135,19 @@ def test_compiled_yardstick_benchmark_times_both(tmp_path):
     (row,) = json.loads(out.read_text())["compiled_yardstick"]
     assert row["plain_loop_ms"] > 0 and row["yardstick_ms"] > 0
     assert row["ratio"] == row["yardstick_ms"] / row["plain_loop_ms"]
+
+
+@pytest.mark.slow
+def test_generate_cost_benchmark_gives_the_median_over_fresh_processes(tmp_path):
+    out = tmp_path / "generate.json"
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "benchmarks" / "generate_cost.py"), "--hidden", "32", "--layers", "1",
+         "--new-tokens", "3", "--repeats", "1", "--processes", "2", "--json", str(out)],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    data = json.loads(out.read_text())
+    ratios = [p["decode_ratio_median"] for p in data["processes"]]
+    assert len(ratios) == 2 and all(r > 0 for r in ratios)
+    assert data["decode_ratio_median"] == pytest.approx(sorted(ratios)[0] / 2 + sorted(ratios)[1] / 2)
+    assert "median of 2 processes" in result.stdout and data["processes"][0]["target_decode_ratio"] == 1.10

@@ -56,7 +56,10 @@ class Session:
         captures: the graphs captured or compiled so far, recompiles included (``meta["captures"]``).
         defer_builds: set True to build a cycle that another follows at the very next step once
             that run of cycles ends (a compiled model's cycles, without ``on_ready``), not between
-            them, where it slows the next cycle's first steps.
+            them, where it slows the next cycle's first steps. Its runs, steps, signatures and
+            captures are its own; the model's and the machine's facts in its meta (dtype, device,
+            threads, mode, load at the end) are read when it is built, so a loop that changes them
+            in the cycles that follow (``fxprof.generate`` does not) leaves it without this.
     """
 
     def __init__(self, model: nn.Module, schedule: Callable[[int], Any] | None = None,

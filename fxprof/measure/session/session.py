@@ -58,8 +58,8 @@ class Session:
             that run of cycles ends (a compiled model's cycles, without ``on_ready``), not between
             them, where it slows the next cycle's first steps. Its runs, steps, signatures and
             captures are its own; the model's and the machine's facts in its meta (dtype, device,
-            threads, mode, load at the end) are read when it is built, so a loop that changes them
-            in the cycles that follow (``fxprof.generate`` does not) leaves it without this.
+            threads, mode, load at the end) are read when it is built: a loop that changes them in
+            the cycles that follow finds the new ones there (``fxprof.generate`` changes none).
     """
 
     def __init__(self, model: nn.Module, schedule: Callable[[int], Any] | None = None,

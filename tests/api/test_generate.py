@@ -460,12 +460,18 @@ def test_the_model_own_steps_are_timed_warm_not_in_the_first_eager_generate():
     ran fxprof's captured graph, so that plain generate is the model's first eager one, and a first
     eager call at each position builds what later calls reuse (oneDNN primitives, cuDNN attention
     plans: an H200's 160M Llama read 42 ms a step cold against 7.4 ms profiled, and its line said
-    0.17x). Here a first eager call at each position sleeps 50 ms, as such a build would: the own
-    steps must be the warm ones."""
+    0.17x). Here a first eager call at each position "builds" (sleeps 50 ms), and the test counts
+    the model's calls: no build may fall in the own steps, the last calls fxprof.generate makes. (It
+    read the own steps' times against the sleep before, which a busy machine's 90 ms pause failed.)"""
     import time
 
     model = llama()
     seen: set = set()
+    calls = [0]
+    built_in: list[int] = []  # the model call each build fell in
+
+    def count(*_):
+        calls[0] += 1
 
     def first_call_builds(layer, args, kwargs):
         if torch.compiler.is_compiling():  # traced into fxprof's captured graph: the builds are eager-only
@@ -473,14 +479,22 @@ def test_the_model_own_steps_are_timed_warm_not_in_the_first_eager_generate():
         key = (tuple(args[0].shape), int(kwargs["position_ids"].flatten()[0]))
         if key not in seen:
             seen.add(key)
+            built_in.append(calls[0])
             time.sleep(0.05)
 
     # in the first layer, which the profiled calls run as fxprof's graph and a plain generate eagerly
-    handle = model.model.layers[0].register_forward_pre_hook(first_call_builds, with_kwargs=True)
+    handles = [model.register_forward_pre_hook(count),
+               model.model.layers[0].register_forward_pre_hook(first_call_builds, with_kwargs=True)]
+    own_from: list[int] = []
     try:
-        gen = fxprof.generate(model, _ids(500), max_new_tokens=6, peaks=PEAKS)
+        gen = fxprof.generate(model, _ids(500), max_new_tokens=6, peaks=PEAKS,
+                              progress=lambda line: own_from.append(calls[0]) if "the model's own calls" in line else None)
     finally:
-        handle.remove()
+        for handle in handles:
+            handle.remove()
     own = gen.meta["own_ms"]
-    assert len(own) == 6 and seen  # the eager path ran, and built
-    assert max(own) < 50, own  # not one own step paid a first call's build
+    assert len(own) == 6 and seen and own_from  # the eager path ran, and built
+    # fxprof's own calls: an untimed plain generate (6 calls), then the timed one, the process's last 6 calls
+    assert calls[0] == own_from[-1] + 12, (calls[0], own_from)
+    timed = range(calls[0] - 5, calls[0] + 1)
+    assert not [c for c in built_in if c in timed], (built_in, list(timed))  # not one own step paid a build

@@ -240,10 +240,16 @@ def generate(model: nn.Module, input_ids: torch.Tensor, max_new_tokens: int = 16
 
 
 def _machine(prefill: Any, decode: Any) -> dict[str, Any]:
-    """The highest load average the steps' meters read, and the usable cores."""
+    """The highest load average the steps' meters read, the usable cores, and what the process
+    lost to other processes over the prefill's and the decode steps' windows (their sums; None
+    where a window was not measured)."""
     found = [p.meta.get("contention") or {} for p in (prefill, decode) if p is not None]
     loads = [float(v) for f in found for v in (f.get("load") or ()) if isinstance(v, (int, float))]
-    return {"load": max(loads) if loads else None, "cores": max((int(f.get("cores") or 0) for f in found), default=0)}
+    windows = [(f.get("window_lost_ms"), f.get("window_ms")) for f in found]
+    measured = all(isinstance(v, (int, float)) for w in windows for v in w)
+    return {"load": max(loads) if loads else None, "cores": max((int(f.get("cores") or 0) for f in found), default=0),
+            "window_lost_ms": round(sum(w[0] for w in windows), 6) if measured else None,
+            "window_ms": round(sum(w[1] for w in windows), 6) if measured else None}
 
 
 def _own_calls(model: nn.Module, input_ids: torch.Tensor, max_new_tokens: int, generate_kwargs: dict[str, Any],

@@ -137,6 +137,7 @@ def _whatif(model: nn.Module, args: tuple, kwargs: dict, parsed: list, names: li
     lost: dict[str, list[float]] = {}
     meter = ContentionMeter()
     times = time_interleaved(ready, iters, warmup, on_error=failed, lost=lost, meter=meter)
+    window_lost, window_ms = meter.window_lost_ms()  # the timed calls and what lay between them
     if "baseline" not in times:
         error = RuntimeError(f"the model as given failed to run: {errors.get('baseline', 'unknown error')}")
         error.errors = dict(errors)  # type: ignore[attr-defined]  # every failure by name (fxprof ab names its sides)
@@ -146,7 +147,8 @@ def _whatif(model: nn.Module, args: tuple, kwargs: dict, parsed: list, names: li
                     alpha=alpha, min_effect=min_effect, depth=depth,
                     meta={"iters": iters, "warmup": warmup, "threads": torch.get_num_threads(), "torch": torch.__version__,
                           "device": _device(base), "interleaved": True,
-                          "load": [meter.load_start, machine_load()], "cores": meter.cores})
+                          "load": [meter.load_start, machine_load()], "cores": meter.cores,
+                          **({"window_lost_ms": round(window_lost, 6), "window_ms": round(window_ms, 6)} if meter.source else {})})
     if blocks:
         for p in ready:
             if p.name not in times:

@@ -105,11 +105,22 @@ def header_problems(profile: Any) -> list[str]:
         problems.append("contention was measured, and no machine line says what it found")
     else:
         busy = len(profile.busy_runs)
-        from fxprof.core.contention import loaded
+        from fxprof.core.contention import loaded, shared_window
 
-        if busy == 0 and not machine.startswith("machine: LOADED" if loaded(found.load, found.cores) else "machine: quiet"):
-            problems.append(f"no busy run, {'but' if loaded(found.load, found.cores) else 'and'} load {found.load} on "
-                            f"{found.cores} core(s), yet: {machine!r}")
+        if busy == 0 and not machine.startswith("machine: LOADED" if found.loaded else "machine: quiet"):
+            problems.append(f"no busy run, {'but' if found.loaded else 'and'} load {found.load} on {found.cores} core(s) "
+                            f"and {found.window_lost_ms} of the window's {found.window_ms} ms lost, yet: {machine!r}")
+        if busy == 0 and found.loaded:
+            # each reading the LOADED line names crossed its rule, with the figures the record holds
+            said = re.search(r"the process waited (\d+)% of the timed window \(([\d.,]+) of ([\d.,]+) ms", machine)
+            if shared_window(found.window_lost_ms, found.window_ms) != bool(said) or (
+                    said and not (_close(float(said[2].replace(",", "")), found.window_lost_ms, 0.01, 0.001)
+                                  and _close(float(said[3].replace(",", "")), found.window_ms, 0.01, 0.001))):
+                problems.append(f"the window's lost time ({found.window_lost_ms} of {found.window_ms} ms) is not what "
+                                f"the machine line says: {machine!r}")
+            if loaded(found.load, found.cores) != ("the load average reached" in machine):
+                problems.append(f"the load average ({found.load} on {found.cores} core(s)) is not what the machine line "
+                                f"says: {machine!r}")
         if busy:
             m = re.match(r"machine: BUSY: (\d+) of (\d+) timed runs lost", machine)
             if not m or int(m[1]) != busy or int(m[2]) != profile.num_runs:

@@ -25,7 +25,7 @@ from numpy.typing import ArrayLike
 
 __all__ = ["BUSY_SHARE", "BUSY_MIN_MS", "QUIET_MIN_RUNS", "BUSY_LOAD_MARGIN", "Contention", "contention", "busy_mask",
            "enough_quiet", "quiet_values", "less_lost_ms", "quiet_runs", "machine_words", "cpu_clock_words", "steps_machine_words", "busy_machine",
-           "loaded", "LOADED_WORDS"]
+           "loaded", "loaded_words", "shared_window", "LOADED_WORDS"]
 
 #: a run is busy when other processes took at least this share of its wall time ...
 BUSY_SHARE = 0.05
@@ -110,6 +110,18 @@ class Contention:
     source: str
     #: each run's rank, for a gathered profile (None for one process)
     ranks: np.ndarray | None = None
+    #: what the process lost to other processes over the whole timed window (the timed runs and
+    #: everything between them), and that window's wall time, in ms; NaN where not measured
+    window_lost_ms: float = math.nan
+    window_ms: float = math.nan
+
+    @property
+    def loaded(self) -> bool:
+        """Whether other processes crowded the machine by a reading beside the runs' own lost
+        time: the process lost a share of its timed window (:func:`shared_window`), or the load
+        average reached the usable cores plus one (:func:`loaded`). With no busy run the machine
+        line then says LOADED, not quiet."""
+        return _is_loaded(self.load, self.cores, (self.window_lost_ms, self.window_ms))
 
     @property
     def busy_runs(self) -> list[int]:
@@ -183,7 +195,12 @@ def contention(meta: Mapping[str, Any], runs: pd.DataFrame) -> Contention | None
     loads = _loads(found)
     return Contention(runs=numbers, lost_ms=lost_ms, wall_ms=wall, busy=busy_mask(lost_ms, wall),
                       load=max(loads) if loads else None, cores=int(found.get("cores") or 0),
-                      source=str(found.get("source", "")))
+                      source=str(found.get("source", "")), window_lost_ms=_number(found.get("window_lost_ms")),
+                      window_ms=_number(found.get("window_ms")))
+
+
+def _number(value: Any) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
 
 
 def _ranked(meta: Mapping[str, Any], runs: pd.DataFrame) -> Contention | None:
@@ -240,6 +257,19 @@ def _load_words(found: Contention) -> str:
     return f"load {found.load:.1f} on {found.cores} usable core(s)"
 
 
+def shared_window(lost_ms: float | None, window_ms: float | None) -> bool:
+    """Did the process lose at least :data:`BUSY_SHARE` of its timed window (the timed runs and
+    everything between them; and at least :data:`BUSY_MIN_MS`) to other processes? Then they ran
+    on its core(s) during the profile, between the runs if not in them: a step of 0.1-0.3 ms
+    falls between the slices of a busy loop on its core, in caches the loop cooled, and only the
+    runs a switch falls into lose time (beside one such loop a 58 ms window lost 44% and no run
+    was charged). Unlike the load average this is the process's own reading of the window
+    itself, without lag."""
+    if lost_ms is None or window_ms is None or not (math.isfinite(lost_ms) and math.isfinite(window_ms)):
+        return False
+    return window_ms > 0 and lost_ms >= BUSY_MIN_MS and lost_ms >= BUSY_SHARE * window_ms
+
+
 def loaded(load: float | None, cores: int | None) -> bool:
     """Did the load average reach the usable cores plus :data:`BUSY_LOAD_MARGIN`? Processes beyond
     the cores then ran over the last minute, and those beside a run slow it without taking its
@@ -250,26 +280,53 @@ def loaded(load: float | None, cores: int | None) -> bool:
     return load is not None and bool(cores) and load >= float(cores) + BUSY_LOAD_MARGIN  # type: ignore[arg-type]
 
 
-#: what a loaded machine does to the times, and what to do (:func:`loaded`)
-LOADED_WORDS = ("(runnable processes over the last minute, this one and its compile workers included): processes "
-                "running beside a run share the caches, the memory and any hardware thread of its core, and slow it "
-                "without taking its CPU, which no run measures: its times may be high; for steadier figures pin the "
-                "process to a core of its own (taskset -c N), or a quiet machine")
+#: what the load average counts, said with it (:func:`loaded`)
+LOAD_COUNTS = "(runnable processes over the last minute, this one and its compile workers included)"
+
+#: what a loaded machine does to the times, and what to do (:func:`loaded`, :func:`shared_window`)
+LOADED_WORDS = ("processes running beside a run share the caches, the memory and any hardware thread of its core, and "
+                "slow it without taking its CPU, which no run measures: its times may be high; for steadier figures pin "
+                "the process to a core of its own (taskset -c N), or a quiet machine")
 
 
-def _loaded_line(what: str, load: float, cores: int) -> str:
-    """The LOADED machine line (:func:`loaded`): no ``what`` lost time, yet the load was high."""
-    return (f"machine: LOADED: no {what} lost {BUSY_SHARE:.0%} of its time to other processes, but the load average "
-            f"reached {load:.1f} on {cores} usable core(s) {LOADED_WORDS}")
+def _ms(value: float) -> str:
+    """Milliseconds to three significant figures, whole ones from 1,000 on (never ``1.2e+03``)."""
+    return f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
+
+
+def _window_words(lost_ms: float, window_ms: float, runs: str) -> str:
+    return (f"the process waited {lost_ms / window_ms:.0%} of the timed window ({_ms(lost_ms)} of {_ms(window_ms)} ms, "
+            f"the timed {runs} and what lay between them) for a CPU that other processes held, so they ran on its "
+            f"core(s) between the {runs}")
+
+
+def _loaded_line(what: str, load: float | None, cores: int, window: tuple[float, float] | None = None,
+                 runs: str = "runs") -> str:
+    """The LOADED machine line: no ``what`` lost time, yet the process lost a share of its timed
+    window (``window``: lost and wall ms, :func:`shared_window`; ``runs``: what the window's
+    timed stretches are called) or the load average was high (:func:`loaded`); each reading that
+    crossed its rule is said."""
+    said = []
+    if window is not None and shared_window(*window):
+        said.append(_window_words(window[0], window[1], runs))
+    if loaded(load, cores):
+        said.append(f"the load average reached {load:.1f} on {cores} usable core(s) {LOAD_COUNTS}")
+    return (f"machine: LOADED: no {what} lost {BUSY_SHARE:.0%} of its time to other processes, but "
+            f"{'; and '.join(said)}: {LOADED_WORDS}")
+
+
+def _is_loaded(load: float | None, cores: int, window: tuple[float, float] | None) -> bool:
+    return loaded(load, cores) or (window is not None and shared_window(*window))
 
 
 def machine_words(found: Contention) -> str:
     """The machine line: quiet, or how many runs lost how much to other processes, what the
-    statistics did about it, and what to do; LOADED where no run lost time but the load average
-    says other processes ran beside it (:func:`loaded`)."""
+    statistics did about it, and what to do; LOADED where no run lost time but the process lost a
+    share of its timed window (:func:`shared_window`) or the load average says other processes ran
+    beside it (:func:`loaded`)."""
     if not found.busy.any():
-        if loaded(found.load, found.cores):
-            return _loaded_line("timed run", found.load, found.cores)  # type: ignore[arg-type]
+        if found.loaded:
+            return _loaded_line("timed run", found.load, found.cores, (found.window_lost_ms, found.window_ms))
         return (f"machine: quiet: no timed run lost {BUSY_SHARE:.0%} of its time to other processes "
                 f"({_load_words(found)})")
     span = _span(found.shares * 100)
@@ -292,10 +349,11 @@ def machine_words(found: Contention) -> str:
 
 
 def steps_machine_words(phases: Sequence[tuple[str, ArrayLike, ArrayLike]], load: float | None,
-                        cores: int, noun: str = "steps") -> str:
+                        cores: int, noun: str = "steps", window: tuple[float, float] | None = None) -> str:
     """The machine line of timed steps by phase (``(name, lost_ms, wall_ms)`` each; generate: the
     prefill's one run and the decode steps), on the rule of every machine line (:func:`busy_mask`):
-    quiet, or per phase what its busy steps lost."""
+    quiet, or per phase what its busy steps lost; LOADED as :func:`machine_words` says it
+    (``window``: what the process lost over its timed window, and the window's wall ms)."""
     parts = []
     for name, lost, wall in phases:
         lost_a, wall_a = np.asarray(lost, dtype=np.float64), np.asarray(wall, dtype=np.float64)
@@ -312,8 +370,8 @@ def steps_machine_words(phases: Sequence[tuple[str, ArrayLike, ArrayLike]], load
             parts.append(f"{int(busy.sum())} of {len(wall_a)} {name} {noun} lost {_span(shares)} of their time"
                          + (" (lost_ms in the per-token table)" if noun == "steps" else ""))
     where = f"load {load:.1f} on {cores} usable core(s)" if load is not None else f"{cores} usable core(s)"
-    if not parts and loaded(load, cores):
-        return _loaded_line(noun[:-1], load, cores)  # type: ignore[arg-type]
+    if not parts and _is_loaded(load, cores, window):
+        return _loaded_line(noun[:-1], load, cores, window, noun)
     if not parts:
         return f"machine: quiet: no {noun[:-1]} lost {BUSY_SHARE:.0%} of its time to other processes ({where})"
     return ("machine: BUSY: " + "; ".join(parts) + f" ({where}); the times above include what they lost; for steadier "
@@ -336,14 +394,24 @@ def cpu_clock_words(meta: Mapping[str, Any]) -> str:
 
 def busy_machine(meta: Mapping[str, Any], runs: pd.DataFrame) -> str:
     """Why a profile was taken on a busy machine, in words ("" if it was not, or nothing was
-    measured): some of its timed runs lost time to other processes, or the load average reached
-    the usable cores plus :data:`BUSY_LOAD_MARGIN` (other processes on the other cores slow the
-    model through the shared caches and memory without taking its CPU)."""
+    measured): some of its timed runs lost time to other processes, the process lost a share of
+    its timed window (:func:`shared_window`), or the load average reached the usable cores plus
+    :data:`BUSY_LOAD_MARGIN` (other processes on the other cores slow the model through the
+    shared caches and memory without taking its CPU)."""
     found = contention(meta, runs)
     if found is None:
         return ""
     if found.busy.any():
         return f"{int(found.busy.sum())} of {len(found.runs)} timed runs lost time to other processes"
+    return loaded_words(found)
+
+
+def loaded_words(found: Contention) -> str:
+    """A loaded machine's readings in a few words ("" where none crossed its rule): the share of
+    the timed window the process lost (:func:`shared_window`), the load average (:func:`loaded`)."""
+    said = []
+    if shared_window(found.window_lost_ms, found.window_ms):
+        said.append(f"the process lost {found.window_lost_ms / found.window_ms:.0%} of its timed window to other processes")
     if loaded(found.load, found.cores):
-        return f"load {found.load:.1f} on {found.cores} usable core(s)"
-    return ""
+        said.append(f"load {found.load:.1f} on {found.cores} usable core(s)")
+    return "; ".join(said)

@@ -262,9 +262,11 @@ class Generation:
         pt = self.per_token
         phases = [(name, pt.loc[pt["phase"] == name, "lost_ms"].astype(float).to_numpy(),
                    pt.loc[pt["phase"] == name, "time_ms"].astype(float).to_numpy()) for name in ("prefill", "decode")]
-        load = self.meta.get("load")
+        load, m = self.meta.get("load"), self.meta
+        window = (m.get("window_lost_ms"), m.get("window_ms"))
         return steps_machine_words(phases, float(load) if isinstance(load, (int, float)) else None,
-                                   int(self.meta.get("cores") or 0))
+                                   int(self.meta.get("cores") or 0),
+                                   window=window if all(isinstance(v, (int, float)) for v in window) else None)  # type: ignore[arg-type]
 
     def busy_steps(self) -> list[int]:
         """The tokens whose step lost time to other processes (the rule of every machine line)."""

@@ -197,7 +197,7 @@ def report_cards(profile: "Profile") -> list[tuple[str, str]]:
     outside every node, coverage, outlier runs and the machine (as the header's machine line
     says it, :mod:`fxprof.core.contention`), then the nodes, the timed runs and the share of
     ``record_function`` bookkeeping."""
-    from ..core.contention import loaded
+    from ..core.contention import loaded_words
     from ..core.rollup import is_bookkeeping
 
     table = profile.df
@@ -215,8 +215,8 @@ def report_cards(profile: "Profile") -> list[tuple[str, str]]:
         found = profile.contention
         if found is not None:
             busy = int(found.busy.sum())
-            cards.append(("machine", (f"LOADED: no run lost time, but load {found.load:.1f} on {found.cores} usable core(s)"
-                                      if loaded(found.load, found.cores) else "quiet") if not busy else
+            cards.append(("machine", (f"LOADED: no run lost time, but {loaded_words(found)}"
+                                      if found.loaded else "quiet") if not busy else
                           f"BUSY: {busy} of {len(found.runs)} runs lost time to other processes"
                           + (" (left out)" if found.left_out and not profile.keep_outliers else " (in the figures)")))
     book = is_bookkeeping(table)

@@ -21,7 +21,8 @@ measured call's window and the lost time it was charged (``meter.windows``: a re
 read at its first and last mark, or a call the meter wrapped); this script
 collects them (it wraps the meter's constructor while a mode runs, and puts it back) and holds
 each window's charge against its truth. Per mode, condition and kind of window (fxprof's timed
-runs, the model's own runs, a session's runs, generate's steps):
+runs, the model's own runs, a session's runs, generate's steps, and ``window``: the whole timed
+window, the runs and what lay between them, which the machine line's LOADED rule reads):
 
 - ``truth`` and ``meter``: the share of the windows' wall time lost, summed over the windows;
 - ``|err|``: the difference of the two shares (the issue's target: within 0.1 of the truth);
@@ -159,7 +160,8 @@ def _labelled(meters: list[Any], label_of: Any) -> dict[str, list[tuple[int, int
     out: dict[str, list[tuple[int, int, float, float]]] = {}
     for meter in meters:
         for start, end, lost, tag, off in meter.windows:
-            out.setdefault(label_of(meter, tag), []).append((start, end, lost, off))
+            label = "window" if tag == -2 else label_of(meter, tag)  # a whole timed window (start_window)
+            out.setdefault(label, []).append((start, end, lost, off))
     return out
 
 

@@ -1,12 +1,15 @@
 """The machine line's three words (no torch needed): quiet, BUSY (runs lost time to other
-processes) and LOADED (no run lost time, but the load average says other processes ran beside
-the model and slowed it without taking its CPU)."""
+processes) and LOADED (no run lost time, but the process lost a share of its timed window, or
+the load average says other processes ran beside the model and slowed it without taking its
+CPU)."""
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
-from fxprof.core.contention import busy_machine, contention, loaded, machine_words, steps_machine_words
+from fxprof.core.contention import busy_machine, contention, loaded, loaded_words, machine_words, shared_window, steps_machine_words
 
 
 def _found(lost: list[float], load: float, cores: int):
@@ -33,3 +36,39 @@ def test_a_machine_whose_load_reached_its_cores_plus_one_is_never_called_quiet()
     assert steps_machine_words(steps, 4.7, 2, noun="calls").startswith("machine: LOADED: no call lost")
     lost = [("prefill", [1.5], [2.0]), ("decode", [0.0, 0.0, 0.0], [0.4, 0.4, 0.4])]
     assert steps_machine_words(lost, 4.7, 2).startswith("machine: BUSY: the prefill lost 1.5 of its 2 ms")
+
+
+def _windowed(lost: list[float], load: float, cores: int, window_lost: float, window: float):
+    runs = pd.DataFrame({"run": range(len(lost)), "total_ms": [0.1] * len(lost)})
+    return contention({"contention": {"lost_ms": lost, "load": [load], "cores": cores, "source": "schedstat",
+                                      "window_lost_ms": window_lost, "window_ms": window}}, runs)
+
+
+def test_a_process_that_lost_a_share_of_its_timed_window_is_never_called_quiet():
+    """Beside one busy loop on its core, a 0.05 ms MLP's profile lost 25.8 of its 58.2 ms timed
+    window to it, between the runs: no run was charged (each fits between the loop's slices),
+    the load average (1.9 on one core) had not caught up, and the line said "quiet"."""
+    assert shared_window(25.8, 58.2) and shared_window(3.0, 58.2) and not shared_window(2.8, 58.2)
+    assert not shared_window(0.04, 0.5)  # a wake-up of a few microseconds is not contention
+    assert not shared_window(math.nan, math.nan) and not shared_window(None, None) and not shared_window(1.0, 0.0)
+    found = _windowed([0.0] * 300, 1.9, 1, 25.8, 58.2)
+    assert found.loaded and not found.busy.any()
+    line = machine_words(found)
+    assert line.startswith("machine: LOADED: no timed run lost 5% of its time to other processes, but the process "
+                           "waited 44% of the timed window (25.8 of 58.2 ms, the timed runs and what lay between them) "
+                           "for a CPU that other processes held"), line
+    assert "load average" not in line and "taskset" in line  # only the reading that crossed its rule is said
+    both = machine_words(_windowed([0.0] * 4, 4.7, 2, 3000.0, 5000.0))
+    assert "(3,000 of 5,000 ms," in both and "; and the load average reached 4.7 on 2 usable core(s)" in both, both
+    assert machine_words(_windowed([0.0] * 4, 1.0, 2, 0.5, 58.2)).startswith("machine: quiet:")
+    assert loaded_words(found) == "the process lost 44% of its timed window to other processes"
+    # a file written before the window was measured reads as before
+    old = _found([0.0] * 4, 1.0, 2)
+    assert math.isnan(old.window_ms) and not old.loaded and machine_words(old).startswith("machine: quiet:")
+    # busy runs are said first, whatever the window lost
+    assert machine_words(_windowed([0.5, 0.0, 0.0, 0.0], 1.0, 2, 30.0, 50.0)).startswith("machine: BUSY: 1 of 4")
+    steps = [("prefill", [0.0], [2.0]), ("decode", [0.0, 0.0, 0.0], [0.4, 0.4, 0.4])]
+    line = steps_machine_words(steps, 1.0, 2, window=(3.0, 10.0))
+    assert line.startswith("machine: LOADED: no step lost 5% of its time to other processes, but the process waited "
+                           "30% of the timed window (3 of 10 ms, the timed steps and what lay between them)"), line
+    assert steps_machine_words(steps, 1.0, 2, window=(0.1, 10.0)).startswith("machine: quiet:")

@@ -153,6 +153,7 @@ def profile_compiled(model: nn.Module, args: tuple, kwargs: dict, compile: Any, 
         caught.phase = "timed"
         timers, why = marks_for(session, caught, on_cuda, described)
         meter = ContentionMeter()  # what each run lost to other processes (fxprof.core.contention)
+        window = meter.start_window()  # and the whole window: the runs, the plain loops, what lay between
         if timers:
             graphs = len(session.order)
             plain, bounds, rows = marked_runs(call, sync, iters, args, kwargs, timers, meter)
@@ -164,6 +165,7 @@ def profile_compiled(model: nn.Module, args: tuple, kwargs: dict, compile: Any, 
             plain, events, after = interleaved_runs(call, sync, iters, args, kwargs, on_cuda, meter)
             if after:
                 described["unprofiled_after_profiler_ms"] = [round(v, 6) for v in after]
+        window_lost, window_ms = meter.window_since(window)
         recorded = record_memory_run(call, sync, lambda: clone_tensors((args, kwargs)), root, memory_devices(root, args, kwargs),
                                      meta_base, RUN_RANGE, outer) if memory else None  # untimed: memory per kernel
         described["recompile_reasons"] = [{"graph": g, "reason": r, "during": p} for g, r, p in caught.recompiles]
@@ -173,7 +175,8 @@ def profile_compiled(model: nn.Module, args: tuple, kwargs: dict, compile: Any, 
     else:
         profile = profile_from_events(root, session, caught, events, on_cuda, plain, compile_s, described, compiled_first,
                                       meta_base, name, recorded, lost=(meter.lost_ms, meter.own_lost_ms))
-    profile.meta = meter.describe(profile.meta, unprofiled_lost_ms=meter.own_lost_ms)
+    profile.meta = meter.describe(profile.meta, unprofiled_lost_ms=meter.own_lost_ms, window_lost_ms=round(window_lost, 6),
+                                  window_ms=round(window_ms, 6))
     return profile
 
 

@@ -177,7 +177,7 @@ def _timed_runs(one_run: Any, recorder: Recorder, iters: int, kernel_time: bool,
             # minus the model's own runs (fxprof.core.overhead)
             meta["timed_wall_ms"] = (time.perf_counter_ns() - began) / 1e6
             meta["own_wall_ms"] = own_wall_ns / 1e6
-        window_lost = meter.window_lost_ms() if meter is not None else float("nan")
+        window_lost, window_ms = meter.window_lost_ms() if meter is not None else (float("nan"), float("nan"))
     if own is not None and stopped is None:
         for _ in range(len(own_slots) if kernel_time else 0):
             own.run()
@@ -188,7 +188,7 @@ def _timed_runs(one_run: Any, recorder: Recorder, iters: int, kernel_time: bool,
         own_lost = list(own.lost_ms) if own is not None else []
         recorder.watch = None
         meta = meter.describe(meta, lost_ms=watch.lost_of(recorder.recording), own_lost_ms=own_lost,  # type: ignore[union-attr]
-                              window_lost_ms=round(window_lost, 6))
+                              window_lost_ms=round(window_lost, 6), window_ms=round(window_ms, 6))
     meta = budget.describe(meta)
     if kernel_time:
         meta["profiler_warmup_runs"] = kernel_prof.warmup

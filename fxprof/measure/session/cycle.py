@@ -32,6 +32,10 @@ class Cycle:
         self.run_graphs: list[tuple[int, int]] = []  # backward=True: (forward, backward) graph executions per run
         #: the memory of the warm-up steps before it: (per-node records, meta) (fxprof.measure.session.memory)
         self.memory: tuple[dict[str, dict[str, Any]], dict[str, Any]] = ({}, {})
+        #: the contention meter's reading where the cycle began, and (lost ms, wall ms) over the
+        #: cycle where it ended: what the process lost between its runs too (fxprof.core.contention)
+        self.window: Any = None
+        self.window_lost: tuple[float, float] = (float("nan"), float("nan"))
 
     @property
     def runs(self) -> int:

@@ -211,8 +211,8 @@ class Session:
     def _enter_step(self, step: int, action: str | None = None) -> None:
         self._action = action if action is not None else schedule_action(self.schedule, step)
         if self._action.startswith("active") and self._cycle is None:
-            self._meter.rescan()  # the threads the loop has started by now
             self._cycle = Cycle(self._cycles, step)
+            self._cycle.window = self._meter.start_window()  # with the threads the loop has started by now
             self._watch.track(self._cycle.recording)
             self._cycle.memory = self._memory.take()
         elif self._action == "warmup":
@@ -406,6 +406,7 @@ class Session:
         if cycle is None:
             self._built()
             return
+        cycle.window_lost = self._meter.window_since(cycle.window)
         self._cycles += 1
         if follows and self.defer_builds and error is None and self.on_ready is None and not is_initialized():
             later = self._profile(cycle, incomplete, error, later=True)
@@ -457,8 +458,8 @@ class Session:
             return None
         assert self._recorder is not None and self._timer is not None
         first = cycle.captures[0]
-        now = (self.step_num, self._capture_count(), len(self._signatures),
-               capture_words(self._all_captures(), len(self._signatures), self._capture_count(), self._recaptures))
+        count, signatures = self._capture_count(), len(self._signatures)
+        now = (self.step_num, count, signatures, capture_words(self._all_captures(), signatures, count, self._recaptures))
         if later:
             finish = first.build_later(self.plan.name)
             return lambda: finish(self._cycle_meta(cycle, incomplete, error, now))
@@ -517,7 +518,8 @@ class Session:
         meta["notes"] = notes + memory_meta.get("notes", []) + meta.get("notes", [])
         meta = self._own.describe(meta, [self._signature_keys[s] for s in used])
         return self._meter.describe(meta, lost_ms=self._watch.lost_of(recording),
-                                    own_lost_ms=self._own.lost_of([self._signature_keys[s] for s in used]))
+                                    own_lost_ms=self._own.lost_of([self._signature_keys[s] for s in used]),
+                                    window_lost_ms=round(cycle.window_lost[0], 6), window_ms=round(cycle.window_lost[1], 6))
 
     @property
     def captures(self) -> int:

@@ -172,7 +172,8 @@ class ContentionMeter:
         #: the model's own (unprofiled) runs' lost time, where the caller measures them with this meter
         self.own_lost_ms: list[float] = []
         #: (start ns, end ns, lost ms, ``id`` of the list the value went to; 0 for :meth:`lost_since`,
-        #: -1 for a recorder's run read by a :class:`RunWatch`; the calling thread's ms off the CPU)
+        #: -1 for a recorder's run read by a :class:`RunWatch`, -2 for a whole window
+        #: (:meth:`window_since`); the calling thread's ms off the CPU)
         #: of every measured call, in order; None (the default): not kept, a harness that holds the
         #: meter against a ground truth sets a list (a long session would otherwise grow it every run)
         self.windows: list[tuple[int, int, float, int, float]] | None = None
@@ -255,17 +256,32 @@ class ContentionMeter:
         """Take in the threads started since the meter was made (torch's pools start on first use)."""
         self._threads.rescan()
 
-    def start_window(self) -> None:
+    def start_window(self) -> Snapshot:
         """Start measuring a whole window (the timed runs and everything between them); threads
-        started since the meter was made (torch's pools start on first use) are taken in."""
+        started since the meter was made (torch's pools start on first use) are taken in. The
+        reading is kept for :meth:`window_lost_ms` and returned for :meth:`window_since`."""
         self._threads.rescan()
         self._window = self._snapshot()
+        return self._window
 
-    def window_lost_ms(self) -> float:
-        """What the process lost to other processes since :meth:`start_window` (NaN if not started)."""
+    def window_since(self, mark: Snapshot) -> tuple[float, float]:
+        """``(ms lost to other processes, wall ms)`` over the window since ``mark`` (a
+        :meth:`start_window` or :meth:`mark` reading on this thread): what the process lost
+        between the runs as well as in them (:func:`fxprof.core.contention.shared_window`); kept
+        in :attr:`windows` (tag -2) where a harness holds the meter against a ground truth."""
+        after = self._snapshot(end=True)
+        wall = (after[0] - mark[0]) / 1e6
+        lost = min(self._lost(mark, after), wall)
+        if self.windows is not None:
+            self.windows.append((mark[0], after[0], lost, -2, _off_ms(mark, after)))
+        return lost, wall
+
+    def window_lost_ms(self) -> tuple[float, float]:
+        """:meth:`window_since` the :meth:`start_window` reading; ``(NaN, NaN)`` if not started."""
         if self._window is None:
-            return float("nan")
-        return self._lost(self._window, self._snapshot(end=True))
+            return float("nan"), float("nan")
+        return self.window_since(self._window)
+
     # ------------------------------------------------------------------ the record
     def describe(self, meta: dict[str, Any], lost_ms: list[float] | None = None, **extra: Any) -> dict[str, Any]:
         """``meta`` with ``meta["contention"]``: ``source``, ``load`` ([at start, now]), ``cores``,

@@ -128,6 +128,15 @@ def header_problems(profile: Any) -> list[str]:
             left = "left out of the statistics" in machine
             if left != (found.left_out):
                 problems.append(f"machine line on leaving busy runs out disagrees with the statistics: {machine!r}")
+            further = re.search(r"between the runs the process lost a further (\d+)% of the timed window \(([\d.,]+) of "
+                                r"([\d.,]+) ms\)", machine)
+            from fxprof.core.contention import shared_window as _shared
+
+            if bool(further) != (found.left_out and not found.kept_busy_ranks
+                                 and _shared(found.between_lost_ms, found.window_ms)) or (
+                    further and not _close(float(further[2].replace(",", "")), found.between_lost_ms, 0.01, 0.001)):
+                problems.append(f"what the window lost between the runs ({found.between_lost_ms} of {found.window_ms} ms) "
+                                f"is not what the machine line says: {machine!r}")
             kept = profile.kept_runs()
             kept_set = set(range(profile.num_runs)) if kept is None else set(kept)
             if found.left_out and not profile.keep_outliers and kept_set & set(profile.busy_runs):

@@ -25,7 +25,7 @@ from numpy.typing import ArrayLike
 
 __all__ = ["BUSY_SHARE", "BUSY_MIN_MS", "QUIET_MIN_RUNS", "BUSY_LOAD_MARGIN", "Contention", "contention", "busy_mask",
            "enough_quiet", "quiet_values", "less_lost_ms", "quiet_runs", "machine_words", "cpu_clock_words", "steps_machine_words", "busy_machine",
-           "loaded", "loaded_words", "shared_window", "LOADED_WORDS"]
+           "loaded", "loaded_words", "shared_window", "between_runs_lost_ms", "LOADED_WORDS"]
 
 #: a run is busy when other processes took at least this share of its wall time ...
 BUSY_SHARE = 0.05
@@ -114,6 +114,8 @@ class Contention:
     #: everything between them), and that window's wall time, in ms; NaN where not measured
     window_lost_ms: float = math.nan
     window_ms: float = math.nan
+    #: of that, what the process lost outside every timed run and own run (:func:`between_runs_lost_ms`)
+    between_lost_ms: float = math.nan
 
     @property
     def loaded(self) -> bool:
@@ -196,11 +198,25 @@ def contention(meta: Mapping[str, Any], runs: pd.DataFrame) -> Contention | None
     return Contention(runs=numbers, lost_ms=lost_ms, wall_ms=wall, busy=busy_mask(lost_ms, wall),
                       load=max(loads) if loads else None, cores=int(found.get("cores") or 0),
                       source=str(found.get("source", "")), window_lost_ms=_number(found.get("window_lost_ms")),
-                      window_ms=_number(found.get("window_ms")))
+                      window_ms=_number(found.get("window_ms")), between_lost_ms=between_runs_lost_ms(found))
 
 
 def _number(value: Any) -> float:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
+
+
+def between_runs_lost_ms(found: Mapping[str, Any]) -> float:
+    """What the process lost to other processes in its timed window outside every timed run and
+    every own (unprofiled) run the record holds (``meta["contention"]``: ``window_lost_ms`` less
+    ``lost_ms``, ``own_lost_ms`` and ``unprofiled_lost_ms``; at least 0); NaN where the window
+    was not measured. A session's own runs lie outside its cycles' windows: taking them off too
+    only reads less."""
+    window = _number(found.get("window_lost_ms"))
+    if not math.isfinite(window):
+        return math.nan
+    inside = math.fsum(v for key in ("lost_ms", "own_lost_ms", "unprofiled_lost_ms") for v in (found.get(key) or ())
+                       if isinstance(v, (int, float)) and math.isfinite(v))
+    return max(0.0, window - inside)
 
 
 def _ranked(meta: Mapping[str, Any], runs: pd.DataFrame) -> Contention | None:
@@ -343,6 +359,10 @@ def machine_words(found: Contention) -> str:
     elif found.left_out:
         then = (f"; they are left out of the statistics, which use the {int((~found.busy).sum())} quiet runs "
                 f"(profile.keep_outliers = True keeps them)")
+        if shared_window(found.between_lost_ms, found.window_ms):
+            then += (f"; between the runs the process lost a further {found.between_lost_ms / found.window_ms:.0%} of the "
+                     f"timed window ({_ms(found.between_lost_ms)} of {_ms(found.window_ms)} ms) to them, so the quiet runs "
+                     f"ran beside other processes too, in caches they cooled, and may be slow")
     else:
         then = ("; too few quiet runs to leave them out: the times here include time lost to other processes")
     return head + then + "; for steadier figures pin the process to a core of its own (taskset -c N), use fewer threads, or a quiet machine"

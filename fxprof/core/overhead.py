@@ -17,6 +17,8 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
+from .contention import between_runs_lost_ms
+
 __all__ = ["BetweenRuns", "between_runs"]
 
 
@@ -51,9 +53,5 @@ def between_runs(meta: Mapping[str, Any], runs: pd.DataFrame) -> BetweenRuns | N
     if inside <= 0:
         return None
     own = _finite(meta.get("own_wall_ms"))
-    found = meta.get("contention") or {}
-    window = _finite(found.get("window_lost_ms"))
-    in_runs = math.fsum(_finite(v) for v in found.get("lost_ms") or ())
-    in_own = math.fsum(_finite(v) for v in found.get("own_lost_ms") or ())
-    lost = max(0.0, window - in_runs - in_own)
+    lost = _finite(between_runs_lost_ms(meta.get("contention") or {}))
     return BetweenRuns(between_ms=max(0.0, float(wall) - inside - own - lost), runs_ms=inside, own_ms=own, lost_ms=lost)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Union
 import numpy as np
 import pandas as pd
 
-from .contention import BUSY_SHARE
+from .contention import BUSY_SHARE, loaded_words
 from .memory import MEMORY_CHANGE_COLUMNS, memory_changes
 from .roofline import peaks_differ
 
@@ -368,10 +368,15 @@ def comparability(a: ProfileOrTable, b: ProfileOrTable, diff: pd.DataFrame | Non
 def busy_sides(a: "Profile", b: "Profile") -> list[str]:
     """A sentence for each side whose timed runs lost time to other processes
     (:mod:`fxprof.core.contention`): whether the comparison leaves them out or its times include
-    the lost time."""
+    the lost time; or, where no run lost time, whose machine was loaded (the process lost a share
+    of its timed window, or the load average was high: its times may be high)."""
     out = []
     for side, prof in (("a", a), ("b", b)):
         found = prof.contention
+        if found is not None and not found.busy.any() and found.loaded:
+            out.append(f"{side} was profiled on a loaded machine ({loaded_words(found)}): no timed run lost "
+                       f"{BUSY_SHARE:.0%} of its time, but processes beside the runs slow them without taking their CPU, "
+                       f"so its times may be high")
         if found is None or not found.busy.any():
             continue
         kept = "left out of the comparison" if found.left_out and not prof.keep_outliers else \

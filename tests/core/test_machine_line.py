@@ -100,3 +100,25 @@ def test_quiet_runs_kept_beside_a_window_lost_between_them_are_not_said_to_be_cl
     quiet_between = contention({"contention": {**record, "window_lost_ms": 1.0}}, runs)
     assert quiet_between.between_lost_ms == 0.25 and "a further" not in machine_words(quiet_between)
     assert math.isnan(between_runs_lost_ms({"lost_ms": [0.5]}))  # no window measured: nothing said
+
+
+def test_a_comparison_names_the_side_profiled_on_a_loaded_machine():
+    """fxprof compare said nothing of a side whose process lost 44% of its window to a loop on
+    its core (no run charged), though its times may be high; the gate (busy_sides_words) did."""
+    from fxprof.core.compare import busy_sides
+    from fxprof.core.nodes import NodeInfo
+    from fxprof.core.profile import Profile
+
+    def side(window_lost: float) -> Profile:
+        samples = pd.DataFrame({"node": ["a", "a"], "run": [0, 1], "time_ms": [0.1, 0.1], "host_ms": [0.1, 0.1]})
+        prof = Profile([NodeInfo(name="a", op="call_function", target="f", module_type="", scope="", range="")], samples,
+                       pd.DataFrame({"run": [0, 1], "total_ms": [0.1, 0.1]}),
+                       {"contention": {"lost_ms": [0.0, 0.0], "load": [0.5], "cores": 2, "source": "schedstat",
+                                       "window_lost_ms": window_lost, "window_ms": 10.0}})
+        assert prof.contention is not None
+        return prof
+
+    said = busy_sides(side(0.0), side(4.4))
+    assert said == ["b was profiled on a loaded machine (the process lost 44% of its timed window to other processes): "
+                    "no timed run lost 5% of its time, but processes beside the runs slow them without taking their "
+                    "CPU, so its times may be high"], said

@@ -148,7 +148,8 @@ def _whatif(model: nn.Module, args: tuple, kwargs: dict, parsed: list, names: li
                     meta={"iters": iters, "warmup": warmup, "threads": torch.get_num_threads(), "torch": torch.__version__,
                           "device": _device(base), "interleaved": True,
                           "load": [meter.load_start, machine_load()], "cores": meter.cores,
-                          **({"window_lost_ms": round(window_lost, 6), "window_ms": round(window_ms, 6)} if meter.source else {})})
+                          **({"window_lost_ms": round(window_lost, 6), "window_ms": round(window_ms, 6)}
+                             if window_lost == window_lost and window_ms == window_ms else {})})  # NaN: not measured
     if blocks:
         for p in ready:
             if p.name not in times:

@@ -26,6 +26,14 @@ def _close(a: float, b: float, rel: float = 0.02, abs_ms: float = 0.0) -> bool:
     return abs(a - b) <= max(rel * max(abs(a), abs(b)), abs_ms)
 
 
+def _window_said(said: re.Match, lost_ms: float, window_ms: float) -> bool:
+    """A machine line's ``N% of the timed window (L of W ms`` against the record's figures: the
+    share to the percent, each time as printed (three figures, or whole ms from 1,000)."""
+    lost, window = (float(said[i].replace(",", "")) for i in (2, 3))
+    return (abs(int(said[1]) - 100 * lost_ms / window_ms) <= 0.5 + 1e-9 and _close(lost, lost_ms, 0.01, 0.001)
+            and _close(window, window_ms, 0.01, 0.001))
+
+
 def header_problems(profile: Any) -> list[str]:
     """Every contradiction on ``profile``'s summary page (header and table)."""
     from fxprof.core.fidelity import outside_label
@@ -114,8 +122,7 @@ def header_problems(profile: Any) -> list[str]:
             # each reading the LOADED line names crossed its rule, with the figures the record holds
             said = re.search(r"the process waited (\d+)% of the timed window \(([\d.,]+) of ([\d.,]+) ms", machine)
             if shared_window(found.window_lost_ms, found.window_ms) != bool(said) or (
-                    said and not (_close(float(said[2].replace(",", "")), found.window_lost_ms, 0.01, 0.001)
-                                  and _close(float(said[3].replace(",", "")), found.window_ms, 0.01, 0.001))):
+                    said and not _window_said(said, found.window_lost_ms, found.window_ms)):
                 problems.append(f"the window's lost time ({found.window_lost_ms} of {found.window_ms} ms) is not what "
                                 f"the machine line says: {machine!r}")
             if loaded(found.load, found.cores) != ("the load average reached" in machine):
@@ -130,11 +137,9 @@ def header_problems(profile: Any) -> list[str]:
                 problems.append(f"machine line on leaving busy runs out disagrees with the statistics: {machine!r}")
             further = re.search(r"between the runs the process lost a further (\d+)% of the timed window \(([\d.,]+) of "
                                 r"([\d.,]+) ms\)", machine)
-            from fxprof.core.contention import shared_window as _shared
-
             if bool(further) != (found.left_out and not found.kept_busy_ranks
-                                 and _shared(found.between_lost_ms, found.window_ms)) or (
-                    further and not _close(float(further[2].replace(",", "")), found.between_lost_ms, 0.01, 0.001)):
+                                 and shared_window(found.between_lost_ms, found.window_ms)) or (
+                    further and not _window_said(further, found.between_lost_ms, found.window_ms)):
                 problems.append(f"what the window lost between the runs ({found.between_lost_ms} of {found.window_ms} ms) "
                                 f"is not what the machine line says: {machine!r}")
             kept = profile.kept_runs()

@@ -25,7 +25,7 @@ from numpy.typing import ArrayLike
 
 __all__ = ["BUSY_SHARE", "BUSY_MIN_MS", "QUIET_MIN_RUNS", "BUSY_LOAD_MARGIN", "Contention", "contention", "busy_mask",
            "enough_quiet", "quiet_values", "less_lost_ms", "quiet_runs", "machine_words", "cpu_clock_words", "steps_machine_words", "busy_machine",
-           "loaded", "loaded_words", "shared_window", "between_runs_lost_ms", "LOADED_WORDS"]
+           "loaded", "loaded_words", "shared_window", "between_runs_lost_ms", "window_figures", "LOADED_WORDS"]
 
 #: a run is busy when other processes took at least this share of its wall time ...
 BUSY_SHARE = 0.05
@@ -195,10 +195,28 @@ def contention(meta: Mapping[str, Any], runs: pd.DataFrame) -> Contention | None
     lost_ms = np.asarray(lost, dtype=np.float64)[numbers]
     wall = _wall_ms(runs)
     loads = _loads(found)
+    window = _window(found)
     return Contention(runs=numbers, lost_ms=lost_ms, wall_ms=wall, busy=busy_mask(lost_ms, wall),
                       load=max(loads) if loads else None, cores=int(found.get("cores") or 0),
-                      source=str(found.get("source", "")), window_lost_ms=_number(found.get("window_lost_ms")),
-                      window_ms=_number(found.get("window_ms")), between_lost_ms=between_runs_lost_ms(found))
+                      source=str(found.get("source", "")), window_lost_ms=window["window_lost_ms"],
+                      window_ms=window["window_ms"], between_lost_ms=window["between_lost_ms"])
+
+
+def _window(found: Mapping[str, Any]) -> dict[str, float]:
+    """The window's figures of a record, each lost time at most the window (a file summed or
+    edited by hand may say more; the meter never does)."""
+    window = _number(found.get("window_ms"))
+    cap = window if math.isfinite(window) else math.inf
+    return {"window_ms": window, "window_lost_ms": min(_number(found.get("window_lost_ms")), cap),
+            "between_lost_ms": min(between_runs_lost_ms(found), cap)}
+
+
+def window_figures(meta: Mapping[str, Any]) -> tuple[float, float] | None:
+    """``(lost ms, wall ms)`` of a record's timed window (a generation's or whatif's meta, or
+    ``meta["contention"]``), the lost time at most the window; None where it was not measured."""
+    found = _window(meta)
+    pair = (found["window_lost_ms"], found["window_ms"])
+    return pair if all(math.isfinite(v) for v in pair) else None
 
 
 def _number(value: Any) -> float:
@@ -264,7 +282,7 @@ def _rank_words(found: Contention) -> str:
         parts.append(f"rank {int(rank)} {int(found.busy[at].sum())} of {int(at.sum())}")
         if lost > most:
             worst, most = int(rank), lost
-    return f"per rank: {', '.join(parts)}; the worst rank {worst} (its busy runs lost {most:.3g} ms)"
+    return f"per rank: {', '.join(parts)}; the worst rank {worst} (its busy runs lost {_ms(most)} ms)"
 
 
 def _load_words(found: Contention) -> str:
@@ -306,14 +324,15 @@ LOADED_WORDS = ("processes running beside a run share the caches, the memory and
 
 
 def _ms(value: float) -> str:
-    """Milliseconds to three significant figures, whole ones from 1,000 on (never ``1.2e+03``)."""
+    """Milliseconds to three significant figures, rounded first: whole ones with thousands
+    separated from 1,000 on (999.7 reads ``1,000``, 1234.5 ``1,230``; never ``1e+03``)."""
+    value = float(f"{value:.3g}")
     return f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
 
 
 def _window_words(lost_ms: float, window_ms: float, runs: str) -> str:
     return (f"the process waited {lost_ms / window_ms:.0%} of the timed window ({_ms(lost_ms)} of {_ms(window_ms)} ms, "
-            f"the timed {runs} and what lay between them) for a CPU that other processes held, so they ran on its "
-            f"core(s) between the {runs}")
+            f"the timed {runs} and what lay between them) for a CPU that other processes held")
 
 
 def _loaded_line(what: str, load: float | None, cores: int, window: tuple[float, float] | None = None,
@@ -384,7 +403,7 @@ def steps_machine_words(phases: Sequence[tuple[str, ArrayLike, ArrayLike]], load
             continue
         shares = np.minimum(lost_a[busy] / wall_a[busy], 1.0) * 100
         if len(wall_a) == 1:
-            parts.append(f"the {name} lost {float(lost_a[0]):.3g} of its {float(wall_a[0]):.3g} ms ({float(shares[0]):.0f}%): "
+            parts.append(f"the {name} lost {_ms(float(lost_a[0]))} of its {_ms(float(wall_a[0]))} ms ({float(shares[0]):.0f}%): "
                          f"its time and its share of each part of the model come from that one run and include it")
         else:
             parts.append(f"{int(busy.sum())} of {len(wall_a)} {name} {noun} lost {_span(shares)} of their time"

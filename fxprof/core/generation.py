@@ -257,16 +257,14 @@ class Generation:
     def machine_line(self) -> str:
         """Whether other processes took the CPU from the prefill or the decode steps
         (:func:`fxprof.core.contention.steps_machine_words`, the rule of every machine line)."""
-        from .contention import steps_machine_words
+        from .contention import steps_machine_words, window_figures
 
         pt = self.per_token
         phases = [(name, pt.loc[pt["phase"] == name, "lost_ms"].astype(float).to_numpy(),
                    pt.loc[pt["phase"] == name, "time_ms"].astype(float).to_numpy()) for name in ("prefill", "decode")]
-        load, m = self.meta.get("load"), self.meta
-        window = (m.get("window_lost_ms"), m.get("window_ms"))
+        load = self.meta.get("load")
         return steps_machine_words(phases, float(load) if isinstance(load, (int, float)) else None,
-                                   int(self.meta.get("cores") or 0),
-                                   window=window if all(isinstance(v, (int, float)) for v in window) else None)  # type: ignore[arg-type]
+                                   int(self.meta.get("cores") or 0), window=window_figures(self.meta))
 
     def busy_steps(self) -> list[int]:
         """The tokens whose step lost time to other processes (the rule of every machine line)."""

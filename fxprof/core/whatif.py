@@ -60,15 +60,14 @@ class WhatIf:
         """Whether other processes took the CPU from the timed calls, per variant, on the rule of
         every machine line (:func:`fxprof.core.contention.steps_machine_words`); "" where nothing
         was measured."""
-        from .contention import steps_machine_words
+        from .contention import steps_machine_words, window_figures
 
         if not self.lost_ms:
             return ""
         phases = [(name, self.lost_ms[name], self.times[name]) for name in self.times if name in self.lost_ms]
         loads = [float(v) for v in (self.meta.get("load") or ()) if isinstance(v, (int, float))]
-        window = (self.meta.get("window_lost_ms"), self.meta.get("window_ms"))
         line = steps_machine_words(phases, max(loads) if loads else None, int(self.meta.get("cores") or 0), noun="calls",
-                                   window=window if all(isinstance(v, (int, float)) for v in window) else None)  # type: ignore[arg-type]
+                                   window=window_figures(self.meta))
         return line.replace("; the times above include what they lost", "; the times and verdicts include what they lost")
 
     # ------------------------------------------------------------------ tables

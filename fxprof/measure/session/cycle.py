@@ -36,6 +36,7 @@ class Cycle:
         #: cycle where it ended: what the process lost between its runs too (fxprof.core.contention)
         self.window: Any = None
         self.window_lost: tuple[float, float] = (float("nan"), float("nan"))
+        self.window_captures = 0  # the session's captures where the cycle began: one more inside, a compile was in the window
 
     @property
     def runs(self) -> int:

@@ -212,6 +212,7 @@ class Session:
         self._action = action if action is not None else schedule_action(self.schedule, step)
         if self._action.startswith("active") and self._cycle is None:
             self._cycle = Cycle(self._cycles, step)
+            self._cycle.window_captures = self._capture_count()
             self._cycle.window = self._meter.start_window()  # with the threads the loop has started by now
             self._watch.track(self._cycle.recording)
             self._cycle.memory = self._memory.take()
@@ -517,9 +518,13 @@ class Session:
         meta.update({k: v for k, v in memory_meta.items() if k != "notes"})
         meta["notes"] = notes + memory_meta.get("notes", []) + meta.get("notes", [])
         meta = self._own.describe(meta, [self._signature_keys[s] for s in used])
+        # the cycle's window, where it held only the loop's steps: not a capture or compile (its
+        # workers are processes of this run), nor what the with-block did after an incomplete cycle
+        window = (cycle.window_lost if not (incomplete or cycle.untimed_first or capture_count != cycle.window_captures)
+                  else (float("nan"), float("nan")))
         return self._meter.describe(meta, lost_ms=self._watch.lost_of(recording),
                                     own_lost_ms=self._own.lost_of([self._signature_keys[s] for s in used]),
-                                    window_lost_ms=round(cycle.window_lost[0], 6), window_ms=round(cycle.window_lost[1], 6))
+                                    window_lost_ms=round(window[0], 6), window_ms=round(window[1], 6))
 
     @property
     def captures(self) -> int:

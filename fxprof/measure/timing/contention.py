@@ -268,7 +268,11 @@ class ContentionMeter:
         """``(ms lost to other processes, wall ms)`` over the window since ``mark`` (a
         :meth:`start_window` or :meth:`mark` reading on this thread): what the process lost
         between the runs as well as in them (:func:`fxprof.core.contention.shared_window`); kept
-        in :attr:`windows` (tag -2) where a harness holds the meter against a ground truth."""
+        in :attr:`windows` (tag -2) where a harness holds the meter against a ground truth. The
+        figures are NaN without per-thread run-queue waits: ``getrusage``'s fallback counts a
+        thread's whole time off the CPU, which over a long window holds its sleeps and syncs."""
+        if self.source != "schedstat":  # getrusage's fallback would count every sleep and sync of a long window
+            return float("nan"), float("nan")
         after = self._snapshot(end=True)
         wall = (after[0] - mark[0]) / 1e6
         lost = min(self._lost(mark, after), wall)
@@ -287,7 +291,7 @@ class ContentionMeter:
         """``meta`` with ``meta["contention"]``: ``source``, ``load`` ([at start, now]), ``cores``,
         ``cpus`` (the machine's) and ``lost_ms``: what each timed run lost (default: each call
         :meth:`around` measured into :attr:`lost_ms`); ``extra`` adds more figures (the own
-        runs' lost time, the window's)."""
+        runs' lost time, the window's; a NaN is left out: not measured)."""
         if not self.source:
             return meta
         found = dict(meta.get("contention") or {})
@@ -299,6 +303,8 @@ class ContentionMeter:
             "lost_ms": [round(v, 6) for v in (self.lost_ms if lost_ms is None else lost_ms)],
         })
         for name, value in extra.items():
+            if isinstance(value, float) and value != value:
+                continue  # not measured (a window with a compile in it, or without scheduler statistics)
             found[name] = [round(v, 6) for v in value] if isinstance(value, list) else value
         return {**meta, "contention": found}
 

@@ -230,7 +230,7 @@ def time_interleaved(prepared: list[Prepared], iters: int, warmup: int, no_grad:
     package sits beside ``timing``, not above it) and ``lost``, ``lost`` receives per variant
     what each timed call lost to other processes, in ms, measured outside the timed span; the
     meter's window (:meth:`~fxprof.measure.timing.contention.ContentionMeter.start_window`) starts
-    after the warm-up, so a compile's workers are not in it."""
+    after the warm-up, so a compile's workers are not in it (none is started without one)."""
     device_type = _device_type(prepared[0].model, prepared[0].args) if prepared else "cpu"
     grad = torch.no_grad if no_grad else contextlib.nullcontext
     alive = list(prepared)
@@ -251,7 +251,7 @@ def time_interleaved(prepared: list[Prepared], iters: int, warmup: int, no_grad:
                 _sync(device_type)
             except Exception as exc:
                 failed(p, exc)
-        if meter is not None:
+        if meter is not None and warmup > 0:  # without a warm-up a compiled variant compiles in its first timed call
             meter.start_window()
         for i in range(iters):
             order = alive[i % len(alive):] + alive[: i % len(alive)] if alive else []

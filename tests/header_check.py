@@ -120,7 +120,10 @@ def header_problems(profile: Any) -> list[str]:
                             f"and {found.window_lost_ms} of the window's {found.window_ms} ms lost, yet: {machine!r}")
         if busy == 0 and found.loaded:
             # each reading the LOADED line names crossed its rule, with the figures the record holds
-            said = re.search(r"the process waited (\d+)% of the timed window \(([\d.,]+) of ([\d.,]+) ms", machine)
+            said = re.search(r"(?:the process|rank (?:\d+)'s process) waited (\d+)% of the timed window \(([\d.,]+) of "
+                             r"([\d.,]+) ms", machine)
+            if said and (found.window_rank is None) != said[0].startswith("the process"):
+                problems.append(f"the machine line names the wrong process for the window: {machine!r}")
             if shared_window(found.window_lost_ms, found.window_ms) != bool(said) or (
                     said and not _window_said(said, found.window_lost_ms, found.window_ms)):
                 problems.append(f"the window's lost time ({found.window_lost_ms} of {found.window_ms} ms) is not what "

@@ -116,6 +116,9 @@ class Contention:
     window_ms: float = math.nan
     #: of that, what the process lost outside every timed run and own run (:func:`between_runs_lost_ms`)
     between_lost_ms: float = math.nan
+    #: a gathered profile's: the rank whose process lost the largest share of its window (the
+    #: window figures are that rank's), None for one process
+    window_rank: int | None = None
 
     @property
     def loaded(self) -> bool:
@@ -250,8 +253,14 @@ def _ranked(meta: Mapping[str, Any], runs: pd.DataFrame) -> Contention | None:
     loads: list[float] = []
     cores = 0
     sources = set()
+    worst: tuple[float, int, dict[str, float]] | None = None  # (share, rank, figures): the rank that lost most of its window
     for rank in np.unique(ranks):
         found = per_rank.get(int(rank)) or {}
+        window = _window(found)
+        if window["window_ms"] > 0 and math.isfinite(window["window_lost_ms"]):
+            share = window["window_lost_ms"] / window["window_ms"]
+            if worst is None or share > worst[0]:
+                worst = (share, int(rank), window)
         lost = found.get("lost_ms")
         at = ranks == rank
         if not lost or own[at].max() >= len(lost):
@@ -261,9 +270,12 @@ def _ranked(meta: Mapping[str, Any], runs: pd.DataFrame) -> Contention | None:
         cores = max(cores, int(found.get("cores") or 0))
         sources.add(str(found.get("source", "")))
     wall = _wall_ms(runs)
+    # the worst rank's window (what lay between its runs is not claimed for a gathered profile)
     return Contention(runs=runs["run"].to_numpy(dtype=np.int64), lost_ms=lost_ms, wall_ms=wall,
                       busy=busy_mask(lost_ms, wall), load=max(loads) if loads else None, cores=cores,
-                      source="/".join(sorted(sources)), ranks=ranks)
+                      source="/".join(sorted(sources)), ranks=ranks,
+                      window_lost_ms=worst[2]["window_lost_ms"] if worst else math.nan,
+                      window_ms=worst[2]["window_ms"] if worst else math.nan, window_rank=worst[1] if worst else None)
 
 
 def _span(shares: np.ndarray) -> str:
@@ -330,20 +342,24 @@ def _ms(value: float) -> str:
     return f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
 
 
-def _window_words(lost_ms: float, window_ms: float, runs: str) -> str:
-    return (f"the process waited {lost_ms / window_ms:.0%} of the timed window ({_ms(lost_ms)} of {_ms(window_ms)} ms, "
+def _who(rank: int | None) -> str:
+    return "the process" if rank is None else f"rank {rank}'s process"
+
+
+def _window_words(lost_ms: float, window_ms: float, runs: str, rank: int | None = None) -> str:
+    return (f"{_who(rank)} waited {lost_ms / window_ms:.0%} of the timed window ({_ms(lost_ms)} of {_ms(window_ms)} ms, "
             f"the timed {runs} and what lay between them) for a CPU that other processes held")
 
 
 def _loaded_line(what: str, load: float | None, cores: int, window: tuple[float, float] | None = None,
-                 runs: str = "runs") -> str:
+                 runs: str = "runs", rank: int | None = None) -> str:
     """The LOADED machine line: no ``what`` lost time, yet the process lost a share of its timed
     window (``window``: lost and wall ms, :func:`shared_window`; ``runs``: what the window's
     timed stretches are called) or the load average was high (:func:`loaded`); each reading that
     crossed its rule is said."""
     said = []
     if window is not None and shared_window(*window):
-        said.append(_window_words(window[0], window[1], runs))
+        said.append(_window_words(window[0], window[1], runs, rank))
     if loaded(load, cores):
         said.append(f"the load average reached {load:.1f} on {cores} usable core(s) {LOAD_COUNTS}")
     return (f"machine: LOADED: no {what} lost {BUSY_SHARE:.0%} of its time to other processes, but "
@@ -361,7 +377,8 @@ def machine_words(found: Contention) -> str:
     beside it (:func:`loaded`)."""
     if not found.busy.any():
         if found.loaded:
-            return _loaded_line("timed run", found.load, found.cores, (found.window_lost_ms, found.window_ms))
+            return _loaded_line("timed run", found.load, found.cores, (found.window_lost_ms, found.window_ms),
+                                rank=found.window_rank)
         return (f"machine: quiet: no timed run lost {BUSY_SHARE:.0%} of its time to other processes "
                 f"({_load_words(found)})")
     span = _span(found.shares * 100)
@@ -450,7 +467,8 @@ def loaded_words(found: Contention) -> str:
     the timed window the process lost (:func:`shared_window`), the load average (:func:`loaded`)."""
     said = []
     if shared_window(found.window_lost_ms, found.window_ms):
-        said.append(f"the process lost {found.window_lost_ms / found.window_ms:.0%} of its timed window to other processes")
+        said.append(f"{_who(found.window_rank)} lost {found.window_lost_ms / found.window_ms:.0%} of its timed window to "
+                    f"other processes")
     if loaded(found.load, found.cores):
         said.append(f"load {found.load:.1f} on {found.cores} usable core(s)")
     return "; ".join(said)

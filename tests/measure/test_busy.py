@@ -480,6 +480,27 @@ def test_a_gathered_profile_has_the_machine_line_per_rank_with_the_worst_rank_na
     assert_consistent(merged)
 
 
+def test_a_gathered_profile_names_the_rank_whose_process_lost_its_window():
+    """A rank's process beside a loop on its core loses its window between the runs, no run
+    charged: the gathered line says LOADED and names the rank (each rank's own record)."""
+    from fxprof.core.rankmerge import merge, profile_parts, with_ranks
+
+    parts = []
+    for rank in (0, 1):
+        prof = _profile(Mlp().eval(), torch.randn(64, 256), warmup=1, iters=6)
+        window = prof.meta["contention"]["window_ms"]
+        lost = {0: 0.0, 1: 0.44 * window}[rank]
+        prof.meta["contention"] = {**prof.meta["contention"], "lost_ms": [0.0] * prof.num_runs, "window_lost_ms": lost}
+        prof.meta.update(rank=rank, world_size=2, backend="gloo")
+        parts.append(profile_parts(with_ranks(prof, [rank] * prof.num_runs)))
+    merged = merge(parts)
+    found = merged.contention
+    assert found is not None and found.window_rank == 1 and not found.busy.any()
+    line = next(x for x in merged.summary(top=0).splitlines() if x.startswith("machine:"))
+    assert "but rank 1's process waited 44% of the timed window" in line, line
+    assert_consistent(merged)
+
+
 def _tiny_llama():
     from transformers import LlamaConfig, LlamaForCausalLM
 

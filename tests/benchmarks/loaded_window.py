@@ -3,6 +3,7 @@ window reading of the LOADED rule (fxprof.core.contention.shared_window) at work
 nothing; docs/performance.md section 13 has its figures.
 
     PYTHONPATH=$PWD python tests/benchmarks/loaded_window.py [--loops 0,1,2,4] [--iters 300]
+        [--where same,other,free] [--json out.json]
 
 Per placement and k, a fresh process profiles a 4-layer MLP at batch 1 (0.05 ms a run on the
 2-core development machine) with ``fxprof.profile`` on one thread, beside k busy loops
@@ -48,7 +49,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--loops", default="0,1,2,4")
     parser.add_argument("--iters", type=int, default=300)
     parser.add_argument("--where", default="same,other,free")
+    parser.add_argument("--json", default=None, help="write every row here")
     args = parser.parse_args(argv)
+    rows = []
     cores = sorted(os.sched_getaffinity(0))
     last, first = cores[-1], cores[0]
     env = {**os.environ, "PYTHONPATH": os.path.join(os.path.dirname(__file__), "..", "..")}
@@ -69,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
                 for p in loops:
                     p.wait()
             r = json.loads(out.strip().splitlines()[-1])
+            rows.append({"where": where, "loops": k, **r})
             share = r["window_lost_ms"] / r["window_ms"]
             verdict = r["line"].split(":")[1].strip()
             names = [w for w, said in (("window", "the process waited" in r["line"]),
@@ -77,6 +81,9 @@ def main(argv: list[str] | None = None) -> int:
                   f"{r['busy']:4d} of {r['runs']:<4d} {r['median_ms'] * 1000:7.1f} us  {r['load']:4.1f}  "
                   f"{verdict}{' (' + ', '.join(names) + ')' if names else ''}", flush=True)
     print(f"load after {os.getloadavg()[0]:.1f}")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"rows": rows}, fh, indent=1)
     return 0
 
 

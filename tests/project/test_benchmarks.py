@@ -151,3 +151,18 @@ def test_generate_cost_benchmark_gives_the_median_over_fresh_processes(tmp_path)
     assert len(ratios) == 2 and all(r > 0 for r in ratios)
     assert data["decode_ratio_median"] == pytest.approx(sorted(ratios)[0] / 2 + sorted(ratios)[1] / 2)
     assert "median of 2 processes" in result.stdout and data["processes"][0]["target_decode_ratio"] == 1.10
+
+
+@pytest.mark.slow
+def test_loaded_window_benchmark_reads_the_window_beside_a_loop_on_the_process_core(tmp_path):
+    out = tmp_path / "loaded.json"
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "benchmarks" / "loaded_window.py"), "--where", "same", "--loops", "1",
+         "--iters", "300", "--json", str(out)],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    (row,) = json.loads(out.read_text())["rows"]
+    # beside a loop on its core the process loses a share of its window; the line never says quiet
+    assert row["window_lost_ms"] >= 0.05 * row["window_ms"], row
+    assert row["line"].startswith(("machine: LOADED", "machine: BUSY")), row["line"]

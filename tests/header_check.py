@@ -29,8 +29,9 @@ def _close(a: float, b: float, rel: float = 0.02, abs_ms: float = 0.0) -> bool:
 def _window_said(said: re.Match, lost_ms: float, window_ms: float) -> bool:
     """A machine line's ``N% of the timed window (L of W ms`` against the record's figures: the
     share to the percent, each time as printed (three figures, or whole ms from 1,000)."""
-    lost, window = (float(said[i].replace(",", "")) for i in (2, 3))
-    return (abs(int(said[1]) - 100 * lost_ms / window_ms) <= 0.5 + 1e-9 and _close(lost, lost_ms, 0.01, 0.001)
+    share, lost, window = said.groups()[-3:]  # a LOADED line's may name a rank first
+    lost, window = float(lost.replace(",", "")), float(window.replace(",", ""))
+    return (abs(int(share) - 100 * lost_ms / window_ms) <= 0.5 + 1e-9 and _close(lost, lost_ms, 0.01, 0.001)
             and _close(window, window_ms, 0.01, 0.001))
 
 
@@ -120,10 +121,10 @@ def header_problems(profile: Any) -> list[str]:
                             f"and {found.window_lost_ms} of the window's {found.window_ms} ms lost, yet: {machine!r}")
         if busy == 0 and found.loaded:
             # each reading the LOADED line names crossed its rule, with the figures the record holds
-            said = re.search(r"(?:the process|rank (?:\d+)'s process) waited (\d+)% of the timed window \(([\d.,]+) of "
-                             r"([\d.,]+) ms", machine)
-            if said and (found.window_rank is None) != said[0].startswith("the process"):
-                problems.append(f"the machine line names the wrong process for the window: {machine!r}")
+            said = re.search(r"(?:the process|rank (?P<rank>\d+)'s process) waited (\d+)% of the timed window "
+                             r"\(([\d.,]+) of ([\d.,]+) ms", machine)
+            if said and (None if said["rank"] is None else int(said["rank"])) != found.window_rank:
+                problems.append(f"the machine line names another process than rank {found.window_rank}'s: {machine!r}")
             if shared_window(found.window_lost_ms, found.window_ms) != bool(said) or (
                     said and not _window_said(said, found.window_lost_ms, found.window_ms)):
                 problems.append(f"the window's lost time ({found.window_lost_ms} of {found.window_ms} ms) is not what "

@@ -73,6 +73,9 @@ def main(argv: list[str] | None = None) -> int:
                     p.wait()
             r = json.loads(out.strip().splitlines()[-1])
             rows.append({"where": where, "loops": k, **r})
+            if r["window_ms"] is None:  # no per-thread scheduler statistics: the window is not read
+                print(f"{where:6s} {k:5d}  the window was not measured (no schedstat): {r['line']}")
+                continue
             share = r["window_lost_ms"] / r["window_ms"]
             verdict = r["line"].split(":")[1].strip()
             names = [w for w, said in (("window", "the process waited" in r["line"]),

@@ -133,3 +133,19 @@ def test_the_window_figures_read_as_printed_and_never_above_the_window():
     assert over.window_lost_ms == 20.0 and "waited 100% of the timed window (20 of 20 ms," in machine_words(over)
     steps = [("prefill", [1400.0], [1999.6]), ("decode", [0.0], [0.4])]
     assert "the prefill lost 1,400 of its 2,000 ms (70%)" in steps_machine_words(steps, 0.5, 2)
+
+
+def test_a_gathered_profile_names_a_rank_whose_window_crossed_the_rule_before_a_larger_share_that_did_not():
+    """A review: rank 0's 0.04 of 0.5 ms (8%, under the 0.05 ms floor) hid rank 1's 5 of 90 ms."""
+    runs = pd.DataFrame({"run": range(4), "rank": [0, 0, 1, 1], "rank_run": [0, 1, 0, 1], "total_ms": [0.1] * 4})
+
+    def record(lost: float, window: float) -> dict:
+        return {"contention": {"lost_ms": [0.0, 0.0], "load": [0.5], "cores": 2, "source": "schedstat",
+                               "window_lost_ms": lost, "window_ms": window}}
+
+    found = contention({"per_rank": [{"rank": 0, **record(0.04, 0.5)}, {"rank": 1, **record(5.0, 90.0)}]}, runs)
+    assert found is not None and found.window_rank == 1 and found.loaded
+    assert "but rank 1's process waited 6% of the timed window (5 of 90 ms," in machine_words(found)
+    neither = contention({"per_rank": [{"rank": 0, **record(0.04, 0.5)}, {"rank": 1, **record(1.0, 90.0)}]}, runs)
+    assert neither is not None and neither.window_rank == 0 and not neither.loaded  # the larger share, under the rule
+    assert machine_words(neither).startswith("machine: quiet:")

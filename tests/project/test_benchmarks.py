@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -154,6 +156,8 @@ def test_generate_cost_benchmark_gives_the_median_over_fresh_processes(tmp_path)
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(not os.path.exists("/proc/self/schedstat") or shutil.which("taskset") is None
+                    or not hasattr(os, "sched_getaffinity"), reason="needs taskset and per-thread scheduler statistics")
 def test_loaded_window_benchmark_reads_the_window_beside_a_loop_on_the_process_core(tmp_path):
     out = tmp_path / "loaded.json"
     result = subprocess.run(

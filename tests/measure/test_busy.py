@@ -120,17 +120,24 @@ def test_a_small_model_beside_a_busy_loop_on_its_core_is_never_called_quiet():
     assert_consistent(prof)
 
 
-def test_a_session_measures_its_cycles_window_beside_a_busy_loop():
+def _session_beside_a_busy_loop(batch: int, active: int):
+    """The first cycle's profile of a session (4 waiting steps, 1 warm-up, ``active`` timed) of
+    the MLP at ``batch``, beside a busy loop on its core."""
     model = Mlp().eval()
-    x = torch.randn(1, 256)
-    with busy_core(), torch.no_grad(), fxprof.session(model, schedule=fxprof.schedule(wait=4, warmup=1, active=60)) as s:
-        for _ in range(65):
+    x = torch.randn(batch, 256)
+    with busy_core(), torch.no_grad(), fxprof.session(model, schedule=fxprof.schedule(wait=4, warmup=1, active=active)) as s:
+        for _ in range(5 + active):
             model(x)
             s.step()
-    found = s.profiles[0].meta["contention"]
+    return s.profiles[0]
+
+
+def test_a_session_measures_its_cycles_window_beside_a_busy_loop():
+    prof = _session_beside_a_busy_loop(batch=1, active=60)
+    found = prof.meta["contention"]
     assert shared_window(found["window_lost_ms"], found["window_ms"]), found
-    assert not s.profiles[0].summary(top=0).split("machine: ")[1].startswith("quiet")
-    assert_consistent(s.profiles[0])
+    assert not prof.summary(top=0).split("machine: ")[1].startswith("quiet")
+    assert_consistent(prof)
 
 
 def test_a_session_cycle_that_captured_a_new_signature_has_no_window_reading():
@@ -198,13 +205,7 @@ def test_between_runs_leaves_out_the_models_own_runs():
 
 
 def test_session_header_holds_beside_a_busy_loop():
-    model = Mlp().eval()
-    x = torch.randn(32, 256)
-    with busy_core(), torch.no_grad(), fxprof.session(model, schedule=fxprof.schedule(wait=4, warmup=1, active=6)) as s:
-        for _ in range(11):
-            model(x)
-            s.step()
-    prof = s.profiles[0]
+    prof = _session_beside_a_busy_loop(batch=32, active=6)
     assert prof.contention is not None and len(prof.meta["contention"]["lost_ms"]) == prof.num_runs
     assert len(prof.meta["contention"]["own_lost_ms"]) == len(prof.meta["own_runs_ms"]) == 3
     assert "(outside the graph)" not in prof.summary()  # a symbolic capture holds the whole model

@@ -105,4 +105,6 @@ def capture_program(model: nn.Module, args: tuple, kwargs: dict, *, capture: str
     if loop and isinstance(captured, DynamoCapture) and forward is not None:
         # compile the forward the model runs: its __call__ now leads to the session's forward
         captured.compiled = torch.compile(forward, backend=fxprof_backend)
+    if loop and isinstance(captured, DynamoCapture):
+        captured.loop = True
     return captured

@@ -31,7 +31,7 @@ from ...vocab import CAPTURES
 from ..common.state import preserved_buffers
 from ..distributed.fsdp import is_fsdp
 from .sdpa import drop_all_true_masks
-from .tracer import trace
+from .tracer import EFFECTS, trace
 
 __all__ = ["CAPTURES", "Capture", "capture_model", "explain_trace_failure"]
 from .base import Capture, GraphCapture, explain_trace_failure, forward_location, where_tracing_stopped
@@ -128,7 +128,7 @@ def _capture(model: nn.Module, args: tuple, kwargs: dict, capture: str, concrete
         concrete_args = {**omitted, **(concrete_args or {})} or None
     if capture == "symbolic":
         return split_tensor_parallel(_symbolic(model, concrete_args, leaf_modules, trace_into=trace_into, specialised=specialised,
-                                               warn_hooks=True, root_hooks_run=root_hooks_run), args, kwargs)
+                                               warn_hooks=True, root_hooks_run=root_hooks_run, strict=root_hooks_run), args, kwargs)
     if capture == "export":
         return _export(model, args, kwargs)
     if capture == "dynamo":
@@ -136,6 +136,10 @@ def _capture(model: nn.Module, args: tuple, kwargs: dict, capture: str, concrete
     try:
         traced = _symbolic(model, concrete_args, leaf_modules, reason="symbolic tracing succeeded", trace_into=trace_into,
                            specialised=specialised, warn_hooks=False)
+        effects = trace_effects(traced)
+        if effects:  # the program would see the graph in place of its forward's Python
+            return DynamoCapture(model, f"a symbolic graph would change what the program sees: {'; '.join(effects)}; "
+                                        f"used dynamo, which runs the forward's Python in every call")
         hooks = hooks_symbolic_tracing_loses(model, traced.gm, root_hooks_run)
         if hooks:
             return DynamoCapture(model, f"symbolic tracing would lose {'; '.join(hooks)} (it calls forward directly); "
@@ -216,6 +220,13 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
+def trace_effects(captured: Capture) -> list[str]:
+    """What the symbolic trace of ``captured`` did that its graph will not repeat, one phrase
+    each (:mod:`fxprof.measure.capture.effects`); empty for any other capture."""
+    gm = getattr(captured, "gm", None)
+    return list(gm.meta.get(EFFECTS) or []) if captured.kind == "symbolic" and gm is not None else []
+
+
 def hooks_symbolic_tracing_loses(model: nn.Module, gm: fx.GraphModule, root_hooks_run: bool = False) -> list[str]:
     """Forward hooks and pre-hooks that a symbolic graph of ``model`` does not run, one phrase
     each: the root module's (tracing starts at its ``forward``, past ``__call__``), and those of
@@ -245,7 +256,12 @@ def hooks_symbolic_tracing_loses(model: nn.Module, gm: fx.GraphModule, root_hook
 
 
 def _symbolic(model: nn.Module, concrete_args: Any, leaf_modules: Any, reason: str = "asked for", trace_into: Any = (),
-              specialised: set[str] = frozenset(), warn_hooks: bool = True, root_hooks_run: bool = False) -> GraphCapture:  # type: ignore[assignment]
+              specialised: set[str] = frozenset(), warn_hooks: bool = True, root_hooks_run: bool = False,  # type: ignore[assignment]
+              strict: bool = False) -> GraphCapture:
+    """fxprof's symbolic trace of ``model``, its graph made to run what the forward runs
+    (buffers live, fixed inputs' guards dropped, attention as eager calls it). Where the graph
+    would not repeat what the forward does (:func:`trace_effects`), ``strict`` (a session: the
+    program sees every call) refuses it; otherwise a warning names it."""
     try:
         with preserved_buffers(model, report=True) as changed:  # tracing may run buffer updates once
             gm = trace(model, concrete_args=concrete_args, leaf_modules=leaf_modules, trace_into=trace_into)
@@ -274,6 +290,16 @@ def _symbolic(model: nn.Module, concrete_args: Any, leaf_modules: Any, reason: s
             f"Python effects are not repeated). capture='dynamo' (or 'auto') runs them in every run.",
             stacklevel=4,
         )
+    effects = gm.meta.get(EFFECTS) or []
+    if effects and strict:
+        raise TraceError(
+            f"capture='symbolic' cannot run {type(model).__name__} in a session without changing what the loop sees: "
+            f"{'; '.join(effects)}. Use capture='auto' (the default) or capture='dynamo', which run the forward's "
+            f"Python in every call.")
+    if effects and warn_hooks:
+        warnings.warn(f"fxprof: the symbolic graph of {type(model).__name__} leaves out what its forward does beyond "
+                      f"tensors: {'; '.join(effects)}. The model was left as it was before tracing; capture='dynamo' "
+                      f"(or 'auto') runs the forward's Python in every run.", stacklevel=4)
     drop_all_true_masks(gm)  # attention as the eager model calls it (fxprof.measure.capture.sdpa)
     return GraphCapture(gm, "symbolic", reason)
 

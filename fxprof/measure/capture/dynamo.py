@@ -16,6 +16,7 @@ from torch import fx, nn
 from ...columns import PER_CALL
 from ...core.nodes import NodeInfo
 from ...errors import TraceError
+from ..common.settings import config_patcher
 from .base import HERE, Capture, PassFn
 from .dispatch import ActiveSession, GraphRunner, GraphSession
 from .graph import describe_graph, normalize_scope, readable_node_names
@@ -226,6 +227,14 @@ class DynamoCapture(Capture):
         self.compiled = torch.compile(model, backend=fxprof_backend)
         self.session = _DynamoSession(model)
         self.timed_from: int | None = None
+        self._settings = _call_settings()
+        #: a session's capture (the loop's own calls): a run in which no graph ran returns the
+        #: model's output, is not kept as a run, and sets ``ran_no_graph`` instead of raising
+        self.loop = False
+        #: the last run ran the whole forward as plain Python, no graph: dynamo skips a forward for
+        #: good where it cannot compile it (it raised while compiled, a graph break it cannot resume
+        #: from) and runs it so past its recompile limit
+        self.ran_no_graph = False
 
     @property
     def nodes(self) -> list[NodeInfo]:
@@ -270,8 +279,18 @@ class DynamoCapture(Capture):
     def run(self, recorder: Recorder, args: tuple, kwargs: dict) -> Any:
         self.session.recorder, self.session.make_pass = recorder, None
         self.session.calls.clear()
-        with self._active(), recorder.run():
-            out = self._call(args, kwargs)
+        with self._active():
+            recorder.begin_run()
+            try:
+                out = self._call(args, kwargs)
+            except BaseException:
+                recorder.abort_run()
+                raise
+            self.ran_no_graph = not self.session.calls
+            if self.ran_no_graph and self.loop:  # the loop's step ran as plain Python: no run of the graphs
+                recorder.abort_run()
+                return out
+            recorder.end_run()
         if not self.session.labels:
             raise TraceError(
                 "capture='dynamo' captured no graph: torch.compile ran the whole model as plain "
@@ -287,6 +306,7 @@ class DynamoCapture(Capture):
         return records
 
     def _call(self, args: tuple, kwargs: dict) -> Any:
+        revert = self._settings() if self._settings is not None else None
         try:
             return self.compiled(*args, **kwargs)
         except Exception as exc:
@@ -300,9 +320,24 @@ class DynamoCapture(Capture):
                 f"from the command line: python -c \"import sys; sys.setrecursionlimit({max(20000, depth * 100)}); "
                 f"from fxprof.cli import main; sys.exit(main())\" profile ...), or flatten the nesting"
             ) from exc
+        finally:
+            if revert is not None:
+                revert()
 
     def close(self) -> None:
         self.session.close()
+
+
+def _call_settings() -> Callable[[], Callable[[], None]] | None:
+    """What fxprof's dynamo calls run under: a module's int attributes left unspecialised
+    (``allow_unspec_int_on_nn_module``). dynamo treats them as constants of the graph by default,
+    so a forward that counts its calls on ``self`` (``self.calls += 1``) recompiled at every call
+    and, past dynamo's recompile limit (8), ran as plain Python with no graph: an unprofiled
+    loop's forward runs that Python at every call, and so must the capture that stands in for it."""
+    config = getattr(getattr(torch, "_dynamo", None), "config", None)
+    if config is None or not hasattr(config, "allow_unspec_int_on_nn_module"):
+        return None
+    return config_patcher(config, {"allow_unspec_int_on_nn_module": True})
 
 
 def _recursion_in(exc: BaseException) -> bool:

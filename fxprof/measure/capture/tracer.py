@@ -28,8 +28,13 @@ import torch
 from torch import fx, nn
 
 from ...errors import TraceError
+from .effects import undone_effects
 
-__all__ = ["ProfilerTracer", "trace", "RANGE_ENTER_TARGETS", "RANGE_EXIT_TARGETS"]
+__all__ = ["ProfilerTracer", "trace", "RANGE_ENTER_TARGETS", "RANGE_EXIT_TARGETS", "EFFECTS"]
+
+#: ``GraphModule.meta`` key: what the trace did that the graph will not repeat, in words
+#: (:mod:`fxprof.measure.capture.effects`); empty where the graph runs what the forward does
+EFFECTS = "fxprof_trace_effects"
 
 _record_function = torch.autograd.profiler.record_function
 _ENTER_OP = torch.ops.profiler._record_function_enter_new
@@ -100,6 +105,17 @@ class ProfilerTracer(fx.Tracer):
         if self._past_hooks and isinstance(m, self._past_hooks):
             forward = m.forward  # the module's own code, not __call__ with its hooks
         return super().call_module(m, forward, args, kwargs)
+
+    def create_arg(self, a: Any) -> Any:
+        """fx's, keeping the last value made into a node's argument at the top level: after
+        :meth:`trace`, the object the forward returned (:attr:`returned`)."""
+        self._arg_depth = getattr(self, "_arg_depth", 0) + 1
+        try:
+            return super().create_arg(a)
+        finally:
+            self._arg_depth -= 1
+            if not self._arg_depth:
+                self.returned = a
 
     def getattr(self, attr: str, attr_val: Any, parameter_proxy_cache: dict[str, Any]) -> Any:
         if not self._in_tracing_thread():
@@ -222,8 +238,10 @@ def trace(
     ``FSDPModule``: :mod:`fxprof.measure.capture.fsdp` puts FSDP's work in the graph itself).
 
     Returns a ``GraphModule`` that shares the model's parameters and buffers and keeps its
-    ``record_function`` ranges. Raises :class:`TraceError` naming the cause and the options
-    when ``torch.fx`` cannot trace the model.
+    ``record_function`` ranges. The model is left as it was before the trace, whether it
+    succeeded or not (:func:`~fxprof.measure.capture.effects.undone_effects`); what the trace did
+    that the graph will not repeat is in ``gm.meta[EFFECTS]``. Raises :class:`TraceError` naming
+    the cause and the options when ``torch.fx`` cannot trace the model.
     """
     if isinstance(model, fx.GraphModule):
         return model
@@ -232,10 +250,14 @@ def trace(
     tracer = ProfilerTracer(leaf_modules=leaf_modules, trace_into=trace_into, past_hooks=past_hooks)
     tracer.proxy_buffer_attributes = proxy_buffers
     try:
-        graph = tracer.trace(model, concrete_args=concrete_args)
-        gm = fx.GraphModule(tracer.root, graph, type(model).__name__)
+        # the forward's Python runs once here: what it did beyond tensors is put back and named
+        with undone_effects(model) as effects:
+            graph = tracer.trace(model, concrete_args=concrete_args)
+            effects.returned = getattr(tracer, "returned", None)
+            gm = fx.GraphModule(tracer.root, graph, type(model).__name__)
         if tracer.stream_switches:
             gm.meta["fxprof_dropped_stream_switches"] = tracer.stream_switches
+        gm.meta[EFFECTS] = list(effects.found)
         return gm
     except Exception as exc:  # torch.fx raises many types (TraceError, TypeError, RuntimeError)
         raise TraceError(

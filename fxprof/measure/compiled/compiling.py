@@ -19,6 +19,7 @@ from ...errors import TraceError
 from ...vocab import COMPILE_MODES
 from ..capture.dynamo import Resolver, frame_module_paths
 from ..capture.graph import describe_graph
+from ..common.settings import config_patcher
 from .breaks import break_site, recompile_reason, reported_site
 from .flops import custom_ops, graph_flops
 from .profiler_cost import ProfilerCost
@@ -194,22 +195,6 @@ def inductor_settings() -> Iterator[None]:
         yield
 
 
-def _patcher(config: Any, changes: dict[str, Any]) -> Callable[[], Callable[[], None]]:
-    """``changes`` to a torch config module as a function that applies them and returns the
-    function that reverts them: torch's own closure patcher where the release has it (made for
-    patches on a hot path: ``config.patch`` builds a context object per use), else ``patch``."""
-    make = getattr(config, "_make_closure_patcher", None)
-    if make is not None:
-        return make(**changes)  # type: ignore[no-any-return]
-
-    def change() -> Callable[[], None]:
-        patch = config.patch(changes)
-        patch.__enter__()
-        return lambda: patch.__exit__(None, None, None)
-
-    return change
-
-
 class CallSettings:
     """What each call of fxprof's compiled program runs under in a session (any call may compile:
     a new input signature): :func:`inductor_settings`, :func:`room_to_compile` and
@@ -220,7 +205,7 @@ class CallSettings:
 
     def __init__(self, root: nn.Module):
         self.root = root
-        self._fixed = [_patcher(config, changes) for config, changes in _inductor_patches()]
+        self._fixed = [config_patcher(config, changes) for config, changes in _inductor_patches()]
         self._dynamo = getattr(getattr(torch, "_dynamo", None), "config", None)
         self._room: dict[int, Callable[[], Callable[[], None]] | None] = {}  # per count of held entries
         self._undo: list[list[Callable[[], None]]] = []
@@ -242,7 +227,7 @@ class CallSettings:
     def _room_for(self, held: int) -> Callable[[], Callable[[], None]] | None:
         if held not in self._room:
             changes = _room_changes(self._dynamo, held)
-            self._room[held] = _patcher(self._dynamo, changes) if changes is not None else None
+            self._room[held] = config_patcher(self._dynamo, changes) if changes is not None else None
         return self._room[held]
 
     def __enter__(self) -> "CallSettings":

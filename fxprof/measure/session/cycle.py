@@ -29,6 +29,7 @@ class Cycle:
         self.active_steps = 0
         self.run_modes: list[tuple] = []  # the numerics each timed run had (see numerics_settings)
         self.eager_calls = 0  # eval / no-grad forwards of a backward=True session, run eagerly
+        self.plain_calls = 0  # forwards dynamo ran as plain Python (no graph to time), run as the model's own
         self.run_graphs: list[tuple[int, int]] = []  # backward=True: (forward, backward) graph executions per run
         #: the memory of the warm-up steps before it: (per-node records, meta) (fxprof.measure.session.memory)
         self.memory: tuple[dict[str, dict[str, Any]], dict[str, Any]] = ({}, {})
@@ -62,9 +63,22 @@ def capture_words(captures: list[Capture], signatures: int, count: int, recaptur
     return f"{signatures} input signature(s) seen, {count} capture(s) ({how})"
 
 
+def plain_words(calls: int) -> str:
+    """Why ``calls`` forwards of a cycle ran as the model's own Python, untimed."""
+    return (f"dynamo ran the model's forward as plain Python, with no graph to time, in {calls} call(s) of this cycle "
+            f"(each ran as the model's own forward, untimed). dynamo skips a forward for good where it cannot compile it: "
+            f"it raised while dynamo compiled it (an error on its first call), or a graph break dynamo cannot resume from "
+            f"(Python's random or numpy drawn in forward); and runs it so once it recompiled past its limit (a forward "
+            f"that formats a counter it keeps, say); TORCH_LOGS=graph_breaks,recompiles says which. A session opened after "
+            f"the forward's first successful call, or capture='symbolic' where the forward writes no state and draws no "
+            f"random numbers, can time it")
+
+
 def untimed_cycle(cycle: Cycle, last_step: int) -> str:
     """Why a cycle that ended timed no run: its forwards raised, or its batches were all new."""
     where = f"fxprof: cycle {cycle.number} (steps {cycle.first_step}-{last_step}) timed no run: "
+    if cycle.plain_calls:
+        return where + plain_words(cycle.plain_calls)
     if cycle.raised and len(cycle.raised) >= len(cycle.untimed_first):
         kinds = ", ".join(sorted({name.lstrip("_") for name in cycle.raised}))
         return (where + f"the model's forward raised in every active step ({len(cycle.raised)} call(s): {kinds}; the loop "

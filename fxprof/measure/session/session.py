@@ -29,7 +29,16 @@ from ..program import COMPILED_BACKWARD, capture_program, wants_compiled
 from ..timing.contention import ContentionMeter, RunWatch
 from ..timing.recorder import Recorder
 from ..timing.timers import Timer, resolve_timer, tensor_devices
-from .cycle import Captures, Cycle, backward_words, capture_words, numerics_settings, run_environment, untimed_cycle
+from .cycle import (
+    Captures,
+    Cycle,
+    backward_words,
+    capture_words,
+    numerics_settings,
+    plain_words,
+    run_environment,
+    untimed_cycle,
+)
 from .forward import signed_like
 from .memory import StepMemory, rebind_interpreters
 from .schedule import (
@@ -291,6 +300,7 @@ class Session:
                     recorder = self._memory.recorder(self._timer)
                     recorder.recording = Recording()
             out = captured.run(recorder, call_args, call_kwargs, join=True) if join else captured.run(recorder, call_args, call_kwargs)
+            self._plain(captured, cycle)
             if recorder is not self._recorder:  # the timed runs find their interpreters ready, as after any warm-up
                 rebind_interpreters(captured, self._recorder)
             self._pending = None
@@ -309,10 +319,17 @@ class Session:
         recorder.recording = cycle.recording
         self._mode = numerics
         out = captured.run_timed(recorder, call_args, call_kwargs)
+        self._plain(captured, cycle)
         # a training capture's run ends with the loop's backward: it is counted when it has
         self._pending = (captured, cycle, before, self.step_num, sig, self._described[sig])
         self._settle()
         return out
+
+    def _plain(self, captured: Capture, cycle: Cycle | None) -> None:
+        """Count a call that ran as the model's own Python, no graph (dynamo skipped the forward):
+        it kept no run, and the cycle says why."""
+        if getattr(captured, "ran_no_graph", False) and cycle is not None:
+            cycle.plain_calls += 1
 
     def _settle(self, force: bool = False, abort: bool = False) -> None:
         """Count the last timed run once it has ended; with ``force``, end a run still waiting
@@ -416,7 +433,7 @@ class Session:
                 return
         self._built()
         if not cycle.runs:
-            if (cycle.untimed_first or cycle.raised) and not incomplete:
+            if (cycle.untimed_first or cycle.raised or cycle.plain_calls) and not incomplete:
                 import warnings
 
                 self._said_empty = True
@@ -504,6 +521,8 @@ class Session:
             steps = ", ".join(str(u["step"]) for u in cycle.untimed_first)
             notes.append(f"{len(cycle.untimed_first)} active step(s) ({steps}) had a batch of an input signature never run "
                          f"before: run untimed (captured/warmed up), timed from that signature's next occurrence")
+        if cycle.plain_calls:
+            notes.append(plain_words(cycle.plain_calls))
         if self.plan.backward:
             notes.append(backward_words(cycle))
         else:

@@ -15,13 +15,20 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pandas as pd
 import pytest
 import torch
 import torch.distributed as dist
 from torch import nn
 
+from fxprof.core.contention import emptied_rows
 from fxprof.core.memory import memory_summary
+from fxprof.core.nodes import NodeInfo
+from fxprof.core.overlap import overlap
+from fxprof.core.profile import Profile
+from fxprof.views import text
 from fxprof.views.memory import memory_line
+from fxprof.views.overlap import overlap_text
 
 needs_gloo = pytest.mark.skipif(not (dist.is_available() and dist.is_gloo_available()), reason="needs torch.distributed with gloo")
 
@@ -75,4 +82,54 @@ def test_the_memory_line_says_the_figures_are_this_ranks_shards():
     assert line.endswith("; parameters, gradients and optimizer state are this rank's shards"), line
     plain = memory_line(SimpleNamespace(memory=memory_summary({"memory": {**meta["memory"], "shards": False}})))[0]
     assert "shards" not in plain
+
+
+# ------------------------------------------------------------- b) rows with no timed call left
+def _node(name: str, role: str = "", kind: str = "", scope: str = "") -> NodeInfo:
+    return NodeInfo(name=name, op="call_function", target="f", module_type="", scope=scope, range="", kind=kind, role=role)
+
+
+def _busy_profile(nodes: list[NodeInfo], only_in: dict[str, list[int]], busy: list[int], runs: int = 8) -> Profile:
+    """``runs`` runs of 1 ms; every node in every run but the ``only_in`` ones (there alone); the
+    ``busy`` runs lost 0.5 ms each to other processes (tests/core/test_machine_line.py's record)."""
+    rows = [(n.name, r, 0.1, 0.1, 0.1 * i) for r in range(runs) for i, n in enumerate(nodes) if r in only_in.get(n.name, [r])]
+    samples = pd.DataFrame(rows, columns=["node", "run", "time_ms", "host_ms", "start_ms"])
+    lost = [0.5 if r in busy else 0.0 for r in range(runs)]
+    return Profile(nodes, samples, pd.DataFrame({"run": range(runs), "total_ms": [1.0] * runs}),
+                   {"contention": {"lost_ms": lost, "load": [0.5], "cores": 2, "source": "schedstat"}})
+
+
+def test_rows_whose_every_run_was_left_out_as_busy_say_so_in_the_header():
+    """A DDP session on a crowded machine: its 2 synced runs (of 8; the only ones with the
+    all-reduce) were busy and left out; the ddp rows read calls 0 with no word."""
+    nodes = [_node("linear"), _node("ddp:bucket0_all_reduce", "ddp"), _node("ddp:all_reduce_wait", "ddp")]
+    synced = {"ddp:bucket0_all_reduce": [3, 7], "ddp:all_reduce_wait": [3, 7]}
+    prof = _busy_profile(nodes, synced, busy=[3, 7])
+    assert prof.busy_runs == [3, 7] and prof.kept_runs() == (0, 1, 2, 4, 5, 6)
+    assert prof.df.loc["ddp:bucket0_all_reduce", "calls"] == 0 and prof.df.loc["linear", "calls"] == 6
+    assert emptied_rows(prof) == {"busy": ["ddp:bucket0_all_reduce", "ddp:all_reduce_wait"]}
+    header = text.render_header(prof).splitlines()
+    said = [ln for ln in header if ln.startswith("no timed call left")]
+    assert said == ["no timed call left in ddp:bucket0_all_reduce, ddp:all_reduce_wait (calls 0): every run that held "
+                    "them was left out as busy (it lost time to other processes); their times are in those runs alone "
+                    "(keep_outliers, --keep-outliers, keeps every run in the figures)"], header
+    prof.keep_outliers = True  # every run in the figures: the rows have their calls, nothing to say
+    assert emptied_rows(prof) == {} and not any(ln.startswith("no timed call left") for ln in text.render_header(prof).splitlines())
+    # a row that also ran in a quiet run keeps its calls, and is not named
+    quiet = _busy_profile(nodes, {"ddp:bucket0_all_reduce": [3, 4], "ddp:all_reduce_wait": [3, 7]}, busy=[3, 7])
+    assert emptied_rows(quiet) == {"busy": ["ddp:all_reduce_wait"]}
+
+
+def test_fxprof_overlap_says_which_fsdp_rows_lost_every_run():
+    nodes = [_node("fw_pre:unshard", "fsdp", "all_gather", "blocks.0"), _node("fw_pre:wait", "fsdp", "wait", "blocks.0"),
+             _node("linear", scope="blocks.0")]
+    everywhere = _busy_profile(nodes, {}, busy=[])
+    assert overlap(everywhere).attrs["notes"] == [] and "note:" not in overlap_text(everywhere)
+    gone = _busy_profile(nodes, {"fw_pre:unshard": [2, 5], "fw_pre:wait": [2, 5]}, busy=[2, 5])
+    table = overlap(gone)
+    assert table.empty and len(table.attrs["notes"]) == 1
+    assert table.attrs["notes"][0].startswith("no timed call left in fw_pre:unshard, fw_pre:wait (calls 0): every run "
+                                              "that held them was left out as busy"), table.attrs["notes"]
+    shown = overlap_text(gone)
+    assert shown.startswith("no FSDP all-gather left in the runs the figures keep\nnote: no timed call left"), shown
 

@@ -13,6 +13,7 @@ plain processes over a file store (tests/distributed6_worker.py), holds them on 
 
 from __future__ import annotations
 
+import inspect
 from types import SimpleNamespace
 
 import pandas as pd
@@ -26,6 +27,7 @@ from fxprof.core.memory import memory_summary
 from fxprof.core.nodes import NodeInfo
 from fxprof.core.overlap import overlap
 from fxprof.core.profile import Profile
+from fxprof.errors import TraceError
 from fxprof.views import text
 from fxprof.views.memory import memory_line
 from fxprof.views.overlap import overlap_text
@@ -132,4 +134,24 @@ def test_fxprof_overlap_says_which_fsdp_rows_lost_every_run():
                                               "that held them was left out as busy"), table.attrs["notes"]
     shown = overlap_text(gone)
     assert shown.startswith("no FSDP all-gather left in the runs the figures keep\nnote: no timed call left"), shown
+
+
+# --------------------------------------------------------------- c) DDP's small bucket cap
+#: torch's words (torch/_dynamo/backends/distributed.py, DDPOptimizer), the defect's own
+TORCH_WORDS = "First bucket should be smaller/equal to other buckets to get comms warmed up ASAP"
+
+
+def test_torchs_bucket_assertion_becomes_an_fxprof_error_naming_the_limit_and_the_ways_out():
+    from fxprof.measure.distributed.ddp import BUCKET_LIMIT_ASSERTION, bucket_limit
+
+    ddp_optimizer = pytest.importorskip("torch._dynamo.backends.distributed").DDPOptimizer
+    assert BUCKET_LIMIT_ASSERTION in inspect.getsource(ddp_optimizer.__init__)  # the words fxprof looks for are still torch's
+    with pytest.raises(TraceError) as caught, bucket_limit(nn.Linear(2, 2)):
+        raise AssertionError(TORCH_WORDS)
+    words = str(caught.value)
+    assert isinstance(caught.value.__cause__, AssertionError) and str(caught.value.__cause__) == TORCH_WORDS
+    assert "DDPOptimizer" in words and "first bucket (1 MB)" in words
+    assert "torch._dynamo.config.optimize_ddp = False" in words and "bucket_cap_mb of at least 1" in words
+    with pytest.raises(AssertionError, match="another assertion"), bucket_limit(nn.Linear(2, 2)):
+        raise AssertionError("another assertion")  # not torch's bucket limit: as it was
 

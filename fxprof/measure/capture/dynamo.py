@@ -287,8 +287,11 @@ class DynamoCapture(Capture):
         return records
 
     def _call(self, args: tuple, kwargs: dict) -> Any:
+        from ..distributed.ddp import bucket_limit
+
         try:
-            return self.compiled(*args, **kwargs)
+            with bucket_limit(self.model):
+                return self.compiled(*args, **kwargs)
         except Exception as exc:
             if not _recursion_in(exc):
                 raise

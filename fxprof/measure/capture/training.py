@@ -409,7 +409,7 @@ class TrainingCapture(Capture):
         with self._active, recorder.run():
             if opt is not None:
                 _timed(recorder, "optimizer.zero_grad", opt.zero_grad)
-            loss = self.compiled(*args, **kwargs)
+            loss = self._compiled_step(args, kwargs)
             _check_loss(loss)
             self.backward(loss, recorder)
             if opt is not None:
@@ -422,6 +422,14 @@ class TrainingCapture(Capture):
             )
         return loss
 
+    def _compiled_step(self, args: tuple, kwargs: dict) -> Any:
+        """The compiled forward and loss; torch's bare assertion on a small DDP bucket cap in words
+        (:func:`fxprof.measure.distributed.ddp.bucket_limit`)."""
+        from ..distributed.ddp import bucket_limit
+
+        with bucket_limit(self.model):
+            return self.compiled(*args, **kwargs)
+
     def backward(self, loss: torch.Tensor, recorder: Recorder | None) -> None:
         """The step's backward, in a timed run (``recorder``) or an untimed pass (None); a subclass
         may time work of its own around it."""
@@ -431,7 +439,7 @@ class TrainingCapture(Capture):
         """An untimed pass over the forward and the backward graphs (no optimizer step)."""
         self.saved.clear_grads()
         with self.session.collecting(make_pass) as records, self._active:
-            loss = self.compiled(*args, **kwargs)
+            loss = self._compiled_step(args, kwargs)
             _check_loss(loss)
             self.backward(loss, None)
         return records

@@ -145,8 +145,11 @@ class LoopTrainingCapture(Capture):
                 recorder.begin_run()
             session.begin()
         owed = dict(session.waiting or {})
+        from ..distributed.ddp import bucket_limit
+
         try:
-            out = self.compiled(*args, **kwargs)
+            with bucket_limit(self.model):  # torch's bare assertion on a small DDP bucket cap, in words
+                out = self.compiled(*args, **kwargs)
         except BaseException:
             session.abort_run()
             raise

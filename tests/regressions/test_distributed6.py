@@ -27,6 +27,7 @@ from fxprof.core.memory import memory_summary
 from fxprof.core.nodes import NodeInfo
 from fxprof.core.overlap import overlap
 from fxprof.core.profile import Profile
+from fxprof.core.rankmerge import merge, merged_notes, profile_parts, rank_names, with_ranks
 from fxprof.errors import TraceError
 from fxprof.views import text
 from fxprof.views.memory import memory_line
@@ -154,4 +155,30 @@ def test_torchs_bucket_assertion_becomes_an_fxprof_error_naming_the_limit_and_th
     assert "torch._dynamo.config.optimize_ddp = False" in words and "bucket_cap_mb of at least 1" in words
     with pytest.raises(AssertionError, match="another assertion"), bucket_limit(nn.Linear(2, 2)):
         raise AssertionError("another assertion")  # not torch's bucket limit: as it was
+
+
+# ---------------------------------------------------------------- d) every rank's notes
+def _rank_profile(rank: int, notes: list[str], **meta) -> Profile:
+    samples = pd.DataFrame({"node": ["a", "a"], "run": [0, 1], "time_ms": [0.1, 0.1], "host_ms": [0.1, 0.1]})
+    prof = Profile([_node("a")], samples, pd.DataFrame({"run": [0, 1], "total_ms": [0.1, 0.1]}),
+                   {"rank": rank, "world_size": 3, "backend": "gloo", "notes": notes, **meta})
+    return with_ranks(prof, [rank] * 2)
+
+
+def test_a_gathered_header_keeps_every_ranks_notes_naming_the_rank():
+    raised = "the model's own forward could not be timed beside the profiled runs (RuntimeError: boom): no fidelity line"
+    parts = [profile_parts(_rank_profile(0, ["shared"])), profile_parts(_rank_profile(1, ["shared", raised])),
+             profile_parts(_rank_profile(2, ["shared", raised, "only 2"]))]
+    merged = merge(parts)
+    assert merged.meta["notes"] == ["shared", f"ranks 1-2: {raised}", "rank 2: only 2"]
+    header = text.render_header(merged).splitlines()
+    assert f"note: ranks 1-2: {raised}" in header and "note: shared" in header and "note: rank 2: only 2" in header
+    assert rank_names([1]) == "rank 1" and rank_names([0, 1, 3]) == "ranks 0-1, 3"
+    # a capture's note that differs between ranks: each rank's, named, not rank 0's alone
+    metas = [{"rank": 0, "capture_note": "x"}, {"rank": 1, "capture_note": "y"}]
+    assert merged_notes(metas) == ["rank 0: x", "rank 1: y"]
+    two = merge([profile_parts(_rank_profile(0, [], capture_note="x")), profile_parts(_rank_profile(1, [], capture_note="y"))])
+    assert "capture_note" not in two.meta and two.meta["notes"] == ["rank 0: x", "rank 1: y"]
+    same = merge([profile_parts(_rank_profile(0, [], capture_note="x")), profile_parts(_rank_profile(1, [], capture_note="x"))])
+    assert same.meta["capture_note"] == "x" and "notes" not in same.meta
 

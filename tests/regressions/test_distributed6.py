@@ -14,6 +14,9 @@ plain processes over a file store (tests/distributed6_worker.py), holds them on 
 from __future__ import annotations
 
 import inspect
+import json
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import pandas as pd
@@ -34,6 +37,7 @@ from fxprof.views.memory import memory_line
 from fxprof.views.overlap import overlap_text
 
 needs_gloo = pytest.mark.skipif(not (dist.is_available() and dist.is_gloo_available()), reason="needs torch.distributed with gloo")
+
 
 # ----------------------------------------------------------------------- a) DTensor memory
 @pytest.fixture
@@ -182,3 +186,42 @@ def test_a_gathered_header_keeps_every_ranks_notes_naming_the_rank():
     same = merge([profile_parts(_rank_profile(0, [], capture_note="x")), profile_parts(_rank_profile(1, [], capture_note="x"))])
     assert same.meta["capture_note"] == "x" and "notes" not in same.meta
 
+
+# ---------------------------------------------------------- the four on a real 2-rank job
+@pytest.fixture(scope="module")
+def job(tmp_path_factory):
+    from test_distributed import HERE, _env, _wait_all
+
+    out = tmp_path_factory.mktemp("dist6")
+    procs = [subprocess.Popen([sys.executable, str(HERE / "distributed6_worker.py"), str(out)],
+                              env=_env(RANK=str(r), WORLD_SIZE="2", FXPROF_TEST_STORE=str(out / "store")),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL, cwd=out)
+             for r in range(2)]
+    for rank, (code, _, stderr) in enumerate(_wait_all(procs, timeout=900)):
+        assert code == 0, f"rank {rank} failed:\n{stderr[-4000:]}"
+    return [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
+
+
+@pytest.mark.slow  # a 2-rank gloo job: FSDP2, DDP compiled six times, a gather (about a minute on 2 busy cores)
+@needs_gloo
+def test_on_two_gloo_ranks(job):
+    for r in job:
+        mem = r["memory"]
+        # a) AdamW's state on this rank, against the sum over its state tensors' local shards
+        assert mem["memory"]["breakdown"]["optimizer_state"] == mem["truth_optimizer"], mem
+        assert mem["truth_optimizer"] < mem["whole_sharded_state"]  # the shards, not the whole tensors
+        assert mem["memory"]["breakdown"]["parameters"] == mem["truth_parameters"] > 0, mem
+        assert mem["line"].endswith("are this rank's shards"), mem["line"]
+        # c) torch's limit in fxprof's words, the assertion kept; each way out it names works
+        bucket = r["bucket"]
+        for case in ("profile", "profile_backward", "session"):
+            got = bucket[case]
+            assert got["type"] == "TraceError" and got["cause"] == "AssertionError", (case, got)
+            assert "optimize_ddp = False" in got["error"] and "bucket_cap_mb of at least 1" in got["error"], got
+        for case in ("cap_1", "cap_1_session", "optimize_ddp_off", "optimize_ddp_off_session"):
+            assert bucket[case]["error"] == "", (case, bucket[case])
+    # d) rank 1's own note, in rank 0's gathered header, naming rank 1
+    own = job[1]["notes"]["own_notes"]
+    assert any("rank 1's own forward fails" in n for n in own), own
+    assert job[0]["notes"]["gathered_notes"] == [f"rank 1: {n}" for n in own if n not in job[0]["notes"]["own_notes"]]
+    assert f"note: rank 1: {own[0]}" in job[0]["notes"]["gathered_header"]

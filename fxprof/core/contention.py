@@ -25,7 +25,8 @@ from numpy.typing import ArrayLike
 
 __all__ = ["BUSY_SHARE", "BUSY_MIN_MS", "QUIET_MIN_RUNS", "BUSY_LOAD_MARGIN", "Contention", "contention", "busy_mask",
            "enough_quiet", "quiet_values", "less_lost_ms", "quiet_runs", "machine_words", "cpu_clock_words", "steps_machine_words", "busy_machine",
-           "loaded", "loaded_words", "shared_window", "between_runs_lost_ms", "window_figures", "LOADED_WORDS"]
+           "loaded", "loaded_words", "shared_window", "between_runs_lost_ms", "window_figures", "LOADED_WORDS",
+           "emptied_rows", "emptied_words"]
 
 #: a run is busy when other processes took at least this share of its wall time ...
 BUSY_SHARE = 0.05
@@ -474,3 +475,57 @@ def loaded_words(found: Contention) -> str:
     if loaded(found.load, found.cores):
         said.append(f"load {found.load:.1f} on {found.cores} usable core(s)")
     return "; ".join(said)
+
+
+def emptied_rows(profile: Any) -> dict[str, list[str]]:
+    """Rows left with no timed call: each was timed only in runs the statistics leave out, so its
+    ``calls`` reads 0 and its times are empty. Why -> the rows, in graph order; why is ``busy``
+    (every run that held them lost time to other processes), ``outlier`` (every such run was an
+    outlier run) or ``busy or outlier``. A DDP session's gradient all-reduce rows are the case
+    met: only the synced steps hold them, and on a crowded machine every one of those was busy.
+    Empty where nothing is left out (``profile.keep_outliers``, or no busy or outlier run)."""
+    kept = profile.kept_runs()
+    if kept is None:
+        return {}
+    samples = profile.samples
+    timed = samples[samples["time_ms"].notna()]
+    if timed.empty:
+        return {}
+    kept_set = set(kept)
+    found = profile.contention
+    busy = set(found.left_out_runs) if found is not None else set()
+    outliers = set(profile.outlier_runs)
+    held = timed.groupby(timed["node"].astype(str), sort=False)["run"].unique()
+    out: dict[str, list[str]] = {}
+    for node in (n.name for n in profile.nodes):
+        if node not in held.index:
+            continue
+        runs = {int(r) for r in held[node]}
+        if runs & kept_set:
+            continue
+        why = "busy" if runs <= busy else "outlier" if runs <= outliers else "busy or outlier"
+        out.setdefault(why, []).append(node)
+    return out
+
+
+#: how :func:`emptied_words` says why a row's runs were left out
+_EMPTIED_WHY = {
+    "busy": "every run that held them was left out as busy (it lost time to other processes)",
+    "outlier": "every run that held them was left out as an outlier run",
+    "busy or outlier": "every run that held them was left out, as busy (it lost time to other processes) or as an outlier run",
+}
+
+
+def emptied_words(profile: Any, shown: int = 6, only: Any = None) -> list[str]:
+    """One line per reason of :func:`emptied_rows`: ``no timed call left in ddp:bucket0_all_reduce,
+    ddp:all_reduce_wait (calls 0): every run that held them was left out as busy ...``; with
+    ``only``, of those rows alone."""
+    lines = []
+    for why, nodes in emptied_rows(profile).items():
+        nodes = [n for n in nodes if only is None or n in only]
+        if not nodes:
+            continue
+        names = ", ".join(nodes[:shown]) + (f" and {len(nodes) - shown} more" if len(nodes) > shown else "")
+        lines.append(f"no timed call left in {names} (calls 0): {_EMPTIED_WHY[why]}; their times are in those runs "
+                     f"alone (keep_outliers, --keep-outliers, keeps every run in the figures)")
+    return lines

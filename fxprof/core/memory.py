@@ -31,6 +31,9 @@ class MemorySummary:
     #: other nodes that reach the same peak level while they run, in run order (the peak is
     #: ``peak_node``'s because it reached it first)
     peak_again: tuple[str, ...] = ()
+    #: the parameters, gradients and optimizer state were DTensors (FSDP2, tensor parallelism): their
+    #: bytes are this rank's local shards, not the whole tensors
+    shards: bool = False
 
     def largest(self, n: int = 2) -> list[tuple[str, int]]:
         """The ``n`` largest categories at the peak, largest first (empty ones left out)."""
@@ -44,6 +47,8 @@ class MemorySummary:
             out["saved_bytes"] = self.saved_bytes
         if self.peak_again:
             out["peak_again"] = list(self.peak_again)
+        if self.shards:
+            out["shards"] = True
         return out
 
 
@@ -59,7 +64,7 @@ def memory_summary(meta: Mapping[str, Any], nodes: Sequence[Any] = ()) -> Memory
     saved = found.get("saved_bytes")
     again = tuple(shown.get(str(n), str(n)) for n in found.get("peak_again") or ())
     return MemorySummary(int(found["peak_bytes"]), shown.get(node, node), breakdown, int(found.get("held_bytes", 0) or 0),
-                         None if saved is None else int(saved), again)
+                         None if saved is None else int(saved), again, bool(found.get("shards", False)))
 
 
 #: how a roll-up combines the per-node memory columns: bytes a node adds or saves add up over a

@@ -43,7 +43,7 @@ from .roles import fsdp_steps as steps_of
 if TYPE_CHECKING:
     from .profile import Profile
 
-__all__ = ["OVERLAP_COLUMNS", "fsdp_steps", "overlap", "overlap_totals"]
+__all__ = ["OVERLAP_COLUMNS", "fsdp_steps", "overlap", "overlap_notes", "overlap_totals"]
 
 #: the table's columns, in order
 OVERLAP_COLUMNS = ("gathers", "issue_ms", "ahead_ms", "waited_ms", "exposed_ms", "hidden_pct", "blocking",
@@ -108,8 +108,10 @@ def overlap(profile: "Profile") -> pd.DataFrame:
     pairs = _pairs(profile, steps) if steps else pd.DataFrame()
     if pairs.empty:  # the columns' own dtypes, as a table with rows has them
         dtypes = {c: "bool" if c == "blocking" else "int64" if c == "gathers" else "float64" for c in OVERLAP_COLUMNS}
-        return pd.DataFrame({c: pd.Series(dtype=t) for c, t in dtypes.items()},
-                            index=pd.MultiIndex.from_tuples([], names=["layer", "phase"]))
+        empty = pd.DataFrame({c: pd.Series(dtype=t) for c, t in dtypes.items()},
+                             index=pd.MultiIndex.from_tuples([], names=["layer", "phase"]))
+        empty.attrs["notes"] = overlap_notes(profile) if steps else []
+        return empty
     on_cpu = str(profile.meta.get("device", "cpu")) == "cpu"
     asyncs = _async(profile.meta)
     keys = ["layer", "phase"]
@@ -131,7 +133,18 @@ def overlap(profile: "Profile") -> pd.DataFrame:
         by_rank = gathers.groupby(["run", "rank", *keys], sort=False)["waited_ms"].sum().groupby(level=["rank", *keys]).median()
         worst = by_rank.reset_index().sort_values("waited_ms", ascending=False, kind="stable").drop_duplicates(keys)
         table["most_waited_rank"] = worst.set_index(keys)["rank"].reindex(table.index).astype("Int64")
+    table.attrs["notes"] = overlap_notes(profile)
     return table
+
+
+def overlap_notes(profile: "Profile") -> list[str]:
+    """FSDP step rows left with no timed call (every run that held them left out, as busy or as
+    outliers): their layers are missing from :func:`overlap`'s table, and this says why
+    (:func:`fxprof.core.contention.emptied_words`). ``overlap(profile).attrs["notes"]``."""
+    from .contention import emptied_words
+
+    steps = fsdp_steps(profile)
+    return emptied_words(profile, only=set(steps)) if steps and profile.num_runs else []
 
 
 def overlap_totals(profile: "Profile") -> dict[str, Any] | None:

@@ -15,7 +15,7 @@ from .nodes import NodeInfo
 from .profile import RUN_COLUMNS, SAMPLE_COLUMNS, Profile
 from .ranks import ISOLATED_UNDER_RANKS
 
-__all__ = ["with_ranks", "profile_parts", "merge", "rank_profile"]
+__all__ = ["with_ranks", "profile_parts", "merge", "merged_notes", "rank_names", "rank_profile"]
 
 # ------------------------------------------------------------------------ building
 def _anatomy_records(profile: Profile) -> dict[str, dict[str, Any]]:
@@ -97,9 +97,56 @@ def _merged_meta(metas: Sequence[dict[str, Any]], same_graph: bool) -> dict[str,
     base["world_size"] = int(metas[0].get("world_size", len(metas)))
     base["per_rank"] = [{k: m.get(k) for k in dict.fromkeys([*_PER_RANK_KEYS, *differ]) if k in m} for m in metas]
     base["gathered"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    notes = merged_notes(metas)
+    for key in _FOLDED_NOTES:  # the ranks' differ: each rank's is in the notes, naming it (merged_notes)
+        if any(m.get(key) != metas[0].get(key) for m in metas):
+            base.pop(key, None)
+    if notes:
+        base["notes"] = notes
+    else:
+        base.pop("notes", None)
     if not same_graph:
         base["rank_graphs"] = "different graphs on different ranks: node names carry an rN: prefix"
     return base
+
+
+def rank_names(ranks: Sequence[int]) -> str:
+    """``rank 1``, ``ranks 0-3``, ``ranks 0, 2-3``: the ranks in order, runs of consecutive ones
+    joined."""
+    found = sorted(set(int(r) for r in ranks))
+    spans: list[list[int]] = []
+    for r in found:
+        if spans and r == spans[-1][1] + 1:
+            spans[-1][1] = r
+        else:
+            spans.append([r, r])
+    text = ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
+    return ("rank " if len(found) == 1 else "ranks ") + text
+
+
+def merged_notes(metas: Sequence[dict[str, Any]]) -> list[str]:
+    """Every rank's notes (``meta["notes"]``, and a capture's note where the ranks' differ), each
+    once, in the order the ranks hold them: a note every rank holds as it is, any other after the
+    ranks that hold it (``rank 1: ...``, ``ranks 0-1: ...``). A note of one rank (its unprofiled run
+    raised, a pass was skipped there) is that rank's and must not be lost when rank 0's header
+    stands for them all."""
+    ranks = [int(m.get("rank", i)) for i, m in enumerate(metas)]
+    held: dict[str, list[int]] = {}
+    for rank, meta in zip(ranks, metas):
+        own = [str(n) for n in meta.get("notes") or ()]
+        for key in _FOLDED_NOTES:  # one capture's note, shown on its own line when every rank has the same
+            if meta.get(key) and any(m.get(key) != meta.get(key) for m in metas):
+                own.append(str(meta[key]))
+        for note in own:
+            on = held.setdefault(note, [])
+            if rank not in on:
+                on.append(rank)
+    everyone = set(ranks)
+    return [note if set(on) == everyone else f"{rank_names(on)}: {note}" for note, on in held.items()]
+
+
+#: single-note keys the header shows on their lines; where the ranks' differ, each rank's goes into the merged notes
+_FOLDED_NOTES = ("capture_note", "nested_compile_note")
 
 
 def rank_profile(profile: Profile, rank: int) -> Profile:

@@ -47,6 +47,8 @@ def memory_line(profile: Any) -> list[str]:
         line += f"; reached first there, the same level again during {', '.join(shown)}{more}"
     if summary.saved_bytes is not None:
         line += f"; saved for backward {format_bytes(summary.saved_bytes)}"
+    if summary.shards:  # DTensors counted by their local shards: a reader must not take them for the whole model's
+        line += "; parameters, gradients and optimizer state are this rank's shards"
     return [line]
 
 

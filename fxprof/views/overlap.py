@@ -67,10 +67,14 @@ def overlap_text(profile: "Profile") -> str:
     """:func:`overlap_frame` as a text table (times in ms, us, ns)."""
     from tabulate import tabulate
 
+    from ..core.overlap import overlap_notes
     from .tables import format_ms
 
     table = overlap_frame(profile)
+    notes = "".join(f"\nnote: {note}" for note in overlap_notes(profile))
     if table.empty:
+        if notes:  # the rows are there, but no timed call of them is left
+            return "no FSDP all-gather left in the runs the figures keep" + notes
         return "no FSDP all-gathers in this profile (fxprof.overlap needs a profile of a fully_shard-ed model)"
     ranked = "most_waited_rank" in table.columns
     rows = []
@@ -85,7 +89,7 @@ def overlap_text(profile: "Profile") -> str:
         rows.append(cells)
     headers = ["layer", "phase", "gathers", "issue", "ahead", "waited", "exposed", "hidden_pct", "blocking", "reduce_scatter"]
     headers += ["most_waited_rank"] if ranked else []
-    return tabulate(rows, headers=headers, disable_numparse=True, colalign=("left", "left") + ("right",) * (len(headers) - 2))
+    return tabulate(rows, headers=headers, disable_numparse=True, colalign=("left", "left") + ("right",) * (len(headers) - 2)) + notes
 
 
 def overlap_frame(profile: "Profile") -> "pd.DataFrame":

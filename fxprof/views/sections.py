@@ -93,6 +93,14 @@ def notes(profile: "Profile") -> list[str]:
     return [f"note: {note}" for note in profile.meta.get("notes", ())]
 
 
+def emptied_lines(profile: "Profile") -> list[str]:
+    """Rows whose every timed call was in runs left out (busy or outlier runs): said, or their
+    ``calls 0`` reads as a node that never ran."""
+    from ..core.contention import emptied_words
+
+    return emptied_words(profile) if profile.num_runs and not profile.is_isolated else []
+
+
 def isolated_lines(profile: "Profile") -> list[str]:
     """The runs section of an isolated profile: how each node was re-run, how many were skipped."""
     if not profile.is_isolated:
@@ -144,6 +152,7 @@ HEADER: tuple[HeaderSection, ...] = (
     HeaderSection("compiled runs", compiled_runs_section),  # fxprof.views.compiled_header
     HeaderSection("runs", eager_run_lines),  # fxprof.views.headline
     HeaderSection("no runs", no_runs_lines),
+    HeaderSection("emptied rows", emptied_lines),
     HeaderSection("ranks", rank_lines),  # torch.distributed: fxprof.views.ranks
     HeaderSection("overlap", overlap_lines),  # FSDP2: fxprof.views.overlap
     HeaderSection("fidelity", fidelity_lines),  # fxprof.views.fidelity

@@ -17,6 +17,7 @@ from ...columns import PER_CALL
 from ...core.nodes import NodeInfo
 from ...errors import TraceError
 from ..common.settings import config_patcher
+from ..distributed.ddp import bucket_limit_error
 from .base import HERE, Capture, PassFn
 from .dispatch import ActiveSession, GraphRunner, GraphSession
 from .graph import describe_graph, normalize_scope, readable_node_names
@@ -310,6 +311,9 @@ class DynamoCapture(Capture):
         try:
             return self.compiled(*args, **kwargs)
         except Exception as exc:
+            limit = bucket_limit_error(exc, self.model) if isinstance(exc, AssertionError) else None
+            if limit is not None:  # torch's bare assertion on a small DDP bucket cap, in words
+                raise limit from exc
             if not _recursion_in(exc):
                 raise
             depth = max((len(path.split(".")) for path, _ in self.model.named_modules() if path), default=0)

@@ -43,6 +43,7 @@ from ...core.nodes import NodeInfo
 from ...errors import TraceError
 from ...vocab import CAPTURES, OPTIMIZER, OPTIMIZERS, PHASES
 from ..common.tree import tensors_in
+from ..distributed.ddp import bucket_limit_error
 from ..timing.recorder import Recorder
 from .base import PassFn
 from .captures import Capture
@@ -409,7 +410,7 @@ class TrainingCapture(Capture):
         with self._active, recorder.run():
             if opt is not None:
                 _timed(recorder, "optimizer.zero_grad", opt.zero_grad)
-            loss = self.compiled(*args, **kwargs)
+            loss = self._compiled_step(args, kwargs)
             _check_loss(loss)
             self.backward(loss, recorder)
             if opt is not None:
@@ -422,6 +423,17 @@ class TrainingCapture(Capture):
             )
         return loss
 
+    def _compiled_step(self, args: tuple, kwargs: dict) -> Any:
+        """The compiled forward and loss; torch's bare assertion on a small DDP bucket cap in words
+        (:func:`fxprof.measure.distributed.ddp.bucket_limit_error`)."""
+        try:
+            return self.compiled(*args, **kwargs)
+        except AssertionError as exc:
+            limit = bucket_limit_error(exc, self.model)
+            if limit is None:
+                raise
+            raise limit from exc
+
     def backward(self, loss: torch.Tensor, recorder: Recorder | None) -> None:
         """The step's backward, in a timed run (``recorder``) or an untimed pass (None); a subclass
         may time work of its own around it."""
@@ -431,7 +443,7 @@ class TrainingCapture(Capture):
         """An untimed pass over the forward and the backward graphs (no optimizer step)."""
         self.saved.clear_grads()
         with self.session.collecting(make_pass) as records, self._active:
-            loss = self.compiled(*args, **kwargs)
+            loss = self._compiled_step(args, kwargs)
             _check_loss(loss)
             self.backward(loss, None)
         return records

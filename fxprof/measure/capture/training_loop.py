@@ -22,6 +22,7 @@ from torch import nn
 
 from ...core.nodes import NodeInfo
 from ..common.tree import tensors_in
+from ..distributed.ddp import bucket_limit_error
 from ..timing.recorder import Recorder
 from .captures import Capture
 from .training import ACTIVE, TrainingGraphRunner, TrainingSession, training_backend
@@ -147,8 +148,11 @@ class LoopTrainingCapture(Capture):
         owed = dict(session.waiting or {})
         try:
             out = self.compiled(*args, **kwargs)
-        except BaseException:
+        except BaseException as exc:
             session.abort_run()
+            limit = bucket_limit_error(exc, self.model) if isinstance(exc, AssertionError) else None
+            if limit is not None:  # torch's bare assertion on a small DDP bucket cap, in words
+                raise limit from exc
             raise
         wants_backward = torch.is_grad_enabled() and any(t.requires_grad for t in tensors_in(out))
         if not wants_backward and session.waiting is not None:

@@ -19,20 +19,63 @@ subclass of ``torch._C._distributed_c10d.Backend`` registered on a ``ProcessGrou
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 from torch import nn
 
-__all__ = ["is_ddp", "TimedBuckets", "bucket_modules"]
+from ...errors import TraceError
+
+__all__ = ["is_ddp", "TimedBuckets", "bucket_modules", "bucket_limit", "bucket_limit_error", "BUCKET_LIMIT_ASSERTION"]
+
+#: the words of torch's bare ``AssertionError`` in dynamo's DDPOptimizer
+#: (``torch/_dynamo/backends/distributed.py``) when DDP's bucket cap is below its first bucket's
+BUCKET_LIMIT_ASSERTION = "First bucket should be smaller/equal to other buckets"
 
 
 def is_ddp(model: nn.Module) -> bool:
     """Whether ``model`` is a ``DistributedDataParallel`` wrapper (with its reducer)."""
     ddp = sys.modules.get("torch.nn.parallel.distributed")
     return ddp is not None and isinstance(model, ddp.DistributedDataParallel) and hasattr(model, "reducer")
+
+
+def _mb(nbytes: float) -> str:
+    return f"{nbytes / 2**20:g} MB"
+
+
+def bucket_limit_error(exc: AssertionError, model: nn.Module) -> TraceError | None:
+    """fxprof's words for torch's bare assertion in DDPOptimizer; None for any other assertion."""
+    if BUCKET_LIMIT_ASSERTION not in str(exc):
+        return None
+    ddp = next((m for m in model.modules() if is_ddp(m)), None)
+    cap = getattr(ddp, "bucket_bytes_cap", None)
+    first = getattr(torch.distributed, "_DEFAULT_FIRST_BUCKET_BYTES", 2**20)
+    given = f"DistributedDataParallel(bucket_cap_mb={cap / 2**20:.3g})" if cap else "the DistributedDataParallel model"
+    return TraceError(
+        f"torch cannot capture {given}: dynamo's DDPOptimizer (torch._dynamo.config.optimize_ddp, on by default), which "
+        f"splits the graph at DDP's gradient buckets, needs every bucket at least as large as DDP's first bucket "
+        f"({_mb(first)}), and stopped with a bare AssertionError ('{exc}'; it is this error's __cause__). This is "
+        f"torch's limit, met wherever dynamo compiles the model (fxprof.profile, fxprof.session, torch.compile). Either "
+        f"set torch._dynamo.config.optimize_ddp = False before profiling (dynamo then compiles the model whole, not "
+        f"split at its buckets; DDP's all-reduce runs as before), or give DistributedDataParallel a bucket_cap_mb of "
+        f"at least {first / 2**20:g}.")
+
+
+@contextlib.contextmanager
+def bucket_limit(model: nn.Module) -> Iterator[None]:
+    """Around a call of a dynamo-compiled model: torch's bare ``AssertionError`` for a DDP bucket
+    cap below DDP's first bucket (:data:`BUCKET_LIMIT_ASSERTION`) becomes a :class:`TraceError`
+    that names the limit and the ways out, the original its ``__cause__``."""
+    try:
+        yield
+    except AssertionError as exc:
+        error = bucket_limit_error(exc, model)
+        if error is None:
+            raise
+        raise error from exc
 
 
 def _backend_class() -> type:

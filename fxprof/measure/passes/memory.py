@@ -44,8 +44,8 @@ from ...core.memory import CATEGORIES
 from ..common.tree import PlainContainers, tensors_in
 from ..device.bridge import RANGE_PREFIX, UNKNOWN_BLOCK_LINE, kineto_quiet, profiler_running
 
-__all__ = ["MemoryRecording", "account", "allocations", "Alloc", "CATEGORIES", "device_keys", "held_breakdown", "memory_pass",
-           "memory_per_node", "ranged_pass"]
+__all__ = ["MemoryRecording", "account", "allocations", "Alloc", "CATEGORIES", "device_keys", "held_breakdown", "is_sharded",
+           "local_shard", "memory_pass", "memory_per_node", "ranged_pass"]
 
 _SAVED_PREFIX = "fxprof_saved::"
 
@@ -72,9 +72,22 @@ class _Accounted:
     end_level: int = 0
 
 
+def local_shard(t: torch.Tensor) -> torch.Tensor:
+    """The bytes this rank holds of ``t``: a DTensor's local shard (an FSDP2 or tensor-parallel
+    parameter, its gradient, the optimizer's state of it), any other tensor itself. A DTensor's
+    own storage is not its shard's, so without this its bytes would count as none."""
+    local = getattr(t, "_local_tensor", None)
+    return local if isinstance(local, torch.Tensor) else t
+
+
+def is_sharded(t: Any) -> bool:
+    """Whether ``t`` is a DTensor (its bytes here are this rank's shard of it)."""
+    return isinstance(getattr(t, "_local_tensor", None), torch.Tensor)
+
+
 def _storage_key(t: torch.Tensor) -> tuple[int, int] | None:
     try:
-        s = t.untyped_storage()
+        s = local_shard(t).untyped_storage()
         return (s.data_ptr(), s.nbytes())
     except Exception:  # tensors without storage (sparse, some subclasses, meta)
         return None
@@ -102,6 +115,13 @@ def held_bytes(module: nn.Module | None, inputs: Any, optimizer: Any) -> dict[st
         out["optimizer_state"] = _unique_bytes(tensors_in(list(optimizer.state.values())), seen)
     out["inputs"] = _unique_bytes(tensors_in(inputs), seen)
     return out
+
+
+def _held_tensors(module: nn.Module | None, optimizer: Any) -> list[Any]:
+    held: list[Any] = list(module.parameters()) if module is not None else []
+    if optimizer is not None:
+        held += list(tensors_in(list(optimizer.state.values())))
+    return held
 
 
 class _RangedInterpreter(PlainContainers, fx.Interpreter):
@@ -142,6 +162,8 @@ class MemoryRecording:
         self.optimizer = optimizer
         self.backward = backward
         self.held = held_bytes(module, inputs, optimizer)
+        #: parameters, gradients or optimizer state held as DTensors: their bytes are this rank's shards
+        self.shards = any(is_sharded(t) for t in _held_tensors(module, optimizer))
         self.saved: list[tuple[int, int]] = []  # (storage address, bytes) per pack, in order
         self.records: dict[str, dict[str, int]] = {}
         self.summary: dict[str, Any] = {}
@@ -192,6 +214,9 @@ class MemoryRecording:
         done = account(ranges, allocs, self.held, grads, [(markers.get(i), ptr) for i, (ptr, _) in enumerate(self.saved)]
                        if self.backward else None)
         self.records, self.summary = done.records, done.summary
+        if self.shards and self.summary:
+            # the figures are this rank's: a DTensor's bytes are its local shard (passes/memory.local_shard)
+            self.summary["shards"] = True
         #: the followed allocations still held at the end, in bytes (what the recorded span kept)
         self.kept_bytes = done.end_level
 

@@ -124,7 +124,7 @@ def _whatif(model: nn.Module, args: tuple, kwargs: dict, parsed: list, names: li
 
     def failed(name: str, exc: BaseException) -> None:
         errors[name] = _first_line(exc) if isinstance(exc, NoChange) else f"{type(exc).__name__}: {_first_line(exc)}"
-        say(f"{name} failed: {errors[name]}")
+        say(f"{name}: {errors[name]}, not timed" if isinstance(exc, NoChange) else f"{name} failed: {errors[name]}")
 
     base = prepare(None, model, args, kwargs)
     ready: list[Prepared] = [base]

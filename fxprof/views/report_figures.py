@@ -115,9 +115,12 @@ class _Sectors:
     def box(self, sector: str, label: str, parent: str, custom: list[str], colour: str, value: float = 0.0,
             first: bool = False) -> None:
         at = 0 if first else len(self.ids)
-        for column, item in ((self.ids, sector), (self.labels, label), (self.parents, parent), (self.values, value),
-                             (self.fill, colour), (self.custom, custom)):
-            column.insert(at, item)  # type: ignore[attr-defined]
+        self.ids.insert(at, sector)
+        self.labels.insert(at, label)
+        self.parents.insert(at, parent)
+        self.values.insert(at, value)
+        self.fill.insert(at, colour)
+        self.custom.insert(at, custom)
 
 
 def _add_tree(tree: _Sectors, profile: ProfileOrTable, table: pd.DataFrame, colors: dict[str, str], root: str,

@@ -150,3 +150,21 @@ def test_other_variants_known_up_front_to_change_nothing():
     assert "already in channels_last" in already.table.loc["channels_last", "error"]
     fresh = fxprof.whatif(conv, torch.randn(1, 3, 8, 8), ["channels_last"], iters=2, warmup=0, blocks=False)
     assert "channels_last" in fresh.times  # the input is not channels-last: the variant changes it
+
+
+def test_a_compiled_profile_leaves_every_generator_where_it_was():
+    """Compiled mode (fxprof.profile(compile=...)) puts them back too, as the eager mode does: its
+    warm-up and timed calls of a train-mode dropout draw from torch's generator."""
+    class Drops(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = nn.Linear(8, 8)
+            self.drop = nn.Dropout(0.5)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.drop(self.linear(x))
+
+    model, x = Drops().train(), torch.randn(4, 8)
+    before = _states()
+    fxprof.profile(model, x, iters=2, warmup=1, compile=True, peaks=None, anatomy=False, memory=False)
+    _assert_same(before, _states())

@@ -97,7 +97,7 @@ def profile(
             ``"auto"`` (default: :func:`fxprof.machine_peaks` for the model's device, the
             dtype of its busiest node and this thread count: measured once, a few seconds, then
             cached; the environment variable ``FXPROF_PEAKS`` overrides it: ``off``,
-            ``quick`` or ``TFLOPS,GBPS``), ``None`` (no roofline), ``(tflops, gbps)`` or
+            ``quick`` or ``TFLOPS,GBPS``), ``None`` or ``"off"`` (no roofline), ``(tflops, gbps)`` or
             ``"TFLOPS,GBPS"`` (yours, e.g. a datasheet's), or a :class:`fxprof.core.roofline.Peaks`.
             Kept in ``profile.meta["peaks"]``. A :class:`~fxprof.timers.Timer` of your own gets
             only peaks you give (its clock may not be seconds). See docs/roofline.md.

@@ -36,7 +36,7 @@ import torch
 from torch import nn
 
 from .core.generation import PER_TOKEN_COLUMNS, Generation, layer_of
-from .core.roofline import Peaks, parse_peaks
+from .core.roofline import Peaks, parse_peaks, peaks_off
 from .errors import FxprofError
 from .measure.compiled.compiling import compiled_forward, is_compiled
 from .measure.compiled.mode import room_to_compile
@@ -88,7 +88,7 @@ def generate(model: nn.Module, input_ids: torch.Tensor, max_new_tokens: int = 16
         max_new_tokens: new tokens to generate (>= 1).
         peaks: the memory bandwidth of the floor: ``"auto"`` (:func:`fxprof.machine_peaks` on the
             model's device and dtype, measured once and cached), ``(TFLOPS, GBPS)``, ``"TFLOPS,GBPS"``,
-            a :class:`~fxprof.Peaks`, or ``None`` (no floor).
+            a :class:`~fxprof.Peaks`, or ``None`` (or ``"off"``, the CLI's spelling: no floor).
         capture, timer: as for :func:`fxprof.session`.
         progress: called with a line saying what runs now.
         generate_kwargs: passed to every ``generate`` call (``attention_mask``, ``min_new_tokens``...); a
@@ -427,7 +427,7 @@ def _notes(prefill: Any, decode: Any, shapes: dict[str, Any], timed_compiles: in
 
 def _peaks(peaks: Any, model: nn.Module) -> tuple[float, float, str] | None:
     """(bytes per second, FLOPs per second, source) of the floor, or None."""
-    if peaks is None:
+    if peaks_off(peaks):
         return None
     if isinstance(peaks, str) and peaks.strip().lower() in ("auto", "quick"):
         from .measure.passes.peaks import machine_peaks

@@ -16,6 +16,7 @@ from torch import nn
 
 from .api import profile
 from .core.compare import ALPHA, MIN_EFFECT
+from .core.roofline import peaks_off
 from .core.whatif import WhatIf
 from .measure.common.machine import machine_load
 from .measure.common.state import preserved_rng, refuse_inside_session
@@ -104,7 +105,7 @@ def _variant_items(variants: Any) -> list[Any]:
 def _check_peaks(peaks: Any) -> Any:
     """``peaks`` as :func:`fxprof.profile` takes it, checked before any timing; ``"off"`` (the
     CLI's spelling) is ``None``."""
-    if isinstance(peaks, str) and peaks.strip().lower() in ("off", "none"):
+    if peaks_off(peaks):
         return None
     if peaks is None or peaks is False or (isinstance(peaks, str) and peaks in ("auto", "quick")):
         return peaks
@@ -124,7 +125,7 @@ def _whatif(model: nn.Module, args: tuple, kwargs: dict, parsed: list, names: li
 
     def failed(name: str, exc: BaseException) -> None:
         errors[name] = _first_line(exc) if isinstance(exc, NoChange) else f"{type(exc).__name__}: {_first_line(exc)}"
-        say(f"{name} failed: {errors[name]}")
+        say(f"{name}: {errors[name]}, not timed" if isinstance(exc, NoChange) else f"{name} failed: {errors[name]}")
 
     base = prepare(None, model, args, kwargs)
     ready: list[Prepared] = [base]

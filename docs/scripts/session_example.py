@@ -1,7 +1,9 @@
 """The examples of docs/session.md: a training loop and a text loop, each under fxprof.session.
 
-Run: python docs/scripts/session_example.py OUTDIR   (CPU, 1 thread; saves each cycle as OUTDIR/stepN.npz)
+Run: python docs/scripts/session_example.py OUTDIR   (CPU, 1 thread; saves each cycle as OUTDIR/stepN.npz,
+making OUTDIR first where it does not exist)
 """
+import os
 import sys
 
 import torch
@@ -11,6 +13,7 @@ from torch import nn
 import fxprof
 
 out = sys.argv[1] if len(sys.argv) > 1 else "."
+os.makedirs(out, exist_ok=True)  # the first cycle saves at step 4: a missing folder must not stop the run there
 torch.manual_seed(0)
 torch.set_num_threads(1)  # on a shared 2-core machine, a second intra-op thread waits for a free core
 

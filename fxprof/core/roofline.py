@@ -24,7 +24,7 @@ import pandas as pd
 
 __all__ = ["Peaks", "ROOFLINE_COLUMNS", "LIMITS", "roofline_columns", "parse_peaks", "peaks_differ", "DEFAULT_OVERHEAD_S",
            "FLOOR_MULTIPLE", "NO_WORK_FRACTION", "CACHE_FIT", "node_bandwidth", "roofline_notes", "ABOVE_ROOF_PCT",
-           "roofs_from_curve", "roof_for", "CURVE_STEP", "ROOF_CHECK_PCT", "load_text"]
+           "roofs_from_curve", "roof_for", "CURVE_STEP", "ROOF_CHECK_PCT", "load_text", "peaks_off"]
 
 #: the columns this module adds to the per-node table, with their pandas dtypes (``bytes`` itself
 #: is an anatomy column: see fxprof.vocab.ANATOMY_COLUMNS)
@@ -265,6 +265,12 @@ def roof_for(reads: float, bytes_per_s: float, levels: Any) -> tuple[float, str]
         if reads <= CACHE_FIT * lv["bytes"] and lv["bytes_per_s"] > rate:
             rate, name = float(lv["bytes_per_s"]), lv["level"]
     return rate, name
+
+
+def peaks_off(peaks: object) -> bool:
+    """Whether ``peaks=`` asks for no roofline: ``None``, ``False``, or ``"off"``/``"none"`` (the
+    CLI's and ``FXPROF_PEAKS``' spelling, any case), which the Python functions take as ``None``."""
+    return peaks is None or peaks is False or (isinstance(peaks, str) and peaks.strip().lower() in ("off", "none"))
 
 
 def parse_peaks(text: str) -> Peaks:

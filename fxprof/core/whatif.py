@@ -25,11 +25,15 @@ from .compare import ALPHA, MIN_EFFECT
 if TYPE_CHECKING:
     from .profile import Profile
 
-__all__ = ["WhatIf", "WHATIF_COLUMNS"]
+__all__ = ["WhatIf", "WHATIF_COLUMNS", "NO_CHANGE"]
 
 #: the columns of :attr:`WhatIf.table`
 WHATIF_COLUMNS = ("speedup", "low", "high", "verdict", "p_value", "base_ms", "variant_ms", "samples", "runs",
                   "gained", "lost", "why", "error")
+
+#: how a variant that would run what the baseline runs is reported (its ``error`` starts with it,
+#: its ``verdict`` is it): it was not timed, so it has no speed-up
+NO_CHANGE = "changes nothing"
 
 
 @dataclass
@@ -87,14 +91,16 @@ class WhatIf:
         call), ``runs``, ``gained``/``lost`` (the blocks whose time fell or rose most, with
         their speed-up; "" without profiles), ``why`` (the roofline's reading of the node that
         moved most, where both profiles have roofs), ``error`` (why the variant failed; its
-        other columns are then empty)."""
+        other columns are then empty; a variant that would run what the baseline runs has the
+        verdict ``changes nothing`` (:data:`NO_CHANGE`), the reason in ``error`` and no times)."""
         from .gate import run_verdict
 
         rows: list[dict[str, Any]] = []
         base = self.per_sample_ms("baseline") if "baseline" in self.times else np.empty(0)
         for name in self.order:
             if name in self.errors or name not in self.times:
-                rows.append({"variant": name, "error": self.errors.get(name, "not measured")})
+                error = self.errors.get(name, "not measured")
+                rows.append({"variant": name, "error": error, **({"verdict": NO_CHANGE} if self.unchanged(name) else {})})
                 continue
             run = run_verdict(base, self.per_sample_ms(name), self.alpha, self.min_effect)
             gained, lost = self._moved(name)
@@ -108,9 +114,14 @@ class WhatIf:
             })
         table = pd.DataFrame(rows, columns=["variant", *WHATIF_COLUMNS]).set_index("variant")
         for column in ("verdict", "gained", "lost", "why", "error"):
-            table[column] = table[column].fillna("").astype(str)
+            table[column] = table[column].astype(object).fillna("").astype(str)  # a column all NaN is float64
         key = table["speedup"].fillna(-math.inf)
         return table.loc[key.sort_values(ascending=False, kind="stable").index]
+
+    def unchanged(self, name: str) -> bool:
+        """Whether ``name`` was found, before any timing, to run what the baseline runs (its
+        row's verdict is :data:`NO_CHANGE`, and it has no times)."""
+        return self.errors.get(name, "").startswith(NO_CHANGE)
 
     def blocks(self, name: str) -> pd.DataFrame | None:
         """``compare(baseline, variant, by="scope", depth)`` for ``name`` (None without both
@@ -171,7 +182,8 @@ class WhatIf:
         out = []
         for name, row in self.table.iterrows():
             if row["error"]:
-                out.append(f"{name}: failed: {row['error']}")
+                out.append(f"{name}: {row['error']} (not timed)" if self.unchanged(str(name))
+                           else f"{name}: failed: {row['error']}")
                 continue
             if row["verdict"] in ("faster", "slower"):
                 shown = row["speedup"] if row["verdict"] == "faster" else 1.0 / row["speedup"]

@@ -11,7 +11,8 @@ sections in the order of :data:`fxprof.views.sections.REPORT`:
 - the header facts (:func:`~fxprof.views.text.render_header`: model, device, timer, runs,
   coverage and interpreter overhead, outlier runs, environment) and a few key numbers;
 - the module tree as an icicle sized by median time: root > stages > blocks > layers > nodes,
-  functional nodes included, the phases of a training step on top; click a box to zoom.
+  functional nodes included, the phases of a training step on top, a box per rank of a
+  gathered profile (each its rank's own runs); click a box to zoom.
   Nodes are coloured by op kind; the enter/exit nodes of ``record_function`` ranges are
   folded into a grey "range bookkeeping" box of their module;
 - time by op kind (the tree's colour key), by ``record_function`` range, by training phase,

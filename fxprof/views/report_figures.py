@@ -101,42 +101,52 @@ def _scope_parts(scope: str) -> tuple[str, ...]:
     return tuple(".".join(bits[: i + 1]) for i in range(len(bits)))
 
 
-def tree_figure(profile: ProfileOrTable, depth: int = TREE_DEPTH) -> "go.Figure":
-    """The module tree as an icicle, each box as wide as its median time (``median_ms``).
+class _Sectors:
+    """The icicle's sectors, in order: id, label, parent, value, colour, hover data."""
 
-    Root (the model) > phase (a training step's ``forward``, ``loss``, ``backward``,
-    ``optimizer``) > stages > blocks > layers > nodes, by each node's ``scope``; functional
-    nodes (a residual ``add``) sit in the module they run in, nodes at the root under the
-    model, graph plumbing (inputs, outputs) under ``(graph)``, and the enter/exit nodes of
-    ``record_function`` ranges in a grey ``(range bookkeeping)`` box of their module. A module
-    called once, as one node, is that node's box. Nodes are coloured by op kind
-    (:func:`kind_colors`); hovering shows the node, its kind, time and share of node time;
-    clicking zooms into a box. ``depth`` levels are shown at once.
-    """
-    go = plotly_go()
-    table = _per_node(profile)
+    def __init__(self) -> None:
+        self.ids: list[str] = []
+        self.labels: list[str] = []
+        self.parents: list[str] = []
+        self.values: list[float] = []
+        self.fill: list[str] = []
+        self.custom: list[list[str]] = []
+
+    def box(self, sector: str, label: str, parent: str, custom: list[str], colour: str, value: float = 0.0,
+            first: bool = False) -> None:
+        at = 0 if first else len(self.ids)
+        self.ids.insert(at, sector)
+        self.labels.insert(at, label)
+        self.parents.insert(at, parent)
+        self.values.insert(at, value)
+        self.fill.insert(at, colour)
+        self.custom.insert(at, custom)
+
+
+def _add_tree(tree: _Sectors, profile: ProfileOrTable, table: pd.DataFrame, colors: dict[str, str], root: str,
+              root_label: str, parent: str, root_kind: str) -> float:
+    """``table``'s nodes as boxes under ``root`` (a box under ``parent``), and for a profile
+    with runs a box of the time in no node; returns what ``root`` holds, in ms."""
     value = table["median_ms"].fillna(0.0).clip(lower=0.0)
     pct = table["pct"].fillna(0.0)
-    colors = kind_colors(table)
     phases = table["phase"] if "phase" in table.columns else pd.Series("forward", index=table.index)
     several_phases = phases.nunique() > 1
     bookkeeping = is_bookkeeping(table)
     plumbing = is_plumbing(table)
 
-    root = "m"
-    boxes: dict[str, dict[str, Any]] = {root: {"label": model_label(profile), "parent": "", "name": model_label(profile)}}
+    boxes: dict[str, dict[str, Any]] = {root: {"label": root_label, "parent": parent, "name": root_label}}
     child_boxes: dict[str, list[str]] = defaultdict(list)
     nodes_in: dict[str, list[str]] = defaultdict(list)
 
     def box(chain: list[tuple[str, str]]) -> str:  # [(id part, label)] under the root
-        parent = root
+        at = root
         for key, label in chain:
-            bid = f"{parent}/{key}"
+            bid = f"{at}/{key}"
             if bid not in boxes:
-                boxes[bid] = {"label": label, "parent": parent, "name": key}
-                child_boxes[parent].append(bid)
-            parent = bid
-        return parent
+                boxes[bid] = {"label": label, "parent": at, "name": key}
+                child_boxes[at].append(bid)
+            at = bid
+        return at
 
     for node in table.index:
         chain: list[tuple[str, str]] = [(str(phases[node]), str(phases[node]))] if several_phases else []
@@ -153,48 +163,84 @@ def tree_figure(profile: ProfileOrTable, depth: int = TREE_DEPTH) -> "go.Figure"
     shares: dict[str, float] = defaultdict(float)
     for bid, members in nodes_in.items():
         walk = bid
-        while walk:
+        while walk != parent:
             totals[walk] += float(value[members].sum())
             shares[walk] += float(pct[members].sum())
             walk = boxes[walk]["parent"]
 
-    ids, labels, parents, values, fill, custom = [], [], [], [], [], []
+    def leaf(sector: str, label: str, at: str, node: str) -> None:
+        tree.box(sector, label, at, [node, str(table.at[node, "kind"]), format_ms(value[node]), f"{pct[node]:.1f}%"],
+                 colors.get(table.at[node, "kind"], _OTHER), float(value[node]))
 
-    def leaf(sector: str, label: str, parent: str, node: str) -> None:
-        ids.append(sector)
-        labels.append(label)
-        parents.append(parent)
-        values.append(float(value[node]))
-        fill.append(colors.get(table.at[node, "kind"], _OTHER))
-        custom.append([node, str(table.at[node, "kind"]), format_ms(value[node]), f"{pct[node]:.1f}%"])
-
+    root_at = len(tree.ids)
     for bid, info in boxes.items():
         members = nodes_in.get(bid, [])
         if (len(members) == 1 and not child_boxes.get(bid) and bid != root
                 and table.at[members[0], "op"] == "call_module"):  # a module called once, as one node: the node
             leaf(bid, info["label"], info["parent"], members[0])
             continue
-        ids.append(bid)
-        labels.append(info["label"])
-        parents.append(info["parent"])
-        values.append(0.0)  # branchvalues="remainder": a box is the sum of what it holds
-        fill.append(_BOOKKEEPING if info["name"] == BOOKKEEPING else _MODULE)
-        custom.append([info["name"], "module" if bid != root else "model", format_ms(totals[bid]), f"{shares[bid]:.1f}%"])
+        kind = "module" if bid != root else root_kind
+        # branchvalues="remainder": a box is the sum of what it holds
+        tree.box(bid, info["label"], info["parent"], [info["name"], kind, format_ms(totals[bid]), f"{shares[bid]:.1f}%"],
+                 _BOOKKEEPING if info["name"] == BOOKKEEPING else _MODULE)
         for node in members:
             leaf(f"{bid}//{node}", _node_label(table, node), bid, node)
+    held = totals[root]
     if isinstance(profile, Profile) and profile.num_runs:  # the root is the median run: add the time in no node
         from .headline import outside_words, run_figures
 
         figures = run_figures(profile, table)
-        custom[ids.index(root)][2] = f"median run {format_ms(figures.run_ms)}"
-        if figures.outside_ms > 0:
-            ids.append(f"{root}/{OUTSIDE}")
-            labels.append(OUTSIDE)
-            parents.append(root)
-            values.append(figures.outside_ms)
-            fill.append(_BOOKKEEPING)
-            custom.append([OUTSIDE, outside_words(profile.meta), format_ms(figures.outside_ms),
-                           f"{figures.outside_ms / figures.run_ms * 100:.1f}% of the median run"])
+        nodes_ms = float(value.sum())  # what the boxes hold: the node medians of this table
+        outside = figures.run_ms - nodes_ms
+        if outside > 0:
+            tree.custom[root_at][2] = f"median run {format_ms(figures.run_ms)}"
+            tree.box(f"{root}/{OUTSIDE}", OUTSIDE, root, [OUTSIDE, outside_words(profile.meta), format_ms(outside),
+                     f"{outside / figures.run_ms * 100:.1f}% of the median run"], _BOOKKEEPING, outside)
+            held = figures.run_ms
+        else:  # the nodes' medians add up to more than the median run (medians of runs that vary)
+            tree.custom[root_at][2] = f"nodes {format_ms(nodes_ms)} (median run {format_ms(figures.run_ms)})"
+    return held
+
+
+def tree_figure(profile: ProfileOrTable, depth: int = TREE_DEPTH) -> "go.Figure":
+    """The module tree as an icicle, each box as wide as its median time (``median_ms``).
+
+    Root (the model) > phase (a training step's ``forward``, ``loss``, ``backward``,
+    ``optimizer``) > stages > blocks > layers > nodes, by each node's ``scope``; functional
+    nodes (a residual ``add``) sit in the module they run in, nodes at the root under the
+    model, graph plumbing (inputs, outputs) under ``(graph)``, and the enter/exit nodes of
+    ``record_function`` ranges in a grey ``(range bookkeeping)`` box of their module. A module
+    called once, as one node, is that node's box. Nodes are coloured by op kind
+    (:func:`kind_colors`); hovering shows the node, its kind, time and share of node time;
+    clicking zooms into a box. ``depth`` levels are shown at once.
+
+    The root is the median run: the nodes' medians and a grey box of the time in no node (when
+    the nodes' medians add up to more than the median run, the root says so and what it holds).
+    A gathered profile (several ranks) has a box per rank under the root, each its rank's own
+    tree over its own runs and its median run; the root is what those boxes hold, the ranks'
+    median runs summed: every box's figure is the sum of the boxes inside it.
+    """
+    go = plotly_go()
+    table = _per_node(profile)
+    colors = kind_colors(table)
+    tree = _Sectors()
+    root = "m"
+    ranks = profile.ranks if isinstance(profile, Profile) else []
+    if len(ranks) > 1:
+        from ..core.rankmerge import rank_profile
+
+        held = 0.0
+        for rank in ranks:
+            part = rank_profile(profile, rank)
+            rank_table = part.df
+            rank_table = rank_table.loc[rank_table["calls"] > 0]  # different graphs: the other ranks' nodes
+            held += _add_tree(tree, part, rank_table, colors, f"{root}/rank {rank}", f"rank {rank}", root, "rank")
+        tree.box(root, model_label(profile), "", [model_label(profile), "model",
+                 f"{len(ranks)} ranks' median runs summed {format_ms(held)}", "100.0%"], _MODULE, first=True)
+    else:
+        _add_tree(tree, profile, table, colors, root, model_label(profile), "", "model")
+    several_phases = "phase" in table.columns and table["phase"].nunique() > 1
+    ids, labels, parents, values, fill, custom = tree.ids, tree.labels, tree.parents, tree.values, tree.fill, tree.custom
     fig = go.Figure(go.Icicle(
         ids=ids, labels=labels, parents=parents, values=values, branchvalues="remainder", sort=False,
         marker={"colors": fill, "line": {"color": "white", "width": 1}}, customdata=custom, maxdepth=depth,
@@ -209,7 +255,7 @@ def tree_figure(profile: ProfileOrTable, depth: int = TREE_DEPTH) -> "go.Figure"
             "type": "buttons", "direction": "right", "x": 0.9, "xanchor": "right", "y": 1.12, "yanchor": "bottom",
             "buttons": [{"label": "colour: op kind", "method": "restyle", "args": [{"marker.colors": [fill]}]},
                         {"label": "colour: % of roof", "method": "restyle", "args": [{"marker.colors": [roof]}]}]}])
-    what = "phase > module > node" if several_phases else "module > node"
+    what = ("rank > " if len(ranks) > 1 else "") + ("phase > module > node" if several_phases else "module > node")
     return _layout(fig, f"{model_label(profile)}: where the time goes ({what}; width = median time; click to zoom)", 560)
 
 

@@ -107,7 +107,8 @@ def test_the_tree_nests_model_stages_blocks_layers_and_sums_to_the_node_time(r18
     if outside > 0:
         assert sum(values) == pytest.approx(median_run)
         assert dict(zip(ids, values))["m/(outside every node)"] == pytest.approx(outside)
-    assert dict(zip(ids, icicle.customdata))["m"][2] == f"median run {format_ms(median_run)}"
+    said = dict(zip(ids, icicle.customdata))["m"][2]
+    assert said == f"median run {format_ms(median_run)}" if outside > 0 else said.startswith("nodes ")  # what it holds
     custom = dict(zip(ids, icicle.customdata))
     assert custom[conv][0] == "layer1_0_conv1" and custom[conv][1] == "conv2d"
     assert custom["m/layer1"][3] == f"{r18.group_by('scope').loc['layer1', 'pct']:.1f}%"

@@ -5,7 +5,8 @@ in place or by assigning a new tensor to the attribute; symbolic tracing may eve
 update once while it traces. :func:`preserved_buffers` puts back, on exit, the very tensor
 each module held under each buffer name, with its value, and can say which buffers moved.
 
-The random number generators and the autocast state are put back too (:func:`preserved_rng`,
+The random number generators (torch's, Python's ``random``, numpy's global one) and the
+autocast state are put back too (:func:`preserved_rng`,
 :func:`preserved_autocast`).
 
 Profiles in one process run one at a time (:data:`PROFILING`): two threads profiling the same
@@ -16,6 +17,8 @@ side by side would time each other's work (the interpreter holds the GIL between
 from __future__ import annotations
 
 import contextlib
+import random
+import sys
 import threading
 from typing import Iterator
 
@@ -94,17 +97,25 @@ def preserved_buffers(module: nn.Module, report: bool = False) -> Iterator[list[
 
 @contextlib.contextmanager
 def preserved_rng() -> Iterator[None]:
-    """Put the CPU random number generator (and every CUDA device's, when CUDA is in use) back
-    on exit: a model with dropout in training mode draws from it in every run, and profiling
-    must leave the caller's random sequence where it was."""
+    """Put every random number generator the block may draw from back on exit: torch's CPU
+    generator (and every CUDA device's, when CUDA is in use), Python's ``random`` and numpy's
+    global ``np.random``. A model with dropout in training mode draws from torch's in every run,
+    and a model or a what-if variant of the user's may draw from the others; profiling must leave
+    the caller's random sequences where they were."""
     cpu = torch.get_rng_state()
     cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+    python = random.getstate()
+    numpy = sys.modules.get("numpy")  # a dependency, always loaded by then; never imported here only for this
+    legacy = numpy.random.get_state() if numpy is not None else None
     try:
         yield
     finally:
         torch.set_rng_state(cpu)
         if cuda is not None:
             torch.cuda.set_rng_state_all(cuda)
+        random.setstate(python)
+        if numpy is not None:
+            numpy.random.set_state(legacy)
 
 
 @contextlib.contextmanager

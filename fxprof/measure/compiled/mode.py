@@ -57,7 +57,7 @@ from ...core.profile import Profile
 from ...errors import TraceError
 from ...vocab import COMPILE_MODES, MARKS_TIMER
 from ..capture.graph import module_kinds
-from ..common.state import preserved_buffers
+from ..common.state import preserved_buffers, preserved_rng
 from ..common.tree import clone_tensors
 from ..device.bridge import Event, profiler_running
 from ..device.cupti import refuse_teardown
@@ -142,7 +142,7 @@ def profile_compiled(model: nn.Module, args: tuple, kwargs: dict, compile: Any, 
         return compiled(*a, **k)
 
     outer = profiler_running()  # the caller's own torch.profiler: no memory run
-    with recursion_limit_kept(), room_to_compile(root), preserved_buffers(root), inductor_settings(), \
+    with recursion_limit_kept(), room_to_compile(root), preserved_buffers(root), preserved_rng(), inductor_settings(), \
             catch_trace(session.kept.catcher) as caught, grad:
         _, compile_s, compiled_first = first_call(root, session, described, lambda: (call(), sync())[0],
                                                   "profile it eagerly instead")

@@ -47,7 +47,7 @@ from typing import Any, Iterator
 
 import torch
 
-from ...core.roofline import Peaks, load_text, parse_peaks, roof_for, roofs_from_curve
+from ...core.roofline import Peaks, load_text, parse_peaks, peaks_off, roof_for, roofs_from_curve
 from .bandwidth import Clock, check_plain_ops, measure_curve, raise_roofs, roof_points
 from .load import LOAD_BUSY, Load, cache_busy
 
@@ -232,14 +232,14 @@ def resolve_peaks(peaks: Any, device: torch.device | str = "cpu", dtype: torch.d
                   threads: int | None = None) -> Peaks | None:
     """What ``fxprof.profile(peaks=...)`` asked for: ``"auto"`` (measured or cached for
     ``device``, ``dtype`` and ``threads``; the environment variable ``FXPROF_PEAKS`` may say
-    ``off``, ``quick`` or ``TFLOPS,GBPS`` instead), ``"quick"``, ``None``/``False`` (no
-    roofline), a :class:`~fxprof.core.roofline.Peaks`, ``(tflops, gbps)`` or ``"TFLOPS,GBPS"``.
-    Given numbers are checked without measuring anything."""
+    ``off``, ``quick`` or ``TFLOPS,GBPS`` instead), ``"quick"``, ``None``/``False``/``"off"``
+    (no roofline; ``"off"`` is the CLI's spelling), a :class:`~fxprof.core.roofline.Peaks`,
+    ``(tflops, gbps)`` or ``"TFLOPS,GBPS"``. Given numbers are checked without measuring anything."""
     if isinstance(peaks, str) and peaks == "auto":
         peaks = os.environ.get(ENV, "").strip() or "auto"
         if peaks.lower() in ("off", "none", "0", "false"):
             return None
-    if peaks is None or peaks is False:
+    if peaks_off(peaks):
         return None
     if isinstance(peaks, Peaks):
         return _used_at(peaks, threads)
@@ -249,7 +249,8 @@ def resolve_peaks(peaks: Any, device: torch.device | str = "cpu", dtype: torch.d
         return parse_peaks(peaks)
     if isinstance(peaks, (tuple, list)) and len(peaks) in (2, 3) and not any(isinstance(v, (str, bool)) for v in peaks):
         return parse_peaks(",".join(map(str, peaks)))
-    raise ValueError(f"peaks must be 'auto', 'quick', None, (TFLOPS, GBPS), 'TFLOPS,GBPS' or a fxprof Peaks; got {peaks!r}")
+    raise ValueError(f"peaks must be 'auto', 'quick', None (or 'off'), (TFLOPS, GBPS), 'TFLOPS,GBPS' or a fxprof Peaks; "
+                     f"got {peaks!r}")
 
 
 def _used_at(peaks: Peaks, threads: int | None) -> Peaks:

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ...core.whatif import NO_CHANGE
 from ...vocab import COMPILE_MODES
 from ..common.tree import clone_tensors
 
@@ -39,7 +40,15 @@ UserFn = Callable[[nn.Module, tuple], "tuple[nn.Module, tuple]"]
 
 class NoChange(ValueError):
     """A variant that would run exactly what the baseline runs: it is not timed (its "speed-up"
-    would be noise), and its row says why."""
+    would be noise), and its row says why. Its message starts with
+    :data:`fxprof.core.whatif.NO_CHANGE`, the word the table's ``verdict`` and the summary show.
+
+    Known up front for ``channels_last`` (no 4-d tensor, or all already channels-last),
+    ``threads=N`` (the process's count already), ``inference_mode`` (called inside
+    ``torch.inference_mode()``) and ``batch=N`` (the batch already N, or nothing to batch).
+    ``bf16``/``fp16`` are always timed: autocast runs its fp32-listed ops in fp32 even on a
+    model already in that dtype; ``compile`` always changes the program; a user's function
+    cannot be judged before it runs."""
 
 
 def _top_tensors(args: tuple, kwargs: dict) -> list[torch.Tensor]:
@@ -51,20 +60,32 @@ def _changes_nothing(kind: str, n: Any, model: nn.Module, args: tuple, kwargs: d
     model and its inputs as they are."""
     inputs = _top_tensors(args, kwargs)
     if kind == "channels_last":
-        if not any(t.dim() == 4 for t in [*inputs, *model.parameters(), *model.buffers()]):
-            raise NoChange("changes nothing: channels_last reorders 4-d (N, C, H, W) tensors, and neither this model's "
+        four = [t for t in [*inputs, *model.parameters(), *model.buffers()] if t.dim() == 4]
+        if not four:
+            raise NoChange(f"{NO_CHANGE}: channels_last reorders 4-d (N, C, H, W) tensors, and neither this model's "
                            "parameters nor its inputs have 4 dimensions")
+        if all(t.is_contiguous(memory_format=torch.channels_last) for t in four):
+            raise NoChange(f"{NO_CHANGE}: every 4-d parameter, buffer and input of this model is already in "
+                           "channels_last memory format")
+    elif kind == "threads":
+        if n == torch.get_num_threads():
+            raise NoChange(f"{NO_CHANGE}: this process already runs {n} intra-op thread(s) "
+                           f"(torch.get_num_threads())")
+    elif kind == "inference_mode":
+        if torch.is_inference_mode_enabled():
+            raise NoChange(f"{NO_CHANGE}: fxprof.whatif was called inside torch.inference_mode(), so the baseline "
+                           "already runs in inference mode")
     elif kind == "batch":
         batched = [t for t in inputs if t.dim() >= 1]
         if not batched:
-            raise NoChange(f"changes nothing: batch={n} repeats the inputs along their first dimension, and no input "
+            raise NoChange(f"{NO_CHANGE}: batch={n} repeats the inputs along their first dimension, and no input "
                            f"tensor has one (0-d tensors and other values are passed as they are)")
         rows = int(batched[0].shape[0])
         if rows == 0:
             raise ValueError(f"batch={n}: the inputs' batch is empty (0 rows along the first dimension), so there is "
                              f"nothing to repeat; give a batch of at least one sample")
         if rows == n:
-            raise NoChange(f"changes nothing: the inputs' batch already has {n} row(s)")
+            raise NoChange(f"{NO_CHANGE}: the inputs' batch already has {n} row(s)")
 
 
 @dataclass(frozen=True)

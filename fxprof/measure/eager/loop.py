@@ -77,6 +77,8 @@ def measure(captured: Capture, call_args: tuple, call_kwargs: dict[str, Any], ti
         if captured.kind in ("dynamo", "aot"):
             bar.phase(f"compiling ({captured.kind})")
             one_run()  # dynamo compiles on the first call: never part of warm-up or timing
+            if captured.kind == "dynamo":  # and again where the call changed what it specialised on first sight
+                one_run()  # (an int attribute the forward writes, self.calls += 1: dynamic from its second value)
             bar.step()
         if own is not None and plan.mode == "timed":  # same program, or said: once per capture
             # before the warm-up: the first calls after torch.profiler stops run cold (its trace

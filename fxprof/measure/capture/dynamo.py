@@ -22,7 +22,7 @@ from .graph import describe_graph, normalize_scope, readable_node_names
 from .interpreter import Recorder
 from .sdpa import drop_all_true_masks
 
-__all__ = ["DynamoCapture", "fxprof_backend"]
+__all__ = ["DynamoCapture", "Resolver", "compiled_frame_paths", "frame_module_paths", "fxprof_backend"]
 
 # ------------------------------------------------------------------------ dynamo
 class _DynamoSession(GraphSession):
@@ -133,6 +133,28 @@ def _is_internal(filename: str) -> bool:
     return filename.startswith(_TORCH_PRIVATE) or filename.startswith(_FXPROF_DIR)
 
 
+_EVAL_FRAME = os.path.join(os.path.dirname(torch.__file__), "_dynamo", "eval_frame.py")
+
+
+def compiled_frame_paths(frame: Any, paths: dict[int, str]) -> dict[str, str]:
+    """The model paths of the local modules of the frame whose compiled graph is running, from a
+    frame inside the graph's call (:func:`frame_module_paths`): the frame that called dynamo's
+    wrapper of the compiled code (torch/_dynamo/eval_frame.py), which may be fxprof's own (the
+    training step's ``forward``); without that wrapper, the first frame outside torch's private
+    modules and fxprof. Empty when no such frame is found."""
+    start, passed = frame, False
+    while frame is not None:
+        inside = frame.f_code.co_filename == _EVAL_FRAME
+        if passed and not inside:
+            return frame_module_paths(frame.f_locals, paths)
+        passed = passed or inside
+        frame = frame.f_back
+    frame = start
+    while frame is not None and _is_internal(frame.f_code.co_filename):
+        frame = frame.f_back
+    return frame_module_paths(frame.f_locals, paths) if frame is not None else {}
+
+
 def frame_module_paths(f_locals: dict, paths: dict[int, str]) -> dict[str, str]:
     """The model paths of a frame's local modules, as dynamo names them: ``self``, and a
     wrapper's ``*args`` (transformers' decorators: ``L['args'][0]`` is the module)."""
@@ -154,6 +176,12 @@ class Resolver:
         self.root = root
         self.local_paths = local_paths
         self.cache: dict[str, str] = {}
+
+    def knows(self, raw: str) -> bool:
+        """Whether ``raw`` starts at one of the frame's local modules (``L['self']``, ``L['args'][0]``)."""
+        match, indexed = self._LOCAL.match(str(raw)), self._INDEXED.match(str(raw))
+        return bool(indexed and f"{indexed.group(1)}[{indexed.group(2)}]" in self.local_paths
+                    or match and match.group(1) in self.local_paths)
 
     def __call__(self, raw: str) -> str:
         raw = str(raw)

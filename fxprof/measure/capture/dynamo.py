@@ -136,23 +136,38 @@ def _is_internal(filename: str) -> bool:
 _EVAL_FRAME = os.path.join(os.path.dirname(torch.__file__), "_dynamo", "eval_frame.py")
 
 
-def compiled_frame_paths(frame: Any, paths: dict[int, str]) -> dict[str, str]:
-    """The model paths of the local modules of the frame whose compiled graph is running, from a
-    frame inside the graph's call (:func:`frame_module_paths`): the frame that called dynamo's
-    wrapper of the compiled code (torch/_dynamo/eval_frame.py), which may be fxprof's own (the
-    training step's ``forward``); without that wrapper, the first frame outside torch's private
-    modules and fxprof. Empty when no such frame is found."""
-    start, passed = frame, False
+def compiled_frame_paths(frame: Any, paths: dict[int, str]) -> tuple[dict[str, str], str]:
+    """The model paths of the local modules of the frame whose compiled graph is running
+    (:func:`frame_module_paths`), and the path of the innermost module of the model whose call is
+    running there ("" none), from a frame inside the graph's call. The compiled frame is the one
+    that called dynamo's wrapper of the compiled code (torch/_dynamo/eval_frame.py), which may be
+    fxprof's own (the training step's ``forward``); without that wrapper, the first frame outside
+    torch's private modules and fxprof. The module is the first ``self`` of the model from that
+    frame outwards (a block's ``forward``, or the ``Module.__call__`` that ran it when its
+    ``forward`` names its module otherwise), up to fxprof's own frames."""
+    start, passed, found = frame, False, None
     while frame is not None:
         inside = frame.f_code.co_filename == _EVAL_FRAME
         if passed and not inside:
-            return frame_module_paths(frame.f_locals, paths)
+            found = frame
+            break
         passed = passed or inside
         frame = frame.f_back
-    frame = start
-    while frame is not None and _is_internal(frame.f_code.co_filename):
-        frame = frame.f_back
-    return frame_module_paths(frame.f_locals, paths) if frame is not None else {}
+    if found is None:
+        found = start
+        while found is not None and _is_internal(found.f_code.co_filename):
+            found = found.f_back
+    if found is None:
+        return {}, ""
+    local = frame_module_paths(found.f_locals, paths)
+    outer, enclosing = found, ""
+    while outer is not None and (outer is found or not outer.f_code.co_filename.startswith(_FXPROF_DIR)):
+        owner = outer.f_locals.get("self")
+        if isinstance(owner, nn.Module) and id(owner) in paths:
+            enclosing = paths[id(owner)]
+            break
+        outer = outer.f_back
+    return local, enclosing
 
 
 def frame_module_paths(f_locals: dict, paths: dict[int, str]) -> dict[str, str]:

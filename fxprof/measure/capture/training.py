@@ -189,7 +189,7 @@ class TrainingSession(GraphSession):
         self.root_name = "self"
         #: the model's modules by identity, which place the nodes (:class:`ModulePaths`); None: the paths' text
         self.modules: ModulePaths | None = None
-        self.frames: dict[Any, dict[str, str]] = {}  # id(pair) -> its forward's frame (Where.frame)
+        self.frames: dict[Any, tuple[dict[str, str], str]] = {}  # id(pair) -> its forward's frame (Where.frame, .enclosing)
         self.pairs: dict[int, int] = {}  # id(pair) -> index, in the order first run
         self.described: set[int] = set()  # id(runner)
         self.nodes: list[NodeInfo] = []
@@ -222,7 +222,8 @@ class TrainingSession(GraphSession):
 
     def where(self, key: Any, base: str | None = None, traced: str = "") -> Where:
         """What places the nodes of the graphs noted under ``key`` (see :class:`Where`)."""
-        return Where(self.model_type, self.root_name, self.modules, self.frames.get(key, {}), base, traced)
+        frame, enclosing = self.frames.get(key, ({}, ""))
+        return Where(self.model_type, self.root_name, self.modules, frame, enclosing, base, traced)
 
 
 # ------------------------------------------------------------------ node descriptions
@@ -252,6 +253,8 @@ class Where:
     root_name: str = "self"
     modules: ModulePaths | None = None
     frame: dict[str, str] = dataclasses.field(default_factory=dict)
+    #: the module of the model whose call ran the graph (functions with no module stack are in it)
+    enclosing: str = ""
     base: str | None = None
     traced: str = ""
 
@@ -273,7 +276,7 @@ def _placement(stack: Any, where: Where) -> tuple[str, str, bool]:
         module_type = _class_name(inner) if inner is not _Loss and inner is not None and is_torch_nn_leaf(inner) else ""
         return LOSS_SCOPE, module_type, True
     if not entries:
-        return where.base or "", "", False
+        return where.base if where.base is not None else where.enclosing, "", False
     text, inner, key, raw = entries[-1]
     rooted = frame_root(raw)
     if rooted and entries[0][0] == "model" and entries[0][1] in (where.model_type, _class_name(where.model_type)):
@@ -295,7 +298,7 @@ def _placement(stack: Any, where: Where) -> tuple[str, str, bool]:
     elif rooted:
         scope = text
     else:  # a resumed frame's local, found neither in the frame nor by identity: the one module of its class
-        scope = (modules.of_type(inner) if modules is not None else None) or where.frame.get("self", "")
+        scope = (modules.of_type(inner) if modules is not None else None) or where.enclosing
     if modules is not None:
         scope = modules.clamp(scope)
     module_type = _class_name(inner) if inner is not None and is_torch_nn_leaf(inner) else ""

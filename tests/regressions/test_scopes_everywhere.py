@@ -138,6 +138,31 @@ def test_repeated_blocks_with_a_break_inside_get_real_paths():
     assert len(relu) and set(relu["scope"]) <= {"1", "2"}, relu[["scope", "kind"]]
 
 
+def test_a_stack_without_identities_falls_back_to_the_text():
+    """Keys that are not module ids (a specialized module's ``L__self___fc``, another torch) and
+    modules the model does not hold (a graph compiled for another instance): the text is read, and
+    the result is still a module of the model, never dynamo's name for it."""
+    from fxprof.measure.capture.graph import ModulePaths
+    from fxprof.measure.capture.training import Where, _placement
+
+    model = Broken()
+    where = Where(type(model), modules=ModulePaths(model))
+    cases = {
+        ("L__self___inp", "L['self'].inp", nn.Linear): "inp",
+        ("L__fn___self___block_w_in", "L['fn'].__self__.block.w_in", nn.Linear): "block.w_in",
+        ("1", "L['s'].w_out", nn.Linear): "block.w_out",  # another frame's local: the one Linear whose path ends so
+        ("1", "L['___stack0']", nn.Linear): "",  # several Linears: the frame's module (here the root)
+        (str(id(nn.Linear(1, 1))), "L['___stack0']", Gate): "block",  # a stale id: the one Gate
+        (str(id(model.block.w_in)), "L['s'].w_in", nn.ReLU): "",  # an id whose class differs is not trusted
+        (str(id(model.out)) + "@1", "L['___stack0']", nn.Linear): "out",  # a second call of the module
+    }
+    for (key, text, cls), expected in cases.items():
+        assert _placement({key: (text, cls)}, where) == (expected, "Linear" if cls is nn.Linear else
+                                                         "ReLU" if cls is nn.ReLU else "", False), (key, text)
+    step = {"L__self___model": ("L['self'].model", Broken), "L__self___model_out": ("L['self'].model.out", nn.Linear)}
+    assert _placement(step, where) == ("out", "Linear", False)  # the training step's path to the model
+
+
 # ---------------------------------------------------------------------- FSDP2, one process
 _FSDP = textwrap.dedent("""
     import json, sys, tempfile

@@ -230,9 +230,11 @@ class ModulePaths:
         path, kind = self.by_id[int(ident)]
         return path if cls is None or _same_class(cls, kind) else None
 
-    def of_type(self, cls: Any) -> str | None:
-        """The path of the one module of the model of this class; None when none or several are."""
-        found = {p for kind, paths in self.by_type.items() if cls is not None and _same_class(cls, kind) for p in paths}
+    def of_type(self, cls: Any, tail: str = "") -> str | None:
+        """The path of the one module of the model of this class whose path ends in ``tail``
+        (``w_in``: ``block.w_in``); None when none or several are."""
+        found = {p for kind, paths in self.by_type.items() if cls is not None and _same_class(cls, kind) for p in paths
+                 if not tail or p == tail or p.endswith("." + tail)}
         return found.pop() if len(found) == 1 else None
 
     def clamp(self, path: str) -> str:

@@ -241,6 +241,9 @@ def _stack_entries(stack: Any, root_name: str = "self") -> list[tuple[str, Any, 
     return out
 
 
+_LOCAL_NAME = re.compile(r"""^L\[['"][^'"]+['"]\](?:\[\d+\])?""")  # L['s'], L['args'][0]: a frame's local
+
+
 @dataclasses.dataclass
 class Where:
     """What places a graph's nodes in the model (:func:`_placement`): its modules by identity
@@ -297,8 +300,9 @@ def _placement(stack: Any, where: Where) -> tuple[str, str, bool]:
         scope = found
     elif rooted:
         scope = text
-    else:  # a resumed frame's local, found neither in the frame nor by identity: the one module of its class
-        scope = (modules.of_type(inner) if modules is not None else None) or where.enclosing
+    else:  # another local of the frame, found neither there nor by identity: the one module of its class and path's end
+        tail = normalize_scope(_LOCAL_NAME.sub("", raw))
+        scope = (modules.of_type(inner, tail) if modules is not None else None) or where.enclosing
     if modules is not None:
         scope = modules.clamp(scope)
     module_type = _class_name(inner) if inner is not None and is_torch_nn_leaf(inner) else ""

@@ -109,11 +109,11 @@ class DDPLoopTrainingCapture(LoopTrainingCapture):
         self.swapped = False
         self.run_span = ("from the forward's start to the end of DDP's wait for its gradient all-reduces (after the "
                          "last backward graph)")
-        root_name = self.session.root_name
+        root_name, paths = self.session.root_name, self.session.modules
         self._activation.close()  # type: ignore[union-attr]
         self.session.close()
         self.session = _DDPLoopSession(type(model), self)
-        self.session.root_name = root_name
+        self.session.root_name, self.session.modules = root_name, paths
         self._activation = contextlib.ExitStack()
         self._activation.enter_context(ACTIVE.active(self.session))
 

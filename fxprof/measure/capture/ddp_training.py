@@ -31,6 +31,7 @@ from ...core.nodes import NodeInfo
 from ...vocab import DDP
 from ..distributed.ddp import TimedBuckets, bucket_modules
 from ..timing.recorder import Recorder
+from .graph import ModulePaths
 from .training import TrainingCapture, TrainingSession
 
 __all__ = ["DDPTrainingCapture", "DDPRows", "DDP_GRAPH"]
@@ -113,6 +114,7 @@ class DDPTrainingCapture(TrainingCapture):
     def __init__(self, model: nn.Module, loss_fn: Any = None, optimizer: Any = None):
         super().__init__(model, loss_fn, optimizer, rows=DDPRows(model))
         self.session = _DDPSession(type(model))
+        self.session.modules = ModulePaths(model)
         self.timing = False
 
     def backward(self, loss: Any, recorder: Recorder | None) -> None:

@@ -24,7 +24,7 @@ from .graph import describe_graph, normalize_scope, readable_node_names
 from .interpreter import Recorder
 from .sdpa import drop_all_true_masks
 
-__all__ = ["DynamoCapture", "fxprof_backend"]
+__all__ = ["DynamoCapture", "Resolver", "compiled_frame_paths", "frame_module_paths", "fxprof_backend"]
 
 # ------------------------------------------------------------------------ dynamo
 class _DynamoSession(GraphSession):
@@ -135,6 +135,43 @@ def _is_internal(filename: str) -> bool:
     return filename.startswith(_TORCH_PRIVATE) or filename.startswith(_FXPROF_DIR)
 
 
+_EVAL_FRAME = os.path.join(os.path.dirname(torch.__file__), "_dynamo", "eval_frame.py")
+
+
+def compiled_frame_paths(frame: Any, paths: dict[int, str]) -> tuple[dict[str, str], str]:
+    """The model paths of the local modules of the frame whose compiled graph is running
+    (:func:`frame_module_paths`), and the path of the innermost module of the model whose call is
+    running there ("" none), from a frame inside the graph's call. The compiled frame is the one
+    that called dynamo's wrapper of the compiled code (torch/_dynamo/eval_frame.py), which may be
+    fxprof's own (the training step's ``forward``); without that wrapper, the first frame outside
+    torch's private modules and fxprof. The module is the first ``self`` of the model from that
+    frame outwards (a block's ``forward``, or the ``Module.__call__`` that ran it when its
+    ``forward`` names its module otherwise), up to fxprof's own frames."""
+    start, passed, found = frame, False, None
+    while frame is not None:
+        inside = frame.f_code.co_filename == _EVAL_FRAME
+        if passed and not inside:
+            found = frame
+            break
+        passed = passed or inside
+        frame = frame.f_back
+    if found is None:
+        found = start
+        while found is not None and _is_internal(found.f_code.co_filename):
+            found = found.f_back
+    if found is None:
+        return {}, ""
+    local = frame_module_paths(found.f_locals, paths)
+    outer, enclosing = found, ""
+    while outer is not None and (outer is found or not outer.f_code.co_filename.startswith(_FXPROF_DIR)):
+        owner = outer.f_locals.get("self")
+        if isinstance(owner, nn.Module) and id(owner) in paths:
+            enclosing = paths[id(owner)]
+            break
+        outer = outer.f_back
+    return local, enclosing
+
+
 def frame_module_paths(f_locals: dict, paths: dict[int, str]) -> dict[str, str]:
     """The model paths of a frame's local modules, as dynamo names them: ``self``, and a
     wrapper's ``*args`` (transformers' decorators: ``L['args'][0]`` is the module)."""
@@ -156,6 +193,12 @@ class Resolver:
         self.root = root
         self.local_paths = local_paths
         self.cache: dict[str, str] = {}
+
+    def knows(self, raw: str) -> bool:
+        """Whether ``raw`` starts at one of the frame's local modules (``L['self']``, ``L['args'][0]``)."""
+        match, indexed = self._LOCAL.match(str(raw)), self._INDEXED.match(str(raw))
+        return bool(indexed and f"{indexed.group(1)}[{indexed.group(2)}]" in self.local_paths
+                    or match and match.group(1) in self.local_paths)
 
     def __call__(self, raw: str) -> str:
         raw = str(raw)

@@ -107,13 +107,13 @@ class FSDPLoopTrainingCapture(LoopTrainingCapture):
         self.run_span = ("from the outermost FSDP module's pre-forward (the root's all-gather, before the forward "
                          "itself) to FSDP's final backward callback (after the last reduce-scatters)")
         # the plain loop session LoopTrainingCapture made is replaced by one that places calls by FSDP module
-        root_name = self.session.root_name
+        root_name, paths = self.session.root_name, self.session.modules
         self._activation.close()  # type: ignore[union-attr]
         self.session.close()
         self.steps = _Steps(self, self.modules, Clock(self), current_phase)
         self.session = _FSDPLoopSession(type(model), lambda: self.steps.running[-1] if self.steps.running else "",
                                         self._ended)
-        self.session.root_name = root_name
+        self.session.root_name, self.session.modules = root_name, paths
         self._activation = contextlib.ExitStack()
         self._activation.enter_context(ACTIVE.active(self.session))
         #: whether the session's current step is instrumented (set by the session: :meth:`follow`)

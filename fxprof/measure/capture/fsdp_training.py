@@ -24,7 +24,6 @@ What this module adds (:class:`FSDPTrainingCapture`):
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 from typing import Any, Callable, Iterator
 
 import torch
@@ -36,7 +35,8 @@ from ..distributed.fsdp import TrainingSteps, compute_outside_graphs, fsdp_modul
 from ..distributed.fsdp_state import owned_parameters, refuse_pending_gradients, refuse_unsharded_in_optimizer, reshard
 from ..timing.recorder import Recorder
 from .base import PassFn
-from .training import LOSS_SCOPE, SavedState, TrainingCapture, TrainingSession, describe_backward, describe_forward, training_backend
+from .graph import ModulePaths
+from .training import SavedState, TrainingCapture, TrainingSession, describe_backward, describe_forward, training_backend
 
 __all__ = ["FSDPTrainingCapture", "FSDPRows", "FSDPPlacement", "compiled_leaves", "FSDP_GRAPHS"]
 
@@ -63,6 +63,7 @@ class FSDPPlacement:
         self.slots: dict[tuple[int, str], int] = {}  # (id(pair), FSDP path) -> label index
         self.calls: dict[int, list[str]] = {}  # id(pair) -> FSDP paths of its forward calls not yet differentiated
         self.placed: set[tuple[int, str]] = set()  # (id(runner), path) described
+        self.traced: dict[int, str] = {}  # id(pair) -> the FSDP path of its first forward call: the module dynamo traced
 
     def new_step(self) -> None:
         self.calls.clear()
@@ -83,16 +84,21 @@ class FSDPPlacement:
         slot = (id(runner.pair), path)
         index = self.slots.setdefault(slot, len(self.slots))
         label = f"{'fw' if runner.which == 'forward' else 'bw'}{index}"
+        if runner.which == "forward":
+            self.traced.setdefault(id(runner.pair), path)
         if (id(runner), path) not in self.placed:
             self.placed.add((id(runner), path))
             if runner.which == "forward":
-                infos = describe_forward(runner.gm, label, session.model_type, session.root_name)
+                session.read_frame(slot)
+            where = session.where(slot, base=path, traced=self.traced.get(id(runner.pair), path))
+            if runner.which == "forward":
+                infos = describe_forward(runner.gm, label, where)
                 session.forward_infos[slot] = {i.name.split(":", 1)[1]: i for i in infos}  # type: ignore[index]
             else:
                 fw = runner.pair.forward
                 infos = describe_backward(runner.gm, label, fw.gm if fw is not None else None,
-                                          session.forward_infos.get(slot, {}), session.model_type, session.root_name)  # type: ignore[call-overload]
-            session.nodes.extend(_under(info, path) for info in infos)
+                                          session.forward_infos.get(slot, {}), where)  # type: ignore[call-overload]
+            session.nodes.extend(infos)
         return (id(runner), path), label
 
 
@@ -109,12 +115,6 @@ class FSDPSession(TrainingSession):
 
     def place(self, runner: Any) -> tuple[Any, str]:
         return self.fsdp.place(self, runner)
-
-
-def _under(info: NodeInfo, prefix: str) -> NodeInfo:
-    if not prefix or info.op not in ("call_function", "call_method", "call_module") or info.scope == LOSS_SCOPE:
-        return info
-    return dataclasses.replace(info, scope=f"{prefix}.{info.scope}" if info.scope else prefix)
 
 
 class Clock:
@@ -242,6 +242,7 @@ class FSDPTrainingCapture(TrainingCapture):
         self.modules = modules
         self.steps = TrainingSteps(self.modules, Clock(self), current_phase)
         self.session = FSDPSession(type(model), lambda: self.steps.running[-1] if self.steps.running else "")
+        self.session.modules = ModulePaths(model)
         #: the recorder of the timed run going on, else None
         self.timing: Recorder | None = None
 

@@ -18,7 +18,7 @@ from ...core.nodes import NodeInfo
 from ...vocab import COLLECTIVE, COLLECTIVE_KINDS, COLLECTIVE_NAMESPACES, MODEL, PLUMBING, RANGE, SCOPE_SOURCES
 from .tracer import RANGE_ENTER_TARGETS, RANGE_EXIT_TARGETS
 
-__all__ = ["NodeInfo", "describe_graph", "target_name", "op_kind", "node_role", "normalize_scope", "infer_scopes", "SCOPE_SOURCES",
+__all__ = ["NodeInfo", "ModulePaths", "describe_graph", "target_name", "op_kind", "node_role", "normalize_scope", "infer_scopes", "SCOPE_SOURCES",
            "module_kinds", "readable_node_names"]
 
 
@@ -114,7 +114,16 @@ def op_kind(gm: fx.GraphModule | None, node: fx.Node) -> str:
     return _FUNCTION_ALIASES.get(name, name)
 
 
-_ROOT_PREFIX = re.compile(r"""^(?:L\[['"]self['"]\]|L__self__|self)(?:\.|$)""")
+#: the root of a frame dynamo compiled, as its module paths spell it: ``L['self']`` (a module's ``forward``),
+#: ``L['fn'].__self__`` (a bound ``forward`` compiled as a function: fxprof.session's, FSDP2's modules)
+_ROOT_PREFIX = re.compile(r"""^(?:L\[['"]self['"]\]|L__self__|self|L\[['"]fn['"]\]\.__self__|L__fn___self__)(?:\.|$)""")
+
+
+def frame_root(path: str) -> bool:
+    """Whether a dynamo module path starts at the root of the frame dynamo compiled (``L['self'].fc``,
+    ``L['fn'].__self__.0``), not at another of its locals (``L['s'].fc``, ``L['___stack0']``: a
+    frame resumed after a graph break names its locals so)."""
+    return bool(_ROOT_PREFIX.match(str(path)))
 
 
 def normalize_scope(path: str) -> str:
@@ -182,6 +191,68 @@ def _unescape(name: str) -> str:
         return codecs.decode(name.encode("latin-1", "backslashreplace"), "unicode_escape")
     except (UnicodeDecodeError, UnicodeEncodeError):
         return name
+
+
+class ModulePaths:
+    """A model's modules by identity, to read a module-stack entry as one of the model's own paths.
+
+    Dynamo keys each entry of ``nn_module_stack`` by the called module's ``id`` (``"1403..."``,
+    ``"1403...@1"`` for its second call; torch/_dynamo/variables/nn_module.py) and gives its class,
+    so the module is found whatever name the compiled frame gave it (``L['fn'].__self__.0`` in a
+    compiled bound ``forward``, ``L['___stack0']`` or a block's own ``L['s']`` in a frame resumed
+    after a graph break). The module found is the one dynamo traced: a graph reused by an identical
+    module (the next block) still names the first. A ``DistributedDataParallel`` wrapper's paths
+    are its module's own (``layers.0``, not ``module.layers.0``)."""
+
+    def __init__(self, root: torch.nn.Module):
+        import sys
+
+        ddp = sys.modules.get("torch.nn.parallel.distributed")
+        #: the wrapper's attribute holding the model, which the text of a path may still start with
+        self.wrapper = ""
+        if ddp is not None and isinstance(root, ddp.DistributedDataParallel):
+            root, self.wrapper = root.module, "module"
+        self.by_id: dict[int, tuple[str, type]] = {}
+        self.by_type: dict[type, list[str]] = {}
+        for path, module in root.named_modules(remove_duplicate=False):
+            self.by_id.setdefault(id(module), (path, type(module)))
+            self.by_type.setdefault(type(module), []).append(path)
+        #: id(module) -> path, as :func:`fxprof.measure.capture.dynamo.frame_module_paths` takes it
+        self.ids = {ident: path for ident, (path, _) in self.by_id.items()}
+        self.paths = {path for path, _ in self.by_id.values()} | {p for ps in self.by_type.values() for p in ps}
+
+    def of(self, key: Any, cls: Any) -> str | None:
+        """The path of the module an entry's key names by ``id``, when it is a module of the model of
+        the entry's class; None otherwise (another key, or a module the model does not hold)."""
+        ident = str(key).partition("@")[0]
+        if not ident.isdigit() or int(ident) not in self.by_id:
+            return None
+        path, kind = self.by_id[int(ident)]
+        return path if cls is None or _same_class(cls, kind) else None
+
+    def of_type(self, cls: Any, tail: str = "") -> str | None:
+        """The path of the one module of the model of this class whose path ends in ``tail``
+        (``w_in``: ``block.w_in``); None when none or several are."""
+        found = {p for kind, paths in self.by_type.items() if cls is not None and _same_class(cls, kind) for p in paths
+                 if not tail or p == tail or p.endswith("." + tail)}
+        return found.pop() if len(found) == 1 else None
+
+    def clamp(self, path: str) -> str:
+        """The longest prefix of ``path`` that is a module of the model ("" the root)."""
+        parts = path.split(".") if path else []
+        if self.wrapper and parts[:1] == [self.wrapper] and path not in self.paths:
+            parts = parts[1:]
+        while parts and ".".join(parts) not in self.paths:
+            parts.pop()
+        return ".".join(parts)
+
+
+def _same_class(cls: Any, kind: type) -> bool:
+    """A stack entry's class (a class, or its name as export writes it) is ``kind``."""
+    if isinstance(cls, type):
+        return cls is kind
+    name = str(cls)
+    return name in (kind.__name__, kind.__qualname__, f"{kind.__module__}.{kind.__qualname__}")
 
 
 def _stack(node: fx.Node, resolve: Callable[[str], str] = normalize_scope) -> list[tuple[str, Any]]:

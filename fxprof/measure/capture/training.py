@@ -32,6 +32,7 @@ import contextlib
 import copy
 import dataclasses
 import re
+import sys
 import types
 import weakref
 from typing import Any, Callable
@@ -48,7 +49,8 @@ from ..timing.recorder import Recorder
 from .base import PassFn
 from .captures import Capture
 from .dispatch import ActiveSession, GraphRunner, GraphSession
-from .graph import describe_graph, is_torch_nn_leaf, normalize_scope
+from .dynamo import Resolver, compiled_frame_paths
+from .graph import ModulePaths, describe_graph, frame_root, is_torch_nn_leaf, normalize_scope
 
 __all__ = ["PHASES", "TrainingCapture", "capture_training", "default_loss", "make_optimizer", "OPTIMIZERS"]
 
@@ -186,6 +188,9 @@ class TrainingSession(GraphSession):
         self.model_type = model_type
         #: the name dynamo gives the model in its module paths (the compiled forward's first parameter)
         self.root_name = "self"
+        #: the model's modules by identity, which place the nodes (:class:`ModulePaths`); None: the paths' text
+        self.modules: ModulePaths | None = None
+        self.frames: dict[Any, tuple[dict[str, str], str]] = {}  # id(pair) -> its forward's frame (Where.frame, .enclosing)
         self.pairs: dict[int, int] = {}  # id(pair) -> index, in the order first run
         self.described: set[int] = set()  # id(runner)
         self.nodes: list[NodeInfo] = []
@@ -197,43 +202,110 @@ class TrainingSession(GraphSession):
         if id(runner) not in self.described:
             self.described.add(id(runner))
             if runner.which == "forward":
-                infos = describe_forward(runner.gm, label, self.model_type, self.root_name)
+                self.read_frame(id(runner.pair))
+                infos = describe_forward(runner.gm, label, self.where(id(runner.pair)))
                 self.forward_infos[id(runner.pair)] = {i.name.split(":", 1)[1]: i for i in infos}
             else:
                 fw = runner.pair.forward
                 infos = describe_backward(runner.gm, label, fw.gm if fw is not None else None,
-                                          self.forward_infos.get(id(runner.pair), {}), self.model_type, self.root_name)
+                                          self.forward_infos.get(id(runner.pair), {}), self.where(id(runner.pair)))
             self.nodes.extend(infos)
         return label
 
     def place(self, runner: GraphRunner) -> tuple[int, str]:
         return id(runner), self.label(runner)
 
+    def read_frame(self, key: Any) -> None:
+        """Note, under ``key``, the local modules of the frame whose graph is running: called inside
+        a forward graph's call (its backward's nodes are placed with the forward's frame)."""
+        paths = self.modules.ids if self.modules is not None else {}
+        self.frames[key] = compiled_frame_paths(sys._getframe(1), paths)
+
+    def where(self, key: Any, base: str | None = None, traced: str = "") -> Where:
+        """What places the nodes of the graphs noted under ``key`` (see :class:`Where`)."""
+        frame, enclosing = self.frames.get(key, ({}, ""))
+        return Where(self.model_type, self.root_name, self.modules, frame, enclosing, base, traced)
+
 
 # ------------------------------------------------------------------ node descriptions
-def _stack_entries(stack: Any, root_name: str = "self") -> list[tuple[str, Any]]:
+def _stack_entries(stack: Any, root_name: str = "self") -> list[tuple[str, Any, str, str]]:
+    """``(path, class, key, raw)`` per module-stack entry, outermost first: ``path`` as the text rule
+    reads it (from the compiled frame's root when it starts there), ``raw`` as dynamo wrote it with
+    a compiled bound ``forward``'s ``L['fn'].__self__`` read as the frame's ``L['self']``."""
     out = []
-    for value in (stack or {}).values():
+    for key, value in (stack or {}).items():
         path, cls = (value[0], value[1]) if isinstance(value, (tuple, list)) and len(value) > 1 else (value, None)
+        raw = re.sub(r"""^L\[['"]fn['"]\]\.__self__""", "L['self']", str(path))
         if root_name != "self":  # dynamo names the root after the forward's first parameter: L['s'].a is a
             path = re.sub(rf"""^L\[['"]{re.escape(root_name)}['"]\]""", "L['self']", str(path))
-        out.append((normalize_scope(path), cls))
+        out.append((normalize_scope(path), cls, str(key), raw))
     return out
 
 
-def _placement(stack: Any, model_type: type, root_name: str = "self") -> tuple[str, str, bool]:
-    """``(scope, module_type, is_loss)`` of an op from its module stack, with the paths of the
-    step module (``model.layer1``, ``loss``) turned back into the model's own (``layer1``)."""
-    entries = _stack_entries(stack, root_name)
-    if any(cls is _Loss for _, cls in entries):
+_LOCAL_NAME = re.compile(r"""^L\[['"][^'"]+['"]\](?:\[\d+\])?""")  # L['s'], L['args'][0]: a frame's local
+
+
+@dataclasses.dataclass
+class Where:
+    """What places a graph's nodes in the model (:func:`_placement`): its modules by identity
+    (``modules``; None: the paths' text alone), the model paths of the local modules of the frame
+    the graph ran from (``frame``: ``{"self": "block", "___stack0": "out"}``, read at its first call),
+    and, when the caller knows which module's ``forward`` this call ran for, that module's path
+    (``base``) and the path of the module the graph was traced for (``traced``)."""
+
+    model_type: type
+    root_name: str = "self"
+    modules: ModulePaths | None = None
+    frame: dict[str, str] = dataclasses.field(default_factory=dict)
+    #: the module of the model whose call ran the graph (functions with no module stack are in it)
+    enclosing: str = ""
+    base: str | None = None
+    traced: str = ""
+
+
+def _placement(stack: Any, where: Where) -> tuple[str, str, bool]:
+    """``(scope, module_type, is_loss)`` of an op from its module stack, as one of the model's own paths.
+
+    The innermost entry names a module by the compiled frame's name for it (``L['self'].fc``,
+    ``L['s'].w_in`` in a block's own frame, ``L['___stack0']`` in a frame resumed after a graph
+    break), which is read, in order: from the frame's local modules, found by identity when the
+    graph first ran (``where.frame``); by the module's identity in the entry's key
+    (:class:`ModulePaths`: the module dynamo traced; with a ``base``, moved from the traced module
+    to the base); from the text (the step module's ``model.layer1`` is ``layer1``; with a ``base``,
+    under it; another local is the one module of its class, else the frame's module). The result
+    is a module of the model (its longest such prefix)."""
+    entries = _stack_entries(stack, where.root_name)
+    if any(cls is _Loss for _, cls, _, _ in entries):
         inner = entries[-1][1]
         module_type = _class_name(inner) if inner is not _Loss and inner is not None and is_torch_nn_leaf(inner) else ""
         return LOSS_SCOPE, module_type, True
     if not entries:
-        return "", "", False
-    scope, inner = entries[-1]
-    if entries[0][0] == "model" and entries[0][1] in (model_type, _class_name(model_type)):
-        scope = scope[len("model"):].lstrip(".")
+        return where.base if where.base is not None else where.enclosing, "", False
+    text, inner, key, raw = entries[-1]
+    rooted = frame_root(raw)
+    if rooted and entries[0][0] == "model" and entries[0][1] in (where.model_type, _class_name(where.model_type)):
+        text = text[len("model"):].lstrip(".")  # the training step module's path to the model
+    modules = where.modules
+    frame = Resolver(None, where.frame)
+    found = modules.of(key, inner) if modules is not None else None
+    if frame.knows(raw):
+        scope = frame(raw)
+    elif where.base is not None:
+        if rooted or found is None:
+            scope = ".".join(p for p in (where.base, text if rooted else "") if p)
+        elif where.traced and (found == where.traced or found.startswith(where.traced + ".")):
+            scope = ".".join(p for p in (where.base, found[len(where.traced):].lstrip(".")) if p)
+        else:
+            scope = found
+    elif found is not None:
+        scope = found
+    elif rooted:
+        scope = text
+    else:  # another local of the frame, found neither there nor by identity: the one module of its class and path's end
+        tail = normalize_scope(_LOCAL_NAME.sub("", raw))
+        scope = (modules.of_type(inner, tail) if modules is not None else None) or where.enclosing
+    if modules is not None:
+        scope = modules.clamp(scope)
     module_type = _class_name(inner) if inner is not None and is_torch_nn_leaf(inner) else ""
     return scope, module_type, False
 
@@ -242,13 +314,13 @@ def _class_name(cls: Any) -> str:
     return cls.rpartition(".")[2] if isinstance(cls, str) else getattr(cls, "__name__", str(cls))
 
 
-def describe_forward(gm: fx.GraphModule, label: str, model_type: type, root_name: str = "self") -> list[NodeInfo]:
+def describe_forward(gm: fx.GraphModule, label: str, where: Where) -> list[NodeInfo]:
     """The forward graph's nodes: phase ``forward``, or ``loss`` for the loss's ops."""
     infos = []
     for node, info in zip(gm.graph.nodes, describe_graph(gm, graph=label)):
         phase = "forward"
         if node.op in ("call_function", "call_method", "call_module"):
-            scope, module_type, is_loss = _placement(node.meta.get("nn_module_stack"), model_type, root_name)
+            scope, module_type, is_loss = _placement(node.meta.get("nn_module_stack"), where)
             phase = "loss" if is_loss else "forward"
             info = dataclasses.replace(info, scope=scope, module_type=module_type)
         else:  # inputs (parameters, the batch) and outputs belong to no module
@@ -258,7 +330,7 @@ def describe_forward(gm: fx.GraphModule, label: str, model_type: type, root_name
 
 
 def describe_backward(gm: fx.GraphModule, label: str, forward_gm: fx.GraphModule | None,
-                      forward_infos: dict[str, NodeInfo], model_type: type, root_name: str = "self") -> list[NodeInfo]:
+                      forward_infos: dict[str, NodeInfo], where: Where) -> list[NodeInfo]:
     """The backward graph's nodes, each charged to the forward op it differentiates: the
     forward node with the same ``seq_nr`` (its first op: ``convolution`` rather than the
     ``getitem`` after it) gives ``forward_node``, ``scope`` and ``module_type``; without one,
@@ -278,7 +350,7 @@ def describe_backward(gm: fx.GraphModule, label: str, forward_gm: fx.GraphModule
                 fw = forward_infos[fw_name]
                 info = dataclasses.replace(info, scope=fw.scope, module_type=fw.module_type, forward_node=fw.name)
             else:
-                scope, module_type, _ = _placement(node.meta.get("fwd_nn_module_stack"), model_type, root_name)
+                scope, module_type, _ = _placement(node.meta.get("fwd_nn_module_stack"), where)
                 info = dataclasses.replace(info, scope=scope, module_type=module_type)
         else:  # saved activations, incoming gradients and outputs belong to no module
             info = dataclasses.replace(info, scope="", module_type="")
@@ -360,6 +432,7 @@ class TrainingCapture(Capture):
         self.step = _step_class(type(model))(model, self.loss_fn)
         self.compiled = torch.compile(self.step, backend=training_backend)
         self.session = TrainingSession(type(model))
+        self.session.modules = ModulePaths(model)
         self.saved = self.saved_state(model, optimizer)
         self._extra = _optimizer_nodes(optimizer) if optimizer is not None else []
         #: the rows a parallel layout's own work adds (its ``nodes``; ``nodes_in(kept, note, recorded)``),

@@ -25,6 +25,7 @@ from ..common.tree import tensors_in
 from ..distributed.ddp import bucket_limit_error
 from ..timing.recorder import Recorder
 from .captures import Capture
+from .graph import ModulePaths
 from .training import ACTIVE, TrainingGraphRunner, TrainingSession, training_backend
 
 __all__ = ["LoopTrainingCapture"]
@@ -108,6 +109,7 @@ class LoopTrainingCapture(Capture):
         self.compiled = torch.compile(forward, backend=training_backend)
         self.session = LoopSession(type(model))
         self.session.root_name = _first_parameter(type(model).forward)
+        self.session.modules = ModulePaths(model)
         self._activation: contextlib.ExitStack | None = contextlib.ExitStack()
         self._activation.enter_context(ACTIVE.active(self.session))  # the runners dispatch here until the session ends
 

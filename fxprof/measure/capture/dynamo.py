@@ -16,7 +16,7 @@ from torch import fx, nn
 from ...columns import PER_CALL
 from ...core.nodes import NodeInfo
 from ...errors import TraceError
-from ..common.settings import config_patcher
+from ..common.settings import config_patcher, frame_counter
 from ..distributed.ddp import bucket_limit_error
 from .base import HERE, Capture, PassFn
 from .dispatch import ActiveSession, GraphRunner, GraphSession
@@ -272,6 +272,9 @@ class DynamoCapture(Capture):
         self.session = _DynamoSession(model)
         self.timed_from: int | None = None
         self._settings = _call_settings()
+        self._frames = frame_counter()
+        self._frames_seen: int | None = None  # dynamo's count of converted frames after the last call
+        self._settle_calls = 2  # calls still to run under _settings: the first ones, and those after a compile
         #: a session's capture (the loop's own calls): a run in which no graph ran returns the
         #: model's output, is not kept as a run, and sets ``ran_no_graph`` instead of raising
         self.loop = False
@@ -350,7 +353,7 @@ class DynamoCapture(Capture):
         return records
 
     def _call(self, args: tuple, kwargs: dict) -> Any:
-        revert = self._settings() if self._settings is not None else None
+        revert = self._settings() if self._settle_calls and self._settings is not None else None
         try:
             return self.compiled(*args, **kwargs)
         except Exception as exc:
@@ -370,17 +373,29 @@ class DynamoCapture(Capture):
         finally:
             if revert is not None:
                 revert()
+            self._settled()
+
+    def _settled(self) -> None:
+        """After a call: the next two run under :func:`_call_settings` where this one compiled (a
+        changed int is made dynamic on dynamo's next compile, which must see the setting), else one
+        fewer. Reading dynamo's count costs a lookup; patching the config, 5 us a call."""
+        frames = self._frames()
+        if frames != self._frames_seen:
+            self._frames_seen, self._settle_calls = frames, 2
+        elif self._settle_calls:
+            self._settle_calls -= 1
 
     def close(self) -> None:
         self.session.close()
 
 
 def _call_settings() -> Callable[[], Callable[[], None]] | None:
-    """What fxprof's dynamo calls run under: a module's int attributes left unspecialised
-    (``allow_unspec_int_on_nn_module``). dynamo treats them as constants of the graph by default,
-    so a forward that counts its calls on ``self`` (``self.calls += 1``) recompiled at every call
-    and, past dynamo's recompile limit (8), ran as plain Python with no graph: an unprofiled
-    loop's forward runs that Python at every call, and so must the capture that stands in for it."""
+    """What fxprof's dynamo calls run under while they may compile (:meth:`DynamoCapture._settled`):
+    a module's int attributes left unspecialised (``allow_unspec_int_on_nn_module``). dynamo
+    treats them as constants of the graph by default, so a forward that counts its calls on
+    ``self`` (``self.calls += 1``) recompiled at every call and, past dynamo's recompile limit (8),
+    ran as plain Python with no graph: an unprofiled loop's forward runs that Python at every
+    call, and so must the capture that stands in for it."""
     config = getattr(getattr(torch, "_dynamo", None), "config", None)
     if config is None or not hasattr(config, "allow_unspec_int_on_nn_module"):
         return None

@@ -19,7 +19,7 @@ from ...errors import TraceError
 from ...vocab import COMPILE_MODES
 from ..capture.dynamo import Resolver, frame_module_paths
 from ..capture.graph import describe_graph
-from ..common.settings import config_patcher
+from ..common.settings import config_patcher, frame_counter
 from .breaks import break_site, recompile_reason, reported_site
 from .flops import custom_ops, graph_flops
 from .profiler_cost import ProfilerCost
@@ -212,7 +212,7 @@ class CallSettings:
         self._limits: list[int] = []
         self._held = 0
         self._frames: int | None = None  # dynamo's count of frames it converted when _held was read
-        self._frames_converted = _frame_counter()
+        self._frames_converted = frame_counter()
 
     def _held_now(self) -> int:
         """The compiled versions ``root``'s forward holds, read again only after dynamo converted a
@@ -424,24 +424,6 @@ def _room_changes(config: Any, held: int) -> dict[str, int] | None:
     if hasattr(config, "accumulated_recompile_limit"):
         changes["accumulated_recompile_limit"] = config.accumulated_recompile_limit + held
     return changes
-
-
-def _frame_counter() -> Callable[[], int | None]:
-    """A function that reads dynamo's running count of the frames it converted (compiled, or
-    tried to), or None: dynamo's counters looked up once (``torch._dynamo.reset()`` clears the
-    same dict), not at every read."""
-    try:
-        from torch._dynamo.utils import counters
-    except Exception:  # pragma: no cover - a release without the counters
-        return lambda: None
-
-    def read() -> int | None:
-        try:
-            return int(counters["frames"]["total"])
-        except Exception:  # pragma: no cover - a release without the counter
-            return None
-
-    return read
 
 
 def no_graph_message(root: nn.Module, then: str) -> str:

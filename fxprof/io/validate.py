@@ -21,20 +21,23 @@ from __future__ import annotations
 
 import json
 import math
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+import os
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from ..columns import BY_NAME, Column, signed_columns, stored_columns
+from ..core.metakeys import BY_NAME as META_BY_NAME
 from ..core.metakeys import schema_keys
 from ..errors import ProfileFormatError
+from ..vocab import FSDP, FSDP_STEPS, ROLES
 
 if TYPE_CHECKING:
     from ..core.profile import Profile
 
 __all__ = ["SCHEMA", "SCHEMA_V1", "NPZ_HEADER_SCHEMA", "parse_json", "check_skeleton", "column_arrays", "check_document",
-           "check_npz_header", "check_profile", "parse_table"]
+           "check_npz_header", "check_profile", "check_saveable", "check_roles", "parse_table", "MAX_META_DEPTH"]
 
 _INT64_MAX = 2**63 - 1
 _NONNEG_INT = {"type": "integer", "minimum": 0, "maximum": _INT64_MAX}
@@ -174,6 +177,9 @@ _MAX_INT_DIGITS = 20  # int64 has 19 digits
 MAX_MS = 1e12
 #: the largest other number a per-node table may hold (a count of FLOPs or bytes is far below it)
 MAX_NUMBER = 1e30
+#: the deepest a ``meta`` value may nest (fxprof's own nest four levels at most); a deeper one is
+#: damage, and the JSON writer stops at 255 levels: a profile that loaded could not be saved again
+MAX_META_DEPTH = 32
 
 
 def _damaged(source: str, what: str) -> ProfileFormatError:
@@ -409,28 +415,38 @@ def _check_items(values: list[Any], rule: Mapping[str, Any], where: str, source:
 
 
 def _check_range(numbers: np.ndarray, rule: Mapping[str, Any], where: str, source: str, index: Any = None) -> None:
+    what = _range_problem(numbers, rule, where, index)
+    if what is not None:
+        raise _damaged(source, what)
+
+
+def _range_problem(numbers: np.ndarray, rule: Mapping[str, Any], where: str, index: Any = None) -> str | None:
+    """The first of ``numbers`` outside the rule's minimum and maximum, in words; None if none is."""
     if not len(numbers):
-        return
+        return None
     bad = np.zeros(len(numbers), dtype=bool)
     if "minimum" in rule:
         bad |= numbers < rule["minimum"]
     if "maximum" in rule:
         bad |= numbers > rule["maximum"]
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        at = index[i] if index is not None else i
-        value = numbers[i]
-        limit = f"below the minimum of {rule['minimum']}" if "minimum" in rule and value < rule["minimum"] else f"above the maximum of {rule.get('maximum')}"
-        raise _damaged(source, f"{where}[{at}]: {_show(value)} is {limit}")
+    if not bad.any():
+        return None
+    i = int(np.flatnonzero(bad)[0])
+    at = index[i] if index is not None else i
+    value = numbers[i]
+    limit = f"below the minimum of {rule['minimum']}" if "minimum" in rule and value < rule["minimum"] else f"above the maximum of {rule.get('maximum')}"
+    return f"{where}[{at}]: {_show(value)} is {limit}"
 
 
-def _check_plausible(numbers: np.ndarray, where: str, source: str, limit: float) -> None:
-    """No number whose size is beyond any measurement (``limit``: :data:`MAX_MS` for times)."""
+def _plausible_problem(numbers: np.ndarray, where: str, limit: float) -> str | None:
+    """The first number whose size is beyond any measurement (``limit``: :data:`MAX_MS` for
+    times), in words; None if none is."""
     huge = np.abs(numbers) > limit
-    if huge.any():
-        i = int(np.flatnonzero(huge)[0])
-        unit = " ms" if limit == MAX_MS else ""
-        raise _damaged(source, f"{where}[{i}]: {_show(numbers[i])}{unit} is beyond any measurement (at most {limit:g}{unit})")
+    if not huge.any():
+        return None
+    i = int(np.flatnonzero(huge)[0])
+    unit = " ms" if limit == MAX_MS else ""
+    return f"{where}[{i}]: {_show(numbers[i])}{unit} is beyond any measurement (at most {limit:g}{unit})"
 
 
 def _within(values: np.ndarray, rule: Mapping[str, Any], limit: float) -> bool:
@@ -450,19 +466,150 @@ def _check_unique(names: list[str], source: str) -> None:
 
 
 # ----------------------------------------------------------------------- profile
+class _Problem(Exception):
+    """What is wrong with a profile's data (``what``: where and what) and, where it helps, what
+    to do about it in memory (``fix``, before a save) and in a file (``file_fix``, on load);
+    :func:`check_profile` words it as a damaged file, :func:`check_saveable` as a save refused."""
+
+    def __init__(self, what: str, fix: str = "", file_fix: str = "") -> None:
+        super().__init__(what)
+        self.what, self.fix, self.file_fix = what, fix, file_fix
+
+
 def check_profile(profile: "Profile", source: str) -> None:
     """What every profile must satisfy, however it was stored; call after building it.
 
-    Checks ``meta`` against :data:`SCHEMA`, that times are finite and not negative (null or
-    NaN only where the schema allows), and that every sample's run index is a run the
-    profile has.
+    Checks ``meta`` against :data:`SCHEMA` (and its numbers finite and plausible, its nesting
+    at most :data:`MAX_META_DEPTH` deep), every node's role one of :data:`fxprof.vocab.ROLES`,
+    that times are finite and not negative (null or NaN only where the schema allows), and that
+    every sample's run index is a run the profile has. :meth:`Profile.save` runs the same checks
+    before writing (:func:`check_saveable`).
     """
+    try:
+        _check_meta_values(profile.meta)
+        _check_profile(profile, profile.meta)
+    except _Problem as problem:
+        raise _damaged(source, problem.what + (f". {problem.file_fix}" if problem.file_fix else "")) from None
+
+
+def check_saveable(profile: "Profile", path: str | os.PathLike) -> dict[str, Any]:
+    """The checks :func:`check_profile` runs on load, run before ``profile`` is written to
+    ``path``: what a save writes, a load reads. Returns ``meta`` as the file will hold it (JSON
+    values: tuples as lists, numpy numbers as numbers, other objects as text), which both
+    formats write. Raises :class:`~fxprof.errors.ProfileFormatError` naming the value and what
+    to do; nothing is written and the profile is not changed."""
+    import orjson
+
+    try:
+        _check_meta_values(profile.meta)  # before JSON, which writes NaN as null without a word
+        try:
+            meta = orjson.loads(orjson.dumps(profile.meta, default=str,
+                                             option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS))
+        except (orjson.JSONEncodeError, TypeError) as exc:
+            raise _Problem(f"meta cannot be written as JSON ({exc})", "correct or delete that value of profile.meta") from None
+        _check_profile(profile, meta)
+    except _Problem as problem:
+        fix = problem.fix or "correct it"
+        raise ProfileFormatError(
+            f"cannot save the profile to {os.fspath(path)!r}: {problem.what}. Nothing was written and the profile in "
+            f"memory is unchanged: {fix}, then save again"
+        ) from None
+    return meta
+
+
+def _meta_fixes(key: Any) -> tuple[str, str]:
+    """What to do about a bad ``meta[key]``: in memory, and in a file."""
+    return (f"correct or delete profile.meta[{key!r}]",
+            f"The file was edited or damaged: correct or delete \"meta\": {{{json.dumps(key)}: ...}} in it")
+
+
+def _meta_words(key: Any) -> str:
+    """`` ('iters' holds int: timed runs ...)``: what a declared meta key holds, for a message."""
+    known = META_BY_NAME.get(key) if isinstance(key, str) else None
+    return f" ({key!r} holds {known.type}: {known.meaning})" if known is not None else ""
+
+
+def _number_limit(key: Any) -> float:
+    """The largest plausible value of a number under the dict key ``key``: a time in ms at most
+    :data:`MAX_MS`, in seconds the same in seconds, anything else :data:`MAX_NUMBER`."""
+    name = key if isinstance(key, str) else ""
+    if name.endswith("_ms"):
+        return MAX_MS
+    if name.endswith("_s") and not name.endswith("_per_s"):
+        return MAX_MS / 1e3
+    return MAX_NUMBER
+
+
+def _check_meta_values(meta: Any) -> None:
+    """Every number in ``meta`` (at any depth) finite, plausible (:func:`_number_limit`) and,
+    if whole, within int64; no value nested deeper than :data:`MAX_META_DEPTH`. Walks without
+    recursion, so a hostile depth is a :class:`_Problem`, not a ``RecursionError``."""
+    if not isinstance(meta, Mapping):
+        return  # the schema words it
+    stack: list[tuple[Any, tuple[Any, ...], int, Any]] = [(v, (k,), 1, k) for k, v in meta.items()]
+    while stack:
+        value, where, depth, key = stack.pop()
+        if isinstance(value, np.generic):
+            value = value.item()
+        if isinstance(value, bool) or value is None or isinstance(value, str):
+            continue
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                raise _Problem(f"{_path(['meta', *where])} is {value!r}, not a finite number{_meta_words(where[0])}; "
+                               f"a profile's numbers are finite (JSON has no NaN or infinity)", *_meta_fixes(where[0]))
+            limit = _number_limit(key)
+            if abs(value) > limit:
+                raise _Problem(f"{_path(['meta', *where])} is {_show(value)}, beyond any measurement (at most {limit:g})"
+                               f"{_meta_words(where[0])}", *_meta_fixes(where[0]))
+        elif isinstance(value, int):
+            if not -_INT64_MAX - 1 <= value <= _INT64_MAX:
+                raise _Problem(f"{_path(['meta', *where])} is {_show(value)}, a whole number beyond int64{_meta_words(where[0])}",
+                               *_meta_fixes(where[0]))
+        elif isinstance(value, (Mapping, list, tuple, np.ndarray)):
+            if depth >= MAX_META_DEPTH:
+                raise _Problem(f"meta.{where[0]} nests more than {MAX_META_DEPTH} levels deep (no value fxprof writes "
+                               f"nests more than a few)", *_meta_fixes(where[0]))
+            if isinstance(value, Mapping):
+                stack.extend((v, (*where, k), depth + 1, k) for k, v in value.items())
+            else:
+                stack.extend((v, (*where, i), depth + 1, key) for i, v in enumerate(value))
+
+
+def check_roles(names: Iterable[Any], roles: Iterable[Any], kinds: Iterable[Any],
+                fail: Callable[[str, str, str], Exception], lines: Iterable[int] | None = None) -> None:
+    """Every row's role one of :data:`fxprof.vocab.ROLES`, and a row of FSDP's steps (role
+    ``fsdp``) of one of their kinds (:data:`fxprof.vocab.FSDP_STEPS`: ``fxprof.overlap`` reads
+    its kind as the step: ``fsdp`` on a Linear's row is not a step of FSDP's). ``fail(what, fix,
+    file_fix)`` makes the error raised for the first row that is not; ``what`` names the node
+    (and its line of a CSV file, given ``lines``) and the value."""
+    listed = ", ".join(ROLES)
+    for name, role, kind, line in zip(names, roles, kinds, lines if lines is not None else iter(lambda: None, 0)):
+        where = f"node {name!r}" + (f" (line {line})" if line is not None else "")
+        file_fix = ("The file was edited or damaged: correct that role, or delete it (the \"role\" field of that node, the "
+                    "role column of a CSV) and fxprof derives it from the node's target as for files from before roles")
+        if not isinstance(role, str) or role not in ROLES:
+            raise fail(f"{where} has the role {_show(role)}, which is not one of fxprof's roles ({listed})",
+                       f"give node {name!r} one of those roles", file_fix)
+        if role == FSDP and kind not in FSDP_STEPS:
+            raise fail(f"{where} has the role 'fsdp' but the kind {_show(kind)}: a row of FSDP's steps has one of "
+                       f"the kinds {', '.join(FSDP_STEPS)}, which fxprof.overlap reads as the step",
+                       f"give node {name!r} the role its work has (a module's work is 'model')", file_fix)
+
+
+def _check_profile(profile: "Profile", meta: Any) -> None:
+    """The checks of :func:`check_profile` on ``profile`` with ``meta`` (its own, or as a save
+    writes it); raises :class:`_Problem`."""
     import jsonschema
 
     meta_schema = {"$schema": SCHEMA["$schema"], **SCHEMA["properties"]["meta"]}
-    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(meta_schema).iter_errors(profile.meta))
+    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(meta_schema).iter_errors(meta))
     if error is not None:
-        raise _damaged(source, f"{_path(['meta', *error.absolute_path])}: {error.message}")
+        parts = list(error.absolute_path)
+        key = parts[0] if parts else None
+        fixes = _meta_fixes(key) if key is not None else ("give profile.meta a dict", "")
+        raise _Problem(f"{_path(['meta', *parts])}: {error.message}{_meta_words(key)}", *fixes)
+    check_roles((n.name for n in profile.nodes), (n.role for n in profile.nodes), (n.kind for n in profile.nodes),
+                _Problem)
     columns = profile.columns  # the samples as arrays: no DataFrame of 10M rows just to check them
 
     def sample_column(name: str) -> Any:
@@ -483,24 +630,26 @@ def check_profile(profile: "Profile", source: str) -> None:
                 continue
             nan = np.isnan(values)
             if nan.any() and "null" not in kinds:
-                raise _damaged(source, f"{group}.{name}[{int(np.flatnonzero(nan)[0])}]: a value is missing (null)")
+                raise _Problem(f"{group}.{name}[{int(np.flatnonzero(nan)[0])}]: a value is missing (null)")
             infinite = np.isinf(values)
             if infinite.any():
-                raise _damaged(source, f"{group}.{name}[{int(np.flatnonzero(infinite)[0])}]: {values[infinite][0]} is not finite")
-            _check_range(np.where(nan, rule["items"].get("minimum", 0), values), rule["items"], f"{group}.{name}", source)
-            _check_plausible(np.where(nan, 0.0, values), f"{group}.{name}", source, limit)
+                raise _Problem(f"{group}.{name}[{int(np.flatnonzero(infinite)[0])}]: {values[infinite][0]} is not finite")
+            what = (_range_problem(np.where(nan, rule["items"].get("minimum", 0), values), rule["items"], f"{group}.{name}")
+                    or _plausible_problem(np.where(nan, 0.0, values), f"{group}.{name}", limit))
+            if what is not None:
+                raise _Problem(what)
     runs = profile.num_runs
     sample_runs = columns.run
     if runs and len(sample_runs) and sample_runs.max() >= runs:
         i = int(np.flatnonzero(sample_runs >= runs)[0])
-        raise _damaged(source, f"samples.run[{i}] has run index {sample_runs[i]}, but the profile has {runs} runs (0 to {runs - 1})")
+        raise _Problem(f"samples.run[{i}] has run index {sample_runs[i]}, but the profile has {runs} runs (0 to {runs - 1})")
     if runs and not np.array_equal(profile.stored_runs["run"].to_numpy(), np.arange(runs)):
-        raise _damaged(source, "runs.run must be 0, 1, 2... in order (one entry per run)")
+        raise _Problem("runs.run must be 0, 1, 2... in order (one entry per run)")
     known = {n.name for n in profile.nodes}
     present = np.flatnonzero(np.bincount(columns.node, minlength=len(columns.names)))  # codes with samples
     unknown = sorted({str(columns.names[code]) for code in present} - known)
     if unknown:
-        raise _damaged(source, f"samples name node(s) {', '.join(map(repr, unknown[:3]))} that are not in nodes")
+        raise _Problem(f"samples name node(s) {', '.join(map(repr, unknown[:3]))} that are not in nodes")
 
 
 # -------------------------------------------------------------------------- CSV

@@ -1,16 +1,20 @@
-"""What a saved profile may hold: the written schema, and the checks every loader runs.
+"""What a saved profile may hold: the checks every loader runs, and every save before it writes.
 
-:data:`SCHEMA` is the JSON Schema (draft 2020-12) of a saved profile, version 1; it is
-published in ``docs/format.md``. Loaders call, in order:
+:data:`SCHEMA` is the JSON Schema (draft 2020-12) of a saved profile (:mod:`fxprof.io.schema`,
+imported here where it has always been read); it is published in ``docs/format.md``. Loaders
+call, in order:
 
 1. :func:`parse_json` (JSON text only): strict JSON, no ``NaN``/``Infinity``, no
    runaway nesting or integers, every failure a :class:`~fxprof.errors.ProfileFormatError`;
 2. :func:`check_document` (JSON only): the parsed document against :data:`SCHEMA`;
 3. :func:`check_profile` (any format, after the loader built a :class:`~fxprof.Profile`): the
    numbers every profile must satisfy (finite, non-negative times; run indices that exist;
-   ``meta`` as the schema says), so a binary or other loader checks exactly what JSON does;
+   ``meta`` as the schema says, its numbers finite and plausible, its nesting bounded; every
+   node's role one of :data:`fxprof.vocab.ROLES`), so a binary or other loader checks exactly
+   what JSON does;
 
-and per-node CSV tables go through :func:`parse_table`.
+:meth:`Profile.save` runs step 3 before it writes (:func:`check_saveable`): what a save writes,
+a load reads. Per-node CSV tables go through :func:`parse_table` and :func:`check_roles`.
 
 The structure is validated by ``jsonschema``. The long sample and run columns are checked
 against the same schema's item rules with numpy instead, because ``jsonschema`` takes about
@@ -27,148 +31,17 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from ..columns import BY_NAME, Column, signed_columns, stored_columns
+from ..columns import BY_NAME, signed_columns
 from ..core.metakeys import BY_NAME as META_BY_NAME
-from ..core.metakeys import schema_keys
 from ..errors import ProfileFormatError
 from ..vocab import FSDP, FSDP_STEPS, ROLES
+from .schema import INT64_MAX, NPZ_HEADER_SCHEMA, SCHEMA, SCHEMA_V1
 
 if TYPE_CHECKING:
     from ..core.profile import Profile
 
 __all__ = ["SCHEMA", "SCHEMA_V1", "NPZ_HEADER_SCHEMA", "parse_json", "check_skeleton", "column_arrays", "check_document",
            "check_npz_header", "check_profile", "check_saveable", "check_roles", "parse_table", "MAX_META_DEPTH"]
-
-_INT64_MAX = 2**63 - 1
-_NONNEG_INT = {"type": "integer", "minimum": 0, "maximum": _INT64_MAX}
-_TIME = {"type": "number", "minimum": 0}
-_OPTIONAL_TIME = {"type": ["number", "null"], "minimum": 0}
-_TEXT = {"type": "string"}
-
-
-#: the rules a saved profile's ``meta`` keys are checked by, by the name that
-#: fxprof/core/metakeys.py gives each key's ``schema``
-_META_RULES: dict[str, dict[str, Any]] = {
-    "text": _TEXT,
-    "count": _NONNEG_INT,
-    "threads": {"type": "integer", "minimum": 1, "maximum": _INT64_MAX},
-    "flag": {"type": "boolean"},
-    "texts": {"type": "array", "items": _TEXT},
-    "mode": {"enum": ["timed", "isolated"]},
-    "epoch_ns": {**_NONNEG_INT, "description": "Unix time (ns) of the first timed run's start"},
-    "peaks": {
-        "type": "object",
-        "description": "the machine's roofs the roofline columns are against (fxprof.core.roofline.Peaks)",
-        "required": ["flops_per_s", "bytes_per_s"],
-        "properties": {
-            **{k: {"type": "number", "exclusiveMinimum": 0} for k in ("flops_per_s", "bytes_per_s")},
-            "overhead_s": {"type": "number", "minimum": 0},
-            **{k: _TEXT for k in ("device", "device_name", "dtype", "torch", "source")},
-            "threads": {"type": ["integer", "null"], "minimum": 1},
-            "details": {"type": "object"},
-        },
-    },
-}
-
-
-def _column(item: dict[str, Any], description: str) -> dict[str, Any]:
-    return {"type": "array", "items": item, "description": description}
-
-
-def _anatomy(item: dict[str, Any], description: str) -> dict[str, Any]:
-    return _column(item, description + "; one value per node, in the order of \"nodes\"; null: not measured")
-
-
-def _anatomy_rule(column: Column) -> dict[str, Any]:
-    """The schema of a stored per-node column (fxprof/columns.py): text, or a number within
-    int64 (whole numbers) that is never negative unless the column is ``signed``."""
-    if column.dtype == "str":
-        item: dict[str, Any] = {"type": ["string", "null"]}
-    elif column.dtype.lower() == "int64":
-        item = {"type": ["integer", "null"], "minimum": -_INT64_MAX - 1 if column.signed else 0, "maximum": _INT64_MAX}
-    else:
-        item = {"type": ["number", "null"]} if column.signed else {"type": ["number", "null"], "minimum": 0}
-    return _anatomy(item, f"{column.name}: {column.description}")
-
-
-#: The JSON Schema of a saved profile written before version 2 (sample nodes by name); still read.
-SCHEMA_V1: dict[str, Any] = {
-    "$schema": "https://json-schema.org/draft/2020-12/schema",
-    "title": "fxprof saved profile, format version 1",
-    "description": "Times are milliseconds. Columns are parallel arrays: entry i of every samples column is one sample.",
-    "type": "object",
-    "required": ["format", "version", "nodes", "samples", "runs"],
-    "properties": {
-        "format": {"const": "fxprof.profile"},
-        "version": {"const": 1},
-        "meta": {
-            "type": "object",
-            "description": "what was measured and how; keys not listed here are kept as they are",
-            "properties": {name: _META_RULES[rule] for name, rule in schema_keys()},
-        },
-        "nodes": {
-            "type": "array",
-            "description": "one entry per graph node, in graph order; names are unique",
-            "items": {
-                "type": "object",
-                "required": ["name"],
-                "properties": {
-                    "name": {"type": "string", "minLength": 1},
-                    **{k: _TEXT for k in ("op", "target", "kind", "module_type", "scope", "range", "graph")},
-                },
-            },
-        },
-        "samples": {
-            "type": "object",
-            "description": "one entry per node per run, every column the same length",
-            "required": ["node", "run", "time_ms", "host_ms"],
-            "properties": {
-                "node": _column(_TEXT, "the node's name, one of nodes[].name"),
-                "run": _column(_NONNEG_INT, "the timed run (index into runs.run); in isolated mode the repeat"),
-                "time_ms": _column(_TIME, "the timer's measurement"),
-                "host_ms": _column(_OPTIONAL_TIME, "the host clock's measurement"),
-                "start_ms": _column(_OPTIONAL_TIME, "start from the run's start, timer"),
-                "host_start_ms": _column(_OPTIONAL_TIME, "start from the run's start, host clock"),
-                "kernel_ms": _column(_OPTIONAL_TIME, "CUDA kernel time (timer kernel); null otherwise"),
-            },
-        },
-        "runs": {
-            "type": "object",
-            "description": "one entry per timed run, every column the same length; empty in isolated mode",
-            "required": ["run", "total_ms"],
-            "properties": {
-                "run": _column(_NONNEG_INT, "0, 1, 2... in order"),
-                "total_ms": _column(_TIME, "the whole run, timer"),
-                "host_ms": _column(_OPTIONAL_TIME, "the whole run, host clock"),
-                "start_ms": _column(_OPTIONAL_TIME, "the run's start from the first run's start, host clock"),
-                "rank": _column(_NONNEG_INT, "a profile gathered over torch.distributed ranks: the rank that ran it"),
-                "rank_run": _column(_NONNEG_INT, "a gathered profile: the run's number on its own rank"),
-                "barrier_ms": _column(_OPTIONAL_TIME, "a gathered profile: the wait at the barrier before the run"),
-            },
-        },
-        "anatomy": {
-            "type": "object",
-            "properties": {name: _anatomy_rule(BY_NAME[name]) for name in stored_columns()},
-        },
-    },
-}
-
-def _version_2(v1: dict[str, Any]) -> dict[str, Any]:
-    """Version 2 is version 1 with each sample's node given by its position in ``nodes``
-    (an integer, not the name) and ``kernel_ms`` left out when kernel time was not measured."""
-    import copy
-
-    schema = copy.deepcopy(v1)
-    schema["title"] = "fxprof saved profile, format version 2"
-    props = schema["properties"]
-    props["version"] = {"const": 2}
-    props["samples"]["properties"]["node"] = _column(_NONNEG_INT, "the node: an index into nodes (0 is nodes[0])")
-    props["samples"]["properties"]["kernel_ms"]["description"] = "CUDA kernel time (timer kernel); absent when not measured"
-    return schema
-
-
-#: The JSON Schema of a saved profile (``Profile.save``), format version 2 (what fxprof writes).
-SCHEMA: dict[str, Any] = _version_2(SCHEMA_V1)
 
 _COLUMN_GROUPS = ("samples", "runs")
 _MAX_INT_DIGITS = 20  # int64 has 19 digits
@@ -254,7 +127,10 @@ def _check_in_bulk(data: Mapping[str, Any], source: str, schema: Mapping[str, An
         if len(parts) > 1 and parts[0] == "nodes":
             parts[1] = list(firsts.values())[parts[1]]  # the first record of that kind in the file
         where = _path([*prefix, *parts])
-        raise _damaged(source, f"{where}: {error.message}" if where else error.message)
+        what = f"{where}: {error.message}" if where else error.message
+        if len(parts) > 1 and parts[0] == "meta":  # what the key holds, and what to do
+            what += f"{_meta_words(parts[1])}. {_meta_fixes(parts[1])[1]}"
+        raise _damaged(source, what)
     nodes = [n["name"] for n in data["nodes"]]
     _check_unique(nodes, source)
     rules = SCHEMA["properties"]["anatomy"]["properties"]
@@ -358,20 +234,6 @@ def check_document(data: Any, source: str) -> None:
     stray = next((i for i, name in enumerate(data["samples"]["node"]) if name not in known), None)
     if stray is not None:
         raise _damaged(source, f"samples.node[{stray}]: {_show(data['samples']['node'][stray])} is not one of the names in nodes")
-
-
-#: what a binary (.npz) profile's ``header.json`` may hold: ``meta``, ``nodes`` and ``anatomy``
-#: exactly as the JSON format says; ``samples`` and ``runs`` are the columns' lengths
-NPZ_HEADER_SCHEMA: dict[str, Any] = {
-    "$schema": SCHEMA["$schema"],
-    "type": "object",
-    "required": ["format", "version", "nodes", "samples", "runs"],
-    "properties": {
-        **{k: SCHEMA["properties"][k] for k in ("meta", "nodes", "anatomy")},
-        "samples": {**_NONNEG_INT, "description": "the number of samples: the length of every samples/ column"},
-        "runs": {**_NONNEG_INT, "description": "the number of runs: the length of every runs/ column"},
-    },
-}
 
 
 def check_npz_header(header: Any, source: str) -> None:
@@ -559,10 +421,11 @@ def _check_meta_values(meta: Any) -> None:
                                f"a profile's numbers are finite (JSON has no NaN or infinity)", *_meta_fixes(where[0]))
             limit = _number_limit(key)
             if abs(value) > limit:
-                raise _Problem(f"{_path(['meta', *where])} is {_show(value)}, beyond any measurement (at most {limit:g})"
+                unit = {MAX_MS: " ms", MAX_MS / 1e3: " s"}.get(limit, "")
+                raise _Problem(f"{_path(['meta', *where])} is {_show(value)}{unit}, beyond any measurement (at most {limit:g}{unit})"
                                f"{_meta_words(where[0])}", *_meta_fixes(where[0]))
         elif isinstance(value, int):
-            if not -_INT64_MAX - 1 <= value <= _INT64_MAX:
+            if not -INT64_MAX - 1 <= value <= INT64_MAX:
                 raise _Problem(f"{_path(['meta', *where])} is {_show(value)}, a whole number beyond int64{_meta_words(where[0])}",
                                *_meta_fixes(where[0]))
         elif isinstance(value, (Mapping, list, tuple, np.ndarray)):
@@ -701,7 +564,7 @@ def _cell_number(cell: str, integer: bool, col: str, line: int, source: str) -> 
     text = cell.strip()
     if integer:
         digits = text.lstrip("+-")
-        if not digits.isdigit() or len(digits) > _MAX_INT_DIGITS or not -_INT64_MAX - 1 <= int(text) <= _INT64_MAX:
+        if not digits.isdigit() or len(digits) > _MAX_INT_DIGITS or not -INT64_MAX - 1 <= int(text) <= INT64_MAX:
             raise ProfileFormatError(f"{source}: column {col} holds {_show(cell)} on line {line}; it needs a whole number within int64")
         return int(text)
     try:

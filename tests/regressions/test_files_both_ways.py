@@ -252,7 +252,18 @@ def test_absurd_meta_numbers_and_notes_of_the_wrong_type_are_refused_on_load(pro
     assert "The file was edited or damaged: correct or delete" in str(caught.value)
 
 
-def test_notes_as_a_list_show_one_line_a_note(prof, tmp_path, capsys):
+def test_show_refuses_a_file_with_an_absurd_meta_float_instead_of_printing_it(prof, tmp_path, capsys):
+    """Measured: ``show`` printed a 300-digit figure and "inf%" for meta["timed_wall_ms"] = 1e308."""
+    from fxprof.cli import main
+
+    path = _edited_json(prof, tmp_path, lambda doc: doc["meta"].update(timed_wall_ms=1e308))
+    code = main(["show", str(path)])
+    out = capsys.readouterr()
+    assert code != 0 and "inf%" not in out.out and "0" * 100 not in out.out
+    assert "meta.timed_wall_ms is 1e+308 ms, beyond any measurement" in out.err
+
+
+def test_notes_as_a_list_show_one_line_a_note(prof, tmp_path):
     noted = copy.deepcopy(prof)
     noted.meta["notes"] = ["first note", "second note"]
     _round_trips(noted, tmp_path)

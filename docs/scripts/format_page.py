@@ -38,3 +38,16 @@ for name in ("dup.csv", "calls.csv"):
         fxprof.read_csv(name)
     except fxprof.ProfileFormatError as exc:
         print(f"{name}: ProfileFormatError: {exc}")
+bad("role.json", lambda d: d["nodes"][1].__setitem__("role", "bogus"))
+bad("notes.json", lambda d: d["meta"].__setitem__("notes", "a note"))
+bad("huge.json", lambda d: d["meta"].__setitem__("timed_wall_ms", 1e308))
+open("cut.csv", "w").write("\n".join([*lines[:2], ",".join(lines[2].split(",")[:20])]))
+try:
+    fxprof.read_csv("cut.csv")
+except fxprof.ProfileFormatError as exc:
+    print(f"cut.csv: ProfileFormatError: {exc}")
+p.meta["iters"] = "five"
+try:
+    p.save("five.json")
+except fxprof.ProfileFormatError as exc:
+    print(f"five.json: ProfileFormatError: {exc}")

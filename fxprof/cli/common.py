@@ -372,6 +372,7 @@ def _check_writable(path: str) -> None:
     import tempfile
 
     from ..errors import ProfileWriteError
+    from ..io.atomic import folder_problem
 
     target = os.path.realpath(path)
     directory = os.path.dirname(target)
@@ -382,8 +383,9 @@ def _check_writable(path: str) -> None:
             if not os.access(target, os.W_OK):
                 raise ProfileWriteError(f"cannot write {path!r}: it is not writable")
             return
-    if not os.path.isdir(directory):
-        raise ProfileWriteError(f"cannot write {path!r}: the folder {directory!r} does not exist")
+    problem = folder_problem(path)  # a part of the path that is a file, or a folder missing
+    if problem is not None:
+        raise ProfileWriteError(f"cannot write {path!r}: {problem}")
     try:  # os.access says yes to root everywhere; try to create a file there
         fd, probe = tempfile.mkstemp(prefix=".fxprof-", suffix=".probe", dir=directory)
         os.close(fd)

@@ -69,6 +69,7 @@ META_KEYS: tuple[MetaKey, ...] = (
     MetaKey("epoch_ns", "int", "measure/eager/loop.py", "Unix time (ns) of the first timed run's start", schema="epoch_ns"),
     MetaKey("peaks", "dict", "measure/passes (the machine's peaks), selfcheck.py",
             "the roofs the roofline columns are against (core/roofline.Peaks as a dict)", schema="peaks"),
+    MetaKey("notes", "list[str]", "every writer (capture, loop, memory, compiled, session, generate)", "notes shown under the header", schema="texts"),
     # -- the run and its conditions
     MetaKey("dtype", "str", _EAGER, "the floating dtypes of parameters and buffers ('bfloat16, float32')"),
     MetaKey("env", "dict", "measure/eager_mode.py; measure/compiled/mode.py; session (measure/passes/environment)",
@@ -77,7 +78,6 @@ META_KEYS: tuple[MetaKey, ...] = (
     MetaKey("warmup_runs", "int", "measure/eager/loop.py", "warm-up runs actually made"),
     MetaKey("profiler_warmup_runs", "int", "measure/eager/loop.py (timer='kernel')", "torch.profiler's own warm-up runs"),
     MetaKey("no_event_nodes", "list[str]", "measure/eager/loop.py", "nodes that launch no device work (no CUDA event)"),
-    MetaKey("notes", "list[str]", "every writer (capture, loop, memory, compiled, session, generate)", "notes shown under the header"),
     MetaKey("dispatch_differences", "list[dict]", "measure/eager/loop.py",
             "aten ops the captured graph dispatched differently from the model (op, model, captured)"),
     MetaKey("contention", "dict", "measure/timing/contention.py (ContentionMeter.describe)",

@@ -545,6 +545,9 @@ class Profile:
         JSON. Any other file name is a ValueError that names the two formats.
 
         Lossless: :func:`fxprof.load` gives back an equal profile from either. Written atomically.
+        What a load would refuse is refused first (a :class:`~fxprof.errors.ProfileFormatError`
+        naming the ``meta`` key or node and its value: ``meta["iters"] = "five"``, a NaN, notes
+        that are not a list of strings): nothing is written and the profile is unchanged.
         """
         hooks.conveniences().save(self, path)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import stat
 import sys
 import tempfile
@@ -15,7 +16,7 @@ from typing import Any, Callable
 
 from ..errors import ProfileWriteError
 
-__all__ = ["atomic_write", "append_text"]
+__all__ = ["atomic_write", "append_text", "folder_problem"]
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[Any], None], binary: bool = False) -> None:
@@ -59,15 +60,37 @@ def atomic_write(path: str | os.PathLike, write: Callable[[Any], None], binary: 
                 os.unlink(tmp)
 
 
+def folder_problem(path: str | os.PathLike) -> str | None:
+    """Why no file can be made at ``path`` for want of its folder, in words (what the path
+    names, what to do), or None where its folder is one: a part of the path that is a file, not
+    a folder (``afile/x.json``), or a folder that does not exist."""
+    directory = os.path.dirname(os.path.realpath(os.fspath(path)))
+    if os.path.isdir(directory):
+        return None
+    above = directory
+    while above and not os.path.lexists(above):
+        parent = os.path.dirname(above)
+        if parent == above:
+            break
+        above = parent
+    if os.path.lexists(above) and not os.path.isdir(above):
+        return (f"{above!r} is a file, not a folder, so nothing can be written under it; give a path in a folder "
+                f"(or move that file away and make the folder)")
+    return f"the folder {directory!r} does not exist; make it first (mkdir -p {shlex.quote(directory)}) or give a path in an existing folder"
+
+
 def _write_error(path: str, exc: OSError) -> ProfileWriteError:
     """The error of a failed write, for a caller in Python: what was being saved is still in its
     hands (the command line, whose process ends, words its own: ``path`` and ``reason`` are kept)."""
+    reason = exc.strerror or str(exc)
+    if isinstance(exc, (FileNotFoundError, NotADirectoryError)):
+        reason = folder_problem(path) or reason  # "Not a directory" names no part of the path
     error = ProfileWriteError(
-        f"cannot write {path!r}: {exc.strerror or exc}. Nothing was lost: the profile is still "
+        f"cannot write {path!r}: {reason}. Nothing was lost: the profile is still "
         f"in memory; call the method again with a writable path."
     )
     error.path = path  # type: ignore[attr-defined]
-    error.reason = exc.strerror or str(exc)  # type: ignore[attr-defined]
+    error.reason = reason  # type: ignore[attr-defined]
     return error
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import os
 
 import pandas as pd
@@ -11,13 +12,20 @@ from ..core.profile import COLUMNS, TABLE_COLUMNS
 from ..errors import ProfileFormatError
 from .atomic import atomic_write
 from .roles import derive_roles
-from .validate import parse_table
+from .validate import check_roles, parse_table
 
 __all__ = ["write_csv", "read_csv"]
 
 
 def write_csv(table: pd.DataFrame, path: str | os.PathLike) -> None:
-    """Write a per-node table; floats are written with full precision (exact round trip)."""
+    """Write a per-node table; floats are written with full precision (exact round trip). A
+    row whose role :func:`read_csv` would refuse is refused first, and nothing is written."""
+    if "role" in table.columns and "kind" in table.columns:
+        def refused(what: str, fix: str, file_fix: str) -> ProfileFormatError:
+            return ProfileFormatError(f"cannot write {os.fspath(path)!r}: {what}. Nothing was written and the profile in "
+                                      f"memory is unchanged: {fix}, then write again")
+
+        check_roles(table.index, table["role"], table["kind"], refused)
     atomic_write(path, lambda handle: table.to_csv(handle, index=True, index_label="node"))
 
 
@@ -36,6 +44,7 @@ def read_csv(path: str | os.PathLike) -> pd.DataFrame:
         raise
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError, OverflowError) as exc:
         raise ProfileFormatError(f"{path!r} is not a CSV table fxprof can read: {exc}") from exc
+    _check_rows_whole(path, len(table.columns))
     # tables from before a column existed (training steps: phase "forward"; inferred scopes, compiled models,
     # the roofline, memory per node on the CPU: empty, not measured): each column's old_default in fxprof/columns.py
     for col, default in old_csv_defaults().items():
@@ -58,4 +67,26 @@ def read_csv(path: str | os.PathLike) -> pd.DataFrame:
     from ..core.rankstats import RANK_TABLE_COLUMNS  # a gathered profile's per-rank columns, when there
 
     ranked = {c: kind for c, kind in RANK_TABLE_COLUMNS.items() if c in table.columns}
-    return parse_table(table, {**COLUMNS, **ranked}, repr(path))[[*TABLE_COLUMNS, *ranked]]
+    parsed = parse_table(table, {**COLUMNS, **ranked}, repr(path))
+
+    def refused(what: str, fix: str, file_fix: str) -> ProfileFormatError:
+        return ProfileFormatError(f"{path!r} is not a per-node table fxprof can read: {what}. {file_fix}")
+
+    check_roles(parsed.index, parsed["role"], parsed["kind"], refused, lines=range(2, len(parsed) + 2))
+    return parsed[[*TABLE_COLUMNS, *ranked]]
+
+
+def _check_rows_whole(path: str, width: int) -> None:
+    """Every row of the file as many cells as its header has: a file cut off mid-row (a copy
+    that stopped, a disk that filled) would read as a table with the cut row's last columns
+    empty, or fail later on a cell that is not one; refused with the row's line. pandas leaves
+    short rows filled and says nothing, so the rows are counted here, by the csv module."""
+    with open(path, encoding="utf-8", newline="") as handle:
+        rows = csv.reader(handle)
+        next(rows, None)  # the header, read by pandas
+        for cells in rows:
+            if cells and len(cells) < width:
+                raise ProfileFormatError(
+                    f"{path!r} is cut short: line {rows.line_num} has {len(cells)} of the table's {width} cells (the file "
+                    f"was truncated or edited). Write the table again (Profile.to_csv or 'fxprof profile --csv')"
+                )

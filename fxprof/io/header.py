@@ -28,10 +28,11 @@ __all__ = ["encode_header", "decode_nodes", "decode_anatomy", "NODE_DEFAULTS"]
 NODE_DEFAULTS: dict[str, str] = {c: d for c, d in old_csv_defaults().items() if c in NODE_COLUMNS and d}
 
 
-def encode_header(profile: "Profile") -> dict[str, Any]:
-    """``{"meta", "nodes", "anatomy"}`` of ``profile`` as JSON-ready values."""
+def encode_header(profile: "Profile", meta: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """``{"meta", "nodes", "anatomy"}`` of ``profile`` as JSON-ready values; ``meta`` in place
+    of its own, as :func:`fxprof.io.validate.check_saveable` gives it (checked, JSON values)."""
     return {
-        "meta": profile.meta,
+        "meta": profile.meta if meta is None else meta,
         "nodes": [{"name": n.name, **{col: getattr(n, col) for col in NODE_COLUMNS}} for n in profile.nodes],
         "anatomy": {
             col: [None if pd.isna(v) else (v if isinstance(v, str) else int(v)) for v in profile.anatomy[col]]

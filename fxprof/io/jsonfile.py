@@ -28,7 +28,7 @@ from ..core.recording import Recording
 from ..errors import ProfileFormatError
 from .atomic import atomic_write
 from .header import decode_anatomy, decode_nodes, encode_header
-from .validate import SCHEMA, check_document, check_profile, check_skeleton, column_arrays, parse_json
+from .validate import SCHEMA, check_document, check_profile, check_saveable, check_skeleton, column_arrays, parse_json
 
 if TYPE_CHECKING:
     from ..core.profile import Profile
@@ -46,10 +46,10 @@ _SAMPLE_TIMES = ("time_ms", "host_ms", "start_ms", "host_start_ms")
 
 
 # ------------------------------------------------------------------------- JSON
-def _profile_to_dict(profile: "Profile") -> dict[str, Any]:
+def _profile_to_dict(profile: "Profile", meta: dict[str, Any]) -> dict[str, Any]:
     columns: SampleColumns = profile.columns
     runs = profile.stored_runs
-    header = encode_header(profile)
+    header = encode_header(profile, meta)
     samples: dict[str, np.ndarray] = {"node": columns.node, "run": columns.run}
     samples.update({col: getattr(columns, col) for col in _SAMPLE_TIMES})
     if columns.kernel_ms is not None:
@@ -73,8 +73,11 @@ def _profile_to_dict(profile: "Profile") -> dict[str, Any]:
 
 def save_json(profile: "Profile", path: str | os.PathLike) -> None:
     """Save ``profile`` as the JSON document (lossless, versioned, strict JSON: a missing
-    value, NaN in memory, is ``null``)."""
-    text = orjson.dumps(_profile_to_dict(profile), default=str,
+    value, NaN in memory, is ``null``). The profile first passes the checks a load makes
+    (:func:`fxprof.io.validate.check_saveable`): a profile this cannot load back is refused,
+    and nothing is written."""
+    meta = check_saveable(profile, path)
+    text = orjson.dumps(_profile_to_dict(profile, meta), default=str,
                         option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)
     atomic_write(path, lambda handle: handle.write(text), binary=True)
 

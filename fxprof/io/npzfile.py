@@ -35,7 +35,7 @@ from ..core.profile import RUN_COLUMNS
 from ..errors import ProfileFormatError
 from .atomic import atomic_write
 from .header import decode_anatomy, decode_nodes, encode_header
-from .validate import check_profile
+from .validate import check_profile, check_saveable
 
 if TYPE_CHECKING:
     from ..core.profile import Profile
@@ -54,10 +54,12 @@ _RANK_ARRAYS = {"rank": np.int64, "rank_run": np.int64, "barrier_ms": np.float64
 
 
 def save_npz(profile: "Profile", path: str | os.PathLike) -> None:
-    """Write ``profile`` as binary columns plus a JSON header, atomically."""
+    """Write ``profile`` as binary columns plus a JSON header, atomically, once it passes the
+    checks a load makes (:func:`fxprof.io.validate.check_saveable`; else nothing is written)."""
+    meta = check_saveable(profile, path)
     columns: SampleColumns = profile.columns
     runs = profile.runs
-    header = {"format": NPZ_FORMAT_NAME, "version": NPZ_FORMAT_VERSION, **encode_header(profile),
+    header = {"format": NPZ_FORMAT_NAME, "version": NPZ_FORMAT_VERSION, **encode_header(profile, meta),
               "samples": len(columns), "runs": len(runs)}
     arrays: dict[str, np.ndarray] = {f"samples/{col}": getattr(columns, col) for col in _SAMPLE_ARRAYS if col not in _OPTIONAL}
     if columns.kernel_ms is not None:

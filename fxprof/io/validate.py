@@ -1,16 +1,20 @@
-"""What a saved profile may hold: the written schema, and the checks every loader runs.
+"""What a saved profile may hold: the checks every loader runs, and every save before it writes.
 
-:data:`SCHEMA` is the JSON Schema (draft 2020-12) of a saved profile, version 1; it is
-published in ``docs/format.md``. Loaders call, in order:
+:data:`SCHEMA` is the JSON Schema (draft 2020-12) of a saved profile (:mod:`fxprof.io.schema`,
+imported here where it has always been read); it is published in ``docs/format.md``. Loaders
+call, in order:
 
 1. :func:`parse_json` (JSON text only): strict JSON, no ``NaN``/``Infinity``, no
    runaway nesting or integers, every failure a :class:`~fxprof.errors.ProfileFormatError`;
 2. :func:`check_document` (JSON only): the parsed document against :data:`SCHEMA`;
 3. :func:`check_profile` (any format, after the loader built a :class:`~fxprof.Profile`): the
    numbers every profile must satisfy (finite, non-negative times; run indices that exist;
-   ``meta`` as the schema says), so a binary or other loader checks exactly what JSON does;
+   ``meta`` as the schema says, its numbers finite and plausible, its nesting bounded; every
+   node's role one of :data:`fxprof.vocab.ROLES`), so a binary or other loader checks exactly
+   what JSON does;
 
-and per-node CSV tables go through :func:`parse_table`.
+:meth:`Profile.save` runs step 3 before it writes (:func:`check_saveable`): what a save writes,
+a load reads. Per-node CSV tables go through :func:`parse_table` and :func:`check_roles`.
 
 The structure is validated by ``jsonschema``. The long sample and run columns are checked
 against the same schema's item rules with numpy instead, because ``jsonschema`` takes about
@@ -21,151 +25,23 @@ from __future__ import annotations
 
 import json
 import math
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+import os
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
-from ..columns import BY_NAME, Column, signed_columns, stored_columns
-from ..core.metakeys import schema_keys
+from ..columns import BY_NAME, signed_columns
+from ..core.metakeys import BY_NAME as META_BY_NAME
 from ..errors import ProfileFormatError
+from ..vocab import FSDP, FSDP_STEPS, ROLES
+from .schema import INT64_MAX, NPZ_HEADER_SCHEMA, SCHEMA, SCHEMA_V1
 
 if TYPE_CHECKING:
     from ..core.profile import Profile
 
 __all__ = ["SCHEMA", "SCHEMA_V1", "NPZ_HEADER_SCHEMA", "parse_json", "check_skeleton", "column_arrays", "check_document",
-           "check_npz_header", "check_profile", "parse_table"]
-
-_INT64_MAX = 2**63 - 1
-_NONNEG_INT = {"type": "integer", "minimum": 0, "maximum": _INT64_MAX}
-_TIME = {"type": "number", "minimum": 0}
-_OPTIONAL_TIME = {"type": ["number", "null"], "minimum": 0}
-_TEXT = {"type": "string"}
-
-
-#: the rules a saved profile's ``meta`` keys are checked by, by the name that
-#: fxprof/core/metakeys.py gives each key's ``schema``
-_META_RULES: dict[str, dict[str, Any]] = {
-    "text": _TEXT,
-    "count": _NONNEG_INT,
-    "threads": {"type": "integer", "minimum": 1, "maximum": _INT64_MAX},
-    "flag": {"type": "boolean"},
-    "texts": {"type": "array", "items": _TEXT},
-    "mode": {"enum": ["timed", "isolated"]},
-    "epoch_ns": {**_NONNEG_INT, "description": "Unix time (ns) of the first timed run's start"},
-    "peaks": {
-        "type": "object",
-        "description": "the machine's roofs the roofline columns are against (fxprof.core.roofline.Peaks)",
-        "required": ["flops_per_s", "bytes_per_s"],
-        "properties": {
-            **{k: {"type": "number", "exclusiveMinimum": 0} for k in ("flops_per_s", "bytes_per_s")},
-            "overhead_s": {"type": "number", "minimum": 0},
-            **{k: _TEXT for k in ("device", "device_name", "dtype", "torch", "source")},
-            "threads": {"type": ["integer", "null"], "minimum": 1},
-            "details": {"type": "object"},
-        },
-    },
-}
-
-
-def _column(item: dict[str, Any], description: str) -> dict[str, Any]:
-    return {"type": "array", "items": item, "description": description}
-
-
-def _anatomy(item: dict[str, Any], description: str) -> dict[str, Any]:
-    return _column(item, description + "; one value per node, in the order of \"nodes\"; null: not measured")
-
-
-def _anatomy_rule(column: Column) -> dict[str, Any]:
-    """The schema of a stored per-node column (fxprof/columns.py): text, or a number within
-    int64 (whole numbers) that is never negative unless the column is ``signed``."""
-    if column.dtype == "str":
-        item: dict[str, Any] = {"type": ["string", "null"]}
-    elif column.dtype.lower() == "int64":
-        item = {"type": ["integer", "null"], "minimum": -_INT64_MAX - 1 if column.signed else 0, "maximum": _INT64_MAX}
-    else:
-        item = {"type": ["number", "null"]} if column.signed else {"type": ["number", "null"], "minimum": 0}
-    return _anatomy(item, f"{column.name}: {column.description}")
-
-
-#: The JSON Schema of a saved profile written before version 2 (sample nodes by name); still read.
-SCHEMA_V1: dict[str, Any] = {
-    "$schema": "https://json-schema.org/draft/2020-12/schema",
-    "title": "fxprof saved profile, format version 1",
-    "description": "Times are milliseconds. Columns are parallel arrays: entry i of every samples column is one sample.",
-    "type": "object",
-    "required": ["format", "version", "nodes", "samples", "runs"],
-    "properties": {
-        "format": {"const": "fxprof.profile"},
-        "version": {"const": 1},
-        "meta": {
-            "type": "object",
-            "description": "what was measured and how; keys not listed here are kept as they are",
-            "properties": {name: _META_RULES[rule] for name, rule in schema_keys()},
-        },
-        "nodes": {
-            "type": "array",
-            "description": "one entry per graph node, in graph order; names are unique",
-            "items": {
-                "type": "object",
-                "required": ["name"],
-                "properties": {
-                    "name": {"type": "string", "minLength": 1},
-                    **{k: _TEXT for k in ("op", "target", "kind", "module_type", "scope", "range", "graph")},
-                },
-            },
-        },
-        "samples": {
-            "type": "object",
-            "description": "one entry per node per run, every column the same length",
-            "required": ["node", "run", "time_ms", "host_ms"],
-            "properties": {
-                "node": _column(_TEXT, "the node's name, one of nodes[].name"),
-                "run": _column(_NONNEG_INT, "the timed run (index into runs.run); in isolated mode the repeat"),
-                "time_ms": _column(_TIME, "the timer's measurement"),
-                "host_ms": _column(_OPTIONAL_TIME, "the host clock's measurement"),
-                "start_ms": _column(_OPTIONAL_TIME, "start from the run's start, timer"),
-                "host_start_ms": _column(_OPTIONAL_TIME, "start from the run's start, host clock"),
-                "kernel_ms": _column(_OPTIONAL_TIME, "CUDA kernel time (timer kernel); null otherwise"),
-            },
-        },
-        "runs": {
-            "type": "object",
-            "description": "one entry per timed run, every column the same length; empty in isolated mode",
-            "required": ["run", "total_ms"],
-            "properties": {
-                "run": _column(_NONNEG_INT, "0, 1, 2... in order"),
-                "total_ms": _column(_TIME, "the whole run, timer"),
-                "host_ms": _column(_OPTIONAL_TIME, "the whole run, host clock"),
-                "start_ms": _column(_OPTIONAL_TIME, "the run's start from the first run's start, host clock"),
-                "rank": _column(_NONNEG_INT, "a profile gathered over torch.distributed ranks: the rank that ran it"),
-                "rank_run": _column(_NONNEG_INT, "a gathered profile: the run's number on its own rank"),
-                "barrier_ms": _column(_OPTIONAL_TIME, "a gathered profile: the wait at the barrier before the run"),
-            },
-        },
-        "anatomy": {
-            "type": "object",
-            "properties": {name: _anatomy_rule(BY_NAME[name]) for name in stored_columns()},
-        },
-    },
-}
-
-def _version_2(v1: dict[str, Any]) -> dict[str, Any]:
-    """Version 2 is version 1 with each sample's node given by its position in ``nodes``
-    (an integer, not the name) and ``kernel_ms`` left out when kernel time was not measured."""
-    import copy
-
-    schema = copy.deepcopy(v1)
-    schema["title"] = "fxprof saved profile, format version 2"
-    props = schema["properties"]
-    props["version"] = {"const": 2}
-    props["samples"]["properties"]["node"] = _column(_NONNEG_INT, "the node: an index into nodes (0 is nodes[0])")
-    props["samples"]["properties"]["kernel_ms"]["description"] = "CUDA kernel time (timer kernel); absent when not measured"
-    return schema
-
-
-#: The JSON Schema of a saved profile (``Profile.save``), format version 2 (what fxprof writes).
-SCHEMA: dict[str, Any] = _version_2(SCHEMA_V1)
+           "check_npz_header", "check_profile", "check_saveable", "check_roles", "parse_table", "MAX_META_DEPTH"]
 
 _COLUMN_GROUPS = ("samples", "runs")
 _MAX_INT_DIGITS = 20  # int64 has 19 digits
@@ -174,6 +50,9 @@ _MAX_INT_DIGITS = 20  # int64 has 19 digits
 MAX_MS = 1e12
 #: the largest other number a per-node table may hold (a count of FLOPs or bytes is far below it)
 MAX_NUMBER = 1e30
+#: the deepest a ``meta`` value may nest (fxprof's own nest four levels at most); a deeper one is
+#: damage, and the JSON writer stops at 255 levels: a profile that loaded could not be saved again
+MAX_META_DEPTH = 32
 
 
 def _damaged(source: str, what: str) -> ProfileFormatError:
@@ -248,7 +127,10 @@ def _check_in_bulk(data: Mapping[str, Any], source: str, schema: Mapping[str, An
         if len(parts) > 1 and parts[0] == "nodes":
             parts[1] = list(firsts.values())[parts[1]]  # the first record of that kind in the file
         where = _path([*prefix, *parts])
-        raise _damaged(source, f"{where}: {error.message}" if where else error.message)
+        what = f"{where}: {error.message}" if where else error.message
+        if len(parts) > 1 and parts[0] == "meta":  # what the key holds, and what to do
+            what += f"{_meta_words(parts[1])}. {_meta_fixes(parts[1])[1]}"
+        raise _damaged(source, what)
     nodes = [n["name"] for n in data["nodes"]]
     _check_unique(nodes, source)
     rules = SCHEMA["properties"]["anatomy"]["properties"]
@@ -354,20 +236,6 @@ def check_document(data: Any, source: str) -> None:
         raise _damaged(source, f"samples.node[{stray}]: {_show(data['samples']['node'][stray])} is not one of the names in nodes")
 
 
-#: what a binary (.npz) profile's ``header.json`` may hold: ``meta``, ``nodes`` and ``anatomy``
-#: exactly as the JSON format says; ``samples`` and ``runs`` are the columns' lengths
-NPZ_HEADER_SCHEMA: dict[str, Any] = {
-    "$schema": SCHEMA["$schema"],
-    "type": "object",
-    "required": ["format", "version", "nodes", "samples", "runs"],
-    "properties": {
-        **{k: SCHEMA["properties"][k] for k in ("meta", "nodes", "anatomy")},
-        "samples": {**_NONNEG_INT, "description": "the number of samples: the length of every samples/ column"},
-        "runs": {**_NONNEG_INT, "description": "the number of runs: the length of every runs/ column"},
-    },
-}
-
-
 def check_npz_header(header: Any, source: str) -> None:
     """Check a binary profile's parsed ``header.json`` against :data:`NPZ_HEADER_SCHEMA`:
     the same rules as the JSON format's ``meta``, ``nodes`` and ``anatomy`` (names unique and
@@ -409,28 +277,38 @@ def _check_items(values: list[Any], rule: Mapping[str, Any], where: str, source:
 
 
 def _check_range(numbers: np.ndarray, rule: Mapping[str, Any], where: str, source: str, index: Any = None) -> None:
+    what = _range_problem(numbers, rule, where, index)
+    if what is not None:
+        raise _damaged(source, what)
+
+
+def _range_problem(numbers: np.ndarray, rule: Mapping[str, Any], where: str, index: Any = None) -> str | None:
+    """The first of ``numbers`` outside the rule's minimum and maximum, in words; None if none is."""
     if not len(numbers):
-        return
+        return None
     bad = np.zeros(len(numbers), dtype=bool)
     if "minimum" in rule:
         bad |= numbers < rule["minimum"]
     if "maximum" in rule:
         bad |= numbers > rule["maximum"]
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        at = index[i] if index is not None else i
-        value = numbers[i]
-        limit = f"below the minimum of {rule['minimum']}" if "minimum" in rule and value < rule["minimum"] else f"above the maximum of {rule.get('maximum')}"
-        raise _damaged(source, f"{where}[{at}]: {_show(value)} is {limit}")
+    if not bad.any():
+        return None
+    i = int(np.flatnonzero(bad)[0])
+    at = index[i] if index is not None else i
+    value = numbers[i]
+    limit = f"below the minimum of {rule['minimum']}" if "minimum" in rule and value < rule["minimum"] else f"above the maximum of {rule.get('maximum')}"
+    return f"{where}[{at}]: {_show(value)} is {limit}"
 
 
-def _check_plausible(numbers: np.ndarray, where: str, source: str, limit: float) -> None:
-    """No number whose size is beyond any measurement (``limit``: :data:`MAX_MS` for times)."""
+def _plausible_problem(numbers: np.ndarray, where: str, limit: float) -> str | None:
+    """The first number whose size is beyond any measurement (``limit``: :data:`MAX_MS` for
+    times), in words; None if none is."""
     huge = np.abs(numbers) > limit
-    if huge.any():
-        i = int(np.flatnonzero(huge)[0])
-        unit = " ms" if limit == MAX_MS else ""
-        raise _damaged(source, f"{where}[{i}]: {_show(numbers[i])}{unit} is beyond any measurement (at most {limit:g}{unit})")
+    if not huge.any():
+        return None
+    i = int(np.flatnonzero(huge)[0])
+    unit = " ms" if limit == MAX_MS else ""
+    return f"{where}[{i}]: {_show(numbers[i])}{unit} is beyond any measurement (at most {limit:g}{unit})"
 
 
 def _within(values: np.ndarray, rule: Mapping[str, Any], limit: float) -> bool:
@@ -450,19 +328,151 @@ def _check_unique(names: list[str], source: str) -> None:
 
 
 # ----------------------------------------------------------------------- profile
+class _Problem(Exception):
+    """What is wrong with a profile's data (``what``: where and what) and, where it helps, what
+    to do about it in memory (``fix``, before a save) and in a file (``file_fix``, on load);
+    :func:`check_profile` words it as a damaged file, :func:`check_saveable` as a save refused."""
+
+    def __init__(self, what: str, fix: str = "", file_fix: str = "") -> None:
+        super().__init__(what)
+        self.what, self.fix, self.file_fix = what, fix, file_fix
+
+
 def check_profile(profile: "Profile", source: str) -> None:
     """What every profile must satisfy, however it was stored; call after building it.
 
-    Checks ``meta`` against :data:`SCHEMA`, that times are finite and not negative (null or
-    NaN only where the schema allows), and that every sample's run index is a run the
-    profile has.
+    Checks ``meta`` against :data:`SCHEMA` (and its numbers finite and plausible, its nesting
+    at most :data:`MAX_META_DEPTH` deep), every node's role one of :data:`fxprof.vocab.ROLES`,
+    that times are finite and not negative (null or NaN only where the schema allows), and that
+    every sample's run index is a run the profile has. :meth:`Profile.save` runs the same checks
+    before writing (:func:`check_saveable`).
     """
+    try:
+        _check_meta_values(profile.meta)
+        _check_profile(profile, profile.meta)
+    except _Problem as problem:
+        raise _damaged(source, problem.what + (f". {problem.file_fix}" if problem.file_fix else "")) from None
+
+
+def check_saveable(profile: "Profile", path: str | os.PathLike) -> dict[str, Any]:
+    """The checks :func:`check_profile` runs on load, run before ``profile`` is written to
+    ``path``: what a save writes, a load reads. Returns ``meta`` as the file will hold it (JSON
+    values: tuples as lists, numpy numbers as numbers, other objects as text), which both
+    formats write. Raises :class:`~fxprof.errors.ProfileFormatError` naming the value and what
+    to do; nothing is written and the profile is not changed."""
+    import orjson
+
+    try:
+        _check_meta_values(profile.meta)  # before JSON, which writes NaN as null without a word
+        try:
+            meta = orjson.loads(orjson.dumps(profile.meta, default=str,
+                                             option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS))
+        except (orjson.JSONEncodeError, TypeError) as exc:
+            raise _Problem(f"meta cannot be written as JSON ({exc})", "correct or delete that value of profile.meta") from None
+        _check_profile(profile, meta)
+    except _Problem as problem:
+        fix = problem.fix or "correct it"
+        raise ProfileFormatError(
+            f"cannot save the profile to {os.fspath(path)!r}: {problem.what}. Nothing was written and the profile in "
+            f"memory is unchanged: {fix}, then save again"
+        ) from None
+    return meta
+
+
+def _meta_fixes(key: Any) -> tuple[str, str]:
+    """What to do about a bad ``meta[key]``: in memory, and in a file."""
+    return (f"correct or delete profile.meta[{key!r}]",
+            f"The file was edited or damaged: correct or delete \"meta\": {{{json.dumps(key)}: ...}} in it")
+
+
+def _meta_words(key: Any) -> str:
+    """`` ('iters' holds int: timed runs ...)``: what a declared meta key holds, for a message."""
+    known = META_BY_NAME.get(key) if isinstance(key, str) else None
+    return f" ({key!r} holds {known.type}: {known.meaning})" if known is not None else ""
+
+
+def _number_limit(key: Any) -> float:
+    """The largest plausible value of a number under the dict key ``key``: a time in ms at most
+    :data:`MAX_MS`, in seconds the same in seconds, anything else :data:`MAX_NUMBER`."""
+    name = key if isinstance(key, str) else ""
+    if name.endswith("_ms"):
+        return MAX_MS
+    if name.endswith("_s") and not name.endswith("_per_s"):
+        return MAX_MS / 1e3
+    return MAX_NUMBER
+
+
+def _check_meta_values(meta: Any) -> None:
+    """Every number in ``meta`` (at any depth) finite, plausible (:func:`_number_limit`) and,
+    if whole, within int64; no value nested deeper than :data:`MAX_META_DEPTH`. Walks without
+    recursion, so a hostile depth is a :class:`_Problem`, not a ``RecursionError``."""
+    if not isinstance(meta, Mapping):
+        return  # the schema words it
+    stack: list[tuple[Any, tuple[Any, ...], int, Any]] = [(v, (k,), 1, k) for k, v in meta.items()]
+    while stack:
+        value, where, depth, key = stack.pop()
+        if isinstance(value, np.generic):
+            value = value.item()
+        if isinstance(value, bool) or value is None or isinstance(value, str):
+            continue
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                raise _Problem(f"{_path(['meta', *where])} is {value!r}, not a finite number{_meta_words(where[0])}; "
+                               f"a profile's numbers are finite (JSON has no NaN or infinity)", *_meta_fixes(where[0]))
+            limit = _number_limit(key)
+            if abs(value) > limit:
+                unit = {MAX_MS: " ms", MAX_MS / 1e3: " s"}.get(limit, "")
+                raise _Problem(f"{_path(['meta', *where])} is {_show(value)}{unit}, beyond any measurement (at most {limit:g}{unit})"
+                               f"{_meta_words(where[0])}", *_meta_fixes(where[0]))
+        elif isinstance(value, int):
+            if not -INT64_MAX - 1 <= value <= INT64_MAX:
+                raise _Problem(f"{_path(['meta', *where])} is {_show(value)}, a whole number beyond int64{_meta_words(where[0])}",
+                               *_meta_fixes(where[0]))
+        elif isinstance(value, (Mapping, list, tuple, np.ndarray)):
+            if depth >= MAX_META_DEPTH:
+                raise _Problem(f"meta.{where[0]} nests more than {MAX_META_DEPTH} levels deep (no value fxprof writes "
+                               f"nests more than a few)", *_meta_fixes(where[0]))
+            if isinstance(value, Mapping):
+                stack.extend((v, (*where, k), depth + 1, k) for k, v in value.items())
+            else:
+                stack.extend((v, (*where, i), depth + 1, key) for i, v in enumerate(value))
+
+
+def check_roles(names: Iterable[Any], roles: Iterable[Any], kinds: Iterable[Any],
+                fail: Callable[[str, str, str], Exception], lines: Iterable[int] | None = None) -> None:
+    """Every row's role one of :data:`fxprof.vocab.ROLES`, and a row of FSDP's steps (role
+    ``fsdp``) of one of their kinds (:data:`fxprof.vocab.FSDP_STEPS`: ``fxprof.overlap`` reads
+    its kind as the step: ``fsdp`` on a Linear's row is not a step of FSDP's). ``fail(what, fix,
+    file_fix)`` makes the error raised for the first row that is not; ``what`` names the node
+    (and its line of a CSV file, given ``lines``) and the value."""
+    listed = ", ".join(ROLES)
+    for name, role, kind, line in zip(names, roles, kinds, lines if lines is not None else iter(lambda: None, 0)):
+        where = f"node {name!r}" + (f" (line {line})" if line is not None else "")
+        file_fix = ("The file was edited or damaged: correct that role, or delete it (the \"role\" field of that node, the "
+                    "role column of a CSV) and fxprof derives it from the node's target as for files from before roles")
+        if not isinstance(role, str) or role not in ROLES:
+            raise fail(f"{where} has the role {_show(role)}, which is not one of fxprof's roles ({listed})",
+                       f"give node {name!r} one of those roles", file_fix)
+        if role == FSDP and kind not in FSDP_STEPS:
+            raise fail(f"{where} has the role 'fsdp' but the kind {_show(kind)}: a row of FSDP's steps has one of "
+                       f"the kinds {', '.join(FSDP_STEPS)}, which fxprof.overlap reads as the step",
+                       f"give node {name!r} the role its work has (a module's work is 'model')", file_fix)
+
+
+def _check_profile(profile: "Profile", meta: Any) -> None:
+    """The checks of :func:`check_profile` on ``profile`` with ``meta`` (its own, or as a save
+    writes it); raises :class:`_Problem`."""
     import jsonschema
 
     meta_schema = {"$schema": SCHEMA["$schema"], **SCHEMA["properties"]["meta"]}
-    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(meta_schema).iter_errors(profile.meta))
+    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(meta_schema).iter_errors(meta))
     if error is not None:
-        raise _damaged(source, f"{_path(['meta', *error.absolute_path])}: {error.message}")
+        parts = list(error.absolute_path)
+        key = parts[0] if parts else None
+        fixes = _meta_fixes(key) if key is not None else ("give profile.meta a dict", "")
+        raise _Problem(f"{_path(['meta', *parts])}: {error.message}{_meta_words(key)}", *fixes)
+    check_roles((n.name for n in profile.nodes), (n.role for n in profile.nodes), (n.kind for n in profile.nodes),
+                _Problem)
     columns = profile.columns  # the samples as arrays: no DataFrame of 10M rows just to check them
 
     def sample_column(name: str) -> Any:
@@ -483,24 +493,26 @@ def check_profile(profile: "Profile", source: str) -> None:
                 continue
             nan = np.isnan(values)
             if nan.any() and "null" not in kinds:
-                raise _damaged(source, f"{group}.{name}[{int(np.flatnonzero(nan)[0])}]: a value is missing (null)")
+                raise _Problem(f"{group}.{name}[{int(np.flatnonzero(nan)[0])}]: a value is missing (null)")
             infinite = np.isinf(values)
             if infinite.any():
-                raise _damaged(source, f"{group}.{name}[{int(np.flatnonzero(infinite)[0])}]: {values[infinite][0]} is not finite")
-            _check_range(np.where(nan, rule["items"].get("minimum", 0), values), rule["items"], f"{group}.{name}", source)
-            _check_plausible(np.where(nan, 0.0, values), f"{group}.{name}", source, limit)
+                raise _Problem(f"{group}.{name}[{int(np.flatnonzero(infinite)[0])}]: {values[infinite][0]} is not finite")
+            what = (_range_problem(np.where(nan, rule["items"].get("minimum", 0), values), rule["items"], f"{group}.{name}")
+                    or _plausible_problem(np.where(nan, 0.0, values), f"{group}.{name}", limit))
+            if what is not None:
+                raise _Problem(what)
     runs = profile.num_runs
     sample_runs = columns.run
     if runs and len(sample_runs) and sample_runs.max() >= runs:
         i = int(np.flatnonzero(sample_runs >= runs)[0])
-        raise _damaged(source, f"samples.run[{i}] has run index {sample_runs[i]}, but the profile has {runs} runs (0 to {runs - 1})")
+        raise _Problem(f"samples.run[{i}] has run index {sample_runs[i]}, but the profile has {runs} runs (0 to {runs - 1})")
     if runs and not np.array_equal(profile.stored_runs["run"].to_numpy(), np.arange(runs)):
-        raise _damaged(source, "runs.run must be 0, 1, 2... in order (one entry per run)")
+        raise _Problem("runs.run must be 0, 1, 2... in order (one entry per run)")
     known = {n.name for n in profile.nodes}
     present = np.flatnonzero(np.bincount(columns.node, minlength=len(columns.names)))  # codes with samples
     unknown = sorted({str(columns.names[code]) for code in present} - known)
     if unknown:
-        raise _damaged(source, f"samples name node(s) {', '.join(map(repr, unknown[:3]))} that are not in nodes")
+        raise _Problem(f"samples name node(s) {', '.join(map(repr, unknown[:3]))} that are not in nodes")
 
 
 # -------------------------------------------------------------------------- CSV
@@ -552,7 +564,7 @@ def _cell_number(cell: str, integer: bool, col: str, line: int, source: str) -> 
     text = cell.strip()
     if integer:
         digits = text.lstrip("+-")
-        if not digits.isdigit() or len(digits) > _MAX_INT_DIGITS or not -_INT64_MAX - 1 <= int(text) <= _INT64_MAX:
+        if not digits.isdigit() or len(digits) > _MAX_INT_DIGITS or not -INT64_MAX - 1 <= int(text) <= INT64_MAX:
             raise ProfileFormatError(f"{source}: column {col} holds {_show(cell)} on line {line}; it needs a whole number within int64")
         return int(text)
     try:

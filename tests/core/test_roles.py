@@ -90,8 +90,9 @@ def test_files_written_before_roles_read_as_they_always_did(tmp_path):
         NodeInfo("x", "placeholder", "x", "", "", ""),
         NodeInfo("enter", "call_function", "torch.ops.profiler._record_function_enter_new", "", "", "r", kind="record_function"),
         NodeInfo("fc", "call_module", "fc", "Linear", "fc", "r", kind="linear"),
-        NodeInfo("gather", "call_function", "torch.gather", "", "", "", kind="gather"),  # read as a collective then: kept so
+        NodeInfo("gather", "call_function", "torch.gather", "", "", "", kind="gather"),  # the model's, whatever its kind
         NodeInfo("ar", "call_function", "torch.ops._c10d_functional.all_reduce.default", "", "", "", kind="all_reduce"),
+        NodeInfo("dist_gather", "call_function", "torch.distributed.distributed_c10d.gather", "", "", "", kind="gather"),
         NodeInfo("fsdp:b1_all_gather", "call_function", "fsdp.all_gather(b1)", "", "b1", "", kind="all_gather", phase="backward"),
         NodeInfo("b1_reshard", "call_function", "fxprof.measure.distributed.fsdp.reshard", "", "b1", "", kind="reshard"),
         NodeInfo("ddp:bucket0_all_reduce", "call_function", "ddp.all_reduce(bucket 0)", "", "", "", kind="all_reduce",
@@ -99,7 +100,7 @@ def test_files_written_before_roles_read_as_they_always_did(tmp_path):
         NodeInfo("optimizer.step", "call_method", "SGD.step", "SGD", "(optimizer)", "", kind="optimizer_step", phase="optimizer"),
         NodeInfo("output", "output", "output", "", "", ""),
     ]
-    expected = ["plumbing", "range", "model", "collective", "collective", "fsdp", "fsdp", "ddp", "optimizer", "plumbing"]
+    expected = ["plumbing", "range", "model", "model", "collective", "collective", "fsdp", "fsdp", "ddp", "optimizer", "plumbing"]
     table = pd.DataFrame([{c: getattr(n, c) for c in ("op", "target", "kind", "phase")} for n in nodes])
     assert derive_roles(table).tolist() == expected
     # a JSON file of that time: its node records hold no role

@@ -66,10 +66,10 @@ def test_interrupt_with_dynamo_keeps_completed_runs():
         @torch._dynamo.disable  # runs as plain Python on every call, with no guard on the count
         def tick(self):
             self.calls += 1
-            # compile run, the dispatch check (a warming eager forward, one counted, one captured run), one
-            # warm-up, the own run's settling call and the model's own forward before timed run 0, timed runs
-            # 0 and 1, then stop in the settling call of the own run before timed run 2
-            if self.calls == 1 + 3 + 1 + 2 + 2 + 1:
+            # compile run, the dispatch check (a warming eager forward, one counted, a warming and a counted
+            # captured run), one warm-up, the own run's settling call and the model's own forward before timed
+            # run 0, timed runs 0 and 1, then stop in the settling call of the own run before timed run 2
+            if self.calls == 1 + 4 + 1 + 2 + 2 + 1:
                 raise KeyboardInterrupt
 
         def forward(self, x):
@@ -161,11 +161,11 @@ def test_recompiles_during_timed_runs_are_reported():
         def __init__(self):
             super().__init__()
             self.fc = nn.Linear(4, 4)
-            self.calls = 0
+            self.tag = ""
 
         def forward(self, x):
-            self.calls += 1  # dynamo guards on this int: a new graph on every call
-            return self.fc(x) * self.calls
+            self.tag += "+"  # dynamo guards on this str: a new graph on every call (fxprof leaves ints unspecialised)
+            return self.fc(x) * len(self.tag)
 
     prof = fxprof.profile(Recompiles(), torch.ones(2, 4), warmup=0, iters=3, capture="dynamo")
     assert "recompiled" in prof.meta["capture_note"]

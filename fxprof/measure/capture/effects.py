@@ -34,6 +34,7 @@ import re
 import sys
 import threading
 from collections import deque
+from types import SimpleNamespace
 from typing import Any, Iterator
 
 import torch
@@ -47,6 +48,7 @@ _FX_CONSTANT = re.compile(r"^_(?:tensor_constant|torchbind_obj|tree_spec_constan
 _SKIPPED = frozenset({"_buffers"})
 _CONTAINERS = (dict, list, set, deque)
 _DEPTH = 3  # containers and plain objects followed this deep from a module's attributes
+_STDLIB = frozenset(getattr(sys, "stdlib_module_names", ())) | {"builtins"}
 
 
 class TraceEffects:
@@ -121,13 +123,19 @@ class _Shallow:
 
 
 def _followed(value: Any) -> bool:
-    """A value whose contents a forward may write and a snapshot can hold: a builtin container or
-    a plain Python object (not a module, tensor, class, function or Python module)."""
+    """A value whose contents a forward may write and a snapshot can hold: a builtin container, or
+    a plain data object (a ``SimpleNamespace``, a dataclass, a config) of the user's or a
+    library's. Not a module, tensor, class or function, nor the standard library's machinery (a
+    ``threading.Event`` another thread sets, a lock, a logger, a stream), which is no model state
+    and must never be put back."""
     if isinstance(value, _CONTAINERS):
         return True
-    if isinstance(value, (nn.Module, torch.Tensor, type, fx.Proxy)) or callable(value):
+    if isinstance(value, (nn.Module, torch.Tensor, type, fx.Proxy)) or callable(value) or not hasattr(value, "__dict__"):
         return False
-    return hasattr(value, "__dict__") and type(value).__module__ not in ("builtins",) and not isinstance(value, type(sys))
+    if isinstance(value, SimpleNamespace):
+        return True
+    root = (type(value).__module__ or "").partition(".")[0]
+    return root not in _STDLIB and root != "torch"
 
 
 def _module_state(model: nn.Module) -> tuple[list[_Shallow], dict[int, str]]:

@@ -77,13 +77,11 @@ def measure(captured: Capture, call_args: tuple, call_kwargs: dict[str, Any], ti
         if captured.kind in ("dynamo", "aot"):
             bar.phase(f"compiling ({captured.kind})")
             one_run()  # dynamo compiles on the first call: never part of warm-up or timing
-            if captured.kind == "dynamo":  # and again where the call changed what it specialised on first sight
-                one_run()  # (an int attribute the forward writes, self.calls += 1: dynamic from its second value)
             bar.step()
         if own is not None and plan.mode == "timed":  # same program, or said: once per capture
             # before the warm-up: the first calls after torch.profiler stops run cold (its trace
             # processing evicts the model's data and code), and the warm-up runs then settle them
-            meta = _same_program(meta, own, one_run)
+            meta = _same_program(meta, own, one_run, captured.kind)
         bar.phase("warm-up", plan.warmup)
         # under torch.distributed the ranks agree on when warm-up by time ends (equal run counts)
         agree_more = (lambda more: ranks.agree(more, every=False)) if ranks is not None else None
@@ -212,7 +210,7 @@ def _own_buffers(own: OwnRuns | None, held: Any) -> Any:
     return preserved_buffers(own.model)
 
 
-def _same_program(meta: dict[str, Any], own: OwnRuns, one_run: Any) -> dict[str, Any]:
+def _same_program(meta: dict[str, Any], own: OwnRuns, one_run: Any, captured_kind: str = "") -> dict[str, Any]:
     """``meta`` with a warning (in ``notes`` and ``dispatch_differences``) when one run of the
     captured program dispatches other aten ops than one eager forward of the model."""
     if profiler_running():  # the caller's own torch.profiler: profilers do not nest
@@ -224,6 +222,8 @@ def _same_program(meta: dict[str, Any], own: OwnRuns, one_run: Any) -> dict[str,
     except Exception as exc:  # the model's own forward cannot run here: no own runs, no comparison
         own.failed = f"{type(exc).__name__}: {str(exc).strip()[:200]}"
         return meta
+    if captured_kind == "dynamo":  # warm after the model's own calls, as they were: a call that changed what dynamo
+        one_run()  # specialised on first sight (an int the forward writes: self.calls += 1) compiles here, not counted
     note, differences = dispatch_note(eager, count_aten_ops(one_run))
     if not note:
         return meta

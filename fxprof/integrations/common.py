@@ -1,0 +1,127 @@
+"""What both framework callbacks share: one :func:`fxprof.session` over the framework's training
+steps (:class:`TrainingProfiler`), the schedule they default to, where each profile is saved (JSON
+and the HTML report), the few figures they log, and which rank saves under ``torch.distributed``.
+
+The framework adapters (:mod:`.transformers`, :mod:`.lightning`) only say *when* a step begins and
+ends and where the framework wants files and figures to go; everything about profiling is here,
+through fxprof's public functions (``fxprof.session``, ``fxprof.schedule``, ``Profile.save``,
+``Profile.to_html``)."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from typing import Any, Callable
+
+from ..core.profile import Profile
+from ..measure.distributed.ranks import is_initialized, this_rank
+from ..session import schedule as make_schedule
+from ..session import session as open_session
+
+__all__ = ["DEFAULT_SCHEDULE", "TrainingProfiler", "figures", "missing_framework"]
+
+#: the schedule a callback uses when given none: four steps at full speed (the model's own forward,
+#: timed as it runs: the fidelity line), two warm-up steps (capture, compile), three timed steps, once
+DEFAULT_SCHEDULE = {"wait": 4, "warmup": 2, "active": 3, "repeat": 1}
+
+
+def missing_framework(module: str, extra: str, what: str) -> ImportError:
+    """The one line a callback raises where its framework is not installed."""
+    return ImportError(f"{what} needs {module}, which is not installed: pip install 'fxprof[{extra}]' (or pip install {module})")
+
+
+class TrainingProfiler:
+    """One :func:`fxprof.session` over a framework's training steps.
+
+    ``open(model)`` at the start of training, ``step()`` at the end of every optimizer step (the
+    framework's step, all its accumulation micro-steps included), ``close()`` at the end (also after
+    an error: the cycle under way is kept, marked incomplete). Every profile goes to
+    :attr:`profiles`, is saved under :attr:`folder` (where rank 0 writes: JSON, and the HTML report
+    where plotly is installed) and is handed to ``on_profile`` (the adapter logs its figures there).
+
+    ``schedule``: a ``fxprof.schedule(...)`` (default :data:`DEFAULT_SCHEDULE`); ``session_options``:
+    ``fxprof.session``'s keywords (``backward``, ``capture``, ``timer``, ``memory``, ``name``...)."""
+
+    def __init__(self, schedule: Any = None, *, save: bool = True, html: bool = True, **session_options: Any):
+        self.schedule = schedule if schedule is not None else make_schedule(**DEFAULT_SCHEDULE)
+        self.session_options = session_options
+        self.save = save
+        self.html = html
+        self.profiles: list[Profile] = []
+        self.paths: list[str] = []
+        self.folder: str | None = None
+        self.on_profile: Callable[[Profile], Any] | None = None
+        self._session: Any = None
+
+    @property
+    def is_open(self) -> bool:
+        return self._session is not None
+
+    @property
+    def step_num(self) -> int:
+        return self._session.step_num if self._session is not None else -1
+
+    def open(self, model: Any, folder: str | None) -> None:
+        if self._session is not None:
+            raise RuntimeError("fxprof: the callback's session is already open (training began twice without ending)")
+        self.folder = folder
+        session = open_session(model, schedule=self.schedule, on_ready=self._ready, **self.session_options)
+        session.__enter__()
+        self._session = session
+
+    def step(self) -> None:
+        if self._session is not None:
+            self._session.step()
+
+    def close(self, error: BaseException | None = None) -> None:
+        session, self._session = self._session, None
+        if session is None:
+            return
+        with warnings.catch_warnings():
+            if error is not None:
+                warnings.simplefilter("ignore")  # the loop's own error is what the user needs to see
+            session.__exit__(type(error) if error is not None else None, error, None)
+
+    def _ready(self, profile: Profile) -> None:
+        self.profiles.append(profile)
+        if self.save and self.folder is not None and (not is_initialized() or this_rank() == 0):
+            self.paths.extend(save_profile(profile, self.folder, self.html))
+        if self.on_profile is not None:
+            self.on_profile(profile)
+
+
+def save_profile(profile: Profile, folder: str, html: bool = True) -> list[str]:
+    """``profile`` saved under ``folder`` as ``cycle<N>-step<S>.json`` and, where plotly is
+    installed, the HTML report beside it; the paths written."""
+    os.makedirs(folder, exist_ok=True)
+    stem = os.path.join(folder, f"cycle{profile.meta.get('cycle', 0)}-step{profile.meta.get('step', 0)}")
+    profile.save(stem + ".json")
+    written = [stem + ".json"]
+    if html:
+        try:
+            import plotly  # noqa: F401
+        except ImportError:
+            return written
+        profile.to_html(stem + ".html")
+        written.append(stem + ".html")
+    return written
+
+
+def figures(profile: Profile, top: int = 3) -> dict[str, float]:
+    """A few figures of ``profile`` to log through a framework's logger, keyed ``fxprof/...``:
+    the median run (ms), the coverage, the time per training phase (forward, backward... in ms,
+    where the session timed a training step), and the share (%) of the ``top`` nodes."""
+    out: dict[str, float] = {}
+    totals = profile.kept_totals()
+    if totals:
+        ordered = sorted(totals)
+        out["fxprof/run_ms"] = round(float(ordered[len(ordered) // 2]), 6)
+    out["fxprof/coverage"] = round(float(profile.coverage), 4)
+    df = profile.df
+    if "phase" in df.columns and df["phase"].nunique() > 1:
+        for phase, ms in df.groupby("phase")["median_ms"].sum().items():
+            out[f"fxprof/{phase}_ms"] = round(float(ms), 6)
+    if "pct" in df.columns:
+        for name, pct in df["pct"].nlargest(top).items():
+            out[f"fxprof/top/{name}_pct"] = round(float(pct), 3)
+    return out

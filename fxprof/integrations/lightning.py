@@ -11,7 +11,9 @@ What is instrumented: the module whose ``forward`` ``training_step`` calls. By d
 ``self(x)``), else its one direct child that holds parameters (``training_step`` calls
 ``self.model(x)``); ``module="model"`` (an attribute path) or ``module=lambda pl_module: ...`` says
 it. Validation (and the sanity check) runs the model's own forward: the callback takes the
-session's forward off the module from ``on_validation_start`` to ``on_validation_end``.
+session's forward off the module from ``on_validation_start`` to ``on_validation_end``. Once a
+``fxprof.schedule`` with a finite ``repeat`` has no step left to warm up or time, the session is
+closed there and then: the rest of the fit runs the module's own forward, as without the callback.
 
 Profiles go to :attr:`FxprofCallback.profiles`, are saved under ``<trainer.log_dir>/fxprof/`` (the
 first logger's directory, or ``default_root_dir`` without a logger) on rank 0, and their figures
@@ -32,7 +34,7 @@ from torch import nn
 
 from .common import TrainingProfiler, figures, missing_framework
 
-__all__ = ["FxprofCallback", "resolve_module"]
+__all__ = ["FxprofCallback", "resolve_module", "schedule_over"]
 
 _MISSING = object()
 _made: dict[str, type] = {}
@@ -77,6 +79,17 @@ def resolve_module(pl_module: nn.Module, module: str | Callable[[Any], nn.Module
     return found
 
 
+def schedule_over(schedule: Any, step: int) -> bool:
+    """Whether ``schedule`` (a ``fxprof.schedule``) has no warm-up or active step from ``step`` on;
+    False for a schedule that repeats forever (``repeat=0``) or a function (``torch.profiler.schedule``)."""
+    try:
+        repeat, cycle = int(schedule.repeat), int(schedule.wait) + int(schedule.warmup) + int(schedule.active)
+        first = int(getattr(schedule, "skip_first", 0))
+    except (AttributeError, TypeError, ValueError):
+        return False
+    return repeat > 0 and step >= first + repeat * cycle
+
+
 def _make_callback(pl: Any) -> type:
     class FxprofCallback(pl.Callback):
         """Profile the training steps of a Lightning ``Trainer`` with :func:`fxprof.session`.
@@ -105,6 +118,7 @@ def _make_callback(pl: Any) -> type:
             self._own_forward: Any = _MISSING  # what the instrumented module held as `forward` before the session
             self._hook: Any = None  # the session's forward, off the module while validation runs
             self._global_step = 0
+            self._over = False  # the schedule is over and the session closed: the hooks do nothing more
 
         @property
         def profiles(self) -> list:
@@ -131,14 +145,21 @@ def _make_callback(pl: Any) -> type:
             self._global_step = trainer.global_step
 
         def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
-            self._global_step = trainer.global_step
+            if not self._over:
+                self._global_step = trainer.global_step
 
         def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
             # one session step per optimizer step: accumulation's micro-batches and manual optimization's own
             # optimizer.step() calls are both counted by global_step
-            if trainer.global_step != self._global_step:
+            if not self._over and trainer.global_step != self._global_step:
                 self._global_step = trainer.global_step
                 self.profiler.step()
+                if self.profiler.is_open and schedule_over(self.profiler.schedule, self.profiler.step_num):
+                    # nothing is timed from here on: the module gets its own forward back, so the rest of the fit
+                    # runs as without the callback (a session's eager step still times the forward, for the
+                    # fidelity line: tens of microseconds a call, reading the scheduler's statistics)
+                    self._close()
+                    self._over = True
 
         def on_train_end(self, trainer: Any, pl_module: Any) -> None:
             self._close()

@@ -265,3 +265,20 @@ def test_a_missing_lightning_is_one_line(monkeypatch):
     assert "\n" not in message and "pip install 'fxprof[lightning]'" in message
     with pytest.raises(AttributeError):
         fxl.NoSuchName  # noqa: B018
+
+
+def test_the_session_closes_when_the_schedule_is_over(tmp_path):
+    """After the last cycle the module has its own forward back (the remaining steps cost nothing)."""
+    seen: list = []
+
+    class Watch(pl.Callback):
+        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+            seen.append("forward" in pl_module.__dict__)
+
+    cb = fxl.FxprofCallback(fxprof.schedule(wait=1, warmup=1, active=1), html=False)
+    fit(tmp_path, Classifier, [Watch(), cb], max_steps=6)
+    assert seen == [True, True, True, False, False, False] and len(cb.profiles) == 1
+    assert fxl.schedule_over(fxprof.schedule(wait=1, warmup=1, active=1, repeat=2, skip_first=1), 7)
+    assert not fxl.schedule_over(fxprof.schedule(wait=1, warmup=1, active=1, repeat=2, skip_first=1), 6)
+    assert not fxl.schedule_over(fxprof.schedule(repeat=0), 10**6)
+    assert not fxl.schedule_over(lambda step: "none", 10**6)

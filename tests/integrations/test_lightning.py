@@ -282,3 +282,28 @@ def test_the_session_closes_when_the_schedule_is_over(tmp_path):
     assert not fxl.schedule_over(fxprof.schedule(wait=1, warmup=1, active=1, repeat=2, skip_first=1), 6)
     assert not fxl.schedule_over(fxprof.schedule(repeat=0), 10**6)
     assert not fxl.schedule_over(lambda step: "none", 10**6)
+
+
+# ------------------------------------------------------------------------------------------- DDP
+@pytest.mark.slow
+@pytest.mark.parametrize("backward", [False, True], ids=["forward", "backward"])
+def test_ddp_two_processes(tmp_path, backward):
+    """strategy="ddp" on the CPU, 2 processes, accumulation on: every rank profiles its own steps, rank 0
+    holds and saves the gathered profile, the other holds none; both ranks train as the unprofiled twin."""
+    worker = os.path.join(os.path.dirname(__file__), "lightning_ddp_worker.py")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(os.path.dirname(fxprof.__file__)),
+                                                       os.environ.get("PYTHONPATH", "")]))
+    env.pop("LOCAL_RANK", None)
+    for profiled in ("0", "1"):
+        done = subprocess.run([sys.executable, worker, str(tmp_path), "1" if backward else "0", profiled], env=env,
+                              capture_output=True, text=True, timeout=300, cwd=str(tmp_path))
+        assert done.returncode == 0, done.stderr[-3000:]
+    import json
+
+    out = {(p, r): json.load(open(tmp_path / f"out{p}-rank{r}.json")) for p in (0, 1) for r in (0, 1)}
+    for r in (0, 1):
+        assert out[1, r]["losses"] == out[0, r]["losses"] and out[1, r]["weights"] == out[0, r]["weights"]
+    assert out[1, 0]["ranks"] == [[0, 1]] and out[1, 0]["run_steps"] == [[2, 2, 3, 3]]
+    assert out[1, 0]["paths"] == [str(tmp_path / "fxprof" / "cycle0-step3.json")]
+    assert out[1, 1]["ranks"] == [] and out[1, 1]["paths"] == []
+    assert out[1, 0]["phases"] == ([["backward", "forward"]] if backward else [["forward"]])

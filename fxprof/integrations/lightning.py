@@ -28,13 +28,17 @@ Lightning is imported when :class:`FxprofCallback` is first used (the class subc
 from __future__ import annotations
 
 import os
-from typing import Any, Callable
+import warnings
+from typing import TYPE_CHECKING, Any, Callable
 
 from torch import nn
 
 from .common import TrainingProfiler, figures, missing_framework
 
 __all__ = ["FxprofCallback", "resolve_module", "schedule_over"]
+
+if TYPE_CHECKING:  # made on first access (module __getattr__), a subclass of lightning.pytorch.Callback
+    FxprofCallback: type
 
 _MISSING = object()
 _made: dict[str, type] = {}
@@ -88,6 +92,17 @@ def schedule_over(schedule: Any, step: int) -> bool:
     except (AttributeError, TypeError, ValueError):
         return False
     return repeat > 0 and step >= first + repeat * cycle
+
+
+#: the words of the session's warning for a model it never saw called (fxprof.measure.session.schedule.nothing_timed)
+NEVER_CALLED = "the model was never called"
+
+
+def never_called(module: nn.Module) -> str:
+    """The callback's warning where ``training_step`` never called the instrumented module."""
+    return (f"fxprof: FxprofCallback timed nothing: training_step never called {type(module).__name__}'s forward while "
+            f"the session was open (it calls another module: pass FxprofCallback(module='<attribute>') or "
+            f"module=lambda pl_module: ..., the module training_step calls)")
 
 
 def _make_callback(pl: Any) -> type:
@@ -200,7 +215,13 @@ def _make_callback(pl: Any) -> type:
         def _close(self, error: BaseException | None = None) -> None:
             if self.profiler.is_open:
                 self._resume()  # the session puts back what it found, from its own forward
-                self.profiler.close(error)
+                with warnings.catch_warnings(record=True) as said:
+                    warnings.simplefilter("always")
+                    self.profiler.close(error)
+                for w in said:  # the session's words are for a loop of one's own: say it in the trainer's terms
+                    never = NEVER_CALLED in str(w.message) and self._target is not None
+                    warnings.warn_explicit(never_called(self._target) if never else w.message,  # type: ignore[arg-type]
+                                           w.category, w.filename, w.lineno)
             self._target = None
             self._hook = None
 

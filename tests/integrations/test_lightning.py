@@ -307,3 +307,18 @@ def test_ddp_two_processes(tmp_path, backward):
     assert out[1, 0]["paths"] == [str(tmp_path / "fxprof" / "cycle0-step3.json")]
     assert out[1, 1]["ranks"] == [] and out[1, 1]["paths"] == []
     assert out[1, 0]["phases"] == ([["backward", "forward"]] if backward else [["forward"]])
+
+
+def test_a_module_whose_forward_training_step_never_calls_is_warned_about(tmp_path):
+    """forward defined, but training_step calls self.net directly: nothing is timed, and fxprof says so."""
+
+    class Bypass(Classifier):
+        def training_step(self, batch, batch_idx):
+            return nn.functional.cross_entropy(self.net(batch[0]), batch[1])
+
+    cb = fxl.FxprofCallback(fxprof.schedule(wait=0, warmup=1, active=1), html=False)
+    pl.seed_everything(0, verbose=False)
+    t = trainer(tmp_path, [cb], max_steps=3)
+    with pytest.warns(UserWarning, match=r"training_step never called Bypass's forward.*FxprofCallback\(module="):
+        t.fit(Bypass(), loader())
+    assert cb.profiles == []

@@ -183,18 +183,24 @@ def test_without_a_logger_profiles_go_under_default_root_dir(tmp_path):
     assert cb.folder == str(tmp_path / "fxprof") and os.path.exists(cb.paths[0])
 
 
-def test_manual_optimization_steps_on_the_modules_own_optimizer_steps(tmp_path):
-    """A step every second batch, taken by the module: one session step per optimizer step."""
-    cb = fxl.FxprofCallback(fxprof.schedule(wait=1, warmup=1, active=2), html=False)
-    _, model = fit(tmp_path, lambda: Wrapped(manual=True), [cb], max_steps=4)
+@pytest.mark.parametrize("backward", [False, True], ids=["forward", "backward"])
+def test_manual_optimization_steps_on_the_modules_own_optimizer_steps(tmp_path, backward):
+    """A step every second batch, taken by the module: one session step per optimizer step; the
+    same losses and weights as the unprofiled twin."""
+    _, twin = fit(tmp_path / "twin", lambda: Wrapped(manual=True), max_steps=4)
+    cb = fxl.FxprofCallback(fxprof.schedule(wait=1, warmup=1, active=2), html=False, backward=backward)
+    _, model = fit(tmp_path / "p", lambda: Wrapped(manual=True), [cb], max_steps=4)
     (profile,) = cb.profiles
     assert profile.meta["run_steps"] == [2, 2, 3, 3]
-    assert len(model.losses) == 8
+    assert model.losses == twin.losses and len(model.losses) == 8
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), twin.state_dict().values()))
+    assert set(profile.df["phase"]) == ({"forward", "backward"} if backward else {"forward"})
 
 
-def test_bf16_mixed(tmp_path):
+@pytest.mark.parametrize("backward", [False, True], ids=["forward", "backward"])
+def test_bf16_mixed(tmp_path, backward):
     _, twin = fit(tmp_path / "twin", Classifier, precision="bf16-mixed", max_steps=4)
-    cb = fxl.FxprofCallback(fxprof.schedule(wait=1, warmup=1, active=2), html=False)
+    cb = fxl.FxprofCallback(fxprof.schedule(wait=1, warmup=1, active=2), html=False, backward=backward)
     _, model = fit(tmp_path / "p", Classifier, [cb], precision="bf16-mixed", max_steps=4)
     assert model.losses == twin.losses
     (profile,) = cb.profiles

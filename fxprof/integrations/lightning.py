@@ -16,7 +16,8 @@ session's forward off the module from ``on_validation_start`` to ``on_validation
 closed there and then: the rest of the fit runs the module's own forward, as without the callback.
 
 Profiles go to :attr:`FxprofCallback.profiles`, are saved under ``<trainer.log_dir>/fxprof/`` (the
-first logger's directory, or ``default_root_dir`` without a logger) on rank 0, and their figures
+first logger's directory, or ``default_root_dir`` without a logger; ``fxprof/fit2/``... for the
+second and later fits of one callback) on rank 0, and their figures
 (:func:`~.common.figures`) go to every logger's ``log_metrics`` at the trainer's ``global_step``.
 
 Lightning is imported when :class:`FxprofCallback` is first used (the class subclasses
@@ -134,6 +135,7 @@ def _make_callback(pl: Any) -> type:
             self._hook: Any = None  # the session's forward, off the module while validation runs
             self._global_step = 0
             self._over = False  # the schedule is over and the session closed: the hooks do nothing more
+            self._fits = 0  # the fits this callback has profiled
 
         @property
         def profiles(self) -> list:
@@ -151,7 +153,11 @@ def _make_callback(pl: Any) -> type:
         def on_train_start(self, trainer: Any, pl_module: Any) -> None:
             target = resolve_module(pl_module, self.module, pl.LightningModule.forward)
             folder = os.path.join(trainer.log_dir or trainer.default_root_dir, "fxprof")  # log_dir: every rank calls it
+            self._fits += 1
+            if self._fits > 1:  # a second fit's session counts its cycles and steps from 0 again: its files go apart
+                folder = os.path.join(folder, f"fit{self._fits}")
             self._trainer = trainer
+            self._over = False
             self._target = target
             self._own_forward = target.__dict__.get("forward", _MISSING)
             self.profiler.on_profile = self._logged

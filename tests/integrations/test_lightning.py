@@ -177,10 +177,16 @@ def test_saved_under_the_loggers_folder_and_logged(tmp_path):
     assert [r.split(",")[header.split(",").index("step")] for r in rows if r.split(",")[column]] == ["3"]
 
 
-def test_without_a_logger_profiles_go_under_default_root_dir(tmp_path):
+def test_without_a_logger_profiles_go_under_default_root_dir_and_a_second_fit_apart(tmp_path):
     cb = fxl.FxprofCallback(fxprof.schedule(wait=0, warmup=1, active=1), html=False)
-    fit(tmp_path, Classifier, [cb], max_steps=3)
+    t, model = fit(tmp_path, Classifier, [cb], max_steps=3)
     assert cb.folder == str(tmp_path / "fxprof") and os.path.exists(cb.paths[0])
+    t.fit_loop.epoch_loop.max_steps = 6  # the same trainer fits on: a second session, from step 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t.fit(model, loader())
+    assert cb.paths == [str(tmp_path / "fxprof" / "cycle0-step1.json"), str(tmp_path / "fxprof" / "fit2" / "cycle0-step1.json")]
+    assert [p.meta["run_steps"] for p in cb.profiles] == [[1], [1]] and "forward" not in model.__dict__
 
 
 @pytest.mark.parametrize("backward", [False, True], ids=["forward", "backward"])

@@ -240,7 +240,11 @@ def _make_callback(pl: Any) -> type:
             # the loggers, not pl_module.log: a profile is also ready in on_train_end (an incomplete cycle), where
             # self.log is refused, and self.log would reduce a one-off figure over steps and epochs
             for logger in trainer.loggers:
-                logger.log_metrics(metrics, step=trainer.global_step)
+                try:
+                    logger.log_metrics(metrics, step=trainer.global_step)
+                except Exception as exc:  # a logger that refuses a figure must not stop the training
+                    warnings.warn(f"fxprof: {type(logger).__name__} did not take the profile's figures ({type(exc).__name__}: "
+                                  f"{exc}); the profile is in FxprofCallback.profiles and its files", stacklevel=2)
 
     FxprofCallback.__module__ = __name__
     FxprofCallback.__qualname__ = "FxprofCallback"

@@ -128,7 +128,7 @@ def generators() -> tuple:
 def test_a_fit_with_the_callback_is_the_fit_without_it(tmp_path, backward):
     """Accumulation (2 micro-batches per step), dropout, a draw in training_step, StepLR, validation
     every 3 batches: every loss, the weights, AdamW's and StepLR's state and the three generators."""
-    kw = dict(max_steps=5, accumulate_grad_batches=2, val_check_interval=3, limit_val_batches=2)
+    kw = dict(max_steps=5, accumulate_grad_batches=2, val_check_interval=3, limit_val_batches=2, num_sanity_val_steps=1)
     t0, twin = fit(tmp_path / "twin", Classifier, val=True, **kw)
     plain = generators()
     cb = fxl.FxprofCallback(fxprof.schedule(wait=1, warmup=1, active=2), backward=backward, html=False)
@@ -136,7 +136,7 @@ def test_a_fit_with_the_callback_is_the_fit_without_it(tmp_path, backward):
     profiled = generators()
 
     assert model.losses == twin.losses and len(model.losses) == 10
-    assert model.val_losses == twin.val_losses and model.val_losses
+    assert model.val_losses == twin.val_losses and len(model.val_losses) == 1 + 3 * 2  # the sanity check's, then 3 validations
     for a, b in zip(model.state_dict().values(), twin.state_dict().values()):
         assert torch.equal(a, b)
     opt0, opt1 = t0.optimizers[0].state_dict(), t1.optimizers[0].state_dict()
@@ -175,6 +175,22 @@ def test_saved_under_the_loggers_folder_and_logged(tmp_path):
     assert "fxprof/run_ms" in header.split(",")
     column = header.split(",").index("fxprof/run_ms")
     assert [r.split(",")[header.split(",").index("step")] for r in rows if r.split(",")[column]] == ["3"]
+
+
+def test_a_logger_that_refuses_the_figures_does_not_stop_the_fit(tmp_path):
+    from lightning.pytorch.loggers import CSVLogger
+
+    class Refuses(CSVLogger):
+        def log_metrics(self, metrics, step=None):
+            if any(k.startswith("fxprof/") for k in metrics):
+                raise ValueError("invalid metric name")
+            super().log_metrics(metrics, step)
+
+    cb = fxl.FxprofCallback(fxprof.schedule(wait=0, warmup=1, active=1), html=False)
+    with pytest.warns(UserWarning, match="Refuses did not take the profile's figures"):
+        pl.seed_everything(0, verbose=False)
+        trainer(tmp_path, [cb], logger=Refuses(str(tmp_path)), max_steps=3).fit(Classifier(), loader())
+    assert len(cb.profiles) == 1 and len(cb.metrics) == 1
 
 
 def test_without_a_logger_profiles_go_under_default_root_dir_and_a_second_fit_apart(tmp_path):

@@ -34,9 +34,11 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from torch import nn
 
+from ..session import check_keywords
+from ..session import session as open_session
 from .common import TrainingProfiler, figures, missing_framework
 
-__all__ = ["FxprofCallback", "resolve_module", "schedule_over"]
+__all__ = ["FxprofCallback", "check_options", "resolve_module", "schedule_over"]
 
 if TYPE_CHECKING:  # made on first access (module __getattr__), a subclass of lightning.pytorch.Callback
     FxprofCallback: type
@@ -99,6 +101,19 @@ def schedule_over(schedule: Any, step: int) -> bool:
 NEVER_CALLED = "the model was never called"
 
 
+def check_options(schedule: Any, session_options: dict[str, Any]) -> None:
+    """``fxprof.session``'s keywords checked when the callback is made, not at the start of training:
+    a name the session does not take, and what :func:`fxprof.session.check_keywords` refuses."""
+    import inspect
+
+    taken = set(inspect.signature(open_session).parameters) - {"model", "schedule", "on_ready"}
+    unknown = sorted(set(session_options) - taken)
+    if unknown:
+        raise TypeError(f"FxprofCallback got {', '.join(map(repr, unknown))}, which fxprof.session does not take "
+                        f"(its keywords: {', '.join(sorted(taken))})")
+    check_keywords(nn.Module(), schedule, None, session_options.get("capture", "auto"), session_options.get("timer", "auto"))
+
+
 def never_called(module: nn.Module) -> str:
     """The callback's warning where ``training_step`` never called the instrumented module."""
     return (f"fxprof: FxprofCallback timed nothing: training_step never called {type(module).__name__}'s forward while "
@@ -125,6 +140,7 @@ def _make_callback(pl: Any) -> type:
         def __init__(self, schedule: Any = None, *, module: str | Callable[[Any], nn.Module] | None = None,
                      save: bool = True, html: bool = True, log: bool = True, **session_options: Any):
             super().__init__()
+            check_options(schedule, session_options)
             self.profiler = TrainingProfiler(schedule, save=save, html=html, **session_options)
             self.module = module
             self.log = log

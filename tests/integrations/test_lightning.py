@@ -246,6 +246,15 @@ def test_the_module_training_step_calls(tmp_path):
         fxl.resolve_module(wrapped, None, pl.LightningModule.forward)
 
 
+def test_options_are_checked_when_the_callback_is_made():
+    with pytest.raises(TypeError, match="'backwards', which fxprof.session does not take"):
+        fxl.FxprofCallback(backwards=True)
+    with pytest.raises(ValueError, match="timer='kernel' is not available in a session"):
+        fxl.FxprofCallback(timer="kernel")
+    with pytest.raises(TypeError, match="schedule must be"):
+        fxl.FxprofCallback(schedule=3)
+
+
 def test_an_error_in_the_loop_puts_the_forward_back(tmp_path):
     class Fails(Classifier):
         def training_step(self, batch, batch_idx):

@@ -114,6 +114,13 @@ def check_options(schedule: Any, session_options: dict[str, Any]) -> None:
     check_keywords(nn.Module(), schedule, None, session_options.get("capture", "auto"), session_options.get("timer", "auto"))
 
 
+#: a LightningModule given to fit as torch.compile(model): the callback leaves that fit alone
+COMPILED_MODULE = ("fxprof: FxprofCallback does not profile a LightningModule passed to fit as torch.compile(model): "
+                   "Lightning compiles training_step itself, and the session's forward would run inside that compiled "
+                   "step; this fit runs unprofiled. Profile the uncompiled module (trainer.fit(model)), or a compiled "
+                   "model in a loop of your own with fxprof.session(torch.compile(model)) (docs/session.md)")
+
+
 def never_called(module: nn.Module) -> str:
     """The callback's warning where ``training_step`` never called the instrumented module."""
     return (f"fxprof: FxprofCallback timed nothing: training_step never called {type(module).__name__}'s forward while "
@@ -167,6 +174,12 @@ def _make_callback(pl: Any) -> type:
 
         # ------------------------------------------------------------- training
         def on_train_start(self, trainer: Any, pl_module: Any) -> None:
+            if getattr(pl_module, "_compiler_ctx", None) is not None:
+                # trainer.fit(torch.compile(model)): Lightning compiles training_step itself, and dynamo would trace
+                # the session's forward inside it (torch 2.14 fails there); the fit runs unprofiled instead
+                warnings.warn(COMPILED_MODULE, stacklevel=2)
+                self._over = True
+                return
             target = resolve_module(pl_module, self.module, pl.LightningModule.forward)
             folder = os.path.join(trainer.log_dir or trainer.default_root_dir, "fxprof")  # log_dir: every rank calls it
             self._fits += 1

@@ -321,6 +321,20 @@ def test_the_session_closes_when_the_schedule_is_over(tmp_path):
     assert not fxl.schedule_over(lambda step: "none", 10**6)
 
 
+@pytest.mark.slow
+def test_a_compiled_module_is_left_alone(tmp_path):
+    """trainer.fit(torch.compile(model)): Lightning compiles training_step; the callback warns, profiles
+    nothing and the fit is the unprofiled one."""
+    _, twin = fit(tmp_path / "twin", lambda: torch.compile(Classifier()), max_steps=4)
+    cb = fxl.FxprofCallback(fxprof.schedule(wait=1, warmup=1, active=1), html=False)
+    with pytest.warns(UserWarning, match="does not profile a LightningModule passed to fit as torch.compile"):
+        pl.seed_everything(0, verbose=False)
+        random.random(), np.random.rand()
+        model = torch.compile(Classifier())
+        trainer(tmp_path / "p", [cb], max_steps=4).fit(model, loader())
+    assert cb.profiles == [] and model._orig_mod.losses == twin._orig_mod.losses
+
+
 # ------------------------------------------------------------------------------------------- DDP
 @pytest.mark.slow
 @pytest.mark.parametrize("backward", [False, True], ids=["forward", "backward"])

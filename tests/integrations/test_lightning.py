@@ -219,6 +219,30 @@ def test_manual_optimization_steps_on_the_modules_own_optimizer_steps(tmp_path, 
     assert set(profile.df["phase"]) == ({"forward", "backward"} if backward else {"forward"})
 
 
+def test_two_optimizers_stepped_in_one_batch_are_one_step(tmp_path):
+    """A GAN-like manual step (two optimizers, each stepped every batch): global_step moves by 2 a
+    batch, the session by 1."""
+
+    class Two(Wrapped):
+        def training_step(self, batch, batch_idx):
+            x, y = batch
+            for opt in self.optimizers():
+                loss = self.loss_fn(self.model(x), y)
+                self.losses.append(loss.item())
+                opt.zero_grad()
+                self.manual_backward(loss)
+                opt.step()
+
+        def configure_optimizers(self):
+            return [torch.optim.SGD(self.model[0].parameters(), lr=0.1), torch.optim.SGD(self.model[2].parameters(), lr=0.1)]
+
+    cb = fxl.FxprofCallback(fxprof.schedule(wait=1, warmup=1, active=2), html=False)
+    t, model = fit(tmp_path, lambda: Two(manual=True), [cb], max_steps=8)
+    (profile,) = cb.profiles
+    assert t.global_step == 8 and len(model.losses) == 8
+    assert profile.meta["run_steps"] == [2, 2, 3, 3]  # two forwards a batch, one session step a batch
+
+
 @pytest.mark.parametrize("backward", [False, True], ids=["forward", "backward"])
 def test_bf16_mixed(tmp_path, backward):
     _, twin = fit(tmp_path / "twin", Classifier, precision="bf16-mixed", max_steps=4)

@@ -10,6 +10,7 @@ through fxprof's public functions (``fxprof.session``, ``fxprof.schedule``, ``Pr
 from __future__ import annotations
 
 import os
+import time
 import warnings
 from typing import Any, Callable
 
@@ -40,7 +41,13 @@ class TrainingProfiler:
     where plotly is installed) and is handed to ``on_profile`` (the adapter logs its figures there).
 
     ``schedule``: a ``fxprof.schedule(...)`` (default :data:`DEFAULT_SCHEDULE`); ``session_options``:
-    ``fxprof.session``'s keywords (``backward``, ``capture``, ``timer``, ``memory``, ``name``...)."""
+    ``fxprof.session``'s keywords (``backward``, ``capture``, ``timer``, ``memory``, ``name``...).
+
+    Work of the step outside the model (the optimizer's step, the learning-rate scheduler) is timed
+    by ``begin_phase(name)`` and ``end_phase(name)`` where the framework has hooks around it: wall
+    clock, in the schedule's warm-up and active steps only (two clock reads a phase; nothing in its
+    eager steps); :meth:`phase_ms` gives a profile's median per phase over the steps of its runs,
+    and :meth:`figures` adds them to :func:`figures` as ``fxprof/<name>_ms``."""
 
     def __init__(self, schedule: Any = None, *, save: bool = True, html: bool = True, **session_options: Any):
         self.schedule = schedule if schedule is not None else make_schedule(**DEFAULT_SCHEDULE)
@@ -52,6 +59,9 @@ class TrainingProfiler:
         self.folder: str | None = None
         self.on_profile: Callable[[Profile], Any] | None = None
         self._session: Any = None
+        self._phase_start: dict[str, tuple[int, float]] = {}  # name -> (step, perf_counter at begin)
+        self._phases: dict[int, dict[str, float]] = {}  # step -> name -> ms (warm-up and active steps only)
+        self._profile_phases: dict[int, dict[str, float]] = {}  # id(profile) of self.profiles -> its phase_ms
 
     @property
     def is_open(self) -> bool:
@@ -73,6 +83,37 @@ class TrainingProfiler:
         if self._session is not None:
             self._session.step()
 
+    def begin_phase(self, name: str) -> None:
+        """The framework is about to run ``name`` (its optimizer step, its scheduler) in this step."""
+        if self._session is None or _is_none(self.schedule(self._session.step_num)):
+            return
+        self._phase_start[name] = (self._session.step_num, time.perf_counter())
+
+    def end_phase(self, name: str) -> None:
+        """``name`` is over: its wall time is kept for this step (where :meth:`begin_phase` began it)."""
+        began = self._phase_start.pop(name, None)
+        if began is None or self._session is None or began[0] != self._session.step_num:
+            return
+        self._phases.setdefault(began[0], {})[name] = (time.perf_counter() - began[1]) * 1e3
+
+    def phase_ms(self, profile: Profile) -> dict[str, float]:
+        """The median wall time (ms) of each timed phase over the steps of ``profile``'s runs."""
+        if id(profile) in self._profile_phases:
+            return dict(self._profile_phases[id(profile)])
+        steps = sorted(set(profile.meta.get("run_steps") or []))
+        per: dict[str, list[float]] = {}
+        for step in steps:
+            for name, ms in self._phases.get(step, {}).items():
+                per.setdefault(name, []).append(ms)
+        return {name: sorted(v)[len(v) // 2] for name, v in per.items()}
+
+    def figures(self, profile: Profile, top: int = 3) -> dict[str, float]:
+        """:func:`figures` of ``profile``, with the median of each phase timed around its steps."""
+        out = figures(profile, top)
+        for name, ms in self.phase_ms(profile).items():
+            out[f"fxprof/{name}_ms"] = round(float(ms), 6)
+        return out
+
     def close(self, error: BaseException | None = None) -> None:
         session, self._session = self._session, None
         if session is None:
@@ -84,10 +125,18 @@ class TrainingProfiler:
 
     def _ready(self, profile: Profile) -> None:
         self.profiles.append(profile)
+        self._profile_phases[id(profile)] = self.phase_ms(profile)
+        last = max(profile.meta.get("run_steps") or [profile.meta.get("step", 0)])
+        self._phases = {step: v for step, v in self._phases.items() if step > last}  # kept: the next cycles' steps
         if self.save and self.folder is not None and (not is_initialized() or this_rank() == 0):
             self.paths.extend(save_profile(profile, self.folder, self.html))
         if self.on_profile is not None:
             self.on_profile(profile)
+
+
+def _is_none(action: Any) -> bool:
+    """A schedule's action is ``none`` (fxprof's ``"none"``, torch.profiler's ``ProfilerAction.NONE``)."""
+    return str(getattr(action, "name", action)).lower() == "none"
 
 
 def save_profile(profile: Profile, folder: str, html: bool = True) -> list[str]:

@@ -1,0 +1,153 @@
+"""fxprof in Hugging Face's ``Trainer``: :class:`FxprofCallback`, a ``transformers.TrainerCallback``
+that profiles the Trainer's own training steps through :func:`fxprof.session`::
+
+    from fxprof.integrations.transformers import FxprofCallback
+
+    trainer = Trainer(model=model, args=args, train_dataset=data, callbacks=[FxprofCallback()])
+    trainer.train()
+    trainer.callback_handler.callbacks[-2].profiles   # or keep the callback: callback.profiles
+
+The session is opened on the model at ``on_train_begin`` and stepped at ``on_step_end``, once per
+optimizer step: every micro-batch's forward and backward of a gradient-accumulation step belongs to
+that step. Each profile is saved under ``args.output_dir/fxprof/`` (JSON and the HTML report, on
+rank 0), kept in :attr:`FxprofCallback.profiles`, and its figures
+(:func:`fxprof.integrations.common.figures`, with the optimizer's and the scheduler's median wall
+time) go into the Trainer's next log: ``trainer.state.log_history`` and every callback that logs
+after this one. See docs/integrations.md.
+
+Importing this module does not import transformers; :class:`FxprofCallback` does, on first use
+(a missing transformers is one line naming ``pip install 'fxprof[hf]'``).
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import warnings
+from typing import Any
+
+from .common import TrainingProfiler, missing_framework
+
+__all__ = ["FxprofCallback", "CallbackMethods", "trainer_model"]
+
+#: the callback's class, made on first use (it subclasses transformers.TrainerCallback)
+_CLASS: Any = None
+
+
+class CallbackMethods:
+    """What :class:`FxprofCallback` does, without transformers (the class adds
+    ``transformers.TrainerCallback`` as a base when it is first used).
+
+    Args:
+        schedule: ``fxprof.schedule(...)``; default :data:`fxprof.integrations.common.DEFAULT_SCHEDULE`
+            (4 eager steps, 2 warm-up, 3 timed, once), counted in optimizer steps.
+        save: save each profile under ``args.output_dir/fxprof/`` (rank 0). Default True.
+        html: beside the JSON, the HTML report (where plotly is installed). Default True.
+        log: add the figures to the Trainer's next log. Default True.
+        backward: time the backward too (``fxprof.session(backward=True)``). Default: True, but
+            False under ``torch_compile=True`` (a session of a compiled model times its forward kernels).
+        session_options: the rest of ``fxprof.session``'s keywords (``capture``, ``timer``,
+            ``memory``, ``name``, ``gather``...).
+    """
+
+    def __init__(self, schedule: Any = None, *, save: bool = True, html: bool = True, log: bool = True,
+                 backward: bool | None = None, **session_options: Any):
+        self.backward = backward
+        self.log = log
+        self.profiler = TrainingProfiler(schedule, save=save, html=html, **session_options)
+        self.profiler.on_profile = self._ready
+        #: the figures of the profiles made since the Trainer last logged
+        self.pending: dict[str, float] = {}
+
+    @property
+    def profiles(self) -> list:
+        """Every profile made so far (``fxprof.Profile``; on rank 0 the ranks' gathered ones)."""
+        return self.profiler.profiles
+
+    @property
+    def paths(self) -> list[str]:
+        """The files written so far (JSON, HTML)."""
+        return self.profiler.paths
+
+    def close(self) -> None:
+        """Close the session: ``Trainer.train()`` calls ``on_train_end``, which does it, but not after
+        an error in the loop; call this in an ``except``/``finally`` then (the model's forward is put
+        back, the cycle under way kept, marked incomplete)."""
+        self.profiler.close()
+
+    # ------------------------------------------------------------ the Trainer's events
+    def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
+        if self.profiler.is_open:  # train() began again after an error that skipped on_train_end
+            self.profiler.close()
+        if model is None:
+            return
+        target = trainer_model(model, args)
+        backward = self.backward
+        if target is not model:  # torch_compile=True: the compiled model the Trainer calls
+            if backward:
+                warnings.warn("fxprof: FxprofCallback(backward=True) under torch_compile=True times the compiled "
+                              "forward only (a session of a compiled model cannot time its backward)", stacklevel=2)
+            backward = False
+        elif backward is None:
+            backward = True
+        self.profiler.session_options["backward"] = backward
+        self.profiler.open(target, os.path.join(args.output_dir, "fxprof"))
+
+    def on_pre_optimizer_step(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self.profiler.begin_phase("optimizer")
+
+    def on_optimizer_step(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self.profiler.end_phase("optimizer")
+        self.profiler.begin_phase("scheduler")  # lr_scheduler.step() and model.zero_grad(), up to on_step_end
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self.profiler.end_phase("scheduler")
+        self.profiler.step()
+
+    def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kwargs: Any) -> None:
+        if not self.pending or logs is None:
+            return
+        figures, self.pending = self.pending, {}
+        logs.update(figures)  # the callbacks after this one (the progress bar or printer) see them
+        history = getattr(state, "log_history", None)
+        if history and history[-1].get("step") == state.global_step:
+            history[-1].update(figures)  # Trainer.log appended a copy of logs before the callbacks ran
+
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self.profiler.close()
+
+    def _ready(self, profile: Any) -> None:
+        if self.log:
+            self.pending.update(self.profiler.figures(profile))
+
+
+def trainer_model(model: Any, args: Any) -> Any:
+    """The module the Trainer calls for ``model``: ``model`` itself, or under ``torch_compile=True``
+    the ``torch.compile`` wrapper that Accelerate made of it (callbacks are handed the model, not
+    the wrapper, and a session on the model inside a compiled wrapper would be traced by dynamo)."""
+    if not getattr(args, "torch_compile", False):
+        return model
+    import torch
+
+    wrapped = [obj for obj in gc.get_objects()
+               if isinstance(obj, torch._dynamo.eval_frame.OptimizedModule) and obj.__dict__.get("_modules", {}).get("_orig_mod") is model]
+    return wrapped[-1] if wrapped else model
+
+
+def callback_class() -> Any:
+    """``FxprofCallback``: :class:`CallbackMethods` on ``transformers.TrainerCallback``, made once."""
+    global _CLASS
+    if _CLASS is None:
+        try:
+            from transformers import TrainerCallback
+        except ImportError as exc:
+            raise missing_framework("transformers", "hf", "fxprof.integrations.transformers.FxprofCallback") from exc
+        _CLASS = type("FxprofCallback", (CallbackMethods, TrainerCallback),
+                      {"__module__": __name__, "__qualname__": "FxprofCallback", "__doc__": __doc__})
+    return _CLASS
+
+
+def __getattr__(name: str) -> Any:
+    if name == "FxprofCallback":
+        return callback_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -58,6 +58,8 @@ class TrainingProfiler:
         self.paths: list[str] = []
         self.folder: str | None = None
         self.on_profile: Callable[[Profile], Any] | None = None
+        #: called with each profile before it is saved (an adapter adds what only it knows to its notes)
+        self.annotate: Callable[[Profile], Any] | None = None
         self._session: Any = None
         self._phase_start: dict[str, tuple[int, float]] = {}  # name -> (step, perf_counter at begin)
         self._phases: dict[int, dict[str, float]] = {}  # step -> name -> ms (warm-up and active steps only)
@@ -128,6 +130,8 @@ class TrainingProfiler:
         self._profile_phases[id(profile)] = self.phase_ms(profile)
         last = max(profile.meta.get("run_steps") or [profile.meta.get("step", 0)])
         self._phases = {step: v for step, v in self._phases.items() if step > last}  # kept: the next cycles' steps
+        if self.annotate is not None:
+            self.annotate(profile)
         if self.save and self.folder is not None and (not is_initialized() or this_rank() == 0):
             self.paths.extend(save_profile(profile, self.folder, self.html))
         if self.on_profile is not None:

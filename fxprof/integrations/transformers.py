@@ -56,6 +56,8 @@ class CallbackMethods:
         self.log = log
         self.profiler = TrainingProfiler(schedule, save=save, html=html, **session_options)
         self.profiler.on_profile = self._ready
+        self.profiler.annotate = self._annotate
+        self._notes: list[str] = []  # what the Trainer's arguments add to every profile's notes
         #: the figures of the profiles made since the Trainer last logged
         self.pending: dict[str, float] = {}
 
@@ -91,6 +93,7 @@ class CallbackMethods:
         elif backward is None:
             backward = True
         self.profiler.session_options["backward"] = backward
+        self._notes = trainer_notes(args)
         self.profiler.open(target, os.path.join(args.output_dir, "fxprof"))
 
     def on_pre_optimizer_step(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
@@ -116,6 +119,9 @@ class CallbackMethods:
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self.profiler.close()
 
+    def _annotate(self, profile: Any) -> None:
+        profile.meta.setdefault("notes", []).extend(self._notes)
+
     def _ready(self, profile: Any) -> None:
         if self.log:
             self.pending.update(self.profiler.figures(profile))
@@ -129,9 +135,23 @@ def trainer_model(model: Any, args: Any) -> Any:
         return model
     import torch
 
+    compiled = torch._dynamo.eval_frame.OptimizedModule
+    # type(), not isinstance(): isinstance reads __class__, which some objects of the heap answer with a warning
     wrapped = [obj for obj in gc.get_objects()
-               if isinstance(obj, torch._dynamo.eval_frame.OptimizedModule) and obj.__dict__.get("_modules", {}).get("_orig_mod") is model]
+               if issubclass(type(obj), compiled) and obj.__dict__.get("_modules", {}).get("_orig_mod") is model]
     return wrapped[-1] if wrapped else model
+
+
+def trainer_notes(args: Any) -> list[str]:
+    """What the Trainer's arguments change in a profile that its header cannot see."""
+    notes = ["Hugging Face Trainer: a step is one optimizer step (gradient_accumulation_steps="
+             f"{getattr(args, 'gradient_accumulation_steps', 1)}): each micro-batch's forward and backward is a run of it"]
+    for flag, dtype in (("bf16", "bfloat16"), ("fp16", "float16")):
+        if getattr(args, flag, False):
+            notes.append(f"mixed precision {flag}: the Trainer runs the forward under Accelerate's torch.autocast({dtype}), "
+                         f"entered inside the model's forward, so the rows are the autocast ops (its casts are the _to_copy "
+                         f"rows) while the env line, read around the forward, says autocast off")
+    return notes
 
 
 def callback_class() -> Any:

@@ -10,6 +10,7 @@ through fxprof's public functions (``fxprof.session``, ``fxprof.schedule``, ``Pr
 from __future__ import annotations
 
 import os
+import statistics
 import time
 import warnings
 from typing import Any, Callable
@@ -120,10 +121,18 @@ class TrainingProfiler:
         session, self._session = self._session, None
         if session is None:
             return
-        with warnings.catch_warnings():
-            if error is not None:
-                warnings.simplefilter("ignore")  # the loop's own error is what the user needs to see
+        steps = session.step_num
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
             session.__exit__(type(error) if error is not None else None, error, None)
+        if error is not None:
+            return  # the loop's own error is what the user needs to see
+        for warning in caught:
+            if NO_TIMED_STEP in str(warning.message) and not self.profiles:
+                # the session's words tell a loop's author to call s.step(); here the framework steps it
+                warnings.warn(training_too_short(self.schedule, steps), stacklevel=2)
+            else:
+                warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
 
     def _ready(self, profile: Profile) -> None:
         self.profiles.append(profile)
@@ -136,6 +145,20 @@ class TrainingProfiler:
             self.paths.extend(save_profile(profile, self.folder, self.html))
         if self.on_profile is not None:
             self.on_profile(profile)
+
+
+#: the words of the session's warning when it ends without a timed step (fxprof.measure.session.schedule.nothing_timed)
+NO_TIMED_STEP = "ended with no timed step"
+
+
+def training_too_short(schedule: Any, steps: int) -> str:
+    """The warning of a training that ended before the schedule's first timed step."""
+    first = next((step for step in range(steps, steps + 10**5) if str(getattr(schedule(step), "name", schedule(step))).lower()
+                  .startswith(("active", "record"))), None)
+    where = f"its first timed step is optimizer step {first + 1}" if first is not None else "it has no timed step"
+    return (f"fxprof: training ended after {steps} optimizer step(s), before the schedule's first timed step, so no profile "
+            f"was made ({where} with {schedule!r}); pass a schedule that fits the training, e.g. "
+            f"fxprof.schedule(wait=0, warmup=1, active=2) for 3 steps")
 
 
 def _is_none(action: Any) -> bool:
@@ -166,9 +189,8 @@ def figures(profile: Profile, top: int = 3) -> dict[str, float]:
     where the session timed a training step), and the share (%) of the ``top`` nodes."""
     out: dict[str, float] = {}
     totals = profile.kept_totals()
-    if totals:
-        ordered = sorted(totals)
-        out["fxprof/run_ms"] = round(float(ordered[len(ordered) // 2]), 6)
+    if totals:  # the median of the kept runs, as the header's run line and coverage take it
+        out["fxprof/run_ms"] = round(float(statistics.median(totals)), 6)
     out["fxprof/coverage"] = round(float(profile.coverage), 4)
     df = profile.df
     if "phase" in df.columns and df["phase"].nunique() > 1:

@@ -71,6 +71,17 @@ class CallbackMethods:
         """The files written so far (JSON, HTML)."""
         return self.profiler.paths
 
+    def log_before_reporters(self, trainer: Any) -> None:
+        """Move this callback ahead of ``report_to``'s loggers in ``trainer``'s callbacks (right after
+        ``DefaultFlowCallback``). The Trainer calls the callbacks it is given after its loggers, and
+        the figures this callback adds to a log reach only those after it (and
+        ``trainer.state.log_history``); moved, they reach TensorBoard, W&B, MLflow... too."""
+        callbacks = trainer.callback_handler.callbacks
+        if self in callbacks:
+            callbacks.remove(self)
+        first = next((i + 1 for i, cb in enumerate(callbacks) if type(cb).__name__ == "DefaultFlowCallback"), 0)
+        callbacks.insert(first, self)
+
     def close(self) -> None:
         """Close the session: ``Trainer.train()`` calls ``on_train_end``, which does it, but not after
         an error in the loop; call this in an ``except``/``finally`` then (the model's forward is put

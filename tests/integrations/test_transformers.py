@@ -132,6 +132,16 @@ def test_saved_and_logged(twins):
     assert any("fxprof/run_ms" in logs for logs in recorder.logs)  # a callback after it sees them too
 
 
+def test_log_before_reporters():
+    """report_to's loggers come before the callbacks a Trainer is given; the callback can move ahead of them."""
+    callback = fxhf.FxprofCallback()
+    flow, reporter, progress = transformers.trainer_callback.DefaultFlowCallback(), Recorder(), Recorder()
+    handler = type("Handler", (), {})()
+    handler.callbacks = [flow, reporter, callback, progress]
+    callback.log_before_reporters(type("Trainer", (), {"callback_handler": handler})())
+    assert handler.callbacks == [flow, callback, reporter, progress]
+
+
 def test_bf16(tmp_path):
     callback = fxhf.FxprofCallback(fxprof.schedule(warmup=1, active=1), html=False)
     train(tmp_path, callbacks=[callback], max_steps=2, bf16=True)
@@ -170,3 +180,18 @@ def test_missing_transformers_is_one_line(monkeypatch):
         fxhf.FxprofCallback()
     message = str(info.value)
     assert "pip install 'fxprof[hf]'" in message and "\n" not in message
+
+
+def test_training_shorter_than_the_schedule_says_so():
+    """A framework steps the session: its warning names the schedule and the steps, not s.step()."""
+    from fxprof.integrations.common import TrainingProfiler
+
+    profiler = TrainingProfiler(fxprof.schedule(wait=4, warmup=2, active=3), save=False)
+    model = torch.nn.Linear(3, 2)
+    profiler.open(model, None)
+    for _ in range(3):
+        model(torch.ones(1, 3))
+        profiler.step()
+    with pytest.warns(UserWarning, match=r"training ended after 3 optimizer step\(s\).*first timed step is optimizer step 7"):
+        profiler.close()
+    assert not profiler.profiles and "forward" not in model.__dict__

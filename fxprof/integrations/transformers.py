@@ -24,7 +24,7 @@ from __future__ import annotations
 import gc
 import os
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .common import TrainingProfiler, missing_framework
 
@@ -96,7 +96,7 @@ class CallbackMethods:
             return
         target = trainer_model(model, args)
         backward = self.backward
-        if target is not model:  # torch_compile=True: the compiled model the Trainer calls
+        if getattr(args, "torch_compile", False) and target is not model:  # the compiled model the Trainer calls
             if backward:
                 warnings.warn("fxprof: FxprofCallback(backward=True) under torch_compile=True times the compiled "
                               "forward only (a session of a compiled model cannot time its backward)", stacklevel=2)
@@ -139,18 +139,31 @@ class CallbackMethods:
 
 
 def trainer_model(model: Any, args: Any) -> Any:
-    """The module the Trainer calls for ``model``: ``model`` itself, or under ``torch_compile=True``
-    the ``torch.compile`` wrapper that Accelerate made of it (callbacks are handed the model, not
-    the wrapper, and a session on the model inside a compiled wrapper would be traced by dynamo)."""
-    if not getattr(args, "torch_compile", False):
-        return model
+    """The module the Trainer calls for ``model``: the ``torch.compile`` wrapper that Accelerate made
+    of it under ``torch_compile=True``, the ``DistributedDataParallel`` wrapper under torchrun, or
+    ``model`` itself. Callbacks are handed the model, not the wrapper: a session on the model inside
+    a compiled wrapper would be traced by dynamo, and inside DDP it would miss DDP's gradient
+    all-reduce. The wrapper is looked up once, among the live objects, only where there is one."""
     import torch
 
-    compiled = torch._dynamo.eval_frame.OptimizedModule
+    kinds: list[type] = []
+    if getattr(args, "torch_compile", False):
+        kinds.append(torch._dynamo.eval_frame.OptimizedModule)
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        kinds.append(torch.nn.parallel.DistributedDataParallel)
+    if not kinds:
+        return model
+    inner = {"OptimizedModule": "_orig_mod", "DistributedDataParallel": "module"}
+    found: dict[int, Any] = {}  # id(wrapped module) -> its wrapper
     # type(), not isinstance(): isinstance reads __class__, which some objects of the heap answer with a warning
-    wrapped = [obj for obj in gc.get_objects()
-               if issubclass(type(obj), compiled) and obj.__dict__.get("_modules", {}).get("_orig_mod") is model]
-    return wrapped[-1] if wrapped else model
+    for obj in gc.get_objects():
+        kind = type(obj)
+        if any(issubclass(kind, k) for k in kinds):
+            found[id(obj.__dict__.get("_modules", {}).get(inner.get(kind.__name__, "module")))] = obj
+    outer = model
+    while id(outer) in found:  # a compiled DDP model, or DDP of a compiled one: the outermost
+        outer = found.pop(id(outer))
+    return outer
 
 
 def trainer_notes(args: Any) -> list[str]:
@@ -176,6 +189,10 @@ def callback_class() -> Any:
         _CLASS = type("FxprofCallback", (CallbackMethods, TrainerCallback),
                       {"__module__": __name__, "__qualname__": "FxprofCallback", "__doc__": __doc__})
     return _CLASS
+
+
+if TYPE_CHECKING:  # FxprofCallback is made on first use (module __getattr__), not at import
+    FxprofCallback = CallbackMethods
 
 
 def __getattr__(name: str) -> Any:

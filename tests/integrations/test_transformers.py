@@ -164,6 +164,34 @@ def test_torch_compile(tmp_path):
     assert len(profile.df) > 0
 
 
+@pytest.mark.slow
+def test_torchrun_ddp(tmp_path):
+    """Two gloo ranks (HF Trainer, DDP on the CPU, accumulation 2): every rank profiles its own steps
+    through DDP's wrapper (its gradient all-reduce as rows), rank 0 saves the gathered profile, and
+    the losses and weights are the unprofiled run's (tests/hf_ddp_worker.py)."""
+    import json
+    import pathlib
+
+    worker = pathlib.Path(__file__).resolve().parents[1] / "hf_ddp_worker.py"
+    env = {**os.environ, "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join([str(worker.parents[1]), os.environ.get("PYTHONPATH", "")])}
+    if os.path.exists("/sys/class/net/lo"):
+        env["GLOO_SOCKET_IFNAME"] = "lo"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", str(worker), str(tmp_path)]
+    result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-4000:]
+    rank0, rank1 = (json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2))
+    for record in (rank0, rank1):
+        assert record["wrapped"] == "DistributedDataParallel"
+        assert record["losses"] == record["plain_losses"] and record["weights_equal"]
+    (profile,) = rank0["profiles"]
+    assert profile["ranks"] == [0, 1] and profile["run_steps"] == [1, 1, 2, 2]
+    assert "ddp:all_reduce_wait" in profile["ddp_rows"]
+    assert "model.layers.0.self_attn.q_proj" in profile["scopes"] and not any(s.startswith("module") for s in profile["scopes"])
+    assert rank1["profiles"] == [] and rank1["paths"] == []  # gathered on rank 0, saved there
+    assert [os.path.basename(p) for p in rank0["paths"]] == ["cycle0-step2.json"]
+
+
 def test_import_does_not_import_transformers():
     code = ("import sys, fxprof, fxprof.integrations.transformers, fxprof.integrations.common\n"
             "assert 'transformers' not in sys.modules, 'transformers imported'\n"

@@ -83,8 +83,13 @@ class TrainingProfiler:
         self._session = session
 
     def step(self) -> None:
+        """End an optimizer step. Once the schedule's last cycle is over, the session is closed: the
+        rest of the training runs the model's own forward with nothing in front of it (a session's
+        eager steps time each forward, for the fidelity line, which no later profile would use)."""
         if self._session is not None:
             self._session.step()
+            if schedule_over(self.schedule, self._session.step_num):
+                self.close()
 
     def begin_phase(self, name: str) -> None:
         """The framework is about to run ``name`` (its optimizer step, its scheduler) in this step."""
@@ -159,6 +164,15 @@ def training_too_short(schedule: Any, steps: int) -> str:
     return (f"fxprof: training ended after {steps} optimizer step(s), before the schedule's first timed step, so no profile "
             f"was made ({where} with {schedule!r}); pass a schedule that fits the training, e.g. "
             f"fxprof.schedule(wait=0, warmup=1, active=2) for 3 steps")
+
+
+def schedule_over(schedule: Any, step: int) -> bool:
+    """Every step from ``step`` on is ``none`` in ``schedule`` (an ``fxprof.schedule`` with ``repeat``
+    > 0; a schedule of another kind, or ``repeat=0``, never ends)."""
+    fields = ("wait", "warmup", "active", "repeat", "skip_first")
+    if not all(isinstance(getattr(schedule, name, None), int) for name in fields) or schedule.repeat <= 0:
+        return False
+    return step >= schedule.skip_first + schedule.repeat * (schedule.wait + schedule.warmup + schedule.active)
 
 
 def _is_none(action: Any) -> bool:

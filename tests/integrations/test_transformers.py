@@ -223,3 +223,18 @@ def test_training_shorter_than_the_schedule_says_so():
     with pytest.warns(UserWarning, match=r"training ended after 3 optimizer step\(s\).*first timed step is optimizer step 7"):
         profiler.close()
     assert not profiler.profiles and "forward" not in model.__dict__
+
+
+def test_session_closes_when_the_schedule_is_over():
+    """After the last cycle the model runs its own forward with nothing in front of it."""
+    from fxprof.integrations.common import TrainingProfiler
+
+    profiler = TrainingProfiler(fxprof.schedule(warmup=1, active=1), save=False)
+    model = torch.nn.Linear(3, 2)
+    profiler.open(model, None)
+    for _ in range(2):
+        model(torch.ones(1, 3))
+        profiler.step()
+    assert len(profiler.profiles) == 1 and not profiler.is_open and "forward" not in model.__dict__
+    profiler.step()  # the framework goes on stepping: nothing happens
+    profiler.close()

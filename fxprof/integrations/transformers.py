@@ -3,17 +3,19 @@ that profiles the Trainer's own training steps through :func:`fxprof.session`::
 
     from fxprof.integrations.transformers import FxprofCallback
 
-    trainer = Trainer(model=model, args=args, train_dataset=data, callbacks=[FxprofCallback()])
+    callback = FxprofCallback()
+    trainer = Trainer(model=model, args=args, train_dataset=data, callbacks=[callback])
     trainer.train()
-    trainer.callback_handler.callbacks[-2].profiles   # or keep the callback: callback.profiles
+    callback.profiles                                 # a fxprof.Profile per cycle of the schedule
 
 The session is opened on the model at ``on_train_begin`` and stepped at ``on_step_end``, once per
 optimizer step: every micro-batch's forward and backward of a gradient-accumulation step belongs to
 that step. Each profile is saved under ``args.output_dir/fxprof/`` (JSON and the HTML report, on
 rank 0), kept in :attr:`FxprofCallback.profiles`, and its figures
 (:func:`fxprof.integrations.common.figures`, with the optimizer's and the scheduler's median wall
-time) go into the Trainer's next log: ``trainer.state.log_history`` and every callback that logs
-after this one. See docs/integrations.md.
+time, rank 0's own under torchrun) go into the Trainer's next log: ``trainer.state.log_history``
+and every callback that logs after this one (:meth:`CallbackMethods.log_before_reporters` puts it
+ahead of ``report_to``'s loggers). See docs/integrations.md.
 
 Importing this module does not import transformers; :class:`FxprofCallback` does, on first use
 (a missing transformers is one line naming ``pip install 'fxprof[hf]'``).

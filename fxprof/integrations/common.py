@@ -10,6 +10,8 @@ through fxprof's public functions (``fxprof.session``, ``fxprof.schedule``, ``Pr
 from __future__ import annotations
 
 import os
+import statistics
+import time
 import warnings
 from typing import Any, Callable
 
@@ -40,7 +42,13 @@ class TrainingProfiler:
     where plotly is installed) and is handed to ``on_profile`` (the adapter logs its figures there).
 
     ``schedule``: a ``fxprof.schedule(...)`` (default :data:`DEFAULT_SCHEDULE`); ``session_options``:
-    ``fxprof.session``'s keywords (``backward``, ``capture``, ``timer``, ``memory``, ``name``...)."""
+    ``fxprof.session``'s keywords (``backward``, ``capture``, ``timer``, ``memory``, ``name``...).
+
+    Work of the step outside the model (the optimizer's step, the learning-rate scheduler) is timed
+    by ``begin_phase(name)`` and ``end_phase(name)`` where the framework has hooks around it: wall
+    clock, in the schedule's warm-up and active steps only (two clock reads a phase; nothing in its
+    eager steps); :meth:`phase_ms` gives a profile's median per phase over the steps of its runs,
+    and :meth:`figures` adds them to :func:`figures` as ``fxprof/<name>_ms``."""
 
     def __init__(self, schedule: Any = None, *, save: bool = True, html: bool = True, **session_options: Any):
         self.schedule = schedule if schedule is not None else make_schedule(**DEFAULT_SCHEDULE)
@@ -51,7 +59,12 @@ class TrainingProfiler:
         self.paths: list[str] = []
         self.folder: str | None = None
         self.on_profile: Callable[[Profile], Any] | None = None
+        #: called with each profile before it is saved (an adapter adds what only it knows to its notes)
+        self.annotate: Callable[[Profile], Any] | None = None
         self._session: Any = None
+        self._phase_start: dict[str, tuple[int, float]] = {}  # name -> (step, perf_counter at begin)
+        self._phases: dict[int, dict[str, float]] = {}  # step -> name -> ms (warm-up and active steps only)
+        self._profile_phases: dict[int, dict[str, float]] = {}  # id(profile) of self.profiles -> its phase_ms
 
     @property
     def is_open(self) -> bool:
@@ -70,24 +83,101 @@ class TrainingProfiler:
         self._session = session
 
     def step(self) -> None:
+        """End an optimizer step. Once the schedule's last cycle is over, the session is closed: the
+        rest of the training runs the model's own forward with nothing in front of it (a session's
+        eager steps time each forward, for the fidelity line, which no later profile would use)."""
         if self._session is not None:
             self._session.step()
+            if schedule_over(self.schedule, self._session.step_num):
+                self.close()
+
+    def begin_phase(self, name: str) -> None:
+        """The framework is about to run ``name`` (its optimizer step, its scheduler) in this step."""
+        if self._session is None or _is_none(self.schedule(self._session.step_num)):
+            return
+        self._phase_start[name] = (self._session.step_num, time.perf_counter())
+
+    def end_phase(self, name: str) -> None:
+        """``name`` is over: its wall time is kept for this step (where :meth:`begin_phase` began it)."""
+        began = self._phase_start.pop(name, None)
+        if began is None or self._session is None or began[0] != self._session.step_num:
+            return
+        self._phases.setdefault(began[0], {})[name] = (time.perf_counter() - began[1]) * 1e3
+
+    def phase_ms(self, profile: Profile) -> dict[str, float]:
+        """The median wall time (ms) of each timed phase over the steps of ``profile``'s runs."""
+        if id(profile) in self._profile_phases:
+            return dict(self._profile_phases[id(profile)])
+        steps = sorted(set(profile.meta.get("run_steps") or []))
+        per: dict[str, list[float]] = {}
+        for step in steps:
+            for name, ms in self._phases.get(step, {}).items():
+                per.setdefault(name, []).append(ms)
+        return {name: sorted(v)[len(v) // 2] for name, v in per.items()}
+
+    def figures(self, profile: Profile, top: int = 3) -> dict[str, float]:
+        """:func:`figures` of ``profile``, with the median of each phase timed around its steps."""
+        out = figures(profile, top)
+        for name, ms in self.phase_ms(profile).items():
+            out[f"fxprof/{name}_ms"] = round(float(ms), 6)
+        return out
 
     def close(self, error: BaseException | None = None) -> None:
         session, self._session = self._session, None
         if session is None:
             return
-        with warnings.catch_warnings():
-            if error is not None:
-                warnings.simplefilter("ignore")  # the loop's own error is what the user needs to see
+        steps = session.step_num
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
             session.__exit__(type(error) if error is not None else None, error, None)
+        if error is not None:
+            return  # the loop's own error is what the user needs to see
+        for warning in caught:
+            if NO_TIMED_STEP in str(warning.message) and not self.profiles:
+                # the session's words tell a loop's author to call s.step(); here the framework steps it
+                warnings.warn(training_too_short(self.schedule, steps), stacklevel=2)
+            else:
+                warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
 
     def _ready(self, profile: Profile) -> None:
         self.profiles.append(profile)
+        self._profile_phases[id(profile)] = self.phase_ms(profile)
+        last = max(profile.meta.get("run_steps") or [profile.meta.get("step", 0)])
+        self._phases = {step: v for step, v in self._phases.items() if step > last}  # kept: the next cycles' steps
+        if self.annotate is not None:
+            self.annotate(profile)
         if self.save and self.folder is not None and (not is_initialized() or this_rank() == 0):
             self.paths.extend(save_profile(profile, self.folder, self.html))
         if self.on_profile is not None:
             self.on_profile(profile)
+
+
+#: the words of the session's warning when it ends without a timed step (fxprof.measure.session.schedule.nothing_timed)
+NO_TIMED_STEP = "ended with no timed step"
+
+
+def training_too_short(schedule: Any, steps: int) -> str:
+    """The warning of a training that ended before the schedule's first timed step."""
+    first = next((step for step in range(steps, steps + 10**5) if str(getattr(schedule(step), "name", schedule(step))).lower()
+                  .startswith(("active", "record"))), None)
+    where = f"its first timed step is optimizer step {first + 1}" if first is not None else "it has no timed step"
+    return (f"fxprof: training ended after {steps} optimizer step(s), before the schedule's first timed step, so no profile "
+            f"was made ({where} with {schedule!r}); pass a schedule that fits the training, e.g. "
+            f"fxprof.schedule(wait=0, warmup=1, active=2) for 3 steps")
+
+
+def schedule_over(schedule: Any, step: int) -> bool:
+    """Every step from ``step`` on is ``none`` in ``schedule`` (an ``fxprof.schedule`` with ``repeat``
+    > 0; a schedule of another kind, or ``repeat=0``, never ends)."""
+    fields = ("wait", "warmup", "active", "repeat", "skip_first")
+    if not all(isinstance(getattr(schedule, name, None), int) for name in fields) or schedule.repeat <= 0:
+        return False
+    return step >= schedule.skip_first + schedule.repeat * (schedule.wait + schedule.warmup + schedule.active)
+
+
+def _is_none(action: Any) -> bool:
+    """A schedule's action is ``none`` (fxprof's ``"none"``, torch.profiler's ``ProfilerAction.NONE``)."""
+    return str(getattr(action, "name", action)).lower() == "none"
 
 
 def save_profile(profile: Profile, folder: str, html: bool = True) -> list[str]:
@@ -113,9 +203,8 @@ def figures(profile: Profile, top: int = 3) -> dict[str, float]:
     where the session timed a training step), and the share (%) of the ``top`` nodes."""
     out: dict[str, float] = {}
     totals = profile.kept_totals()
-    if totals:
-        ordered = sorted(totals)
-        out["fxprof/run_ms"] = round(float(ordered[len(ordered) // 2]), 6)
+    if totals:  # the median of the kept runs, as the header's run line and coverage take it
+        out["fxprof/run_ms"] = round(float(statistics.median(totals)), 6)
     out["fxprof/coverage"] = round(float(profile.coverage), 4)
     df = profile.df
     if "phase" in df.columns and df["phase"].nunique() > 1:

@@ -384,9 +384,9 @@ def test_each_own_run_is_settled_by_an_untimed_call_and_they_follow_the_warm_up(
     real_same, real_run, real_call = loop._same_program, fid.OwnRuns.run, fid.OwnRuns.call
     real_warm = loop._warm_up
 
-    def same(meta, own, one_run):
+    def same(meta, own, one_run, *kind):
         order.append("dispatch check")
-        return real_same(meta, own, one_run)
+        return real_same(meta, own, one_run, *kind)
 
     def warm(*a, **k):
         order.append("warm-up")

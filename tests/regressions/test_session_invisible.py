@@ -343,3 +343,17 @@ def test_steps_dynamo_ran_as_plain_python_are_left_out_and_named():
     said = [str(w.message) for w in caught if "plain Python" in str(w.message)]
     said += [n for p in s.profiles for n in p.meta["notes"] if "plain Python" in n]
     assert said, "the cycles whose steps ran no graph say so"
+
+
+@pytest.mark.parametrize("cls", [Stateful, Global, Nested, Counter])
+def test_a_training_session_changes_nothing_the_loop_can_see(cls, capsys):
+    """backward=True: the forward and backward graphs come from AOTAutograd through dynamo, which
+    runs the forward's Python in every call; the loop sees what the twin sees."""
+    twin = _loop(cls, 6, capsys=capsys)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        profiled = _loop(cls, 6, lambda m: fxprof.session(m, schedule=fxprof.schedule(wait=1, warmup=1, active=2),
+                                                          backward=True), capsys=capsys)
+    _same(twin, profiled)
+    (prof,) = profiled["sessions"].profiles
+    assert set(prof.df["phase"]) >= {"forward", "backward"}

@@ -44,8 +44,10 @@ __all__ = ["TraceEffects", "undone_effects"]
 
 #: what fx itself sets on the traced root (tensors and objects it bakes into the graph as attributes)
 _FX_CONSTANT = re.compile(r"^_(?:tensor_constant|torchbind_obj|tree_spec_constant|opaque_obj|\w+_constant_)\d+$")
-#: a module's own bookkeeping that a trace must not be blamed for (the buffers are preserved_buffers')
-_SKIPPED = frozenset({"_buffers"})
+#: the attributes nn.Module itself keeps (hooks, parameters, buffers, submodules: a dozen dicts a
+#: module, no forward's doing): compared by identity, not followed into (preserved_buffers puts the
+#: buffers back)
+_MODULE_OWN = frozenset(vars(nn.Module()))
 _CONTAINERS = (dict, list, set, deque)
 _DEPTH = 3  # containers and plain objects followed this deep from a module's attributes
 _STDLIB = frozenset(getattr(sys, "stdlib_module_names", ())) | {"builtins"}
@@ -163,7 +165,7 @@ def _module_state(model: nn.Module) -> tuple[list[_Shallow], dict[int, str]]:
         state = vars(module)
         shots.append(_Shallow(state, prefix, namespace=True))
         for key, value in state.items():
-            if key not in _SKIPPED and key != "_modules" and _followed(value):
+            if key not in _MODULE_OWN and _followed(value):
                 follow(value, f"{prefix}.{key}", 1)
     return shots, held
 
@@ -275,14 +277,18 @@ def undone_effects(model: nn.Module) -> Iterator[TraceEffects]:
         written: list[str] = []
         for shot in state:
             names = shot.changed()
+            if not names:
+                continue
+            shot.restore()
             if shot.obj is vars(model):  # fx's own constants on the root: gone, but not the forward's doing
                 names = [n for n in names if not _FX_CONSTANT.match(n.rpartition(".")[2])]
             written.extend(names)
-            shot.restore()
         globals_written = []
         for shot in spaces:
-            globals_written.extend(shot.changed())
-            shot.restore()
+            names = shot.changed()
+            if names:
+                globals_written.extend(names)
+                shot.restore()
         moved = generators.moved()
         generators.restore()
         printed = sum(len(s.kept.getvalue()) for s in streams)

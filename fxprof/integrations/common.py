@@ -133,7 +133,7 @@ class TrainingProfiler:
         if error is not None:
             return  # the loop's own error is what the user needs to see
         for warning in caught:
-            if NO_TIMED_STEP in str(warning.message) and not self.profiles:
+            if NO_TIMED_STEP in str(warning.message) and not self.profiles and NEVER_CALLED not in str(warning.message):
                 # the session's words tell a loop's author to call s.step(); here the framework steps it
                 warnings.warn(training_too_short(self.schedule, steps), stacklevel=2)
             else:
@@ -154,6 +154,9 @@ class TrainingProfiler:
 
 #: the words of the session's warning when it ends without a timed step (fxprof.measure.session.schedule.nothing_timed)
 NO_TIMED_STEP = "ended with no timed step"
+#: the words of that warning where the model was never called at all: not a training too short, but a model
+#: the framework's step does not call (the adapter names what to instrument instead)
+NEVER_CALLED = "the model was never called"
 
 
 def training_too_short(schedule: Any, steps: int) -> str:

@@ -36,9 +36,9 @@ from torch import nn
 
 from ..session import check_keywords
 from ..session import session as open_session
-from .common import TrainingProfiler, figures, missing_framework
+from .common import NEVER_CALLED, TrainingProfiler, missing_framework
 
-__all__ = ["FxprofCallback", "check_options", "resolve_module", "schedule_over"]
+__all__ = ["FxprofCallback", "check_options", "resolve_module"]
 
 if TYPE_CHECKING:  # made on first access (module __getattr__), a subclass of lightning.pytorch.Callback
     FxprofCallback: type
@@ -84,21 +84,6 @@ def resolve_module(pl_module: nn.Module, module: str | Callable[[Any], nn.Module
     if not isinstance(found, nn.Module):
         raise TypeError(f"fxprof: module must name an nn.Module of the LightningModule, got {type(found).__name__}")
     return found
-
-
-def schedule_over(schedule: Any, step: int) -> bool:
-    """Whether ``schedule`` (a ``fxprof.schedule``) has no warm-up or active step from ``step`` on;
-    False for a schedule that repeats forever (``repeat=0``) or a function (``torch.profiler.schedule``)."""
-    try:
-        repeat, cycle = int(schedule.repeat), int(schedule.wait) + int(schedule.warmup) + int(schedule.active)
-        first = int(getattr(schedule, "skip_first", 0))
-    except (AttributeError, TypeError, ValueError):
-        return False
-    return repeat > 0 and step >= first + repeat * cycle
-
-
-#: the words of the session's warning for a model it never saw called (fxprof.measure.session.schedule.nothing_timed)
-NEVER_CALLED = "the model was never called"
 
 
 def check_options(schedule: Any, session_options: dict[str, Any]) -> None:
@@ -203,11 +188,10 @@ def _make_callback(pl: Any) -> type:
             # optimizer.step() calls are both counted by global_step
             if not self._over and trainer.global_step != self._global_step:
                 self._global_step = trainer.global_step
-                self.profiler.step()
-                if self.profiler.is_open and schedule_over(self.profiler.schedule, self.profiler.step_num):
-                    # nothing is timed from here on: the module gets its own forward back, so the rest of the fit
-                    # runs as without the callback (a session's eager step still times the forward, for the
-                    # fidelity line: tens of microseconds a call, reading the scheduler's statistics)
+                # once a fxprof.schedule is over, step() closes the session (common.TrainingProfiler): the module
+                # gets its own forward back, the rest of the fit runs as without the callback, and the hooks stop here
+                self._said(self.profiler.step)
+                if not self.profiler.is_open:
                     self._close()
                     self._over = True
 
@@ -250,18 +234,24 @@ def _make_callback(pl: Any) -> type:
         def _close(self, error: BaseException | None = None) -> None:
             if self.profiler.is_open:
                 self._resume()  # the session puts back what it found, from its own forward
-                with warnings.catch_warnings(record=True) as said:
-                    warnings.simplefilter("always")
-                    self.profiler.close(error)
-                for w in said:  # the session's words are for a loop of one's own: say it in the trainer's terms
-                    never = NEVER_CALLED in str(w.message) and self._target is not None
-                    warnings.warn_explicit(never_called(self._target) if never else w.message,  # type: ignore[arg-type]
-                                           w.category, w.filename, w.lineno)
+                self._said(lambda: self.profiler.close(error))
             self._target = None
             self._hook = None
 
+        def _said(self, call: Callable[[], Any]) -> None:
+            """``call()``, the session's warnings passed on; the one for a model never called is said
+            in the trainer's terms (which module training_step calls), not a loop's (call step())."""
+            target = self._target
+            with warnings.catch_warnings(record=True) as said:
+                warnings.simplefilter("always")
+                call()
+            for w in said:
+                never = NEVER_CALLED in str(w.message) and target is not None
+                warnings.warn_explicit(never_called(target) if never else w.message,  # type: ignore[arg-type]
+                                       w.category, w.filename, w.lineno)
+
         def _logged(self, profile: Any) -> None:
-            metrics = figures(profile)
+            metrics = self.profiler.figures(profile)
             self.metrics.append(metrics)
             trainer = self._trainer
             if not self.log or trainer is None:

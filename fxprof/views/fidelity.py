@@ -28,8 +28,8 @@ def profile_fidelity(profile: "Profile") -> Fidelity | None:
 
 
 #: a training step's fidelity line: fxprof runs no step of its own beside the profiled ones
-TRAINING_LINE = ("fidelity: not measured for a training step (its own run is your loop's, with its loss and "
-                 "optimizer): profile the loop itself with fxprof.session(model, backward=True) for its eager steps' times")
+TRAINING_LINE = ("fidelity: not measured for a training step (its own run is your loop's, with its loss, backward "
+                 "and optimizer, which fxprof does not run unprofiled)")
 
 #: kernels below this share of the run: the run is host-bound, and the header says so
 HOST_BOUND_SHARE = 0.8

@@ -357,3 +357,23 @@ def test_a_training_session_changes_nothing_the_loop_can_see(cls, capsys):
     _same(twin, profiled)
     (prof,) = profiled["sessions"].profiles
     assert set(prof.df["phase"]) >= {"forward", "backward"}
+
+
+def test_a_training_sessions_header_does_not_compare_its_steps_with_a_forward_alone():
+    """The eager steps time the model's forward; a training session's runs hold forward and
+    backward. The header stated their ratio (9.74x in a Lightning example); it says why none."""
+    torch.manual_seed(0)
+    model = Counter()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x = torch.randn(2, 8)
+    with fxprof.session(model, schedule=fxprof.schedule(wait=4, warmup=1, active=3), backward=True) as s:
+        for _ in range(8):
+            model(x).sum().backward()
+            opt.step()
+            opt.zero_grad()
+            s.step()
+    (prof,) = s.profiles
+    assert "own_runs_ms" not in prof.meta
+    assert any("no fidelity line: a training session's timed runs hold the forward and the backward" in n
+               for n in prof.meta["notes"])
+    assert not any(line.startswith("fidelity: profiled run") for line in prof.summary().splitlines())

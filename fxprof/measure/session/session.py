@@ -536,7 +536,13 @@ class Session:
         memory_records, memory_meta = cycle.memory
         meta.update({k: v for k, v in memory_meta.items() if k != "notes"})
         meta["notes"] = notes + memory_meta.get("notes", []) + meta.get("notes", [])
-        meta = self._own.describe(meta, [self._signature_keys[s] for s in used])
+        if self.plan.backward:  # the eager steps time a forward; this cycle's runs hold forward and backward
+            meta["notes"] = meta["notes"] + [
+                "no fidelity line: a training session's timed runs hold the forward and the backward, and the schedule's "
+                "eager steps time the model's forward alone (the backward runs after the forward returns), so their ratio "
+                "would compare different work"]
+        else:
+            meta = self._own.describe(meta, [self._signature_keys[s] for s in used])
         # the cycle's window, where it held only the loop's steps: not a capture or compile (its
         # workers are processes of this run), nor what the with-block did after an incomplete cycle
         window = (cycle.window_lost if not (incomplete or cycle.untimed_first or capture_count != cycle.window_captures)
